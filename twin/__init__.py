@@ -1,0 +1,3 @@
+"""LLM serving digital twin."""
+
+__version__ = "0.1.0"

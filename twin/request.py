@@ -1,0 +1,165 @@
+"""A request as vLLM's V1 engine tracks it, plus the identity of its tokens for the prefix cache.
+
+Token identity comes in one of two forms:
+
+* real token ids (``prompt_token_ids``), as the calibration engine uses; blocks hash their token tuples;
+* synthetic *segments*: the prompt is a sequence of ``(segment_key, num_tokens)`` pieces whose content is
+  identified by the key alone (a tenant's system prompt, a Mooncake ``hash_id``, a previous turn's output).
+  Two prompts share a block-aligned prefix exactly when they share the segments covering it, so traces
+  without tokens still drive the prefix cache.
+
+Output tokens are identified by ``output_segment_key(request_id)``, so a multi-turn workload can build the
+next turn's prompt as ``previous prompt segments + (output_segment_key(prev_id), prev_output_tokens) + new``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+NONE_HASH = hash(("twin-none-hash",))
+
+
+class RequestStatus(enum.IntEnum):
+    WAITING = 0
+    RUNNING = 1
+    PREEMPTED = 2
+    FINISHED_STOPPED = 3
+    FINISHED_LENGTH_CAPPED = 4
+    FINISHED_ABORTED = 5
+    FINISHED_REJECTED = 6
+
+    @property
+    def is_finished(self) -> bool:
+        return self >= RequestStatus.FINISHED_STOPPED
+
+
+def output_segment_key(request_id: Hashable) -> tuple:
+    """The segment key of a request's generated tokens."""
+    return ("out", request_id)
+
+
+class Request:
+    """One request's scheduling state. Counters carry vLLM's names and meanings."""
+
+    __slots__ = (
+        "request_id", "arrival_time_s", "num_prompt_tokens", "target_output_tokens", "max_tokens",
+        "task_class", "priority", "num_output_tokens", "num_computed_tokens", "num_cached_tokens",
+        "num_preemptions", "status", "spec_token_ids", "num_spec_tokens", "block_hashes",
+        "prompt_token_ids", "output_token_ids", "_segments", "_segment_ends", "_segment_bases",
+        "reject_reason", "client_data", "admitted_seq", "finish_step_emitted",
+    )
+
+    def __init__(
+        self,
+        request_id: Hashable,
+        arrival_time_s: float,
+        num_prompt_tokens: int,
+        target_output_tokens: int,
+        *,
+        prompt_segments: Sequence[tuple[Hashable, int]] | None = None,
+        prompt_token_ids: Sequence[int] | None = None,
+        max_tokens: int | None = None,
+        task_class: str = "default",
+        priority: int = 0,
+        client_data: Any = None,
+    ) -> None:
+        if num_prompt_tokens < 1:
+            raise ValueError(f"request {request_id}: num_prompt_tokens must be >= 1, got {num_prompt_tokens}")
+        if target_output_tokens < 1:
+            raise ValueError(f"request {request_id}: target_output_tokens must be >= 1, got {target_output_tokens}")
+        self.request_id = request_id
+        self.arrival_time_s = float(arrival_time_s)
+        self.num_prompt_tokens = int(num_prompt_tokens)
+        self.target_output_tokens = int(target_output_tokens)
+        self.max_tokens = int(max_tokens) if max_tokens is not None else self.target_output_tokens
+        self.task_class = task_class
+        self.priority = priority
+        self.client_data = client_data
+        self.num_output_tokens = 0
+        self.num_computed_tokens = 0
+        self.num_cached_tokens = -1  # -1 until the first admission records the prefix hit
+        self.num_preemptions = 0
+        self.status = RequestStatus.WAITING
+        self.num_spec_tokens = 0
+        self.spec_token_ids: list[int] = []
+        self.block_hashes: list[int] = []
+        self.reject_reason: str | None = None
+        self.admitted_seq = -1
+        self.finish_step_emitted = 0
+        self.output_token_ids: list[int] | None = None
+        if prompt_token_ids is not None:
+            if len(prompt_token_ids) != num_prompt_tokens:
+                raise ValueError(f"request {request_id}: {len(prompt_token_ids)} prompt token ids "
+                                 f"for num_prompt_tokens={num_prompt_tokens}")
+            self.prompt_token_ids = list(prompt_token_ids)
+            self.output_token_ids = []
+            self._segments = None
+        else:
+            self.prompt_token_ids = None
+            segments = list(prompt_segments) if prompt_segments else [(("prompt", request_id), num_prompt_tokens)]
+            total = sum(n for _, n in segments)
+            if total != num_prompt_tokens:
+                raise ValueError(f"request {request_id}: prompt segments cover {total} tokens, "
+                                 f"num_prompt_tokens={num_prompt_tokens}")
+            segments.append((output_segment_key(request_id), 1 << 62))
+            self._set_segments(segments)
+
+    # ---- counters -------------------------------------------------------------------------------------
+    @property
+    def num_tokens(self) -> int:
+        return self.num_prompt_tokens + self.num_output_tokens
+
+    @property
+    def num_tokens_with_spec(self) -> int:
+        return self.num_prompt_tokens + self.num_output_tokens + self.num_spec_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status >= RequestStatus.FINISHED_STOPPED
+
+    def append_output_tokens(self, count: int, token_ids: Sequence[int] | None = None) -> None:
+        self.num_output_tokens += count
+        if self.output_token_ids is not None:
+            if token_ids is None or len(token_ids) != count:
+                raise ValueError(f"request {self.request_id}: real-token request needs {count} token ids")
+            self.output_token_ids.extend(token_ids)
+
+    # ---- token identity -------------------------------------------------------------------------------
+    def _set_segments(self, segments: list[tuple[Hashable, int]]) -> None:
+        # Prefix identity at a segment start: chained over the segments before it, so that
+        # identity(T) = (identity at the covering segment's start, segment key, T - start) names the first
+        # T tokens exactly (equal content up to T <=> equal segments up to T).
+        ends, bases = [], []
+        pos, base = 0, NONE_HASH
+        for key, n in segments:
+            bases.append(base)
+            pos += n
+            ends.append(pos)
+            base = hash((base, key, n))
+        self._segments = segments
+        self._segment_ends = ends
+        self._segment_bases = bases
+
+    def prefix_identity(self, num_tokens: int, block_size: int, parent_hash: int | None) -> int:
+        """Hash of the block ending at token ``num_tokens`` (a multiple of ``block_size``), chained."""
+        if self._segments is None:
+            ids = self.prompt_token_ids
+            start = num_tokens - block_size
+            if num_tokens <= self.num_prompt_tokens:
+                block = tuple(ids[start:num_tokens])
+            else:
+                block = tuple((ids + self.output_token_ids)[start:num_tokens])
+            return hash((parent_hash if parent_hash is not None else NONE_HASH, block))
+        ends = self._segment_ends
+        i = 0
+        # segments are few (typically 1-4): a linear scan beats bisect here
+        while ends[i] < num_tokens:
+            i += 1
+        seg_start = ends[i] - self._segments[i][1]
+        return hash((self._segment_bases[i], self._segments[i][0], num_tokens - seg_start))
+
+    def __repr__(self) -> str:
+        return (f"Request({self.request_id!r}, status={self.status.name}, prompt={self.num_prompt_tokens}, "
+                f"out={self.num_output_tokens}/{self.target_output_tokens}, computed={self.num_computed_tokens})")
