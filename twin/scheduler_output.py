@@ -17,7 +17,8 @@ class SchedulerOutput:
     num_new_tokens: list[int] = field(default_factory=list)        # tokens computed this step
     num_computed_before: list[int] = field(default_factory=list)   # tokens already in KV before this step
     num_spec_tokens: list[int] = field(default_factory=list)       # draft tokens verified this step
-    num_new_requests: int = 0                                      # admitted this step (the tail of `requests`)
+    num_new_requests: int = 0                                      # admitted this step (before any padding)
+    num_padding: int = 0                                           # trailing finished sequences a static batch still carries
     num_resumed_requests: int = 0                                  # of those, previously preempted
     preempted: list[Request] = field(default_factory=list)
     rejected: list[Request] = field(default_factory=list)           # can never fit; finished as REJECTED

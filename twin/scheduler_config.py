@@ -1,0 +1,42 @@
+"""The serving knobs the scheduler and KV cache read, spelled as vLLM spells them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class SchedulerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    scheduler: Literal["continuous", "prefill_first", "static"] = "continuous"
+    max_num_seqs: int = Field(256, ge=1)
+    max_num_batched_tokens: int = Field(8192, ge=1)
+    max_model_len: int = Field(8192, ge=2)
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    block_size: int = Field(16, ge=1, le=1024)
+    long_prefill_token_threshold: int = Field(0, ge=0)
+    policy: Literal["fcfs", "priority"] = "fcfs"
+    num_lookahead_tokens: int = Field(0, ge=0)
+    # version-dependent behaviours, default off (see reference/vllm-v1-semantics.md)
+    reserve_null_block: bool = True
+    free_unhashed_blocks_to_head: bool = False
+    admission_watermark: float = Field(0.0, ge=0.0, lt=1.0)
+    # static batching (FasterTransformer-style servers)
+    static_batch_size: int = Field(8, ge=1)
+    static_batch_timeout_s: float = Field(0.0, ge=0.0)
+    static_reserve_max_length: bool = True
+    static_pad_finished: bool = True
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SchedulerConfig":
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be >= max_num_seqs "
+                             f"({self.max_num_seqs})")
+        whole_prompts = self.scheduler == "prefill_first" or not self.enable_chunked_prefill
+        if self.scheduler != "static" and whole_prompts and self.max_num_batched_tokens < self.max_model_len:
+            raise ValueError(f"without chunked prefill, max_num_batched_tokens "
+                             f"({self.max_num_batched_tokens}) must be >= max_model_len ({self.max_model_len})")
+        return self

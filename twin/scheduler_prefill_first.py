@@ -1,0 +1,66 @@
+"""Prefill-first scheduling without mixing (vLLM V0 style, chunked prefill off): a step is all prefill or
+all decode. Whole prompts are admitted first whenever any fit; otherwise every running request decodes."""
+
+from __future__ import annotations
+
+from twin.request import RequestStatus
+from twin.scheduler_base import SchedulerBase
+from twin.scheduler_output import SchedulerOutput
+
+
+class PrefillFirstScheduler(SchedulerBase):
+    def schedule(self, now_s: float | None = None) -> SchedulerOutput:
+        out = self._new_output()
+        if self.waiting and len(self.running) < self.config.max_num_seqs:
+            self._schedule_prefills(out)
+        if not out.requests:
+            self._schedule_decodes(out)
+        out.num_computed_before = [r.num_computed_tokens for r in out.requests]
+        out.num_spec_tokens = [r.num_spec_tokens for r in out.requests]
+        for req, n in zip(out.requests, out.num_new_tokens):
+            req.num_computed_tokens += n
+        return self._finish_output(out)
+
+    def _schedule_prefills(self, out: SchedulerOutput) -> None:
+        kv = self.kv_cache_manager
+        budget = self.config.max_num_batched_tokens
+        reserve = int(self.config.admission_watermark * kv.block_pool.num_usable_blocks)
+        while self.waiting and len(self.running) < self.config.max_num_seqs:
+            req = self.waiting.peek()
+            hit_blocks, num_hit = kv.get_computed_blocks(req)
+            n = req.num_prompt_tokens + req.num_output_tokens - num_hit
+            if n > budget or kv.allocate_slots(req, n, num_hit, hit_blocks, 0, reserve) is None:
+                break
+            self.waiting.pop()
+            if req.status == RequestStatus.PREEMPTED:
+                out.num_resumed_requests += 1
+            out.num_new_requests += 1
+            req.status = RequestStatus.RUNNING
+            req.num_computed_tokens = num_hit
+            if req.num_cached_tokens < 0:
+                req.num_cached_tokens = num_hit
+            self.running.append(req)
+            out.requests.append(req)
+            out.num_new_tokens.append(n)
+            budget -= n
+
+    def _schedule_decodes(self, out: SchedulerOutput) -> None:
+        kv = self.kv_cache_manager
+        running = self.running
+        i = 0
+        while i < len(running):
+            req = running[i]
+            n = req.num_prompt_tokens + req.num_output_tokens + req.num_spec_tokens - req.num_computed_tokens
+            scheduled = True
+            while kv.allocate_slots(req, n) is None:
+                victim = running.pop()
+                self._preempt(victim)
+                out.preempted.append(victim)
+                if victim is req:
+                    scheduled = False
+                    break
+            if not scheduled:
+                break
+            out.requests.append(req)
+            out.num_new_tokens.append(n)
+            i += 1
