@@ -1,0 +1,137 @@
+"""From a validated scenario body to a run: vLLM defaults resolved for the deployment, the KV pool sized,
+the cost model and traffic built, replications simulated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from twin.catalog import GpuSpec, ModelSpec, resolve_gpu, resolve_model
+from twin.cost.base import CostModel
+from twin.cost.factory import build_cost_model
+from twin.engine import LeastOutstandingRouter, RoundRobinRouter
+from twin.errors import TwinInputError
+from twin.kv_sizing import KvPoolBreakdown, kv_pool_breakdown
+from twin.records import SimResult
+from twin.scenario import ScenarioBody
+from twin.scheduler_config import SchedulerConfig
+from twin.schedulers import make_scheduler
+from twin.simulate import simulate
+from twin.workload.generate import build_workload
+
+GIB = 1 << 30
+
+
+def vllm_default_limits(gpu: GpuSpec) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that ``vllm serve`` picks for this GPU class."""
+    big = gpu.memory_bytes >= 70 * GIB and "a100" not in gpu.name.lower()
+    return (8192, 1024) if big else (2048, 256)
+
+
+@dataclass
+class Deployment:
+    """Everything a replica needs, resolved."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    scheduler_config: SchedulerConfig
+    kv_pool: KvPoolBreakdown
+    cost_model_factory: Callable[[], CostModel]
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        return self.kv_pool.num_gpu_blocks
+
+
+def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec) -> SchedulerConfig:
+    server = body.server
+    default_tokens, default_seqs = vllm_default_limits(gpu)
+    max_model_len = server.max_model_len or model.max_position_embeddings
+    max_num_seqs = server.max_num_seqs or default_seqs
+    whole_prompts = server.scheduler == "prefill_first" or not server.enable_chunked_prefill
+    if server.max_num_batched_tokens is not None:
+        max_tokens = server.max_num_batched_tokens
+    else:
+        # vLLM's clamps on its own defaults: never above max_num_seqs * max_model_len, and without chunked
+        # prefill at least max_model_len (a whole prompt must fit one step)
+        max_tokens = min(default_tokens, max_num_seqs * max_model_len)
+        if whole_prompts:
+            max_tokens = max(max_tokens, max_model_len)
+        max_tokens = max(max_tokens, max_num_seqs)
+    fields = server.model_dump(exclude={"gpu_memory_utilization", "num_gpu_blocks_override"})
+    fields.update(max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_tokens)
+    try:
+        return SchedulerConfig(**fields)
+    except ValidationError as exc:
+        msg = exc.errors(include_url=False)[0].get("ctx", {}).get("error") or exc.errors()[0]["msg"]
+        raise TwinInputError(f"server: {msg}") from None
+
+
+def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Deployment:
+    dep = body.deployment
+    model = resolve_model(_relative(dep.model, base_dir))
+    gpu = resolve_gpu(_relative(dep.gpu, base_dir))
+    model.check_tensor_parallel(dep.tensor_parallel_size)
+    sched = resolve_scheduler_config(body, model, gpu)
+    pool = kv_pool_breakdown(
+        model, gpu, dep.tensor_parallel_size, sched.block_size, body.server.gpu_memory_utilization,
+        dep.weight_dtype, dep.kv_dtype, sched.max_num_batched_tokens, body.server.num_gpu_blocks_override,
+        max_num_seqs=sched.max_num_seqs, max_model_len=sched.max_model_len)
+    cm = body.cost_model
+    params: dict[str, Any] = dict(cm.params)
+    if cm.kind == "profile":
+        params["path"] = str(_relative(cm.profile, base_dir))
+
+    def cost_model_factory() -> CostModel:
+        return build_cost_model(cm.kind, model, gpu, dep.tensor_parallel_size,
+                                {"weight_dtype": dep.weight_dtype, "kv_dtype": dep.kv_dtype}, params)
+
+    cost_model_factory()  # fail on bad parameters before any run
+    return Deployment(model, gpu, sched, pool, cost_model_factory)
+
+
+def _relative(value: str, base_dir: Path | None) -> str:
+    """A path-looking value relative to the scenario's folder; names pass through."""
+    if base_dir is not None and (value.endswith((".yaml", ".yml", ".json")) or "/" in value):
+        p = Path(value)
+        if not p.is_absolute() and (base_dir / p).exists():
+            return str(base_dir / p)
+    return value
+
+
+def make_router(name: str):
+    return LeastOutstandingRouter() if name == "least_outstanding" else RoundRobinRouter()
+
+
+def run_body(body: ScenarioBody, base_dir: Path | None = None, *, replication: int = 0,
+             progress: Callable[[float], None] | None = None, deployment: Deployment | None = None) -> SimResult:
+    """One simulation of a scenario body; replication r uses seed ``body.seed + r``."""
+    dep = deployment or resolve_deployment(body, base_dir)
+    seed = body.seed + replication
+    traffic = build_workload(body.workload, seed, base_dir=base_dir)
+    summary = {
+        "name": body.name, "seed": seed, "replication": replication,
+        "deployment": body.deployment.model_dump(),
+        "server": dep.scheduler_config.model_dump(),
+        "num_gpu_blocks": dep.num_gpu_blocks,
+        "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
+        "cost_model": body.cost_model.model_dump(),
+    }
+    return simulate(
+        traffic,
+        lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
+        lambda i: dep.cost_model_factory(),
+        num_replicas=body.deployment.replicas,
+        router=make_router(body.deployment.router),
+        max_time_s=body.max_sim_time_s,
+        progress=progress,
+        config_summary=summary,
+    )
+
+
+def metrics_of(result: SimResult, body: ScenarioBody) -> dict[str, Any]:
+    window = (body.warmup_s, None) if body.warmup_s > 0 else None
+    return result.metrics(slo=body.slo.as_dict() or None, window=window)

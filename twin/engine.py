@@ -1,0 +1,177 @@
+"""The SimPy twin: arrivals, a router, and one process per replica that drives the serving core step by step.
+
+SimPy is the clock, not the logic: each replica loops ``schedule() -> cost_model.step_time_s() -> timeout ->
+update_from_output()`` on the very objects the real engine drives. Tokens emitted by a step are stamped at
+the step's end; a request arriving mid-step is seen by the next ``schedule()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import simpy
+
+from twin.cost.base import CostModel
+from twin.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, StepRecords
+from twin.request import Request
+from twin.scheduler_base import SchedulerBase
+from twin.scheduler_output import SchedulerOutput
+
+
+class Speculator(Protocol):
+    """Speculative decoding as the engine sees it (the spec-decode module implements it)."""
+
+    def num_draft_tokens(self, request: Request) -> int:
+        """Draft tokens to propose for a request that is about to decode (0: none)."""
+
+    def num_generated(self, out: SchedulerOutput) -> list[int]:
+        """Tokens each scheduled request produces in this step (1 + accepted drafts; 0 mid-prefill)."""
+
+    def draft_time_s(self, out: SchedulerOutput) -> float:
+        """Time the drafter spends proposing for this step's batch."""
+
+
+class Replica:
+    """One server: a scheduler and a cost model, advanced by a SimPy process."""
+
+    def __init__(self, env: simpy.Environment, index: int, scheduler: SchedulerBase, cost_model: CostModel,
+                 steps: StepRecords, speculator: Speculator | None = None,
+                 on_finish: Callable[[Request], None] | None = None) -> None:
+        self.env = env
+        self.index = index
+        self.scheduler = scheduler
+        self.cost_model = cost_model
+        self.steps = steps
+        self.speculator = speculator
+        self.on_finish = on_finish
+        self.num_outstanding = 0
+        self._wake: simpy.Event | None = None
+        self.process = env.process(self._run())
+
+    def submit(self, request: Request) -> None:
+        record = request.client_data
+        record.replica = self.index
+        if not self.scheduler.add_request(request):
+            record.status = REJECTED
+            record.reject_reason = request.reject_reason
+            record.finish_s = self.env.now
+            if self.on_finish is not None:
+                self.on_finish(request)
+            return
+        self.num_outstanding += 1
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    @property
+    def kv_usage(self) -> float:
+        return self.scheduler.kv_cache_manager.usage
+
+    def _sleep_until_work(self):
+        self._wake = self.env.event()
+        wakeup = getattr(self.scheduler, "next_wakeup_s", None)
+        if wakeup is not None and wakeup > self.env.now:
+            return self._wake | self.env.timeout(wakeup - self.env.now)
+        return self._wake
+
+    def _run(self):
+        env = self.env
+        sched = self.scheduler
+        cost = self.cost_model
+        steps_append = self.steps.append
+        spec = self.speculator
+        replica = self.index
+        while True:
+            if not sched.has_unfinished_requests():
+                yield self._sleep_until_work()
+                continue
+            now = env.now
+            out = sched.schedule(now)
+            if not out.requests:
+                if sched.running:
+                    raise RuntimeError(f"replica {replica}: scheduler produced an empty step with "
+                                       f"{len(sched.running)} running requests")
+                yield self._sleep_until_work()
+                continue
+            dt = cost.step_time_s(out)
+            if spec is not None:
+                dt += spec.draft_time_s(out)
+            yield env.timeout(dt)
+            end = env.now
+            num_generated = spec.num_generated(out) if spec is not None else None
+            result = sched.update_from_output(out, num_generated)
+
+            emitted = result.num_emitted
+            prefill_seqs = prefill_tokens = decode_tokens = 0
+            new_tokens, before, spec_tokens = out.num_new_tokens, out.num_computed_before, out.num_spec_tokens
+            for i in range(len(out.requests) - out.num_padding):
+                req = out.requests[i]
+                k = emitted[i]
+                if k:
+                    req.client_data.add_emission(end, k)
+                n = new_tokens[i]
+                # a decode computes its last sampled token (plus drafts) after the whole prompt
+                if n == 1 + spec_tokens[i] and before[i] >= req.num_prompt_tokens:
+                    decode_tokens += n
+                else:
+                    prefill_seqs += 1
+                    prefill_tokens += n
+            for req in result.finished:
+                self._finish(req, end)
+            if spec is not None:
+                for req in sched.running:
+                    if req.num_computed_tokens == req.num_prompt_tokens + req.num_output_tokens - 1:
+                        req.num_spec_tokens = spec.num_draft_tokens(req)
+            steps_append(now, dt, len(out.requests), prefill_seqs, len(out.requests) - prefill_seqs,
+                         out.total_num_scheduled_tokens + out.num_padding, prefill_tokens, decode_tokens,
+                         sum(out.num_spec_tokens), len(out.preempted), out.num_waiting_after,
+                         out.num_running_after, out.kv_usage, replica)
+
+    def _finish(self, req: Request, now: float) -> None:
+        record: RequestRecord = req.client_data
+        record.finish_s = now
+        record.status = FINISHED
+        self._copy_counters(req, record)
+        self.num_outstanding -= 1
+        if self.on_finish is not None:
+            self.on_finish(req)
+
+    @staticmethod
+    def _copy_counters(req: Request, record: RequestRecord) -> None:
+        record.num_output_tokens = req.num_output_tokens
+        record.num_cached_tokens = max(req.num_cached_tokens, 0)
+        record.num_preemptions = req.num_preemptions
+
+    def close(self) -> None:
+        """Mark requests still in flight when the run stopped."""
+        for req in list(self.scheduler.running) + list(self.scheduler.waiting):
+            record = req.client_data
+            if record.status == FINISHED and record.finish_s is None:
+                record.status = INCOMPLETE
+                self._copy_counters(req, record)
+
+
+class Router(Protocol):
+    def route(self, request: Request, replicas: Sequence[Replica]) -> int: ...
+
+
+class RoundRobinRouter:
+    def __init__(self) -> None:
+        self._next = 0
+
+    def route(self, request: Request, replicas: Sequence[Replica]) -> int:
+        i = self._next % len(replicas)
+        self._next += 1
+        return i
+
+
+class LeastOutstandingRouter:
+    def route(self, request: Request, replicas: Sequence[Replica]) -> int:
+        return min(range(len(replicas)), key=lambda i: (replicas[i].num_outstanding, i))
+
+
+def new_record(request: Request) -> RequestRecord:
+    record = RequestRecord(request.request_id, request.task_class, request.arrival_time_s,
+                           num_prompt_tokens=request.num_prompt_tokens)
+    request.client_data = record
+    return record

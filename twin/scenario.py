@@ -1,0 +1,229 @@
+"""Scenario files: a deployment, its server settings, its traffic and the what-if variants to compare.
+
+A scenario is YAML; every section is validated with pydantic and every problem is reported as one line that
+names the field, e.g. ``server.max_num_seqs: must be >= 1 (got 0)``. A variant is a partial scenario merged
+over the baseline (mappings merge key by key, anything else replaces), then validated as a whole.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from twin.errors import TwinInputError
+from twin.workload.config import WorkloadConfig, format_validation_error
+from twin.workload.config import _Strict as StrictModel
+
+BASELINE = "baseline"
+PERCENTILE_KEYS = ("mean", "median", "p50", "p90", "p95", "p99")
+
+
+class DeploymentConfig(StrictModel):
+    gpu: str = "H100-SXM"
+    model: str = "llama-3.1-8b"
+    tensor_parallel_size: int = Field(1, ge=1, le=64)
+    replicas: int = Field(1, ge=1, le=4096)
+    weight_dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    kv_dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    router: Literal["round_robin", "least_outstanding"] = "round_robin"
+
+
+class ServerConfig(StrictModel):
+    """vLLM's serving knobs. ``None`` means vLLM's default for the deployment (resolved in twin.build)."""
+
+    scheduler: Literal["continuous", "prefill_first", "static"] = "continuous"
+    max_num_seqs: int | None = Field(None, ge=1)
+    max_num_batched_tokens: int | None = Field(None, ge=1)
+    max_model_len: int | None = Field(None, ge=2)
+    enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
+    block_size: int = Field(16, ge=1, le=1024)
+    long_prefill_token_threshold: int = Field(0, ge=0)
+    policy: Literal["fcfs", "priority"] = "fcfs"
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+    num_gpu_blocks_override: int | None = Field(None, ge=2)
+    reserve_null_block: bool = True
+    free_unhashed_blocks_to_head: bool = False
+    admission_watermark: float = Field(0.0, ge=0.0, lt=1.0)
+    static_batch_size: int = Field(8, ge=1)
+    static_batch_timeout_s: float = Field(0.0, ge=0.0)
+    static_reserve_max_length: bool = True
+    static_pad_finished: bool = True
+
+
+class CostModelConfig(StrictModel):
+    kind: Literal["roofline", "constant", "profile"] = "roofline"
+    profile: str | None = None
+    params: dict[str, float] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _profile_path(self) -> "CostModelConfig":
+        if self.kind == "profile" and not self.profile:
+            raise ValueError(".profile: is required when kind is 'profile' (a calibrated profile JSON path)")
+        return self
+
+
+class SLOConfig(StrictModel):
+    """Latency objectives in ms. A number is a per-request threshold (goodput, as ``vllm bench serve
+    --goodput``); a mapping like ``{p99: 1000}`` is a percentile objective (met or not)."""
+
+    ttft_ms: float | dict[str, float] | None = None
+    tpot_ms: float | dict[str, float] | None = None
+    itl_ms: float | dict[str, float] | None = None
+    e2el_ms: float | dict[str, float] | None = None
+
+    @field_validator("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
+    @classmethod
+    def _positive(cls, value: Any) -> Any:
+        if value is None:
+            return value
+        items = value.items() if isinstance(value, dict) else [("value", value)]
+        for key, v in items:
+            if isinstance(value, dict) and key not in PERCENTILE_KEYS:
+                raise ValueError(f"unknown statistic {key!r} (allowed: {', '.join(PERCENTILE_KEYS)})")
+            if not v > 0:
+                raise ValueError(f"must be > 0 ms (got {v})")
+        return value
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class ScenarioBody(StrictModel):
+    """One fully specified configuration (the baseline, or a variant merged over it)."""
+
+    name: str = "scenario"
+    description: str = ""
+    deployment: DeploymentConfig = Field(default_factory=DeploymentConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    cost_model: CostModelConfig = Field(default_factory=CostModelConfig)
+    workload: WorkloadConfig
+    slo: SLOConfig = Field(default_factory=SLOConfig)
+    seed: int = Field(0, ge=0)
+    replications: int = Field(1, ge=1, le=1000)
+    warmup_s: float = Field(0.0, ge=0.0)
+    max_sim_time_s: float | None = Field(None, gt=0)
+
+
+class Scenario:
+    """A loaded scenario file: the raw baseline mapping and its variants (validated on load)."""
+
+    def __init__(self, data: dict[str, Any], source: str = "<scenario>", base_dir: Path | None = None) -> None:
+        if not isinstance(data, dict):
+            raise TwinInputError(f"{source}: a scenario must be a mapping of sections (got {type(data).__name__})")
+        data = copy.deepcopy(data)
+        variants = data.pop("variants", None) or {}
+        if not isinstance(variants, dict):
+            raise TwinInputError(f"{source}: variants: must be a mapping of name -> overrides")
+        self.source = source
+        self.base_dir = base_dir
+        self.baseline_data = data
+        self.variant_data: dict[str, dict[str, Any]] = {}
+        for name, overrides in variants.items():
+            if name == BASELINE:
+                raise TwinInputError(f"{source}: variants.{name}: the name 'baseline' is reserved")
+            if not isinstance(overrides, dict):
+                raise TwinInputError(f"{source}: variants.{name}: must be a mapping of overrides")
+            self.variant_data[str(name)] = overrides
+        # validate everything up front so a bad variant fails before any run
+        for name in self.names():
+            self.body(name)
+
+    @property
+    def name(self) -> str:
+        return str(self.baseline_data.get("name", "scenario"))
+
+    def names(self) -> list[str]:
+        return [BASELINE, *self.variant_data]
+
+    def raw(self, variant: str = BASELINE, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        if variant != BASELINE and variant not in self.variant_data:
+            raise TwinInputError(f"{self.source}: no variant {variant!r} (variants: {', '.join(self.names())})")
+        data = copy.deepcopy(self.baseline_data)
+        if variant != BASELINE:
+            data = deep_merge(data, self.variant_data[variant])
+        if overrides:
+            data = deep_merge(data, overrides)
+        return data
+
+    def body(self, variant: str = BASELINE, overrides: dict[str, Any] | None = None) -> ScenarioBody:
+        data = self.raw(variant, overrides)
+        where = self.source if variant == BASELINE else f"{self.source} [variant {variant}]"
+        try:
+            return ScenarioBody.model_validate(data)
+        except ValidationError as exc:
+            raise TwinInputError(f"{where}: {format_validation_error(exc)}") from None
+
+
+def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def parse_set_options(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``--set server.max_num_seqs=4`` style overrides -> a nested mapping (values parsed as YAML scalars)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise TwinInputError(f"--set {item!r}: expected key.path=value")
+        path, raw = item.split("=", 1)
+        keys = [k for k in path.strip().split(".") if k]
+        if not keys:
+            raise TwinInputError(f"--set {item!r}: empty key path")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise TwinInputError(f"--set {item!r}: {key} is set twice")
+        node[keys[-1]] = value
+    return out
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; a bare name looks in the bundled ``scenarios/`` folder."""
+    p = resolve_scenario_path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise TwinInputError(f"{path}: cannot read scenario ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise TwinInputError(f"{p}{where}: malformed YAML: {problem}") from None
+    return Scenario(data, source=str(p), base_dir=p.parent)
+
+
+def scenarios_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def list_scenarios() -> list[Path]:
+    d = scenarios_dir()
+    return sorted(d.glob("*.yaml")) if d.is_dir() else []
+
+
+def resolve_scenario_path(path: str | Path) -> Path:
+    p = Path(path)
+    if p.exists():
+        return p
+    for candidate in (scenarios_dir() / p, scenarios_dir() / f"{p}.yaml"):
+        if candidate.exists():
+            return candidate
+    known = ", ".join(s.stem for s in list_scenarios())
+    raise TwinInputError(f"{path}: no such scenario file (bundled scenarios: {known or 'none'})")
