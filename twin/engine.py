@@ -7,6 +7,7 @@ the step's end; a request arriving mid-step is seen by the next ``schedule()``.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -15,6 +16,7 @@ import simpy
 from twin.cost.base import CostModel
 from twin.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, StepRecords
 from twin.request import Request
+from twin.scheduler import Scheduler
 from twin.scheduler_base import SchedulerBase
 from twin.scheduler_output import SchedulerOutput
 
@@ -37,7 +39,7 @@ class Replica:
 
     def __init__(self, env: simpy.Environment, index: int, scheduler: SchedulerBase, cost_model: CostModel,
                  steps: StepRecords, speculator: Speculator | None = None,
-                 on_finish: Callable[[Request], None] | None = None) -> None:
+                 on_finish: Callable[[Request], None] | None = None, fast_path: bool = True) -> None:
         self.env = env
         self.index = index
         self.scheduler = scheduler
@@ -46,6 +48,8 @@ class Replica:
         self.speculator = speculator
         self.on_finish = on_finish
         self.num_outstanding = 0
+        # runs of decode-only steps between events skip schedule()/update_from_output(); same results
+        self.fast_path = fast_path and speculator is None and type(scheduler) is Scheduler
         self._wake: simpy.Event | None = None
         self.process = env.process(self._run())
 
@@ -126,6 +130,89 @@ class Replica:
                          out.total_num_scheduled_tokens + out.num_padding, prefill_tokens, decode_tokens,
                          sum(out.num_spec_tokens), len(out.preempted), out.num_waiting_after,
                          out.num_running_after, out.kv_usage, replica)
+            if self.fast_path and not sched.waiting and sched.running:
+                yield from self._fast_forward()
+
+    def _fast_forward(self):
+        """Run consecutive decode-only steps without the scheduler, as long as nothing can change the batch:
+        no waiting request, no arrival or other event before the step starts, nobody finishing, and free
+        blocks for every block boundary crossed. Each step is exactly what ``schedule()`` would produce (same
+        batch order, same block ids popped in the same order, same cost-model input), so results are
+        identical to the step-by-step path; only the per-request bookkeeping is batched."""
+        env = self.env
+        sched = self.scheduler
+        cfg = sched.config
+        if sched._rejected_unreported or cfg.long_prefill_token_threshold == 1:
+            return
+        reqs = list(sched.running)
+        n_seqs = len(reqs)
+        if n_seqs > cfg.max_num_batched_tokens or cfg.num_lookahead_tokens:
+            return
+        kv = sched.kv_cache_manager
+        bs = kv.block_size
+        max_model_len = sched.max_model_len
+        max_steps = 1 << 62
+        contexts = []
+        for req in reqs:
+            num_tokens = req.num_prompt_tokens + req.num_output_tokens
+            if req.num_computed_tokens != num_tokens - 1 or req.num_spec_tokens:
+                return
+            stop_at = req.target_output_tokens if req.target_output_tokens < req.max_tokens else req.max_tokens
+            max_steps = min(max_steps, stop_at - req.num_output_tokens - 1, max_model_len - num_tokens - 1)
+            contexts.append(req.num_computed_tokens)
+        if max_steps < 1:
+            return
+        horizon = env.peek()
+        if env.now >= horizon:
+            return
+        pool = kv.block_pool
+        blocks = [kv.req_to_blocks[req.request_id] for req in reqs]
+        # step (1-based) at which each request next needs a block: when computed + s exceeds held slots
+        next_alloc = [len(b) * bs - c + 1 for b, c in zip(blocks, contexts)]
+        next_full = [bs - (c % bs) for c in contexts]  # step at which the block being filled becomes full
+        first_alloc, first_full = min(next_alloc), min(next_full)
+        ones = [1] * n_seqs
+        zeros = [0] * n_seqs
+        ends = array("d")
+        steps_append = self.steps.append
+        replica = self.index
+        caching = kv.enable_caching
+        step = 0
+        while step < max_steps and env.now < horizon:
+            s = step + 1
+            if s == first_alloc:
+                needed = [i for i in range(n_seqs) if next_alloc[i] == s]
+                if len(needed) > pool.free_block_queue.num_free_blocks:
+                    break  # an allocation would fail: the scheduler must preempt
+                for i in needed:
+                    blocks[i].extend(pool.get_new_blocks(1))
+                    next_alloc[i] += bs
+                first_alloc = min(next_alloc)
+            if caching and s == first_full:
+                for i in range(n_seqs):
+                    if next_full[i] == s:
+                        kv._cache_full_blocks(reqs[i], blocks[i], contexts[i] + s)
+                        next_full[i] += bs
+                first_full = min(next_full)
+            before = [c + step for c in contexts]
+            out = SchedulerOutput(sched.step_index, reqs, ones, before, zeros)
+            sched.step_index += 1
+            dt = self.cost_model.step_time_s(out)
+            start = env.now
+            yield env.timeout(dt)
+            ends.append(env.now)
+            step = s
+            steps_append(start, dt, n_seqs, 0, n_seqs, n_seqs, 0, n_seqs, 0, 0, 0, n_seqs, pool.get_usage(),
+                         replica)
+        if not step:
+            return
+        for req in reqs:
+            req.num_output_tokens += step
+            req.num_computed_tokens += step
+            record = req.client_data
+            record.emit_times_s.extend(ends)
+            if record.emit_counts is not None:
+                record.emit_counts.extend(array("i", [1]) * step)
 
     def _finish(self, req: Request, now: float) -> None:
         record: RequestRecord = req.client_data

@@ -36,6 +36,7 @@ def simulate(
     max_time_s: float | None = None,
     progress: ProgressFn | None = None,
     config_summary: dict | None = None,
+    fast_path: bool = True,
 ) -> SimResult:
     """Replay ``traffic`` through ``num_replicas`` replicas until every request is done (or ``max_time_s``).
 
@@ -70,7 +71,7 @@ def simulate(
 
     replicas = [
         Replica(env, i, make_scheduler(i), make_cost_model(i), steps,
-                make_speculator(i) if make_speculator else None, on_finish)
+                make_speculator(i) if make_speculator else None, on_finish, fast_path=fast_path)
         for i in range(num_replicas)
     ]
 

@@ -1,0 +1,92 @@
+"""KV pool sizing: a hand-computed case, the override, the errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from twin.errors import TwinInputError
+from twin.kv_sizing import kv_pool_breakdown, num_gpu_blocks
+
+GIB = 2**30
+
+
+def test_llama_8b_on_h100_by_hand():
+    # H100-SXM reports 81559 MiB; 0.9 of it is the budget
+    memory = 81559 * 2**20
+    budget = int(memory * 0.9)                                   # 76_968_728_985
+    weights = 2 * 8_030_261_248                                   # bf16, tp=1
+    activations = 8192 * 2 * (2 * 4096 + 3 * 14336) + 256 * 128256 * 4 * 3
+    runtime = 1 * GIB
+    block = 16 * 128 * 1024                                       # 16 tokens x 128 KiB
+    expected = (budget - weights - activations - runtime) // block
+    assert expected == 27943
+    b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", tp=1, block_size=16, gpu_memory_utilization=0.9,
+                          weight_dtype="bf16", kv_dtype="bf16", max_num_batched_tokens=8192)
+    assert b.num_gpu_blocks == expected
+    assert (b.budget_bytes, b.weight_bytes, b.activation_reserve_bytes, b.runtime_reserve_bytes) == \
+        (budget, weights, activations, runtime)
+    assert b.kv_bytes_per_block == block
+    assert b.usable_blocks == expected - 1                        # block 0 is the null block
+    assert b.capacity_tokens == (expected - 1) * 16
+    assert num_gpu_blocks("llama-3.1-8b", "H100-SXM", 1, 16, 0.9, "bf16", "bf16", 8192) == expected
+    assert "27943 blocks" in b.summary()
+
+
+def test_reserves_are_parameters():
+    b = kv_pool_breakdown("llama-3.1-8b", "h100", activation_reserve_bytes=0, runtime_reserve_bytes=0)
+    assert b.num_gpu_blocks == (int(81559 * 2**20 * 0.9) - 2 * 8_030_261_248) // (16 * 128 * 1024)
+
+
+def test_more_memory_more_blocks():
+    base = num_gpu_blocks("llama-3.1-8b", "h100")
+    assert num_gpu_blocks("llama-3.1-8b", "h100", gpu_memory_utilization=0.95) > base
+    assert num_gpu_blocks("llama-3.1-8b", "h100", kv_dtype="fp8") > 1.9 * base
+    assert num_gpu_blocks("llama-3.1-8b", "h100", weight_dtype="fp8") > base
+    assert num_gpu_blocks("llama-3.1-8b", "h100", block_size=32) == pytest.approx(base / 2, abs=1)
+    assert num_gpu_blocks("llama-3.1-8b", "h200") > 2 * base
+
+
+def test_tensor_parallel_sizing():
+    b = kv_pool_breakdown("llama-3.1-70b", "H100-SXM", tp=4)
+    assert b.kv_bytes_per_token == 320 * 1024 // 4
+    assert b.num_gpu_blocks > 20000
+
+
+def test_override():
+    b = kv_pool_breakdown("llama-3.1-8b", "h100", num_gpu_blocks_override=11)
+    assert b.num_gpu_blocks == 11 and b.overridden and b.usable_blocks == 10
+    assert num_gpu_blocks("tiny-llama", "cpu", num_gpu_blocks_override=100) == 100
+    with pytest.raises(TwinInputError, match="num_gpu_blocks_override"):
+        num_gpu_blocks("llama-3.1-8b", "h100", num_gpu_blocks_override=1)
+    with pytest.raises(TwinInputError, match="num_gpu_blocks_override"):
+        num_gpu_blocks("llama-3.1-8b", "h100", num_gpu_blocks_override=0)
+
+
+def test_weights_do_not_fit():
+    with pytest.raises(TwinInputError) as e:
+        num_gpu_blocks("llama-3.1-70b", "H100-SXM", tp=1)
+    msg = str(e.value)
+    assert "llama-3.1-70b" in msg and "131.4 GiB" in msg and "tensor_parallel_size=1" in msg and "0.9" in msg
+    # even with an override, weights larger than the whole GPU cannot load
+    with pytest.raises(TwinInputError, match="llama-3.1-70b"):
+        num_gpu_blocks("llama-3.1-70b", "H100-SXM", tp=1, num_gpu_blocks_override=100)
+    # weights fit but nothing is left for the KV cache
+    with pytest.raises(TwinInputError, match="no room for the KV cache"):
+        num_gpu_blocks("llama-3.1-8b", "RTX-4090", gpu_memory_utilization=0.65)
+
+
+def test_max_model_len_must_fit():
+    kv_pool_breakdown("llama-3.1-8b", "h100", max_model_len=131072)
+    with pytest.raises(TwinInputError, match="max_model_len = 131072"):
+        kv_pool_breakdown("llama-3.1-8b", "L4", max_model_len=131072, weight_dtype="fp8")
+
+
+@pytest.mark.parametrize("kwargs, field", [({"gpu_memory_utilization": 0}, "gpu_memory_utilization"),
+                                           ({"gpu_memory_utilization": 1.2}, "gpu_memory_utilization"),
+                                           ({"block_size": 0}, "block_size"),
+                                           ({"max_num_batched_tokens": -5}, "max_num_batched_tokens"),
+                                           ({"kv_dtype": "int4"}, "kv_dtype"),
+                                           ({"tp": 3}, "tensor_parallel_size")])
+def test_bad_inputs(kwargs, field):
+    with pytest.raises(TwinInputError, match=field):
+        kv_pool_breakdown("llama-3.1-8b", "h100", **kwargs)
