@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from twin.errors import TwinInputError
 from twin.workload.config import WorkloadConfig, format_validation_error
-from twin.workload.config import _Strict as StrictModel
+from twin.workload.config import StrictModel
 
 BASELINE = "baseline"
 PERCENTILE_KEYS = ("mean", "median", "p50", "p90", "p95", "p99")

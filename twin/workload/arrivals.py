@@ -1,0 +1,116 @@
+"""Open-loop arrival times.
+
+Every process is a unit-rate renewal process in "operational time" u (gaps with mean 1 and coefficient of
+variation cv: cv=1 exponential = Poisson, cv=0 constant, otherwise gamma with shape 1/cv^2), mapped to wall
+time through the inverse of the cumulative rate: t = u / rate for a fixed rate, and the piecewise-linear
+inverse for a ``piecewise`` schedule (exact non-homogeneous Poisson when cv = 1).
+
+As ``vllm bench serve`` does, the first request arrives at t = 0 (for a schedule: when the rate first
+becomes positive). ``rate_per_s: .inf`` puts every request at t = 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from twin.workload.config import (
+    ConstantArrivals,
+    GammaArrivals,
+    PiecewiseArrivals,
+    PoissonArrivals,
+)
+
+CHUNK = 4096
+
+
+def unit_gaps(rng: np.random.Generator, cv: float, n: int) -> np.ndarray:
+    """``n`` renewal gaps with mean 1 and coefficient of variation ``cv``."""
+    if cv == 0:
+        return np.ones(n)
+    if cv == 1:
+        return rng.standard_exponential(n)
+    shape = 1.0 / (cv * cv)
+    return rng.gamma(shape, 1.0 / shape, n)
+
+
+class _Schedule:
+    """Inverse cumulative rate of a piecewise-constant schedule."""
+
+    def __init__(self, cfg: PiecewiseArrivals) -> None:
+        starts, rates, ends = [], [], []
+        t = 0.0
+        for piece in cfg.schedule:
+            end = math.inf if piece.until_s is None else piece.until_s
+            if piece.rate_per_s > 0:
+                starts.append(t)
+                rates.append(piece.rate_per_s)
+                ends.append(end)
+            t = end
+        self.t_start = np.array(starts)
+        self.rate = np.array(rates)
+        mass = self.rate * (np.array(ends) - self.t_start)  # inf for an open-ended last piece
+        self.u_start = np.concatenate([[0.0], np.cumsum(mass)[:-1]])
+        self.u_total = float(np.sum(mass))
+
+    def wall_time(self, u: np.ndarray) -> np.ndarray:
+        """Wall times of operational times ``u`` (all < ``u_total``)."""
+        i = np.searchsorted(self.u_start, u, side="right") - 1
+        return self.t_start[i] + (u - self.u_start[i]) / self.rate[i]
+
+
+def iter_arrival_chunks(cfg, rng: np.random.Generator, chunk: int = CHUNK) -> Iterator[np.ndarray]:
+    """Successive non-decreasing chunks of arrival times (endless unless a schedule ends)."""
+    if isinstance(cfg, (PoissonArrivals, ConstantArrivals, GammaArrivals)):
+        rate = cfg.rate_per_s
+        if math.isinf(rate):
+            while True:
+                yield np.zeros(chunk)
+        cv = {PoissonArrivals: 1.0, ConstantArrivals: 0.0}.get(type(cfg))
+        if cv is None:
+            cv = cfg.effective_cv
+        schedule = None
+    elif isinstance(cfg, PiecewiseArrivals):
+        cv, schedule = cfg.cv, _Schedule(cfg)
+    else:
+        raise TypeError(f"not an open-loop arrival process: {cfg!r}")
+    u0 = 0.0
+    first = True
+    while True:
+        gaps = unit_gaps(rng, cv, chunk)
+        if first:  # the first request at u = 0
+            gaps = np.concatenate([[0.0], gaps[:-1]])
+            first = False
+        u = u0 + np.cumsum(gaps)
+        u0 = float(u[-1])
+        if schedule is None:
+            yield u / rate
+            continue
+        inside = u < schedule.u_total
+        if inside.all():
+            yield schedule.wall_time(u)
+            continue
+        yield schedule.wall_time(u[inside])
+        return
+
+
+def arrival_times(cfg, rng: np.random.Generator, *, duration_s: float | None = None,
+                  num_requests: int | None = None) -> np.ndarray:
+    """Arrival times until ``duration_s`` (exclusive) and/or ``num_requests``, whichever comes first."""
+    if duration_s is None and num_requests is None and not isinstance(cfg, PiecewiseArrivals):
+        raise ValueError("arrival_times needs duration_s or num_requests")
+    parts: list[np.ndarray] = []
+    count = 0
+    for times in iter_arrival_chunks(cfg, rng):
+        if duration_s is not None:
+            times = times[times < duration_s]
+        parts.append(times)
+        count += len(times)
+        if num_requests is not None and count >= num_requests:
+            break
+        if duration_s is not None and len(times) < CHUNK:
+            break
+    out = np.concatenate(parts) if parts else np.zeros(0)
+    return out[:num_requests] if num_requests is not None else out

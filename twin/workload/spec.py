@@ -1,0 +1,38 @@
+"""What a workload hands the engine: one ``RequestSpec`` per request."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+Segment = tuple[Hashable, int]
+
+
+@dataclass(slots=True, frozen=True)
+class RequestSpec:
+    """One request as the workload describes it (before the server sees it).
+
+    ``prompt_segments`` are ``(segment_key, num_tokens)`` pieces (see ``twin.request``) covering exactly
+    ``num_prompt_tokens``; keys are tuples of str/int, so they hash the same in every process.
+    ``turn`` counts from 0; ``session_id`` is None for single-turn requests.
+    """
+
+    request_id: int
+    arrival_s: float
+    num_prompt_tokens: int
+    output_tokens: int
+    prompt_segments: tuple[Segment, ...]
+    task_class: str = "default"
+    priority: int = 0
+    session_id: int | None = None
+    turn: int = 0
+
+    def make_request(self, **kwargs):
+        """A fresh ``twin.request.Request`` for this spec (extra keyword arguments are passed on)."""
+        from twin.request import Request
+
+        return Request(
+            self.request_id, self.arrival_s, self.num_prompt_tokens, self.output_tokens,
+            prompt_segments=self.prompt_segments, task_class=self.task_class, priority=self.priority,
+            **kwargs,
+        )
