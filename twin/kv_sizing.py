@@ -20,6 +20,13 @@ better, e.g. from a vLLM start-up log):
   buffers, and the CUDA-graph pool, which comes out of the same budget), 256 MiB on the CPU device.
   For Llama-3.1-8B on an H100 at 0.9 this gives ~447k KV tokens, close to the ~3.4x concurrency at 128k
   context that vLLM reports for that deployment.
+
+Speculative decoding with a drafter that has weights (a draft model, EAGLE or MTP heads) loads them beside the
+target's and gives the drafter's attention layers their own KV in the *same* blocks (one block table, the
+drafter's layers are extra layers of every block), so ``draft_weight_bytes`` comes off the budget and
+``draft_kv_bytes_per_token`` is added to every token's KV:
+
+    num_gpu_blocks = floor((budget - weights - draft weights - reserves) / (block_size x (KV + draft KV)))
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ class KvPoolBreakdown:
     kv_bytes_per_block: int
     num_gpu_blocks: int               # including the null block
     overridden: bool = False          # num_gpu_blocks_override was given
+    draft_weight_bytes: int = 0       # speculative-decoding drafter's weights per GPU (0: none)
+    draft_kv_bytes_per_token: int = 0  # drafter's KV per token per GPU, held in the same blocks
 
     @property
     def usable_blocks(self) -> int:
@@ -73,8 +82,9 @@ class KvPoolBreakdown:
 
     def summary(self) -> str:
         g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
+        draft = f"draft weights {g(self.draft_weight_bytes)} - " if self.draft_weight_bytes else ""
         src = "num_gpu_blocks_override" if self.overridden else (
-            f"{g(self.memory_bytes)} x {self.gpu_memory_utilization} - weights {g(self.weight_bytes)} - "
+            f"{g(self.memory_bytes)} x {self.gpu_memory_utilization} - weights {g(self.weight_bytes)} - {draft}"
             f"activations {g(self.activation_reserve_bytes)} - runtime {g(self.runtime_reserve_bytes)} = "
             f"{g(self.available_kv_bytes)}")
         return (f"KV pool for {self.model} on {self.gpu} (tp={self.tensor_parallel_size}): {src}; "
@@ -115,10 +125,13 @@ def kv_pool_breakdown(
     activation_reserve_bytes: int | None = None,
     runtime_reserve_bytes: int | None = None,
     max_model_len: int | None = None,
+    draft_weight_bytes: int = 0,
+    draft_kv_bytes_per_token: int = 0,
 ) -> KvPoolBreakdown:
     """Size the KV pool and say how. Raises TwinInputError when the weights (or weights and reserves) do not fit,
     and, when `max_model_len` is given, when one request of that length could not fit in the pool (as vLLM
-    refuses to start then)."""
+    refuses to start then). ``draft_weight_bytes`` / ``draft_kv_bytes_per_token``: a speculative-decoding
+    drafter's weights and per-token KV on each GPU (see the module docstring)."""
     model, gpu = resolve_model(model), resolve_gpu(gpu)
     model.check_tensor_parallel(tp)
     _positive_int("block_size", block_size)
@@ -144,9 +157,13 @@ def kv_pool_breakdown(
     elif isinstance(runtime_reserve_bytes, bool) or not isinstance(runtime_reserve_bytes, int) \
             or runtime_reserve_bytes < 0:
         raise TwinInputError(f"runtime_reserve_bytes = {runtime_reserve_bytes!r}: must be an integer >= 0")
+    for name, v in (("draft_weight_bytes", draft_weight_bytes),
+                    ("draft_kv_bytes_per_token", draft_kv_bytes_per_token)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise TwinInputError(f"{name} = {v!r}: must be an integer >= 0")
     kv_token = model.kv_bytes_per_token(kv_dtype, tp)
-    kv_block = block_size * kv_token
-    available = budget - weights - activation_reserve_bytes - runtime_reserve_bytes
+    kv_block = block_size * (kv_token + draft_kv_bytes_per_token)
+    available = budget - weights - draft_weight_bytes - activation_reserve_bytes - runtime_reserve_bytes
 
     where = f"model {model.name} needs {_gib(weights)} of {weight_dtype} weights per GPU at tensor_parallel_size={tp}"
     if num_gpu_blocks_override is not None:
@@ -157,16 +174,18 @@ def kv_pool_breakdown(
             raise TwinInputError(f"{where}; the GPU {gpu.name} has {_gib(memory)} in all")
         overridden = True
     else:
-        if weights > budget:
+        if weights + draft_weight_bytes > budget:
+            extra = f" plus {_gib(draft_weight_bytes)} of draft weights" if draft_weight_bytes else ""
             raise TwinInputError(
-                f"{where}; the GPU {gpu.name} has {_gib(memory)} x gpu_memory_utilization {u} = {_gib(budget)}: "
-                f"raise tensor_parallel_size, use fp8 weights or a larger GPU")
+                f"{where}{extra}; the GPU {gpu.name} has {_gib(memory)} x gpu_memory_utilization {u} = "
+                f"{_gib(budget)}: raise tensor_parallel_size, use fp8 weights or a larger GPU")
         n = available // kv_block if available > 0 else 0
         if n < 2:
+            extra = f"{_gib(draft_weight_bytes)} draft weights - " if draft_weight_bytes else ""
             raise TwinInputError(
                 f"gpu_memory_utilization = {u}: no room for the KV cache: {_gib(budget)} budget - {_gib(weights)} "
-                f"weights - {_gib(activation_reserve_bytes)} activations - {_gib(runtime_reserve_bytes)} runtime "
-                f"reserve leaves {_gib(max(available, 0))} for blocks of {kv_block} bytes on {gpu.name}")
+                f"weights - {extra}{_gib(activation_reserve_bytes)} activations - "
+                f"{_gib(runtime_reserve_bytes)} runtime reserve leaves {_gib(max(available, 0))} for blocks of {kv_block} bytes on {gpu.name}")
         overridden = False
 
     out = KvPoolBreakdown(
@@ -175,6 +194,7 @@ def kv_pool_breakdown(
         budget_bytes=budget, weight_bytes=weights, activation_reserve_bytes=activation_reserve_bytes,
         runtime_reserve_bytes=runtime_reserve_bytes, available_kv_bytes=available, kv_bytes_per_token=kv_token,
         kv_bytes_per_block=kv_block, num_gpu_blocks=n, overridden=overridden,
+        draft_weight_bytes=draft_weight_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token,
     )
     if max_model_len is not None:
         _positive_int("max_model_len", max_model_len)

@@ -1,0 +1,189 @@
+"""Drafters: what proposing k draft tokens costs per engine step, and what the drafter holds in GPU memory.
+
+vLLM V1 proposes right after the target's forward pass, inside the same engine step, for every request in the
+batch (drafts of a request still mid-prefill are thrown away). A model-based drafter (a separate draft model,
+EAGLE or MTP heads) runs k forward passes:
+
+* pass 1 over the tokens the target just ran (prefill chunks and verified tokens alike: the drafter keeps its
+  own KV of the whole context, so it "prefills" too, and a prefix-cache hit or a preemption's recompute
+  applies to it as to the target), computing one set of logits per sequence;
+* passes 2..k over one token per sequence (the previous draft), attending over the context so far.
+
+Each pass is costed by the roofline cost model on the drafter's own shape on the deployment's GPU (weights
+streamed once per pass, GEMM FLOPs, attention over its KV, tensor-parallel all-reduces), with a per-pass
+overhead (``draft_pass_overhead_s``: launching the pass's CUDA graph and sampling) instead of the engine's
+per-step CPU overhead, which the target's step already pays. So drafting is memory-bound and cheap at small
+batch and grows with the batch once the drafter's GEMMs turn compute-bound, as on the real server.
+
+* ``draft_model``: a catalog model (e.g. llama-3.2-1b for llama-3.1-8b), its full depth per pass.
+* ``eagle`` / ``eagle3`` / ``mtp``: a head derived from the target's shape: ``draft_layers`` decoder layers of
+  the target's width, an input projection (fc) of ``fc_inputs x hidden -> hidden`` (EAGLE and MTP fuse the
+  token embedding with the target's hidden state, 2h; EAGLE-3 fuses three of the target's layers, 3h) and an
+  LM head: the target's (shared, EAGLE-1 and MTP) or EAGLE-3's own reduced-vocabulary head.
+* ``ngram``: prompt lookup on the CPU, no model: ``ngram_lookup_s_per_seq`` per sequence and step.
+
+Memory (per GPU): the draft model's weights, or the heads' layers, fc and (EAGLE-3) own LM head; the shared
+embedding and LM head are not counted twice. KV per token: the drafter's attention layers, held in the same
+blocks as the target's (see ``twin.kv_sizing``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from twin.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, normalize_dtype
+from twin.cost.base import StepShape
+from twin.cost.roofline import RooflineCostModel
+from twin.errors import TwinInputError
+
+#: roofline parameters a drafter takes over from the target's cost model (the rest are the drafter's own)
+SHARED_ROOFLINE_PARAMS = ("compute_efficiency", "memory_efficiency", "allreduce_latency_s", "interconnect_efficiency")
+
+
+@dataclass(slots=True)
+class PassShape:
+    """A step shape (``twin.cost.base.StepShape``) for one draft pass."""
+
+    num_new_tokens: list[int]
+    num_computed_before: list[int]
+    num_spec_tokens: list[int]
+
+
+class Drafter(Protocol):
+    method: str
+    weight_bytes: int            # per GPU
+    kv_bytes_per_token: int      # per GPU, held in the target's blocks
+
+    def draft_time_s(self, step: StepShape, k: int) -> float:
+        """Time to propose k drafts for every sequence of ``step`` (the target's step shape)."""
+
+
+class NgramDrafter:
+    """Prompt lookup (vLLM ``method: ngram``): CPU work per sequence, no weights, no KV."""
+
+    method = "ngram"
+    weight_bytes = 0
+    kv_bytes_per_token = 0
+
+    def __init__(self, lookup_s_per_seq: float = 5.0e-6) -> None:
+        if lookup_s_per_seq < 0:
+            raise TwinInputError(f"ngram_lookup_s_per_seq = {lookup_s_per_seq!r}: must be >= 0 (seconds)")
+        self.lookup_s_per_seq = float(lookup_s_per_seq)
+
+    def draft_time_s(self, step: StepShape, k: int) -> float:
+        return self.lookup_s_per_seq * len(step.num_new_tokens)
+
+    def __repr__(self) -> str:
+        return f"NgramDrafter({self.lookup_s_per_seq * 1e6:g} us/seq)"
+
+
+class ModelDrafter:
+    """A drafter that runs k forward passes of a (small) transformer: a draft model, or EAGLE / MTP heads.
+
+    ``cost`` costs one pass of the drafter's transformer; ``extra_linear_params`` are weights outside that
+    shape that every token of every pass multiplies through (the heads' fc projection)."""
+
+    def __init__(self, method: str, cost: RooflineCostModel, weight_bytes: int, kv_bytes_per_token: int,
+                 extra_linear_params: int = 0) -> None:
+        self.method = method
+        self.cost = cost
+        self.weight_bytes = int(weight_bytes)
+        self.kv_bytes_per_token = int(kv_bytes_per_token)
+        tp = cost.tensor_parallel_size
+        self.extra_linear_params = int(extra_linear_params)
+        peak = cost.gpu.flops(cost.weight_dtype) * cost.compute_efficiency
+        bandwidth = cost.gpu.memory_bandwidth_bytes_per_s * cost.memory_efficiency
+        self._k_extra = 2.0 * extra_linear_params / tp / peak                  # per token
+        self._t_extra = extra_linear_params * DTYPE_BYTES[cost.weight_dtype] / tp / bandwidth
+
+    def _pass_time(self, shape: StepShape) -> float:
+        t = self.cost.step_time_s(shape)
+        if self.extra_linear_params:
+            extra = self._k_extra * sum(shape.num_new_tokens)
+            t += extra if extra > self._t_extra else self._t_extra
+        return t
+
+    def pass_times_s(self, step: StepShape, k: int) -> list[float]:
+        """The k passes' times (pass 1 over the step's tokens, then k - 1 single-token passes)."""
+        nn = list(step.num_new_tokens)
+        if not nn or k <= 0:
+            return []
+        n_seqs = len(nn)
+        cc = list(step.num_computed_before)
+        zeros = [0] * n_seqs
+        times = [self._pass_time(PassShape(nn, cc, zeros))]
+        if k > 1:
+            ones = [1] * n_seqs
+            ctx = [c + n for c, n in zip(cc, nn)]
+            for j in range(k - 1):
+                times.append(self._pass_time(PassShape(ones, [c + j for c in ctx], zeros)))
+        return times
+
+    def draft_time_s(self, step: StepShape, k: int) -> float:
+        return sum(self.pass_times_s(step, k))
+
+    def __repr__(self) -> str:
+        return (f"ModelDrafter({self.method}: {self.cost.model.name}, {self.weight_bytes / 2**30:.2f} GiB, "
+                f"{self.kv_bytes_per_token} B KV/token)")
+
+
+def _pass_cost_model(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, kv_dtype: str,
+                     target_params: dict | None, pass_overhead_s: float) -> RooflineCostModel:
+    params = {k: v for k, v in (target_params or {}).items() if k in SHARED_ROOFLINE_PARAMS}
+    return RooflineCostModel(model, gpu, tensor_parallel_size=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                             step_overhead_s=pass_overhead_s, per_seq_overhead_s=0.0, **params)
+
+
+def check_draft_model(target: ModelSpec, draft: ModelSpec, tp: int) -> None:
+    """A draft model must share the target's tokenizer (vocabularies within 1 %) and split ``tp`` ways."""
+    if abs(draft.vocab_size - target.vocab_size) > 0.01 * target.vocab_size:
+        raise TwinInputError(
+            f"speculative_decoding.draft_model: {draft.name} has a vocabulary of {draft.vocab_size} tokens, the "
+            f"target {target.name} {target.vocab_size}: a draft model must share the target's tokenizer")
+    try:
+        draft.check_tensor_parallel(tp)
+    except TwinInputError as exc:
+        raise TwinInputError(f"speculative_decoding.draft_model: {draft.name} runs at the target's "
+                             f"tensor_parallel_size: {exc}") from None
+
+
+def draft_model_drafter(target: ModelSpec, draft: ModelSpec, gpu: GpuSpec, tp: int = 1, weight_dtype: str = "bf16",
+                        kv_dtype: str = "bf16", target_params: dict | None = None,
+                        pass_overhead_s: float = 1.0e-4) -> ModelDrafter:
+    """A separate draft model at the target's tensor-parallel size, dtypes and GPU."""
+    check_draft_model(target, draft, tp)
+    wd, kd = normalize_dtype(weight_dtype, "weight_dtype"), normalize_dtype(kv_dtype, "kv_dtype")
+    cost = _pass_cost_model(draft, gpu, tp, wd, kd, target_params, pass_overhead_s)
+    return ModelDrafter("draft_model", cost, draft.weight_bytes(wd, tp), draft.kv_bytes_per_token(kd, tp))
+
+
+def head_spec(target: ModelSpec, method: str, draft_layers: int = 1, draft_vocab_size: int | None = None
+              ) -> tuple[ModelSpec, int, bool]:
+    """The head's transformer shape (``draft_layers`` decoder layers of the target's width and its LM head),
+    its fc parameters, and whether it has its own LM head (EAGLE-3's reduced vocabulary)."""
+    if method not in ("eagle", "eagle3", "mtp"):
+        raise TwinInputError(f"speculative_decoding.method: {method!r} has no head; allowed: eagle, eagle3, mtp")
+    fc_inputs = 3 if method == "eagle3" else 2
+    own_head = method == "eagle3"
+    vocab = target.vocab_size
+    if own_head:
+        vocab = min(draft_vocab_size or 32000, target.vocab_size)
+    spec = replace(target, name=f"{target.name}-{method}-head", num_hidden_layers=draft_layers, vocab_size=vocab,
+                   tie_word_embeddings=False, hf_id=None, aliases=())
+    return spec, fc_inputs * target.hidden_size * target.hidden_size, own_head
+
+
+def head_drafter(target: ModelSpec, method: str, gpu: GpuSpec, tp: int = 1, weight_dtype: str = "bf16",
+                 kv_dtype: str = "bf16", target_params: dict | None = None, pass_overhead_s: float = 1.0e-4,
+                 draft_layers: int = 1, draft_vocab_size: int | None = None) -> ModelDrafter:
+    """EAGLE / EAGLE-3 / MTP heads on the target's shape (see the module docstring)."""
+    wd, kd = normalize_dtype(weight_dtype, "weight_dtype"), normalize_dtype(kv_dtype, "kv_dtype")
+    spec, fc_params, own_head = head_spec(target, method, draft_layers, draft_vocab_size)
+    cost = _pass_cost_model(spec, gpu, tp, wd, kd, target_params, pass_overhead_s)
+    ab = DTYPE_BYTES[activation_dtype(wd)]
+    layer_params = draft_layers * (spec.attention_weight_params_per_layer + spec.mlp_params_per_layer)
+    small = draft_layers * (spec.attention_bias_params_per_layer + spec.norm_params_per_layer) + spec.hidden_size
+    weights = (-(-(layer_params + fc_params) * DTYPE_BYTES[wd] // tp) + small * ab
+               + (-(-spec.lm_head_matmul_params * ab // tp) if own_head else 0))
+    return ModelDrafter(method, cost, weights, spec.kv_bytes_per_token(kd, tp), extra_linear_params=fc_params)

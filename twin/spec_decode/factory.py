@@ -1,0 +1,49 @@
+"""From a validated ``speculative_decoding:`` section and a resolved deployment to drafters and speculators."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from twin.catalog import GpuSpec, ModelSpec, resolve_model
+from twin.errors import TwinInputError
+from twin.spec_decode.config import HEAD_METHODS, SpeculativeDecodingConfig
+from twin.spec_decode.drafters import Drafter, NgramDrafter, draft_model_drafter, head_drafter
+from twin.spec_decode.speculator import Speculator
+
+
+def build_drafter(cfg: SpeculativeDecodingConfig, target: ModelSpec, gpu: GpuSpec, tp: int = 1,
+                  weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+                  target_cost_params: Mapping[str, Any] | None = None, base_dir: Path | None = None) -> Drafter:
+    """The drafter ``cfg`` describes, costed on ``gpu`` with the target's roofline efficiencies (from
+    ``target_cost_params``, a roofline cost model's parameters; other kinds leave the defaults)."""
+    params = dict(target_cost_params or {})
+    if cfg.method == "ngram":
+        return NgramDrafter(cfg.ngram_lookup_s_per_seq)
+    if cfg.method == "draft_model":
+        name = cfg.draft_model
+        if base_dir is not None and ("/" in name or name.endswith(".json")) and not Path(name).is_absolute():
+            candidate = Path(base_dir) / name
+            if candidate.exists():
+                name = str(candidate)
+        try:
+            draft = resolve_model(name)
+        except TwinInputError as exc:
+            raise TwinInputError(f"speculative_decoding.draft_model: {exc}") from None
+        return draft_model_drafter(target, draft, gpu, tp, weight_dtype, kv_dtype, params, cfg.draft_pass_overhead_s)
+    if cfg.method in HEAD_METHODS:
+        return head_drafter(target, cfg.method, gpu, tp, weight_dtype, kv_dtype, params, cfg.draft_pass_overhead_s,
+                            draft_layers=cfg.draft_layers or 1, draft_vocab_size=cfg.draft_vocab_size)
+    raise TwinInputError(f"speculative_decoding.method: unknown method {cfg.method!r}")  # pragma: no cover
+
+
+def speculator_factory(cfg: SpeculativeDecodingConfig, drafter: Drafter, seed: int) -> Callable[[int], Speculator]:
+    """``make_speculator`` for ``twin.simulate.simulate``: one speculator per replica, sharing the drafter.
+    Draws are per request, so every replica uses the same seed."""
+    models = cfg.acceptance_models()
+
+    def make(replica: int) -> Speculator:
+        return Speculator(cfg.num_speculative_tokens, models, drafter, seed=seed)
+
+    return make
