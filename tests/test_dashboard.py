@@ -1,0 +1,198 @@
+"""Dashboard glue without Streamlit: settings in and out of a scenario, uploads, runs, sweeps, downloads."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from twin import dashboard as dash
+from twin.errors import TwinInputError
+from twin.scenario import load_scenario
+
+SMALL = {
+    "name": "small",
+    "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
+    "server": {"max_num_seqs": 8, "max_model_len": 8192},
+    "workload": {
+        "arrivals": {"process": "poisson", "rate_per_s": 4},
+        "num_requests": 40,
+        "classes": [{"name": "chat", "share": 1.0,
+                     "prompt": {"shared_prefix_tokens": 500,
+                                "suffix_tokens": {"lognormal": {"median": 200, "sigma": 0.5}}},
+                     "output_tokens": {"uniform": [50, 150]}}],
+    },
+    "slo": {"ttft_ms": 1000},
+    "seed": 3,
+}
+
+
+def test_bundled_scenarios_start_with_the_dashboard_default():
+    names = list(dash.bundled_scenarios())
+    assert names[0] == dash.DEFAULT_SCENARIO
+    assert "concurrency_cap_trap" in names
+    with pytest.raises(TwinInputError, match="not bundled"):
+        dash.load_bundled("no-such-scenario")
+
+
+def test_form_defaults_resolve_vllm_defaults():
+    d = dash.form_defaults(dict(SMALL, server={"max_model_len": 8192}))
+    assert d["max_num_seqs"] == 1024 and d["max_num_batched_tokens"] == 8192  # vLLM's H100 defaults
+    assert d["gpu"] == "H100-SXM" and d["arrival_mode"] == "rate" and d["rate_per_s"] == 4.0
+    assert d["classes.0.suffix_tokens"] == 200 and d["classes.0.output_tokens"] == 100
+    assert d["classes.0.shared_prefix_tokens"] == 500
+    assert "time_scale" not in d
+
+
+def test_unchanged_form_gives_back_the_same_scenario():
+    d = dash.form_defaults(SMALL)
+    assert dash.apply_form(SMALL, dict(d), d) == SMALL
+    assert dash.describe_changes(d, dict(d)) == []
+
+
+def test_changes_are_written_into_the_scenario_and_described():
+    d = dash.form_defaults(SMALL)
+    values = dict(d, max_num_seqs=32, enable_prefix_caching=False, rate_per_s=6.0,
+                  **{"classes.0.suffix_tokens": 400, "classes.0.output_tokens": 200})
+    raw = dash.apply_form(SMALL, values, d)
+    assert raw["server"] == {"max_num_seqs": 32, "max_model_len": 8192, "enable_prefix_caching": False}
+    assert raw["workload"]["arrivals"] == {"process": "poisson", "rate_per_s": 6.0}
+    assert raw["workload"]["classes"][0]["prompt"]["suffix_tokens"] == {"lognormal": {"median": 400, "sigma": 0.5}}
+    assert raw["workload"]["classes"][0]["output_tokens"] == {"uniform": [100, 300]}
+    assert SMALL["server"] == {"max_num_seqs": 8, "max_model_len": 8192}  # the input is not touched
+    text = dash.describe_changes(d, values, dash.class_names(SMALL))
+    assert "max_num_seqs: 8 → 32" in text and "prefix caching: on → off" in text
+    assert "chat suffix tokens: 200 → 400" in text
+
+
+def test_switching_to_closed_loop_replaces_the_arrivals():
+    d = dash.form_defaults(SMALL)
+    raw = dash.apply_form(SMALL, dict(d, arrival_mode="concurrency", concurrency=12), d)
+    assert raw["workload"]["arrivals"] == {"process": "closed_loop", "concurrency": 12}
+    dash.validate(raw)
+
+
+def test_bad_widget_value_is_a_one_line_input_error():
+    d = dash.form_defaults(SMALL)
+    raw = dash.apply_form(SMALL, dict(d, max_num_batched_tokens=4), d)
+    with pytest.raises(TwinInputError, match=r"max_num_batched_tokens \(4\) must be >= max_num_seqs \(8\)"):
+        dash.run_scenario(raw)
+
+
+def test_length_centres_move_each_kind_of_distribution():
+    assert dash.length_center(300) == 300 and dash.with_center(300, 10) == 10
+    assert dash.with_center({"fixed": 5}, 7) == {"fixed": 7}
+    assert dash.with_center({"normal": {"mean": 10, "std": 2}}, 20) == {"normal": {"mean": 20, "std": 2}}
+    assert dash.length_center({"empirical": {"path": "x.csv", "column": "a"}}) is None
+
+
+@pytest.mark.skipif(not dash.speculative_supported() or "speculative_decoding" not in dash.bundled_scenarios(),
+                    reason="no speculative_decoding section or scenario")
+def test_speculative_settings_turn_it_on_off_and_set_one_acceptance():
+    sc = load_scenario("speculative_decoding")
+    raw = sc.raw()
+    d = dash.form_defaults(raw)
+    assert d["spec.enabled"] and d["spec.method"] == "eagle" and d["spec.num_speculative_tokens"] == 4
+    assert d["spec.acceptance_rate"] is None  # per-class acceptance: kept unless the user sets one rate
+    off = dash.apply_form(raw, dict(d, **{"spec.enabled": False}), d)
+    assert off["speculative_decoding"] is None
+    dm = dash.apply_form(raw, dict(d, **{"spec.method": "draft_model", "spec.acceptance_rate": 0.6}), d)
+    spec = dm["speculative_decoding"]
+    assert spec["method"] == "draft_model" and spec["draft_model"] == dash.DEFAULT_DRAFT_MODEL
+    assert spec["acceptance"] == {"default": {"rate": 0.6}}
+    dash.validate(dm)
+    plain = dash.form_defaults(SMALL)
+    on = dash.apply_form(SMALL, dict(plain, **{"spec.enabled": True}), plain)
+    assert on["speculative_decoding"]["acceptance"] == {"default": {"rate": dash.DEFAULT_ACCEPTANCE}}
+    dash.validate(on)
+
+
+def test_uploaded_yaml_errors_name_the_line():
+    with pytest.raises(TwinInputError, match=r"up\.yaml:\d+:\d+: malformed YAML"):
+        dash.scenario_from_yaml(b"workload:\n  arrivals: [unclosed\n", "up.yaml")
+    with pytest.raises(TwinInputError, match="server.max_num_seqs"):
+        dash.scenario_from_yaml("server: {max_num_seqs: 0}\nworkload: {}\n", "up.yaml")
+    with pytest.raises(TwinInputError, match="empty"):
+        dash.scenario_from_yaml("", "up.yaml")
+
+
+def test_uploaded_trace_becomes_a_scenario(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    text = "num_prefill_tokens,num_decode_tokens\n" + "\n".join(f"{100 + i},{20 + i}" for i in range(30)) + "\n"
+    path = dash.save_upload(text.encode(), "lengths.csv")
+    assert path.parent == tmp_path / dash.UPLOAD_DIR_NAME and path.suffix == ".csv"
+    assert dash.save_upload(text.encode(), "again.csv") == path  # content-addressed
+    sc = dash.trace_scenario(path, "lengths.csv")
+    raw = sc.raw()
+    assert raw["workload"]["arrivals"] == {"process": "poisson", "rate_per_s": 4.0}  # no timestamps in the file
+    d = dash.form_defaults(raw)
+    assert d["arrival_mode"] == "rate" and d["time_scale"] == 1.0
+    out = dash.run_scenario(dash.with_experiment(raw, seed=1, trace_window_s=None))
+    assert out.metrics["completed"] == 30
+
+
+def test_run_output_downloads_and_cards():
+    base = dash.run_scenario(SMALL)
+    assert base.info["max_num_seqs"] == 8 and base.metrics["completed"] == 40
+    data = json.loads(dash.result_json(base))
+    assert data["completed"] == 40 and len(data["ttfts"]) == 40
+    assert data["twin"]["diagnosis"]["limit"] == base.diagnosis.limit
+    rows = list(csv.DictReader(io.StringIO(dash.requests_csv(base).decode())))
+    assert len(rows) == 40 and "ttft_s" in rows[0]
+    d = dash.form_defaults(SMALL)
+    whatif = dash.run_scenario(dash.apply_form(SMALL, dict(d, max_num_seqs=2), d))
+    cards = {c["key"]: c for c in dash.headline_cards(base.metrics, whatif.metrics)}
+    assert cards["p99_ttft_ms"]["delta"].startswith("+") and cards["p99_ttft_ms"]["delta_color"] == "inverse"
+    assert cards["request_throughput"]["delta_color"] == "normal"
+    same = dash.headline_cards(base.metrics, base.metrics)
+    assert all(c["delta"] is None for c in same)
+    table = dash.comparison_rows(base.metrics, whatif.metrics)
+    assert {"metric", "baseline", "what-if", "change", "verdict"} <= set(table[0])
+
+
+def test_sweep_plan_shares_loads_and_adds_the_whatif_point():
+    d = dash.form_defaults(SMALL)
+    whatif = dash.apply_form(SMALL, dict(d, rate_per_s=5.0), d)
+    plan = dash.sweep_plan(SMALL, whatif)
+    base_loads = [v for _, v in plan["baseline"]]
+    assert base_loads == [1.0, 2.0, 3.0, 4.0, 6.0, 8.0]
+    assert [v for _, v in plan["what-if"]] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0]
+    closed = load_scenario("concurrency_cap_trap").raw()
+    assert [v for _, v in dash.sweep_plan(closed, closed)["baseline"]] == [4.0, 8.0, 12.0, 16.0, 24.0, 32.0]
+
+
+def test_sweep_point_is_a_short_run_at_the_given_load():
+    shaped = dash.with_load(dict(SMALL, workload=dict(SMALL["workload"], duration_s=600)), "rate", 2.0, 25)
+    assert shaped["workload"]["num_requests"] == 25 and shaped["workload"]["duration_s"] is None
+    point = dash.run_sweep_point(SMALL, "rate", 2.0)
+    assert point["load"] == "2 req/s" and point["completed"] == 40
+    assert point["output_throughput"] > 0 and point["p99_ttft_ms"] > 0
+
+
+def test_experiment_settings_apply_seed_window_and_profile():
+    raw = load_scenario("azure_conversation_replay").raw()
+    assert dash.trace_window_default(raw) == dash.TRACE_WINDOW_S
+    out = dash.with_experiment(raw, seed=7, trace_window_s=120.0, profile_path="/p.json")
+    assert out["seed"] == 7 and out["workload"]["trace"]["window_s"] == 120.0
+    assert out["cost_model"] == {"kind": "profile", "profile": "/p.json"}
+    assert dash.trace_window_default(SMALL) is None
+
+
+@pytest.mark.skipif(not dash.profile_supported(), reason="twin.cost.profile not present")
+def test_calibrated_profile_replaces_the_cost_model(tmp_path):
+    raw = load_scenario("concurrency_cap_trap").raw()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(TwinInputError, match="not valid JSON"):
+        dash.run_scenario(dash.with_experiment(raw, profile_path=str(bad)))
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"format": "twin-profile", "version": 1, "cost_model": {
+        "coefficients": {"step": 0.006, "seqs": 2e-5, "tokens": 3e-5}}}))
+    out = dash.run_scenario(dash.with_experiment(raw, profile_path=str(good)))
+    assert out.metrics["completed"] == 64
+    assert out.diagnosis.stats["step_split_source"] == "roofline"  # a profile has no compute/memory split
