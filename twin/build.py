@@ -1,9 +1,15 @@
 """From a validated scenario body to a run: vLLM defaults resolved for the deployment, the KV pool sized,
-the cost model and traffic built, replications simulated."""
+the cost model and traffic built, replications simulated.
+
+With a ``speculative_decoding:`` section the drafter is built once per deployment: its weights and KV shrink
+the KV pool, model-based drafters reserve ``num_speculative_tokens`` lookahead slots per request (as vLLM's
+scheduler does for EAGLE-style proposers), and every replica gets a ``twin.spec_decode.Speculator``. The run's
+drafting totals land in ``result.config["spec_decode_stats"]``; ``metrics_of`` turns them into
+``spec_decode_draft_time_s`` and ``spec_decode_draft_time_fraction`` (drafting's share of the busy time)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,6 +26,7 @@ from twin.scenario import ScenarioBody
 from twin.scheduler_config import SchedulerConfig
 from twin.schedulers import make_scheduler
 from twin.simulate import simulate
+from twin.spec_decode import Drafter, SpecDecodeStats, Speculator, build_drafter, speculator_factory
 from twin.workload.generate import build_workload
 
 GIB = 1 << 30
@@ -40,6 +47,7 @@ class Deployment:
     scheduler_config: SchedulerConfig
     kv_pool: KvPoolBreakdown
     cost_model_factory: Callable[[], CostModel]
+    drafter: Drafter | None = None
 
     @property
     def num_gpu_blocks(self) -> int:
@@ -63,6 +71,9 @@ def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec)
         max_tokens = max(max_tokens, max_num_seqs)
     fields = server.model_dump(exclude={"gpu_memory_utilization", "num_gpu_blocks_override"})
     fields.update(max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_tokens)
+    spec = body.speculative_decoding
+    if spec is not None and spec.uses_lookahead_slots:
+        fields["num_lookahead_tokens"] = spec.num_speculative_tokens
     try:
         return SchedulerConfig(**fields)
     except ValidationError as exc:
@@ -76,11 +87,17 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
     gpu = resolve_gpu(_relative(dep.gpu, base_dir))
     model.check_tensor_parallel(dep.tensor_parallel_size)
     sched = resolve_scheduler_config(body, model, gpu)
+    cm = body.cost_model
+    drafter = None
+    if body.speculative_decoding is not None:
+        drafter = build_drafter(body.speculative_decoding, model, gpu, dep.tensor_parallel_size, dep.weight_dtype,
+                                dep.kv_dtype, cm.params if cm.kind == "roofline" else None, base_dir)
     pool = kv_pool_breakdown(
         model, gpu, dep.tensor_parallel_size, sched.block_size, body.server.gpu_memory_utilization,
         dep.weight_dtype, dep.kv_dtype, sched.max_num_batched_tokens, body.server.num_gpu_blocks_override,
-        max_num_seqs=sched.max_num_seqs, max_model_len=sched.max_model_len)
-    cm = body.cost_model
+        max_num_seqs=sched.max_num_seqs, max_model_len=sched.max_model_len,
+        draft_weight_bytes=drafter.weight_bytes if drafter else 0,
+        draft_kv_bytes_per_token=drafter.kv_bytes_per_token if drafter else 0)
     params: dict[str, Any] = dict(cm.params)
     if cm.kind == "profile":
         params["path"] = str(_relative(cm.profile, base_dir))
@@ -90,7 +107,7 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
                                 {"weight_dtype": dep.weight_dtype, "kv_dtype": dep.kv_dtype}, params)
 
     cost_model_factory()  # fail on bad parameters before any run
-    return Deployment(model, gpu, sched, pool, cost_model_factory)
+    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter)
 
 
 def _relative(value: str, base_dir: Path | None) -> str:
@@ -102,8 +119,11 @@ def _relative(value: str, base_dir: Path | None) -> str:
     return value
 
 
-def make_router(name: str):
-    return LeastOutstandingRouter() if name == "least_outstanding" else RoundRobinRouter()
+def make_router(name: str, **params: Any):
+    """A fresh router by name; see ``twin.routing``."""
+    from twin.routing import make_router as _make_router
+
+    return _make_router(name, **params)
 
 
 def run_body(body: ScenarioBody, base_dir: Path | None = None, *, replication: int = 0,
@@ -120,18 +140,42 @@ def run_body(body: ScenarioBody, base_dir: Path | None = None, *, replication: i
         "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
         "cost_model": body.cost_model.model_dump(),
     }
-    return simulate(
+    speculators: list[Speculator] = []
+    make_speculator = None
+    if body.speculative_decoding is not None and dep.drafter is not None:
+        summary["speculative_decoding"] = body.speculative_decoding.model_dump()
+        factory = speculator_factory(body.speculative_decoding, dep.drafter, seed)
+
+        def make_speculator(i: int) -> Speculator:
+            speculators.append(factory(i))
+            return speculators[-1]
+
+    result = simulate(
         traffic,
         lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
         lambda i: dep.cost_model_factory(),
         num_replicas=body.deployment.replicas,
         router=make_router(body.deployment.router),
+        make_speculator=make_speculator,
         max_time_s=body.max_sim_time_s,
         progress=progress,
         config_summary=summary,
     )
+    if speculators:
+        total = SpecDecodeStats()
+        for s in speculators:
+            total = total.merge(s.stats)
+        result.config["spec_decode_stats"] = asdict(total)
+    return result
 
 
 def metrics_of(result: SimResult, body: ScenarioBody) -> dict[str, Any]:
     window = (body.warmup_s, None) if body.warmup_s > 0 else None
-    return result.metrics(slo=body.slo.as_dict() or None, window=window)
+    metrics = result.metrics(slo=body.slo.as_dict() or None, window=window)
+    stats = result.config.get("spec_decode_stats")
+    if stats:
+        # whole-run totals (drafting time is not split per step in the step records)
+        busy = float(result.steps.column("duration_s").sum()) if len(result.steps) else 0.0
+        metrics["spec_decode_draft_time_s"] = stats["draft_time_s"]
+        metrics["spec_decode_draft_time_fraction"] = stats["draft_time_s"] / busy if busy > 0 else None
+    return metrics

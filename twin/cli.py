@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -24,7 +25,8 @@ class TwinGroup(click.Group):
         try:
             return super().invoke(ctx)
         except TwinInputError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            # escape: messages carry brackets ("[variant x]", "[and 2 more problems]") that are not markup
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             sys.exit(2)
 
 
@@ -54,7 +56,13 @@ def _run_variants(scenario_path: str, variants: list[str], sets: tuple[str, ...]
         overrides["replications"] = replications
     names = variants or ["baseline"]
     bodies = {name: scenario.body(name, overrides) for name in names}
-    deployments = {name: resolve_deployment(body, scenario.base_dir) for name, body in bodies.items()}
+    deployments = {}
+    for name, body in bodies.items():
+        try:
+            deployments[name] = resolve_deployment(body, scenario.base_dir)
+        except TwinInputError as exc:  # say which file and variant the deployment came from
+            where = scenario.source if name == "baseline" else f"{scenario.source} [variant {name}]"
+            raise TwinInputError(f"{where}: {exc}") from None
     runs: dict[str, dict[str, Any]] = {}
     with _progress(show_progress) as progress:
         for name, body in bodies.items():
@@ -221,6 +229,19 @@ def list_cmd(what: str) -> None:
                           f"{m.num_attention_heads}/{m.num_key_value_heads}",
                           f"{m.kv_bytes_per_token('bf16') / 1024:.0f}", str(m.max_position_embeddings))
         console.print(table)
+
+
+from twin.cli_calibrate import calibrate; main.add_command(calibrate)  # noqa: E402,E702
+
+
+from twin.cli_plan import plan, sweep  # noqa: E402  (capacity planning and sweeps)
+
+main.add_command(plan)
+main.add_command(sweep)
+
+from twin.cli_validate import validate  # noqa: E402
+
+main.add_command(validate)
 
 
 if __name__ == "__main__":

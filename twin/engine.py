@@ -7,6 +7,7 @@ the step's end; a request arriving mid-step is seen by the next ``schedule()``.
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -104,6 +105,8 @@ class Replica:
             end = env.now
             num_generated = spec.num_generated(out) if spec is not None else None
             result = sched.update_from_output(out, num_generated)
+            if spec is not None:
+                self._record_spec(out, result.num_accepted_spec)
 
             emitted = result.num_emitted
             prefill_seqs = prefill_tokens = decode_tokens = 0
@@ -123,6 +126,10 @@ class Replica:
             for req in result.finished:
                 self._finish(req, end)
             if spec is not None:
+                release = getattr(spec, "release", None)
+                if release is not None:
+                    for req in result.finished:
+                        release(req)
                 for req in sched.running:
                     if req.num_computed_tokens == req.num_prompt_tokens + req.num_output_tokens - 1:
                         req.num_spec_tokens = spec.num_draft_tokens(req)
@@ -177,8 +184,16 @@ class Replica:
         steps_append = self.steps.append
         replica = self.index
         caching = kv.enable_caching
+        cost = self.cost_model
+        dts = array("d")
+        row = None
         step = 0
-        while step < max_steps and env.now < horizon:
+        now = start = env.now
+        # Nothing else happens before the horizon, so the steps are computed without yielding to SimPy: end
+        # times are summed as SimPy sums them (now + dt) and the clock jumps once to the last one. Every row
+        # but the last is logged at once (in step-by-step order nothing else logs before the horizon); the
+        # last step may end after it, so its row is logged after the jump, where the step-by-step path logs it.
+        while step < max_steps and now < horizon:
             s = step + 1
             if s == first_alloc:
                 needed = [i for i in range(n_seqs) if next_alloc[i] == s]
@@ -197,22 +212,60 @@ class Replica:
             before = [c + step for c in contexts]
             out = SchedulerOutput(sched.step_index, reqs, ones, before, zeros)
             sched.step_index += 1
-            dt = self.cost_model.step_time_s(out)
-            start = env.now
-            yield env.timeout(dt)
-            ends.append(env.now)
+            dt = cost.step_time_s(out)
+            if row is not None:
+                steps_append(*row)
+            row = (now, dt, n_seqs, 0, n_seqs, n_seqs, 0, n_seqs, 0, 0, 0, n_seqs, pool.get_usage(), replica)
+            dts.append(dt)
+            now += dt
+            ends.append(now)
             step = s
-            steps_append(start, dt, n_seqs, 0, n_seqs, n_seqs, 0, n_seqs, 0, 0, 0, n_seqs, pool.get_usage(),
-                         replica)
         if not step:
             return
+        # State as the step-by-step path has it while the last step runs: every step scheduled (computed
+        # tokens), all but the last emitted. The last emits when the clock reaches its end; a run cut at
+        # max_time_s before then leaves it in flight, as the step-by-step path does.
+        done = step - 1
         for req in reqs:
-            req.num_output_tokens += step
             req.num_computed_tokens += step
+            if done:
+                req.num_output_tokens += done
+                record = req.client_data
+                record.emit_times_s.extend(ends[:done])
+                if record.emit_counts is not None:
+                    record.emit_counts.extend(array("i", [1]) * done)
+        yield from _advance(env, start, now, dts)
+        steps_append(*row)
+        last = ends[done]
+        for req in reqs:
+            req.num_output_tokens += 1
             record = req.client_data
-            record.emit_times_s.extend(ends)
+            record.emit_times_s.append(last)
             if record.emit_counts is not None:
-                record.emit_counts.extend(array("i", [1]) * step)
+                record.emit_counts.append(1)
+
+    @staticmethod
+    def _record_spec(out: SchedulerOutput, accepted: Sequence[int]) -> None:
+        """Per-request speculative-decoding counters as vLLM counts them: a draft is a verification of
+        k > 0 draft tokens; accepted tokens (before any truncation at the request's end) also count at
+        each accepted position."""
+        requests, spec_tokens = out.requests, out.num_spec_tokens
+        for i in range(len(requests) - out.num_padding):
+            k = spec_tokens[i]
+            if not k:
+                continue
+            a = accepted[i] if accepted else 0
+            record = requests[i].client_data
+            record.num_spec_drafts += 1
+            record.num_spec_draft_tokens += k
+            record.num_spec_accepted_tokens += a
+            pos = record.spec_accepted_per_position
+            if pos is None:
+                pos = record.spec_accepted_per_position = array("i", [0]) * k
+            elif len(pos) < k:
+                pos.extend(array("i", [0]) * (k - len(pos)))
+            for j in range(a):
+                pos[j] += 1
 
     def _finish(self, req: Request, now: float) -> None:
         record: RequestRecord = req.client_data
@@ -236,6 +289,21 @@ class Replica:
             if record.status == FINISHED and record.finish_s is None:
                 record.status = INCOMPLETE
                 self._copy_counters(req, record)
+
+
+def _advance(env: simpy.Environment, start: float, end: float, dts: array):
+    """Yield until the clock reads ``end``, the sum ``start + dts[0] + dts[1] + ...`` taken left to right (as
+    SimPy takes it, one timeout per step). One timeout whose delay lands exactly on ``end``; should rounding
+    make that impossible, one timeout per step."""
+    delay = end - start
+    for _ in range(4):
+        reached = start + delay
+        if reached == end:
+            yield env.timeout(delay)
+            return
+        delay = math.nextafter(delay, math.inf if reached < end else -math.inf)
+    for dt in dts:
+        yield env.timeout(dt)
 
 
 class Router(Protocol):

@@ -15,6 +15,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from twin.errors import TwinInputError
+from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig, format_validation_error
 from twin.workload.config import StrictModel
 
@@ -29,7 +30,8 @@ class DeploymentConfig(StrictModel):
     replicas: int = Field(1, ge=1, le=4096)
     weight_dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     kv_dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
-    router: Literal["round_robin", "least_outstanding"] = "round_robin"
+    router: Literal["round_robin", "least_outstanding", "least_kv_usage", "prefix_affinity",
+                    "kv_cache_aware"] = "round_robin"
 
 
 class ServerConfig(StrictModel):
@@ -101,12 +103,22 @@ class ScenarioBody(StrictModel):
     deployment: DeploymentConfig = Field(default_factory=DeploymentConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     cost_model: CostModelConfig = Field(default_factory=CostModelConfig)
+    speculative_decoding: SpeculativeDecodingConfig | None = None
     workload: WorkloadConfig
     slo: SLOConfig = Field(default_factory=SLOConfig)
     seed: int = Field(0, ge=0)
     replications: int = Field(1, ge=1, le=1000)
     warmup_s: float = Field(0.0, ge=0.0)
     max_sim_time_s: float | None = Field(None, gt=0)
+
+    @model_validator(mode="after")
+    def _spec_classes(self) -> "ScenarioBody":
+        spec = self.speculative_decoding
+        if spec is not None:
+            wl = self.workload
+            names = [c.name for c in wl.classes] if wl.classes else [wl.trace.task_class]
+            check_task_classes(spec, names)
+        return self
 
 
 class Scenario:
@@ -159,10 +171,17 @@ class Scenario:
             raise TwinInputError(f"{where}: {format_validation_error(exc)}") from None
 
 
+REPLACE_MARKER = "_replace"
+
+
 def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``overrides`` into ``base`` key by key; a mapping with ``_replace: true`` replaces instead
+    (e.g. switching ``workload.arrivals`` from poisson to closed_loop)."""
     out = dict(base)
     for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
+        if isinstance(value, dict) and value.get(REPLACE_MARKER) is True:
+            out[key] = {k: copy.deepcopy(v) for k, v in value.items() if k != REPLACE_MARKER}
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = deep_merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)

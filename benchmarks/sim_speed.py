@@ -1,0 +1,117 @@
+"""How fast the twin simulates: the Azure LLM conversation trace (Nov 2023, one hour, 19,366 requests) replayed on
+Llama-3.1-8B on one H100 through the scenario machinery (``scenarios/azure_conversation_replay.yaml``).
+
+Prints, for the simulation alone (the trace is read and the deployment resolved before the clock starts): the
+median wall time over the repeats (and the median CPU time: on a shared machine the difference is time spent
+waiting for a core), simulated seconds per wall second, engine steps, steps per wall second, and
+peak memory (the process's peak resident set, ``ru_maxrss``; with ``--tracemalloc`` also the Python heap peak
+of one extra, slower run). Target: the hour in <= 10 s and <= 1 GB on a 2-core machine.
+
+    python benchmarks/sim_speed.py [--repeats 3] [--variant baseline] [--tracemalloc] [--profile]
+
+Skips with a message when the traces folder (``TWIN_TRACES_DIR`` or ``../shared/traces``) is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+
+from twin.build import make_router, metrics_of, resolve_deployment
+from twin.scenario import load_scenario
+from twin.schedulers import make_scheduler
+from twin.simulate import simulate
+from twin.workload.generate import build_workload
+from twin.workload.paths import traces_dir
+
+SCENARIO = "azure_conversation_replay"
+TRACE = "azure_llm_2023_conv.csv"
+
+
+def prepare(variant: str):
+    sc = load_scenario(SCENARIO)
+    body = sc.body(variant)
+    dep = resolve_deployment(body, sc.base_dir)
+    t0 = time.perf_counter()
+    traffic = build_workload(body.workload, body.seed, base_dir=sc.base_dir)
+    build_s = time.perf_counter() - t0
+    return body, dep, traffic, build_s
+
+
+def simulate_once(body, dep, traffic):
+    return simulate(traffic, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
+                    lambda i: dep.cost_model_factory(), num_replicas=body.deployment.replicas,
+                    router=make_router(body.deployment.router), max_time_s=body.max_sim_time_s)
+
+
+def peak_rss_mib() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1 << 20) if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--variant", default="baseline")
+    ap.add_argument("--tracemalloc", action="store_true", help="one extra run under tracemalloc (slower)")
+    ap.add_argument("--profile", action="store_true", help="one extra run under cProfile; print the top functions")
+    args = ap.parse_args()
+
+    path = traces_dir() / TRACE
+    if not path.is_file():
+        print(f"sim_speed: skipped: trace {path} not found (set TWIN_TRACES_DIR to the traces folder)")
+        return 0
+
+    body, dep, traffic, build_s = prepare(args.variant)
+    rss_before = peak_rss_mib()
+    walls, cpus, result = [], [], None
+    for _ in range(args.repeats):
+        result = None  # let the previous run's records go before the next one
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = simulate_once(body, dep, traffic)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    wall = statistics.median(walls)
+    cpu = statistics.median(cpus)
+    sim_s = result.sim_end_s - result.sim_start_s
+    m = metrics_of(result, body)
+
+    print(f"scenario       {SCENARIO} [{args.variant}]: {body.deployment.model} on {dep.gpu.name}, "
+          f"{len(traffic):,} requests from {path.name}")
+    print(f"workload build {build_s:.2f} s (trace read and requests built; not in the figures below)")
+    print(f"simulation     {wall:.2f} s wall (median of {len(walls)}: "
+          f"{', '.join(f'{w:.2f}' for w in walls)})")
+    print(f"cpu time       {cpu:.2f} s (median; on a shared machine wall time above it is time spent waiting "
+          f"for a core)")
+    print(f"simulated      {sim_s:,.0f} s -> {sim_s / wall:,.0f} simulated s per wall s")
+    print(f"steps          {len(result.steps):,} ({len(result.steps) / wall:,.0f} per wall s)")
+    print(f"completed      {m['completed']:,} requests, {m['failed']} rejected, "
+          f"TTFT p99 {m['p99_ttft_ms']:.1f} ms, TPOT p99 {m['p99_tpot_ms']:.2f} ms")
+    print(f"peak memory    {peak_rss_mib():,.0f} MiB resident for the whole process "
+          f"({rss_before:,.0f} MiB before the runs)")
+    verdict = "meets" if wall <= 10 and peak_rss_mib() <= 1024 else "MISSES"
+    print(f"target         <= 10 s and <= 1 GiB for the hour: {verdict}")
+
+    if args.tracemalloc:
+        result = None
+        tracemalloc.start()
+        simulate_once(body, dep, traffic)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        print(f"python heap    {peak / (1 << 20):,.0f} MiB peak during one simulation (tracemalloc)")
+    if args.profile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.runcall(simulate_once, body, dep, traffic)
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

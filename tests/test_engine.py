@@ -1,0 +1,196 @@
+"""The SimPy engine: the decode fast path gives the step-by-step path's results exactly, and the engine's
+timing rules (arrivals seen at the next step, rejections counted, runs cut at max_time_s) hold."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+
+import numpy as np
+import pytest
+
+from twin.build import make_router, resolve_deployment
+from twin.cost.constant import ConstantCostModel
+from twin.engine import Replica
+from twin.records import FINISHED, INCOMPLETE, REJECTED, STEP_COLUMN_NAMES, RequestRecord
+from twin.scenario import Scenario
+from twin.scheduler_config import SchedulerConfig
+from twin.schedulers import make_scheduler
+from twin.simulate import simulate
+from twin.workload.generate import build_workload
+from twin.workload.spec import RequestSpec
+
+# prefix sharing (3 system-prompt groups, few-shot templates, multi-turn sessions whose turns reuse the
+# previous turn's prompt and output), a KV pool small enough to preempt, two replicas
+MIXED = {
+    "name": "fast-path-identity",
+    "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b", "replicas": 2},
+    "server": {"num_gpu_blocks_override": 400, "max_num_batched_tokens": 1024, "max_model_len": 2048},
+    "workload": {
+        "arrivals": {"process": "poisson", "rate_per_s": 10},
+        "num_requests": 240,
+        "classes": [
+            {"name": "agent", "share": 0.6,
+             "prompt": {"shared_prefix_tokens": 400, "num_prefix_groups": 3,
+                        "few_shot": {"num_templates": 2, "tokens": 64},
+                        "suffix_tokens": {"lognormal": {"median": 60, "sigma": 0.8, "max": 400}}},
+             "output_tokens": {"lognormal": {"median": 120, "sigma": 0.9, "max": 600}}},
+            {"name": "chat", "share": 0.4,
+             "prompt": {"suffix_tokens": {"uniform": [20, 200]}},
+             "output_tokens": {"uniform": [1, 300]},
+             "multi_turn": {"turns": {"uniform": [1, 4]}, "gap_s": {"exponential": {"mean": 0.5}}}},
+        ],
+    },
+    "seed": 3,
+}
+
+
+CLOSED_LOOP = {"process": "closed_loop", "concurrency": 24}
+
+
+def _run(data: dict, overrides: dict | None = None, *, fast_path: bool):
+    if overrides and overrides.get("workload", {}).get("arrivals") is CLOSED_LOOP:
+        data = {**data, "workload": {**data["workload"], "arrivals": CLOSED_LOOP}}
+        overrides = None
+    sc = Scenario(data)
+    body = sc.body("baseline", overrides)
+    dep = resolve_deployment(body)
+    traffic = build_workload(body.workload, body.seed)
+    return simulate(traffic, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
+                    lambda i: dep.cost_model_factory(), num_replicas=body.deployment.replicas,
+                    router=make_router(body.deployment.router), fast_path=fast_path)
+
+
+def _record_fields(r: RequestRecord) -> dict:
+    out = {f.name: getattr(r, f.name) for f in dataclasses.fields(r)}
+    for key in ("emit_times_s", "emit_counts", "spec_accepted_per_position"):
+        if out[key] is not None:
+            out[key] = list(out[key])
+    return out
+
+
+@pytest.fixture
+def fast_forward_steps(monkeypatch):
+    """Counts the steps the fast path ran (so an identity test cannot pass with the fast path never taken)."""
+    counter = {"steps": 0, "runs": 0}
+    original = Replica._fast_forward
+
+    def counting(self):
+        before = len(self.steps)
+        try:
+            yield from original(self)
+        finally:  # also when a run cut at max_time_s leaves the generator suspended (closed on collection)
+            ran = len(self.steps) - before
+            counter["steps"] += ran
+            counter["runs"] += ran > 0
+
+    monkeypatch.setattr(Replica, "_fast_forward", counting)
+    return counter
+
+
+@pytest.mark.parametrize("overrides", [
+    None,
+    {"server": {"enable_prefix_caching": False}, "deployment": {"router": "least_outstanding"}},
+    {"workload": {"arrivals": CLOSED_LOOP}},
+], ids=["prefix-caching", "no-caching-least-outstanding", "closed-loop"])
+def test_fast_path_is_identical_to_step_by_step(overrides, fast_forward_steps):
+    slow = _run(MIXED, overrides, fast_path=False)
+    assert fast_forward_steps["steps"] == 0
+    fast = _run(MIXED, overrides, fast_path=True)
+    # the workload exercises what the fast path must get right, and the fast path really ran
+    assert slow.num_preemptions > 0
+    assert {r.replica for r in slow.requests} == {0, 1}
+    if overrides is None:
+        assert slow.prefix_cache_hit_tokens > 0
+    assert fast_forward_steps["steps"] > 0.5 * len(fast.steps), fast_forward_steps
+
+    assert len(fast.steps) == len(slow.steps)
+    for name in STEP_COLUMN_NAMES:
+        np.testing.assert_array_equal(fast.steps.column(name), slow.steps.column(name), err_msg=name)
+    assert len(fast.requests) == len(slow.requests)
+    for a, b in zip(fast.requests, slow.requests):
+        assert _record_fields(a) == _record_fields(b)
+    for key in ("sim_end_s", "prefix_cache_hit_tokens", "prefix_cache_query_tokens", "num_preemptions"):
+        assert getattr(fast, key) == getattr(slow, key), key
+    assert all(r.status == FINISHED for r in fast.requests)
+
+
+# ---- timing rules, on a constant cost model so every number is known by hand --------------------------------
+def _config(**kw) -> SchedulerConfig:
+    cfg = dict(max_num_seqs=8, max_num_batched_tokens=64, max_model_len=64, block_size=16,
+               enable_prefix_caching=False)
+    cfg.update(kw)
+    return SchedulerConfig(**cfg)
+
+
+def _spec(rid: int, arrival: float, prompt: int, out: int) -> RequestSpec:
+    return RequestSpec(rid, arrival, prompt, out, ((("u", rid), prompt),))
+
+
+def _sim(specs, cfg=None, num_blocks=64, step_s=0.01, **kw):
+    cfg = cfg or _config()
+    return simulate(specs, lambda i: make_scheduler(cfg, num_blocks), lambda i: ConstantCostModel(step_s), **kw)
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+def test_arrival_mid_step_waits_for_the_next_step(fast_path):
+    # request 0 starts at t=0 and decodes 10 steps of 10 ms; request 1 arrives at 25 ms, mid-step 3, and is
+    # first scheduled at 30 ms; both then share steps
+    res = _sim([_spec(0, 0.0, 4, 10), _spec(1, 0.025, 4, 3)], fast_path=fast_path)
+    r0, r1 = res.requests
+    assert r0.first_token_s == pytest.approx(0.01)
+    assert r1.first_token_s == pytest.approx(0.04)
+    assert r1.ttft_s == pytest.approx(0.015)
+    assert list(r1.emit_times_s) == pytest.approx([0.04, 0.05, 0.06])
+    assert r0.finish_s == pytest.approx(0.10)
+    assert len(res.steps) == 10
+    assert res.steps.column("num_seqs").tolist() == [1, 1, 1, 2, 2, 2, 1, 1, 1, 1]
+
+
+def test_idle_server_starts_a_request_at_its_arrival():
+    res = _sim([_spec(0, 1.0, 4, 2), _spec(1, 5.0, 4, 2)])
+    assert [r.ttft_s for r in res.requests] == pytest.approx([0.01, 0.01])
+    assert res.steps.column("start_s").tolist() == pytest.approx([1.0, 1.01, 5.0, 5.01])
+    assert res.sim_end_s == pytest.approx(5.02)
+
+
+def test_requests_that_can_never_fit_are_rejected_and_counted():
+    cfg = _config(max_model_len=64)
+    res = _sim([_spec(0, 0.0, 80, 4), _spec(1, 0.0, 8, 4), _spec(2, 0.1, 64, 1)], cfg)
+    status = {r.request_id: r.status for r in res.requests}
+    assert status == {0: REJECTED, 1: FINISHED, 2: REJECTED}
+    assert "max_model_len" in res.requests[0].reject_reason
+    m = res.metrics()
+    assert m["completed"] == 1 and m["failed"] == 2
+
+
+def test_max_time_cuts_the_run_and_marks_requests_in_flight():
+    specs = [_spec(i, 0.0, 4, 50) for i in range(3)]
+    res = _sim(specs, _config(max_num_seqs=1), max_time_s=0.75)
+    assert res.sim_end_s == pytest.approx(0.75)
+    assert [r.status for r in res.requests] == [FINISHED, INCOMPLETE, INCOMPLETE]
+    m = res.metrics()
+    assert m["completed"] == 1 and m["failed"] == 0 and m["num_incomplete"] == 2
+
+
+def test_round_robin_spreads_requests_over_replicas():
+    specs = [_spec(i, 0.001 * i, 4, 5) for i in range(8)]
+    res = _sim(specs, num_replicas=3)
+    assert [r.replica for r in res.requests] == [0, 1, 2, 0, 1, 2, 0, 1]
+    assert set(res.steps.column("replica").tolist()) == {0, 1, 2}
+
+
+def test_fast_path_is_identical_when_the_run_is_cut_mid_decode(fast_forward_steps):
+    # requests still decoding when max_time_s stops the run keep exactly the tokens they got by then
+    specs = [_spec(i, 0.003 * i, 8, 400) for i in range(6)]
+    runs = [_sim(specs, _config(max_model_len=512), num_blocks=256, max_time_s=1.234, fast_path=f)
+            for f in (False, True)]
+    slow, fast = runs
+    gc.collect()  # close the suspended fast-path generator so the counter sees its steps
+    assert fast_forward_steps["steps"] > 50
+    assert all(r.status == INCOMPLETE for r in slow.requests)
+    assert all(0 < r.num_output_tokens < 400 for r in slow.requests)
+    for a, b in zip(fast.requests, slow.requests):
+        assert _record_fields(a) == _record_fields(b)
+    for name in STEP_COLUMN_NAMES:
+        np.testing.assert_array_equal(fast.steps.column(name), slow.steps.column(name), err_msg=name)
