@@ -47,7 +47,9 @@ class Scheduler(SchedulerBase):
             scheduled = True
             while allocate(req, n, num_lookahead_tokens=lookahead) is None:
                 if by_priority:
-                    victim = max(running, key=_priority_key)
+                    # ties (equal priority and arrival time, common in traces) go to the most recently
+                    # admitted, as under FCFS; taking the first would let a request preempt itself forever
+                    victim = max(reversed(running), key=_priority_key)
                     vi = running.index(victim)
                     del running[vi]
                     if vi < i:

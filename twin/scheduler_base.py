@@ -40,6 +40,15 @@ class SchedulerBase:
             usable = self.kv_cache_manager.block_pool.num_usable_blocks
             return (f"needs {-(-peak_tokens // self.block_size)} KV blocks of {self.block_size} tokens at its "
                     f"longest, the pool has {usable}")
+        if self.config.admission_watermark > 0 and self.config.scheduler != "static":
+            # admissions (and resumptions after preemption) must leave the watermark free: a request that
+            # could not be admitted even into an empty pool would block the queue head forever
+            usable = self.kv_cache_manager.block_pool.num_usable_blocks
+            reserve = int(self.config.admission_watermark * usable)
+            peak_blocks = -(-peak_tokens // self.block_size)
+            if peak_blocks + reserve > usable:
+                return (f"needs {peak_blocks} KV blocks of {self.block_size} tokens at its longest, the pool has "
+                        f"{usable} of which {reserve} are held back by the admission watermark")
         return None
 
     def add_request(self, request: Request) -> bool:

@@ -34,6 +34,21 @@ class SchedulerOutput:
     def is_empty(self) -> bool:
         return not self.requests
 
+    def composition(self) -> tuple[int, int, int]:
+        """(prefill sequences, prefill tokens, decode tokens) of the real (non-padding) entries. A decode
+        computes its last sampled token (plus drafts) after the whole prompt; everything else is prefill,
+        including a resumed request recomputing its context."""
+        prefill_seqs = prefill_tokens = decode_tokens = 0
+        new, before, spec = self.num_new_tokens, self.num_computed_before, self.num_spec_tokens
+        for i in range(len(self.requests) - self.num_padding):
+            n = new[i]
+            if n == 1 + spec[i] and before[i] >= self.requests[i].num_prompt_tokens:
+                decode_tokens += n
+            else:
+                prefill_seqs += 1
+                prefill_tokens += n
+        return prefill_seqs, prefill_tokens, decode_tokens
+
 
 @dataclass(slots=True)
 class StepResult:

@@ -47,10 +47,18 @@ class PrefillFirstScheduler(SchedulerBase):
     def _schedule_decodes(self, out: SchedulerOutput) -> None:
         kv = self.kv_cache_manager
         running = self.running
+        budget = self.config.max_num_batched_tokens
+        max_model_len = self.max_model_len
         i = 0
-        while i < len(running):
+        while i < len(running) and budget > 0:
             req = running[i]
-            n = req.num_prompt_tokens + req.num_output_tokens + req.num_spec_tokens - req.num_computed_tokens
+            computed = req.num_computed_tokens
+            n = req.num_prompt_tokens + req.num_output_tokens + req.num_spec_tokens - computed
+            # drafts can overrun the budget and the model length: clip as the continuous scheduler does
+            if n > budget:
+                n = budget
+            if n > max_model_len - 1 - computed:
+                n = max_model_len - 1 - computed
             scheduled = True
             while kv.allocate_slots(req, n) is None:
                 victim = running.pop()
@@ -61,6 +69,10 @@ class PrefillFirstScheduler(SchedulerBase):
                     break
             if not scheduled:
                 break
+            if req.num_spec_tokens:
+                num_spec = n + computed - req.num_prompt_tokens - req.num_output_tokens
+                req.num_spec_tokens = num_spec if num_spec > 0 else 0
             out.requests.append(req)
             out.num_new_tokens.append(n)
+            budget -= n
             i += 1

@@ -78,10 +78,16 @@ class StaticBatchScheduler(SchedulerBase):
     def _decode_batch(self, out: SchedulerOutput) -> None:
         kv = self.kv_cache_manager
         running = self.running
+        max_model_len = self.max_model_len
         i = 0
         while i < len(running):
             req = running[i]
-            n = req.num_prompt_tokens + req.num_output_tokens + req.num_spec_tokens - req.num_computed_tokens
+            computed = req.num_computed_tokens
+            n = req.num_prompt_tokens + req.num_output_tokens + req.num_spec_tokens - computed
+            if n > max_model_len - 1 - computed:  # drafts must not run past the model length
+                n = max_model_len - 1 - computed
+                num_spec = n + computed - req.num_prompt_tokens - req.num_output_tokens
+                req.num_spec_tokens = num_spec if num_spec > 0 else 0
             scheduled = True
             while kv.allocate_slots(req, n) is None:
                 victim = running.pop()

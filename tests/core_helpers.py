@@ -1,0 +1,115 @@
+"""Shared builders and invariant checks for the serving-core tests (block pool, KV cache manager, schedulers)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+from twin.request import Request, RequestStatus
+from twin.scheduler_base import SchedulerBase
+from twin.scheduler_config import SchedulerConfig
+from twin.schedulers import make_scheduler
+
+
+def make_sched(kind: str = "continuous", *, num_gpu_blocks: int = 11, **overrides) -> SchedulerBase:
+    """A scheduler on a small pool, vLLM-test style: budget 100, block size 16, 11 blocks (10 usable)."""
+    cfg = dict(scheduler=kind, max_num_batched_tokens=100, max_num_seqs=16, block_size=16, max_model_len=100)
+    cfg.update(overrides)
+    return make_scheduler(SchedulerConfig(**cfg), num_gpu_blocks)
+
+
+def req(rid: Hashable, prompt: int, out: int = 10, *, arrival: float = 0.0,
+        segments: Sequence[tuple[Hashable, int]] | None = None, prefix: tuple[Hashable, int] | None = None,
+        **kw) -> Request:
+    """A request; ``prefix=(key, n)`` puts a shared n-token segment before a private remainder."""
+    if prefix is not None:
+        key, n = prefix
+        segments = [(key, n)] + ([(("own", rid), prompt - n)] if prompt > n else [])
+    return Request(rid, arrival, prompt, out, prompt_segments=segments, **kw)
+
+
+def ids(requests: Sequence[Request]) -> list:
+    return [r.request_id for r in requests]
+
+
+def block_ids(sched: SchedulerBase, rid: Hashable) -> list[int]:
+    return sched.kv_cache_manager.get_block_ids(rid)
+
+
+def free_ids(sched_or_kv) -> list[int]:
+    kv = getattr(sched_or_kv, "kv_cache_manager", sched_or_kv)
+    return kv.block_pool.free_block_queue.block_ids()
+
+
+def ref_cnts(sched_or_kv, block_id_list: Sequence[int]) -> list[int]:
+    kv = getattr(sched_or_kv, "kv_cache_manager", sched_or_kv)
+    return [kv.block_pool.blocks[b].ref_cnt for b in block_id_list]
+
+
+def step(sched: SchedulerBase, num_generated: Sequence[int] | None = None, now_s: float | None = None):
+    """One engine step: schedule, then apply the default forward-pass output."""
+    out = sched.schedule(now_s) if now_s is not None else sched.schedule()
+    res = sched.update_from_output(out, num_generated)
+    return out, res
+
+
+def check_pool_invariants(kv) -> None:
+    """Structural invariants of a KVCacheManager's block pool."""
+    pool = kv.block_pool
+    free = pool.free_block_queue.block_ids()
+    assert len(free) == pool.free_block_queue.num_free_blocks
+    assert len(set(free)) == len(free), "a block appears twice in the free queue"
+    free_set = set(free)
+    if pool.null_block is not None:
+        assert pool.null_block.block_id not in free_set
+    in_use = set()
+    for block in pool.blocks:
+        assert block.ref_cnt >= 0, f"negative ref count on {block}"
+        if block.is_null:
+            continue
+        if block.ref_cnt > 0:
+            in_use.add(block.block_id)
+            assert block.block_id not in free_set, f"{block} both in use and free"
+        else:
+            assert block.block_id in free_set, f"{block} idle but not in the free queue"
+    assert len(in_use) + len(free) == pool.num_usable_blocks
+    # ref counts equal the number of request block tables holding the block
+    holders: dict[int, int] = {}
+    for blocks in kv.req_to_blocks.values():
+        for b in blocks:
+            holders[b.block_id] = holders.get(b.block_id, 0) + 1
+    for block in pool.blocks:
+        if not block.is_null:
+            assert block.ref_cnt == holders.get(block.block_id, 0), f"{block}: {holders.get(block.block_id, 0)} holders"
+    # the hash map only points at blocks carrying that hash
+    for h, block in pool.cached_block_hash_to_block.items():
+        assert block.block_hash == h
+    for h, dups in pool._duplicates.items():
+        assert h in pool.cached_block_hash_to_block
+        for block in dups:
+            assert block.block_hash == h
+    hashed = [b for b in pool.blocks if b.block_hash is not None]
+    n_mapped = len(pool.cached_block_hash_to_block) + sum(len(d) for d in pool._duplicates.values())
+    assert n_mapped == len(hashed), "a hashed block is missing from the map"
+
+
+def check_sched_invariants(sched: SchedulerBase, out=None) -> None:
+    kv = sched.kv_cache_manager
+    check_pool_invariants(kv)
+    cfg = sched.config
+    bs = cfg.block_size
+    assert len(sched.running) <= (cfg.static_batch_size if cfg.scheduler == "static" else cfg.max_num_seqs)
+    assert len(set(map(id, sched.running))) == len(sched.running)
+    for r in sched.running:
+        assert r.status == RequestStatus.RUNNING
+        assert len(kv.get_blocks(r.request_id)) * bs >= r.num_computed_tokens
+        assert r.num_computed_tokens <= r.num_tokens_with_spec
+        assert r.num_tokens < cfg.max_model_len or r.is_finished
+    for r in sched.waiting:
+        assert r.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+        assert r.num_computed_tokens == 0
+        assert not kv.get_blocks(r.request_id)
+    held = {rid for rid, blocks in kv.req_to_blocks.items() if blocks}
+    assert held <= {r.request_id for r in sched.running}, "a request not running holds blocks"
+    if out is not None and cfg.scheduler != "static":
+        assert out.total_num_scheduled_tokens == sum(out.num_new_tokens)
+        assert out.total_num_scheduled_tokens <= cfg.max_num_batched_tokens

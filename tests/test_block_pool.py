@@ -1,0 +1,235 @@
+"""BlockPool and FreeBlockQueue: exact block ids, ref counts, free-queue order, eviction and duplicates."""
+
+from __future__ import annotations
+
+import pytest
+
+from twin.block_pool import BlockPool, FreeBlockQueue, KVCacheBlock
+
+
+def free_ids(pool: BlockPool) -> list[int]:
+    return pool.free_block_queue.block_ids()
+
+
+# ---- free queue ---------------------------------------------------------------------------------------
+def test_free_queue_order_and_ops():
+    blocks = [KVCacheBlock(i) for i in range(5)]
+    q = FreeBlockQueue(blocks)
+    assert q.block_ids() == [0, 1, 2, 3, 4]
+    assert q.num_free_blocks == 5
+    assert q.popleft() is blocks[0]
+    q.remove(blocks[2])
+    assert q.block_ids() == [1, 3, 4]
+    q.append(blocks[0])
+    q.appendleft(blocks[2])
+    assert q.block_ids() == [2, 1, 3, 4, 0]
+    assert q.num_free_blocks == 5
+    assert blocks[2].prev_free is not None and blocks[0].next_free is not None
+
+
+def test_free_queue_errors():
+    blocks = [KVCacheBlock(i) for i in range(2)]
+    q = FreeBlockQueue(blocks)
+    b = q.popleft()
+    with pytest.raises(ValueError):
+        q.remove(b)  # not in the queue any more
+    q.popleft()
+    with pytest.raises(ValueError):
+        q.popleft()
+    assert q.num_free_blocks == 0
+    assert q.block_ids() == []
+
+
+# ---- the null block -----------------------------------------------------------------------------------
+def test_null_block_reserved():
+    pool = BlockPool(11)
+    assert pool.null_block is pool.blocks[0]
+    assert pool.null_block.is_null
+    assert pool.num_usable_blocks == 10
+    assert pool.get_num_free_blocks() == 10
+    assert free_ids(pool) == list(range(1, 11))
+    got = pool.get_new_blocks(10)
+    assert [b.block_id for b in got] == list(range(1, 11))
+    assert 0 not in [b.block_id for b in got]
+    with pytest.raises(ValueError):
+        pool.get_new_blocks(1)
+
+
+def test_no_null_block():
+    pool = BlockPool(4, reserve_null_block=False)
+    assert pool.null_block is None
+    assert pool.num_usable_blocks == 4
+    assert free_ids(pool) == [0, 1, 2, 3]
+
+
+def test_too_few_blocks():
+    with pytest.raises(ValueError):
+        BlockPool(1)
+
+
+# ---- allocate / free ----------------------------------------------------------------------------------
+def test_allocate_pops_from_head_in_id_order():
+    pool = BlockPool(11)
+    a = pool.get_new_blocks(3)
+    b = pool.get_new_blocks(2)
+    assert [x.block_id for x in a] == [1, 2, 3]
+    assert [x.block_id for x in b] == [4, 5]
+    assert all(x.ref_cnt == 1 for x in a + b)
+    assert free_ids(pool) == [6, 7, 8, 9, 10]
+    assert pool.get_num_free_blocks() == 5
+
+
+def test_allocate_more_than_free_raises_and_takes_nothing():
+    pool = BlockPool(5)
+    pool.get_new_blocks(2)
+    with pytest.raises(ValueError):
+        pool.get_new_blocks(3)
+    assert free_ids(pool) == [3, 4]
+
+
+def test_free_in_given_order_to_tail():
+    pool = BlockPool(11)
+    a = pool.get_new_blocks(4)  # 1 2 3 4
+    pool.free_blocks(reversed(a))
+    assert free_ids(pool) == [5, 6, 7, 8, 9, 10, 4, 3, 2, 1]
+    assert all(x.ref_cnt == 0 for x in a)
+    # the next allocation takes never-used blocks first (LRU end = head)
+    assert [x.block_id for x in pool.get_new_blocks(7)] == [5, 6, 7, 8, 9, 10, 4]
+
+
+def test_shared_block_freed_only_at_zero():
+    pool = BlockPool(6)
+    a = pool.get_new_blocks(2)  # 1, 2
+    pool.touch([a[0]])  # a second holder of block 1
+    assert [x.ref_cnt for x in a] == [2, 1]
+    pool.free_blocks(reversed(a))
+    assert [x.ref_cnt for x in a] == [1, 0]
+    assert free_ids(pool) == [3, 4, 5, 2]
+    pool.free_blocks([a[0]])
+    assert a[0].ref_cnt == 0
+    assert free_ids(pool) == [3, 4, 5, 2, 1]
+
+
+def test_touch_removes_idle_hit_from_queue():
+    pool = BlockPool(6)
+    a = pool.get_new_blocks(3)  # 1, 2, 3
+    pool.cache_block(a[1], 111)
+    pool.free_blocks(reversed(a))
+    assert free_ids(pool) == [4, 5, 3, 2, 1]
+    hit = pool.get_cached_block(111)
+    assert hit is a[1]
+    pool.touch([hit])
+    assert hit.ref_cnt == 1
+    assert free_ids(pool) == [4, 5, 3, 1]
+    assert pool.get_num_free_blocks() == 4
+    # touching a block already in use only adds a reference
+    pool.touch([hit])
+    assert hit.ref_cnt == 2
+    assert free_ids(pool) == [4, 5, 3, 1]
+
+
+def test_usage():
+    pool = BlockPool(11)
+    assert pool.get_usage() == 0.0
+    a = pool.get_new_blocks(4)
+    assert pool.get_usage() == pytest.approx(0.4)
+    pool.cache_block(a[0], 7)
+    pool.free_blocks(reversed(a))
+    # a cached block with ref_cnt 0 counts as free
+    assert pool.get_usage() == 0.0
+    pool.get_new_blocks(10)
+    assert pool.get_usage() == 1.0
+
+
+# ---- the prefix cache ---------------------------------------------------------------------------------
+def test_eviction_when_popped():
+    pool = BlockPool(4)  # usable 1, 2, 3
+    a = pool.get_new_blocks(3)
+    for blk, h in zip(a, (10, 20, 30)):
+        pool.cache_block(blk, h)
+    pool.free_blocks(reversed(a))  # queue: 3, 2, 1
+    assert free_ids(pool) == [3, 2, 1]
+    assert pool.num_evictions == 0
+    [b] = pool.get_new_blocks(1)
+    assert b.block_id == 3
+    assert b.block_hash is None
+    assert pool.get_cached_block(30) is None
+    assert pool.get_cached_block(20) is a[1]
+    assert pool.get_cached_block(10) is a[0]
+    assert pool.num_evictions == 1
+    assert set(pool.cached_block_hash_to_block) == {10, 20}
+
+
+def test_unhashed_pop_is_not_an_eviction():
+    pool = BlockPool(4)
+    a = pool.get_new_blocks(3)
+    pool.free_blocks(a)
+    pool.get_new_blocks(3)
+    assert pool.num_evictions == 0
+
+
+def test_duplicate_hash_eviction_keeps_other_findable():
+    pool = BlockPool(6)
+    a = pool.get_new_blocks(2)  # 1, 2: the same content computed twice (no dedup in V1)
+    pool.cache_block(a[0], 42)
+    pool.cache_block(a[1], 42)
+    assert pool.get_cached_block(42) is a[0]
+    assert pool._duplicates[42] == [a[1]]
+    pool.free_blocks([a[0], a[1]])  # queue: 3 4 5 1 2
+    pool.get_new_blocks(4)  # 3, 4, 5, then 1 (evicted: the map falls back to block 2)
+    assert a[0].block_hash is None
+    assert pool.get_cached_block(42) is a[1]
+    assert 42 not in pool._duplicates
+    assert pool.num_evictions == 1
+    pool.get_new_blocks(1)  # block 2: the last copy goes
+    assert pool.get_cached_block(42) is None
+    assert pool.num_evictions == 2
+
+
+def test_duplicate_evicted_first_keeps_primary():
+    pool = BlockPool(6)
+    a = pool.get_new_blocks(2)  # 1, 2
+    pool.cache_block(a[0], 42)
+    pool.cache_block(a[1], 42)
+    pool.free_blocks([a[1], a[0]])  # queue: 3 4 5 2 1
+    pool.get_new_blocks(4)  # 3 4 5 2: the duplicate is evicted
+    assert a[1].block_hash is None
+    assert pool.get_cached_block(42) is a[0]
+    assert 42 not in pool._duplicates
+    assert pool.num_evictions == 1
+
+
+def test_three_copies():
+    pool = BlockPool(5)
+    a = pool.get_new_blocks(3)  # 1, 2, 3
+    for blk in a:
+        pool.cache_block(blk, 9)
+    pool.free_blocks([a[1], a[0], a[2]])  # queue: 4 2 1 3
+    pool.get_new_blocks(2)  # 4, then 2 (a duplicate)
+    assert pool.get_cached_block(9) is a[0]
+    assert pool._duplicates[9] == [a[2]]
+    pool.get_new_blocks(1)  # 1 (the primary): falls back to 3
+    assert pool.get_cached_block(9) is a[2]
+    assert 9 not in pool._duplicates
+    assert pool.num_evictions == 2
+
+
+def test_free_unhashed_to_head_knob():
+    pool = BlockPool(6, free_unhashed_to_head=True)
+    a = pool.get_new_blocks(3)  # 1 2 3
+    pool.cache_block(a[0], 5)
+    pool.free_blocks(reversed(a))  # 3 (no hash) -> head, 2 (no hash) -> head, 1 (hashed) -> tail
+    assert free_ids(pool) == [2, 3, 4, 5, 1]
+
+
+def test_reset_prefix_cache():
+    pool = BlockPool(4)
+    a = pool.get_new_blocks(2)
+    pool.cache_block(a[0], 1)
+    assert not pool.reset_prefix_cache()  # blocks in use
+    assert pool.get_cached_block(1) is a[0]
+    pool.free_blocks(a)
+    assert pool.reset_prefix_cache()
+    assert pool.get_cached_block(1) is None
+    assert a[0].block_hash is None
+    assert pool.cached_block_hash_to_block == {}
