@@ -83,7 +83,7 @@ class Replica:
         env = self.env
         sched = self.scheduler
         cost = self.cost_model
-        steps_append = self.steps.append
+        append_step = self.steps.append_step
         spec = self.speculator
         replica = self.index
         while True:
@@ -108,21 +108,9 @@ class Replica:
             if spec is not None:
                 self._record_spec(out, result.num_accepted_spec)
 
-            emitted = result.num_emitted
-            prefill_seqs = prefill_tokens = decode_tokens = 0
-            new_tokens, before, spec_tokens = out.num_new_tokens, out.num_computed_before, out.num_spec_tokens
-            for i in range(len(out.requests) - out.num_padding):
-                req = out.requests[i]
-                k = emitted[i]
+            for i, k in enumerate(result.num_emitted):
                 if k:
-                    req.client_data.add_emission(end, k)
-                n = new_tokens[i]
-                # a decode computes its last sampled token (plus drafts) after the whole prompt
-                if n == 1 + spec_tokens[i] and before[i] >= req.num_prompt_tokens:
-                    decode_tokens += n
-                else:
-                    prefill_seqs += 1
-                    prefill_tokens += n
+                    out.requests[i].client_data.add_emission(end, k)
             for req in result.finished:
                 self._finish(req, end)
             if spec is not None:
@@ -133,10 +121,7 @@ class Replica:
                 for req in sched.running:
                     if req.num_computed_tokens == req.num_prompt_tokens + req.num_output_tokens - 1:
                         req.num_spec_tokens = spec.num_draft_tokens(req)
-            steps_append(now, dt, len(out.requests), prefill_seqs, len(out.requests) - prefill_seqs,
-                         out.total_num_scheduled_tokens + out.num_padding, prefill_tokens, decode_tokens,
-                         sum(out.num_spec_tokens), len(out.preempted), out.num_waiting_after,
-                         out.num_running_after, out.kv_usage, replica)
+            append_step(now, dt, out, replica)
             if self.fast_path and not sched.waiting and sched.running:
                 yield from self._fast_forward()
 

@@ -143,6 +143,16 @@ class StepRecords:
         self.kv_usage.append(kv_usage)
         self.replica.append(replica)
 
+    def append_step(self, start_s: float, duration_s: float, out: Any, replica: int = 0) -> None:
+        """One row from a ``twin.scheduler_output.SchedulerOutput`` (padding rows of a static batch count as
+        sequences and tokens: they cost compute)."""
+        prefill_seqs, prefill_tokens, decode_tokens = out.composition()
+        num_seqs = len(out.requests)
+        self.append(start_s, duration_s, num_seqs, prefill_seqs, num_seqs - prefill_seqs,
+                    out.total_num_scheduled_tokens + out.num_padding, prefill_tokens, decode_tokens,
+                    sum(out.num_spec_tokens), len(out.preempted), out.num_waiting_after, out.num_running_after,
+                    out.kv_usage, replica)
+
     def __len__(self) -> int:
         return len(self.start_s)
 
