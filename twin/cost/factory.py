@@ -104,3 +104,7 @@ def build_cost_model(
     params = dict(params or {})
     weight_dtype, kv_dtype = _dtypes(dtypes)
     return COST_MODEL_BUILDERS[key](resolve_model(model), resolve_gpu(gpu), tp, weight_dtype, kv_dtype, params)
+
+
+# the calibrated-profile kind registers itself on import; import it here so every caller of the factory has it
+import twin.cost.profile  # noqa: E402,F401

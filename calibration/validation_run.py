@@ -1,0 +1,106 @@
+"""Run one scenario body twice, for real on the calibration engine and in the twin with a calibrated profile,
+and compare: metric errors, step-time residuals, and whether the two scheduled alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from calibration.engine import ModelRunner
+from calibration.model import ModelShape
+from calibration.profiler import torch_dtype
+from calibration.serve import StepShapeRecord, serve
+from calibration.validate import Comparison, compare_metrics, step_time_residuals
+from twin.build import metrics_of, resolve_deployment, run_body
+from twin.errors import TwinInputError
+from twin.records import SimResult
+from twin.scenario import ScenarioBody
+from twin.schedulers import make_scheduler
+from twin.workload.generate import build_workload
+
+DEFAULT_MAX_KV_BLOCKS = 4096
+
+
+@dataclass
+class ValidationRun:
+    body: ScenarioBody
+    measured: SimResult
+    predicted: SimResult
+    measured_metrics: dict[str, Any]
+    predicted_metrics: dict[str, Any]
+    comparison: Comparison
+    residuals: dict[str, float]
+    scheduling: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.body.name, "comparison": self.comparison.as_dict(), "step_time_residuals":
+                self.residuals, "scheduling": self.scheduling}
+
+
+def _cap_kv_blocks(body: ScenarioBody, base_dir: Path | None, max_kv_blocks: int) -> ScenarioBody:
+    """The engine allocates its KV pool for real: keep it at most ``max_kv_blocks``, and give the twin the
+    very same pool."""
+    dep = resolve_deployment(body, base_dir)
+    blocks = min(dep.num_gpu_blocks, max_kv_blocks)
+    server = body.server.model_copy(update={"num_gpu_blocks_override": blocks})
+    return body.model_copy(update={"server": server})
+
+
+def validate_body(body: ScenarioBody, base_dir: Path | None = None, *, device: str = "cpu",
+                  dtype: str | None = None, max_kv_blocks: int = DEFAULT_MAX_KV_BLOCKS,
+                  progress: Callable[[str, float], None] | None = None) -> ValidationRun:
+    if body.cost_model.kind != "profile":
+        raise TwinInputError("cost_model.kind: validation needs a calibrated profile (kind: profile, profile: FILE)")
+    if body.deployment.replicas != 1 or body.deployment.tensor_parallel_size != 1:
+        raise TwinInputError("deployment: the calibration engine serves one replica at tensor_parallel_size 1")
+    if body.speculative_decoding is not None:
+        raise TwinInputError("speculative_decoding: the calibration engine runs no drafter; validate without it")
+    body = _cap_kv_blocks(body, base_dir, max_kv_blocks)
+    dep = resolve_deployment(body, base_dir)
+    cost = dep.cost_model_factory()
+    _match_threads(cost)
+
+    # ground truth: the engine, in real time
+    runner = ModelRunner(ModelShape.from_any(dep.model), device=device, dtype=torch_dtype(dtype, device),
+                         num_blocks=dep.num_gpu_blocks, block_size=dep.scheduler_config.block_size, seed=body.seed)
+    _warm_up(runner)
+    scheduler = make_scheduler(dep.scheduler_config, dep.num_gpu_blocks)
+    shapes: list[StepShapeRecord] = []
+    traffic = build_workload(body.workload, body.seed, base_dir=base_dir)
+    measured = serve(traffic, scheduler, runner, step_shapes=shapes, max_time_s=body.max_sim_time_s,
+                     progress=(lambda f: progress("engine", f)) if progress else None)
+
+    # prediction: the twin with the calibrated profile, same workload and seed
+    predicted = run_body(body, base_dir, deployment=dep,
+                         progress=(lambda f: progress("twin", f)) if progress else None)
+    mm, pm = metrics_of(measured, body), metrics_of(predicted, body)
+    residuals = step_time_residuals([s.measured_s for s in shapes], [cost.step_time_s(s) for s in shapes])
+    scheduling = {
+        "steps": (len(measured.steps), len(predicted.steps)),
+        "mean_running_batch": (mm.get("mean_running_batch"), pm.get("mean_running_batch")),
+        "preemptions": (measured.num_preemptions, predicted.num_preemptions),
+        "prefix_cache_hit_rate": (mm.get("prefix_cache_hit_rate"), pm.get("prefix_cache_hit_rate")),
+        "completed": (mm.get("completed"), pm.get("completed")),
+    }
+    cmp = compare_metrics(mm, pm)
+    if measured.num_preemptions != predicted.num_preemptions:
+        cmp.notes.append("the engine and the twin preempted differently: their timelines diverged")
+    return ValidationRun(body, measured, predicted, mm, pm, cmp, residuals, scheduling)
+
+
+def _match_threads(cost) -> None:
+    """Run the engine with the thread count the profile was measured with (CPU timings depend on it)."""
+    import torch
+
+    threads = (getattr(cost, "profile", None) or {}).get("environment", {}).get("threads")
+    if isinstance(threads, int) and threads > 0:
+        torch.set_num_threads(threads)
+
+
+def _warm_up(runner: ModelRunner) -> None:
+    """First calls pay one-off costs (allocator, kernels); keep them out of the measured run."""
+    from calibration.engine import SeqInput
+
+    for n in (1, 64, 1):
+        runner.execute_batch([SeqInput(list(range(1, n + 1)), 0, [1, 2, 3, 4, 5], 1)])
