@@ -24,7 +24,6 @@ and hence KV, exactly where the prefix cache says they do.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any

@@ -7,7 +7,7 @@ preempted this step), within ``max_num_batched_tokens`` and ``max_num_seqs``.
 
 from __future__ import annotations
 
-from twin.request import Request, RequestStatus
+from twin.request import Request
 from twin.scheduler_base import SchedulerBase
 from twin.scheduler_output import SchedulerOutput
 
@@ -77,7 +77,6 @@ class Scheduler(SchedulerBase):
             i += 1
 
         # B. waiting requests, only if nothing was preempted in this step
-        num_new = num_resumed = 0
         if not preempted:
             waiting = self.waiting
             max_seqs = cfg.max_num_seqs
@@ -98,15 +97,7 @@ class Scheduler(SchedulerBase):
                     n = token_budget
                 if allocate(req, n, num_hit, hit_blocks, lookahead, reserve) is None:
                     break
-                waiting.pop()
-                if req.status == RequestStatus.PREEMPTED:
-                    num_resumed += 1
-                num_new += 1
-                req.status = RequestStatus.RUNNING
-                req.num_computed_tokens = num_hit
-                if req.num_cached_tokens < 0:
-                    req.num_cached_tokens = num_hit
-                running.append(req)
+                self._admit(req, num_hit, out)
                 sched_reqs.append(req)
                 sched_tokens.append(n)
                 token_budget -= n
@@ -122,8 +113,6 @@ class Scheduler(SchedulerBase):
         out.num_new_tokens = sched_tokens
         out.num_computed_before = before
         out.num_spec_tokens = spec
-        out.num_new_requests = num_new
-        out.num_resumed_requests = num_resumed
         out.preempted = preempted
         return self._finish_output(out)
 

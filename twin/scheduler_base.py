@@ -82,6 +82,35 @@ class SchedulerBase:
         out.kv_usage = self.kv_cache_manager.usage
         return out
 
+    def _admit(self, req: Request, num_hit: int, out: SchedulerOutput) -> None:
+        """Move the waiting queue's head to running, its prefix hit counted as computed."""
+        self.waiting.pop()
+        if req.status == RequestStatus.PREEMPTED:
+            out.num_resumed_requests += 1
+        out.num_new_requests += 1
+        req.status = RequestStatus.RUNNING
+        req.num_computed_tokens = num_hit
+        if req.num_cached_tokens < 0:
+            req.num_cached_tokens = num_hit
+        self.running.append(req)
+
+    def _allocate_or_preempt_newest(self, req: Request, n: int, preempted: list[Request],
+                                    num_lookahead_tokens: int = 0) -> bool:
+        """Slots for ``n`` tokens of a running request, preempting the newest running requests until they
+        fit; False when ``req`` itself had to go."""
+        allocate = self.kv_cache_manager.allocate_slots
+        while allocate(req, n, num_lookahead_tokens=num_lookahead_tokens) is None:
+            victim = self.running.pop()
+            self._on_preempt(victim)
+            self._preempt(victim)
+            preempted.append(victim)
+            if victim is req:
+                return False
+        return True
+
+    def _on_preempt(self, victim: Request) -> None:
+        """Hook for scheduler-specific bookkeeping before a victim is preempted."""
+
     def _preempt(self, request: Request) -> None:
         """Recompute preemption: free the blocks (they keep their hashes), restart, back to the queue head."""
         self.kv_cache_manager.free(request)

@@ -3,7 +3,6 @@ all decode. Whole prompts are admitted first whenever any fit; otherwise every r
 
 from __future__ import annotations
 
-from twin.request import RequestStatus
 from twin.scheduler_base import SchedulerBase
 from twin.scheduler_output import SchedulerOutput
 
@@ -31,21 +30,12 @@ class PrefillFirstScheduler(SchedulerBase):
             n = req.num_prompt_tokens + req.num_output_tokens - num_hit
             if n > budget or kv.allocate_slots(req, n, num_hit, hit_blocks, 0, reserve) is None:
                 break
-            self.waiting.pop()
-            if req.status == RequestStatus.PREEMPTED:
-                out.num_resumed_requests += 1
-            out.num_new_requests += 1
-            req.status = RequestStatus.RUNNING
-            req.num_computed_tokens = num_hit
-            if req.num_cached_tokens < 0:
-                req.num_cached_tokens = num_hit
-            self.running.append(req)
+            self._admit(req, num_hit, out)
             out.requests.append(req)
             out.num_new_tokens.append(n)
             budget -= n
 
     def _schedule_decodes(self, out: SchedulerOutput) -> None:
-        kv = self.kv_cache_manager
         running = self.running
         budget = self.config.max_num_batched_tokens
         max_model_len = self.max_model_len
@@ -59,15 +49,7 @@ class PrefillFirstScheduler(SchedulerBase):
                 n = budget
             if n > max_model_len - 1 - computed:
                 n = max_model_len - 1 - computed
-            scheduled = True
-            while kv.allocate_slots(req, n) is None:
-                victim = running.pop()
-                self._preempt(victim)
-                out.preempted.append(victim)
-                if victim is req:
-                    scheduled = False
-                    break
-            if not scheduled:
+            if not self._allocate_or_preempt_newest(req, n, out.preempted):
                 break
             if req.num_spec_tokens:
                 num_spec = n + computed - req.num_prompt_tokens - req.num_output_tokens

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from twin.request import Request, RequestStatus
+from twin.request import Request
 from twin.scheduler_base import SchedulerBase
 from twin.scheduler_output import SchedulerOutput, StepResult
 
@@ -61,22 +61,13 @@ class StaticBatchScheduler(SchedulerBase):
                 reserve_tokens = min(req.num_prompt_tokens + req.max_tokens, self.max_model_len) - num_hit - n
             if kv.allocate_slots(req, n, num_hit, hit_blocks, max(reserve_tokens, 0)) is None:
                 break
-            self.waiting.pop()
-            if req.status == RequestStatus.PREEMPTED:
-                out.num_resumed_requests += 1
-            out.num_new_requests += 1
-            req.status = RequestStatus.RUNNING
-            req.num_computed_tokens = num_hit
-            if req.num_cached_tokens < 0:
-                req.num_cached_tokens = num_hit
-            self.running.append(req)
+            self._admit(req, num_hit, out)
             self.batch.append(req)
             out.requests.append(req)
             out.num_new_tokens.append(n)
             out.num_computed_before.append(num_hit)
 
     def _decode_batch(self, out: SchedulerOutput) -> None:
-        kv = self.kv_cache_manager
         running = self.running
         max_model_len = self.max_model_len
         i = 0
@@ -88,16 +79,7 @@ class StaticBatchScheduler(SchedulerBase):
                 n = max_model_len - 1 - computed
                 num_spec = n + computed - req.num_prompt_tokens - req.num_output_tokens
                 req.num_spec_tokens = num_spec if num_spec > 0 else 0
-            scheduled = True
-            while kv.allocate_slots(req, n) is None:
-                victim = running.pop()
-                self.batch.remove(victim)
-                self._preempt(victim)
-                out.preempted.append(victim)
-                if victim is req:
-                    scheduled = False
-                    break
-            if not scheduled:
+            if not self._allocate_or_preempt_newest(req, n, out.preempted):
                 break
             out.requests.append(req)
             out.num_new_tokens.append(n)
@@ -112,6 +94,9 @@ class StaticBatchScheduler(SchedulerBase):
                     out.num_new_tokens.append(1)
                     out.num_computed_before.append(ctx)
                     out.num_padding += 1
+
+    def _on_preempt(self, victim: Request) -> None:
+        self.batch.remove(victim)
 
     def update_from_output(self, out: SchedulerOutput, num_generated: Sequence[int] | None = None,
                            sampled_token_ids: Sequence[Sequence[int]] | None = None) -> StepResult:

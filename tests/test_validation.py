@@ -1,0 +1,111 @@
+"""Validation against measurements: bench-JSON parsing, the CLI path, and a short real run of the engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from calibration.validate import compare_metrics, relative_error, specs_from_bench_json
+from twin.cli import main
+from twin.errors import TwinInputError
+from twin.export import write_json
+from twin.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ROOT / "scenarios" / "validate_tiny_cpu.yaml"
+
+
+def test_relative_error_and_comparison():
+    assert relative_error(100.0, 110.0) == pytest.approx(0.1)
+    assert relative_error(0.0, 0.0) == 0.0
+    assert relative_error(0.0, 1.0) is None
+    assert relative_error(None, 1.0) is None
+    cmp = compare_metrics({"mean_ttft_ms": 200.0, "request_throughput": 4}, {"mean_ttft_ms": 150.0},
+                          metrics=("mean_ttft_ms", "request_throughput"))
+    assert cmp.error("mean_ttft_ms") == pytest.approx(-0.25)
+    assert cmp.error("request_throughput") is None
+
+
+def test_specs_from_bench_json_orders_by_start_time():
+    doc = {"input_lens": [10, 20, 30], "output_lens": [5, 6, 7], "start_times": [100.5, 100.0, 101.0]}
+    specs = specs_from_bench_json(doc)
+    assert [(s.request_id, s.arrival_s, s.num_prompt_tokens, s.output_tokens) for s in specs] == [
+        (0, 0.0, 20, 6), (1, 0.5, 10, 5), (2, 1.0, 30, 7)]
+    # every prompt is unique: a bench result has no prompt content
+    assert len({s.prompt_segments for s in specs}) == 3
+
+
+@pytest.mark.parametrize("doc, needle", [
+    ({"output_lens": [1]}, "'input_lens' must be a non-empty list"),
+    ({"input_lens": [1, 2], "output_lens": [1]}, "input_lens has 2 entries, output_lens 1"),
+    ({"input_lens": [1], "output_lens": [0], "start_times": [0.0]}, "output_lens[0] = 0"),
+    ({"input_lens": [1], "output_lens": [1]}, "needs 'start_times'"),
+])
+def test_specs_from_bench_json_errors(doc, needle):
+    with pytest.raises(TwinInputError) as exc:
+        specs_from_bench_json(doc, "x.json")
+    assert needle in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_validate_against_bench_json_from_the_cli(tmp_path):
+    """A bench-serve file made by the twin itself replays to (almost) the same numbers: the CLI path works and
+    the replay of per-request arrays is faithful."""
+    from twin.build import run_body
+
+    sc = load_scenario(TINY)
+    body = sc.body("baseline", {"server": {"enable_prefix_caching": False},
+                                "workload": {"duration_s": 10}})
+    result = run_body(body, sc.base_dir)
+    bench = tmp_path / "bench.json"
+    write_json(result, bench)
+    out = tmp_path / "cmp.json"
+    res = CliRunner().invoke(main, ["validate", str(TINY), "--set", "server.enable_prefix_caching=false",
+                                    "--bench-json", str(bench), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = {r["metric"]: r for r in json.loads(out.read_text())["comparison"]["rows"]}
+    for metric in ("request_throughput", "mean_tpot_ms", "median_ttft_ms", "p99_ttft_ms"):
+        assert abs(rows[metric]["relative_error"]) < 0.01, (metric, rows[metric])
+
+
+def test_validate_bench_json_bad_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    res = CliRunner().invoke(main, ["validate", str(TINY), "--bench-json", str(bad)])
+    assert res.exit_code == 2
+    assert "not a readable JSON file" in res.output
+
+
+@pytest.mark.slow
+def test_engine_and_twin_agree_on_a_short_run(tmp_path):
+    """Eight seconds of light traffic served for real on the tiny CPU model against the twin with the committed
+    profile. The bounds are loose on purpose: this machine is shared and its speed drifts, and the profile was
+    measured at another time. The fidelity benchmark (benchmarks/fidelity.py) reports the real errors."""
+    torch = pytest.importorskip("torch")
+    from calibration.validation_run import validate_body
+
+    sc = load_scenario(TINY)
+    body = sc.body("baseline", {"workload": {"arrivals": {"rate_per_s": 4}, "duration_s": 8}})
+    threads = torch.get_num_threads()
+    try:
+        run = validate_body(body, sc.base_dir, max_kv_blocks=1024)
+    finally:
+        torch.set_num_threads(threads)
+    m, p = run.measured_metrics, run.predicted_metrics
+    assert m["completed"] == p["completed"] > 20
+    # the same serving core: light load, so both served every request with the same prefix hits
+    assert run.scheduling["prefix_cache_hit_rate"][0] == pytest.approx(run.scheduling["prefix_cache_hit_rate"][1],
+                                                                       abs=0.05)
+    assert abs(run.comparison.error("request_throughput")) < 0.15
+    assert abs(run.comparison.error("mean_tpot_ms")) < 0.6
+    assert abs(run.comparison.error("mean_e2el_ms")) < 0.6
+    # the engine's run, written as a vllm bench serve file, validates from the CLI
+    bench = tmp_path / "engine.json"
+    write_json(run.measured, bench)
+    res = CliRunner().invoke(main, ["validate", str(TINY), "--set", "server.enable_prefix_caching=false",
+                                    "--bench-json", str(bench)])
+    assert res.exit_code == 0, res.output
+    assert "request_throughput" in res.output
