@@ -18,7 +18,6 @@ from pydantic import ValidationError
 from twin.catalog import GpuSpec, ModelSpec, resolve_gpu, resolve_model
 from twin.cost.base import CostModel
 from twin.cost.factory import build_cost_model
-from twin.engine import LeastOutstandingRouter, RoundRobinRouter
 from twin.errors import TwinInputError
 from twin.kv_sizing import KvPoolBreakdown, kv_pool_breakdown
 from twin.records import SimResult

@@ -1,0 +1,244 @@
+"""A cluster: groups of replicas (each group its own GPU type, tensor parallelism and server settings) behind
+one router, and the per-replica view of a run.
+
+    groups = [ReplicaGroup(gpu="H100-SXM", replicas=4),
+              ReplicaGroup(gpu="A100-SXM-80GB", replicas=2, server={"max_num_seqs": 128}, weight=0.5)]
+    result = run_cluster(body, groups, router="least_outstanding")
+    per_replica_metrics(result, slo=body.slo.as_dict())
+
+Replicas are numbered group after group; every request record carries its ``replica`` and
+``result.config["replica_groups"]`` maps indices to groups. A group's fields override the scenario's
+``deployment``/``server`` for its replicas; everything else (model, cost model, speculative decoding,
+workload) is the scenario's. ``weight`` is the group's share for weighted routers (round robin, least
+outstanding, the consistent-hash ring); it defaults to 1 for every replica.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import Field, ValidationError
+
+from twin.build import Deployment, make_router, resolve_deployment, run_body
+from twin.errors import TwinInputError
+from twin.metrics import compute_metrics
+from twin.records import REJECTED, SimResult, StepRecords
+from twin.scenario import ScenarioBody, deep_merge
+from twin.schedulers import make_scheduler
+from twin.simulate import simulate
+from twin.workload.config import StrictModel, format_validation_error
+from twin.workload.generate import build_workload
+
+
+class ReplicaGroup(StrictModel):
+    """Replicas that share a GPU type, tensor parallelism and server settings (``None``: the scenario's)."""
+
+    name: str | None = None
+    gpu: str | None = None
+    tensor_parallel_size: int | None = Field(None, ge=1, le=64)
+    replicas: int = Field(1, ge=1, le=4096)
+    server: dict[str, Any] = Field(default_factory=dict)
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False)
+
+
+def load_groups(items: Sequence[ReplicaGroup | dict]) -> list[ReplicaGroup]:
+    groups = []
+    for i, item in enumerate(items):
+        if isinstance(item, ReplicaGroup):
+            groups.append(item)
+            continue
+        try:
+            groups.append(ReplicaGroup.model_validate(item))
+        except ValidationError as exc:
+            raise TwinInputError(format_validation_error(exc, f"groups[{i}]")) from None
+    if not groups:
+        raise TwinInputError("groups: give at least one replica group")
+    return groups
+
+
+def group_body(body: ScenarioBody, group: ReplicaGroup) -> ScenarioBody:
+    """The scenario body one group's replicas run (the group's GPU, TP, replicas and server merged in)."""
+    data = body.model_dump(mode="python", exclude_none=True)
+    dep: dict[str, Any] = {"replicas": group.replicas}
+    if group.gpu is not None:
+        dep["gpu"] = group.gpu
+    if group.tensor_parallel_size is not None:
+        dep["tensor_parallel_size"] = group.tensor_parallel_size
+    data = deep_merge(data, {"deployment": dep, "server": dict(group.server)})
+    where = f"group {group.name or group.gpu or ''}".strip()
+    try:
+        return ScenarioBody.model_validate(data)
+    except ValidationError as exc:
+        raise TwinInputError(f"{where}: {format_validation_error(exc)}") from None
+
+
+def run_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | None = None, *,
+                base_dir: str | Path | None = None, replication: int = 0, router: Any = None,
+                router_params: dict[str, Any] | None = None, progress=None) -> SimResult:
+    """One run of ``body`` on a cluster of replica groups (default: the scenario's own deployment).
+
+    ``router`` is a router name (default: the scenario's ``deployment.router``) or a router object."""
+    base = Path(base_dir) if base_dir is not None else None
+    name = router if isinstance(router, str) or router is None else None
+    name = name or body.deployment.router
+    if groups is None and name == body.deployment.router and not router_params:
+        # the scenario's own deployment: exactly `twin run`
+        result = run_body(body, base, replication=replication, progress=progress)
+        result.config["router"] = name
+        return result
+    if groups is None:
+        groups = [ReplicaGroup(replicas=body.deployment.replicas)]
+    groups = load_groups(groups)
+    homogeneous = len(groups) == 1 and not router_params and (router is None or isinstance(router, str))
+    if homogeneous:
+        gb = group_body(body, groups[0])
+        if gb.deployment.router != name:
+            gb = ScenarioBody.model_validate(deep_merge(gb.model_dump(mode="python", exclude_none=True),
+                                                        {"deployment": {"router": name}}))
+        result = run_body(gb, base, replication=replication, progress=progress)
+        result.config["replica_groups"] = [_group_summary(groups[0], gb, list(range(groups[0].replicas)))]
+        result.config["router"] = name
+        return result
+
+    bodies = [group_body(body, g) for g in groups]
+    deps = [resolve_deployment(b, base) for b in bodies]
+    owner: list[int] = []
+    for gi, g in enumerate(groups):
+        owner.extend([gi] * g.replicas)
+    weights = [groups[gi].weight for gi in owner]
+    if router is None or isinstance(router, str):
+        router_obj = make_router(name, **({"weights": weights} | dict(router_params or {})))
+    else:
+        router_obj = router
+
+    seed = body.seed + replication
+    traffic = build_workload(body.workload, seed, base_dir=base)
+    make_speculator, speculators = _speculators(body, bodies, deps, owner, seed)
+    summary: dict[str, Any] = {
+        "name": body.name, "seed": seed, "replication": replication, "router": name,
+        "deployment": body.deployment.model_dump(),
+        "replica_groups": [], "cost_model": body.cost_model.model_dump(),
+    }
+    start = 0
+    for g, b, d in zip(groups, bodies, deps):
+        summary["replica_groups"].append(_group_summary(g, b, list(range(start, start + g.replicas)), d))
+        start += g.replicas
+    result = simulate(
+        traffic,
+        lambda i: make_scheduler(deps[owner[i]].scheduler_config, deps[owner[i]].num_gpu_blocks),
+        lambda i: deps[owner[i]].cost_model_factory(),
+        num_replicas=len(owner),
+        router=router_obj,
+        make_speculator=make_speculator,
+        max_time_s=body.max_sim_time_s,
+        progress=progress,
+        config_summary=summary,
+    )
+    if speculators:
+        from dataclasses import asdict
+
+        from twin.spec_decode import SpecDecodeStats
+
+        total = SpecDecodeStats()
+        for s in speculators:
+            total = total.merge(s.stats)
+        result.config["spec_decode_stats"] = asdict(total)
+    return result
+
+
+def _speculators(body: ScenarioBody, bodies: list[ScenarioBody], deps: list[Deployment], owner: list[int],
+                 seed: int):
+    spec_cfg = getattr(body, "speculative_decoding", None)
+    if spec_cfg is None:
+        return None, []
+    from twin.spec_decode import speculator_factory
+
+    factories = [speculator_factory(b.speculative_decoding, d.drafter, seed) if d.drafter is not None else None
+                 for b, d in zip(bodies, deps)]
+    made: list[Any] = []
+
+    def make(i: int):
+        factory = factories[owner[i]]
+        if factory is None:
+            raise TwinInputError("speculative_decoding: a replica group has no drafter")
+        made.append(factory(i))
+        return made[-1]
+
+    return make, made
+
+
+def _group_summary(group: ReplicaGroup, body: ScenarioBody, replicas: list[int],
+                   dep: Deployment | None = None) -> dict[str, Any]:
+    out = {"name": group.name, "gpu": body.deployment.gpu,
+           "tensor_parallel_size": body.deployment.tensor_parallel_size, "replicas": replicas,
+           "weight": group.weight, "server_overrides": dict(group.server)}
+    if dep is not None:
+        out["server"] = dep.scheduler_config.model_dump()
+        out["num_gpu_blocks"] = dep.num_gpu_blocks
+    return out
+
+
+def replica_owner(result: SimResult) -> dict[int, dict[str, Any]]:
+    """Replica index -> its group, GPU and TP (from the recorded groups, or the run's one deployment)."""
+    out: dict[int, dict[str, Any]] = {}
+    dep = result.config.get("deployment")
+    if not result.config.get("replica_groups") and isinstance(dep, dict) and result.num_replicas:
+        return {i: {"group": 0, "gpu": dep.get("gpu"), "tensor_parallel_size": dep.get("tensor_parallel_size")}
+                for i in range(result.num_replicas)}
+    for gi, g in enumerate(result.config.get("replica_groups") or []):
+        for i in g["replicas"]:
+            out[i] = {"group": g.get("name") or gi, "gpu": g["gpu"], "tensor_parallel_size": g["tensor_parallel_size"]}
+    return out
+
+
+def _steps_of(steps: StepRecords, replica: int) -> StepRecords:
+    out = StepRecords()
+    if not len(steps):
+        return out
+    mask = steps.column("replica") == replica
+    from twin.records import STEP_COLUMNS
+
+    for name, code in STEP_COLUMNS:
+        getattr(out, name).frombytes(steps.column(name)[mask].astype(np.dtype(code)).tobytes())
+    return out
+
+
+PER_REPLICA_KEYS = (
+    "num_requests", "completed", "failed", "request_throughput", "output_throughput", "mean_ttft_ms",
+    "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "p99_e2el_ms", "num_good_requests", "prefix_cache_hit_rate",
+    "num_preemptions", "busy_fraction", "mean_running_batch", "mean_queue_length", "mean_kv_usage",
+    "max_kv_usage",
+)
+
+
+def per_replica_metrics(result: SimResult, slo: Any = None,
+                        window: tuple[float | None, float | None] | None = None) -> list[dict[str, Any]]:
+    """One row per replica: its requests' latency and throughput, its prefix-cache hit rate (cached /
+    prompt tokens of its requests) and its step-based load, plus its group, GPU and TP."""
+    n = result.num_replicas or (max((r.replica for r in result.requests), default=0) + 1)
+    owner = replica_owner(result)
+    by_replica: list[list] = [[] for _ in range(n)]
+    for r in result.requests:
+        by_replica[r.replica].append(r)
+    rows = []
+    for i in range(n):
+        m = compute_metrics(by_replica[i], _steps_of(result.steps, i), slo=slo, window=window, num_replicas=1)
+        row: dict[str, Any] = {"replica": i, **owner.get(i, {})}
+        row.update({k: m.get(k) for k in PER_REPLICA_KEYS})
+        row["share_of_requests"] = len(by_replica[i]) / len(result.requests) if result.requests else None
+        rows.append(row)
+    return rows
+
+
+def load_imbalance(rows: list[dict[str, Any]]) -> float | None:
+    """Max over mean of the requests each replica served (1 = perfectly even)."""
+    counts = [r["num_requests"] for r in rows]
+    mean = sum(counts) / len(counts) if counts else 0
+    return max(counts) / mean if mean else None
+
+
+def rejected_share(result: SimResult) -> float:
+    return sum(1 for r in result.requests if r.status == REJECTED) / len(result.requests) if result.requests else 0.0
