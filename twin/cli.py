@@ -7,15 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from twin.errors import TwinInputError
 
-console = Console()
-err_console = Console(stderr=True)
+from twin.console import console, err_console
 
 
 class TwinGroup(click.Group):
@@ -231,17 +229,14 @@ def list_cmd(what: str) -> None:
         console.print(table)
 
 
-from twin.cli_calibrate import calibrate; main.add_command(calibrate)  # noqa: E402,E702
-
-
-from twin.cli_plan import plan, sweep  # noqa: E402  (capacity planning and sweeps)
-
-main.add_command(plan)
-main.add_command(sweep)
-
+# the other commands live in their own modules
+from twin.cli_calibrate import calibrate  # noqa: E402
+from twin.cli_plan import plan, sweep  # noqa: E402
+from twin.cli_protocol import diagnose, protocol  # noqa: E402
 from twin.cli_validate import validate  # noqa: E402
 
-main.add_command(validate)
+for _command in (calibrate, validate, plan, sweep, protocol, diagnose):
+    main.add_command(_command)
 
 
 if __name__ == "__main__":

@@ -13,15 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import twin.cost.profile  # noqa: F401  (registers the "profile" cost-model kind)
 from twin.errors import TwinInputError
+from twin.console import console, err_console
 
-console = Console()
-err_console = Console(stderr=True)
 
 
 def _fmt_ms(seconds: float | None) -> str:

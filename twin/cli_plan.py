@@ -19,7 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from twin.cli import console, err_console
+from twin.console import console, err_console
 from twin.errors import TwinInputError
 
 _BACKEND = click.Choice(["process", "ray", "serial"])

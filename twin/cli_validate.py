@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from twin.errors import TwinInputError
+from twin.console import console
 
-console = Console()
 
 
 @click.command()

@@ -322,22 +322,24 @@ class RequestSample:
 # peak buckets, as vLLM computes them
 # --------------------------------------------------------------------------------------------------------
 def peak_buckets(sample: RequestSample) -> tuple[float, int]:
-    """(max_output_tokens_per_s, max_concurrent_requests) from vLLM's one-second buckets."""
+    """(max_output_tokens_per_s, max_concurrent_requests) from vLLM's one-second buckets. Only occupied
+    buckets are materialised, so memory follows the number of tokens and requests, not the run's length."""
     if not sample.finished:
         return 0.0, 0
     start = float(sample.fin_arrival.min())
     end_times = sample.fin_arrival + sample.e2el
-    n_buckets = int(np.ceil(float(end_times.max()) - start)) + 1
+    last = int(np.floor(float(end_times.max()) - start))
     tb = np.floor(sample.token_times - start).astype(np.int64)
-    tb = tb[(tb >= 0) & (tb < n_buckets)]
-    tokens = np.bincount(tb, minlength=n_buckets)
+    tb = tb[(tb >= 0) & (tb <= last)]
+    max_tokens = int(np.unique(tb, return_counts=True)[1].max()) if tb.size else 0
+    # a request counts in every bucket from its arrival's to its completion's: the running count of
+    # (+1 at the start bucket, -1 after the end bucket) peaks at one of the start buckets
     s = np.floor(sample.fin_arrival - start).astype(np.int64)
-    e = np.floor(end_times - start).astype(np.int64)
-    delta = np.zeros(n_buckets + 1, np.int64)
-    np.add.at(delta, s, 1)
-    np.add.at(delta, e + 1, -1)
-    concurrent = np.cumsum(delta[:-1])
-    return float(tokens.max()), int(concurrent.max())
+    e = np.floor(end_times - start).astype(np.int64) + 1
+    points = np.concatenate((s, e))
+    delta = np.concatenate((np.ones(s.size, np.int64), -np.ones(e.size, np.int64)))
+    order = np.lexsort((delta, points))  # in one bucket, ends (-1) before starts (+1)
+    return float(max_tokens), int(np.cumsum(delta[order]).max())
 
 
 def max_in_flight(sample: RequestSample) -> int:
