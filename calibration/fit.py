@@ -143,11 +143,24 @@ class Fit:
         return self.metrics["test"] if self.metrics["test"].get("n") else self.metrics["train"]
 
 
-def kind_weights(kinds: Sequence[str]) -> np.ndarray:
-    """Per-sample weights giving every kind the same total weight (a long replay must not drown the sweeps)."""
+REPLAY_SHARE = 0.5
+
+
+def kind_weights(kinds: Sequence[str], replay_share: float = REPLAY_SHARE) -> np.ndarray:
+    """Per-sample weights: steps recorded while serving a replay (the steps the twin predicts) carry
+    ``replay_share`` of the total weight, and the sweep kinds (which cover the range) share the rest equally,
+    so that a long replay does not drown the sweeps nor the sweeps' synthetic batches bias serving steps."""
     kinds_arr = np.asarray(kinds)
     uniq, counts = np.unique(kinds_arr, return_counts=True)
-    per = {k: len(kinds_arr) / (len(uniq) * c) for k, c in zip(uniq, counts)}
+    n = len(kinds_arr)
+    has_replay = "replay" in uniq
+    sweep_kinds = [k for k in uniq if k != "replay"]
+    if not has_replay or not sweep_kinds:
+        per = {k: n / (len(uniq) * c) for k, c in zip(uniq, counts)}
+    else:
+        count = dict(zip(uniq, counts))
+        per = {k: (1.0 - replay_share) * n / (len(sweep_kinds) * count[k]) for k in sweep_kinds}
+        per["replay"] = replay_share * n / count["replay"]
     return np.array([per[k] for k in kinds_arr])
 
 
@@ -204,7 +217,8 @@ def fit_samples(samples: Sequence[StepSample], *, target: str = "wall", test_fra
                  "measured_s": [float(v) for v in y], "predicted_s": [float(v) for v in pred]}
     return Fit({name: float(c) for name, c in zip(FEATURE_NAMES, coef)}, float(knee), metrics, rng, residuals,
                {"target": target, "test_fraction": test_fraction, "split_seed": seed,
-                "weighting": ("relative" if relative else "absolute") + (", kinds balanced" if balance_kinds else ""),
+                "weighting": ("relative" if relative else "absolute")
+                + (f", replay {REPLAY_SHARE:.0%} and sweep kinds balanced" if balance_kinds else ""),
                 "method": "nnls" if nonnegative else "lstsq", "num_samples": len(samples),
                 "num_train": int(train.sum()), "num_test": int(test.sum())})
 
