@@ -130,7 +130,6 @@ def run_body(body: ScenarioBody, base_dir: Path | None = None, *, replication: i
     """One simulation of a scenario body; replication r uses seed ``body.seed + r``."""
     dep = deployment or resolve_deployment(body, base_dir)
     seed = body.seed + replication
-    traffic = build_workload(body.workload, seed, base_dir=base_dir)
     summary = {
         "name": body.name, "seed": seed, "replication": replication,
         "deployment": body.deployment.model_dump(),
@@ -139,22 +138,38 @@ def run_body(body: ScenarioBody, base_dir: Path | None = None, *, replication: i
         "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
         "cost_model": body.cost_model.model_dump(),
     }
+    if body.speculative_decoding is not None:
+        summary["speculative_decoding"] = body.speculative_decoding.model_dump()
+    return simulate_replicas(body, [body], [dep], [0] * body.deployment.replicas,
+                             make_router(body.deployment.router), seed=seed, base_dir=base_dir,
+                             summary=summary, progress=progress)
+
+
+def simulate_replicas(body: ScenarioBody, bodies: list[ScenarioBody], deps: list[Deployment], owner: list[int],
+                      router: Any, *, seed: int, base_dir: Path | None, summary: dict[str, Any],
+                      progress: Callable[[float], None] | None = None) -> SimResult:
+    """Simulate ``body``'s traffic on ``len(owner)`` replicas, replica i served as ``deps[owner[i]]`` (with
+    ``bodies[owner[i]]``'s speculative decoding) behind ``router``."""
+    traffic = build_workload(body.workload, seed, base_dir=base_dir)
     speculators: list[Speculator] = []
     make_speculator = None
-    if body.speculative_decoding is not None and dep.drafter is not None:
-        summary["speculative_decoding"] = body.speculative_decoding.model_dump()
-        factory = speculator_factory(body.speculative_decoding, dep.drafter, seed)
+    if body.speculative_decoding is not None:
+        factories = [speculator_factory(b.speculative_decoding, d.drafter, seed) if d.drafter is not None else None
+                     for b, d in zip(bodies, deps)]
 
         def make_speculator(i: int) -> Speculator:
+            factory = factories[owner[i]]
+            if factory is None:
+                raise TwinInputError("speculative_decoding: a replica group has no drafter")
             speculators.append(factory(i))
             return speculators[-1]
 
     result = simulate(
         traffic,
-        lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
-        lambda i: dep.cost_model_factory(),
-        num_replicas=body.deployment.replicas,
-        router=make_router(body.deployment.router),
+        lambda i: make_scheduler(deps[owner[i]].scheduler_config, deps[owner[i]].num_gpu_blocks),
+        lambda i: deps[owner[i]].cost_model_factory(),
+        num_replicas=len(owner),
+        router=router,
         make_speculator=make_speculator,
         max_time_s=body.max_sim_time_s,
         progress=progress,

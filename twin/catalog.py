@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from twin.errors import TwinInputError
+from twin.yaml_input import parse_yaml
 
 _DATA = Path(__file__).parent / "data"
 
@@ -210,13 +211,7 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
         text = p.read_text()
     except OSError as e:
         raise TwinInputError(f"gpu spec {path}: cannot read file ({e.strerror or e})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise TwinInputError(f"gpu spec {path}{where}: not valid YAML") from None
-    return gpu_from_dict(data, f"gpu spec {path}")
+    return gpu_from_dict(parse_yaml(text, f"gpu spec {path}"), f"gpu spec {path}")
 
 
 @functools.lru_cache(maxsize=1)

@@ -22,15 +22,12 @@ from typing import Any
 import numpy as np
 from pydantic import Field, ValidationError
 
-from twin.build import Deployment, make_router, resolve_deployment, run_body
+from twin.build import Deployment, make_router, resolve_deployment, run_body, simulate_replicas
 from twin.errors import TwinInputError
 from twin.metrics import compute_metrics
 from twin.records import REJECTED, SimResult, StepRecords
 from twin.scenario import ScenarioBody, deep_merge
-from twin.schedulers import make_scheduler
-from twin.simulate import simulate
 from twin.workload.config import StrictModel, format_validation_error
-from twin.workload.generate import build_workload
 
 
 class ReplicaGroup(StrictModel):
@@ -115,8 +112,6 @@ def run_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | None
         router_obj = router
 
     seed = body.seed + replication
-    traffic = build_workload(body.workload, seed, base_dir=base)
-    make_speculator, speculators = _speculators(body, bodies, deps, owner, seed)
     summary: dict[str, Any] = {
         "name": body.name, "seed": seed, "replication": replication, "router": name,
         "deployment": body.deployment.model_dump(),
@@ -126,48 +121,8 @@ def run_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | None
     for g, b, d in zip(groups, bodies, deps):
         summary["replica_groups"].append(_group_summary(g, b, list(range(start, start + g.replicas)), d))
         start += g.replicas
-    result = simulate(
-        traffic,
-        lambda i: make_scheduler(deps[owner[i]].scheduler_config, deps[owner[i]].num_gpu_blocks),
-        lambda i: deps[owner[i]].cost_model_factory(),
-        num_replicas=len(owner),
-        router=router_obj,
-        make_speculator=make_speculator,
-        max_time_s=body.max_sim_time_s,
-        progress=progress,
-        config_summary=summary,
-    )
-    if speculators:
-        from dataclasses import asdict
-
-        from twin.spec_decode import SpecDecodeStats
-
-        total = SpecDecodeStats()
-        for s in speculators:
-            total = total.merge(s.stats)
-        result.config["spec_decode_stats"] = asdict(total)
-    return result
-
-
-def _speculators(body: ScenarioBody, bodies: list[ScenarioBody], deps: list[Deployment], owner: list[int],
-                 seed: int):
-    spec_cfg = getattr(body, "speculative_decoding", None)
-    if spec_cfg is None:
-        return None, []
-    from twin.spec_decode import speculator_factory
-
-    factories = [speculator_factory(b.speculative_decoding, d.drafter, seed) if d.drafter is not None else None
-                 for b, d in zip(bodies, deps)]
-    made: list[Any] = []
-
-    def make(i: int):
-        factory = factories[owner[i]]
-        if factory is None:
-            raise TwinInputError("speculative_decoding: a replica group has no drafter")
-        made.append(factory(i))
-        return made[-1]
-
-    return make, made
+    return simulate_replicas(body, bodies, deps, owner, router_obj, seed=seed, base_dir=base, summary=summary,
+                             progress=progress)
 
 
 def _group_summary(group: ReplicaGroup, body: ScenarioBody, replicas: list[int],

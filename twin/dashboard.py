@@ -28,6 +28,7 @@ from twin.build import metrics_of, resolve_deployment, run_body
 from twin.catalog import list_gpus, list_models
 from twin.diagnosis import Diagnosis, diagnose, diagnosis_to_dict
 from twin.errors import TwinInputError
+from twin.yaml_input import parse_yaml
 from twin.records import SimResult
 from twin.report import COMPARISON_KEYS, compare_metrics, direction, format_delta, format_value, label
 from twin.scenario import BASELINE, Scenario, ScenarioBody, list_scenarios, load_scenario
@@ -86,20 +87,13 @@ def load_bundled(name: str) -> Scenario:
 
 def scenario_from_yaml(text: str | bytes, source: str = "uploaded scenario") -> Scenario:
     """A scenario from YAML text (an upload); malformed YAML is a one-line error with line and column."""
-    import yaml
 
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
         except UnicodeDecodeError:
             raise TwinInputError(f"{source}: not UTF-8 text; upload a YAML scenario file") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise TwinInputError(f"{source}{where}: malformed YAML: {problem}") from None
+    data = parse_yaml(text, source)
     if data is None:
         raise TwinInputError(f"{source}: the file is empty; a scenario needs at least a workload section")
     return Scenario(data, source=source)

@@ -15,6 +15,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from twin.errors import TwinInputError
+from twin.yaml_input import parse_yaml
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig, format_validation_error
 from twin.workload.config import StrictModel
@@ -218,14 +219,7 @@ def load_scenario(path: str | Path) -> Scenario:
         text = p.read_text()
     except OSError as exc:
         raise TwinInputError(f"{path}: cannot read scenario ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise TwinInputError(f"{p}{where}: malformed YAML: {problem}") from None
-    return Scenario(data, source=str(p), base_dir=p.parent)
+    return Scenario(parse_yaml(text, str(p)), source=str(p), base_dir=p.parent)
 
 
 def scenarios_dir() -> Path:
