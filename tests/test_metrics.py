@@ -306,7 +306,7 @@ def test_step_records_columns_and_frame():
     frame = steps.to_frame()
     assert list(frame.columns) == ["start_s", "duration_s", "num_seqs", "num_prefill_seqs", "num_decode_seqs",
                                    "num_new_tokens", "num_prefill_tokens", "num_decode_tokens", "num_spec_tokens",
-                                   "num_preempted", "num_waiting", "num_running", "kv_usage", "replica"]
+                                   "num_preempted", "num_waiting", "num_running", "kv_usage", "replica", "draft_s"]
     assert frame["num_running"].tolist() == [1, 2, 2, 1]
     col = steps.column("start_s")
     steps.append(3.0, 0.1, 1, 0, 1, 1, 0, 1, 0, 0, 0, 1, 0.1, 1)  # a copy: appending still works

@@ -98,9 +98,8 @@ class Replica:
                                        f"{len(sched.running)} running requests")
                 yield self._sleep_until_work()
                 continue
-            dt = cost.step_time_s(out)
-            if spec is not None:
-                dt += spec.draft_time_s(out)
+            draft_s = spec.draft_time_s(out) if spec is not None else 0.0
+            dt = cost.step_time_s(out) + draft_s
             yield env.timeout(dt)
             end = env.now
             num_generated = spec.num_generated(out) if spec is not None else None
@@ -121,7 +120,7 @@ class Replica:
                 for req in sched.running:
                     if req.num_computed_tokens == req.num_prompt_tokens + req.num_output_tokens - 1:
                         req.num_spec_tokens = spec.num_draft_tokens(req)
-            append_step(now, dt, out, replica)
+            append_step(now, dt, out, replica, draft_s)
             if self.fast_path and not sched.waiting and sched.running:
                 yield from self._fast_forward()
 

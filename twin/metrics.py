@@ -390,6 +390,12 @@ def step_metrics(steps: StepRecords | None, span: tuple[float, float] | None, nu
         out["mean_running_batch"] = float(running.mean())
         out["mean_kv_usage"] = float(kv.mean())
     out["mean_batched_tokens"] = float(tokens.mean())
+    draft = steps.column("draft_s")[inside]
+    if draft.any():
+        # a step's drafting time, prorated like its duration when the step straddles the window's edge
+        draft_in_span = float(np.dot(draft, w / np.where(dur[inside] > 0, dur[inside], 1.0)))
+        out["spec_decode_draft_time_s"] = draft_in_span
+        out["spec_decode_draft_time_fraction"] = draft_in_span / busy if busy > 0 else None
     out["p99_kv_usage"] = float(np.percentile(kv, 99))
     out["max_kv_usage"] = float(kv.max())
     return out

@@ -107,6 +107,7 @@ STEP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("num_running", "i"),
     ("kv_usage", "d"),
     ("replica", "i"),
+    ("draft_s", "d"),
 )
 STEP_COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in STEP_COLUMNS)
 
@@ -127,7 +128,7 @@ class StepRecords:
     def append(self, start_s: float, duration_s: float, num_seqs: int, num_prefill_seqs: int,
                num_decode_seqs: int, num_new_tokens: int, num_prefill_tokens: int, num_decode_tokens: int,
                num_spec_tokens: int, num_preempted: int, num_waiting: int, num_running: int,
-               kv_usage: float, replica: int = 0) -> None:
+               kv_usage: float, replica: int = 0, draft_s: float = 0.0) -> None:
         self.start_s.append(start_s)
         self.duration_s.append(duration_s)
         self.num_seqs.append(num_seqs)
@@ -142,16 +143,18 @@ class StepRecords:
         self.num_running.append(num_running)
         self.kv_usage.append(kv_usage)
         self.replica.append(replica)
+        self.draft_s.append(draft_s)
 
-    def append_step(self, start_s: float, duration_s: float, out: Any, replica: int = 0) -> None:
+    def append_step(self, start_s: float, duration_s: float, out: Any, replica: int = 0,
+                    draft_s: float = 0.0) -> None:
         """One row from a ``twin.scheduler_output.SchedulerOutput`` (padding rows of a static batch count as
-        sequences and tokens: they cost compute)."""
+        sequences and tokens: they cost compute). ``draft_s`` is the part of ``duration_s`` spent drafting."""
         prefill_seqs, prefill_tokens, decode_tokens = out.composition()
         num_seqs = len(out.requests)
         self.append(start_s, duration_s, num_seqs, prefill_seqs, num_seqs - prefill_seqs,
                     out.total_num_scheduled_tokens + out.num_padding, prefill_tokens, decode_tokens,
                     sum(out.num_spec_tokens), len(out.preempted), out.num_waiting_after, out.num_running_after,
-                    out.kv_usage, replica)
+                    out.kv_usage, replica, draft_s)
 
     def __len__(self) -> int:
         return len(self.start_s)
