@@ -4,8 +4,9 @@ the cost model and traffic built, replications simulated.
 With a ``speculative_decoding:`` section the drafter is built once per deployment: its weights and KV shrink
 the KV pool, model-based drafters reserve ``num_speculative_tokens`` lookahead slots per request (as vLLM's
 scheduler does for EAGLE-style proposers), and every replica gets a ``twin.spec_decode.Speculator``. The run's
-drafting totals land in ``result.config["spec_decode_stats"]``; ``metrics_of`` turns them into
-``spec_decode_draft_time_s`` and ``spec_decode_draft_time_fraction`` (drafting's share of the busy time)."""
+drafting totals land in ``result.config["spec_decode_stats"]``; each step's drafting time is in the step records
+(``draft_s``), from which the metrics derive ``spec_decode_draft_time_s`` and ``spec_decode_draft_time_fraction``
+(drafting's share of the busy time, within the measured window)."""
 
 from __future__ import annotations
 
@@ -185,11 +186,4 @@ def simulate_replicas(body: ScenarioBody, bodies: list[ScenarioBody], deps: list
 
 def metrics_of(result: SimResult, body: ScenarioBody) -> dict[str, Any]:
     window = (body.warmup_s, None) if body.warmup_s > 0 else None
-    metrics = result.metrics(slo=body.slo.as_dict() or None, window=window)
-    stats = result.config.get("spec_decode_stats")
-    if stats:
-        # whole-run totals (drafting time is not split per step in the step records)
-        busy = float(result.steps.column("duration_s").sum()) if len(result.steps) else 0.0
-        metrics["spec_decode_draft_time_s"] = stats["draft_time_s"]
-        metrics["spec_decode_draft_time_fraction"] = stats["draft_time_s"] / busy if busy > 0 else None
-    return metrics
+    return result.metrics(slo=body.slo.as_dict() or None, window=window)
