@@ -12,7 +12,7 @@ from calibration.model import ModelShape
 from calibration.profiler import torch_dtype
 from calibration.serve import StepShapeRecord, serve
 from calibration.validate import Comparison, compare_metrics, step_time_residuals
-from twin.build import metrics_of, resolve_deployment, run_body
+from twin.build import metrics_of, require_single_deployment, resolve_deployment, run_body
 from twin.errors import TwinInputError
 from twin.records import SimResult
 from twin.scenario import ScenarioBody
@@ -52,6 +52,7 @@ def validate_body(body: ScenarioBody, base_dir: Path | None = None, *, device: s
                   progress: Callable[[str, float], None] | None = None) -> ValidationRun:
     if body.cost_model.kind != "profile":
         raise TwinInputError("cost_model.kind: validation needs a calibrated profile (kind: profile, profile: FILE)")
+    require_single_deployment(body, "validation (the calibration engine serves one replica)")
     if body.deployment.replicas != 1 or body.deployment.tensor_parallel_size != 1:
         raise TwinInputError("deployment: the calibration engine serves one replica at tensor_parallel_size 1")
     if body.speculative_decoding is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import ValidationError
 
@@ -28,6 +28,9 @@ from twin.schedulers import make_scheduler
 from twin.simulate import simulate
 from twin.spec_decode import Drafter, SpecDecodeStats, Speculator, build_drafter, speculator_factory
 from twin.workload.generate import build_workload
+
+if TYPE_CHECKING:  # twin.cluster imports this module
+    from twin.cluster import ClusterDeployment
 
 GIB = 1 << 30
 
@@ -81,7 +84,18 @@ def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec)
         raise TwinInputError(f"server: {msg}") from None
 
 
+def require_single_deployment(body: ScenarioBody, what: str, where: str | None = None) -> None:
+    """A one-line error when ``body`` is a mixed cluster (``deployment.groups``) and ``what`` needs one
+    deployment (e.g. ``"twin validate (the calibration engine serves one replica)"``); ``where`` (the scenario
+    file) leads the line."""
+    if body.deployment.groups is not None:
+        raise TwinInputError(f"{where + ': ' if where else ''}deployment.groups: {what} needs one deployment, not "
+                             f"replica groups; leave groups out (twin run and twin compare run mixed clusters)")
+
+
 def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Deployment:
+    """The one deployment of ``body``; a mixed cluster is an error (see ``resolve_for_run``)."""
+    require_single_deployment(body, "this step")
     dep = body.deployment
     model = resolve_model(_relative(dep.model, base_dir))
     gpu = resolve_gpu(_relative(dep.gpu, base_dir))
@@ -126,9 +140,28 @@ def make_router(name: str, **params: Any):
     return _make_router(name, **params)
 
 
+def resolve_for_run(body: ScenarioBody, base_dir: Path | None = None) -> "Deployment | ClusterDeployment":
+    """What ``run_body`` needs resolved: the ``Deployment``, or for a mixed cluster (``deployment.groups``)
+    the ``twin.cluster.ClusterDeployment``. Resolve once and pass it to every replication."""
+    if body.deployment.groups is not None:
+        from twin.cluster import resolve_cluster
+
+        return resolve_cluster(body, base_dir=base_dir)
+    return resolve_deployment(body, base_dir)
+
+
 def run_body(body: ScenarioBody, base_dir: Path | None = None, *, replication: int = 0,
-             progress: Callable[[float], None] | None = None, deployment: Deployment | None = None) -> SimResult:
-    """One simulation of a scenario body; replication r uses seed ``body.seed + r``."""
+             progress: Callable[[float], None] | None = None,
+             deployment: "Deployment | ClusterDeployment | None" = None) -> SimResult:
+    """One simulation of a scenario body; replication r uses seed ``body.seed + r``. ``deployment`` is what
+    ``resolve_for_run`` gives (resolved here when ``None``); a mixed cluster runs on ``twin.cluster``."""
+    if body.deployment.groups is not None:
+        from twin.cluster import ClusterDeployment, run_cluster
+
+        if deployment is not None and not isinstance(deployment, ClusterDeployment):
+            raise TypeError("run_body: a body with deployment.groups takes a ClusterDeployment (resolve_for_run)")
+        return run_cluster(body, base_dir=base_dir, replication=replication, progress=progress,
+                           cluster=deployment)
     dep = deployment or resolve_deployment(body, base_dir)
     seed = body.seed + replication
     summary = {

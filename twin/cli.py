@@ -42,7 +42,7 @@ def _progress(enabled: bool) -> Progress:
 
 def _run_variants(scenario_path: str, variants: list[str], sets: tuple[str, ...], seed: int | None,
                   replications: int | None, show_progress: bool):
-    from twin.build import metrics_of, resolve_deployment, run_body
+    from twin.build import metrics_of, resolve_for_run, run_body
     from twin.metrics import replicate_summary
     from twin.scenario import load_scenario, parse_set_options
 
@@ -57,7 +57,7 @@ def _run_variants(scenario_path: str, variants: list[str], sets: tuple[str, ...]
     deployments = {}
     for name, body in bodies.items():
         try:
-            deployments[name] = resolve_deployment(body, scenario.base_dir)
+            deployments[name] = resolve_for_run(body, scenario.base_dir)
         except TwinInputError as exc:  # say which file and variant the deployment came from
             where = scenario.source if name == "baseline" else f"{scenario.source} [variant {name}]"
             raise TwinInputError(f"{where}: {exc}") from None
@@ -79,10 +79,22 @@ def _run_variants(scenario_path: str, variants: list[str], sets: tuple[str, ...]
 
 
 def _headline(name: str, run: dict[str, Any]) -> str:
+    """One line per run; a mixed cluster adds one indented line per replica group."""
     dep = run["deployment"]
     body = run["body"]
+    if body.deployment.groups is not None:  # a ClusterDeployment
+        lines = [f"{name}: {body.deployment.model} on {dep.num_replicas} replicas in {len(dep.groups)} "
+                 f"group{'s' if len(dep.groups) > 1 else ''}, {body.deployment.router} router"]
+        for i, (g, gb, d) in enumerate(zip(dep.groups, dep.bodies, dep.deployments)):
+            lines.append(f"  {g.name or f'group {i}'}: " + _deployment_line(gb, d) +
+                         (f" | weight {g.weight:g}" if g.weight != 1 else ""))
+        return "\n".join(lines)
+    return f"{name}: {body.deployment.model} on " + _deployment_line(body, dep)
+
+
+def _deployment_line(body: Any, dep: Any) -> str:
     sc = dep.scheduler_config
-    return (f"{name}: {body.deployment.model} on {body.deployment.replicas}x{body.deployment.tensor_parallel_size}"
+    return (f"{body.deployment.replicas}x{body.deployment.tensor_parallel_size}"
             f" {dep.gpu.name} | {sc.scheduler} max_num_seqs={sc.max_num_seqs} "
             f"max_num_batched_tokens={sc.max_num_batched_tokens} prefix_caching={'on' if sc.enable_prefix_caching else 'off'}"
             f" | KV pool {dep.kv_pool.capacity_tokens:,} tokens")
@@ -145,6 +157,8 @@ def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out
         (name, run), = runs.items()
         result, metrics = run["replications"][0]
         render_summary(metrics, title=name, console=console)
+        if (result.num_replicas or 1) > 1:
+            _print_per_replica(result, run["body"])
         if run["ci"]:
             _print_ci(run["ci"])
     else:
@@ -175,6 +189,16 @@ def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out
         if steps_out:
             write_table(result.steps_frame(), steps_out)
             console.print(f"wrote {steps_out}", highlight=False)
+
+
+def _print_per_replica(result: Any, body: Any) -> None:
+    """The per-replica table of a multi-replica run (the first replication) and its load imbalance."""
+    from twin.cluster import load_imbalance, per_replica_metrics
+    from twin.report import render_per_replica
+
+    window = (body.warmup_s, None) if body.warmup_s > 0 else None
+    rows = per_replica_metrics(result, slo=body.slo.as_dict() or None, window=window)
+    render_per_replica(rows, load_imbalance(rows), console=console)
 
 
 def _print_ci(ci: dict[str, Any]) -> None:

@@ -147,6 +147,9 @@ def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, 
         sc = load_scenario(scenario)
         body = sc.body(variant, parse_set_options(sets))
         base_dir = sc.base_dir
+        from twin.build import require_single_deployment
+
+        require_single_deployment(body, "twin diagnose --scenario (one server's measurements)", sc.source)
     elif sets:
         raise TwinInputError("--set: needs --scenario (it overrides the scenario's fields)")
     rep = diagnose_measured(m, body, base_dir, candidates=_int_list(candidates, "--candidates"),

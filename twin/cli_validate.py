@@ -42,6 +42,9 @@ def validate(scenario: str, variant: str, sets: tuple[str, ...], profile: str | 
     if profile:
         overrides.setdefault("cost_model", {}).update({"kind": "profile", "profile": str(Path(profile).resolve())})
     body = sc.body(variant, overrides)
+    from twin.build import require_single_deployment
+
+    require_single_deployment(body, "twin validate", sc.source)
     if bench_json:
         report = _validate_bench(body, sc.base_dir, Path(bench_json))
     else:

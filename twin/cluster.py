@@ -11,34 +11,31 @@ Replicas are numbered group after group; every request record carries its ``repl
 ``deployment``/``server`` for its replicas; everything else (model, cost model, speculative decoding,
 workload) is the scenario's. ``weight`` is the group's share for weighted routers (round robin, least
 outstanding, the consistent-hash ring); it defaults to 1 for every replica.
+
+A scenario can declare its groups itself (``deployment.groups``, see ``twin.scenario.DeploymentConfig``):
+``run_cluster(body)`` then runs them, and so does ``twin.build.run_body``, which hands such bodies to this
+module, so ``twin run`` and ``twin compare`` run mixed clusters as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from twin.build import Deployment, make_router, resolve_deployment, run_body, simulate_replicas
 from twin.errors import TwinInputError
 from twin.metrics import compute_metrics
 from twin.records import REJECTED, SimResult, StepRecords
-from twin.scenario import ScenarioBody, deep_merge
-from twin.workload.config import StrictModel, format_validation_error
+from twin.scenario import ReplicaGroup, ScenarioBody, deep_merge
+from twin.workload.config import format_validation_error
 
-
-class ReplicaGroup(StrictModel):
-    """Replicas that share a GPU type, tensor parallelism and server settings (``None``: the scenario's)."""
-
-    name: str | None = None
-    gpu: str | None = None
-    tensor_parallel_size: int | None = Field(None, ge=1, le=64)
-    replicas: int = Field(1, ge=1, le=4096)
-    server: dict[str, Any] = Field(default_factory=dict)
-    weight: float = Field(1.0, gt=0, allow_inf_nan=False)
+__all__ = ["ClusterDeployment", "ReplicaGroup", "group_body", "load_groups", "load_imbalance",
+           "per_replica_metrics", "resolve_cluster", "run_cluster"]
 
 
 def load_groups(items: Sequence[ReplicaGroup | dict]) -> list[ReplicaGroup]:
@@ -56,55 +53,96 @@ def load_groups(items: Sequence[ReplicaGroup | dict]) -> list[ReplicaGroup]:
     return groups
 
 
-def group_body(body: ScenarioBody, group: ReplicaGroup) -> ScenarioBody:
-    """The scenario body one group's replicas run (the group's GPU, TP, replicas and server merged in)."""
+def group_body(body: ScenarioBody, group: ReplicaGroup, where: str | None = None) -> ScenarioBody:
+    """The scenario body one group's replicas run (the group's GPU, TP, replicas and server merged in; the
+    scenario's own ``deployment.groups`` left out)."""
     data = body.model_dump(mode="python", exclude_none=True)
+    data["deployment"].pop("groups", None)
     dep: dict[str, Any] = {"replicas": group.replicas}
     if group.gpu is not None:
         dep["gpu"] = group.gpu
     if group.tensor_parallel_size is not None:
         dep["tensor_parallel_size"] = group.tensor_parallel_size
     data = deep_merge(data, {"deployment": dep, "server": dict(group.server)})
-    where = f"group {group.name or group.gpu or ''}".strip()
+    where = where or f"group {group.name or group.gpu or ''}".strip()
     try:
         return ScenarioBody.model_validate(data)
     except ValidationError as exc:
         raise TwinInputError(f"{where}: {format_validation_error(exc)}") from None
 
 
+@dataclass
+class ClusterDeployment:
+    """A cluster, resolved: per group, the body its replicas run and its ``Deployment``. Replicas are numbered
+    group after group."""
+
+    groups: list[ReplicaGroup]
+    bodies: list[ScenarioBody]
+    deployments: list[Deployment]
+
+    @property
+    def owner(self) -> list[int]:
+        """Replica index -> group index."""
+        return [gi for gi, g in enumerate(self.groups) for _ in range(g.replicas)]
+
+    @property
+    def num_replicas(self) -> int:
+        return sum(g.replicas for g in self.groups)
+
+
+def resolve_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | None = None,
+                    base_dir: str | Path | None = None) -> ClusterDeployment:
+    """Resolve every group of a cluster: ``groups``, else the scenario's ``deployment.groups``, else the
+    scenario's deployment as one group. A problem names the group (``deployment.groups[1] (slow): ...``)."""
+    base = Path(base_dir) if base_dir is not None else None
+    own = groups is None and body.deployment.groups is not None
+    if groups is None:
+        groups = body.deployment.groups or [ReplicaGroup(replicas=body.deployment.replicas)]
+    loaded = load_groups(groups)
+    bodies, deps = [], []
+    for i, g in enumerate(loaded):
+        where = f"{'deployment.groups' if own else 'groups'}[{i}]" + (f" ({g.name})" if g.name else "")
+        b = group_body(body, g, where)
+        try:
+            deps.append(resolve_deployment(b, base))
+        except TwinInputError as exc:
+            raise TwinInputError(f"{where}: {exc}") from None
+        bodies.append(b)
+    return ClusterDeployment(loaded, bodies, deps)
+
+
 def run_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | None = None, *,
                 base_dir: str | Path | None = None, replication: int = 0, router: Any = None,
-                router_params: dict[str, Any] | None = None, progress=None) -> SimResult:
-    """One run of ``body`` on a cluster of replica groups (default: the scenario's own deployment).
+                router_params: dict[str, Any] | None = None, progress=None,
+                cluster: ClusterDeployment | None = None) -> SimResult:
+    """One run of ``body`` on a cluster of replica groups (default: the scenario's ``deployment.groups``, or
+    its own deployment). ``cluster`` is the cluster already resolved (``resolve_cluster``).
 
     ``router`` is a router name (default: the scenario's ``deployment.router``) or a router object."""
     base = Path(base_dir) if base_dir is not None else None
     name = router if isinstance(router, str) or router is None else None
     name = name or body.deployment.router
-    if groups is None and name == body.deployment.router and not router_params:
+    if (groups is None and cluster is None and body.deployment.groups is None and name == body.deployment.router
+            and not router_params):
         # the scenario's own deployment: exactly `twin run`
         result = run_body(body, base, replication=replication, progress=progress)
         result.config["router"] = name
         return result
-    if groups is None:
-        groups = [ReplicaGroup(replicas=body.deployment.replicas)]
-    groups = load_groups(groups)
+    if cluster is None:
+        cluster = resolve_cluster(body, groups, base)
+    groups = cluster.groups
     homogeneous = len(groups) == 1 and not router_params and (router is None or isinstance(router, str))
     if homogeneous:
-        gb = group_body(body, groups[0])
+        gb = cluster.bodies[0]
         if gb.deployment.router != name:
             gb = ScenarioBody.model_validate(deep_merge(gb.model_dump(mode="python", exclude_none=True),
                                                         {"deployment": {"router": name}}))
-        result = run_body(gb, base, replication=replication, progress=progress)
+        result = run_body(gb, base, replication=replication, progress=progress, deployment=cluster.deployments[0])
         result.config["replica_groups"] = [_group_summary(groups[0], gb, list(range(groups[0].replicas)))]
         result.config["router"] = name
         return result
 
-    bodies = [group_body(body, g) for g in groups]
-    deps = [resolve_deployment(b, base) for b in bodies]
-    owner: list[int] = []
-    for gi, g in enumerate(groups):
-        owner.extend([gi] * g.replicas)
+    owner = cluster.owner
     weights = [groups[gi].weight for gi in owner]
     if router is None or isinstance(router, str):
         router_obj = make_router(name, **({"weights": weights} | dict(router_params or {})))
@@ -118,11 +156,11 @@ def run_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | None
         "replica_groups": [], "cost_model": body.cost_model.model_dump(),
     }
     start = 0
-    for g, b, d in zip(groups, bodies, deps):
+    for g, b, d in zip(groups, cluster.bodies, cluster.deployments):
         summary["replica_groups"].append(_group_summary(g, b, list(range(start, start + g.replicas)), d))
         start += g.replicas
-    return simulate_replicas(body, bodies, deps, owner, router_obj, seed=seed, base_dir=base, summary=summary,
-                             progress=progress)
+    return simulate_replicas(body, cluster.bodies, cluster.deployments, owner, router_obj, seed=seed,
+                             base_dir=base, summary=summary, progress=progress)
 
 
 def _group_summary(group: ReplicaGroup, body: ScenarioBody, replicas: list[int],
@@ -163,9 +201,9 @@ def _steps_of(steps: StepRecords, replica: int) -> StepRecords:
 
 PER_REPLICA_KEYS = (
     "num_requests", "completed", "failed", "request_throughput", "output_throughput", "mean_ttft_ms",
-    "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "p99_e2el_ms", "num_good_requests", "prefix_cache_hit_rate",
-    "num_preemptions", "busy_fraction", "mean_running_batch", "mean_queue_length", "mean_kv_usage",
-    "max_kv_usage",
+    "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "p99_e2el_ms",
+    "num_good_requests", "prefix_cache_hit_rate", "num_preemptions", "busy_fraction", "mean_running_batch",
+    "mean_queue_length", "mean_kv_usage", "max_kv_usage",
 )
 
 

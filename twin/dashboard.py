@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twin.build import metrics_of, resolve_deployment, run_body
+from twin.build import metrics_of, require_single_deployment, resolve_deployment, run_body
 from twin.catalog import list_gpus, list_models
 from twin.diagnosis import Diagnosis, diagnose, diagnosis_to_dict
 from twin.errors import TwinInputError
@@ -198,7 +198,9 @@ def validate(data: dict[str, Any], source: str = "scenario") -> ScenarioBody:
     """One configuration mapping (no variants) validated, or a one-line TwinInputError."""
     profile_supported()  # registers the 'profile' cost-model kind when its module is there
     data = {k: v for k, v in data.items() if k != "variants"}
-    return Scenario(data, source=source).body()
+    body = Scenario(data, source=source).body()
+    require_single_deployment(body, "the dashboard")
+    return body
 
 
 def _arrivals_mode(arr: dict[str, Any] | None) -> str | None:
@@ -633,13 +635,14 @@ def requests_csv(run: RunOutput) -> bytes:
 
 
 def start_points(scenario: Scenario) -> list[str]:
-    """Where a what-if can start: the baseline or one of the scenario's variants."""
-    return scenario.names()
+    """Where a what-if can start: the baseline or one of the scenario's variants (not a mixed-cluster variant,
+    ``deployment.groups``: the page edits one deployment)."""
+    return [n for n in scenario.names() if n == BASELINE or scenario.body(n).deployment.groups is None]
 
 
 def default_start(scenario: Scenario) -> str:
     """The first variant when there is one (so the page opens on a comparison), else the baseline."""
-    names = scenario.names()
+    names = start_points(scenario)
     return names[1] if len(names) > 1 else BASELINE
 
 

@@ -94,6 +94,10 @@ class PlanSpec:
             raise TwinInputError(f"frontier_extra_replicas: {self.frontier_extra!r}: must be an integer >= 0")
         if not self.criteria.slo and self.criteria.goodput is None:
             raise TwinInputError("slo: planning needs SLOs (in the scenario's slo: section or given to the plan)")
+        deployment = self.data.get("deployment")
+        if isinstance(deployment, Mapping) and deployment.get("groups") is not None:
+            raise TwinInputError("deployment.groups: twin plan sizes replicas of one GPU type per candidate, not "
+                                 "replica groups; leave groups out (its candidates pick the GPU)")
 
 
 def default_space(data: Mapping[str, Any]) -> list[tuple[str, list[Any]]]:

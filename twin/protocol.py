@@ -39,6 +39,7 @@ import numpy as np
 from twin.build import (
     Deployment,
     metrics_of,
+    require_single_deployment,
     resolve_deployment,
     run_body,
     vllm_default_limits,
@@ -838,6 +839,8 @@ def run_protocol(scenario: Scenario, *, scenario_arg: str | None = None, variant
         base_overrides["seed"] = seed
     if engine_duration_s is not None:
         base_overrides = merge_overrides(base_overrides, {"workload": {"duration_s": engine_duration_s}})
+    require_single_deployment(scenario.body(variant, base_overrides), "twin protocol (it varies one server's "
+                              "settings)", scenario.source)
     if engine:
         body = scenario.body(variant, base_overrides)
         if body.cost_model.kind != "profile":

@@ -210,6 +210,66 @@ def render_summary(metrics: Mapping[str, Any], title: str = "Results", console: 
 
 
 # --------------------------------------------------------------------------------------------------------
+# one run, replica by replica
+# --------------------------------------------------------------------------------------------------------
+PER_REPLICA_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("num_requests", "reqs"), ("output_throughput", "tok/s"), ("median_ttft_ms", "TTFT p50"),
+    ("p99_ttft_ms", "TTFT p99"), ("median_tpot_ms", "TPOT p50"), ("mean_kv_usage", "KV use"),
+    ("prefix_cache_hit_rate", "hits"),
+)
+MAX_REPLICA_ROWS = 32
+
+
+def replica_label(row: Mapping[str, Any]) -> str:
+    """``fast · H100-SXM``, or just the GPU for an unnamed group; ``TP2`` appended above TP 1."""
+    gpu = str(row.get("gpu") or "?")
+    tp = row.get("tensor_parallel_size")
+    if isinstance(tp, int) and tp > 1:
+        gpu += f" TP{tp}"
+    group = row.get("group")
+    return f"{group} · {gpu}" if isinstance(group, str) else gpu
+
+
+def per_replica_table(rows: Sequence[Mapping[str, Any]], imbalance: float | None = None, *,
+                      plain: bool = False, max_rows: int = MAX_REPLICA_ROWS) -> Table:
+    """One row per replica (``twin.cluster.per_replica_metrics``): its group and GPU, requests, output
+    throughput, TTFT p50/p99 and TPOT p50 (ms), mean KV usage and prefix-cache hit rate; the title carries the
+    load imbalance (max over mean requests per replica). At most ``max_rows`` rows; a note counts the rest."""
+    title = "per replica, latencies in ms"
+    if imbalance is not None:
+        title += f" (load imbalance {imbalance:.2f}: max / mean requests)"
+    notes = []
+    if any(row.get("num_preemptions") for row in rows):
+        notes.append("hits: cached / prompt tokens at each request's first admission (the summary's hit rate "
+                     "also counts re-admissions after preemption)")
+    if len(rows) > max_rows:
+        notes.append(f"... and {len(rows) - max_rows} more replicas (--requests-out has each request's replica)")
+    table = Table(title=title, box=box.MARKDOWN if plain else box.SIMPLE_HEAD, title_justify="left",
+                  caption="\n".join(notes) or None, caption_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("group / GPU")
+    for _, head in PER_REPLICA_COLUMNS:
+        table.add_column(head, justify="right")
+    for row in rows[:max_rows]:
+        table.add_row(str(row.get("replica")), replica_label(row),
+                      *(format_value(key, row.get(key)) for key, _ in PER_REPLICA_COLUMNS))
+    return table
+
+
+def render_per_replica(rows: Sequence[Mapping[str, Any]], imbalance: float | None = None,
+                       console: Console | None = None) -> None:
+    """Print the per-replica table; to a file or pipe at its natural width (a Markdown table must not wrap)."""
+    console = console or Console()
+    table = per_replica_table(rows, imbalance, plain=not console.is_terminal)
+    if console.is_terminal:
+        console.print(table)
+    else:
+        natural = console.measure(table, options=console.options.update_width(1000)).maximum
+        wide = Console(file=console.file, width=max(console.width, natural), no_color=True, highlight=False)
+        wide.print(table)
+
+
+# --------------------------------------------------------------------------------------------------------
 # several runs
 # --------------------------------------------------------------------------------------------------------
 def compare_metrics(runs: Mapping[str, Mapping[str, Any]], baseline: str | None = None,

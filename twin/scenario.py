@@ -24,15 +24,91 @@ BASELINE = "baseline"
 PERCENTILE_KEYS = ("mean", "median", "p50", "p90", "p95", "p99")
 
 
+# the routers that take per-replica weights (twin.routing)
+WEIGHTED_ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity", "kv_cache_aware")
+MAX_REPLICAS = 4096
+
+
+class ReplicaGroup(StrictModel):
+    """Replicas that share a GPU type, tensor parallelism and server settings (``None``: the scenario's).
+
+    In a scenario file it is an entry of ``deployment.groups``; ``twin.cluster.run_cluster`` also takes groups
+    directly (there ``replicas`` defaults to 1)."""
+
+    name: str | None = None
+    gpu: str | None = None
+    tensor_parallel_size: int | None = Field(None, ge=1, le=64)
+    replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
+    server: dict[str, Any] = Field(default_factory=dict)
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shared_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in ("model", "router", "weight_dtype", "kv_dtype", "groups"):
+                if key in data:
+                    raise ValueError(f".{key}: every group shares deployment.{key}; a group sets only "
+                                     f"{', '.join(cls.model_fields)}")
+        return data
+
+
 class DeploymentConfig(StrictModel):
+    """One deployment, or with ``groups`` a mixed cluster behind one router.
+
+    With ``groups``, ``gpu``, ``tensor_parallel_size`` and ``replicas`` are the defaults of the groups that
+    leave them out; once validated every group is complete and ``replicas`` is the cluster's total. When
+    every group gives its own ``replicas``, a ``deployment.replicas`` given too must equal their total."""
+
     gpu: str = "H100-SXM"
     model: str = "llama-3.1-8b"
     tensor_parallel_size: int = Field(1, ge=1, le=64)
-    replicas: int = Field(1, ge=1, le=4096)
+    replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
     weight_dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     kv_dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     router: Literal["round_robin", "least_outstanding", "least_kv_usage", "prefix_affinity",
                     "kv_cache_aware"] = "round_robin"
+    groups: list[ReplicaGroup] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_groups(cls, data: Any) -> Any:
+        """Complete every group from the deployment-level defaults and make ``replicas`` the total."""
+        if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
+            return data
+        if not data["groups"]:
+            raise ValueError(".groups: give at least one replica group (or leave groups out)")
+        items = [g.model_dump(exclude_unset=True) if isinstance(g, ReplicaGroup) else g for g in data["groups"]]
+        if not all(isinstance(g, dict) for g in items):
+            return data  # the field's own validation names the bad entry
+        fields = cls.model_fields
+        defaults = {k: data.get(k, fields[k].default) for k in ("gpu", "tensor_parallel_size", "replicas")}
+        filled = [{**{k: v for k, v in defaults.items() if g.get(k) is None}, **{k: v for k, v in g.items()
+                                                                               if v is not None}}
+                  for g in items]
+        counts = [g.get("replicas") for g in filled]
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in counts):
+            return {**data, "groups": filled}  # the group's replicas field reports it
+        total = sum(counts)
+        if "replicas" in data and all("replicas" in g for g in items) and data["replicas"] != total:
+            raise ValueError(f".replicas: {data['replicas']!r} contradicts deployment.groups "
+                             f"({' + '.join(map(str, counts))} = {total} replicas); leave it out or make it the total")
+        if total > MAX_REPLICAS:
+            raise ValueError(f".groups: {total} replicas in all; at most {MAX_REPLICAS}")
+        return {**data, "groups": filled, "replicas": total}
+
+    @model_validator(mode="after")
+    def _check_groups(self) -> "DeploymentConfig":
+        names: dict[str, int] = {}
+        for i, g in enumerate(self.groups or []):
+            if g.name is not None:
+                if g.name in names:
+                    raise ValueError(f".groups[{i}].name: {g.name!r} is also the name of groups[{names[g.name]}]")
+                names[g.name] = i
+            if g.weight != 1.0 and self.router not in WEIGHTED_ROUTERS:
+                raise ValueError(f".groups[{i}].weight: the {self.router} router does not use weights (routers "
+                                 f"that do: {', '.join(WEIGHTED_ROUTERS)})")
+        return self
 
 
 class ServerConfig(StrictModel):
@@ -120,6 +196,25 @@ class ScenarioBody(StrictModel):
             names = [c.name for c in wl.classes] if wl.classes else [wl.trace.task_class]
             check_task_classes(spec, names)
         return self
+
+    @model_validator(mode="after")
+    def _group_servers(self) -> "ScenarioBody":
+        """Each group's server overrides, merged over ``server``, must make a valid server section."""
+        base = self.server.model_dump()
+        for i, g in enumerate(self.deployment.groups or []):
+            if not g.server:
+                continue
+            try:
+                ServerConfig.model_validate(deep_merge(base, g.server))
+            except ValidationError as exc:
+                line = format_validation_error(exc, f"deployment.groups[{i}].server")
+                raise ValueError(f".{line}") from None
+        return self
+
+    @property
+    def is_cluster(self) -> bool:
+        """True when ``deployment.groups`` makes this a mixed cluster (one deployment per group)."""
+        return self.deployment.groups is not None
 
 
 class Scenario:

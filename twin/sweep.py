@@ -228,6 +228,8 @@ def _config_info(spec: SweepSpec, config: Mapping[str, Any]
                 raise TwinInputError(f"{where}: groups: must be a list of replica groups")
             groups = [g.model_dump(exclude_none=True) for g in load_groups(config[GROUPS_KEY])]
             parts = [(group_body(body, g).deployment, g.replicas) for g in load_groups(groups)]
+        elif body.deployment.groups is not None:  # the scenario's own mixed cluster
+            parts = [(group_body(body, g).deployment, g.replicas) for g in body.deployment.groups]
         else:
             parts = [(body.deployment, body.deployment.replicas)]
     except TwinInputError as exc:
