@@ -56,7 +56,7 @@ from twin.errors import TwinInputError
 from twin.metrics import replicate_summary
 from twin.prefix_analysis import analyze_prefixes, workload_specs
 from twin.records import SimResult
-from twin.report import direction, format_value, label
+from twin.report import direction, finite_number, format_value, label
 from twin.scenario import BASELINE, REPLACE_MARKER, Scenario, ScenarioBody
 from twin.vllm_commands import bench_commands, serve_command, validate_command
 
@@ -209,16 +209,6 @@ def _first_hit_rate(ev: Evaluation) -> float:
     return float(np.mean(rates)) if rates else 0.0
 
 
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 def compare(base: Evaluation, cand: Evaluation, keys: tuple[str, ...] = DELTA_KEYS) -> dict[str, dict]:
     """Per replication ``cand - base`` (same seed) and ``cand / base - 1`` (as ``<key>_rel``), summarised
     with confidence intervals."""
@@ -226,7 +216,7 @@ def compare(base: Evaluation, cand: Evaluation, keys: tuple[str, ...] = DELTA_KE
     for (_, bm), (_, cm) in zip(base.runs, cand.runs, strict=True):
         row: dict[str, float] = {}
         for k in keys:
-            b, c = _num(bm.get(k)), _num(cm.get(k))
+            b, c = finite_number(bm.get(k)), finite_number(cm.get(k))
             if b is None or c is None:
                 continue
             row[k] = c - b
@@ -239,7 +229,7 @@ def compare(base: Evaluation, cand: Evaluation, keys: tuple[str, ...] = DELTA_KE
 def ratio_summary(num: Evaluation, den: Evaluation, key: str) -> dict[str, Any]:
     vals = []
     for (_, a), (_, b) in zip(num.runs, den.runs, strict=True):
-        x, y = _num(a.get(key)), _num(b.get(key))
+        x, y = finite_number(a.get(key)), finite_number(b.get(key))
         if x is not None and y:
             vals.append({"ratio": x / y})
     return replicate_summary(vals).get("ratio", {"mean": None, "half_width": None, "low": None, "high": None,
@@ -817,7 +807,7 @@ def _measure_on_engine(report_steps: list[Step], runner: Runner, device: str,
         c = measure(ev)
         deltas = {}
         for k in ENGINE_KEYS:
-            x, y = _num(c["measured"].get(k)), _num(b["measured"].get(k))
+            x, y = finite_number(c["measured"].get(k)), finite_number(b["measured"].get(k))
             if x is not None and y is not None:
                 deltas[k] = {"delta": x - y, "rel": (x / y - 1.0) if y else None}
         step.measured = {"baseline": b["measured"], "candidate": c["measured"], "deltas": deltas}

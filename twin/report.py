@@ -96,7 +96,8 @@ def direction(key: str) -> int:
     return 0
 
 
-def _number(v: Any) -> float | None:
+def finite_number(v: Any) -> float | None:
+    """A metric value as a finite float, or None (missing, NaN, infinite, a flag, not a number)."""
     if isinstance(v, bool) or v is None:
         return None
     try:
@@ -109,7 +110,7 @@ def _number(v: Any) -> float | None:
 def format_value(key: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
-    v = _number(value)
+    v = finite_number(value)
     if v is None:
         return "-" if value is None else str(value)
     if key in _FRACTIONS:
@@ -290,14 +291,14 @@ def compare_metrics(runs: Mapping[str, Mapping[str, Any]], baseline: str | None 
     base = runs[baseline]
     for key in keys:
         values = {name: runs[name].get(key) for name in names}
-        if all(_number(v) is None for v in values.values()):
+        if all(finite_number(v) is None for v in values.values()):
             continue
-        b = _number(base.get(key))
+        b = finite_number(base.get(key))
         deltas: dict[str, dict] = {}
         for name in names:
             if name == baseline:
                 continue
-            v = _number(values[name])
+            v = finite_number(values[name])
             if v is None or b is None:
                 deltas[name] = {"delta": None, "pct": None, "verdict": None}
                 continue
