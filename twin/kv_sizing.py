@@ -31,6 +31,8 @@ drafter's layers are extra layers of every block), so ``draft_weight_bytes`` com
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from dataclasses import asdict, dataclass
 
@@ -206,18 +208,6 @@ def kv_pool_breakdown(
     return out
 
 
-def num_gpu_blocks(
-    model: ModelSpec | str,
-    gpu: GpuSpec | str,
-    tp: int = 1,
-    block_size: int = 16,
-    gpu_memory_utilization: float = 0.9,
-    weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
-    max_num_batched_tokens: int = 8192,
-    num_gpu_blocks_override: int | None = None,
-    **kwargs: object,
-) -> int:
-    """vLLM's num_gpu_blocks (null block included). Keyword extras as for `kv_pool_breakdown`."""
-    return kv_pool_breakdown(model, gpu, tp, block_size, gpu_memory_utilization, weight_dtype, kv_dtype,
-                             max_num_batched_tokens, num_gpu_blocks_override, **kwargs).num_gpu_blocks
+def num_gpu_blocks(*args: Any, **kwargs: Any) -> int:
+    """vLLM's num_gpu_blocks (null block included); arguments as for `kv_pool_breakdown`."""
+    return kv_pool_breakdown(*args, **kwargs).num_gpu_blocks

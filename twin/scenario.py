@@ -15,6 +15,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from twin.errors import TwinInputError
+from twin.scheduler_config import SchedulerKnobs
 from twin.yaml_input import parse_yaml
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig, format_validation_error
@@ -111,27 +112,14 @@ class DeploymentConfig(StrictModel):
         return self
 
 
-class ServerConfig(StrictModel):
+class ServerConfig(StrictModel, SchedulerKnobs):
     """vLLM's serving knobs. ``None`` means vLLM's default for the deployment (resolved in twin.build)."""
 
-    scheduler: Literal["continuous", "prefill_first", "static"] = "continuous"
     max_num_seqs: int | None = Field(None, ge=1)
     max_num_batched_tokens: int | None = Field(None, ge=1)
     max_model_len: int | None = Field(None, ge=2)
-    enable_chunked_prefill: bool = True
-    enable_prefix_caching: bool = True
-    block_size: int = Field(16, ge=1, le=1024)
-    long_prefill_token_threshold: int = Field(0, ge=0)
-    policy: Literal["fcfs", "priority"] = "fcfs"
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
     num_gpu_blocks_override: int | None = Field(None, ge=2)
-    reserve_null_block: bool = True
-    free_unhashed_blocks_to_head: bool = False
-    admission_watermark: float = Field(0.0, ge=0.0, lt=1.0)
-    static_batch_size: int = Field(8, ge=1)
-    static_batch_timeout_s: float = Field(0.0, ge=0.0)
-    static_reserve_max_length: bool = True
-    static_pad_finished: bool = True
 
 
 class CostModelConfig(StrictModel):

@@ -7,19 +7,17 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
-class SchedulerConfig(BaseModel):
+class SchedulerKnobs(BaseModel):
+    """The knobs a scenario's ``server:`` section and the resolved scheduler configuration share."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     scheduler: Literal["continuous", "prefill_first", "static"] = "continuous"
-    max_num_seqs: int = Field(256, ge=1)
-    max_num_batched_tokens: int = Field(8192, ge=1)
-    max_model_len: int = Field(8192, ge=2)
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool = True
     block_size: int = Field(16, ge=1, le=1024)
     long_prefill_token_threshold: int = Field(0, ge=0)
     policy: Literal["fcfs", "priority"] = "fcfs"
-    num_lookahead_tokens: int = Field(0, ge=0)
     # version-dependent behaviours, default off (see reference/vllm-v1-semantics.md)
     reserve_null_block: bool = True
     free_unhashed_blocks_to_head: bool = False
@@ -29,6 +27,15 @@ class SchedulerConfig(BaseModel):
     static_batch_timeout_s: float = Field(0.0, ge=0.0)
     static_reserve_max_length: bool = True
     static_pad_finished: bool = True
+
+
+class SchedulerConfig(SchedulerKnobs):
+    """Everything the scheduler reads, with every limit resolved to a number."""
+
+    max_num_seqs: int = Field(256, ge=1)
+    max_num_batched_tokens: int = Field(8192, ge=1)
+    max_model_len: int = Field(8192, ge=2)
+    num_lookahead_tokens: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _consistent(self) -> "SchedulerConfig":

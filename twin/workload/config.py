@@ -83,6 +83,15 @@ def _one_of(model: BaseModel, names: tuple[str, ...], what: str) -> str:
     return given[0]
 
 
+def _one_distribution(model: BaseModel, kinds: tuple[str, ...], what: str) -> BaseModel:
+    """Exactly one kind is set, and a uniform range is ordered."""
+    _one_of(model, kinds, what)
+    uniform = getattr(model, "uniform", None)
+    if uniform is not None and uniform[0] > uniform[1]:
+        raise ValueError(f".uniform: must be [lo, hi] with lo <= hi (got {list(uniform)})")
+    return model
+
+
 def _check_min_max(lo: float | None, hi: float | None) -> None:
     if lo is not None and hi is not None and lo > hi:
         raise ValueError(f"min must be <= max (got min {lo}, max {hi})")
@@ -143,10 +152,7 @@ class LengthDist(_Strict):
 
     @model_validator(mode="after")
     def _exactly_one(self):
-        _one_of(self, LENGTH_KINDS, "a length distribution")
-        if self.uniform is not None and self.uniform[0] > self.uniform[1]:
-            raise ValueError(f".uniform: must be [lo, hi] with lo <= hi (got {list(self.uniform)})")
-        return self
+        return _one_distribution(self, LENGTH_KINDS, "a length distribution")
 
     @property
     def kind(self) -> str:
@@ -205,10 +211,7 @@ class TimeDist(_Strict):
 
     @model_validator(mode="after")
     def _exactly_one(self):
-        _one_of(self, TIME_KINDS, "a time distribution")
-        if self.uniform is not None and self.uniform[0] > self.uniform[1]:
-            raise ValueError(f".uniform: must be [lo, hi] with lo <= hi (got {list(self.uniform)})")
-        return self
+        return _one_distribution(self, TIME_KINDS, "a time distribution")
 
     @property
     def kind(self) -> str:
