@@ -1,7 +1,7 @@
 """What-if dashboard for the LLM-serving twin: ``streamlit run app.py``.
 
-Thin on purpose: the sidebar collects a configuration, `twin.dashboard` turns it into scenario mappings and
-runs them (cached on scenario + seed), `twin.diagnosis` names the binding limit and `twin.figures` draws.
+Thin on purpose: the sidebar collects a configuration, `twin.dashboard.state` turns it into scenario mappings and
+runs them (cached on scenario + seed), `twin.analysis.causes` names the binding limit and `twin.results.figures` draws.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from twin import dashboard as dash
-from twin import figures
+from twin.dashboard import state as dash
+from twin.results import figures
 from twin.errors import TwinInputError
 
 SOURCES = ("Bundled scenario", "Upload scenario YAML", "Upload trace")

@@ -16,7 +16,7 @@ import time
 
 from twin.cost.constant import ConstantCostModel
 from twin.cost.roofline import RooflineCostModel
-from twin.scheduler_output import SchedulerOutput
+from twin.core.scheduler_output import SchedulerOutput
 
 
 def make_step(batch: int, rng: random.Random, mixed: bool) -> SchedulerOutput:

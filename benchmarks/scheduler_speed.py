@@ -17,9 +17,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from twin.request import Request  # noqa: E402
-from twin.scheduler_config import SchedulerConfig  # noqa: E402
-from twin.schedulers import make_scheduler  # noqa: E402
+from twin.core.request import Request  # noqa: E402
+from twin.core.scheduler_config import SchedulerConfig  # noqa: E402
+from twin.core.schedulers import make_scheduler  # noqa: E402
 
 PROMPT = 32
 TARGET = 1 << 30  # never finishes during timing

@@ -21,10 +21,10 @@ import sys
 import time
 import tracemalloc
 
-from twin.build import make_router, metrics_of, resolve_deployment
+from twin.sim.build import make_router, metrics_of, resolve_deployment
 from twin.scenario import load_scenario
-from twin.schedulers import make_scheduler
-from twin.simulate import simulate
+from twin.core.schedulers import make_scheduler
+from twin.sim.simulate import simulate
 from twin.workload.generate import build_workload
 from twin.workload.paths import traces_dir
 

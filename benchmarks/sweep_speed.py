@@ -19,8 +19,8 @@ import json
 import statistics
 import time
 
-from twin.executor import SerialExecutor, make_executor
-from twin.sweep import SweepSpec, run_sweep
+from twin.plan.executor import SerialExecutor, make_executor
+from twin.plan.sweep import SweepSpec, run_sweep
 
 SCENARIO = {
     "name": "sweep-speed",

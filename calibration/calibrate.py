@@ -23,7 +23,7 @@ from calibration.profiler import (
     device_name, plan_points, pool_blocks, profile_engine, torch_dtype,
 )
 from calibration.samples import save_samples
-from twin.catalog import ModelSpec, resolve_model
+from twin.hardware.catalog import ModelSpec, resolve_model
 
 QUICK_BUDGET_S = 45.0        # measuring; model set-up and the fit come on top (about a minute in all)
 DEFAULT_BUDGET_S = 300.0

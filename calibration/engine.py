@@ -16,7 +16,7 @@ that step through :class:`~calibration.model.LlamaDecoder`:
   generator): one token, or one per verified position with draft tokens.
 
 The core API takes plain lists (:class:`SeqInput`); :meth:`ModelRunner.execute` is a thin adapter from
-``twin.scheduler_output.SchedulerOutput``. Requests that carry synthetic segments instead of token ids get
+``twin.core.scheduler_output.SchedulerOutput``. Requests that carry synthetic segments instead of token ids get
 deterministic token ids per segment (:func:`synthetic_token_ids`), so two requests sharing a segment share tokens,
 and hence KV, exactly where the prefix cache says they do.
 """
@@ -79,14 +79,14 @@ def synthetic_token_ids(segments: Sequence[tuple[Hashable, int]], start: int, en
 
 
 def request_token_ids(request: Any, start: int, end: int, vocab_size: int) -> list[int]:
-    """Token ids at positions ``[start, end)`` of a ``twin.request.Request``'s sequence (prompt, outputs, drafts).
+    """Token ids at positions ``[start, end)`` of a ``twin.core.request.Request``'s sequence (prompt, outputs, drafts).
 
     Real-token requests: ``prompt_token_ids + output_token_ids + spec_token_ids``; positions past those (draft
     slots the twin counted but did not name) get synthetic ids of the request's output segment. Segment requests:
     synthetic ids of their segments, the last of which is the open-ended output segment, so a later turn whose
     prompt holds ``(output_segment_key(id), n)`` sees the same tokens this request's outputs were computed with.
     """
-    from twin.request import output_segment_key
+    from twin.core.request import output_segment_key
 
     segments = getattr(request, "_segments", None)
     if segments is not None:
@@ -358,7 +358,7 @@ class ModelRunner:
     # ---- the adapter from the serving core ---------------------------------------------------------------
     def inputs_from_scheduler_output(self, scheduler_output: Any, block_tables: Sequence[Sequence[int]] | None = None,
                                      *, kv_cache_manager: Any = None) -> list[SeqInput]:
-        """Plain inputs for a ``twin.scheduler_output.SchedulerOutput``. Block tables come either as a list
+        """Plain inputs for a ``twin.core.scheduler_output.SchedulerOutput``. Block tables come either as a list
         parallel to ``scheduler_output.requests`` or from ``kv_cache_manager.get_block_ids(request_id)``.
 
         Request i computes positions ``[c, c + n)`` with ``c = num_computed_before[i]``, ``n = num_new_tokens[i]``;

@@ -35,7 +35,7 @@ import torch
 from calibration.calibrate import Prepared, calibrate, prepare
 from calibration.fit import dumps, summarize
 from calibration.profiler import Point, catalog_device, device_name, measure_point, warm_up
-from twin.catalog import GpuSpec, ModelSpec, resolve_gpu
+from twin.hardware.catalog import GpuSpec, ModelSpec, resolve_gpu
 from twin.errors import TwinInputError
 
 TARGET_RATIO = 1.5

@@ -375,7 +375,7 @@ def run_replay(runner: ModelRunner, plan: SweepPlan, *, deadline: float | None =
                mean_decode_step_s: float = 0.0, progress: Callable[[int], None] | None = None):
     """Serve the replay workload on ``runner`` through the V1 scheduler; returns the ``ServeResult``."""
     from calibration.serve_steps import serve
-    from twin.scheduler_config import SchedulerConfig
+    from twin.core.scheduler_config import SchedulerConfig
 
     max_len = min(plan.max_seq_len, runner.shape.max_position_embeddings)
     mean_out = sum(plan.replay_output) / 2
@@ -411,7 +411,7 @@ def device_name(device: str | torch.device) -> str:
 
 def catalog_device(device: str | torch.device, name: str | None = None) -> str | None:
     """The twin catalog's name for the device (``H200-SXM`` for "NVIDIA H200"), or None if unknown."""
-    from twin.catalog import list_gpus, resolve_gpu
+    from twin.hardware.catalog import list_gpus, resolve_gpu
     from twin.errors import TwinInputError
 
     if torch.device(device).type == "cpu":
@@ -648,7 +648,7 @@ def _free_cached_memory(runner: ModelRunner) -> None:
 
 
 def _step_columns() -> tuple[str, ...]:
-    from twin.records import STEP_COLUMN_NAMES
+    from twin.results.records import STEP_COLUMN_NAMES
 
     return STEP_COLUMN_NAMES
 

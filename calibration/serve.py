@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from twin.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, SimResult, StepRecords
-from twin.request import Request
-from twin.scheduler_base import SchedulerBase
+from twin.results.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, SimResult, StepRecords
+from twin.core.request import Request
+from twin.core.scheduler_base import SchedulerBase
 from twin.workload.spec import RequestSpec
 
 

@@ -1,6 +1,6 @@
 """Serve requests on the real engine, step by step, with the serving core's own scheduler and block pool.
 
-The same loop as the twin's replica (``twin.engine.Replica``), with the cost model replaced by a measurement::
+The same loop as the twin's replica (``twin.sim.replica.Replica``), with the cost model replaced by a measurement::
 
     out = scheduler.schedule(now)
     step = runner.execute(out, kv_cache_manager=scheduler.kv_cache_manager)     # real forward pass, timed
@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from calibration.samples import StepSample
-from twin.engine import new_record
-from twin.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, SimResult, StepRecords
-from twin.request import Request
-from twin.scheduler_base import SchedulerBase
-from twin.scheduler_config import SchedulerConfig
-from twin.scheduler_output import SchedulerOutput
-from twin.schedulers import make_scheduler
+from twin.sim.replica import new_record
+from twin.results.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, SimResult, StepRecords
+from twin.core.request import Request
+from twin.core.scheduler_base import SchedulerBase
+from twin.core.scheduler_config import SchedulerConfig
+from twin.core.scheduler_output import SchedulerOutput
+from twin.core.schedulers import make_scheduler
 
 
 @dataclass
@@ -54,7 +54,7 @@ class ServeResult:
     config: dict = field(default_factory=dict)
 
     def to_sim_result(self) -> SimResult:
-        """The run as a ``twin.records.SimResult`` (metrics in ``vllm bench serve`` definitions)."""
+        """The run as a ``twin.results.records.SimResult`` (metrics in ``vllm bench serve`` definitions)."""
         return SimResult(requests=sorted(self.requests, key=lambda r: (r.arrival_s, str(r.request_id))),
                          steps=self.steps, config=self.config, sim_start_s=0.0, sim_end_s=self.end_s,
                          prefix_cache_hit_tokens=self.prefix_cache_hit_tokens,
@@ -70,7 +70,7 @@ def serve(runner: Any, requests: Sequence[Any], config: SchedulerConfig | None =
           scheduler: SchedulerBase | None = None, honor_arrivals: bool = True, repeats: int = 1,
           max_steps: int | None = None, deadline_s: float | None = None,
           on_step: Callable[[int, ServeResult], None] | None = None, kind: str = "replay") -> ServeResult:
-    """Serve ``requests`` (``twin.workload.spec.RequestSpec`` or fresh ``twin.request.Request`` objects) on
+    """Serve ``requests`` (``twin.workload.spec.RequestSpec`` or fresh ``twin.core.request.Request`` objects) on
     ``runner`` (a ``calibration.engine.ModelRunner``).
 
     The scheduler is ``scheduler`` or ``make_scheduler(config, runner's KV blocks)``: its block ids index the

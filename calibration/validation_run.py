@@ -12,11 +12,11 @@ from calibration.model import ModelShape
 from calibration.profiler import torch_dtype
 from calibration.serve import StepShapeRecord, serve
 from calibration.validate import Comparison, compare_metrics, step_time_residuals
-from twin.build import metrics_of, require_single_deployment, resolve_deployment, run_body
+from twin.sim.build import metrics_of, require_single_deployment, resolve_deployment, run_body
 from twin.errors import TwinInputError
-from twin.records import SimResult
+from twin.results.records import SimResult
 from twin.scenario import ScenarioBody
-from twin.schedulers import make_scheduler
+from twin.core.schedulers import make_scheduler
 from twin.workload.generate import build_workload
 
 DEFAULT_MAX_KV_BLOCKS = 4096

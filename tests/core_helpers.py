@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-from twin.request import Request, RequestStatus
-from twin.scheduler_base import SchedulerBase
-from twin.scheduler_config import SchedulerConfig
-from twin.schedulers import make_scheduler
+from twin.core.request import Request, RequestStatus
+from twin.core.scheduler_base import SchedulerBase
+from twin.core.scheduler_config import SchedulerConfig
+from twin.core.schedulers import make_scheduler
 
 
 def make_sched(kind: str = "continuous", *, num_gpu_blocks: int = 11, **overrides) -> SchedulerBase:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from twin.build import metrics_of, run_body
+from twin.sim.build import metrics_of, run_body
 from twin.cost.constant import ConstantCostModel
-from twin.records import SimResult
+from twin.results.records import SimResult
 from twin.scenario import Scenario
-from twin.scheduler import Scheduler
-from twin.scheduler_config import SchedulerConfig
-from twin.scheduler_output import SchedulerOutput
-from twin.schedulers import make_scheduler
-from twin.simulate import simulate
+from twin.core.scheduler import Scheduler
+from twin.core.scheduler_config import SchedulerConfig
+from twin.core.scheduler_output import SchedulerOutput
+from twin.core.schedulers import make_scheduler
+from twin.sim.simulate import simulate
 from twin.spec_decode import AcceptanceModel, NgramDrafter, Speculator
 from twin.workload.spec import RequestSpec
 

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from twin import dashboard as dash
+from twin.dashboard import state as dash
 from twin.workload.paths import traces_dir
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from twin.block_pool import BlockPool, FreeBlockQueue, KVCacheBlock
+from twin.core.block_pool import BlockPool, FreeBlockQueue, KVCacheBlock
 
 
 def free_ids(pool: BlockPool) -> list[int]:

@@ -18,13 +18,13 @@ from calibration.profiler import (  # noqa: E402
     Point, SweepPlan, apply_overrides, default_plan, plan_points, profile_engine,
 )
 from calibration.serve_steps import serve  # noqa: E402
-from twin.cli import main  # noqa: E402
+from twin.cli.main import main  # noqa: E402
 from twin.cost.constant import ConstantCostModel  # noqa: E402
 from twin.cost.profile import ProfileCostModel  # noqa: E402
-from twin.records import STEP_COLUMN_NAMES  # noqa: E402
-from twin.scheduler_config import SchedulerConfig  # noqa: E402
-from twin.schedulers import make_scheduler  # noqa: E402
-from twin.simulate import simulate  # noqa: E402
+from twin.results.records import STEP_COLUMN_NAMES  # noqa: E402
+from twin.core.scheduler_config import SchedulerConfig  # noqa: E402
+from twin.core.schedulers import make_scheduler  # noqa: E402
+from twin.sim.simulate import simulate  # noqa: E402
 from twin.workload.spec import RequestSpec  # noqa: E402
 
 TINY = ModelShape.tiny()

@@ -19,8 +19,8 @@ from calibration.engine import (  # noqa: E402
 )
 from calibration.model import ModelShape  # noqa: E402
 from calibration.timing import StepTimer, TimingStats, measure  # noqa: E402
-from twin.request import Request, output_segment_key  # noqa: E402
-from twin.scheduler_output import SchedulerOutput  # noqa: E402
+from twin.core.request import Request, output_segment_key  # noqa: E402
+from twin.core.scheduler_output import SchedulerOutput  # noqa: E402
 
 TOL = dict(atol=1e-4, rtol=1e-4)
 BS = 16

@@ -21,7 +21,7 @@ from twin.cost.profile import (
     step_features,
 )
 from twin.errors import TwinInputError
-from twin.scheduler_output import SchedulerOutput
+from twin.core.scheduler_output import SchedulerOutput
 
 COMMITTED = Path(__file__).resolve().parents[1] / "calibration" / "profiles" / "tiny-llama-cpu.json"
 TINY = {"name": "tiny-llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
@@ -164,7 +164,7 @@ def test_factory_kind_profile(tmp_path):
 
 
 def test_a_scenario_runs_on_a_profile(tmp_path):
-    from twin.build import metrics_of, run_body
+    from twin.sim.build import metrics_of, run_body
     from twin.scenario import load_scenario
 
     prof = write(tmp_path, profile_doc())
@@ -221,7 +221,7 @@ def test_committed_cpu_profile_is_valid_and_sane():
 
 def test_the_twin_and_its_cli_run_without_torch():
     """The profile model is on the simulator's hot path and ``twin calibrate`` imports torch only when run."""
-    code = ("import sys, twin.cli, twin.cost.profile, twin.cli_calibrate; "
+    code = ("import sys, twin.cli.main, twin.cost.profile, twin.cli.calibrate; "
             "assert 'torch' not in sys.modules, 'torch imported'; "
             "assert 'calibration.engine' not in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

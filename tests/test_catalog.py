@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from twin.catalog import (
+from twin.hardware.catalog import (
     GpuSpec,
     ModelSpec,
     dtype_bytes,

@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from twin.cli import main
-from twin.metrics import BENCH_SERVE_PER_REQUEST_KEYS, BENCH_SERVE_SCALAR_KEYS
-from twin.records import REQUEST_FRAME_COLUMNS, STEP_COLUMN_NAMES
+from twin.cli.main import main
+from twin.results.metrics import BENCH_SERVE_PER_REQUEST_KEYS, BENCH_SERVE_SCALAR_KEYS
+from twin.results.records import REQUEST_FRAME_COLUMNS, STEP_COLUMN_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent
 # the console script's entry point, run by this interpreter
-TWIN = [sys.executable, "-c", "import sys; from twin.cli import main; sys.argv[0] = 'twin'; main()"]
+TWIN = [sys.executable, "-c", "import sys; from twin.cli.main import main; sys.argv[0] = 'twin'; main()"]
 
 GOOD = """\
 name: tiny

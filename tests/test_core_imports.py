@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_core_imports_without_simpy_or_torch():
     code = (
         "import sys\n"
-        "import twin.scheduler, twin.schedulers, twin.kv_cache_manager, twin.block_pool, twin.request\n"
-        "import twin.scheduler_prefill_first, twin.scheduler_static, twin.request_queue\n"
+        "import twin.core.scheduler, twin.core.schedulers, twin.core.kv_cache_manager, twin.core.block_pool, twin.core.request\n"
+        "import twin.core.scheduler_prefill_first, twin.core.scheduler_static, twin.core.request_queue\n"
         "bad = [m for m in ('simpy', 'torch') if m in sys.modules]\n"
         "print(','.join(bad))\n"
         "sys.exit(1 if bad else 0)\n"

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from core_helpers import check_sched_invariants
-from twin.request import Request, RequestStatus
-from twin.scheduler_config import SchedulerConfig
-from twin.schedulers import make_scheduler
+from twin.core.request import Request, RequestStatus
+from twin.core.scheduler_config import SchedulerConfig
+from twin.core.schedulers import make_scheduler
 
 # TWIN_CORE_EXAMPLES=5000 for a deeper hunt
 EXAMPLES = int(os.environ.get("TWIN_CORE_EXAMPLES", "300"))
@@ -191,7 +191,7 @@ def test_equal_arrivals_start_in_order(num_gpu_blocks, block_size, max_num_seqs,
                 max_size=80),
        st.integers(2, 12), st.booleans(), st.booleans())
 def test_block_pool_random_ops(ops, num_blocks, reserve_null, to_head):
-    from twin.block_pool import BlockPool
+    from twin.core.block_pool import BlockPool
     pool = BlockPool(num_blocks, reserve_null_block=reserve_null, free_unhashed_to_head=to_head)
     held: list = []  # one entry per reference
     for op, x in ops:

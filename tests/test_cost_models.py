@@ -6,13 +6,13 @@ import itertools
 
 import pytest
 
-from twin.catalog import resolve_gpu, resolve_model
+from twin.hardware.catalog import resolve_gpu, resolve_model
 from twin.cost.base import CostModel
 from twin.cost.constant import ConstantCostModel
 from twin.cost.factory import COST_MODEL_BUILDERS, build_cost_model, register_cost_model
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
-from twin.scheduler_output import SchedulerOutput
+from twin.core.scheduler_output import SchedulerOutput
 
 
 def step(new, computed, spec=None) -> SchedulerOutput:

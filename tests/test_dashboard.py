@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from twin import dashboard as dash
+from twin.dashboard import state as dash
 from twin.errors import TwinInputError
 from twin.scenario import load_scenario
 

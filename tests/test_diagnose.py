@@ -14,9 +14,9 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from twin.build import run_body
-from twin.cli import main
-from twin.diagnose import (
+from twin.sim.build import run_body
+from twin.cli.main import main
+from twin.analysis.measured import (
     CONCURRENCY_CAP,
     KV_PREEMPTION,
     NONE,
@@ -27,7 +27,7 @@ from twin.diagnose import (
     profile,
 )
 from twin.errors import TwinInputError
-from twin.export import to_bench_serve_json, write_json, write_table
+from twin.results.export import to_bench_serve_json, write_json, write_table
 from twin.scenario import load_scenario
 
 

@@ -6,11 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from twin import diagnosis as dg
-from twin.build import metrics_of, resolve_deployment, run_body
+from twin.analysis import causes as dg
+from twin.sim.build import metrics_of, resolve_deployment, run_body
 from twin.cost.constant import ConstantCostModel
 from twin.cost.roofline import RooflineCostModel
-from twin.records import RequestRecord, SimResult, StepRecords
+from twin.results.records import RequestRecord, SimResult, StepRecords
 from twin.scenario import load_scenario
 
 
@@ -22,7 +22,7 @@ def _sched(**kw):
 
 
 def _deployment(cost=None, **sched):
-    """A stand-in for twin.build.Deployment: what diagnose() reads."""
+    """A stand-in for twin.sim.build.Deployment: what diagnose() reads."""
     cost = cost or RooflineCostModel("llama-3.1-8b", "H100-SXM")
     return SimpleNamespace(scheduler_config=_sched(**sched), cost_model_factory=lambda: cost)
 

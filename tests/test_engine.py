@@ -9,14 +9,14 @@ import gc
 import numpy as np
 import pytest
 
-from twin.build import make_router, resolve_deployment
+from twin.sim.build import make_router, resolve_deployment
 from twin.cost.constant import ConstantCostModel
-from twin.engine import Replica
-from twin.records import FINISHED, INCOMPLETE, REJECTED, STEP_COLUMN_NAMES, RequestRecord
+from twin.sim.replica import Replica
+from twin.results.records import FINISHED, INCOMPLETE, REJECTED, STEP_COLUMN_NAMES, RequestRecord
 from twin.scenario import Scenario
-from twin.scheduler_config import SchedulerConfig
-from twin.schedulers import make_scheduler
-from twin.simulate import simulate
+from twin.core.scheduler_config import SchedulerConfig
+from twin.core.schedulers import make_scheduler
+from twin.sim.simulate import simulate
 from twin.workload.generate import build_workload
 from twin.workload.spec import RequestSpec
 

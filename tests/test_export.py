@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from twin.errors import TwinInputError
-from twin.export import (
+from twin.results.export import (
     dumps,
     flatten_result,
     read_json,
@@ -18,7 +18,7 @@ from twin.export import (
     write_run,
     write_table,
 )
-from twin.metrics import BENCH_SERVE_PER_REQUEST_KEYS, BENCH_SERVE_SCALAR_KEYS
+from twin.results.metrics import BENCH_SERVE_PER_REQUEST_KEYS, BENCH_SERVE_SCALAR_KEYS
 
 # every key of the `vllm bench serve` result JSON that reference/numbers-and-formats.md lists
 BENCH_SERVE_KEYS = [

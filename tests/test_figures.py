@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twin import figures
-from twin.build import run_body
-from twin.diagnosis import StepSplit
-from twin.records import RequestRecord, SimResult, StepRecords
+from twin.results import figures
+from twin.sim.build import run_body
+from twin.analysis.causes import StepSplit
+from twin.results.records import RequestRecord, SimResult, StepRecords
 from twin.scenario import load_scenario
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from core_helpers import block_ids, check_pool_invariants, free_ids, make_sched, ref_cnts, req, step
-from twin.kv_cache_manager import KVCacheManager
-from twin.request import Request, output_segment_key
+from twin.core.kv_cache_manager import KVCacheManager
+from twin.core.request import Request, output_segment_key
 
 
 def kv_ids(kv: KVCacheManager, rid) -> list[int]:

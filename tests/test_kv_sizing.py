@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from twin.errors import TwinInputError
-from twin.kv_sizing import kv_pool_breakdown, num_gpu_blocks
+from twin.hardware.kv_sizing import kv_pool_breakdown, num_gpu_blocks
 
 GIB = 2**30
 

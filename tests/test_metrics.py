@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from twin.errors import TwinInputError
-from twin.metrics import (
+from twin.results.metrics import (
     BENCH_SERVE_SCALAR_KEYS,
     compute_metrics,
     describe,
@@ -18,7 +18,7 @@ from twin.metrics import (
     per_request_arrays,
     replicate_summary,
 )
-from twin.records import RequestRecord, SimResult, StepRecords
+from twin.results.records import RequestRecord, SimResult, StepRecords
 
 
 def _finished(rid, arrival, emits, counts=None, prompt=10, **kw):

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from twin.build import metrics_of, run_body
-from twin.cli import main
+from twin.sim.build import metrics_of, run_body
+from twin.cli.main import main
 from twin.errors import TwinInputError
-from twin.evaluate import (
+from twin.plan.evaluate import (
     Criteria,
     SimJob,
     effective_replications,
@@ -22,9 +22,9 @@ from twin.evaluate import (
     replication_data,
     scale_arrivals,
 )
-from twin.executor import Runner, SerialExecutor, make_executor
-from twin.planner import Planner, PlanSpec, bisect_scale, pareto, plan
-from twin.pricing import (
+from twin.plan.executor import Runner, SerialExecutor, make_executor
+from twin.plan.planner import Planner, PlanSpec, bisect_scale, pareto, plan
+from twin.hardware.pricing import (
     PriceTable,
     default_prices,
     parse_price_options,
@@ -249,7 +249,7 @@ def test_plan_cli_with_a_plan_file(tmp_path):
 
 
 def test_default_space_and_planner_setup():
-    from twin.planner import default_space
+    from twin.plan.planner import default_space
 
     data = constant_case()
     space = dict(default_space(data))

@@ -14,9 +14,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from twin.cli import main
-from twin.prefix_analysis import analyze_prefixes, oracle_hit_tokens
-from twin.protocol import (
+from twin.cli.main import main
+from twin.analysis.prefixes import analyze_prefixes, oracle_hit_tokens
+from twin.analysis.protocol import (
     ADVISE_AGAINST,
     NO_CHANGE,
     RECOMMEND,

@@ -20,12 +20,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twin.build import metrics_of, run_body
+from twin.sim.build import metrics_of, run_body
 from twin.cost.constant import ConstantCostModel
 from twin.scenario import Scenario
-from twin.scheduler_config import SchedulerConfig
-from twin.schedulers import make_scheduler
-from twin.simulate import simulate
+from twin.core.scheduler_config import SchedulerConfig
+from twin.core.schedulers import make_scheduler
+from twin.sim.simulate import simulate
 from twin.workload.spec import RequestSpec
 
 

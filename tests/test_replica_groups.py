@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from twin.build import metrics_of, require_single_deployment, resolve_deployment, resolve_for_run, run_body
-from twin.cli import main
-from twin.cluster import ClusterDeployment, per_replica_metrics, run_cluster
+from twin.sim.build import metrics_of, require_single_deployment, resolve_deployment, resolve_for_run, run_body
+from twin.cli.main import main
+from twin.sim.cluster import ClusterDeployment, per_replica_metrics, run_cluster
 from twin.errors import TwinInputError
 from twin.scenario import WEIGHTED_ROUTERS, Scenario, load_scenario
 
@@ -164,7 +164,7 @@ def test_run_body_delegates_to_the_cluster_path():
 
 
 def test_weighted_routers_match_the_routing_module():
-    from twin.routing import _PARAMS, ROUTERS
+    from twin.sim.routing import _PARAMS, ROUTERS
 
     assert WEIGHTED_ROUTERS == tuple(n for n in ROUTERS if "weights" in _PARAMS[n])
 
@@ -253,8 +253,8 @@ def test_single_deployment_commands_refuse_groups_in_one_line(tmp_path, args, ne
 def test_dashboard_and_planner_refuse_groups():
     import yaml
 
-    from twin import dashboard as dash
-    from twin.planner import Criteria, PlanSpec
+    from twin.dashboard import state as dash
+    from twin.plan.planner import Criteria, PlanSpec
 
     data = yaml.safe_load(MIXED)
     data.pop("variants")

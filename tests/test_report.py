@@ -8,8 +8,8 @@ import pytest
 from rich.console import Console
 
 from twin.errors import TwinInputError
-from twin.metrics import compute_metrics
-from twin.report import compare_metrics, direction, render_comparison, render_summary
+from twin.results.metrics import compute_metrics
+from twin.results.report import compare_metrics, direction, render_comparison, render_summary
 
 
 def _load_tiny_case():

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from twin.build import metrics_of, run_body
-from twin.cluster import ReplicaGroup, load_imbalance, per_replica_metrics, run_cluster
+from twin.sim.build import metrics_of, run_body
+from twin.sim.cluster import ReplicaGroup, load_imbalance, per_replica_metrics, run_cluster
 from twin.errors import TwinInputError
-from twin.request import Request
-from twin.routing import (
+from twin.core.request import Request
+from twin.sim.routing import (
     ROUTERS,
     LeastKvUsageRouter,
     LeastOutstandingRouter,
@@ -132,7 +132,7 @@ def test_consistent_hashing_moves_few_prefixes_when_a_replica_is_added():
 
 
 def test_routing_is_the_same_in_another_process():
-    code = ("from twin.routing import PrefixAffinityRouter; from tests.test_routing import request, stub;"
+    code = ("from twin.sim.routing import PrefixAffinityRouter; from tests.test_routing import request, stub;"
             "r = PrefixAffinityRouter(); reps = [stub() for _ in range(5)];"
             "print([r.route(request(i, f't{i % 7}'), reps) for i in range(30)])")
     here = PrefixAffinityRouter()

@@ -1,4 +1,4 @@
-"""vLLM V1 continuous batching (twin.scheduler.Scheduler): exact steps, block ids and queue order on a small
+"""vLLM V1 continuous batching (twin.core.scheduler.Scheduler): exact steps, block ids and queue order on a small
 pool (max_num_batched_tokens=100, block_size=16, 11 blocks = null block + 10 usable)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from core_helpers import (block_ids, check_sched_invariants, free_ids, ids, make_sched, ref_cnts, req, step)
-from twin.request import RequestStatus
-from twin.scheduler import Scheduler
+from twin.core.request import RequestStatus
+from twin.core.scheduler import Scheduler
 
 
 def test_make_sched_gives_continuous():
@@ -392,7 +392,7 @@ def test_num_cached_tokens_recorded_once():
 
 def test_sampled_token_ids_drive_real_tokens():
     s = make_sched(block_size=4, num_gpu_blocks=20)
-    from twin.request import Request
+    from twin.core.request import Request
     r = Request("r", 0.0, 6, 4, prompt_token_ids=[1, 2, 3, 4, 5, 6])
     s.add_request(r)
     out = s.schedule()

@@ -1,13 +1,13 @@
-"""Prefill-first scheduling without mixing (twin.scheduler_prefill_first.PrefillFirstScheduler)."""
+"""Prefill-first scheduling without mixing (twin.core.scheduler_prefill_first.PrefillFirstScheduler)."""
 
 from __future__ import annotations
 
 import pytest
 
 from core_helpers import block_ids, check_sched_invariants, free_ids, ids, make_sched, req, step
-from twin.request import RequestStatus
-from twin.scheduler_config import SchedulerConfig
-from twin.scheduler_prefill_first import PrefillFirstScheduler
+from twin.core.request import RequestStatus
+from twin.core.scheduler_config import SchedulerConfig
+from twin.core.scheduler_prefill_first import PrefillFirstScheduler
 
 
 def pf(**kw):

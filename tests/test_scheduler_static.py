@@ -1,10 +1,10 @@
-"""Static batching (twin.scheduler_static.StaticBatchScheduler)."""
+"""Static batching (twin.core.scheduler_static.StaticBatchScheduler)."""
 
 from __future__ import annotations
 
 from core_helpers import block_ids, check_sched_invariants, free_ids, ids, make_sched, req, step
-from twin.request import RequestStatus
-from twin.scheduler_static import StaticBatchScheduler
+from twin.core.request import RequestStatus
+from twin.core.scheduler_static import StaticBatchScheduler
 
 
 def st(**kw):

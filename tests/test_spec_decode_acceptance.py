@@ -12,7 +12,7 @@ import pytest
 
 from spec_decode_helpers import simulate_direct, specs
 from twin.errors import TwinInputError
-from twin.scheduler_config import SchedulerConfig
+from twin.core.scheduler_config import SchedulerConfig
 from twin.spec_decode import AcceptanceModel, iid_expected_tokens
 
 

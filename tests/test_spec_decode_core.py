@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from spec_decode_helpers import CheckedScheduler, simulate_direct, specs
-from twin.records import FINISHED
-from twin.request import Request, RequestStatus
-from twin.scheduler_config import SchedulerConfig
-from twin.schedulers import make_scheduler
+from twin.results.records import FINISHED
+from twin.core.request import Request, RequestStatus
+from twin.core.scheduler_config import SchedulerConfig
+from twin.core.schedulers import make_scheduler
 from twin.spec_decode import AcceptanceModel, NgramDrafter, Speculator
 
 

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from twin.cli import main
+from twin.cli.main import main
 from twin.errors import TwinInputError
-from twin.evaluate import Criteria
-from twin.executor import Runner, SerialExecutor, gather, make_executor, run_once
-from twin.sweep import SweepSpec, parse_grid_options, run_sweep, summarize
+from twin.plan.evaluate import Criteria
+from twin.plan.executor import Runner, SerialExecutor, gather, make_executor, run_once
+from twin.plan.sweep import SweepSpec, parse_grid_options, run_sweep, summarize
 
 
 def scenario(rate: float = 20.0) -> dict:
@@ -115,7 +115,7 @@ def test_invalid_points_become_error_rows():
 
 
 def test_rate_axis_in_requests_per_second_and_costs():
-    from twin.pricing import PriceTable
+    from twin.hardware.pricing import PriceTable
 
     s = SweepSpec(scenario(), parse_grid_options(["rate=10,40"]), prices=PriceTable({"H100-SXM": 2.0}))
     rows = run_sweep(s, SerialExecutor())
@@ -177,7 +177,7 @@ def test_sweep_cli_writes_tables_and_a_plot(tmp_path):
 
 def test_optuna_search_is_deterministic():
     pytest.importorskip("optuna")
-    from twin.sweep import optuna_search
+    from twin.plan.sweep import optuna_search
 
     s = SweepSpec(scenario(), parse_grid_options(["server.max_num_seqs=1,2,4,8,16"]), criteria=SLO)
     a = Runner(SerialExecutor()).drive(optuna_search(s, trials=6, objective="request_throughput", seed=3))
@@ -187,7 +187,7 @@ def test_optuna_search_is_deterministic():
 
 
 def test_mixed_cluster_groups_as_a_grid_axis():
-    from twin.pricing import PriceTable
+    from twin.hardware.pricing import PriceTable
 
     grid = parse_grid_options([("groups=[[{gpu: H100-SXM, replicas: 2}], "
                                "[{gpu: H100-SXM, replicas: 1}, {gpu: A100-SXM-80GB, replicas: 1}]]")])

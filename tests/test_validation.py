@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from calibration.validate import compare_metrics, relative_error, specs_from_bench_json
-from twin.cli import main
+from twin.cli.main import main
 from twin.errors import TwinInputError
-from twin.export import write_json
+from twin.results.export import write_json
 from twin.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +54,7 @@ def test_specs_from_bench_json_errors(doc, needle):
 def test_validate_against_bench_json_from_the_cli(tmp_path):
     """A bench-serve file made by the twin itself replays to (almost) the same numbers: the CLI path works and
     the replay of per-request arrays is faithful."""
-    from twin.build import run_body
+    from twin.sim.build import run_body
 
     sc = load_scenario(TINY)
     body = sc.body("baseline", {"server": {"enable_prefix_caching": False},

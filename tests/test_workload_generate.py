@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from twin.errors import TwinInputError
-from twin.request import output_segment_key
+from twin.core.request import output_segment_key
 from twin.workload import ClosedLoopWorkload, RequestSpec, build_workload
 
 

@@ -15,7 +15,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from twin.errors import TwinInputError
-from twin.scheduler_config import SchedulerKnobs
+from twin.core.scheduler_config import SchedulerKnobs
 from twin.yaml_input import parse_yaml
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig, format_validation_error
@@ -25,7 +25,7 @@ BASELINE = "baseline"
 PERCENTILE_KEYS = ("mean", "median", "p50", "p90", "p95", "p99")
 
 
-# the routers that take per-replica weights (twin.routing)
+# the routers that take per-replica weights (twin.sim.routing)
 WEIGHTED_ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity", "kv_cache_aware")
 MAX_REPLICAS = 4096
 
@@ -33,7 +33,7 @@ MAX_REPLICAS = 4096
 class ReplicaGroup(StrictModel):
     """Replicas that share a GPU type, tensor parallelism and server settings (``None``: the scenario's).
 
-    In a scenario file it is an entry of ``deployment.groups``; ``twin.cluster.run_cluster`` also takes groups
+    In a scenario file it is an entry of ``deployment.groups``; ``twin.sim.cluster.run_cluster`` also takes groups
     directly (there ``replicas`` defaults to 1)."""
 
     name: str | None = None
@@ -113,7 +113,7 @@ class DeploymentConfig(StrictModel):
 
 
 class ServerConfig(StrictModel, SchedulerKnobs):
-    """vLLM's serving knobs. ``None`` means vLLM's default for the deployment (resolved in twin.build)."""
+    """vLLM's serving knobs. ``None`` means vLLM's default for the deployment (resolved in twin.sim.build)."""
 
     max_num_seqs: int | None = Field(None, ge=1)
     max_num_batched_tokens: int | None = Field(None, ge=1)

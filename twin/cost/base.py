@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 
 @runtime_checkable
 class StepShape(Protocol):
-    """What a cost model reads of a step; `twin.scheduler_output.SchedulerOutput` satisfies it.
+    """What a cost model reads of a step; `twin.core.scheduler_output.SchedulerOutput` satisfies it.
 
     Lists are parallel, one entry per scheduled sequence. A sequence with n new tokens and c tokens already
     computed attends, for its j-th new token (j = 1..n), over c + j positions.

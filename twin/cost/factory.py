@@ -17,7 +17,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from twin.catalog import GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
+from twin.hardware.catalog import GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import CostModel
 from twin.cost.constant import ConstantCostModel
 from twin.cost.roofline import RooflineCostModel

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 from operator import mul
 
-from twin.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, normalize_dtype, resolve_gpu, resolve_model
+from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import StepShape
 from twin.errors import TwinInputError
 

@@ -1,6 +1,6 @@
 """Speculative decoding in the twin: acceptance models, drafters' costs and memory, the engine's speculator,
 and the scenario section. The token accounting (``num_tokens_with_spec``, draft KV slots, rollback) lives in
-the serving core (``twin.scheduler``, ``twin.scheduler_base``)."""
+the serving core (``twin.core.scheduler``, ``twin.core.scheduler_base``)."""
 
 from twin.spec_decode.acceptance import AcceptanceModel, iid_expected_tokens
 from twin.spec_decode.config import METHODS, AcceptanceConfig, SpeculativeDecodingConfig, check_task_classes

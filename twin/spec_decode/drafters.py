@@ -24,7 +24,7 @@ batch and grows with the batch once the drafter's GEMMs turn compute-bound, as o
 
 Memory (per GPU): the draft model's weights, or the heads' layers, fc and (EAGLE-3) own LM head; the shared
 embedding and LM head are not counted twice. KV per token: the drafter's attention layers, held in the same
-blocks as the target's (see ``twin.kv_sizing``).
+blocks as the target's (see ``twin.hardware.kv_sizing``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from twin.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, normalize_dtype
+from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, normalize_dtype
 from twin.cost.base import StepShape
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError

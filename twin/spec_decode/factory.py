@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from twin.catalog import GpuSpec, ModelSpec, resolve_model
+from twin.hardware.catalog import GpuSpec, ModelSpec, resolve_model
 from twin.errors import TwinInputError
 from twin.spec_decode.config import HEAD_METHODS, SpeculativeDecodingConfig
 from twin.spec_decode.drafters import Drafter, NgramDrafter, draft_model_drafter, head_drafter
@@ -39,7 +39,7 @@ def build_drafter(cfg: SpeculativeDecodingConfig, target: ModelSpec, gpu: GpuSpe
 
 
 def speculator_factory(cfg: SpeculativeDecodingConfig, drafter: Drafter, seed: int) -> Callable[[int], Speculator]:
-    """``make_speculator`` for ``twin.simulate.simulate``: one speculator per replica, sharing the drafter.
+    """``make_speculator`` for ``twin.sim.simulate.simulate``: one speculator per replica, sharing the drafter.
     Draws are per request, so every replica uses the same seed."""
     models = cfg.acceptance_models()
 

@@ -1,4 +1,4 @@
-"""The speculator the engine drives (``twin.engine.Speculator``): how many drafts each decoding request gets,
+"""The speculator the engine drives (``twin.sim.replica.Speculator``): how many drafts each decoding request gets,
 how many of them the target accepts, and what drafting costs.
 
 Token accounting stays in the serving core: the engine sets ``request.num_spec_tokens`` to
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from twin.errors import TwinInputError
-from twin.request import Request, RequestStatus
-from twin.scheduler_output import SchedulerOutput
+from twin.core.request import Request, RequestStatus
+from twin.core.scheduler_output import SchedulerOutput
 from twin.spec_decode.acceptance import AcceptanceModel
 from twin.spec_decode.config import DEFAULT_KEY
 from twin.spec_decode.drafters import Drafter

@@ -1,4 +1,4 @@
-"""Prompt structure of a synthetic class as segments (see ``twin.request``).
+"""Prompt structure of a synthetic class as segments (see ``twin.core.request``).
 
 A first-turn prompt is, in order:
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from twin.request import output_segment_key
+from twin.core.request import output_segment_key
 from twin.workload.config import ClassConfig
 from twin.workload.lengths import Buffered, LengthSampler, TimeSampler
 from twin.workload.rng import stream

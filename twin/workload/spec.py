@@ -12,7 +12,7 @@ Segment = tuple[Hashable, int]
 class RequestSpec:
     """One request as the workload describes it (before the server sees it).
 
-    ``prompt_segments`` are ``(segment_key, num_tokens)`` pieces (see ``twin.request``) covering exactly
+    ``prompt_segments`` are ``(segment_key, num_tokens)`` pieces (see ``twin.core.request``) covering exactly
     ``num_prompt_tokens``; keys are tuples of str/int, so they hash the same in every process.
     ``turn`` counts from 0; ``session_id`` is None for single-turn requests.
     """
@@ -28,8 +28,8 @@ class RequestSpec:
     turn: int = 0
 
     def make_request(self, **kwargs):
-        """A fresh ``twin.request.Request`` for this spec (extra keyword arguments are passed on)."""
-        from twin.request import Request
+        """A fresh ``twin.core.request.Request`` for this spec (extra keyword arguments are passed on)."""
+        from twin.core.request import Request
 
         return Request(
             self.request_id, self.arrival_s, self.num_prompt_tokens, self.output_tokens,

@@ -1,0 +1,148 @@
+"""``twin calibrate``: measure the real torch engine on this machine and write a calibrated cost profile.
+
+torch is imported only when the command runs, so the rest of the twin never needs it. Registered in
+``twin.cli.main`` with ``main.add_command(calibrate)``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import twin.cost.profile  # noqa: F401  (registers the "profile" cost-model kind)
+from twin.errors import TwinInputError
+from twin.cli.console import console, err_console
+
+
+
+def _fmt_ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3g}"
+
+
+def _metrics_table(fit: Any) -> Table:
+    table = Table(title="Fit quality (measured vs fitted step time)")
+    for col in ("set", "steps", "MAPE %", "median APE %", "p90 APE %", "p90 |error| ms", "bias %"):
+        table.add_column(col, justify="right" if col != "set" else "left")
+    rows = [("held-out", fit.metrics["test"]), ("training", fit.metrics["train"])]
+    rows += [(f"  {kind}", m) for kind, m in fit.metrics["all_by_kind"].items()]
+    for name, m in rows:
+        if not m.get("n"):
+            continue
+        table.add_row(name, str(m["n"]), f"{m['mape_pct']:.1f}", f"{m['median_ape_pct']:.1f}",
+                      f"{m['p90_ape_pct']:.1f}", _fmt_ms(m["p90_abs_error_s"]), f"{m['bias_pct']:+.1f}")
+    return table
+
+
+def _coef_table(fit: Any) -> Table:
+    from twin.cost.profile import FEATURE_NAMES, FEATURE_UNITS
+
+    table = Table(title=f"Coefficients (knee at {fit.knee_tokens:g} tokens)")
+    table.add_column("term")
+    table.add_column("coefficient", justify="right")
+    table.add_column("unit")
+    table.add_column("fitted range", justify="right")
+    for name in FEATURE_NAMES:
+        rng = fit.range.get(name)
+        shown = f"{rng[0]:.4g} .. {rng[1]:.4g}" if rng else ""
+        table.add_row(name, f"{fit.coefficients[name]:.4g}", FEATURE_UNITS[name], shown)
+    return table
+
+
+def _read_plan(path: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise TwinInputError(f"--plan {path}: cannot read file ({e.strerror or e})") from None
+    except json.JSONDecodeError as e:
+        raise TwinInputError(f"--plan {path} line {e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(doc, dict):
+        raise TwinInputError(f"--plan {path}: expected a JSON object of plan fields")
+    return doc
+
+
+@click.command()
+@click.option("--model", "-m", default="tiny-llama", show_default=True,
+              help="Catalog model name or a Hugging Face config.json (random weights of that shape).")
+@click.option("--device", "-d", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="auto: cuda when available, else cpu.")
+@click.option("--dtype", type=click.Choice(["auto", "fp32", "bf16", "fp16"]), default="auto", show_default=True,
+              help="auto: bf16 on cuda, fp32 on cpu.")
+@click.option("--budget", "budget_s", type=click.FloatRange(min=0.5), default=None,
+              help="Seconds of measurement (default 300; 45 with --quick). Points are ordered coarse to fine, "
+                   "so any budget covers the whole range.")
+@click.option("--quick", is_flag=True, help="Thinner grids and a short budget: about a minute on a CPU.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Profile JSON to write (default ./<model>-<device>.json); the raw samples go beside it as "
+                   "<name>.samples.json.")
+@click.option("--samples-out", type=click.Path(dir_okay=False), default=None, help="Where to write the raw samples.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="torch CPU threads (default: torch's choice). 1 gives steadier timings on a shared machine.")
+@click.option("--max-pool-gib", type=click.FloatRange(min=0.001), default=None,
+              help="Cap on the KV cache allocated for profiling (default: what the sweeps need; on a GPU at most "
+                   "45% of the memory left after the weights).")
+@click.option("--plan", "plan_path", type=click.Path(dir_okay=False), default=None,
+              help="JSON object of sweep-plan fields to override (e.g. {\"decode_batches\": [1, 8, 64]}); see "
+                   "calibration.profiler.SweepPlan.")
+@click.option("--no-replay", is_flag=True, help="Skip the served-workload replay (sweeps only).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the weights, random points, split.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def calibrate(model: str, device: str, dtype: str, budget_s: float | None, quick: bool, output: str | None,
+              samples_out: str | None, threads: int | None, max_pool_gib: float | None, plan_path: str | None,
+              no_replay: bool, seed: int, quiet: bool) -> None:
+    """Measure the real engine (paged KV, batched prefill and decode, driven by the twin's scheduler) on this
+    machine, fit a per-step cost model and write it as a profile for ``cost_model: {kind: profile}``."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise TwinInputError("twin calibrate needs torch: pip install 'llm-serving-twin[calibration]'") from None
+    from calibration.calibrate import calibrate as run_calibration
+    from calibration.fit import summarize
+
+    if output is not None and not Path(output).resolve().parent.exists():
+        raise TwinInputError(f"--output {output}: folder {Path(output).parent} does not exist")
+    overrides = _read_plan(plan_path) if plan_path else None
+    t0 = time.perf_counter()
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                        TimeElapsedColumn(), console=err_console, disable=quiet or not err_console.is_terminal,
+                        transient=True)
+    with progress:
+        task = progress.add_task("building the model", total=1.0)
+
+        def on_progress(fraction: float, label: str) -> None:
+            progress.update(task, completed=fraction, description=f"calibrating: {label}")
+
+        try:
+            result = run_calibration(model, device=device, dtype=dtype, budget_s=budget_s, quick=quick,
+                                     output=output, samples_output=samples_out, threads=threads, seed=seed,
+                                     replay=not no_replay, max_pool_gib=max_pool_gib, plan_overrides=overrides,
+                                     progress=on_progress)
+        except ValueError as exc:   # bad options the engine or the fit refused (TwinInputError is one too)
+            raise TwinInputError(str(exc).splitlines()[0]) from None
+    fit = result.fit
+    env = result.run.environment
+    console.print(f"calibrated {result.model.name} on {env['device_name']} ({env['device_type']}, {env['dtype']}, "
+                  f"{env['threads']} thread(s), torch {env['torch']}): {len(result.run.samples)} steps measured "
+                  f"in {result.run.wall_s:.1f} s", highlight=False, soft_wrap=True)
+    for note in result.run.notes:
+        console.print(f"note: {note}", highlight=False, soft_wrap=True)
+    console.print(_metrics_table(fit))
+    console.print(_coef_table(fit))
+    noise = fit.metrics.get("timing_noise_pct")
+    if noise is not None and noise > 10:
+        hint = "an idle machine or a longer --budget" if env["threads"] == 1 else \
+            "--threads 1, an idle machine or a longer --budget"
+        console.print(f"[yellow]warning:[/] timing noise is high (median interquartile spread {noise:.0f}% of a "
+                      f"step); the machine is busy. Try {hint}.", highlight=False, soft_wrap=True)
+    console.print(summarize(fit), highlight=False)
+    console.print(f"wrote {result.profile_path} and {result.samples_path} ({time.perf_counter() - t0:.1f} s in all)",
+                  highlight=False, soft_wrap=True)
+    console.print(f"use it with: cost_model: {{kind: profile, profile: {result.profile_path}}}", highlight=False,
+                  soft_wrap=True)
+    sys.stdout.flush()

@@ -1,0 +1,267 @@
+"""The ``twin`` command line: run scenarios, compare variants, list what is catalogued."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from twin.errors import TwinInputError
+
+from twin.cli.console import console, err_console
+
+
+class TwinGroup(click.Group):
+    """Bad input becomes one line on stderr and exit status 2, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TwinInputError as exc:
+            # escape: messages carry brackets ("[variant x]", "[and 2 more problems]") that are not markup
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            sys.exit(2)
+
+
+@click.group(cls=TwinGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="llm-serving-twin", prog_name="twin")
+def main() -> None:
+    """A digital twin of an LLM inference server: predict throughput, TTFT, TPOT, ITL, goodput and cache
+    behaviour of a vLLM-style server before a change reaches production."""
+
+
+def _progress(enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                    TimeElapsedColumn(), console=err_console, disable=not enabled, transient=True)
+
+
+def _run_variants(scenario_path: str, variants: list[str], sets: tuple[str, ...], seed: int | None,
+                  replications: int | None, show_progress: bool):
+    from twin.sim.build import metrics_of, resolve_for_run, run_body
+    from twin.results.metrics import replicate_summary
+    from twin.scenario import load_scenario, parse_set_options
+
+    scenario = load_scenario(scenario_path)
+    overrides = parse_set_options(sets)
+    if seed is not None:
+        overrides["seed"] = seed
+    if replications is not None:
+        overrides["replications"] = replications
+    names = variants or ["baseline"]
+    bodies = {name: scenario.body(name, overrides) for name in names}
+    deployments = {}
+    for name, body in bodies.items():
+        try:
+            deployments[name] = resolve_for_run(body, scenario.base_dir)
+        except TwinInputError as exc:  # say which file and variant the deployment came from
+            where = scenario.source if name == "baseline" else f"{scenario.source} [variant {name}]"
+            raise TwinInputError(f"{where}: {exc}") from None
+    runs: dict[str, dict[str, Any]] = {}
+    with _progress(show_progress) as progress:
+        for name, body in bodies.items():
+            reps = []
+            for r in range(body.replications):
+                label = name if body.replications == 1 else f"{name} (replication {r + 1}/{body.replications})"
+                task = progress.add_task(label, total=1.0)
+                result = run_body(body, scenario.base_dir, replication=r, deployment=deployments[name],
+                                  progress=lambda f, t=task: progress.update(t, completed=f))
+                progress.update(task, completed=1.0)
+                reps.append((result, metrics_of(result, body)))
+            summary = replicate_summary([m for _, m in reps]) if len(reps) > 1 else None
+            runs[name] = {"body": body, "deployment": deployments[name], "replications": reps,
+                          "ci": summary}
+    return scenario, runs
+
+
+def _headline(name: str, run: dict[str, Any]) -> str:
+    """One line per run; a mixed cluster adds one indented line per replica group."""
+    dep = run["deployment"]
+    body = run["body"]
+    if body.deployment.groups is not None:  # a ClusterDeployment
+        lines = [f"{name}: {body.deployment.model} on {dep.num_replicas} replicas in {len(dep.groups)} "
+                 f"group{'s' if len(dep.groups) > 1 else ''}, {body.deployment.router} router"]
+        for i, (g, gb, d) in enumerate(zip(dep.groups, dep.bodies, dep.deployments)):
+            lines.append(f"  {g.name or f'group {i}'}: " + _deployment_line(gb, d) +
+                         (f" | weight {g.weight:g}" if g.weight != 1 else ""))
+        return "\n".join(lines)
+    return f"{name}: {body.deployment.model} on " + _deployment_line(body, dep)
+
+
+def _deployment_line(body: Any, dep: Any) -> str:
+    sc = dep.scheduler_config
+    return (f"{body.deployment.replicas}x{body.deployment.tensor_parallel_size}"
+            f" {dep.gpu.name} | {sc.scheduler} max_num_seqs={sc.max_num_seqs} "
+            f"max_num_batched_tokens={sc.max_num_batched_tokens} prefix_caching={'on' if sc.enable_prefix_caching else 'off'}"
+            f" | KV pool {dep.kv_pool.capacity_tokens:,} tokens")
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--variant", "-v", "variants", multiple=True, help="Variant to run (repeatable; default baseline).")
+@click.option("--all-variants", is_flag=True, help="Run the baseline and every variant, side by side.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="Override a scenario field, e.g. --set server.max_num_seqs=4 (repeatable).")
+@click.option("--seed", type=int, help="Override the scenario's seed.")
+@click.option("--replications", type=click.IntRange(1, 1000), help="Independent replications (seeds seed..seed+n-1).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results in the vllm bench serve JSON schema.")
+@click.option("--requests-out", type=click.Path(dir_okay=False), help="Per-request table (.csv or .parquet).")
+@click.option("--steps-out", type=click.Path(dir_okay=False), help="Per-step table (.csv or .parquet).")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def run(scenario: str, variants: tuple[str, ...], all_variants: bool, sets: tuple[str, ...], seed: int | None,
+        replications: int | None, json_path: str | None, requests_out: str | None, steps_out: str | None,
+        quiet: bool) -> None:
+    """Simulate SCENARIO (a YAML file, or the name of a bundled scenario) and print its metrics."""
+    from twin.scenario import load_scenario
+
+    names = list(variants)
+    if all_variants:
+        names = load_scenario(scenario).names()
+    _, runs = _run_variants(scenario, names, sets, seed, replications, not quiet and console.is_terminal)
+    _report(runs, json_path, requests_out, steps_out)
+
+
+@main.command()
+@click.argument("scenario")
+@click.option("--variants", "variant_list", help="Comma-separated variants (default: all of them).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a field in every variant.")
+@click.option("--seed", type=int, help="Override the scenario's seed.")
+@click.option("--replications", type=click.IntRange(1, 1000), help="Independent replications per variant.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write all results as one JSON file.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def compare(scenario: str, variant_list: str | None, sets: tuple[str, ...], seed: int | None,
+            replications: int | None, json_path: str | None, quiet: bool) -> None:
+    """Run the baseline and variants of SCENARIO and show them side by side with deltas."""
+    from twin.scenario import load_scenario
+
+    names = load_scenario(scenario).names()
+    if variant_list:
+        wanted = [v.strip() for v in variant_list.split(",") if v.strip()]
+        names = ["baseline"] + [v for v in wanted if v != "baseline"]
+    _, runs = _run_variants(scenario, names, sets, seed, replications, not quiet and console.is_terminal)
+    _report(runs, json_path, None, None)
+
+
+def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out: str | None,
+            steps_out: str | None) -> None:
+    from twin.results.export import dumps, to_bench_serve_json, write_table
+    from twin.results.report import render_comparison, render_summary
+
+    for name, run in runs.items():
+        console.print(_headline(name, run), highlight=False, soft_wrap=True)
+    if len(runs) == 1:
+        (name, run), = runs.items()
+        result, metrics = run["replications"][0]
+        render_summary(metrics, title=name, console=console)
+        if (result.num_replicas or 1) > 1:
+            _print_per_replica(result, run["body"])
+        if run["ci"]:
+            _print_ci(run["ci"])
+    else:
+        render_comparison({name: run["replications"][0][1] for name, run in runs.items()},
+                          baseline=next(iter(runs)), console=console)
+    if json_path:
+        payload: dict[str, Any]
+        docs = {}
+        for name, run in runs.items():
+            body = run["body"]
+            result = run["replications"][0][0]
+            window = (body.warmup_s, None) if body.warmup_s > 0 else None
+            doc = to_bench_serve_json(result, body.slo.as_dict() or None, window=window)
+            if run["ci"]:
+                doc["twin"]["replications"] = run["ci"]
+            docs[name] = doc
+        payload = next(iter(docs.values())) if len(docs) == 1 else {"variants": docs}
+        path = Path(json_path)
+        if not path.parent.exists():
+            raise TwinInputError(f"--json {json_path}: folder {path.parent} does not exist")
+        path.write_text(dumps(payload) + "\n", encoding="utf-8")
+        console.print(f"wrote {json_path}", highlight=False)
+    if requests_out or steps_out:
+        result = next(iter(runs.values()))["replications"][0][0]
+        if requests_out:
+            write_table(result.requests_frame(), requests_out)
+            console.print(f"wrote {requests_out}", highlight=False)
+        if steps_out:
+            write_table(result.steps_frame(), steps_out)
+            console.print(f"wrote {steps_out}", highlight=False)
+
+
+def _print_per_replica(result: Any, body: Any) -> None:
+    """The per-replica table of a multi-replica run (the first replication) and its load imbalance."""
+    from twin.sim.cluster import load_imbalance, per_replica_metrics
+    from twin.results.report import render_per_replica
+
+    window = (body.warmup_s, None) if body.warmup_s > 0 else None
+    rows = per_replica_metrics(result, slo=body.slo.as_dict() or None, window=window)
+    render_per_replica(rows, load_imbalance(rows), console=console)
+
+
+def _print_ci(ci: dict[str, Any]) -> None:
+    table = Table(title="Replications: mean ± 95% half-width", show_header=True)
+    table.add_column("metric")
+    table.add_column("mean", justify="right")
+    table.add_column("± half-width", justify="right")
+    for key in ("request_throughput", "output_throughput", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
+                "p99_tpot_ms", "p99_e2el_ms"):
+        entry = ci.get(key)
+        if entry and entry.get("mean") is not None:
+            hw = entry.get("half_width")
+            table.add_row(key, f"{entry['mean']:.4g}", "-" if hw is None else f"{hw:.3g}")
+    console.print(table)
+
+
+@main.command(name="list")
+@click.argument("what", type=click.Choice(["scenarios", "gpus", "models", "all"]), default="all")
+def list_cmd(what: str) -> None:
+    """List bundled scenarios, catalogued GPUs and models."""
+    from twin.hardware.catalog import list_gpus, list_models
+    from twin.scenario import list_scenarios, load_scenario
+
+    if what in ("scenarios", "all"):
+        table = Table(title="Scenarios")
+        table.add_column("name")
+        table.add_column("variants")
+        table.add_column("description")
+        for path in list_scenarios():
+            try:
+                sc = load_scenario(path)
+                table.add_row(path.stem, ", ".join(sc.names()[1:]), str(sc.baseline_data.get("description", "")))
+            except TwinInputError as exc:
+                table.add_row(path.stem, "", f"[red]invalid: {exc}[/]")
+        console.print(table)
+    if what in ("gpus", "all"):
+        table = Table(title="GPUs")
+        for col in ("name", "bf16 TFLOP/s", "bandwidth TB/s", "memory GiB", "interconnect"):
+            table.add_column(col)
+        for g in list_gpus():
+            table.add_row(g.name, f"{g.flops('bf16') / 1e12:.0f}", f"{g.memory_bandwidth_bytes_per_s / 1e12:.3g}",
+                          f"{g.memory_gib:.0f}", g.interconnect)
+        console.print(table)
+    if what in ("models", "all"):
+        table = Table(title="Models")
+        for col in ("name", "params (B)", "layers", "hidden", "heads/kv", "KV KiB/token (bf16)", "max len"):
+            table.add_column(col)
+        for m in list_models():
+            table.add_row(m.name, f"{m.num_params / 1e9:.2f}", str(m.num_hidden_layers), str(m.hidden_size),
+                          f"{m.num_attention_heads}/{m.num_key_value_heads}",
+                          f"{m.kv_bytes_per_token('bf16') / 1024:.0f}", str(m.max_position_embeddings))
+        console.print(table)
+
+
+# the other commands live in their own modules
+from twin.cli.calibrate import calibrate  # noqa: E402
+from twin.cli.plan import plan, sweep  # noqa: E402
+from twin.cli.protocol import diagnose, protocol  # noqa: E402
+from twin.cli.validate import validate  # noqa: E402
+
+for _command in (calibrate, validate, plan, sweep, protocol, diagnose):
+    main.add_command(_command)
+
+
+if __name__ == "__main__":
+    main()

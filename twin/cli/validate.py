@@ -1,0 +1,119 @@
+"""``twin validate``: check the twin's predictions against measurements, from the calibration engine or from a
+``vllm bench serve`` result file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from twin.errors import TwinInputError
+from twin.cli.console import console
+
+
+
+@click.command()
+@click.argument("scenario")
+@click.option("--variant", "-v", default="baseline", help="Variant of SCENARIO to validate.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field (repeatable).")
+@click.option("--profile", type=click.Path(exists=True, dir_okay=False),
+              help="Calibrated profile JSON (sets cost_model to kind: profile).")
+@click.option("--bench-json", type=click.Path(exists=True, dir_okay=False),
+              help="A vllm bench serve result (--save-result --save-detailed) measured on a real server "
+                   "configured as SCENARIO's deployment and server; the twin replays its requests.")
+@click.option("--device", default="cpu", show_default=True, help="Engine device for a real run (cpu or cuda).")
+@click.option("--dtype", default="auto", show_default=True, help="Engine dtype (fp32, bf16, fp16; auto: fp32 on CPU).")
+@click.option("--max-kv-blocks", type=click.IntRange(16), default=4096, show_default=True,
+              help="Cap on the engine's KV pool (the twin gets the same pool).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the comparison as JSON.")
+@click.option("--measured-json", type=click.Path(dir_okay=False),
+              help="Also write the engine's measurements as a vllm bench serve result file.")
+def validate(scenario: str, variant: str, sets: tuple[str, ...], profile: str | None, bench_json: str | None,
+             device: str, dtype: str, max_kv_blocks: int, json_path: str | None, measured_json: str | None) -> None:
+    """Run SCENARIO for real on the calibration engine and in the twin, and report the twin's error per metric
+    (or, with --bench-json, against a real server's measurements)."""
+    from twin.scenario import load_scenario, parse_set_options
+
+    sc = load_scenario(scenario)
+    overrides = parse_set_options(sets)
+    if profile:
+        overrides.setdefault("cost_model", {}).update({"kind": "profile", "profile": str(Path(profile).resolve())})
+    body = sc.body(variant, overrides)
+    from twin.sim.build import require_single_deployment
+
+    require_single_deployment(body, "twin validate", sc.source)
+    if bench_json:
+        report = _validate_bench(body, sc.base_dir, Path(bench_json))
+    else:
+        report = _validate_engine(body, sc.base_dir, device, dtype, max_kv_blocks, measured_json)
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
+        console.print(f"wrote {json_path}", highlight=False)
+
+
+def _validate_engine(body, base_dir, device: str, dtype: str, max_kv_blocks: int,
+                     measured_json: str | None) -> dict[str, Any]:
+    try:
+        from calibration.validation_run import validate_body
+    except ImportError as exc:  # torch missing
+        raise TwinInputError(f"validating against the engine needs torch ({exc.name} is not installed): "
+                             f"pip install -e '.[calibration]'") from None
+    console.print(f"serving {body.name} for real on {device} (this takes the workload's wall-clock time)...",
+                  highlight=False)
+    run = validate_body(body, base_dir, device=device, dtype=dtype, max_kv_blocks=max_kv_blocks)
+    if measured_json:
+        from twin.results.export import write_json
+
+        write_json(run.measured, measured_json, slo=body.slo.as_dict() or None)
+        console.print(f"wrote the engine's measurements to {measured_json}", highlight=False)
+    print_comparison(run.comparison.rows, f"{body.name}: engine (measured) vs twin (predicted)")
+    if run.residuals:
+        r = run.residuals
+        console.print(f"step time: {r['steps']} steps, measured mean {r['mean_measured_ms']:.2f} ms, predicted "
+                      f"{r['mean_predicted_ms']:.2f} ms, MAPE {r['mape']:.1%}, p90 |error| "
+                      f"{r['p90_abs_error_ms']:.2f} ms", highlight=False)
+    for key, (a, b) in run.scheduling.items():
+        console.print(f"scheduling {key}: engine {a}, twin {b}", highlight=False)
+    for note in run.comparison.notes:
+        console.print(f"note: {note}", highlight=False)
+    return run.as_dict()
+
+
+def _validate_bench(body, base_dir, path: Path) -> dict[str, Any]:
+    from calibration.validate import compare_metrics, metrics_from_bench_json, specs_from_bench_json
+    from twin.sim.build import metrics_of, resolve_deployment
+    from twin.sim.simulate import simulate
+    from twin.sim.build import make_router
+    from twin.core.schedulers import make_scheduler
+
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise TwinInputError(f"{path}: not a readable JSON file ({exc})") from None
+    if not isinstance(doc, dict):
+        raise TwinInputError(f"{path}: expected a JSON object (a vllm bench serve result)")
+    specs = specs_from_bench_json(doc, str(path))
+    dep = resolve_deployment(body, base_dir)
+    result = simulate(specs, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
+                      lambda i: dep.cost_model_factory(), num_replicas=body.deployment.replicas,
+                      router=make_router(body.deployment.router))
+    predicted = metrics_of(result, body)
+    cmp = compare_metrics(metrics_from_bench_json(doc), predicted)
+    print_comparison(cmp.rows, f"{path.name} (measured) vs twin (predicted), {len(specs)} requests")
+    return {"bench_json": str(path), "comparison": cmp.as_dict()}
+
+
+def print_comparison(rows, title: str) -> None:
+    table = Table(title=title)
+    for col in ("metric", "measured", "predicted", "error"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for metric, measured, predicted, err in rows:
+        table.add_row(metric, _fmt(measured), _fmt(predicted), "-" if err is None else f"{err:+.1%}")
+    console.print(table)
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"

@@ -1,0 +1,139 @@
+"""vLLM V1's KV cache manager for one full-attention group: prefix lookup, slot allocation, block registration
+and release, and the prefix-cache counters."""
+
+from __future__ import annotations
+
+from twin.core.block_pool import BlockPool, KVCacheBlock
+from twin.core.request import Request
+
+
+class KVCacheManager:
+    def __init__(self, num_gpu_blocks: int, block_size: int, *, enable_caching: bool = True,
+                 max_model_len: int = 1 << 30, reserve_null_block: bool = True,
+                 free_unhashed_to_head: bool = False) -> None:
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        self.block_size = block_size
+        self.enable_caching = enable_caching
+        self.max_model_len = max_model_len
+        self.block_pool = BlockPool(num_gpu_blocks, enable_caching, reserve_null_block=reserve_null_block,
+                                    free_unhashed_to_head=free_unhashed_to_head)
+        self.req_to_blocks: dict[object, list[KVCacheBlock]] = {}
+        self.num_cached_blocks: dict[object, int] = {}
+        # prefix-cache counters over every lookup (first admissions and resumptions alike)
+        self.num_lookups = 0
+        self.num_query_tokens = 0
+        self.num_hit_tokens = 0
+
+    @property
+    def usage(self) -> float:
+        return self.block_pool.get_usage()
+
+    def get_block_ids(self, request_id: object) -> list[int]:
+        return [b.block_id for b in self.req_to_blocks.get(request_id, ())]
+
+    def get_blocks(self, request_id: object) -> list[KVCacheBlock]:
+        return self.req_to_blocks.get(request_id, [])
+
+    # ---- hashes ---------------------------------------------------------------------------------------
+    def _ensure_block_hashes(self, request: Request, num_blocks: int) -> list[int]:
+        """Extend ``request.block_hashes`` to ``num_blocks`` full blocks (hashes are computed lazily)."""
+        hashes = request.block_hashes
+        bs = self.block_size
+        n = len(hashes)
+        if n < num_blocks:
+            parent = hashes[-1] if hashes else None
+            identity = request.prefix_identity
+            for i in range(n, num_blocks):
+                parent = identity((i + 1) * bs, bs, parent)
+                hashes.append(parent)
+        return hashes
+
+    # ---- lookup ---------------------------------------------------------------------------------------
+    def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
+        """The longest cached block-aligned prefix, at most ``num_tokens - 1`` tokens (the last token is
+        always recomputed to produce logits)."""
+        if not self.enable_caching:
+            return [], 0
+        num_tokens = request.num_prompt_tokens + request.num_output_tokens
+        max_hit_blocks = (num_tokens - 1) // self.block_size
+        hashes = self._ensure_block_hashes(request, max_hit_blocks)
+        lookup = self.block_pool.cached_block_hash_to_block.get
+        hit: list[KVCacheBlock] = []
+        for i in range(max_hit_blocks):
+            block = lookup(hashes[i])
+            if block is None:
+                break
+            hit.append(block)
+        num_hit_tokens = len(hit) * self.block_size
+        self.num_lookups += 1
+        self.num_query_tokens += num_tokens
+        self.num_hit_tokens += num_hit_tokens
+        return hit, num_hit_tokens
+
+    # ---- allocation -----------------------------------------------------------------------------------
+    def can_fit(self, num_tokens: int) -> bool:
+        """Whether ``num_tokens`` tokens could ever be held by one request in this pool."""
+        return -(-num_tokens // self.block_size) <= self.block_pool.num_usable_blocks
+
+    def allocate_slots(self, request: Request, num_new_tokens: int, num_new_computed_tokens: int = 0,
+                       new_computed_blocks: list[KVCacheBlock] | None = None,
+                       num_lookahead_tokens: int = 0, reserve_blocks: int = 0) -> list[KVCacheBlock] | None:
+        """Slots for ``num_new_tokens`` more tokens (after ``num_new_computed_tokens`` prefix-hit tokens held
+        in ``new_computed_blocks``). Returns the newly allocated blocks, or None, allocating nothing, when the
+        free queue cannot cover them plus ``reserve_blocks`` (an admission watermark)."""
+        pool = self.block_pool
+        rid = request.request_id
+        req_blocks = self.req_to_blocks.get(rid)
+        if req_blocks is None:
+            req_blocks = self.req_to_blocks[rid] = []
+            self.num_cached_blocks[rid] = 0
+        num_computed = request.num_computed_tokens + num_new_computed_tokens
+        num_need_slots = min(num_computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
+        num_required = -(-num_need_slots // self.block_size)
+        num_hit = len(new_computed_blocks) if new_computed_blocks else 0
+        num_new_blocks = num_required - len(req_blocks) - num_hit
+        # hit blocks that are idle sit in the free queue: taking them uses free capacity too
+        num_evictable_hits = 0
+        if num_hit:
+            for block in new_computed_blocks:
+                if block.ref_cnt == 0 and not block.is_null:
+                    num_evictable_hits += 1
+        if num_new_blocks + num_evictable_hits + reserve_blocks > pool.free_block_queue.num_free_blocks:
+            return None
+        if num_hit:
+            pool.touch(new_computed_blocks)
+            req_blocks.extend(new_computed_blocks)
+        new_blocks = pool.get_new_blocks(num_new_blocks) if num_new_blocks > 0 else []
+        if new_blocks:
+            req_blocks.extend(new_blocks)
+        if self.enable_caching:
+            # draft tokens are never cached: cap at the request's real tokens
+            num_tokens = request.num_prompt_tokens + request.num_output_tokens
+            self._cache_full_blocks(request, req_blocks, min(num_computed + num_new_tokens, num_tokens))
+        return new_blocks
+
+    def _cache_full_blocks(self, request: Request, req_blocks: list[KVCacheBlock], num_tokens: int) -> None:
+        rid = request.request_id
+        num_full = num_tokens // self.block_size
+        num_cached = self.num_cached_blocks[rid]
+        if num_full <= num_cached:
+            return
+        hashes = self._ensure_block_hashes(request, num_full)
+        cache_block = self.block_pool.cache_block
+        for i in range(num_cached, num_full):
+            block = req_blocks[i]
+            if block.block_hash is None:  # a prefix hit is already registered
+                cache_block(block, hashes[i])
+        self.num_cached_blocks[rid] = num_full
+
+    def free(self, request: Request) -> None:
+        """Release a finished or preempted request's blocks, last block first (evicted first later)."""
+        blocks = self.req_to_blocks.pop(request.request_id, None)
+        self.num_cached_blocks.pop(request.request_id, None)
+        if blocks:
+            self.block_pool.free_blocks(reversed(blocks))
+
+    @property
+    def hit_rate(self) -> float:
+        return self.num_hit_tokens / self.num_query_tokens if self.num_query_tokens else 0.0

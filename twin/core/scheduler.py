@@ -1,0 +1,121 @@
+"""vLLM V1's continuous-batching scheduler.
+
+No prefill or decode phases: each step hands out tokens so that every request's ``num_computed_tokens``
+catches up with its ``num_tokens_with_spec``, running requests first, then waiting ones (only when nothing was
+preempted this step), within ``max_num_batched_tokens`` and ``max_num_seqs``.
+"""
+
+from __future__ import annotations
+
+from twin.core.request import Request
+from twin.core.scheduler_base import SchedulerBase
+from twin.core.scheduler_output import SchedulerOutput
+
+
+class Scheduler(SchedulerBase):
+    def schedule(self, now_s: float | None = None) -> SchedulerOutput:
+        cfg = self.config
+        kv = self.kv_cache_manager
+        allocate = kv.allocate_slots
+        out = self._new_output()
+        token_budget = cfg.max_num_batched_tokens
+        threshold = cfg.long_prefill_token_threshold
+        max_model_len = self.max_model_len
+        lookahead = cfg.num_lookahead_tokens
+        by_priority = cfg.policy == "priority"
+
+        sched_reqs: list[Request] = []
+        sched_tokens: list[int] = []
+        preempted: list[Request] = []
+
+        # A. running requests, in admission order
+        running = self.running
+        i = 0
+        while i < len(running) and token_budget > 0:
+            req = running[i]
+            computed = req.num_computed_tokens
+            n = req.num_prompt_tokens + req.num_output_tokens + req.num_spec_tokens - computed
+            if 0 < threshold < n:
+                n = threshold
+            if n > token_budget:
+                n = token_budget
+            if n > max_model_len - 1 - computed:
+                n = max_model_len - 1 - computed
+            if n <= 0:
+                i += 1
+                continue
+            scheduled = True
+            while allocate(req, n, num_lookahead_tokens=lookahead) is None:
+                if by_priority:
+                    # ties (equal priority and arrival time, common in traces) go to the most recently
+                    # admitted, as under FCFS; taking the first would let a request preempt itself forever
+                    victim = max(reversed(running), key=_priority_key)
+                    vi = running.index(victim)
+                    del running[vi]
+                    if vi < i:
+                        i -= 1
+                    if victim in sched_reqs:
+                        j = sched_reqs.index(victim)
+                        del sched_reqs[j]
+                        token_budget += sched_tokens.pop(j)
+                else:
+                    victim = running.pop()
+                self._preempt(victim)
+                preempted.append(victim)
+                if victim is req:
+                    scheduled = False
+                    break
+            if not scheduled:
+                break
+            if req.num_spec_tokens:
+                # the budget may cut the drafts: verify only those scheduled
+                num_spec = n + computed - req.num_prompt_tokens - req.num_output_tokens
+                req.num_spec_tokens = num_spec if num_spec > 0 else 0
+            sched_reqs.append(req)
+            sched_tokens.append(n)
+            token_budget -= n
+            i += 1
+
+        # B. waiting requests, only if nothing was preempted in this step
+        if not preempted:
+            waiting = self.waiting
+            max_seqs = cfg.max_num_seqs
+            chunked = cfg.enable_chunked_prefill
+            reserve = int(cfg.admission_watermark * kv.block_pool.num_usable_blocks)
+            while waiting and token_budget > 0 and len(running) < max_seqs:
+                req = waiting.peek()
+                if req.num_computed_tokens == 0:
+                    hit_blocks, num_hit = kv.get_computed_blocks(req)
+                else:
+                    hit_blocks, num_hit = [], req.num_computed_tokens
+                n = req.num_prompt_tokens + req.num_output_tokens - num_hit
+                if 0 < threshold < n:
+                    n = threshold
+                if n > token_budget:
+                    if not chunked:
+                        break  # head-of-line: the whole prompt must fit this step
+                    n = token_budget
+                if allocate(req, n, num_hit, hit_blocks, lookahead, reserve) is None:
+                    break
+                self._admit(req, num_hit, out)
+                sched_reqs.append(req)
+                sched_tokens.append(n)
+                token_budget -= n
+
+        # computed tokens advance at schedule time, before the forward pass
+        before = [0] * len(sched_reqs)
+        spec = [0] * len(sched_reqs)
+        for j, req in enumerate(sched_reqs):
+            before[j] = req.num_computed_tokens
+            spec[j] = req.num_spec_tokens
+            req.num_computed_tokens += sched_tokens[j]
+        out.requests = sched_reqs
+        out.num_new_tokens = sched_tokens
+        out.num_computed_before = before
+        out.num_spec_tokens = spec
+        out.preempted = preempted
+        return self._finish_output(out)
+
+
+def _priority_key(req: Request) -> tuple[int, float]:
+    return (req.priority, req.arrival_time_s)

@@ -1,0 +1,178 @@
+"""What every scheduler shares: admission checks and rejection, the queues, and ``update_from_output``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from twin.core.kv_cache_manager import KVCacheManager
+from twin.core.request import Request, RequestStatus
+from twin.core.request_queue import make_queue
+from twin.core.scheduler_config import SchedulerConfig
+from twin.core.scheduler_output import SchedulerOutput, StepResult
+
+
+class SchedulerBase:
+    def __init__(self, config: SchedulerConfig, num_gpu_blocks: int) -> None:
+        self.config = config
+        self.block_size = config.block_size
+        self.max_model_len = config.max_model_len
+        self.kv_cache_manager = KVCacheManager(
+            num_gpu_blocks, config.block_size, enable_caching=config.enable_prefix_caching,
+            max_model_len=config.max_model_len, reserve_null_block=config.reserve_null_block,
+            free_unhashed_to_head=config.free_unhashed_blocks_to_head)
+        self.waiting = make_queue(config.policy)
+        self.running: list[Request] = []
+        self.step_index = 0
+        self.num_preemptions = 0
+        self.num_finished = 0
+        self.rejected: list[Request] = []
+        self._rejected_unreported: list[Request] = []
+
+    # ---- admission ------------------------------------------------------------------------------------
+    def reject_reason(self, request: Request) -> str | None:
+        """Why a request can never be served here, or None. A real server refuses these up front."""
+        if request.num_prompt_tokens >= self.max_model_len:
+            return (f"prompt of {request.num_prompt_tokens} tokens leaves no room to generate within "
+                    f"max_model_len={self.max_model_len}")
+        peak_tokens = min(request.num_prompt_tokens + request.max_tokens, self.max_model_len)
+        peak_tokens += self.config.num_lookahead_tokens
+        if not self.kv_cache_manager.can_fit(peak_tokens):
+            usable = self.kv_cache_manager.block_pool.num_usable_blocks
+            return (f"needs {-(-peak_tokens // self.block_size)} KV blocks of {self.block_size} tokens at its "
+                    f"longest, the pool has {usable}")
+        if self.config.admission_watermark > 0 and self.config.scheduler != "static":
+            # admissions (and resumptions after preemption) must leave the watermark free: a request that
+            # could not be admitted even into an empty pool would block the queue head forever
+            usable = self.kv_cache_manager.block_pool.num_usable_blocks
+            reserve = int(self.config.admission_watermark * usable)
+            peak_blocks = -(-peak_tokens // self.block_size)
+            if peak_blocks + reserve > usable:
+                return (f"needs {peak_blocks} KV blocks of {self.block_size} tokens at its longest, the pool has "
+                        f"{usable} of which {reserve} are held back by the admission watermark")
+        return None
+
+    def add_request(self, request: Request) -> bool:
+        """Queue a request, or reject it (status FINISHED_REJECTED, reported in the next step's output)."""
+        reason = self.reject_reason(request)
+        if reason is not None:
+            request.status = RequestStatus.FINISHED_REJECTED
+            request.reject_reason = reason
+            self.rejected.append(request)
+            self._rejected_unreported.append(request)
+            return False
+        request.status = RequestStatus.WAITING
+        self.waiting.add(request)
+        return True
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.running) or bool(self.waiting)
+
+    def _new_output(self) -> SchedulerOutput:
+        out = SchedulerOutput(step_index=self.step_index)
+        self.step_index += 1
+        if self._rejected_unreported:
+            out.rejected = self._rejected_unreported
+            self._rejected_unreported = []
+        return out
+
+    def _finish_output(self, out: SchedulerOutput) -> SchedulerOutput:
+        out.total_num_scheduled_tokens = sum(out.num_new_tokens)
+        out.num_running_after = len(self.running)
+        out.num_waiting_after = len(self.waiting)
+        out.kv_usage = self.kv_cache_manager.usage
+        return out
+
+    def _admit(self, req: Request, num_hit: int, out: SchedulerOutput) -> None:
+        """Move the waiting queue's head to running, its prefix hit counted as computed."""
+        self.waiting.pop()
+        if req.status == RequestStatus.PREEMPTED:
+            out.num_resumed_requests += 1
+        out.num_new_requests += 1
+        req.status = RequestStatus.RUNNING
+        req.num_computed_tokens = num_hit
+        if req.num_cached_tokens < 0:
+            req.num_cached_tokens = num_hit
+        self.running.append(req)
+
+    def _allocate_or_preempt_newest(self, req: Request, n: int, preempted: list[Request],
+                                    num_lookahead_tokens: int = 0) -> bool:
+        """Slots for ``n`` tokens of a running request, preempting the newest running requests until they
+        fit; False when ``req`` itself had to go."""
+        allocate = self.kv_cache_manager.allocate_slots
+        while allocate(req, n, num_lookahead_tokens=num_lookahead_tokens) is None:
+            victim = self.running.pop()
+            self._on_preempt(victim)
+            self._preempt(victim)
+            preempted.append(victim)
+            if victim is req:
+                return False
+        return True
+
+    def _on_preempt(self, victim: Request) -> None:
+        """Hook for scheduler-specific bookkeeping before a victim is preempted."""
+
+    def _preempt(self, request: Request) -> None:
+        """Recompute preemption: free the blocks (they keep their hashes), restart, back to the queue head."""
+        self.kv_cache_manager.free(request)
+        request.status = RequestStatus.PREEMPTED
+        request.num_computed_tokens = 0
+        request.num_spec_tokens = 0
+        request.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.prepend(request)
+
+    # ---- after the forward pass -----------------------------------------------------------------------
+    def update_from_output(self, out: SchedulerOutput, num_generated: Sequence[int] | None = None,
+                           sampled_token_ids: Sequence[Sequence[int]] | None = None) -> StepResult:
+        """Apply what the step produced. ``num_generated[i]`` is the number of tokens the forward pass
+        produced for scheduled request i (1 + accepted drafts for a verification, 0 for a partial prefill);
+        ``sampled_token_ids`` gives real tokens instead. By default a request whose computed tokens caught up
+        with its tokens produces one token. Rejected drafts are rolled back from ``num_computed_tokens``."""
+        requests = out.requests
+        n_real = len(requests) - out.num_padding
+        num_emitted = [0] * len(requests)
+        accepted_spec = [0] * len(requests)
+        finished: list[Request] = []
+        max_model_len = self.max_model_len
+        spec = out.num_spec_tokens
+        for i in range(n_real):
+            req = requests[i]
+            if req.status != RequestStatus.RUNNING:
+                continue
+            if sampled_token_ids is not None:
+                gen = len(sampled_token_ids[i])
+            elif num_generated is not None:
+                gen = num_generated[i]
+            else:
+                gen = 1 if req.num_computed_tokens >= req.num_prompt_tokens + req.num_output_tokens else 0
+            num_spec = spec[i]
+            if num_spec:
+                accepted = gen - 1 if gen > 0 else 0
+                if accepted > num_spec:
+                    raise ValueError(f"request {req.request_id}: {accepted} drafts accepted of {num_spec}")
+                req.num_computed_tokens -= num_spec - accepted
+                req.num_spec_tokens = 0
+                accepted_spec[i] = accepted
+            if gen == 0:
+                continue
+            num_tokens = req.num_prompt_tokens + req.num_output_tokens
+            stop_at = req.target_output_tokens if req.target_output_tokens < req.max_tokens else req.max_tokens
+            emit = min(gen, stop_at - req.num_output_tokens, max_model_len - num_tokens)
+            if sampled_token_ids is not None:
+                req.append_output_tokens(emit, list(sampled_token_ids[i][:emit]))
+            else:
+                req.num_output_tokens += emit
+            num_emitted[i] = emit
+            if req.num_output_tokens >= stop_at or num_tokens + emit >= max_model_len:
+                if req.num_output_tokens >= req.target_output_tokens:
+                    req.status = RequestStatus.FINISHED_STOPPED
+                else:
+                    req.status = RequestStatus.FINISHED_LENGTH_CAPPED
+                finished.append(req)
+        if finished:
+            for req in finished:
+                self.kv_cache_manager.free(req)
+            done = set(id(r) for r in finished)
+            self.running = [r for r in self.running if id(r) not in done]
+            self.num_finished += len(finished)
+        return StepResult(num_emitted=num_emitted, finished=finished, num_accepted_spec=accepted_spec)

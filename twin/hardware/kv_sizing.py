@@ -1,0 +1,213 @@
+"""KV-pool sizing as vLLM derives it at start-up.
+
+vLLM profiles one dummy forward pass of `max_num_batched_tokens` tokens (and a sampler pass over `max_num_seqs`
+requests), then gives the KV cache what is left of `gpu_memory x gpu_memory_utilization` after the weights, the
+activation peak and non-torch memory:
+
+    available = memory x gpu_memory_utilization - weights per GPU - activation reserve - runtime reserve
+    num_gpu_blocks = floor(available / (block_size x KV bytes per token per GPU))
+
+The count includes block 0, the null block vLLM reserves, so requests can use num_gpu_blocks - 1 blocks.
+
+The twin cannot profile, so it estimates the two reserves (both are parameters, override them when you know
+better, e.g. from a vLLM start-up log):
+
+* activation reserve = max_num_batched_tokens x activation bytes x (2 x hidden + 3 x intermediate / tp)
+  (the MLP's live tensors at its peak: the residual and the normed input, gate_up's output and the activated
+  product), plus the sampler: max_num_seqs x vocab x 4 bytes x 3 (fp32 logits, probabilities and a sorted
+  copy for top-p/top-k).
+* runtime reserve: 1 GiB on a GPU (non-torch allocations: cuBLAS workspaces, NCCL and custom all-reduce
+  buffers, and the CUDA-graph pool, which comes out of the same budget), 256 MiB on the CPU device.
+  For Llama-3.1-8B on an H100 at 0.9 this gives ~447k KV tokens, close to the ~3.4x concurrency at 128k
+  context that vLLM reports for that deployment.
+
+Speculative decoding with a drafter that has weights (a draft model, EAGLE or MTP heads) loads them beside the
+target's and gives the drafter's attention layers their own KV in the *same* blocks (one block table, the
+drafter's layers are extra layers of every block), so ``draft_weight_bytes`` comes off the budget and
+``draft_kv_bytes_per_token`` is added to every token's KV:
+
+    num_gpu_blocks = floor((budget - weights - draft weights - reserves) / (block_size x (KV + draft KV)))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import math
+from dataclasses import asdict, dataclass
+
+from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, normalize_dtype, resolve_gpu, resolve_model
+from twin.errors import TwinInputError
+
+GIB = 2**30
+DEFAULT_RUNTIME_RESERVE_BYTES = {"gpu": 1 * GIB, "cpu": 256 * 2**20}
+SAMPLER_COPIES = 3
+
+
+@dataclass(frozen=True)
+class KvPoolBreakdown:
+    """How the KV pool was sized (bytes are per GPU)."""
+
+    model: str
+    gpu: str
+    tensor_parallel_size: int
+    block_size: int
+    gpu_memory_utilization: float
+    weight_dtype: str
+    kv_dtype: str
+    memory_bytes: int
+    budget_bytes: int                 # memory x gpu_memory_utilization
+    weight_bytes: int
+    activation_reserve_bytes: int
+    runtime_reserve_bytes: int
+    available_kv_bytes: int           # budget - weights - reserves (what the computed count came from)
+    kv_bytes_per_token: int
+    kv_bytes_per_block: int
+    num_gpu_blocks: int               # including the null block
+    overridden: bool = False          # num_gpu_blocks_override was given
+    draft_weight_bytes: int = 0       # speculative-decoding drafter's weights per GPU (0: none)
+    draft_kv_bytes_per_token: int = 0  # drafter's KV per token per GPU, held in the same blocks
+
+    @property
+    def usable_blocks(self) -> int:
+        """Blocks requests can hold: all but the null block."""
+        return self.num_gpu_blocks - 1
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.usable_blocks * self.block_size
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d.update(usable_blocks=self.usable_blocks, capacity_tokens=self.capacity_tokens)
+        return d
+
+    def summary(self) -> str:
+        g = lambda b: f"{b / GIB:.2f} GiB"  # noqa: E731
+        draft = f"draft weights {g(self.draft_weight_bytes)} - " if self.draft_weight_bytes else ""
+        src = "num_gpu_blocks_override" if self.overridden else (
+            f"{g(self.memory_bytes)} x {self.gpu_memory_utilization} - weights {g(self.weight_bytes)} - {draft}"
+            f"activations {g(self.activation_reserve_bytes)} - runtime {g(self.runtime_reserve_bytes)} = "
+            f"{g(self.available_kv_bytes)}")
+        return (f"KV pool for {self.model} on {self.gpu} (tp={self.tensor_parallel_size}): {src}; "
+                f"{self.num_gpu_blocks} blocks of {self.block_size} tokens ({self.capacity_tokens} tokens usable)")
+
+
+def estimate_activation_bytes(model: ModelSpec, tensor_parallel_size: int, max_num_batched_tokens: int,
+                              max_num_seqs: int, weight_dtype: str = "bf16") -> int:
+    """The profile run's activation peak, per GPU (see the module docstring)."""
+    ab = DTYPE_BYTES[activation_dtype(weight_dtype)]
+    per_token = ab * (2 * model.hidden_size + 3 * -(-model.intermediate_size // tensor_parallel_size))
+    sampler = max_num_seqs * model.vocab_size * 4 * SAMPLER_COPIES
+    return max_num_batched_tokens * per_token + sampler
+
+
+def _positive_int(name: str, v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise TwinInputError(f"{name} = {v!r}: must be a positive integer")
+    return v
+
+
+def _gib(b: float) -> str:
+    return f"{b / GIB:.1f} GiB"
+
+
+def kv_pool_breakdown(
+    model: ModelSpec | str,
+    gpu: GpuSpec | str,
+    tp: int = 1,
+    block_size: int = 16,
+    gpu_memory_utilization: float = 0.9,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    max_num_batched_tokens: int = 8192,
+    num_gpu_blocks_override: int | None = None,
+    *,
+    max_num_seqs: int = 256,
+    activation_reserve_bytes: int | None = None,
+    runtime_reserve_bytes: int | None = None,
+    max_model_len: int | None = None,
+    draft_weight_bytes: int = 0,
+    draft_kv_bytes_per_token: int = 0,
+) -> KvPoolBreakdown:
+    """Size the KV pool and say how. Raises TwinInputError when the weights (or weights and reserves) do not fit,
+    and, when `max_model_len` is given, when one request of that length could not fit in the pool (as vLLM
+    refuses to start then). ``draft_weight_bytes`` / ``draft_kv_bytes_per_token``: a speculative-decoding
+    drafter's weights and per-token KV on each GPU (see the module docstring)."""
+    model, gpu = resolve_model(model), resolve_gpu(gpu)
+    model.check_tensor_parallel(tp)
+    _positive_int("block_size", block_size)
+    _positive_int("max_num_batched_tokens", max_num_batched_tokens)
+    _positive_int("max_num_seqs", max_num_seqs)
+    u = gpu_memory_utilization
+    if isinstance(u, bool) or not isinstance(u, (int, float)) or not (0.0 < u <= 1.0):
+        raise TwinInputError(f"gpu_memory_utilization = {u!r}: must be a number in (0, 1]")
+    weight_dtype = normalize_dtype(weight_dtype, "weight_dtype")
+    kv_dtype = normalize_dtype(kv_dtype, "kv_dtype")
+
+    memory = int(gpu.memory_bytes)
+    budget = math.floor(memory * u)
+    weights = model.weight_bytes(weight_dtype, tp)
+    if activation_reserve_bytes is None:
+        activation_reserve_bytes = estimate_activation_bytes(model, tp, max_num_batched_tokens, max_num_seqs,
+                                                             weight_dtype)
+    elif isinstance(activation_reserve_bytes, bool) or not isinstance(activation_reserve_bytes, int) \
+            or activation_reserve_bytes < 0:
+        raise TwinInputError(f"activation_reserve_bytes = {activation_reserve_bytes!r}: must be an integer >= 0")
+    if runtime_reserve_bytes is None:
+        runtime_reserve_bytes = DEFAULT_RUNTIME_RESERVE_BYTES[gpu.kind]
+    elif isinstance(runtime_reserve_bytes, bool) or not isinstance(runtime_reserve_bytes, int) \
+            or runtime_reserve_bytes < 0:
+        raise TwinInputError(f"runtime_reserve_bytes = {runtime_reserve_bytes!r}: must be an integer >= 0")
+    for name, v in (("draft_weight_bytes", draft_weight_bytes),
+                    ("draft_kv_bytes_per_token", draft_kv_bytes_per_token)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise TwinInputError(f"{name} = {v!r}: must be an integer >= 0")
+    kv_token = model.kv_bytes_per_token(kv_dtype, tp)
+    kv_block = block_size * (kv_token + draft_kv_bytes_per_token)
+    available = budget - weights - draft_weight_bytes - activation_reserve_bytes - runtime_reserve_bytes
+
+    where = f"model {model.name} needs {_gib(weights)} of {weight_dtype} weights per GPU at tensor_parallel_size={tp}"
+    if num_gpu_blocks_override is not None:
+        n = _positive_int("num_gpu_blocks_override", num_gpu_blocks_override)
+        if n < 2:
+            raise TwinInputError(f"num_gpu_blocks_override = {n}: must be at least 2 (block 0 is the null block)")
+        if weights > memory:
+            raise TwinInputError(f"{where}; the GPU {gpu.name} has {_gib(memory)} in all")
+        overridden = True
+    else:
+        if weights + draft_weight_bytes > budget:
+            extra = f" plus {_gib(draft_weight_bytes)} of draft weights" if draft_weight_bytes else ""
+            raise TwinInputError(
+                f"{where}{extra}; the GPU {gpu.name} has {_gib(memory)} x gpu_memory_utilization {u} = "
+                f"{_gib(budget)}: raise tensor_parallel_size, use fp8 weights or a larger GPU")
+        n = available // kv_block if available > 0 else 0
+        if n < 2:
+            extra = f"{_gib(draft_weight_bytes)} draft weights - " if draft_weight_bytes else ""
+            raise TwinInputError(
+                f"gpu_memory_utilization = {u}: no room for the KV cache: {_gib(budget)} budget - {_gib(weights)} "
+                f"weights - {extra}{_gib(activation_reserve_bytes)} activations - "
+                f"{_gib(runtime_reserve_bytes)} runtime reserve leaves {_gib(max(available, 0))} for blocks of {kv_block} bytes on {gpu.name}")
+        overridden = False
+
+    out = KvPoolBreakdown(
+        model=model.name, gpu=gpu.name, tensor_parallel_size=tp, block_size=block_size,
+        gpu_memory_utilization=float(u), weight_dtype=weight_dtype, kv_dtype=kv_dtype, memory_bytes=memory,
+        budget_bytes=budget, weight_bytes=weights, activation_reserve_bytes=activation_reserve_bytes,
+        runtime_reserve_bytes=runtime_reserve_bytes, available_kv_bytes=available, kv_bytes_per_token=kv_token,
+        kv_bytes_per_block=kv_block, num_gpu_blocks=n, overridden=overridden,
+        draft_weight_bytes=draft_weight_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token,
+    )
+    if max_model_len is not None:
+        _positive_int("max_model_len", max_model_len)
+        if max_model_len > out.capacity_tokens:
+            raise TwinInputError(
+                f"max_model_len = {max_model_len}: larger than the KV pool's {out.capacity_tokens} tokens "
+                f"({out.usable_blocks} usable blocks of {block_size}); lower max_model_len or give the KV cache "
+                f"more memory")
+    return out
+
+
+def num_gpu_blocks(*args: Any, **kwargs: Any) -> int:
+    """vLLM's num_gpu_blocks (null block included); arguments as for `kv_pool_breakdown`."""
+    return kv_pool_breakdown(*args, **kwargs).num_gpu_blocks

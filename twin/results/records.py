@@ -1,0 +1,277 @@
+"""What a run leaves behind: one record per request, one row per engine step, and the run's result.
+
+The simulation engine (and the real calibration engine) write these; `twin.results.metrics` turns them into
+`vllm bench serve` numbers and `twin.results.export` writes them out.
+
+Times are seconds on the run's clock. Per-step columns are `array.array`s appended on the hot path
+(hundreds of thousands of steps per run) and turned into numpy / pandas only when read.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+FINISHED = "finished"
+REJECTED = "rejected"
+INCOMPLETE = "incomplete"  # still queued or running when the run stopped
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request's life, as `vllm bench serve` would observe it plus the server-side counters.
+
+    ``emit_times_s`` holds one entry per engine step that emitted tokens for the request;
+    ``emit_counts`` the tokens emitted at each entry (``None``: one token each; speculative decoding
+    emits several per step). ``status`` is ``"finished"``, ``"rejected"`` (never fits: counted as failed)
+    or ``"incomplete"`` (still in flight when the run stopped: neither completed nor failed).
+    """
+
+    request_id: Hashable
+    task_class: str
+    arrival_s: float
+    first_token_s: float | None = None
+    finish_s: float | None = None
+    num_prompt_tokens: int = 0
+    num_output_tokens: int = 0
+    num_cached_tokens: int = 0
+    num_preemptions: int = 0
+    emit_times_s: array = field(default_factory=lambda: array("d"))
+    emit_counts: array | None = None
+    status: str = FINISHED
+    reject_reason: str | None = None
+    replica: int = 0
+    num_spec_drafts: int = 0
+    num_spec_draft_tokens: int = 0
+    num_spec_accepted_tokens: int = 0
+    spec_accepted_per_position: array | None = None
+
+    def add_emission(self, time_s: float, num_tokens: int = 1) -> None:
+        """Record a step that emitted ``num_tokens`` tokens at ``time_s`` (sets ``first_token_s`` on the
+        first one). ``num_output_tokens`` is the caller's to keep."""
+        if self.first_token_s is None:
+            self.first_token_s = time_s
+        self.emit_times_s.append(time_s)
+        counts = self.emit_counts
+        if counts is None:
+            if num_tokens == 1:
+                return
+            counts = self.emit_counts = array("i", [1]) * (len(self.emit_times_s) - 1)
+        counts.append(num_tokens)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status == FINISHED
+
+    @property
+    def ttft_s(self) -> float | None:
+        if self.status != FINISHED or self.first_token_s is None:
+            return None
+        return self.first_token_s - self.arrival_s
+
+    @property
+    def e2el_s(self) -> float | None:
+        if self.status != FINISHED or self.finish_s is None:
+            return None
+        return self.finish_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> float | None:
+        """(E2EL - TTFT) / (output tokens - 1); None for one-token outputs, as vLLM excludes them."""
+        ttft, e2el = self.ttft_s, self.e2el_s
+        if ttft is None or e2el is None or self.num_output_tokens < 2:
+            return None
+        return (e2el - ttft) / (self.num_output_tokens - 1)
+
+
+# (name, array typecode) in the order StepRecords.append takes them
+STEP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("start_s", "d"),
+    ("duration_s", "d"),
+    ("num_seqs", "i"),
+    ("num_prefill_seqs", "i"),
+    ("num_decode_seqs", "i"),
+    ("num_new_tokens", "i"),
+    ("num_prefill_tokens", "i"),
+    ("num_decode_tokens", "i"),
+    ("num_spec_tokens", "i"),
+    ("num_preempted", "i"),
+    ("num_waiting", "i"),
+    ("num_running", "i"),
+    ("kv_usage", "d"),
+    ("replica", "i"),
+    ("draft_s", "d"),
+)
+STEP_COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in STEP_COLUMNS)
+
+
+class StepRecords:
+    """Columnar per-step log: one ``array.array`` per column, appended once per engine step.
+
+    ``num_waiting``/``num_running`` and ``kv_usage`` (0..1) are the queue sizes and KV-pool usage after the
+    step was scheduled; ``num_seqs`` the sequences the step ran (``num_prefill_seqs + num_decode_seqs``).
+    """
+
+    __slots__ = STEP_COLUMN_NAMES
+
+    def __init__(self) -> None:
+        for name, code in STEP_COLUMNS:
+            setattr(self, name, array(code))
+
+    def append(self, start_s: float, duration_s: float, num_seqs: int, num_prefill_seqs: int,
+               num_decode_seqs: int, num_new_tokens: int, num_prefill_tokens: int, num_decode_tokens: int,
+               num_spec_tokens: int, num_preempted: int, num_waiting: int, num_running: int,
+               kv_usage: float, replica: int = 0, draft_s: float = 0.0) -> None:
+        self.start_s.append(start_s)
+        self.duration_s.append(duration_s)
+        self.num_seqs.append(num_seqs)
+        self.num_prefill_seqs.append(num_prefill_seqs)
+        self.num_decode_seqs.append(num_decode_seqs)
+        self.num_new_tokens.append(num_new_tokens)
+        self.num_prefill_tokens.append(num_prefill_tokens)
+        self.num_decode_tokens.append(num_decode_tokens)
+        self.num_spec_tokens.append(num_spec_tokens)
+        self.num_preempted.append(num_preempted)
+        self.num_waiting.append(num_waiting)
+        self.num_running.append(num_running)
+        self.kv_usage.append(kv_usage)
+        self.replica.append(replica)
+        self.draft_s.append(draft_s)
+
+    def append_step(self, start_s: float, duration_s: float, out: Any, replica: int = 0,
+                    draft_s: float = 0.0) -> None:
+        """One row from a ``twin.core.scheduler_output.SchedulerOutput`` (padding rows of a static batch count as
+        sequences and tokens: they cost compute). ``draft_s`` is the part of ``duration_s`` spent drafting."""
+        prefill_seqs, prefill_tokens, decode_tokens = out.composition()
+        num_seqs = len(out.requests)
+        self.append(start_s, duration_s, num_seqs, prefill_seqs, num_seqs - prefill_seqs,
+                    out.total_num_scheduled_tokens + out.num_padding, prefill_tokens, decode_tokens,
+                    sum(out.num_spec_tokens), len(out.preempted), out.num_waiting_after, out.num_running_after,
+                    out.kv_usage, replica, draft_s)
+
+    def __len__(self) -> int:
+        return len(self.start_s)
+
+    def column(self, name: str) -> np.ndarray:
+        """A numpy copy of one column (a copy, so the engine can keep appending)."""
+        if name not in STEP_COLUMN_NAMES:
+            raise KeyError(f"no step column {name!r}; columns are {', '.join(STEP_COLUMN_NAMES)}")
+        col = getattr(self, name)
+        return np.frombuffer(col, dtype=col.typecode).copy() if len(col) else np.empty(0, col.typecode)
+
+    __getitem__ = column
+
+    def extend(self, other: StepRecords) -> None:
+        """Append all of ``other``'s rows (e.g. to merge per-replica logs)."""
+        for name in STEP_COLUMN_NAMES:
+            getattr(self, name).extend(getattr(other, name))
+
+    @classmethod
+    def concat(cls, parts: Iterable[StepRecords]) -> StepRecords:
+        out = cls()
+        for part in parts:
+            out.extend(part)
+        return out
+
+    def to_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame({name: self.column(name) for name in STEP_COLUMN_NAMES})
+
+    def __repr__(self) -> str:
+        return f"StepRecords({len(self)} steps)"
+
+
+REQUEST_FRAME_COLUMNS: tuple[str, ...] = (
+    "request_id", "task_class", "replica", "status", "reject_reason", "arrival_s", "first_token_s", "finish_s",
+    "ttft_s", "tpot_s", "e2el_s", "num_prompt_tokens", "num_output_tokens", "num_cached_tokens",
+    "num_preemptions", "num_emissions", "num_spec_drafts", "num_spec_draft_tokens", "num_spec_accepted_tokens",
+)
+
+
+def requests_to_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
+    """One row per request with its derived TTFT/TPOT/E2EL (seconds; empty where undefined)."""
+    import pandas as pd
+
+    def _id(value: Any) -> Any:
+        return value if isinstance(value, (int, str)) and not isinstance(value, bool) else str(value)
+
+    rows = {name: [] for name in REQUEST_FRAME_COLUMNS}
+    for r in records:
+        rows["request_id"].append(_id(r.request_id))
+        rows["task_class"].append(r.task_class)
+        rows["replica"].append(r.replica)
+        rows["status"].append(r.status)
+        rows["reject_reason"].append(r.reject_reason)
+        rows["arrival_s"].append(r.arrival_s)
+        rows["first_token_s"].append(r.first_token_s)
+        rows["finish_s"].append(r.finish_s)
+        rows["ttft_s"].append(r.ttft_s)
+        rows["tpot_s"].append(r.tpot_s)
+        rows["e2el_s"].append(r.e2el_s)
+        rows["num_prompt_tokens"].append(r.num_prompt_tokens)
+        rows["num_output_tokens"].append(r.num_output_tokens)
+        rows["num_cached_tokens"].append(max(r.num_cached_tokens, 0))
+        rows["num_preemptions"].append(r.num_preemptions)
+        rows["num_emissions"].append(len(r.emit_times_s))
+        rows["num_spec_drafts"].append(r.num_spec_drafts)
+        rows["num_spec_draft_tokens"].append(r.num_spec_draft_tokens)
+        rows["num_spec_accepted_tokens"].append(r.num_spec_accepted_tokens)
+    frame = pd.DataFrame(rows, columns=list(REQUEST_FRAME_COLUMNS))
+    for name in ("arrival_s", "first_token_s", "finish_s", "ttft_s", "tpot_s", "e2el_s"):
+        frame[name] = frame[name].astype("float64")
+    return frame
+
+
+@dataclass
+class SimResult:
+    """Everything one run produced.
+
+    ``config`` is a JSON-able summary of the run's configuration; ``sim_start_s``/``sim_end_s`` the simulated
+    horizon. The counters are the engine's own totals for the whole run (``None``: derive from the records);
+    vLLM counts a prefix-cache query each time a request is scheduled from the waiting queue (again after a
+    preemption), which per-request records cannot reproduce, so the engine's counters win when the whole
+    run is measured. ``metrics(window=...)`` always derives them from the requests in the window.
+    """
+
+    requests: list[RequestRecord] = field(default_factory=list)
+    steps: StepRecords = field(default_factory=StepRecords)
+    config: dict = field(default_factory=dict)
+    sim_start_s: float = 0.0
+    sim_end_s: float | None = None
+    prefix_cache_hit_tokens: int | None = None
+    prefix_cache_query_tokens: int | None = None
+    num_preemptions: int | None = None
+    num_replicas: int | None = None
+    wall_time_s: float | None = None
+
+    @property
+    def num_rejected(self) -> int:
+        return sum(1 for r in self.requests if r.status == REJECTED)
+
+    def metrics(self, slo: Any = None, window: tuple[float | None, float | None] | None = None,
+                **kwargs: Any) -> dict:
+        """`vllm bench serve` metrics plus the twin's own keys; see `twin.results.metrics.compute_metrics`."""
+        from twin.results.metrics import compute_metrics
+
+        whole = window is None
+        return compute_metrics(
+            self.requests, self.steps, slo=slo, window=window, num_replicas=self.num_replicas,
+            prefix_cache_hit_tokens=self.prefix_cache_hit_tokens if whole else None,
+            prefix_cache_query_tokens=self.prefix_cache_query_tokens if whole else None,
+            num_preemptions=self.num_preemptions if whole else None,
+            **kwargs,
+        )
+
+    def requests_frame(self) -> pd.DataFrame:
+        return requests_to_frame(self.requests)
+
+    def steps_frame(self) -> pd.DataFrame:
+        return self.steps.to_frame()

@@ -1,0 +1,353 @@
+"""Terminal output: a compact summary of one run and a side-by-side comparison of several.
+
+Both take the flat metrics dict of `twin.results.metrics.compute_metrics` (or `twin.results.export.flatten_result` of a
+result JSON, so a real `vllm bench serve` file compares with the twin's). On a terminal they draw rich tables
+with colour; printed to a file or pipe the same tables come out as plain Markdown-style text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from twin.errors import TwinInputError
+
+# +1: higher is better, -1: lower is better, 0: neither
+_HIGHER = {
+    "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
+    "max_output_tokens_per_s", "completed", "num_good_requests", "prefix_cache_hit_rate",
+    "prefix_cache_hit_tokens", "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
+}
+_LOWER = {"failed", "num_rejected", "num_incomplete", "num_preemptions", "mean_queue_length"}
+_FRACTIONS = {"prefix_cache_hit_rate", "busy_fraction", "mean_kv_usage", "p99_kv_usage", "max_kv_usage"}
+_PERCENT = {"spec_decode_acceptance_rate"}
+_INTEGERS = {"completed", "failed", "total_input_tokens", "total_output_tokens", "max_concurrent_requests",
+             "num_requests", "num_rejected", "num_incomplete", "num_good_requests", "num_preemptions",
+             "num_steps", "prefix_cache_hit_tokens", "prefix_cache_query_tokens", "spec_decode_num_drafts",
+             "spec_decode_draft_tokens", "spec_decode_accepted_tokens", "num_replicas"}
+
+_LATENCY_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
+_STAT_NAMES = {"mean": "mean", "median": "p50", "std": "std"}
+
+LABELS: dict[str, str] = {
+    "duration": "duration (s)",
+    "completed": "completed requests",
+    "failed": "failed (rejected)",
+    "total_input_tokens": "input tokens",
+    "total_output_tokens": "output tokens",
+    "request_throughput": "request throughput (req/s)",
+    "request_goodput": "goodput (req/s)",
+    "output_throughput": "output throughput (tok/s)",
+    "total_token_throughput": "total throughput (tok/s)",
+    "max_output_tokens_per_s": "peak output (tok/s)",
+    "max_concurrent_requests": "peak concurrent requests",
+    "num_good_requests": "requests within SLO",
+    "prefix_cache_hit_rate": "prefix cache hit rate",
+    "num_preemptions": "preemptions",
+    "num_rejected": "rejected",
+    "num_incomplete": "unfinished at end",
+    "mean_kv_usage": "KV usage mean",
+    "p99_kv_usage": "KV usage p99",
+    "max_kv_usage": "KV usage max",
+    "busy_fraction": "busy fraction",
+    "mean_running_batch": "mean running batch",
+    "mean_queue_length": "mean queue length",
+    "mean_batched_tokens": "mean tokens per step",
+    "num_steps": "engine steps",
+    "spec_decode_acceptance_rate": "spec acceptance rate",
+    "spec_decode_acceptance_length": "spec acceptance length",
+    "spec_decode_num_drafts": "spec drafts",
+}
+
+COMPARISON_KEYS: tuple[str, ...] = (
+    "request_throughput", "output_throughput", "request_goodput", "max_output_tokens_per_s",
+    "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
+    "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+    "mean_itl_ms", "p99_itl_ms",
+    "mean_e2el_ms", "p99_e2el_ms",
+    "completed", "failed", "prefix_cache_hit_rate", "num_preemptions",
+    "mean_kv_usage", "busy_fraction", "mean_running_batch", "mean_queue_length",
+    "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
+)
+
+
+def label(key: str) -> str:
+    if key in LABELS:
+        return LABELS[key]
+    parts = key.split("_")
+    if len(parts) == 3 and parts[2] == "ms" and parts[1] in _LATENCY_NAMES:
+        stat = _STAT_NAMES.get(parts[0], parts[0])
+        return f"{_LATENCY_NAMES[parts[1]]} {stat} (ms)"
+    return key.replace("_", " ")
+
+
+def direction(key: str) -> int:
+    """+1 if a larger value is better, -1 if smaller is better, 0 if neither."""
+    if key in _HIGHER:
+        return 1
+    if key in _LOWER or (key.endswith("_ms") and key.split("_")[0] != "std"):
+        return -1
+    return 0
+
+
+def finite_number(v: Any) -> float | None:
+    """A metric value as a finite float, or None (missing, NaN, infinite, a flag, not a number)."""
+    if isinstance(v, bool) or v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def format_value(key: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    v = finite_number(value)
+    if v is None:
+        return "-" if value is None else str(value)
+    if key in _FRACTIONS:
+        return f"{v * 100:.1f}%"
+    if key in _PERCENT:
+        return f"{v:.1f}%"
+    if key in _INTEGERS:
+        return f"{v:,.0f}"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:.1f}"
+    return f"{v:.2f}" if abs(v) >= 0.01 or v == 0 else f"{v:.3g}"
+
+
+def format_delta(key: str, delta: float, pct: float | None) -> str:
+    if delta == 0:
+        return "="
+    if key in _FRACTIONS:
+        text = f"{delta * 100:+.1f} pp"
+    elif key in _PERCENT:
+        text = f"{delta:+.1f} pp"
+    elif key in _INTEGERS:
+        text = f"{delta:+,.0f}"
+    elif abs(delta) >= 100:
+        text = f"{delta:+,.0f}"
+    else:
+        text = f"{delta:+.2f}" if abs(delta) >= 0.01 or delta == 0 else f"{delta:+.3g}"
+    if pct is not None:
+        text += f", {pct:+,.1f}%"
+    return text
+
+
+def _box(console: Console) -> box.Box:
+    return box.SIMPLE_HEAD if console.is_terminal else box.MARKDOWN
+
+
+# --------------------------------------------------------------------------------------------------------
+# one run
+# --------------------------------------------------------------------------------------------------------
+def summary_tables(metrics: Mapping[str, Any], title: str = "Results", *, plain: bool = False) -> Group:
+    """The summary as rich renderables (a latency table and a throughput/server table)."""
+    style = box.MARKDOWN if plain else box.SIMPLE_HEAD
+    lat = Table(title=f"{title}: latency (ms)", box=style, title_justify="left")
+    lat.add_column("")
+    for col in ("mean", "p50", "p90", "p99"):
+        lat.add_column(col, justify="right")
+    for m, name in _LATENCY_NAMES.items():
+        row = [metrics.get(f"{stat}_{m}_ms") for stat in ("mean", "median", "p90", "p99")]
+        lat.add_row(name, *(format_value(f"x_{m}_ms", v) for v in row))
+
+    kv = Table(title=f"{title}: throughput and server", box=style, title_justify="left", show_header=False)
+    kv.add_column("metric")
+    kv.add_column("value", justify="right")
+    kv.add_column("metric")
+    kv.add_column("value", justify="right")
+    items: list[tuple[str, str]] = []
+
+    def add(key: str, text: str | None = None) -> None:
+        if key in metrics:
+            items.append((label(key), text if text is not None else format_value(key, metrics.get(key))))
+
+    add("completed")
+    add("failed")
+    add("duration")
+    add("request_throughput")
+    add("output_throughput")
+    add("total_token_throughput")
+    if metrics.get("request_goodput") is not None:
+        add("request_goodput")
+    add("max_output_tokens_per_s")
+    add("max_concurrent_requests")
+    add("prefix_cache_hit_rate")
+    add("num_preemptions")
+    if metrics.get("num_incomplete"):
+        add("num_incomplete")
+    if "mean_kv_usage" in metrics:
+        items.append(("KV usage mean / p99", f"{format_value('mean_kv_usage', metrics.get('mean_kv_usage'))} / "
+                                             f"{format_value('p99_kv_usage', metrics.get('p99_kv_usage'))}"))
+    add("busy_fraction")
+    add("mean_running_batch")
+    add("mean_queue_length")
+    if metrics.get("spec_decode_num_drafts"):
+        add("spec_decode_acceptance_rate")
+        add("spec_decode_acceptance_length")
+    for key, met in (metrics.get("slo_met") or {}).items():
+        items.append((f"SLO {label(key)}", "-" if met is None else ("met" if met else "MISSED")))
+    half = (len(items) + 1) // 2
+    for left, right in zip(items[:half], items[half:] + [("", "")]):
+        kv.add_row(left[0], left[1], right[0], right[1])
+    return Group(lat, kv)
+
+
+def render_summary(metrics: Mapping[str, Any], title: str = "Results", console: Console | None = None) -> None:
+    """Print a compact summary of one run's metrics."""
+    console = console or Console()
+    console.print(summary_tables(metrics, title, plain=not console.is_terminal))
+
+
+# --------------------------------------------------------------------------------------------------------
+# one run, replica by replica
+# --------------------------------------------------------------------------------------------------------
+PER_REPLICA_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("num_requests", "reqs"), ("output_throughput", "tok/s"), ("median_ttft_ms", "TTFT p50"),
+    ("p99_ttft_ms", "TTFT p99"), ("median_tpot_ms", "TPOT p50"), ("mean_kv_usage", "KV use"),
+    ("prefix_cache_hit_rate", "hits"),
+)
+MAX_REPLICA_ROWS = 32
+
+
+def replica_label(row: Mapping[str, Any]) -> str:
+    """``fast · H100-SXM``, or just the GPU for an unnamed group; ``TP2`` appended above TP 1."""
+    gpu = str(row.get("gpu") or "?")
+    tp = row.get("tensor_parallel_size")
+    if isinstance(tp, int) and tp > 1:
+        gpu += f" TP{tp}"
+    group = row.get("group")
+    return f"{group} · {gpu}" if isinstance(group, str) else gpu
+
+
+def per_replica_table(rows: Sequence[Mapping[str, Any]], imbalance: float | None = None, *,
+                      plain: bool = False, max_rows: int = MAX_REPLICA_ROWS) -> Table:
+    """One row per replica (``twin.sim.cluster.per_replica_metrics``): its group and GPU, requests, output
+    throughput, TTFT p50/p99 and TPOT p50 (ms), mean KV usage and prefix-cache hit rate; the title carries the
+    load imbalance (max over mean requests per replica). At most ``max_rows`` rows; a note counts the rest."""
+    title = "per replica, latencies in ms"
+    if imbalance is not None:
+        title += f" (load imbalance {imbalance:.2f}: max / mean requests)"
+    notes = []
+    if any(row.get("num_preemptions") for row in rows):
+        notes.append("hits: cached / prompt tokens at each request's first admission (the summary's hit rate "
+                     "also counts re-admissions after preemption)")
+    if len(rows) > max_rows:
+        notes.append(f"... and {len(rows) - max_rows} more replicas (--requests-out has each request's replica)")
+    table = Table(title=title, box=box.MARKDOWN if plain else box.SIMPLE_HEAD, title_justify="left",
+                  caption="\n".join(notes) or None, caption_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("group / GPU")
+    for _, head in PER_REPLICA_COLUMNS:
+        table.add_column(head, justify="right")
+    for row in rows[:max_rows]:
+        table.add_row(str(row.get("replica")), replica_label(row),
+                      *(format_value(key, row.get(key)) for key, _ in PER_REPLICA_COLUMNS))
+    return table
+
+
+def render_per_replica(rows: Sequence[Mapping[str, Any]], imbalance: float | None = None,
+                       console: Console | None = None) -> None:
+    """Print the per-replica table; to a file or pipe at its natural width (a Markdown table must not wrap)."""
+    console = console or Console()
+    table = per_replica_table(rows, imbalance, plain=not console.is_terminal)
+    if console.is_terminal:
+        console.print(table)
+    else:
+        natural = console.measure(table, options=console.options.update_width(1000)).maximum
+        wide = Console(file=console.file, width=max(console.width, natural), no_color=True, highlight=False)
+        wide.print(table)
+
+
+# --------------------------------------------------------------------------------------------------------
+# several runs
+# --------------------------------------------------------------------------------------------------------
+def compare_metrics(runs: Mapping[str, Mapping[str, Any]], baseline: str | None = None,
+                    keys: Sequence[str] | None = None) -> list[dict]:
+    """Rows of a comparison: for each key, each run's value and its delta against ``baseline`` (absolute,
+    percent of the baseline or ``None`` where the baseline is 0 or missing) and a verdict, "better", "worse",
+    "same" or ``None`` (no direction or no value). Keys no run has a value for are left out."""
+    if not runs:
+        raise TwinInputError("compare: no runs to compare")
+    names = list(runs)
+    if baseline is None:
+        baseline = names[0]
+    if baseline not in runs:
+        raise TwinInputError(f"compare baseline: {baseline!r} is not one of the runs ({', '.join(map(str, names))})")
+    if keys is None:
+        keys = list(COMPARISON_KEYS)
+    rows = []
+    base = runs[baseline]
+    for key in keys:
+        values = {name: runs[name].get(key) for name in names}
+        if all(finite_number(v) is None for v in values.values()):
+            continue
+        b = finite_number(base.get(key))
+        deltas: dict[str, dict] = {}
+        for name in names:
+            if name == baseline:
+                continue
+            v = finite_number(values[name])
+            if v is None or b is None:
+                deltas[name] = {"delta": None, "pct": None, "verdict": None}
+                continue
+            d = v - b
+            pct = d / abs(b) * 100 if b != 0 else None
+            sign = direction(key)
+            if d == 0:
+                verdict = "same"
+            elif sign == 0:
+                verdict = None
+            else:
+                verdict = "better" if d * sign > 0 else "worse"
+            deltas[name] = {"delta": d, "pct": pct, "verdict": verdict}
+        rows.append({"key": key, "label": label(key), "values": values, "deltas": deltas})
+    return rows
+
+
+_VERDICT_STYLE = {"better": "green", "worse": "red"}
+
+
+def comparison_table(runs: Mapping[str, Mapping[str, Any]], baseline: str | None = None, *,
+                     keys: Sequence[str] | None = None, title: str | None = None, plain: bool = False) -> Table:
+    names = list(runs)
+    baseline = names[0] if baseline is None and names else baseline
+    rows = compare_metrics(runs, baseline, keys)
+    table = Table(title=title, box=box.MARKDOWN if plain else box.SIMPLE_HEAD, title_justify="left")
+    table.add_column("metric")
+    table.add_column(f"{baseline} (baseline)", justify="right")
+    others = [n for n in names if n != baseline]
+    for name in others:
+        table.add_column(str(name), justify="right")
+    for row in rows:
+        key = row["key"]
+        cells: list[Text | str] = [row["label"], format_value(key, row["values"][baseline])]
+        for name in others:
+            cell = Text(format_value(key, row["values"][name]))
+            d = row["deltas"][name]
+            if d["delta"] is not None:
+                cell.append(f" ({format_delta(key, d['delta'], d['pct'])})",
+                            style=_VERDICT_STYLE.get(d["verdict"] or "", ""))
+            cells.append(cell)
+        table.add_row(*cells)
+    return table
+
+
+def render_comparison(runs: Mapping[str, Mapping[str, Any]], baseline: str | None = None,
+                      console: Console | None = None, *, keys: Sequence[str] | None = None,
+                      title: str | None = None) -> None:
+    """Print runs side by side, each value with its delta to ``baseline`` (default: the first run), absolute
+    and in percent; green where the change is better for that metric, red where worse."""
+    console = console or Console()
+    console.print(comparison_table(runs, baseline, keys=keys, title=title, plain=not console.is_terminal))

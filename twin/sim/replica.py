@@ -1,0 +1,316 @@
+"""The SimPy twin: arrivals, a router, and one process per replica that drives the serving core step by step.
+
+SimPy is the clock, not the logic: each replica loops ``schedule() -> cost_model.step_time_s() -> timeout ->
+update_from_output()`` on the very objects the real engine drives. Tokens emitted by a step are stamped at
+the step's end; a request arriving mid-step is seen by the next ``schedule()``.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import simpy
+
+from twin.cost.base import CostModel
+from twin.results.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, StepRecords
+from twin.core.request import Request
+from twin.core.scheduler import Scheduler
+from twin.core.scheduler_base import SchedulerBase
+from twin.core.scheduler_output import SchedulerOutput
+
+
+class Speculator(Protocol):
+    """Speculative decoding as the engine sees it (the spec-decode module implements it)."""
+
+    def num_draft_tokens(self, request: Request) -> int:
+        """Draft tokens to propose for a request that is about to decode (0: none)."""
+
+    def num_generated(self, out: SchedulerOutput) -> list[int]:
+        """Tokens each scheduled request produces in this step (1 + accepted drafts; 0 mid-prefill)."""
+
+    def draft_time_s(self, out: SchedulerOutput) -> float:
+        """Time the drafter spends proposing for this step's batch."""
+
+
+class Replica:
+    """One server: a scheduler and a cost model, advanced by a SimPy process."""
+
+    def __init__(self, env: simpy.Environment, index: int, scheduler: SchedulerBase, cost_model: CostModel,
+                 steps: StepRecords, speculator: Speculator | None = None,
+                 on_finish: Callable[[Request], None] | None = None, fast_path: bool = True) -> None:
+        self.env = env
+        self.index = index
+        self.scheduler = scheduler
+        self.cost_model = cost_model
+        self.steps = steps
+        self.speculator = speculator
+        self.on_finish = on_finish
+        self.num_outstanding = 0
+        # runs of decode-only steps between events skip schedule()/update_from_output(); same results
+        self.fast_path = fast_path and speculator is None and type(scheduler) is Scheduler
+        self._wake: simpy.Event | None = None
+        self.process = env.process(self._run())
+
+    def submit(self, request: Request) -> None:
+        record = request.client_data
+        record.replica = self.index
+        if not self.scheduler.add_request(request):
+            record.status = REJECTED
+            record.reject_reason = request.reject_reason
+            record.finish_s = self.env.now
+            if self.on_finish is not None:
+                self.on_finish(request)
+            return
+        self.num_outstanding += 1
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
+    @property
+    def kv_usage(self) -> float:
+        return self.scheduler.kv_cache_manager.usage
+
+    def _sleep_until_work(self):
+        self._wake = self.env.event()
+        wakeup = getattr(self.scheduler, "next_wakeup_s", None)
+        if wakeup is not None and wakeup > self.env.now:
+            return self._wake | self.env.timeout(wakeup - self.env.now)
+        return self._wake
+
+    def _run(self):
+        env = self.env
+        sched = self.scheduler
+        cost = self.cost_model
+        append_step = self.steps.append_step
+        spec = self.speculator
+        replica = self.index
+        while True:
+            if not sched.has_unfinished_requests():
+                yield self._sleep_until_work()
+                continue
+            now = env.now
+            out = sched.schedule(now)
+            if not out.requests:
+                if sched.running:
+                    raise RuntimeError(f"replica {replica}: scheduler produced an empty step with "
+                                       f"{len(sched.running)} running requests")
+                yield self._sleep_until_work()
+                continue
+            draft_s = spec.draft_time_s(out) if spec is not None else 0.0
+            dt = cost.step_time_s(out) + draft_s
+            yield env.timeout(dt)
+            end = env.now
+            num_generated = spec.num_generated(out) if spec is not None else None
+            result = sched.update_from_output(out, num_generated)
+            if spec is not None:
+                self._record_spec(out, result.num_accepted_spec)
+
+            for i, k in enumerate(result.num_emitted):
+                if k:
+                    out.requests[i].client_data.add_emission(end, k)
+            for req in result.finished:
+                self._finish(req, end)
+            if spec is not None:
+                release = getattr(spec, "release", None)
+                if release is not None:
+                    for req in result.finished:
+                        release(req)
+                for req in sched.running:
+                    if req.num_computed_tokens == req.num_prompt_tokens + req.num_output_tokens - 1:
+                        req.num_spec_tokens = spec.num_draft_tokens(req)
+            append_step(now, dt, out, replica, draft_s)
+            if self.fast_path and not sched.waiting and sched.running:
+                yield from self._fast_forward()
+
+    def _fast_forward(self):
+        """Run consecutive decode-only steps without the scheduler, as long as nothing can change the batch:
+        no waiting request, no arrival or other event before the step starts, nobody finishing, and free
+        blocks for every block boundary crossed. Each step is exactly what ``schedule()`` would produce (same
+        batch order, same block ids popped in the same order, same cost-model input), so results are
+        identical to the step-by-step path; only the per-request bookkeeping is batched."""
+        env = self.env
+        sched = self.scheduler
+        cfg = sched.config
+        if sched._rejected_unreported or cfg.long_prefill_token_threshold == 1:
+            return
+        reqs = list(sched.running)
+        n_seqs = len(reqs)
+        if n_seqs > cfg.max_num_batched_tokens or cfg.num_lookahead_tokens:
+            return
+        kv = sched.kv_cache_manager
+        bs = kv.block_size
+        max_model_len = sched.max_model_len
+        max_steps = 1 << 62
+        contexts = []
+        for req in reqs:
+            num_tokens = req.num_prompt_tokens + req.num_output_tokens
+            if req.num_computed_tokens != num_tokens - 1 or req.num_spec_tokens:
+                return
+            stop_at = req.target_output_tokens if req.target_output_tokens < req.max_tokens else req.max_tokens
+            max_steps = min(max_steps, stop_at - req.num_output_tokens - 1, max_model_len - num_tokens - 1)
+            contexts.append(req.num_computed_tokens)
+        if max_steps < 1:
+            return
+        horizon = env.peek()
+        if env.now >= horizon:
+            return
+        pool = kv.block_pool
+        blocks = [kv.req_to_blocks[req.request_id] for req in reqs]
+        # step (1-based) at which each request next needs a block: when computed + s exceeds held slots
+        next_alloc = [len(b) * bs - c + 1 for b, c in zip(blocks, contexts)]
+        next_full = [bs - (c % bs) for c in contexts]  # step at which the block being filled becomes full
+        first_alloc, first_full = min(next_alloc), min(next_full)
+        ones = [1] * n_seqs
+        zeros = [0] * n_seqs
+        ends = array("d")
+        steps_append = self.steps.append
+        replica = self.index
+        caching = kv.enable_caching
+        cost = self.cost_model
+        dts = array("d")
+        row = None
+        step = 0
+        now = start = env.now
+        # Nothing else happens before the horizon, so the steps are computed without yielding to SimPy: end
+        # times are summed as SimPy sums them (now + dt) and the clock jumps once to the last one. Every row
+        # but the last is logged at once (in step-by-step order nothing else logs before the horizon); the
+        # last step may end after it, so its row is logged after the jump, where the step-by-step path logs it.
+        while step < max_steps and now < horizon:
+            s = step + 1
+            if s == first_alloc:
+                needed = [i for i in range(n_seqs) if next_alloc[i] == s]
+                if len(needed) > pool.free_block_queue.num_free_blocks:
+                    break  # an allocation would fail: the scheduler must preempt
+                for i in needed:
+                    blocks[i].extend(pool.get_new_blocks(1))
+                    next_alloc[i] += bs
+                first_alloc = min(next_alloc)
+            if caching and s == first_full:
+                for i in range(n_seqs):
+                    if next_full[i] == s:
+                        kv._cache_full_blocks(reqs[i], blocks[i], contexts[i] + s)
+                        next_full[i] += bs
+                first_full = min(next_full)
+            before = [c + step for c in contexts]
+            out = SchedulerOutput(sched.step_index, reqs, ones, before, zeros)
+            sched.step_index += 1
+            dt = cost.step_time_s(out)
+            if row is not None:
+                steps_append(*row)
+            row = (now, dt, n_seqs, 0, n_seqs, n_seqs, 0, n_seqs, 0, 0, 0, n_seqs, pool.get_usage(), replica)
+            dts.append(dt)
+            now += dt
+            ends.append(now)
+            step = s
+        if not step:
+            return
+        # State as the step-by-step path has it while the last step runs: every step scheduled (computed
+        # tokens), all but the last emitted. The last emits when the clock reaches its end; a run cut at
+        # max_time_s before then leaves it in flight, as the step-by-step path does.
+        done = step - 1
+        for req in reqs:
+            req.num_computed_tokens += step
+            if done:
+                req.num_output_tokens += done
+                record = req.client_data
+                record.emit_times_s.extend(ends[:done])
+                if record.emit_counts is not None:
+                    record.emit_counts.extend(array("i", [1]) * done)
+        yield from _advance(env, start, now, dts)
+        steps_append(*row)
+        last = ends[done]
+        for req in reqs:
+            req.num_output_tokens += 1
+            record = req.client_data
+            record.emit_times_s.append(last)
+            if record.emit_counts is not None:
+                record.emit_counts.append(1)
+
+    @staticmethod
+    def _record_spec(out: SchedulerOutput, accepted: Sequence[int]) -> None:
+        """Per-request speculative-decoding counters as vLLM counts them: a draft is a verification of
+        k > 0 draft tokens; accepted tokens (before any truncation at the request's end) also count at
+        each accepted position."""
+        requests, spec_tokens = out.requests, out.num_spec_tokens
+        for i in range(len(requests) - out.num_padding):
+            k = spec_tokens[i]
+            if not k:
+                continue
+            a = accepted[i] if accepted else 0
+            record = requests[i].client_data
+            record.num_spec_drafts += 1
+            record.num_spec_draft_tokens += k
+            record.num_spec_accepted_tokens += a
+            pos = record.spec_accepted_per_position
+            if pos is None:
+                pos = record.spec_accepted_per_position = array("i", [0]) * k
+            elif len(pos) < k:
+                pos.extend(array("i", [0]) * (k - len(pos)))
+            for j in range(a):
+                pos[j] += 1
+
+    def _finish(self, req: Request, now: float) -> None:
+        record: RequestRecord = req.client_data
+        record.finish_s = now
+        record.status = FINISHED
+        self._copy_counters(req, record)
+        self.num_outstanding -= 1
+        if self.on_finish is not None:
+            self.on_finish(req)
+
+    @staticmethod
+    def _copy_counters(req: Request, record: RequestRecord) -> None:
+        record.num_output_tokens = req.num_output_tokens
+        record.num_cached_tokens = max(req.num_cached_tokens, 0)
+        record.num_preemptions = req.num_preemptions
+
+    def close(self) -> None:
+        """Mark requests still in flight when the run stopped."""
+        for req in list(self.scheduler.running) + list(self.scheduler.waiting):
+            record = req.client_data
+            if record.status == FINISHED and record.finish_s is None:
+                record.status = INCOMPLETE
+                self._copy_counters(req, record)
+
+
+def _advance(env: simpy.Environment, start: float, end: float, dts: array):
+    """Yield until the clock reads ``end``, the sum ``start + dts[0] + dts[1] + ...`` taken left to right (as
+    SimPy takes it, one timeout per step). One timeout whose delay lands exactly on ``end``; should rounding
+    make that impossible, one timeout per step."""
+    delay = end - start
+    for _ in range(4):
+        reached = start + delay
+        if reached == end:
+            yield env.timeout(delay)
+            return
+        delay = math.nextafter(delay, math.inf if reached < end else -math.inf)
+    for dt in dts:
+        yield env.timeout(dt)
+
+
+class Router(Protocol):
+    def route(self, request: Request, replicas: Sequence[Replica]) -> int: ...
+
+
+class RoundRobinRouter:
+    def __init__(self) -> None:
+        self._next = 0
+
+    def route(self, request: Request, replicas: Sequence[Replica]) -> int:
+        i = self._next % len(replicas)
+        self._next += 1
+        return i
+
+
+class LeastOutstandingRouter:
+    def route(self, request: Request, replicas: Sequence[Replica]) -> int:
+        return min(range(len(replicas)), key=lambda i: (replicas[i].num_outstanding, i))
+
+
+def new_record(request: Request) -> RequestRecord:
+    record = RequestRecord(request.request_id, request.task_class, request.arrival_time_s,
+                           num_prompt_tokens=request.num_prompt_tokens)
+    request.client_data = record
+    return record

@@ -1,0 +1,128 @@
+"""Run one simulation: traffic in (open-loop request specs or closed-loop users), a SimResult out."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import simpy
+
+from twin.cost.base import CostModel
+from twin.sim.replica import Replica, Router, RoundRobinRouter, Speculator, new_record
+from twin.results.records import SimResult, StepRecords
+from twin.core.request import Request
+from twin.core.scheduler_base import SchedulerBase
+from twin.workload.spec import RequestSpec
+
+
+class ClosedLoop(Protocol):
+    concurrency: int
+
+    def next_request(self, user_index: int, now_s: float) -> RequestSpec | None: ...
+
+
+ProgressFn = Callable[[float], None]
+
+
+def simulate(
+    traffic: Sequence[RequestSpec] | ClosedLoop,
+    make_scheduler: Callable[[int], SchedulerBase],
+    make_cost_model: Callable[[int], CostModel],
+    *,
+    num_replicas: int = 1,
+    router: Router | None = None,
+    make_speculator: Callable[[int], Speculator] | None = None,
+    max_time_s: float | None = None,
+    progress: ProgressFn | None = None,
+    config_summary: dict | None = None,
+    fast_path: bool = True,
+) -> SimResult:
+    """Replay ``traffic`` through ``num_replicas`` replicas until every request is done (or ``max_time_s``).
+
+    ``progress`` is called with the fraction of requests finished, now and then.
+    """
+    wall_start = time.perf_counter()
+    env = simpy.Environment()
+    steps = StepRecords()
+    records = []
+    router = router or RoundRobinRouter()
+    closed = not isinstance(traffic, Sequence)
+    total = None if closed else len(traffic)
+    done = [0]
+    waiters: dict[int, simpy.Event] = {}
+
+    drained = env.event()
+    arrivals_over = [False]
+
+    def check_drained() -> None:
+        if arrivals_over[0] and not drained.triggered and not any(r.num_outstanding for r in replicas):
+            drained.succeed()
+
+    def on_finish(request: Request) -> None:
+        done[0] += 1
+        if progress is not None and total and done[0] % 500 == 0:
+            progress(done[0] / total)
+        event = waiters.pop(id(request), None)
+        if event is not None:
+            event.succeed()
+        elif arrivals_over[0]:
+            check_drained()
+
+    replicas = [
+        Replica(env, i, make_scheduler(i), make_cost_model(i), steps,
+                make_speculator(i) if make_speculator else None, on_finish, fast_path=fast_path)
+        for i in range(num_replicas)
+    ]
+
+    def dispatch(spec: RequestSpec) -> Request:
+        request = spec.make_request()
+        records.append(new_record(request))
+        replicas[router.route(request, replicas)].submit(request)
+        return request
+
+    def open_loop(specs: Sequence[RequestSpec]):
+        for spec in specs:
+            delay = spec.arrival_s - env.now
+            if delay > 0:
+                yield env.timeout(delay)
+            dispatch(spec)
+
+    def user(index: int):
+        while True:
+            spec = traffic.next_request(index, env.now)
+            if spec is None:
+                return
+            if spec.arrival_s > env.now:
+                yield env.timeout(spec.arrival_s - env.now)
+            event = env.event()
+            request = spec.make_request()
+            waiters[id(request)] = event
+            records.append(new_record(request))
+            replicas[router.route(request, replicas)].submit(request)
+            yield event
+
+    if closed:
+        drivers = [env.process(user(u)) for u in range(traffic.concurrency)]
+    else:
+        drivers = [env.process(open_loop(traffic))]
+
+    def arrivals_end():
+        yield env.all_of(drivers)
+        arrivals_over[0] = True
+        check_drained()
+
+    env.process(arrivals_end())
+    env.run(until=drained if max_time_s is None else env.any_of([drained, env.timeout(max_time_s)]))
+    for replica in replicas:
+        replica.close()
+    kv = [r.scheduler.kv_cache_manager for r in replicas]
+    records.sort(key=lambda r: (r.arrival_s, str(r.request_id)))
+    return SimResult(
+        requests=records, steps=steps, config=config_summary or {}, sim_start_s=0.0, sim_end_s=env.now,
+        prefix_cache_hit_tokens=sum(m.num_hit_tokens for m in kv),
+        prefix_cache_query_tokens=sum(m.num_query_tokens for m in kv),
+        num_preemptions=sum(r.scheduler.num_preemptions for r in replicas),
+        num_replicas=num_replicas, wall_time_s=time.perf_counter() - wall_start,
+    )
+
