@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from calibration.validation_run import validate_body  # noqa: E402
-from twin.sim.build import metrics_of, run_body  # noqa: E402
+from twin.sim.run import metrics_of, run_body  # noqa: E402
 from twin.scenario import load_scenario  # noqa: E402
 from twin.workload.paths import traces_dir  # noqa: E402
 

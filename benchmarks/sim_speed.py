@@ -21,7 +21,8 @@ import sys
 import time
 import tracemalloc
 
-from twin.sim.build import make_router, metrics_of, resolve_deployment
+from twin.sim.deployment import make_router, resolve_deployment
+from twin.sim.run import metrics_of
 from twin.scenario import load_scenario
 from twin.core.schedulers import make_scheduler
 from twin.sim.simulate import simulate

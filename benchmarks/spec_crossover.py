@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from twin.sim.build import metrics_of, run_body
+from twin.sim.run import metrics_of, run_body
 from twin.scenario import Scenario
 
 CONCURRENCY = (1, 4, 16, 64, 256)

@@ -12,7 +12,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from twin.results.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, SimResult, StepRecords
+from twin.results.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, StepRecords
+from twin.results.sim_result import SimResult
 from twin.core.request import Request
 from twin.core.scheduler_base import SchedulerBase
 from twin.workload.spec import RequestSpec

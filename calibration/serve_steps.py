@@ -31,7 +31,8 @@ from typing import Any
 
 from calibration.samples import StepSample
 from twin.sim.replica import new_record
-from twin.results.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, SimResult, StepRecords
+from twin.results.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, StepRecords
+from twin.results.sim_result import SimResult
 from twin.core.request import Request
 from twin.core.scheduler_base import SchedulerBase
 from twin.core.scheduler_config import SchedulerConfig

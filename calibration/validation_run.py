@@ -12,9 +12,10 @@ from calibration.model import ModelShape
 from calibration.profiler import torch_dtype
 from calibration.serve import StepShapeRecord, serve
 from calibration.validate import Comparison, compare_metrics, step_time_residuals
-from twin.sim.build import metrics_of, require_single_deployment, resolve_deployment, run_body
+from twin.sim.run import metrics_of, run_body
+from twin.sim.deployment import require_single_deployment, resolve_deployment
 from twin.errors import TwinInputError
-from twin.results.records import SimResult
+from twin.results.sim_result import SimResult
 from twin.scenario import ScenarioBody
 from twin.core.schedulers import make_scheduler
 from twin.workload.generate import build_workload

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from twin.sim.build import metrics_of, run_body
+from twin.sim.run import metrics_of, run_body
 from twin.cost.constant import ConstantCostModel
-from twin.results.records import SimResult
+from twin.results.sim_result import SimResult
 from twin.scenario import Scenario
 from twin.core.scheduler import Scheduler
 from twin.core.scheduler_config import SchedulerConfig

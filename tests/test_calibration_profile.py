@@ -164,7 +164,7 @@ def test_factory_kind_profile(tmp_path):
 
 
 def test_a_scenario_runs_on_a_profile(tmp_path):
-    from twin.sim.build import metrics_of, run_body
+    from twin.sim.run import metrics_of, run_body
     from twin.scenario import load_scenario
 
     prof = write(tmp_path, profile_doc())

@@ -14,7 +14,7 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from twin.sim.build import run_body
+from twin.sim.run import run_body
 from twin.cli.main import main
 from twin.analysis.measured import (
     CONCURRENCY_CAP,

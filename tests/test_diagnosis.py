@@ -7,10 +7,12 @@ from types import SimpleNamespace
 import pytest
 
 from twin.analysis import causes as dg
-from twin.sim.build import metrics_of, resolve_deployment, run_body
+from twin.sim.run import metrics_of, run_body
+from twin.sim.deployment import resolve_deployment
 from twin.cost.constant import ConstantCostModel
 from twin.cost.roofline import RooflineCostModel
-from twin.results.records import RequestRecord, SimResult, StepRecords
+from twin.results.records import RequestRecord, StepRecords
+from twin.results.sim_result import SimResult
 from twin.scenario import load_scenario
 
 
@@ -22,7 +24,7 @@ def _sched(**kw):
 
 
 def _deployment(cost=None, **sched):
-    """A stand-in for twin.sim.build.Deployment: what diagnose() reads."""
+    """A stand-in for twin.sim.deployment.Deployment: what diagnose() reads."""
     cost = cost or RooflineCostModel("llama-3.1-8b", "H100-SXM")
     return SimpleNamespace(scheduler_config=_sched(**sched), cost_model_factory=lambda: cost)
 

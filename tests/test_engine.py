@@ -9,7 +9,7 @@ import gc
 import numpy as np
 import pytest
 
-from twin.sim.build import make_router, resolve_deployment
+from twin.sim.deployment import make_router, resolve_deployment
 from twin.cost.constant import ConstantCostModel
 from twin.sim.replica import Replica
 from twin.results.records import FINISHED, INCOMPLETE, REJECTED, STEP_COLUMN_NAMES, RequestRecord

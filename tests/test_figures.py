@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from twin.results import figures
-from twin.sim.build import run_body
+from twin.sim.run import run_body
 from twin.analysis.causes import StepSplit
-from twin.results.records import RequestRecord, SimResult, StepRecords
+from twin.results.records import RequestRecord, StepRecords
+from twin.results.sim_result import SimResult
 from twin.scenario import load_scenario
 
 

@@ -18,7 +18,8 @@ from twin.results.metrics import (
     per_request_arrays,
     replicate_summary,
 )
-from twin.results.records import RequestRecord, SimResult, StepRecords
+from twin.results.records import RequestRecord, StepRecords
+from twin.results.sim_result import SimResult
 
 
 def _finished(rid, arrival, emits, counts=None, prompt=10, **kw):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twin.sim.build import metrics_of, run_body
+from twin.sim.run import metrics_of, run_body
 from twin.cost.constant import ConstantCostModel
 from twin.scenario import Scenario
 from twin.core.scheduler_config import SchedulerConfig

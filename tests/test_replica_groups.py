@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from twin.sim.build import metrics_of, require_single_deployment, resolve_deployment, resolve_for_run, run_body
+from twin.sim.run import metrics_of, resolve_for_run, run_body
+from twin.sim.deployment import require_single_deployment, resolve_deployment
 from twin.cli.main import main
 from twin.sim.cluster import ClusterDeployment, per_replica_metrics, run_cluster
 from twin.errors import TwinInputError

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from twin.sim.build import metrics_of, run_body
+from twin.sim.run import metrics_of, run_body
 from twin.sim.cluster import ReplicaGroup, load_imbalance, per_replica_metrics, run_cluster
 from twin.errors import TwinInputError
 from twin.core.request import Request

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twin.sim.build import metrics_of, run_body
+from twin.sim.run import metrics_of, run_body
 from twin.scenario import list_scenarios, load_scenario
 
 BUNDLED = {"concurrency_cap_trap", "azure_conversation_replay", "static_vs_continuous", "prefix_caching_agentic",

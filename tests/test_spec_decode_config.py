@@ -1,4 +1,4 @@
-"""The ``speculative_decoding:`` scenario section: forms, one-line errors, wiring through twin.sim.build (KV pool,
+"""The ``speculative_decoding:`` scenario section: forms, one-line errors, wiring through twin.sim.deployment (KV pool,
 lookahead slots, speculators, metrics) and the bundled scenarios."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from spec_decode_helpers import run_metrics, scenario_body, spec_section
-from twin.sim.build import resolve_deployment, run_body
+from twin.sim.deployment import resolve_deployment
+from twin.sim.run import run_body
 from twin.errors import TwinInputError
 from twin.results.metrics import SPEC_DECODE_KEYS
 from twin.scenario import Scenario, load_scenario

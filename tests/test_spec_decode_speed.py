@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from spec_decode_helpers import run_metrics, scenario_body, spec_section
-from twin.sim.build import resolve_deployment
+from twin.sim.deployment import resolve_deployment
 from twin.hardware.catalog import resolve_gpu, resolve_model
 from twin.cost.roofline import RooflineCostModel
 from twin.spec_decode import draft_model_drafter, head_drafter

@@ -54,7 +54,7 @@ def test_specs_from_bench_json_errors(doc, needle):
 def test_validate_against_bench_json_from_the_cli(tmp_path):
     """A bench-serve file made by the twin itself replays to (almost) the same numbers: the CLI path works and
     the replay of per-request arrays is faithful."""
-    from twin.sim.build import run_body
+    from twin.sim.run import run_body
 
     sc = load_scenario(TINY)
     body = sc.body("baseline", {"server": {"enable_prefix_caching": False},

@@ -113,7 +113,7 @@ class DeploymentConfig(StrictModel):
 
 
 class ServerConfig(StrictModel, SchedulerKnobs):
-    """vLLM's serving knobs. ``None`` means vLLM's default for the deployment (resolved in twin.sim.build)."""
+    """vLLM's serving knobs. ``None`` means vLLM's default for the deployment (resolved in twin.sim.deployment)."""
 
     max_num_seqs: int | None = Field(None, ge=1)
     max_num_batched_tokens: int | None = Field(None, ge=1)

@@ -14,7 +14,7 @@ requests still queue, the GPU itself is the limit, and the roofline split of typ
 ``explain()``) says whether its step time is compute-, memory-bandwidth- or overhead-bound. With no queue the
 server keeps up with the load and the verdict says so, naming what sets the step time.
 
-Pure functions: a `SimResult` plus anything with the `twin.sim.build.Deployment` attributes (``scheduler_config``,
+Pure functions: a `SimResult` plus anything with the `twin.sim.deployment.Deployment` attributes (``scheduler_config``,
 ``kv_pool``, ``cost_model_factory``); no Streamlit, no plotting.
 """
 
@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from twin.results.records import FINISHED, SimResult
+from twin.results.records import FINISHED
+from twin.results.sim_result import SimResult
 
 KV_HIGH = 0.9                # KV usage counted as "full"
 BUDGET_FILL = 0.95           # a step with >= this share of max_num_batched_tokens is "at the budget"

@@ -517,7 +517,7 @@ class Fit:
 
 
 def _simulate(specs: list[RequestSpec], body: Any, dep: Any, closed: int | None, factor: float, base_dir: Any):
-    from twin.sim.build import make_router
+    from twin.sim.deployment import make_router
     from twin.core.schedulers import make_scheduler
     from twin.sim.simulate import simulate
     from twin.spec_decode import speculator_factory
@@ -566,7 +566,7 @@ def fit_max_num_seqs(m: Measured, prof: Profile, body: Any, base_dir: Path | Non
                      shared_prefix_tokens: int = 0) -> Fit:
     """Simulate the measured requests at each candidate ``max_num_seqs`` (and, when the replayed prompts share
     a prefix, with prefix caching on and off); the best TTFT match wins."""
-    from twin.sim.build import resolve_deployment
+    from twin.sim.deployment import resolve_deployment
     from twin.analysis.causes import CONCURRENCY_CAP as CAP_KEY
     from twin.analysis.causes import limit_shares
 
@@ -701,7 +701,7 @@ class _Shape:
 def _prefix_check(m: Measured, body: Any, base_dir: Path | None, prof: Profile, fit: Fit | None,
                   hit_rate: float | None) -> tuple[Cause | None, dict[str, Any] | None]:
     """Is the prefix-cache hit rate below what the scenario's traffic allows?"""
-    from twin.sim.build import resolve_deployment
+    from twin.sim.deployment import resolve_deployment
     from twin.analysis.prefixes import analyze_prefixes, workload_specs
 
     dep = fit.best.deployment if fit else resolve_deployment(body, base_dir)

@@ -36,14 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from twin.sim.build import (
-    Deployment,
-    metrics_of,
-    require_single_deployment,
-    resolve_deployment,
-    run_body,
-    vllm_default_limits,
-)
+from twin.sim.deployment import Deployment, require_single_deployment, resolve_deployment, vllm_default_limits
+from twin.sim.run import metrics_of, run_body
 from twin.analysis.causes import (
     BINDING_SHARE,
     CONCURRENCY_CAP,
@@ -55,7 +49,7 @@ from twin.analysis.causes import (
 from twin.errors import TwinInputError
 from twin.results.metrics import replicate_summary
 from twin.analysis.prefixes import analyze_prefixes, workload_specs
-from twin.results.records import SimResult
+from twin.results.sim_result import SimResult
 from twin.results.report import direction, finite_number, format_value, label
 from twin.scenario import BASELINE, REPLACE_MARKER, Scenario, ScenarioBody
 from twin.analysis.vllm_commands import bench_commands, serve_command, validate_command

@@ -16,7 +16,6 @@ import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-import twin.cost.profile  # noqa: F401  (registers the "profile" cost-model kind)
 from twin.errors import TwinInputError
 from twin.cli.console import console, err_console
 

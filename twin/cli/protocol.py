@@ -147,7 +147,7 @@ def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, 
         sc = load_scenario(scenario)
         body = sc.body(variant, parse_set_options(sets))
         base_dir = sc.base_dir
-        from twin.sim.build import require_single_deployment
+        from twin.sim.deployment import require_single_deployment
 
         require_single_deployment(body, "twin diagnose --scenario (one server's measurements)", sc.source)
     elif sets:

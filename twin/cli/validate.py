@@ -42,7 +42,7 @@ def validate(scenario: str, variant: str, sets: tuple[str, ...], profile: str | 
     if profile:
         overrides.setdefault("cost_model", {}).update({"kind": "profile", "profile": str(Path(profile).resolve())})
     body = sc.body(variant, overrides)
-    from twin.sim.build import require_single_deployment
+    from twin.sim.deployment import require_single_deployment
 
     require_single_deployment(body, "twin validate", sc.source)
     if bench_json:
@@ -84,9 +84,10 @@ def _validate_engine(body, base_dir, device: str, dtype: str, max_kv_blocks: int
 
 def _validate_bench(body, base_dir, path: Path) -> dict[str, Any]:
     from calibration.validate import compare_metrics, metrics_from_bench_json, specs_from_bench_json
-    from twin.sim.build import metrics_of, resolve_deployment
+    from twin.sim.run import metrics_of
+    from twin.sim.deployment import resolve_deployment
     from twin.sim.simulate import simulate
-    from twin.sim.build import make_router
+    from twin.sim.deployment import make_router
     from twin.core.schedulers import make_scheduler
 
     try:

@@ -1,10 +1,10 @@
 """Build a cost model from a kind name and a parameter dict (what a scenario file says).
 
-Kinds are looked up in `COST_MODEL_BUILDERS`; another module adds one with `register_cost_model`, e.g. the
-calibrated "profile" kind:
+Kinds are looked up in `COST_MODEL_BUILDERS` ("roofline", "constant" and the calibrated "profile"); another
+module adds one with `register_cost_model`:
 
-    def _build_profile(model, gpu, tp, weight_dtype, kv_dtype, params): ...
-    register_cost_model("profile", _build_profile)
+    def _build_mine(model, gpu, tp, weight_dtype, kv_dtype, params): ...
+    register_cost_model("mine", _build_mine)
 
 A builder receives the resolved ModelSpec and GpuSpec, the tensor-parallel size, the weight and KV dtypes and
 the user's parameter dict, and returns an object satisfying `twin.cost.base.CostModel`. It should raise
@@ -20,6 +20,7 @@ from typing import Any
 from twin.hardware.catalog import GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import CostModel
 from twin.cost.constant import ConstantCostModel
+from twin.cost.profile import build_profile_cost_model
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
 
@@ -57,6 +58,7 @@ def _build_constant(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, 
 COST_MODEL_BUILDERS: dict[str, Builder] = {
     "roofline": _build_roofline,
     "constant": _build_constant,
+    "profile": build_profile_cost_model,
 }
 
 
@@ -104,7 +106,3 @@ def build_cost_model(
     params = dict(params or {})
     weight_dtype, kv_dtype = _dtypes(dtypes)
     return COST_MODEL_BUILDERS[key](resolve_model(model), resolve_gpu(gpu), tp, weight_dtype, kv_dtype, params)
-
-
-# the calibrated-profile kind registers itself on import; import it here so every caller of the factory has it
-import twin.cost.profile  # noqa: E402,F401

@@ -304,13 +304,13 @@ class ProfileCostModel:
         return f"ProfileCostModel({self.source})"
 
 
-# ---------------------------------------------------------------------------------------------------- factory
+# ---------------------------------------------------------------------------------------------------- builder
 
 def _shape_of(model: Any) -> dict[str, int]:
     return {name: getattr(model, name) for name in MODEL_SHAPE_FIELDS}
 
 
-def _build_profile(model: Any, gpu: Any, tp: int, weight_dtype: str, kv_dtype: str,
+def build_profile_cost_model(model: Any, gpu: Any, tp: int, weight_dtype: str, kv_dtype: str,
                    params: dict[str, Any]) -> ProfileCostModel:
     unknown = [k for k in params if k not in ("path",)]
     if unknown:
@@ -339,12 +339,3 @@ def _build_profile(model: Any, gpu: Any, tp: int, weight_dtype: str, kv_dtype: s
                       f"({device.get('name', '?')}); the deployment says {gpu.name}", ProfileWarning,
                       stacklevel=2)
     return cm
-
-
-def register() -> None:
-    from twin.cost.factory import register_cost_model
-
-    register_cost_model("profile", _build_profile)
-
-
-register()

@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twin.sim.build import metrics_of, require_single_deployment, resolve_deployment, run_body
+from twin.sim.run import metrics_of, run_body
+from twin.sim.deployment import require_single_deployment, resolve_deployment
 from twin.hardware.catalog import list_gpus, list_models
 from twin.analysis.causes import Diagnosis, diagnose, diagnosis_to_dict
 from twin.errors import TwinInputError
 from twin.yaml_input import parse_yaml
-from twin.results.records import SimResult
+from twin.results.sim_result import SimResult
 from twin.results.report import COMPARISON_KEYS, compare_metrics, direction, format_delta, format_value, label
 from twin.scenario import BASELINE, Scenario, ScenarioBody, list_scenarios, load_scenario
 

@@ -260,7 +260,7 @@ def evaluate(job: SimJob) -> dict[str, Any]:
     """Run one job. Returns ``{"ok": True, "metrics": {...}, "slo_met": {...}, "passed": bool | None,
     "reasons": [...], "replicas": int, "offered": float}`` (plus ``"per_replica"``), or ``{"ok": False,
     "error": "..."}`` when the configuration is invalid (one line, naming the field)."""
-    from twin.sim.build import metrics_of
+    from twin.sim.run import metrics_of
     from twin.sim.cluster import per_replica_metrics, run_cluster
 
     try:

@@ -145,7 +145,7 @@ class Candidate:
 
 
 def expand_candidates(spec: PlanSpec) -> list[Candidate]:
-    from twin.sim.build import resolve_deployment
+    from twin.sim.deployment import resolve_deployment
 
     bases = spec.candidates or [{}]
     space = spec.space if (spec.space or spec.candidates) else default_space(spec.data)

@@ -25,7 +25,7 @@ from twin.results.metrics import (
     parse_slo,
     per_request_arrays,
 )
-from twin.results.records import SimResult
+from twin.results.sim_result import SimResult
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

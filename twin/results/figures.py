@@ -16,7 +16,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from twin.results.records import FINISHED, REJECTED, SimResult
+from twin.results.records import FINISHED, REJECTED
+from twin.results.sim_result import SimResult
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 PREFILL_COLOR = "#ff7f0e"

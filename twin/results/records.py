@@ -1,4 +1,4 @@
-"""What a run leaves behind: one record per request, one row per engine step, and the run's result.
+"""What a run leaves behind: one record per request and one row per engine step.
 
 The simulation engine (and the real calibration engine) write these; `twin.results.metrics` turns them into
 `vllm bench serve` numbers and `twin.results.export` writes them out.
@@ -228,50 +228,3 @@ def requests_to_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
     for name in ("arrival_s", "first_token_s", "finish_s", "ttft_s", "tpot_s", "e2el_s"):
         frame[name] = frame[name].astype("float64")
     return frame
-
-
-@dataclass
-class SimResult:
-    """Everything one run produced.
-
-    ``config`` is a JSON-able summary of the run's configuration; ``sim_start_s``/``sim_end_s`` the simulated
-    horizon. The counters are the engine's own totals for the whole run (``None``: derive from the records);
-    vLLM counts a prefix-cache query each time a request is scheduled from the waiting queue (again after a
-    preemption), which per-request records cannot reproduce, so the engine's counters win when the whole
-    run is measured. ``metrics(window=...)`` always derives them from the requests in the window.
-    """
-
-    requests: list[RequestRecord] = field(default_factory=list)
-    steps: StepRecords = field(default_factory=StepRecords)
-    config: dict = field(default_factory=dict)
-    sim_start_s: float = 0.0
-    sim_end_s: float | None = None
-    prefix_cache_hit_tokens: int | None = None
-    prefix_cache_query_tokens: int | None = None
-    num_preemptions: int | None = None
-    num_replicas: int | None = None
-    wall_time_s: float | None = None
-
-    @property
-    def num_rejected(self) -> int:
-        return sum(1 for r in self.requests if r.status == REJECTED)
-
-    def metrics(self, slo: Any = None, window: tuple[float | None, float | None] | None = None,
-                **kwargs: Any) -> dict:
-        """`vllm bench serve` metrics plus the twin's own keys; see `twin.results.metrics.compute_metrics`."""
-        from twin.results.metrics import compute_metrics
-
-        whole = window is None
-        return compute_metrics(
-            self.requests, self.steps, slo=slo, window=window, num_replicas=self.num_replicas,
-            prefix_cache_hit_tokens=self.prefix_cache_hit_tokens if whole else None,
-            prefix_cache_query_tokens=self.prefix_cache_query_tokens if whole else None,
-            num_preemptions=self.num_preemptions if whole else None,
-            **kwargs,
-        )
-
-    def requests_frame(self) -> pd.DataFrame:
-        return requests_to_frame(self.requests)
-
-    def steps_frame(self) -> pd.DataFrame:
-        return self.steps.to_frame()

@@ -13,7 +13,7 @@ workload) is the scenario's. ``weight`` is the group's share for weighted router
 outstanding, the consistent-hash ring); it defaults to 1 for every replica.
 
 A scenario can declare its groups itself (``deployment.groups``, see ``twin.scenario.DeploymentConfig``):
-``run_cluster(body)`` then runs them, and so does ``twin.sim.build.run_body``, which hands such bodies to this
+``run_cluster(body)`` then runs them, and so does ``twin.sim.run.run_body``, which hands such bodies to this
 module, so ``twin run`` and ``twin compare`` run mixed clusters as they are.
 """
 
@@ -27,10 +27,12 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from twin.sim.build import Deployment, make_router, resolve_deployment, run_body, simulate_replicas
+from twin.sim.deployment import Deployment, make_router, resolve_deployment
+from twin.sim.replicas import run_single, simulate_replicas
 from twin.errors import TwinInputError
 from twin.results.metrics import compute_metrics
-from twin.results.records import REJECTED, SimResult, StepRecords
+from twin.results.records import REJECTED, StepRecords
+from twin.results.sim_result import SimResult
 from twin.scenario import ReplicaGroup, ScenarioBody, deep_merge
 from twin.workload.config import format_validation_error
 
@@ -125,7 +127,7 @@ def run_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | None
     if (groups is None and cluster is None and body.deployment.groups is None and name == body.deployment.router
             and not router_params):
         # the scenario's own deployment: exactly `twin run`
-        result = run_body(body, base, replication=replication, progress=progress)
+        result = run_single(body, base, replication=replication, progress=progress)
         result.config["router"] = name
         return result
     if cluster is None:
@@ -137,7 +139,7 @@ def run_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | None
         if gb.deployment.router != name:
             gb = ScenarioBody.model_validate(deep_merge(gb.model_dump(mode="python", exclude_none=True),
                                                         {"deployment": {"router": name}}))
-        result = run_body(gb, base, replication=replication, progress=progress, deployment=cluster.deployments[0])
+        result = run_single(gb, base, replication=replication, progress=progress, deployment=cluster.deployments[0])
         result.config["replica_groups"] = [_group_summary(groups[0], gb, list(range(groups[0].replicas)))]
         result.config["router"] = name
         return result

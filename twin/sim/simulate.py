@@ -10,7 +10,8 @@ import simpy
 
 from twin.cost.base import CostModel
 from twin.sim.replica import Replica, Router, RoundRobinRouter, Speculator, new_record
-from twin.results.records import SimResult, StepRecords
+from twin.results.sim_result import SimResult
+from twin.results.records import StepRecords
 from twin.core.request import Request
 from twin.core.scheduler_base import SchedulerBase
 from twin.workload.spec import RequestSpec

@@ -1,0 +1,128 @@
+"""A scenario body resolved into what one replica needs: vLLM's defaults for the GPU, the scheduler
+configuration, the KV pool sized from memory, the cost model and (with ``speculative_decoding:``) the drafter,
+whose weights and KV shrink the pool and whose lookahead slots the scheduler reserves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from twin.cost.base import CostModel
+from twin.cost.factory import build_cost_model
+from twin.errors import TwinInputError
+from twin.hardware.catalog import GpuSpec, ModelSpec, resolve_gpu, resolve_model
+from twin.hardware.kv_sizing import KvPoolBreakdown, kv_pool_breakdown
+from twin.scenario import ScenarioBody
+from twin.core.scheduler_config import SchedulerConfig
+from twin.sim.routing import make_router as make_named_router
+from twin.spec_decode import Drafter, build_drafter
+
+GIB = 1 << 30
+
+
+def vllm_default_limits(gpu: GpuSpec) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that ``vllm serve`` picks for this GPU class."""
+    big = gpu.memory_bytes >= 70 * GIB and "a100" not in gpu.name.lower()
+    return (8192, 1024) if big else (2048, 256)
+
+
+@dataclass
+class Deployment:
+    """Everything a replica needs, resolved."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    scheduler_config: SchedulerConfig
+    kv_pool: KvPoolBreakdown
+    cost_model_factory: Callable[[], CostModel]
+    drafter: Drafter | None = None
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        return self.kv_pool.num_gpu_blocks
+
+
+def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec) -> SchedulerConfig:
+    server = body.server
+    default_tokens, default_seqs = vllm_default_limits(gpu)
+    max_model_len = server.max_model_len or model.max_position_embeddings
+    max_num_seqs = server.max_num_seqs or default_seqs
+    whole_prompts = server.scheduler == "prefill_first" or not server.enable_chunked_prefill
+    if server.max_num_batched_tokens is not None:
+        max_tokens = server.max_num_batched_tokens
+    else:
+        # vLLM's clamps on its own defaults: never above max_num_seqs * max_model_len, and without chunked
+        # prefill at least max_model_len (a whole prompt must fit one step)
+        max_tokens = min(default_tokens, max_num_seqs * max_model_len)
+        if whole_prompts:
+            max_tokens = max(max_tokens, max_model_len)
+        max_tokens = max(max_tokens, max_num_seqs)
+    fields = server.model_dump(exclude={"gpu_memory_utilization", "num_gpu_blocks_override"})
+    fields.update(max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_tokens)
+    spec = body.speculative_decoding
+    if spec is not None and spec.uses_lookahead_slots:
+        fields["num_lookahead_tokens"] = spec.num_speculative_tokens
+    try:
+        return SchedulerConfig(**fields)
+    except ValidationError as exc:
+        msg = exc.errors(include_url=False)[0].get("ctx", {}).get("error") or exc.errors()[0]["msg"]
+        raise TwinInputError(f"server: {msg}") from None
+
+
+def require_single_deployment(body: ScenarioBody, what: str, where: str | None = None) -> None:
+    """A one-line error when ``body`` is a mixed cluster (``deployment.groups``) and ``what`` needs one
+    deployment (e.g. ``"twin validate (the calibration engine serves one replica)"``); ``where`` (the scenario
+    file) leads the line."""
+    if body.deployment.groups is not None:
+        raise TwinInputError(f"{where + ': ' if where else ''}deployment.groups: {what} needs one deployment, not "
+                             f"replica groups; leave groups out (twin run and twin compare run mixed clusters)")
+
+
+def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Deployment:
+    """The one deployment of ``body``; a mixed cluster is an error (see ``resolve_for_run``)."""
+    require_single_deployment(body, "this step")
+    dep = body.deployment
+    model = resolve_model(_relative(dep.model, base_dir))
+    gpu = resolve_gpu(_relative(dep.gpu, base_dir))
+    model.check_tensor_parallel(dep.tensor_parallel_size)
+    sched = resolve_scheduler_config(body, model, gpu)
+    cm = body.cost_model
+    drafter = None
+    if body.speculative_decoding is not None:
+        drafter = build_drafter(body.speculative_decoding, model, gpu, dep.tensor_parallel_size, dep.weight_dtype,
+                                dep.kv_dtype, cm.params if cm.kind == "roofline" else None, base_dir)
+    pool = kv_pool_breakdown(
+        model, gpu, dep.tensor_parallel_size, sched.block_size, body.server.gpu_memory_utilization,
+        dep.weight_dtype, dep.kv_dtype, sched.max_num_batched_tokens, body.server.num_gpu_blocks_override,
+        max_num_seqs=sched.max_num_seqs, max_model_len=sched.max_model_len,
+        draft_weight_bytes=drafter.weight_bytes if drafter else 0,
+        draft_kv_bytes_per_token=drafter.kv_bytes_per_token if drafter else 0)
+    params: dict[str, Any] = dict(cm.params)
+    if cm.kind == "profile":
+        params["path"] = str(_relative(cm.profile, base_dir))
+
+    def cost_model_factory() -> CostModel:
+        return build_cost_model(cm.kind, model, gpu, dep.tensor_parallel_size,
+                                {"weight_dtype": dep.weight_dtype, "kv_dtype": dep.kv_dtype}, params)
+
+    cost_model_factory()  # fail on bad parameters before any run
+    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter)
+
+
+def _relative(value: str, base_dir: Path | None) -> str:
+    """A path-looking value relative to the scenario's folder; names pass through."""
+    if base_dir is not None and (value.endswith((".yaml", ".yml", ".json")) or "/" in value):
+        p = Path(value)
+        if not p.is_absolute() and (base_dir / p).exists():
+            return str(base_dir / p)
+    return value
+
+
+def make_router(name: str, **params: Any):
+    """A fresh router by name; see ``twin.sim.routing``."""
+    return make_named_router(name, **params)
+
+

@@ -1,0 +1,81 @@
+"""Simulating a scenario's traffic on a set of replicas: the one place where the workload, schedulers, cost
+models and speculators of resolved deployments meet the SimPy clock.
+
+Each step's drafting time is in the step records (``draft_s``); the run's drafting totals land in
+``result.config["spec_decode_stats"]``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+from twin.core.schedulers import make_scheduler
+from twin.errors import TwinInputError
+from twin.results.sim_result import SimResult
+from twin.scenario import ScenarioBody
+from twin.sim.deployment import Deployment, make_router, resolve_deployment
+from twin.sim.simulate import simulate
+from twin.spec_decode import SpecDecodeStats, Speculator, speculator_factory
+from twin.workload.generate import build_workload
+
+
+def run_single(body: ScenarioBody, base_dir: Path | None = None, *, replication: int = 0,
+             progress: Callable[[float], None] | None = None,
+             deployment: Deployment | None = None) -> SimResult:
+    """One simulation of a single-deployment body on ``body.deployment.replicas`` replicas; replication r
+    uses seed ``body.seed + r``. ``deployment`` is resolved here when ``None``."""
+    dep = deployment or resolve_deployment(body, base_dir)
+    seed = body.seed + replication
+    summary = {
+        "name": body.name, "seed": seed, "replication": replication,
+        "deployment": body.deployment.model_dump(),
+        "server": dep.scheduler_config.model_dump(),
+        "num_gpu_blocks": dep.num_gpu_blocks,
+        "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
+        "cost_model": body.cost_model.model_dump(),
+    }
+    if body.speculative_decoding is not None:
+        summary["speculative_decoding"] = body.speculative_decoding.model_dump()
+    return simulate_replicas(body, [body], [dep], [0] * body.deployment.replicas,
+                             make_router(body.deployment.router), seed=seed, base_dir=base_dir,
+                             summary=summary, progress=progress)
+
+
+
+def simulate_replicas(body: ScenarioBody, bodies: list[ScenarioBody], deps: list[Deployment], owner: list[int],
+                      router: Any, *, seed: int, base_dir: Path | None, summary: dict[str, Any],
+                      progress: Callable[[float], None] | None = None) -> SimResult:
+    """Simulate ``body``'s traffic on ``len(owner)`` replicas, replica i served as ``deps[owner[i]]`` (with
+    ``bodies[owner[i]]``'s speculative decoding) behind ``router``."""
+    traffic = build_workload(body.workload, seed, base_dir=base_dir)
+    speculators: list[Speculator] = []
+    make_speculator = None
+    if body.speculative_decoding is not None:
+        factories = [speculator_factory(b.speculative_decoding, d.drafter, seed) if d.drafter is not None else None
+                     for b, d in zip(bodies, deps)]
+
+        def make_speculator(i: int) -> Speculator:
+            factory = factories[owner[i]]
+            if factory is None:
+                raise TwinInputError("speculative_decoding: a replica group has no drafter")
+            speculators.append(factory(i))
+            return speculators[-1]
+
+    result = simulate(
+        traffic,
+        lambda i: make_scheduler(deps[owner[i]].scheduler_config, deps[owner[i]].num_gpu_blocks),
+        lambda i: deps[owner[i]].cost_model_factory(),
+        num_replicas=len(owner),
+        router=router,
+        make_speculator=make_speculator,
+        max_time_s=body.max_sim_time_s,
+        progress=progress,
+        config_summary=summary,
+    )
+    if speculators:
+        total = SpecDecodeStats()
+        for s in speculators:
+            total = total.merge(s.stats)
+        result.config["spec_decode_stats"] = asdict(total)
+    return result
