@@ -17,11 +17,12 @@ from typing import Any
 import torch
 
 from calibration.fit import Fit, fit_samples, make_profile, save_profile
+from calibration.engine import ModelRunner
+from calibration.environment import DTYPE_NAMES, catalog_device, device_name, torch_dtype
+from calibration.measure import build_runner
 from calibration.model import ModelShape
-from calibration.profiler import (
-    DTYPE_NAMES, ModelRunner, ProfileRun, SweepPlan, apply_overrides, build_runner, catalog_device, default_plan,
-    device_name, plan_points, pool_blocks, profile_engine, torch_dtype,
-)
+from calibration.profiler import ProfileRun, profile_engine
+from calibration.sweep_plan import SweepPlan, apply_overrides, default_plan, plan_points, pool_blocks
 from calibration.samples import save_samples
 from twin.hardware.catalog import ModelSpec, resolve_model
 

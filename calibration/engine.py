@@ -17,89 +17,24 @@ that step through :class:`~calibration.model.LlamaDecoder`:
 
 The core API takes plain lists (:class:`SeqInput`); :meth:`ModelRunner.execute` is a thin adapter from
 ``twin.core.scheduler_output.SchedulerOutput``. Requests that carry synthetic segments instead of token ids get
-deterministic token ids per segment (:func:`synthetic_token_ids`), so two requests sharing a segment share tokens,
+deterministic token ids per segment (:mod:`calibration.token_ids`), so two requests sharing a segment share tokens,
 and hence KV, exactly where the prefix cache says they do.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from calibration.model import LlamaDecoder, ModelShape, default_dtype
+from calibration.paged_attention import AttentionGroup, PagedAttention
 from calibration.paged_kv import PagedKVCache
-from calibration.timing import StepTimer, measure, synchronize
-
-# ---- synthetic token identity ------------------------------------------------------------------------------
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-
-
-def segment_seed(key: Hashable) -> int:
-    """A 64-bit seed from a segment key: blake2b of ``repr(key)``, independent of PYTHONHASHSEED."""
-    return int.from_bytes(hashlib.blake2b(repr(key).encode("utf-8"), digest_size=8).digest(), "little")
-
-
-def segment_token_ids(key: Hashable, start: int, end: int, vocab_size: int) -> np.ndarray:
-    """Tokens ``[start, end)`` of the segment named ``key``: a counter-based SplitMix64 stream seeded by
-    :func:`segment_seed`, so any slice is computed directly and equals the same slice of the whole."""
-    counter = np.arange(start + 1, end + 1, dtype=np.uint64)
-    z = np.uint64(segment_seed(key)) + counter * _GOLDEN
-    z = (z ^ (z >> np.uint64(30))) * _M1
-    z = (z ^ (z >> np.uint64(27))) * _M2
-    z = z ^ (z >> np.uint64(31))
-    return (z % np.uint64(vocab_size)).astype(np.int64)
-
-
-def synthetic_token_ids(segments: Sequence[tuple[Hashable, int]], start: int, end: int,
-                        vocab_size: int) -> list[int]:
-    """Token ids at positions ``[start, end)`` of a prompt made of ``(segment_key, num_tokens)`` pieces."""
-    out: list[np.ndarray] = []
-    seg_start = 0
-    for key, n in segments:
-        seg_end = seg_start + n
-        lo, hi = max(start, seg_start), min(end, seg_end)
-        if lo < hi:
-            out.append(segment_token_ids(key, lo - seg_start, hi - seg_start, vocab_size))
-        if seg_end >= end:
-            break
-        seg_start = seg_end
-    ids = np.concatenate(out).tolist() if out else []
-    if len(ids) != end - start:
-        raise ValueError(f"segments cover fewer than {end} tokens (positions [{start}, {end}) asked)")
-    return ids
-
-
-def request_token_ids(request: Any, start: int, end: int, vocab_size: int) -> list[int]:
-    """Token ids at positions ``[start, end)`` of a ``twin.core.request.Request``'s sequence (prompt, outputs, drafts).
-
-    Real-token requests: ``prompt_token_ids + output_token_ids + spec_token_ids``; positions past those (draft
-    slots the twin counted but did not name) get synthetic ids of the request's output segment. Segment requests:
-    synthetic ids of their segments, the last of which is the open-ended output segment, so a later turn whose
-    prompt holds ``(output_segment_key(id), n)`` sees the same tokens this request's outputs were computed with.
-    """
-    from twin.core.request import output_segment_key
-
-    segments = getattr(request, "_segments", None)
-    if segments is not None:
-        return synthetic_token_ids(segments, start, end, vocab_size)
-    ids = list(request.prompt_token_ids) + list(request.output_token_ids or ()) + list(request.spec_token_ids)
-    have = ids[start:end]
-    if len(have) < end - start:
-        lo = max(start, len(ids))
-        fill = segment_token_ids(output_segment_key(request.request_id), lo - request.num_prompt_tokens,
-                                 end - request.num_prompt_tokens, vocab_size).tolist()
-        have = have + fill
-    return have
-
+from calibration.timing import StepTimer
+from calibration.token_ids import request_token_ids
 
 # ---- plain step inputs and outputs -------------------------------------------------------------------------
 
@@ -130,60 +65,6 @@ class StepOutputs:
     num_tokens: int = 0
     num_attention_calls: int = 0         # SDPA calls per layer (groups)
     logits: list[torch.Tensor] | None = None   # with return_logits: fp32 CPU [num_new_tokens, vocab] per sequence
-
-
-# ---- attention over the paged cache -----------------------------------------------------------------------
-
-@dataclass
-class _Group:
-    causal: bool
-    tok_lo: int = 0                       # causal: the sequence's token range in the flat batch
-    tok_hi: int = 0
-    q_index: torch.Tensor | None = None   # masked: [G, Qmax] flat token index per (seq, query row), pads -> 0
-    mask: torch.Tensor | None = None      # masked: [G, 1, g * Qmax, L] bool, True = attend
-    block_table: torch.Tensor | None = None   # masked: [G, nb]
-    src: torch.Tensor | None = None       # masked: valid rows of the [G * Qmax] output ...
-    dst: torch.Tensor | None = None       # ... and their flat token indices
-    identity: bool = False                # masked: the group is the whole batch, in order, unpadded
-
-
-class _PagedAttention:
-    """The attention callback for one step: writes the new K/V, then attends group by group."""
-
-    def __init__(self, cache: PagedKVCache, shape: ModelShape, groups: list[_Group], block_ids: torch.Tensor,
-                 offsets: torch.Tensor, num_tokens: int) -> None:
-        self.cache, self.groups, self.block_ids, self.offsets = cache, groups, block_ids, offsets
-        self.num_tokens = num_tokens
-        self.nh, self.nkv, self.d = shape.num_attention_heads, shape.num_key_value_heads, shape.head_dim
-        self.g = shape.num_queries_per_kv
-
-    def __call__(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        self.cache.write(layer, self.block_ids, self.offsets, k, v)
-        nh, nkv, g, d = self.nh, self.nkv, self.g, self.d
-        out: torch.Tensor | None = None
-        for grp in self.groups:
-            if grp.causal:
-                lo, hi = grp.tok_lo, grp.tok_hi
-                o = F.scaled_dot_product_attention(q[lo:hi].transpose(0, 1)[None], k[lo:hi].transpose(0, 1)[None],
-                                                   v[lo:hi].transpose(0, 1)[None], is_causal=True, enable_gqa=True)
-                o = o[0].transpose(0, 1).reshape(hi - lo, nh * d)
-                if len(self.groups) == 1:
-                    return o
-                if out is None:
-                    out = q.new_empty(self.num_tokens, nh * d)
-                out[lo:hi] = o
-                continue
-            gsz, qmax = grp.q_index.shape
-            qg = q[grp.q_index].view(gsz, qmax, nkv, g, d).permute(0, 2, 3, 1, 4).reshape(gsz, nkv, g * qmax, d)
-            kg, vg = self.cache.gather(layer, grp.block_table)
-            o = F.scaled_dot_product_attention(qg, kg, vg, attn_mask=grp.mask)
-            o = o.view(gsz, nkv, g, qmax, d).permute(0, 3, 1, 2, 4).reshape(gsz * qmax, nh * d)
-            if grp.identity:
-                return o
-            if out is None:
-                out = q.new_empty(self.num_tokens, nh * d)
-            out.index_copy_(0, grp.dst, o.index_select(0, grp.src))
-        return out
 
 
 # ---- the runner ---------------------------------------------------------------------------------------------
@@ -243,7 +124,7 @@ class ModelRunner:
             groups.append(sorted(cur))
         return groups
 
-    def _plan(self, seqs: Sequence[SeqInput]) -> tuple[torch.Tensor, torch.Tensor, _PagedAttention, list[int]]:
+    def _plan(self, seqs: Sequence[SeqInput]) -> tuple[torch.Tensor, torch.Tensor, PagedAttention, list[int]]:
         s, bs, dev = self.shape, self.block_size, self.device
         if not seqs:
             raise ValueError("a step needs at least one sequence")
@@ -284,7 +165,7 @@ class ModelRunner:
             if len(members) == 1 and starts[members[0]] == 0 and lens[members[0]] >= self.causal_min_tokens:
                 i = members[0]
                 lo = int(offs_t[i])
-                groups.append(_Group(True, tok_lo=lo, tok_hi=lo + lens[i]))
+                groups.append(AttentionGroup(True, tok_lo=lo, tok_hi=lo + lens[i]))
                 continue
             m = torch.tensor(members, dtype=torch.long)
             qmax = max(lens[i] for i in members)
@@ -303,12 +184,12 @@ class ModelRunner:
             g = s.num_queries_per_kv
             mask = mask[:, None, None].expand(len(members), 1, g, qmax, nb * bs).reshape(
                 len(members), 1, g * qmax, nb * bs)
-            groups.append(_Group(
+            groups.append(AttentionGroup(
                 False, q_index=q_index.to(dev, non_blocking=True), mask=mask,
                 block_table=bt_all[m, :nb].to(dev, non_blocking=True),
                 src=torch.nonzero(flat_valid).squeeze(1).to(dev, non_blocking=True),
                 dst=dst.to(dev, non_blocking=True), identity=identity))
-        attn = _PagedAttention(self.kv_cache, s, groups, block_ids.to(dev, non_blocking=True),
+        attn = PagedAttention(self.kv_cache, s, groups, block_ids.to(dev, non_blocking=True),
                                offsets.to(dev, non_blocking=True), num_tokens)
         return input_ids.to(dev, non_blocking=True), positions.to(dev, non_blocking=True), attn, lens
 
@@ -387,53 +268,3 @@ class ModelRunner:
         """Execute a ``SchedulerOutput`` (building token ids is the twin's business and is not timed)."""
         seqs = self.inputs_from_scheduler_output(scheduler_output, block_tables, kv_cache_manager=kv_cache_manager)
         return self.execute_batch(seqs, return_logits=return_logits)
-
-
-# ---- a quick benchmark ----------------------------------------------------------------------------------------
-
-def benchmark_decode(batch_sizes: Sequence[int] = (1, 16), context_len: int = 256, *, shape: Any = None,
-                     device: str = "cpu", dtype: torch.dtype | None = None, block_size: int = 16,
-                     warmup: int = 3, repeats: int = 20, seed: int = 0) -> list[dict[str, float]]:
-    """Median decode-step time at each batch size: every sequence has ``context_len`` tokens in the cache
-    (filled by one real prefill step) and computes one new token. The same step is re-run (it rewrites the
-    same slots), synchronised, warm-up discarded."""
-    shape = ModelShape.from_any(shape) if shape is not None else ModelShape.tiny()
-    bmax = max(batch_sizes)
-    per_seq = -(-(context_len + 1) // block_size)
-    runner = ModelRunner(shape, device, dtype, num_blocks=1 + bmax * per_seq, block_size=block_size, seed=seed)
-    tables = [list(range(1 + i * per_seq, 1 + (i + 1) * per_seq)) for i in range(bmax)]
-    prompts = [segment_token_ids(("bench", i), 0, context_len + 1, shape.vocab_size).tolist() for i in range(bmax)]
-    runner.execute_batch([SeqInput(p[:context_len], 0, t, 0) for p, t in zip(prompts, tables)])
-    results = []
-    for b in batch_sizes:
-        step = [SeqInput(p[context_len:], context_len, t, 1) for p, t in zip(prompts[:b], tables[:b])]
-        stats = measure(lambda: runner.execute_batch(step), warmup=warmup, repeats=repeats, device=device)
-        results.append({"batch_size": b, "context_len": context_len, **stats.as_dict(),
-                        "tokens_per_s": b / stats.median_s})
-    return results
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    import argparse
-
-    ap = argparse.ArgumentParser(description="Decode-step time of the calibration engine (tiny model by default).")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default=None)
-    ap.add_argument("--batch-sizes", default="1,16")
-    ap.add_argument("--context", type=int, default=256)
-    ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--hf-config", default=None, help="a config.json for the shape (default: the tiny model)")
-    args = ap.parse_args(argv)
-    dtype = getattr(torch, args.dtype) if args.dtype else None
-    shape = ModelShape.from_hf_config(args.hf_config) if args.hf_config else None
-    rows = benchmark_decode([int(b) for b in args.batch_sizes.split(",")], args.context, shape=shape,
-                            device=args.device, dtype=dtype, repeats=args.repeats)
-    synchronize(args.device)
-    print(f"device={args.device} threads={torch.get_num_threads()} context={args.context}")
-    for r in rows:
-        print(f"batch {r['batch_size']:4d}: decode step median {r['median_s'] * 1e3:8.3f} ms "
-              f"(min {r['min_s'] * 1e3:.3f}, max {r['max_s'] * 1e3:.3f}), {r['tokens_per_s']:9.1f} tok/s")
-
-
-if __name__ == "__main__":
-    main()

@@ -34,7 +34,9 @@ import torch
 
 from calibration.calibrate import Prepared, calibrate, prepare
 from calibration.fit import dumps, summarize
-from calibration.profiler import Point, catalog_device, device_name, measure_point, warm_up
+from calibration.environment import catalog_device, device_name
+from calibration.measure import measure_point, warm_up
+from calibration.sweep_plan import Point
 from twin.hardware.catalog import GpuSpec, ModelSpec, resolve_gpu
 from twin.errors import TwinInputError
 
@@ -135,7 +137,7 @@ def graph_replay_time(prepared: Prepared, context: int, *, warmup: int = 3, repe
     runner = prepared.runner
     if runner.device.type != "cuda":
         raise RuntimeError("CUDA graphs need a CUDA device")
-    from calibration.profiler import point_inputs
+    from calibration.measure import point_inputs
 
     seqs = point_inputs(runner, Point("decode", [1], [context]), 0)
     model = runner.model

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from calibration.engine import ModelRunner
+from calibration.environment import torch_dtype
 from calibration.model import ModelShape
-from calibration.profiler import torch_dtype
 from calibration.serve import StepShapeRecord, serve
 from calibration.validate import Comparison, compare_metrics, step_time_residuals
 from twin.sim.run import metrics_of, run_body

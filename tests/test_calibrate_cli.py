@@ -14,9 +14,8 @@ from click.testing import CliRunner  # noqa: E402
 
 from calibration.engine import ModelRunner  # noqa: E402
 from calibration.model import ModelShape  # noqa: E402
-from calibration.profiler import (  # noqa: E402
-    Point, SweepPlan, apply_overrides, default_plan, plan_points, profile_engine,
-)
+from calibration.profiler import profile_engine  # noqa: E402
+from calibration.sweep_plan import Point, SweepPlan, apply_overrides, default_plan, plan_points  # noqa: E402
 from calibration.serve_steps import serve  # noqa: E402
 from twin.cli.main import main  # noqa: E402
 from twin.cost.constant import ConstantCostModel  # noqa: E402
@@ -240,7 +239,7 @@ def test_calibration_on_cuda(tmp_path):
 @pytest.mark.cuda
 @cuda
 def test_measure_point_uses_cuda_events():
-    from calibration.profiler import build_runner, measure_point
+    from calibration.measure import build_runner, measure_point
 
     runner = build_runner(TINY, "cuda", None, num_blocks=64)
     s = measure_point(runner, Point("decode", [1] * 4, [100] * 4), warmup=2, repeats=5)

@@ -13,12 +13,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from calibration.engine import (  # noqa: E402
-    ModelRunner, SeqInput, benchmark_decode, request_token_ids, segment_seed, segment_token_ids,
-    synthetic_token_ids,
-)
+from calibration.bench_decode import benchmark_decode  # noqa: E402
+from calibration.engine import ModelRunner, SeqInput  # noqa: E402
 from calibration.model import ModelShape  # noqa: E402
 from calibration.timing import StepTimer, TimingStats, measure  # noqa: E402
+from calibration.token_ids import (  # noqa: E402
+    request_token_ids, segment_seed, segment_token_ids, synthetic_token_ids,
+)
 from twin.core.request import Request, output_segment_key  # noqa: E402
 from twin.core.scheduler_output import SchedulerOutput  # noqa: E402
 

@@ -88,7 +88,7 @@ def _read_plan(path: str) -> dict[str, Any]:
                    "45% of the memory left after the weights).")
 @click.option("--plan", "plan_path", type=click.Path(dir_okay=False), default=None,
               help="JSON object of sweep-plan fields to override (e.g. {\"decode_batches\": [1, 8, 64]}); see "
-                   "calibration.profiler.SweepPlan.")
+                   "calibration.sweep_plan.SweepPlan.")
 @click.option("--no-replay", is_flag=True, help="Skip the served-workload replay (sweeps only).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the weights, random points, split.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
