@@ -93,9 +93,11 @@ class Prepared:
 
 def prepare(model: str | ModelSpec = "tiny-llama", *, device: str | None = "auto", dtype: str | None = "auto",
             quick: bool = False, threads: int | None = None, seed: int = 0, max_pool_gib: float | None = None,
-            plan: SweepPlan | None = None, plan_overrides: dict[str, Any] | None = None) -> Prepared:
+            plan: SweepPlan | None = None, plan_overrides: dict[str, Any] | None = None,
+            cuda_graphs: bool = False) -> Prepared:
     """Resolve the model and device, choose the plan and build the engine (random weights, a paged KV pool
-    as large as the plan's largest step needs)."""
+    as large as the plan's largest step needs; ``cuda_graphs``: decode steps as CUDA graphs,
+    :mod:`calibration.decode_graphs`)."""
     if threads is not None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got {threads}")
@@ -113,7 +115,7 @@ def prepare(model: str | ModelSpec = "tiny-llama", *, device: str | None = "auto
         plan = apply_overrides(plan, plan_overrides)
     points = plan_points(plan)
     runner = build_runner(shape, dev, tdtype, num_blocks=pool_blocks(plan, points), block_size=plan.block_size,
-                          seed=seed)
+                          seed=seed, cuda_graphs=cuda_graphs)
     return Prepared(spec, dev, DTYPE_NAMES[tdtype], plan, runner)
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from calibration.decode_graphs import DecodeGraphs
 from calibration.model import LlamaDecoder, ModelShape, default_dtype
 from calibration.paged_attention import AttentionGroup, PagedAttention
 from calibration.paged_kv import PagedKVCache
@@ -75,12 +76,15 @@ class ModelRunner:
     ``group_padding_factor`` and ``group_slack`` bound attention padding: a group's padded work
     ``G * (Qmax + 1) * Lmax`` may exceed the sum of its members' ``(q + 1) * L`` by at most this factor plus
     this slack (below which a separate kernel launch costs more than the padding). ``causal_min_tokens``: a chunk
-    starting at position 0 with at least this many tokens runs alone with ``is_causal`` (no gather, no mask)."""
+    starting at position 0 with at least this many tokens runs alone with ``is_causal`` (no gather, no mask).
+    ``cuda_graphs``: pure greedy decode steps run padded to a bucket, as CUDA graphs on a GPU
+    (:mod:`calibration.decode_graphs`); ``use_graphs`` switches that path off and on again."""
 
     def __init__(self, model_shape: Any, device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
                  num_blocks: int = 1024, block_size: int = 16, seed: int = 0, *,
                  checkpoint: str | None = None, temperature: float = 0.0,
-                 group_padding_factor: float = 2.0, group_slack: int = 1 << 16, causal_min_tokens: int = 32) -> None:
+                 group_padding_factor: float = 2.0, group_slack: int = 1 << 16, causal_min_tokens: int = 32,
+                 cuda_graphs: bool = False) -> None:
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("device: CUDA was asked for but torch.cuda.is_available() is false")
@@ -96,6 +100,8 @@ class ModelRunner:
         self.kv_cache = PagedKVCache(s.num_hidden_layers, num_blocks, block_size, s.num_key_value_heads,
                                      s.head_dim, dtype=self.dtype, device=self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(int(seed) + 1)
+        self.decode_graphs = DecodeGraphs(self) if cuda_graphs else None
+        self.use_graphs = bool(cuda_graphs)
 
     def reseed(self, seed: int) -> None:
         """Restart the sampling stream (weights are unchanged)."""
@@ -198,6 +204,20 @@ class ModelRunner:
     def execute_batch(self, seqs: Sequence[SeqInput], *, return_logits: bool = False) -> StepOutputs:
         """Run one step over plain inputs; the whole step (input prep, forward, sampling, copy of the sampled
         ids to the host) is timed with device synchronisation."""
+        bucket = None
+        if self.decode_graphs is not None and self.use_graphs and not return_logits and seqs:
+            key = self.decode_graphs.bucket_for(seqs)
+            if key is not None:
+                self._check_decode(seqs)
+                bucket = self.decode_graphs.prepare(key, seqs)   # buffers (on a GPU the capture), untimed
+        if bucket is not None:
+            with StepTimer(self.device) as timer:
+                bucket.load(seqs)
+                timer.mark()
+                bucket.run()
+                tokens = bucket.tokens.tolist()
+            return StepOutputs([[tokens[i]] for i in range(len(seqs))], timer.elapsed_s, timer.device_s,
+                               num_tokens=len(seqs), num_attention_calls=1)
         with StepTimer(self.device) as timer:
             input_ids, positions, attn, lens = self._plan(seqs)
             timer.mark()
@@ -225,6 +245,23 @@ class ModelRunner:
         if return_logits:
             out.logits = list(all_logits.cpu().split(lens))
         return out
+
+    def _check_decode(self, seqs: Sequence[SeqInput]) -> None:
+        """The checks of :meth:`_plan` for a decode step that skips it (the graph path)."""
+        bs, s = self.block_size, self.shape
+        for i, x in enumerate(seqs):
+            need = -(-x.end_pos // bs)
+            if x.start_pos < 0 or x.end_pos > s.max_position_embeddings:
+                raise ValueError(f"sequence {i}: position {x.start_pos} is outside [0, {s.max_position_embeddings})")
+            if not 0 <= int(x.token_ids[0]) < s.vocab_size:
+                raise ValueError(f"token ids must be in [0, {s.vocab_size})")
+            if len(x.block_table) < need:
+                raise ValueError(f"sequence {i}: block table has {len(x.block_table)} blocks, positions up to "
+                                 f"{x.end_pos} need {need}")
+            used = list(x.block_table[:need])
+            if need and (min(used) < 1 or max(used) >= self.kv_cache.num_blocks):
+                raise ValueError(f"sequence {i}: its block table uses the null block 0 or a block outside "
+                                 f"[1, {self.kv_cache.num_blocks}) within its context")
 
     def _sample(self, logits: torch.Tensor, temps: list[float]) -> torch.Tensor:
         greedy = logits.argmax(-1)

@@ -104,6 +104,7 @@ def environment(runner: ModelRunner) -> dict[str, Any]:
         "scipy": scipy.__version__,
         "block_size": runner.block_size,
         "num_kv_blocks": runner.kv_cache.num_blocks,
+        "cuda_graphs": getattr(runner, "decode_graphs", None) is not None,
         "kv_cache_bytes": runner.kv_cache.nbytes,
         "model_params": runner.shape.num_params,
         "model_shape": asdict(runner.shape),

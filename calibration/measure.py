@@ -23,9 +23,9 @@ from calibration.token_ids import segment_token_ids
 
 
 def build_runner(shape: Any, device: str = "cpu", dtype: Any = None, *, num_blocks: int,
-                 block_size: int = 16, seed: int = 0) -> ModelRunner:
+                 block_size: int = 16, seed: int = 0, cuda_graphs: bool = False) -> ModelRunner:
     return ModelRunner(ModelShape.from_any(shape), device, torch_dtype(dtype, device), num_blocks=num_blocks,
-                       block_size=block_size, seed=seed)
+                       block_size=block_size, seed=seed, cuda_graphs=cuda_graphs)
 
 
 class _Blocks:
