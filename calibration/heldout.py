@@ -54,7 +54,7 @@ def saturation_rate_per_s(cost: Any, plan: SweepPlan) -> float:
     context = int(mean_prompt + mean_out / 2)
     decode_s = cost.step_time_s(_Shape([1] * b, [context] * b))
     prefill_s = cost.step_time_s(_Shape([max(1, int(mean_prompt))], [0]))
-    return 1.0 / (mean_out * decode_s / b + prefill_s)
+    return 1.0 / max(1e-9, mean_out * decode_s / b + prefill_s)
 
 
 def validate_loads(runner: Any, plan: SweepPlan, profile_path: str | Path, *, budget_s: float,
