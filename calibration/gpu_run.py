@@ -41,7 +41,7 @@ import torch
 from calibration.calibrate import calibrate, prepare
 from calibration.environment import catalog_device, device_name
 from calibration.fit import dumps, summarize
-from calibration.gpu_checks import decode_bound_check, prefill_flops_check
+from calibration.gpu_checks import TARGET_RATIO, decode_bound_check, prefill_flops_check
 from calibration.gpu_report import render_markdown, si
 from calibration.heldout import LOADS, validate_loads
 from calibration.measure import warm_up
@@ -199,7 +199,7 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
     d, f, v = report["decode_check"] or {}, report["fit"], report["validation"]
     steps = [r["step_time"] for r in (v or {}).get("loads", []) if r["step_time"]]
     n = sum(s["steps"] for s in steps)
-    return {"decode_ratio": d.get("ratio"), "decode_target_ratio": d.get("target_ratio"),
+    return {"decode_ratio": d.get("ratio"), "decode_target_ratio": d.get("target_ratio", TARGET_RATIO),
             "decode_within_target": d.get("within_target"),
             "fit_test_mape": f["test"].get("mape_pct", float("nan")) / 100 if f else None,
             "heldout_step_mape": sum(s["mape"] * s["steps"] for s in steps) / n if n else None,
