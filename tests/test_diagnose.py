@@ -16,16 +16,15 @@ from click.testing import CliRunner
 
 from twin.sim.run import run_body
 from twin.cli.main import main
-from twin.analysis.measured import (
+from twin.analysis.diagnose import (
     CONCURRENCY_CAP,
     KV_PREEMPTION,
     NONE,
     PREFIX_CACHE,
     diagnose_measured,
-    load_measured,
-    measured_from_bench,
-    profile,
 )
+from twin.analysis.measured import load_measured, measured_from_bench
+from twin.analysis.measured_profile import profile
 from twin.errors import TwinInputError
 from twin.results.export import to_bench_serve_json, write_json, write_table
 from twin.scenario import load_scenario

@@ -16,13 +16,9 @@ from click.testing import CliRunner
 
 from twin.cli.main import main
 from twin.analysis.prefixes import analyze_prefixes, oracle_hit_tokens
-from twin.analysis.protocol import (
-    ADVISE_AGAINST,
-    NO_CHANGE,
-    RECOMMEND,
-    merge_overrides,
-    run_protocol,
-)
+from twin.analysis.protocol import run_protocol
+from twin.analysis.protocol_evaluation import merge_overrides
+from twin.analysis.protocol_verdicts import ADVISE_AGAINST, NO_CHANGE, RECOMMEND
 from twin.scenario import load_scenario
 from twin.workload.spec import RequestSpec
 

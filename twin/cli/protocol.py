@@ -63,7 +63,9 @@ def protocol(scenario: str, variant: str, sets: tuple[str, ...], trace_path: str
     """Check the serving stack before buying GPUs: scheduler limits, then prefix caching, then speculative
     decoding, then the combination; each change predicted against SCENARIO's current configuration, with the
     vllm serve / vllm bench serve lines that measure it."""
-    from twin.analysis.protocol import VERDICT_WORDS, merge_overrides, run_protocol
+    from twin.analysis.protocol import run_protocol
+    from twin.analysis.protocol_evaluation import merge_overrides
+    from twin.analysis.protocol_verdicts import VERDICT_WORDS
     from twin.scenario import load_scenario, parse_set_options
 
     sc = load_scenario(scenario)
@@ -136,7 +138,8 @@ def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, 
     """Name the likely causes behind measured RESULTS (a vllm bench serve JSON with per-request arrays, or a CSV
     of arrival, first-token and finish times with token counts): a concurrency cap, queueing against saturated
     service, KV-capacity preemption, a prefix-cache hit rate below what the traffic allows."""
-    from twin.analysis.measured import diagnose_measured, load_measured
+    from twin.analysis.diagnose import diagnose_measured
+    from twin.analysis.measured import load_measured
     from twin.scenario import load_scenario, parse_set_options
 
     m = load_measured(results)
@@ -165,7 +168,7 @@ def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, 
     for n in rep.notes:
         _say(f"note: {n}")
     if out_dir:
-        from twin.analysis.protocol_report import write_diagnose_report
+        from twin.analysis.diagnose_report import write_diagnose_report
 
         paths = write_diagnose_report(rep, out_dir)
         _say("wrote " + ", ".join(str(p) for p in paths.values()))
