@@ -55,7 +55,7 @@ def test_gpu_numbers_from_datasheets():
 
 def test_unknown_names_list_the_known_ones():
     with pytest.raises(TwinInputError, match="H100-SXM"):
-        resolve_gpu("b200")
+        resolve_gpu("tpu-v5e")
     with pytest.raises(TwinInputError, match="llama-3.1-8b"):
         resolve_model("gpt-5")
 
