@@ -55,7 +55,7 @@ def test_gpu_numbers_from_datasheets():
 
 def test_unknown_names_list_the_known_ones():
     with pytest.raises(TwinInputError, match="H100-SXM"):
-        resolve_gpu("b200")
+        resolve_gpu("tpu-v5e")
     with pytest.raises(TwinInputError, match="llama-3.1-8b"):
         resolve_model("gpt-5")
 
@@ -201,3 +201,18 @@ def test_bad_gpu_spec_names_the_field(tmp_path, edit, field):
 def test_missing_spec_file():
     with pytest.raises(TwinInputError, match="does not exist"):
         resolve_gpu("/nonexistent/gpu.yaml")
+
+
+def test_fidelity_models_match_their_hf_configs():
+    # published sizes: Llama-2-7b 6.74B, Llama-2-70b 68.98B, CodeLlama-34b 33.74B (model cards / safetensors)
+    assert resolve_model("llama-2-7b").num_params == 6_738_415_616
+    assert resolve_model("meta-llama/Llama-2-70b-hf").num_params == pytest.approx(68.98e9, rel=0.001)
+    assert resolve_model("codellama-34b").num_params == pytest.approx(33.74e9, rel=0.001)
+    cfg = {"model_type": "llama", "hidden_size": 8192, "intermediate_size": 22016, "max_position_embeddings": 16384,
+           "num_attention_heads": 64, "num_hidden_layers": 48, "num_key_value_heads": 8, "vocab_size": 32000,
+           "rope_theta": 1000000}                                   # codellama/CodeLlama-34b-hf config.json
+    assert model_from_hf_config(cfg, name="codellama-34b") == \
+        ModelSpec(**{**resolve_model("codellama-34b").__dict__, "hf_id": None})
+    assert {"mixtral-8x7b", "qwen3-30b-a3b", "deepseek-v3", "llama-2-70b"} <= {m.name for m in list_models()}
+    assert {"RTX-PRO-6000", "A100-PCIe-80GB", "L40S", "H20", "B200", "MI300X", "MI325X"} <= \
+        {g.name for g in list_gpus()}

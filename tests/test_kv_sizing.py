@@ -90,3 +90,40 @@ def test_max_model_len_must_fit():
 def test_bad_inputs(kwargs, field):
     with pytest.raises(TwinInputError, match=field):
         kv_pool_breakdown("llama-3.1-8b", "h100", **kwargs)
+
+
+@pytest.mark.parametrize("weight_dtype, kv_dtype", [("awq", "fp8"), ("fp8", "fp8"), ("nf4", "bf16"),
+                                                    ("int8", "fp8")])
+def test_quantized_70b_pool_follows_vllms_rule(weight_dtype, kv_dtype):
+    # vLLM: available = total x utilization - weights (as loaded) - activation peak - non-torch memory;
+    # num_blocks = available // (block_size x per-token KV bytes of all layers)
+    from twin.hardware.catalog import linear_weight_bytes, resolve_model
+    m = resolve_model("llama-3.1-70b")
+    budget = int(81559 * 2**20 * 0.9)
+    other = 2 * (2 * 128256 * 8192 + 80 * 2 * 8192 + 8192)           # embedding, LM head, norms in bf16
+    weights = linear_weight_bytes(m.linear_params, weight_dtype) + other
+    activations = 8192 * 2 * (2 * 8192 + 3 * 28672) + 256 * 128256 * 4 * 3
+    kv_token = 80 * 2 * 8 * 128 * (1 if kv_dtype == "fp8" else 2)
+    expected = (budget - weights - activations - GIB) // (16 * kv_token)
+    b = kv_pool_breakdown("llama-3.1-70b", "H100-SXM", tp=1, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    assert (b.weight_bytes, b.kv_bytes_per_token, b.num_gpu_blocks) == (weights, kv_token, expected)
+    assert b.weight_dtype == {"awq": "int4", "nf4": "nf4", "fp8": "fp8", "int8": "int8"}[weight_dtype]
+
+
+def test_awq_pool_by_hand():
+    b = kv_pool_breakdown("llama-3.1-70b", "H100-SXM", weight_dtype="awq", kv_dtype="fp8")
+    assert b.num_gpu_blocks == 12991                 # ~208k fp8 KV tokens beside ~40 GB of AWQ weights
+    assert 39e9 < b.weight_bytes < 41e9
+    with pytest.raises(TwinInputError, match="weights per GPU"):
+        kv_pool_breakdown("llama-3.1-70b", "H100-SXM", weight_dtype="bf16")
+
+
+def test_moe_pool():
+    # Mixtral-8x7B at tp=2: every expert's weights are loaded (each expert sharded), 8 kv heads -> 4 per GPU
+    from twin.hardware.catalog import resolve_model
+    m = resolve_model("mixtral-8x7b")
+    b = kv_pool_breakdown(m, "H100-SXM", tp=2)
+    assert b.weight_bytes == m.weight_bytes("bf16", 2) == pytest.approx(46.70e9, rel=0.002)   # 93.4 GB / 2
+    assert b.kv_bytes_per_token == 32 * 2 * 4 * 128 * 2
+    # the fused-MoE activation peak: top-2 experts' intermediate (2 x 14336), split over tp
+    assert b.activation_reserve_bytes == 8192 * 2 * (2 * 4096 + 3 * (2 * 14336 // 2)) + 256 * 32000 * 4 * 3

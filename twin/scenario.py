@@ -65,7 +65,7 @@ class DeploymentConfig(StrictModel):
     model: str = "llama-3.1-8b"
     tensor_parallel_size: int = Field(1, ge=1, le=64)
     replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
-    weight_dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    weight_dtype: Literal["bf16", "fp16", "fp8", "fp32", "int8", "int4", "awq", "gptq", "nf4", "bnb-4bit"] = "bf16"
     kv_dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     router: Literal["round_robin", "least_outstanding", "least_kv_usage", "prefix_affinity",
                     "kv_cache_aware"] = "round_robin"

@@ -17,7 +17,8 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from twin.hardware.catalog import GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
+from twin.hardware.catalog import (GpuSpec, ModelSpec, activation_dtype, normalize_dtype, normalize_weight_dtype,
+                                  resolve_gpu, resolve_model)
 from twin.cost.base import CostModel
 from twin.cost.constant import ConstantCostModel
 from twin.cost.profile import build_profile_cost_model
@@ -79,12 +80,12 @@ def _dtypes(dtypes: Mapping[str, str] | Sequence[str] | str | None) -> tuple[str
             raise TwinInputError(f"dtypes: unknown key {sorted(unknown)[0]!r}; allowed: weight_dtype, kv_dtype")
         w = dtypes.get("weight_dtype", dtypes.get("weight", dtypes.get("dtype", "bf16")))
         kv = dtypes.get("kv_dtype", dtypes.get("kv", dtypes.get("kv_cache_dtype", "auto")))
-        w = normalize_dtype(w, "weight_dtype")
-        # vLLM's kv_cache_dtype "auto" means: the model's dtype (the activation dtype for fp8 weights)
-        kv = ("bf16" if w == "fp8" else w) if str(kv).lower() == "auto" else normalize_dtype(kv, "kv_dtype")
+        w = normalize_weight_dtype(w)
+        # vLLM's kv_cache_dtype "auto" means: the model's dtype (the activation dtype for quantized weights)
+        kv = activation_dtype(w) if str(kv).lower() == "auto" else normalize_dtype(kv, "kv_dtype")
         return w, kv
     w, kv = dtypes
-    return normalize_dtype(w, "weight_dtype"), normalize_dtype(kv, "kv_dtype")
+    return normalize_weight_dtype(w), normalize_dtype(kv, "kv_dtype")
 
 
 def build_cost_model(

@@ -11,6 +11,10 @@ How a step is costed (per GPU; with tensor parallelism the weights, FLOPs and KV
   FLOPs = 4 x layers x q_heads x head_dim x (n c + n(n+1)/2) (QK^T and PV); bytes = the sequence's whole
   context KV (c + n tokens) read once, as FlashAttention/paged attention tile it. Again ``max(compute, read)``:
   one fused kernel over the batch overlaps both (different CTAs serve different sequences).
+* **Mixture of experts / quantized weights**: FLOPs count the active weights (top-k experts) and run on the
+  weight format's compute path; the weights read per step come from ``ModelSpec.weight_read_bytes(dtype, tp,
+  tokens)``: a MoE step reads only the experts its tokens are expected to touch (``twin.hardware.moe``), and a
+  quantized checkpoint reads its stored bytes (``twin.hardware.quant``).
 * **KV write** (reshape-and-cache): the new tokens' K and V, a separate memory-bound kernel.
 * **Tensor-parallel all-reduce**: 2 per layer (after attention and after the MLP) of tokens x hidden
   activations; ring cost 2(tp-1)/tp x bytes over one direction of the per-GPU interconnect, plus a fixed
@@ -28,10 +32,12 @@ calibrated profile replaces them and the overheads with fitted values.
 
 from __future__ import annotations
 
+import functools
 import math
 from operator import mul
 
-from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, normalize_dtype, resolve_gpu, resolve_model
+from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, compute_dtype, normalize_dtype,
+                                  normalize_weight_dtype, resolve_gpu, resolve_model)
 from twin.cost.base import StepShape
 from twin.errors import TwinInputError
 
@@ -97,7 +103,7 @@ class RooflineCostModel:
         self.gpu = gpu = resolve_gpu(gpu)
         model.check_tensor_parallel(tensor_parallel_size)
         tp = self.tensor_parallel_size = tensor_parallel_size
-        self.weight_dtype = normalize_dtype(weight_dtype, "weight_dtype")
+        self.weight_dtype = wd = normalize_weight_dtype(weight_dtype)
         self.kv_dtype = normalize_dtype(kv_dtype, "kv_dtype")
         self.compute_efficiency = _check_fraction("compute_efficiency", compute_efficiency)
         self.memory_efficiency = _check_fraction("memory_efficiency", memory_efficiency)
@@ -109,14 +115,16 @@ class RooflineCostModel:
         self.allreduce_latency_s = _check_nonneg("allreduce_latency_s", allreduce_latency_s)
 
         act = activation_dtype(self.weight_dtype)
-        peak_linear = gpu.flops(self.weight_dtype) * self.compute_efficiency   # fp8 W8A8 where the GPU has it
+        peak_linear = gpu.flops(compute_dtype(wd)) * self.compute_efficiency   # W8A8 where the GPU has it
         peak_act = gpu.flops(act) * self.compute_efficiency                   # LM head, attention
         bandwidth = gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency
 
         # seconds per unit of work, per GPU
-        self._k_linear = 2.0 * model.linear_params / tp / peak_linear             # per scheduled token
+        self._k_linear = model.linear_flops_per_token(False) / tp / peak_linear   # per scheduled token
         self._k_lm_head = 2.0 * model.lm_head_matmul_params / tp / peak_act       # per logit position
-        self._t_weights = model.weight_read_bytes(self.weight_dtype, tp) / bandwidth
+        self._t_weights = model.weight_read_bytes(wd, tp) / bandwidth
+        self._moe_weights_s = None if not model.is_moe else functools.lru_cache(maxsize=8192)(
+            lambda tokens: model.weight_read_bytes(wd, tp, tokens) / bandwidth)     # MoE: by the step's tokens
         self._k_attn = model.attention_flops_per_position() / tp / peak_act       # per (query, key) pair
         self._k_kv = model.kv_bytes_per_token(self.kv_dtype, tp) / bandwidth       # per KV token read/written
         if tp > 1:
@@ -146,8 +154,9 @@ class RooflineCostModel:
             tokens = sum(nn)
             pairs = sum(map(mul, nn, cc)) + 0.5 * (sum(map(mul, nn, nn)) + tokens)
         linear = self._k_linear * tokens + self._k_lm_head * (n_seqs + sum(step.num_spec_tokens))
-        if linear < self._t_weights:
-            linear = self._t_weights
+        t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(tokens)
+        if linear < t_weights:
+            linear = t_weights
         attention = self._k_attn * pairs
         kv_read = self._k_kv * (context + tokens)
         if attention < kv_read:
@@ -170,7 +179,8 @@ class RooflineCostModel:
             kv_r = self._k_kv * (sum(cc) + tokens)
             parts.update(
                 linear_compute_s=lin_c,
-                weight_read_s=max(0.0, self._t_weights - lin_c),
+                weight_read_s=max(0.0, (self._t_weights if self._moe_weights_s is None
+                                        else self._moe_weights_s(tokens)) - lin_c),
                 attention_compute_s=attn_c,
                 kv_read_s=max(0.0, kv_r - attn_c),
                 kv_write_s=self._k_kv * tokens,
@@ -188,11 +198,11 @@ class RooflineCostModel:
         logits = len(nn) + sum(step.num_spec_tokens)
         m, tp = self.model, self.tensor_parallel_size
         act = activation_dtype(self.weight_dtype)
-        flop_time = ((2.0 * m.linear_params * tokens) / self.gpu.flops(self.weight_dtype)
+        flop_time = ((m.linear_flops_per_token(False) * tokens) / self.gpu.flops(compute_dtype(self.weight_dtype))
                      + (2.0 * m.lm_head_matmul_params * logits + m.attention_flops_per_position() * pairs)
                      / self.gpu.flops(act)) / tp
         kv = m.kv_bytes_per_token(self.kv_dtype, tp)
-        read_bytes = m.weight_read_bytes(self.weight_dtype, tp) + kv * (sum(cc) + 2 * tokens)
+        read_bytes = m.weight_read_bytes(self.weight_dtype, tp, tokens) + kv * (sum(cc) + 2 * tokens)
         return {"flop_bound_s": flop_time, "memory_bound_s": read_bytes / self.gpu.memory_bandwidth_bytes_per_s}
 
     def parameters(self) -> dict[str, object]:

@@ -14,12 +14,17 @@ better, e.g. from a vLLM start-up log):
 
 * activation reserve = max_num_batched_tokens x activation bytes x (2 x hidden + 3 x intermediate / tp)
   (the MLP's live tensors at its peak: the residual and the normed input, gate_up's output and the activated
-  product), plus the sampler: max_num_seqs x vocab x 4 bytes x 3 (fp32 logits, probabilities and a sorted
+  product; in a MoE layer `intermediate` is top_k x the expert width plus the shared experts', the fused-MoE
+  cache), plus the sampler: max_num_seqs x vocab x 4 bytes x 3 (fp32 logits, probabilities and a sorted
   copy for top-p/top-k).
 * runtime reserve: 1 GiB on a GPU (non-torch allocations: cuBLAS workspaces, NCCL and custom all-reduce
   buffers, and the CUDA-graph pool, which comes out of the same budget), 256 MiB on the CPU device.
   For Llama-3.1-8B on an H100 at 0.9 this gives ~447k KV tokens, close to the ~3.4x concurrency at 128k
   context that vLLM reports for that deployment.
+
+Weights per GPU are the checkpoint's as stored (`ModelSpec.weight_bytes`): a quantized model (fp8, int8, AWQ/GPTQ
+int4, bitsandbytes nf4) frees the difference for KV, and an fp8 KV cache halves the bytes per token, exactly as
+vLLM's `determine_available_memory` / `get_kv_cache_config` derive the block count from them.
 
 Speculative decoding with a drafter that has weights (a draft model, EAGLE or MTP heads) loads them beside the
 target's and gives the drafter's attention layers their own KV in the *same* blocks (one block table, the
@@ -36,7 +41,8 @@ from typing import Any
 import math
 from dataclasses import asdict, dataclass
 
-from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, normalize_dtype, resolve_gpu, resolve_model
+from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, normalize_dtype,
+                                  normalize_weight_dtype, resolve_gpu, resolve_model)
 from twin.errors import TwinInputError
 
 GIB = 2**30
@@ -97,7 +103,7 @@ def estimate_activation_bytes(model: ModelSpec, tensor_parallel_size: int, max_n
                               max_num_seqs: int, weight_dtype: str = "bf16") -> int:
     """The profile run's activation peak, per GPU (see the module docstring)."""
     ab = DTYPE_BYTES[activation_dtype(weight_dtype)]
-    per_token = ab * (2 * model.hidden_size + 3 * -(-model.intermediate_size // tensor_parallel_size))
+    per_token = ab * (2 * model.hidden_size + 3 * -(-model.mlp_activation_width // tensor_parallel_size))
     sampler = max_num_seqs * model.vocab_size * 4 * SAMPLER_COPIES
     return max_num_batched_tokens * per_token + sampler
 
@@ -142,7 +148,7 @@ def kv_pool_breakdown(
     u = gpu_memory_utilization
     if isinstance(u, bool) or not isinstance(u, (int, float)) or not (0.0 < u <= 1.0):
         raise TwinInputError(f"gpu_memory_utilization = {u!r}: must be a number in (0, 1]")
-    weight_dtype = normalize_dtype(weight_dtype, "weight_dtype")
+    weight_dtype = normalize_weight_dtype(weight_dtype)
     kv_dtype = normalize_dtype(kv_dtype, "kv_dtype")
 
     memory = int(gpu.memory_bytes)

@@ -32,7 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, normalize_dtype
+from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, compute_dtype,
+                                  linear_weight_bytes, normalize_dtype, normalize_weight_dtype)
 from twin.cost.base import StepShape
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
@@ -92,10 +93,10 @@ class ModelDrafter:
         self.kv_bytes_per_token = int(kv_bytes_per_token)
         tp = cost.tensor_parallel_size
         self.extra_linear_params = int(extra_linear_params)
-        peak = cost.gpu.flops(cost.weight_dtype) * cost.compute_efficiency
+        peak = cost.gpu.flops(compute_dtype(cost.weight_dtype)) * cost.compute_efficiency
         bandwidth = cost.gpu.memory_bandwidth_bytes_per_s * cost.memory_efficiency
         self._k_extra = 2.0 * extra_linear_params / tp / peak                  # per token
-        self._t_extra = extra_linear_params * DTYPE_BYTES[cost.weight_dtype] / tp / bandwidth
+        self._t_extra = linear_weight_bytes(extra_linear_params, cost.weight_dtype) / tp / bandwidth
 
     def _pass_time(self, shape: StepShape) -> float:
         t = self.cost.step_time_s(shape)
@@ -153,7 +154,7 @@ def draft_model_drafter(target: ModelSpec, draft: ModelSpec, gpu: GpuSpec, tp: i
                         pass_overhead_s: float = 1.0e-4) -> ModelDrafter:
     """A separate draft model at the target's tensor-parallel size, dtypes and GPU."""
     check_draft_model(target, draft, tp)
-    wd, kd = normalize_dtype(weight_dtype, "weight_dtype"), normalize_dtype(kv_dtype, "kv_dtype")
+    wd, kd = normalize_weight_dtype(weight_dtype), normalize_dtype(kv_dtype, "kv_dtype")
     cost = _pass_cost_model(draft, gpu, tp, wd, kd, target_params, pass_overhead_s)
     return ModelDrafter("draft_model", cost, draft.weight_bytes(wd, tp), draft.kv_bytes_per_token(kd, tp))
 
@@ -170,7 +171,7 @@ def head_spec(target: ModelSpec, method: str, draft_layers: int = 1, draft_vocab
     if own_head:
         vocab = min(draft_vocab_size or 32000, target.vocab_size)
     spec = replace(target, name=f"{target.name}-{method}-head", num_hidden_layers=draft_layers, vocab_size=vocab,
-                   tie_word_embeddings=False, hf_id=None, aliases=())
+                   tie_word_embeddings=False, hf_id=None, aliases=(), first_k_dense_layers=0)
     return spec, fc_inputs * target.hidden_size * target.hidden_size, own_head
 
 
@@ -178,12 +179,12 @@ def head_drafter(target: ModelSpec, method: str, gpu: GpuSpec, tp: int = 1, weig
                  kv_dtype: str = "bf16", target_params: dict | None = None, pass_overhead_s: float = 1.0e-4,
                  draft_layers: int = 1, draft_vocab_size: int | None = None) -> ModelDrafter:
     """EAGLE / EAGLE-3 / MTP heads on the target's shape (see the module docstring)."""
-    wd, kd = normalize_dtype(weight_dtype, "weight_dtype"), normalize_dtype(kv_dtype, "kv_dtype")
+    wd, kd = normalize_weight_dtype(weight_dtype), normalize_dtype(kv_dtype, "kv_dtype")
     spec, fc_params, own_head = head_spec(target, method, draft_layers, draft_vocab_size)
     cost = _pass_cost_model(spec, gpu, tp, wd, kd, target_params, pass_overhead_s)
     ab = DTYPE_BYTES[activation_dtype(wd)]
-    layer_params = draft_layers * (spec.attention_weight_params_per_layer + spec.mlp_params_per_layer)
+    layer_params = spec.linear_params                   # draft_layers x (attention + MLP or MoE)
     small = draft_layers * (spec.attention_bias_params_per_layer + spec.norm_params_per_layer) + spec.hidden_size
-    weights = (-(-(layer_params + fc_params) * DTYPE_BYTES[wd] // tp) + small * ab
+    weights = (-(-linear_weight_bytes(layer_params + fc_params, wd) // tp) + small * ab
                + (-(-spec.lm_head_matmul_params * ab // tp) if own_head else 0))
     return ModelDrafter(method, cost, weights, spec.kv_bytes_per_token(kd, tp), extra_linear_params=fc_params)

@@ -1,0 +1,182 @@
+"""Model catalog (`data/models.yaml`) and Hugging Face `config.json` reading (dense, MoE: Mixtral, Qwen2/3-MoE,
+DeepSeek-V2/V3 with MLA). `resolve_model` takes a catalog name, alias or HF id (case-insensitive), or a path."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from twin.errors import TwinInputError
+from twin.hardware.dtypes import norm_name
+from twin.hardware.models import ModelSpec
+from twin.hardware.spec_input import validation_message
+
+_DATA = Path(__file__).parent / "data"
+
+
+class _ModelEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    aliases: tuple[str, ...] = ()
+    hf_id: str | None = None
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    num_shared_experts: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    first_k_dense_layers: int = 0
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+
+
+# model_type -> the config class's default for tie_word_embeddings, when config.json leaves it out
+_UNTIED_BY_DEFAULT = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "granite", "qwen2_moe", "qwen3_moe",
+                      "deepseek_v2", "deepseek_v3"}
+_BIASED_QKV = {"qwen2", "qwen2_moe"}
+_MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
+
+
+def _read_config(path_or_dict: str | Path | dict[str, Any], name: str | None) -> tuple[dict, str, str | None]:
+    if isinstance(path_or_dict, dict):
+        return dict(path_or_dict), "config", name
+    p = Path(path_or_dict)
+    if p.is_dir():
+        p = p / "config.json"
+    source = str(p)
+    try:
+        cfg = json.loads(p.read_text())
+    except OSError as e:
+        raise TwinInputError(f"model config {source}: cannot read file ({e.strerror or e})") from None
+    except json.JSONDecodeError as e:
+        raise TwinInputError(f"model config {source} line {e.lineno}: not valid JSON ({e.msg})") from None
+    return cfg, source, name if name is not None else (p.parent.name or p.stem)
+
+
+def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | None = None) -> ModelSpec:
+    """A ModelSpec from a Hugging Face config.json (a file, a folder holding one, or the parsed dict)."""
+    cfg, source, name = _read_config(path_or_dict, name)
+    if not isinstance(cfg, dict):
+        raise TwinInputError(f"model config {source}: expected a JSON object")
+    if "hidden_size" not in cfg and isinstance(cfg.get("text_config"), dict):
+        cfg = {**cfg["text_config"], "_name_or_path": cfg.get("_name_or_path")}
+
+    def need(key: str, *alts: str) -> int:
+        for k in (key, *alts):
+            if cfg.get(k) is not None:
+                v = cfg[k]
+                if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                    raise TwinInputError(f"model config {source}: {k} = {v!r}: must be a positive integer")
+                return v
+        raise TwinInputError(f"model config {source}: field '{key}' is required")
+
+    def opt(key: str) -> int:
+        return need(key) if cfg.get(key) is not None else 0
+
+    hidden = need("hidden_size")
+    heads = need("num_attention_heads")
+    kv_heads = need("num_key_value_heads") if cfg.get("num_key_value_heads") is not None else heads
+    head_dim = need("head_dim") if cfg.get("head_dim") is not None else hidden // heads
+    intermediate = need("intermediate_size")
+    model_type = str(cfg.get("model_type", "")).lower()
+    tie = cfg.get("tie_word_embeddings")
+    if tie is None:
+        tie = model_type not in _UNTIED_BY_DEFAULT
+    bias = cfg.get("attention_bias")
+    if bias is None:
+        bias = model_type in _BIASED_QKV
+    moe: dict[str, int] = {}
+    for k in _MOE_KEYS:
+        if isinstance(cfg.get(k), int) and not isinstance(cfg[k], bool) and cfg[k] > 1:
+            if not isinstance(cfg.get("num_experts_per_tok"), int):
+                raise TwinInputError(f"model config {source}: {k} = {cfg[k]}: a mixture-of-experts config needs "
+                                     f"num_experts_per_tok (the experts each token is routed to)")
+            if cfg.get("mlp_only_layers") or cfg.get("decoder_sparse_step", 1) != 1:
+                raise TwinInputError(f"model config {source}: mlp_only_layers / decoder_sparse_step: interleaved "
+                                     f"dense and MoE layers are not supported; allowed: every layer MoE, or the "
+                                     f"first first_k_dense_replace layers dense")
+            moe = dict(num_experts=need(k), num_experts_per_tok=need("num_experts_per_tok"),
+                       # Mixtral's experts are intermediate_size wide; the others name the width apart
+                       moe_intermediate_size=opt("moe_intermediate_size") or intermediate,
+                       num_shared_experts=opt("n_shared_experts"),
+                       shared_expert_intermediate_size=opt("shared_expert_intermediate_size"),
+                       first_k_dense_layers=opt("first_k_dense_replace"))
+            break
+    mla: dict[str, int] = {}
+    if cfg.get("kv_lora_rank"):
+        mla = dict(kv_lora_rank=need("kv_lora_rank"), q_lora_rank=opt("q_lora_rank"),
+                   qk_rope_head_dim=need("qk_rope_head_dim"), qk_nope_head_dim=need("qk_nope_head_dim"),
+                   v_head_dim=need("v_head_dim"))
+    hf_id = cfg.get("_name_or_path") or None
+    return ModelSpec(
+        name=name or (hf_id.split("/")[-1].lower() if hf_id else "custom-model"),
+        hidden_size=hidden,
+        num_hidden_layers=need("num_hidden_layers"),
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=intermediate,
+        vocab_size=need("vocab_size"),
+        max_position_embeddings=need("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions"),
+        tie_word_embeddings=bool(tie),
+        attention_bias=bool(bias),
+        hf_id=hf_id,
+        **moe, **mla,
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _model_catalog() -> dict[str, ModelSpec]:
+    out: dict[str, ModelSpec] = {}
+    for i, e in enumerate(yaml.safe_load((_DATA / "models.yaml").read_text())):
+        try:
+            entry = _ModelEntry.model_validate(e)
+        except ValidationError as err:
+            raise TwinInputError(validation_message(err, f"models.yaml entry {i}", _ModelEntry.model_fields)) from None
+        out[entry.name] = ModelSpec(**entry.model_dump())
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _model_index() -> dict[str, str]:
+    index: dict[str, str] = {}
+    for m in _model_catalog().values():
+        for n in (m.name, *m.aliases, *((m.hf_id,) if m.hf_id else ())):
+            index[norm_name(n)] = m.name
+    return index
+
+
+def list_models() -> list[ModelSpec]:
+    return list(_model_catalog().values())
+
+
+def resolve_model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
+    """A catalog model by name, alias or HF id (case-insensitive), or a path to a config.json (or its folder)."""
+    if isinstance(name_or_path, ModelSpec):
+        return name_or_path
+    key = norm_name(str(name_or_path))
+    if key in _model_index():
+        return _model_catalog()[_model_index()[key]]
+    p = Path(str(name_or_path))
+    if p.is_file() or (p.is_dir() and (p / "config.json").is_file()):
+        return model_from_hf_config(p)
+    known = ", ".join(m.name for m in list_models())
+    raise TwinInputError(f"model: unknown model {str(name_or_path)!r}; known: {known}; "
+                         f"or give a path to a Hugging Face config.json")

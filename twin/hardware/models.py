@@ -1,0 +1,304 @@
+"""Model shapes and the numbers derived from them: parameters, weight bytes (stored and read per step), KV bytes
+per token and FLOPs per token, for dense and mixture-of-experts decoders, with standard (GQA) or multi-head
+latent attention (MLA, DeepSeek-V2/V3). Weight formats are in `quant`, expert routing in `moe`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from twin.errors import TwinInputError
+from twin.hardware.dtypes import dtype_bytes
+from twin.hardware.moe import touched_fraction
+from twin.hardware.quant import activation_bytes, linear_weight_bytes
+
+_REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+             "intermediate_size", "vocab_size", "max_position_embeddings")
+_OPTIONAL = ("num_experts", "num_experts_per_tok", "num_shared_experts", "moe_intermediate_size",
+             "shared_expert_intermediate_size", "first_k_dense_layers", "kv_lora_rank", "q_lora_rank",
+             "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A decoder-only transformer (gated MLP, RoPE, RMSNorm) by its shape.
+
+    Mixture of experts: ``num_experts`` routed experts (0: dense) of ``moe_intermediate_size`` each, of which
+    ``num_experts_per_tok`` run per token, plus ``num_shared_experts`` that always run (their total width
+    ``shared_expert_intermediate_size``, or num_shared_experts x moe_intermediate_size when 0); the first
+    ``first_k_dense_layers`` layers keep a dense MLP of ``intermediate_size``.
+    MLA: ``kv_lora_rank`` > 0 caches one compressed latent (kv_lora_rank + qk_rope_head_dim) per token per layer."""
+
+    name: str
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool = False
+    attention_bias: bool = False          # q/k/v projections carry a bias (Qwen2)
+    hf_id: str | None = None
+    aliases: tuple[str, ...] = field(default=(), compare=False)
+    num_experts: int = 0
+    num_experts_per_tok: int = 0
+    num_shared_experts: int = 0
+    moe_intermediate_size: int = 0
+    shared_expert_intermediate_size: int = 0
+    first_k_dense_layers: int = 0
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+
+    def __post_init__(self) -> None:
+        for f in _REQUIRED:
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise TwinInputError(f"model {self.name}: {f} = {v!r}: must be a positive integer")
+        for f in _OPTIONAL:
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise TwinInputError(f"model {self.name}: {f} = {v!r}: must be an integer >= 0")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise TwinInputError(
+                f"model {self.name}: num_key_value_heads = {self.num_key_value_heads}: must divide "
+                f"num_attention_heads ({self.num_attention_heads})")
+        if self.num_experts:
+            if not 1 <= self.num_experts_per_tok <= self.num_experts:
+                raise TwinInputError(f"model {self.name}: num_experts_per_tok = {self.num_experts_per_tok}: "
+                                     f"must be in [1, num_experts = {self.num_experts}]")
+            if not self.moe_intermediate_size:
+                raise TwinInputError(f"model {self.name}: moe_intermediate_size = 0: must be a positive integer "
+                                     f"for a mixture-of-experts model")
+            if self.first_k_dense_layers >= self.num_hidden_layers:
+                raise TwinInputError(f"model {self.name}: first_k_dense_layers = {self.first_k_dense_layers}: "
+                                     f"must be below num_hidden_layers ({self.num_hidden_layers})")
+        if self.kv_lora_rank and not (self.qk_rope_head_dim and self.qk_nope_head_dim and self.v_head_dim):
+            raise TwinInputError(f"model {self.name}: kv_lora_rank = {self.kv_lora_rank} (MLA) needs "
+                                 f"qk_rope_head_dim, qk_nope_head_dim and v_head_dim > 0")
+
+    # --- shape ------------------------------------------------------------------------------------------
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def q_dim(self) -> int:
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def moe_layers(self) -> int:
+        return self.num_hidden_layers - self.first_k_dense_layers if self.is_moe else 0
+
+    @property
+    def dense_layers(self) -> int:
+        return self.num_hidden_layers - self.moe_layers
+
+    @property
+    def shared_expert_width(self) -> int:
+        return self.shared_expert_intermediate_size or self.num_shared_experts * self.moe_intermediate_size
+
+    # --- parameter counts -------------------------------------------------------------------------------
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def attention_weight_params_per_layer(self) -> int:
+        """q, k, v and o projections (MLA: q down/up, the joint kv down projection, kv up, o)."""
+        h, heads = self.hidden_size, self.num_attention_heads
+        if self.is_mla:
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q = h * self.q_lora_rank + self.q_lora_rank * heads * qk if self.q_lora_rank else h * heads * qk
+            kv = (h * (self.kv_lora_rank + self.qk_rope_head_dim)
+                  + self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim))
+            return q + kv + heads * self.v_head_dim * h
+        return h * self.q_dim + 2 * h * self.kv_dim + self.q_dim * h
+
+    @property
+    def attention_bias_params_per_layer(self) -> int:
+        return self.q_dim + 2 * self.kv_dim if self.attention_bias else 0
+
+    @property
+    def attention_params_per_layer(self) -> int:
+        return self.attention_weight_params_per_layer + self.attention_bias_params_per_layer
+
+    @property
+    def mlp_params_per_layer(self) -> int:
+        """A dense layer's gate, up and down projections."""
+        return 3 * self.hidden_size * self.intermediate_size
+
+    @property
+    def expert_params(self) -> int:
+        """One routed expert's gate, up and down projections."""
+        return 3 * self.hidden_size * self.moe_intermediate_size
+
+    @property
+    def routed_expert_params(self) -> int:
+        """All routed experts of all MoE layers."""
+        return self.moe_layers * self.num_experts * self.expert_params
+
+    @property
+    def moe_always_params_per_layer(self) -> int:
+        """What every token of a MoE layer multiplies through besides its routed experts: router, shared experts."""
+        return self.hidden_size * self.num_experts + 3 * self.hidden_size * self.shared_expert_width
+
+    @property
+    def norm_params_per_layer(self) -> int:
+        mla = self.q_lora_rank + self.kv_lora_rank if self.is_mla else 0
+        return 2 * self.hidden_size + mla
+
+    @property
+    def lm_head_params(self) -> int:
+        """Stored LM-head parameters: 0 when tied to the embedding."""
+        return 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+
+    @property
+    def linear_params(self) -> int:
+        """Weights of the decoder's linear layers, all experts included, LM head excluded."""
+        return (self.num_hidden_layers * self.attention_weight_params_per_layer
+                + self.dense_layers * self.mlp_params_per_layer
+                + self.moe_layers * self.moe_always_params_per_layer + self.routed_expert_params)
+
+    @property
+    def active_linear_params(self) -> int:
+        """Linear weights one token multiplies through: the routed experts it is sent to only."""
+        return self.linear_params - self.moe_layers * (self.num_experts - self.num_experts_per_tok) * \
+            self.expert_params
+
+    @property
+    def num_params(self) -> int:
+        norms = self.num_hidden_layers * (self.norm_params_per_layer + self.attention_bias_params_per_layer)
+        return self.embedding_params + self.linear_params + norms + self.hidden_size + self.lm_head_params
+
+    @property
+    def active_params(self) -> int:
+        return self.num_params - (self.linear_params - self.active_linear_params)
+
+    @property
+    def lm_head_matmul_params(self) -> int:
+        """The LM head's matmul size (vocab x hidden), whether or not it is tied to the embedding."""
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def mlp_activation_width(self) -> int:
+        """Width of one token's widest MLP intermediate (per GPU x tp): a dense MLP's, or top-k experts' plus
+        the shared experts' in a MoE layer (the fused MoE kernel's intermediate cache)."""
+        moe = self.num_experts_per_tok * self.moe_intermediate_size + self.shared_expert_width if self.is_moe else 0
+        return max(self.intermediate_size if self.dense_layers else 0, moe)
+
+    def linear_flops_per_token(self, include_lm_head: bool = True) -> int:
+        """2 FLOPs per active weight per token through the linear layers (bias adds and norms are negligible)."""
+        return 2 * (self.active_linear_params + (self.lm_head_matmul_params if include_lm_head else 0))
+
+    def attention_flops_per_position(self) -> int:
+        """FLOPs for one query attending over one key position, all layers: QK^T and PV, 2 each per element.
+        MLA (absorbed, as vLLM decodes it) scores over the latent plus rope dims and reads values from the latent."""
+        if self.is_mla:
+            per_head = 2 * (self.kv_lora_rank + self.qk_rope_head_dim) + 2 * self.kv_lora_rank
+            return self.num_hidden_layers * self.num_attention_heads * per_head
+        return 4 * self.num_hidden_layers * self.num_attention_heads * self.head_dim
+
+    # --- bytes --------------------------------------------------------------------------------------------
+    def check_tensor_parallel(self, tensor_parallel_size: int) -> None:
+        tp = tensor_parallel_size
+        if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+            raise TwinInputError(f"tensor_parallel_size = {tp!r}: must be a positive integer")
+        if self.num_attention_heads % tp:
+            raise TwinInputError(
+                f"tensor_parallel_size = {tp}: must divide num_attention_heads ({self.num_attention_heads}) "
+                f"of model {self.name}")
+        kv = self.num_key_value_heads
+        if kv % tp and tp % kv:
+            raise TwinInputError(
+                f"tensor_parallel_size = {tp}: must divide, or be a multiple of, num_key_value_heads ({kv}) "
+                f"of model {self.name}")
+
+    def kv_heads_per_gpu(self, tensor_parallel_size: int = 1) -> int:
+        """KV heads each GPU holds: kv_heads / tp, at least 1 (vLLM replicates KV heads when tp > kv_heads)."""
+        return max(1, -(-self.num_key_value_heads // tensor_parallel_size))
+
+    def kv_bytes_per_token(self, kv_dtype: str = "bf16", tensor_parallel_size: int = 1) -> int:
+        """KV-cache bytes one token takes on one GPU: 2 (K, V) x layers x kv heads per GPU x head_dim x bytes.
+        MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes, the same on every rank (vLLM replicates the
+        latent cache across tensor-parallel ranks)."""
+        b = dtype_bytes(kv_dtype, "kv_dtype")
+        if self.is_mla:
+            return self.num_hidden_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * b
+        return 2 * self.num_hidden_layers * self.kv_heads_per_gpu(tensor_parallel_size) * self.head_dim * b
+
+    def weight_bytes(self, weight_dtype: str = "bf16", tensor_parallel_size: int = 1) -> int:
+        """Weight bytes on one GPU. The decoder's linear weights are stored in `weight_dtype` (see `quant`);
+        embedding, LM head, biases and norms in the activation dtype. Everything but the norms is sharded
+        across tensor-parallel ranks (vocab-parallel embedding; each expert split tp ways)."""
+        tp = tensor_parallel_size
+        ab = activation_bytes(weight_dtype)
+        sharded_linear = linear_weight_bytes(self.linear_params, weight_dtype)
+        sharded_other = (self.embedding_params + self.lm_head_params
+                         + self.num_hidden_layers * self.attention_bias_params_per_layer) * ab
+        replicated = (self.num_hidden_layers * self.norm_params_per_layer + self.hidden_size) * ab
+        return -(-sharded_linear // tp) + -(-sharded_other // tp) + replicated
+
+    def weight_read_bytes(self, weight_dtype: str = "bf16", tensor_parallel_size: int = 1,
+                          tokens: int | None = None) -> int:
+        """Bytes of weights one forward pass of `tokens` tokens streams from memory on one GPU: all weights
+        except the embedding table (only looked-up rows are read; a tied LM head is read as the LM head) and,
+        in a MoE model, except the routed experts no token was sent to (see `moe`). tokens=None: every expert
+        (the all-parameter bound); the active-parameter bound is tokens=1."""
+        tp = tensor_parallel_size
+        ab = activation_bytes(weight_dtype)
+        not_streamed = 0 if self.tie_word_embeddings else self.embedding_params * ab
+        total = self.weight_bytes(weight_dtype, tp) - not_streamed // tp
+        if not self.is_moe or tokens is None:
+            return total
+        untouched = 1.0 - touched_fraction(self.num_experts, self.num_experts_per_tok, tokens)
+        return total - int(untouched * linear_weight_bytes(self.routed_expert_params, weight_dtype) / tp)
+
+    # --- conversions --------------------------------------------------------------------------------------
+    def to_hf_config(self) -> dict[str, Any]:
+        cfg: dict[str, Any] = {
+            "hidden_size": self.hidden_size, "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads, "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim, "intermediate_size": self.intermediate_size, "vocab_size": self.vocab_size,
+            "max_position_embeddings": self.max_position_embeddings,
+            "tie_word_embeddings": self.tie_word_embeddings, "attention_bias": self.attention_bias,
+        }
+        if self.is_moe:
+            cfg.update(num_experts=self.num_experts, num_experts_per_tok=self.num_experts_per_tok,
+                       moe_intermediate_size=self.moe_intermediate_size)
+            if self.num_shared_experts:
+                cfg["n_shared_experts"] = self.num_shared_experts
+            if self.shared_expert_intermediate_size:
+                cfg["shared_expert_intermediate_size"] = self.shared_expert_intermediate_size
+            if self.first_k_dense_layers:
+                cfg["first_k_dense_replace"] = self.first_k_dense_layers
+        if self.is_mla:
+            cfg.update(kv_lora_rank=self.kv_lora_rank, q_lora_rank=self.q_lora_rank or None,
+                       qk_rope_head_dim=self.qk_rope_head_dim, qk_nope_head_dim=self.qk_nope_head_dim,
+                       v_head_dim=self.v_head_dim)
+        if self.hf_id:
+            cfg["_name_or_path"] = self.hf_id
+        return cfg
+
+    def summary(self) -> dict[str, Any]:
+        out = {"name": self.name, "hf_id": self.hf_id, "params_b": self.num_params / 1e9,
+               "layers": self.num_hidden_layers, "hidden": self.hidden_size,
+               "heads": self.num_attention_heads, "kv_heads": self.num_key_value_heads,
+               "kv_kib_per_token_bf16": self.kv_bytes_per_token("bf16") / 1024,
+               "max_position_embeddings": self.max_position_embeddings}
+        if self.is_moe:
+            out.update(active_params_b=self.active_params / 1e9, experts=self.num_experts,
+                       experts_per_tok=self.num_experts_per_tok)
+        return out
