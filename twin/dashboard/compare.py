@@ -7,6 +7,7 @@ from typing import Any
 
 from twin.analysis.causes import diagnosis_to_dict
 from twin.dashboard.form import BASELINE_LABEL, WHATIF_LABEL
+from twin.dashboard.meaning import fit
 from twin.dashboard.runs import RunOutput
 from twin.results.report import COMPARISON_KEYS, compare_metrics, direction, format_delta, format_value, label
 
@@ -38,10 +39,10 @@ def headline_cards(base: dict[str, Any], whatif: dict[str, Any]) -> list[dict[st
             if pct is None or key in CARD_ABSOLUTE_DELTA:
                 delta = format_delta(key, w - b, None)
             else:
-                delta = f"{pct:+,.1f}%"
+                delta = f"{pct:+,.1f}%" if abs(pct) < 100 else f"{pct:+,.0f}%"
         sign = direction(key)
         cards.append({"key": key, "label": HEADLINE_LABELS.get(key, label(key)),
-                      "baseline": format_value(key, b), "whatif": format_value(key, w), "delta": delta,
+                      "baseline": fit(key, b), "whatif": fit(key, w), "delta": delta,
                       "delta_color": "normal" if sign >= 0 else "inverse"})
     return cards
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.analysis.causes import Diagnosis, diagnose
+from twin.errors import TwinInputError
 from twin.dashboard.form import BASELINE_LABEL, WHATIF_LABEL, _arrivals_mode, validate
 from twin.results.sim_result import SimResult
 from twin.sim.deployment import resolve_deployment
@@ -17,6 +18,43 @@ from twin.sim.run import metrics_of, run_body
 
 SWEEP_MULTIPLIERS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 SWEEP_REQUESTS = 300             # requests per sweep point (a short run; the curve's shape, not its tail)
+MAX_RUN_REQUESTS = 50_000        # one dashboard run simulates at most about this many requests
+
+
+def expected_requests(body: Any) -> int | None:
+    """About how many requests ``body`` simulates (``None``: a trace, or no way to tell before running)."""
+    wl = body.workload
+    if wl.trace is not None:
+        return wl.trace.max_requests
+    if wl.num_requests is not None and wl.duration_s is None:
+        return wl.num_requests
+    arr = wl.arrivals
+    rate = getattr(arr, "rate_per_s", None)
+    schedule = getattr(arr, "schedule", None)
+    if schedule:
+        rate = max(float(p.rate_per_s) for p in schedule)
+    if rate is None or wl.duration_s is None or not math.isfinite(float(rate)):
+        return wl.num_requests
+    n = int(float(rate) * float(wl.duration_s))
+    return min(n, wl.num_requests) if wl.num_requests is not None else n
+
+
+def check_size(body: Any, limit: int = MAX_RUN_REQUESTS) -> None:
+    """A run too large for an interactive page is an error naming the limit, before any simulation."""
+    n = expected_requests(body)
+    if n is not None and n > limit:
+        raise TwinInputError(f"workload: about {n:,} requests; the dashboard runs at most {limit:,} per "
+                             "configuration (lower workload.num_requests, duration_s or the rate; the CLI "
+                             "`twin run` has no such limit)")
+
+
+def cost_model_name(body: Any) -> str:
+    """The cost model as the page names it: ``roofline``, ``constant`` or ``profile <file>``."""
+    cm = body.cost_model
+    if cm.kind == "profile":
+        return f"calibrated profile {Path(str(cm.profile)).name}"
+    return {"roofline": "roofline (datasheet FLOP/s and bandwidth)", "constant": "constant step time"}.get(
+        cm.kind, cm.kind)
 
 
 @dataclass
@@ -34,6 +72,7 @@ def run_scenario(data: dict[str, Any], base_dir: str | None = None) -> RunOutput
     """Validate, resolve and simulate one configuration mapping (its ``seed`` included)."""
     t0 = time.perf_counter()
     body = validate(data)
+    check_size(body)
     bd = Path(base_dir) if base_dir else None
     dep = resolve_deployment(body, bd)
     result = run_body(body, bd, deployment=dep)
@@ -47,9 +86,16 @@ def run_scenario(data: dict[str, Any], base_dir: str | None = None) -> RunOutput
         "max_num_batched_tokens": sc.max_num_batched_tokens, "enable_prefix_caching": sc.enable_prefix_caching,
         "enable_chunked_prefill": sc.enable_chunked_prefill, "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
         "num_requests": len(result.requests), "num_steps": len(result.steps),
-        "simulated_s": result.sim_end_s, "wall_s": time.perf_counter() - t0,
+        "simulated_s": result.sim_end_s, "cost_model": cost_model_name(body),
+        "offered_rate_per_s": offered_rate(body), "wall_s": time.perf_counter() - t0,
     }
     return RunOutput(result, metrics, diagnosis, body.slo.as_dict() or None, info)
+
+
+def offered_rate(body: Any) -> float | None:
+    """The open-loop arrival rate asked of the server (req/s; ``None`` for closed loop or a trace)."""
+    rate = getattr(body.workload.arrivals, "rate_per_s", None)
+    return float(rate) if rate is not None and math.isfinite(float(rate)) else None
 
 
 def headline(info: dict[str, Any]) -> str:

@@ -13,11 +13,45 @@ from pathlib import Path
 from typing import Any
 
 from twin.errors import TwinInputError
+from twin.workload.paths import TRACES_TOKEN, expand_path, traces_dir
 from twin.scenario import BASELINE, Scenario, ScenarioBody, list_scenarios, load_scenario
 from twin.yaml_input import parse_yaml
 
 DEFAULT_SCENARIO = "chat_shared_prompt"
 UPLOAD_DIR_NAME = "twin-dashboard-uploads"
+PATH_KEYS = ("path", "profile", "gpu", "model", "draft_model")  # scenario fields that may name a file
+PATH_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl", ".csv", ".gz", ".txt")
+
+
+def allowed_roots() -> list[Path]:
+    """Where an uploaded scenario may point: the shared traces, the bundled scenarios and the uploads."""
+    from twin.scenario import scenarios_dir
+
+    return [traces_dir().resolve(), scenarios_dir().resolve(), upload_dir().resolve()]
+
+
+def _looks_like_path(text: str) -> bool:
+    return ("/" in text or "\\" in text or text.startswith("~") or TRACES_TOKEN in text
+            or text.lower().endswith(PATH_SUFFIXES))
+
+
+def check_upload_paths(data: Any, source: str = "uploaded scenario", where: str = "") -> None:
+    """Refuse an uploaded mapping that names a file outside `allowed_roots` (``/etc/passwd`` as a trace, a
+    GPU file in someone's home): one line naming the field and what is allowed."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            field = f"{where}.{key}" if where else str(key)
+            if key in PATH_KEYS and isinstance(value, str) and _looks_like_path(value):
+                target = expand_path(value, upload_dir()).resolve()
+                if not any(target.is_relative_to(root) for root in allowed_roots()):
+                    raise TwinInputError(
+                        f"{source}: {field} {value!r} is not allowed: a scenario uploaded to the dashboard may name "
+                        "only bundled data ('{traces}/...', the bundled scenarios) or a file uploaded in the sidebar")
+            else:
+                check_upload_paths(value, source, field)
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            check_upload_paths(value, source, f"{where}.{i}")
 
 
 def bundled_scenarios() -> dict[str, Path]:
@@ -46,6 +80,7 @@ def scenario_from_yaml(text: str | bytes, source: str = "uploaded scenario") -> 
     data = parse_yaml(text, source)
     if data is None:
         raise TwinInputError(f"{source}: the file is empty; a scenario needs at least a workload section")
+    check_upload_paths(data, source)
     return Scenario(data, source=source)
 
 
