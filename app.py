@@ -44,6 +44,11 @@ def simulate(configs: dict[str, dict], base_dir: str | None, columns: dict[str, 
     """Every configuration from the store or a worker; each column is drawn as soon as its run is there."""
     store = run_store()
     runs: dict[str, dash.RunOutput] = {}
+    for name, raw in configs.items():  # bad input and oversized runs are refused here, before any worker
+        try:
+            dash.check_size(dash.validate(raw))
+        except TwinInputError as exc:
+            fail(f"{'Baseline' if name == dash.BASELINE_LABEL else 'What-if'}: {exc}")
     for name, raw in configs.items():
         key = run_key(raw, base_dir)
         if key in store:

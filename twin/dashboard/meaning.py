@@ -13,7 +13,7 @@ from twin.hardware.pricing import PriceTable, hourly_cost, usd_per_million_token
 from twin.results.report import format_value
 
 OVERLOAD_RATIO = 0.95      # served below 95 % of offered (with a queue): the offered load is the binding limit
-SLO_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "e2el_ms": "E2E"}
+SLO_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "E2E"}
 
 
 def offered_vs_served(run: RunOutput) -> dict[str, Any]:
@@ -42,18 +42,32 @@ def limit_line(run: RunOutput) -> str:
 
 
 def slo_line(run: RunOutput) -> str:
-    """``SLO TTFT ≤ 500 ms, TPOT ≤ 50 ms: 59% of requests meet it · goodput 4.7 req/s``."""
+    """The SLO beside the verdict: ``SLO TTFT ≤ 500 ms, TPOT ≤ 50 ms: 59% of requests meet it · goodput
+    4.7 req/s`` for per-request thresholds, ``p99 TTFT ≤ 500 ms: met (68.8 ms)`` for percentile objectives."""
     slo = run.slo or {}
-    done = run.metrics.get("completed") or 0
-    good = run.metrics.get("num_good_requests")
-    goodput = run.metrics.get("request_goodput")
+    m = run.metrics
+    parts = []
     bounds = ", ".join(f"{SLO_NAMES.get(k, k)} ≤ {v:g} ms" for k, v in slo.items()
-                       if isinstance(v, (int, float)) and k in SLO_NAMES)
-    if not bounds:
-        return "No per-request SLO in the scenario: every completed request counts as good (goodput = throughput)."
-    share = f"{good / done:.0%} of requests meet it" if done and good is not None else "no request completed"
-    gp = f" · goodput {goodput:.3g} req/s" if isinstance(goodput, (int, float)) else ""
-    return f"SLO {bounds}: {share}{gp}"
+                       if isinstance(v, (int, float)) and not isinstance(v, bool))
+    if bounds:
+        done, good = m.get("completed") or 0, m.get("num_good_requests")
+        share = f"{good / done:.0%} of requests meet it" if done and good is not None else "no request completed"
+        goodput = m.get("request_goodput")
+        gp = f" · goodput {goodput:.3g} req/s" if isinstance(goodput, (int, float)) else ""
+        parts.append(f"SLO {bounds}: **{share}**{gp}")
+    for key, stats in slo.items():
+        if not isinstance(stats, dict):
+            continue
+        for stat, bound in stats.items():
+            metric = f"{stat}_{key}"
+            value = m.get(metric)
+            met = (m.get("slo_met") or {}).get(metric)
+            verdict = "not measured" if met is None else ("met" if met else "**missed**")
+            shown = f" ({value:,.4g} ms)" if isinstance(value, (int, float)) else ""
+            parts.append(f"SLO {stat} {SLO_NAMES.get(key, key)} ≤ {bound:g} ms: {verdict}{shown}")
+    if not parts:
+        return "No SLO in the scenario: every completed request counts as good (goodput = throughput)."
+    return " · ".join(parts)
 
 
 def cost(run: RunOutput, prices: PriceTable | None = None) -> dict[str, Any] | None:

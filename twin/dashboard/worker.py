@@ -129,14 +129,14 @@ class Job:
         self._recv.close()
 
 
-def run_jobs(jobs: dict[str, Job], tick: Callable[[list[str]], None], every_s: float = 0.1) -> dict[str, Any]:
-    """Wait for every job, calling ``tick(still_running_labels)`` between polls (the page updates a status
+def run_jobs(jobs: dict[str, Job], tick: Callable[[list[str]], None], every_s: float = 0.1) -> None:
+    """Wait for every job (their answers are then in `Job.result`), calling ``tick(still_running_labels)`` between polls (the page updates a status
     line there, which is where Streamlit raises its stop); whatever happens, no worker outlives this call."""
     try:
         while True:
             pending = [name for name, job in jobs.items() if not job.done()]
             if not pending:
-                return {name: job.result() for name, job in jobs.items()}
+                return
             tick(pending)
             time.sleep(every_s)
     finally:
