@@ -54,8 +54,13 @@ def simulate(configs: dict[str, dict], base_dir: str | None, columns: dict[str, 
         if key in store:
             store.move_to_end(key)
             runs[name] = store[key]
-    jobs = {name: worker.Job(dash.run_scenario, raw, base_dir, label=name)
-            for name, raw in configs.items() if name not in runs}
+    todo = [name for name in configs if name not in runs]
+    stop_slot = st.empty()
+    if todo and stop_slot.button("Stop the simulation", key="s:stop", type="primary"):
+        stop_slot.empty()
+        st.info("Stopped: the simulation was ended. Change a setting (or press R) to run again.")
+        st.stop()
+    jobs = {name: worker.Job(dash.run_scenario, configs[name], base_dir, label=name) for name in todo}
     status = st.empty()
     shown: set[str] = set()
 
@@ -80,7 +85,7 @@ def simulate(configs: dict[str, dict], base_dir: str | None, columns: dict[str, 
     def tick(pending: list[str]) -> None:
         draw_ready()
         status.info(f"Simulating {' and '.join(pending)}… {time.monotonic() - t0:.1f} s "
-                    "(Stop, top right, ends the simulation)")
+                    "(the Stop button above ends it)")
 
     try:
         worker.run_jobs(jobs, tick)
@@ -89,6 +94,7 @@ def simulate(configs: dict[str, dict], base_dir: str | None, columns: dict[str, 
         for job in jobs.values():
             job.cancel()
     status.empty()
+    stop_slot.empty()
     return runs
 
 

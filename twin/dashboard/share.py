@@ -44,7 +44,7 @@ def parse_value(key: str, text: str, default: Any) -> Any:
             if text.lower() not in ("true", "false"):
                 raise ValueError
             return text.lower() == "true"
-        if isinstance(default, int):
+        if isinstance(default, int) or (default is None and text.strip().lstrip("+-").isdigit()):
             return int(text)
         if isinstance(default, float) or default is None:
             v = float(text)
