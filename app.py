@@ -25,6 +25,12 @@ sweep_cached = st.cache_data(show_spinner=False, max_entries=512)(dash.run_sweep
 
 
 @st.cache_resource
+def warm_workers() -> bool:
+    worker.warm_up()  # once per server: the worker pool is importing the twin while the page draws
+    return True
+
+
+@st.cache_resource
 def run_store() -> OrderedDict:
     """Finished runs by scenario mapping (seed included), shared by every session of this server."""
     return OrderedDict()
@@ -101,6 +107,7 @@ def simulate(configs: dict[str, dict], base_dir: str | None, columns: dict[str, 
 def main() -> None:
     st.set_page_config(page_title="LLM serving twin: what-if", page_icon="📈", layout="wide")
     st.title("What if…? An LLM-serving digital twin")
+    warm_workers()
     if "_url" not in st.session_state:  # the shared what-if this session was opened with, read once
         st.session_state["_url"] = dict(st.query_params)
     url = st.session_state["_url"]

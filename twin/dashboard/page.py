@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import pandas as pd
 import streamlit as st
 
 from twin.dashboard import meaning, share
 from twin.dashboard import state as dash
-from twin.results import figures
 
 CHARTS = ("Latency CDFs", "Server over time", "Batch composition", "Prefix cache", "Throughput vs latency",
           "Step time")
@@ -47,6 +45,12 @@ def show_cards(base: dict[str, Any], whatif: dict[str, Any]) -> None:
                            delta_color=card["delta_color"] if card["delta"] else "off")
 
 
+def _figures():
+    from twin.results import figures  # plotly: imported when the first chart is drawn, not before the verdicts
+
+    return figures
+
+
 def show_sweep(base_raw: dict, whatif_raw: dict, base_dir: str | None, sweep_point: Callable[..., dict]) -> None:
     plan = dash.sweep_plan(base_raw, whatif_raw)
     if not plan:
@@ -69,7 +73,7 @@ def show_sweep(base_raw: dict, whatif_raw: dict, base_dir: str | None, sweep_poi
             bar.progress(done / total, text=f"sweeping load: {name} at {dash.load_label(kind, value)}")
         sweeps[name] = points
     bar.empty()
-    st.plotly_chart(figures.throughput_latency(sweeps), key="fig:sweep")
+    st.plotly_chart(_figures().throughput_latency(sweeps), key="fig:sweep")
 
 
 def show_chart(runs: dict[str, dash.RunOutput], base_raw: dict, whatif_raw: dict, base_dir: str | None,
@@ -77,6 +81,7 @@ def show_chart(runs: dict[str, dash.RunOutput], base_raw: dict, whatif_raw: dict
     """One chart at a time, built only when asked for (a figure over every request and step is not free)."""
     which = st.segmented_control("Chart", CHARTS, default=CHARTS[0], key="s:chart") or CHARTS[0]
     results = {name: run.result for name, run in runs.items()}
+    figures = _figures()
     if which == "Latency CDFs":
         st.plotly_chart(figures.latency_cdfs(results), key="fig:cdf")
     elif which == "Server over time":
@@ -108,6 +113,8 @@ def show_chart(runs: dict[str, dash.RunOutput], base_raw: dict, whatif_raw: dict
 
 
 def show_table(base: dash.RunOutput, whatif: dash.RunOutput) -> None:
+    import pandas as pd
+
     with st.expander("All metrics"):
         st.dataframe(pd.DataFrame(dash.comparison_rows(base.metrics, whatif.metrics)), hide_index=True,
                      width="stretch")

@@ -43,6 +43,21 @@ def context() -> Any:
     return _context
 
 
+def warm_up() -> None:
+    """Start the forkserver (and its twin import) now, in the background, so the first run does not wait
+    for it."""
+    def start() -> None:
+        try:
+            if context().get_start_method() == "forkserver":
+                from multiprocessing import forkserver
+
+                forkserver.ensure_running()
+        except Exception:  # warming is an optimisation; the first Job starts it otherwise
+            pass
+
+    threading.Thread(target=start, name="twin-forkserver-warm-up", daemon=True).start()
+
+
 def _limit_memory(limit: int) -> None:
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
