@@ -334,3 +334,15 @@ def test_the_what_if_yaml_is_a_scenario_that_runs_the_same():
     text = share.scenario_yaml(whatif).decode()
     assert parse_yaml(text, "whatif.yaml") == whatif
     assert Scenario(parse_yaml(text, "whatif.yaml")).body().server.max_num_seqs == 4
+
+
+def test_a_length_only_trace_runs_without_a_replay_window():
+    from twin.workload.traces import LENGTH_COLUMN_DEFAULTS
+
+    rows = "".join(f"{100 + i},{20 + i}\n" for i in range(30))
+    path = dash.save_upload(("%s,%s\n" % LENGTH_COLUMN_DEFAULTS + rows).encode(), "lengths.csv")
+    sc = dash.trace_scenario(path, "lengths.csv")
+    assert dash.trace_window_default(sc.raw()) is None  # no timestamps: no window to offer
+    raw = dash.with_experiment(sc.raw(), seed=0, trace_window_s=300.0)
+    assert "window_s" not in raw["workload"]["trace"]
+    assert dash.run_scenario(raw).metrics["completed"] == 30

@@ -309,8 +309,9 @@ def with_experiment(raw: dict[str, Any], *, seed: int | None = None, trace_windo
     data = copy.deepcopy(raw)
     if seed is not None:
         data["seed"] = int(seed)
-    trace = (data.get("workload") or {}).get("trace")
-    if isinstance(trace, dict) and trace_window_s:
+    wl = data.get("workload") or {}
+    trace = wl.get("trace")
+    if isinstance(trace, dict) and trace_window_s and wl.get("arrivals") is None:  # a window is trace time
         trace["window_s"] = float(trace_window_s)
     if profile_path:
         data["cost_model"] = {"kind": "profile", "profile": str(profile_path)}
@@ -319,8 +320,9 @@ def with_experiment(raw: dict[str, Any], *, seed: int | None = None, trace_windo
 
 def trace_window_default(raw: dict[str, Any]) -> float | None:
     """What the replay-window setting starts at: the scenario's own window, else `TRACE_WINDOW_S`."""
-    trace = (raw.get("workload") or {}).get("trace")
-    if not isinstance(trace, dict):
+    wl = raw.get("workload") or {}
+    trace = wl.get("trace")
+    if not isinstance(trace, dict) or wl.get("arrivals") is not None:  # no trace, or its lengths only
         return None
     return float(trace.get("window_s") or TRACE_WINDOW_S)
 
