@@ -124,8 +124,8 @@ def whatif_settings(defaults: dict[str, Any], classes: list[str], gen: str,
         v["gpu"] = st.selectbox("GPU", gpus, index=_index(gpus, d["gpu"], "gpu"), key=wk(gen, "gpu"))
         v["model"] = st.selectbox("Model", models, index=_index(models, d["model"], "model"), key=wk(gen, "model"))
         c1, c2 = st.columns(2)
-        v["tensor_parallel_size"] = c1.number_input("Tensor parallel", min_value=1,
-                                                    value=d["tensor_parallel_size"], key=wk(gen, "tensor_parallel_size"))
+        v["tensor_parallel_size"] = c1.number_input("Tensor parallel", min_value=1, value=d["tensor_parallel_size"],
+                                                    key=wk(gen, "tensor_parallel_size"))
         v["replicas"] = c2.number_input("Replicas", min_value=1, value=d["replicas"], key=wk(gen, "replicas"))
     with sb.expander("Scheduler", expanded=True):
         v["scheduler"] = st.selectbox("Scheduler", SCHEDULERS, index=_index(SCHEDULERS, d["scheduler"], "scheduler"),
@@ -149,8 +149,8 @@ def whatif_settings(defaults: dict[str, Any], classes: list[str], gen: str,
     with sb.expander("Workload", expanded=True):
         if "arrival_mode" in d:
             modes = ["rate", "concurrency"]
-            v["arrival_mode"] = st.radio("Load", modes, index=_index(modes, d["arrival_mode"], "arrival_mode"), horizontal=True,
-                                         key=wk(gen, "arrival_mode"),
+            v["arrival_mode"] = st.radio("Load", modes, index=_index(modes, d["arrival_mode"], "arrival_mode"),
+                                         horizontal=True, key=wk(gen, "arrival_mode"),
                                          format_func=lambda m: "open loop (rate)" if m == "rate" else
                                          "closed loop (users)")
             if v["arrival_mode"] == "rate":
@@ -193,16 +193,17 @@ def whatif_settings(defaults: dict[str, Any], classes: list[str], gen: str,
                 methods = list(dash.SPEC_METHODS)
                 if d["spec.method"] not in methods:
                     methods.insert(0, d["spec.method"])
-                v["spec.method"] = st.selectbox("Method", methods, index=_index(methods, d["spec.method"], "spec.method"),
+                v["spec.method"] = st.selectbox("Method", methods,
+                                                index=_index(methods, d["spec.method"], "spec.method"),
                                                 key=wk(gen, "spec.method"))
                 v["spec.num_speculative_tokens"] = st.number_input(
                     "num_speculative_tokens", min_value=1, max_value=32, value=d["spec.num_speculative_tokens"],
                     key=wk(gen, "spec.num_speculative_tokens"))
                 if v["spec.method"] == "draft_model":
                     drafts = dash.model_options(d["spec.draft_model"])
-                    v["spec.draft_model"] = st.selectbox("Draft model", drafts,
-                                                         index=_index(drafts, d["spec.draft_model"], "spec.draft_model"),
-                                                         key=wk(gen, "spec.draft_model"))
+                    v["spec.draft_model"] = st.selectbox(
+                        "Draft model", drafts, index=_index(drafts, d["spec.draft_model"], "spec.draft_model"),
+                        key=wk(gen, "spec.draft_model"))
                 v["spec.acceptance_rate"] = st.number_input(
                     "Acceptance rate (every class)", min_value=0.0, max_value=1.0, value=d["spec.acceptance_rate"],
                     step=0.05, key=wk(gen, "spec.acceptance_rate"), placeholder="per class, as in the scenario",

@@ -145,8 +145,9 @@ class Job:
 
 
 def run_jobs(jobs: dict[str, Job], tick: Callable[[list[str]], None], every_s: float = 0.1) -> None:
-    """Wait for every job (their answers are then in `Job.result`), calling ``tick(still_running_labels)`` between polls (the page updates a status
-    line there, which is where Streamlit raises its stop); whatever happens, no worker outlives this call."""
+    """Wait for every job (their answers are then in `Job.result`), calling ``tick(still_running_labels)``
+    between polls (the page updates a status line there, which is where Streamlit raises its stop); whatever
+    happens, no worker outlives this call."""
     try:
         while True:
             pending = [name for name, job in jobs.items() if not job.done()]
