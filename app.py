@@ -113,11 +113,11 @@ def main() -> None:
     url = st.session_state["_url"]
     try:
         scenario, base_dir, scenario_id, bundled = sidebar.choose_scenario(url)
-        if url.get("scenario") != bundled:
-            url = {}
+        if url.get("scenario") != bundled:  # the user moved on: the shared what-if no longer applies
+            url = st.session_state["_url"] = {}
         exp = sidebar.experiment_settings(scenario, scenario_id, url)
         if url.get("start") != exp["start"]:
-            url = {}
+            url = st.session_state["_url"] = {}
         common = {k: exp[k] for k in ("seed", "trace_window_s", "profile_path")}
         base_raw = dash.with_experiment(scenario.raw(), **common)
         start_raw = dash.with_experiment(scenario.raw(exp["start"]), **common)
