@@ -196,3 +196,153 @@ def test_calibrated_profile_replaces_the_cost_model(tmp_path):
     out = dash.run_scenario(dash.with_experiment(raw, profile_path=str(good)))
     assert out.metrics["completed"] == 64
     assert out.diagnosis.stats["step_split_source"] == "roofline"  # a profile has no compute/memory split
+
+
+# ------------------------------------------------------------------------------------------------ safety
+def test_the_dashboard_listens_on_loopback_by_default():
+    import tomllib
+    from pathlib import Path
+
+    config = tomllib.loads((Path(__file__).resolve().parents[1] / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["address"] == "127.0.0.1"
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert "streamlit run app.py" in readme and "0.0.0.0" not in readme
+
+
+@pytest.mark.parametrize("text, field", [
+    ("workload: {trace: {path: /etc/passwd}}\n", "workload.trace.path '/etc/passwd'"),
+    ("workload: {trace: {path: ../../etc/passwd}}\n", "workload.trace.path '../../etc/passwd'"),
+    ("cost_model: {kind: profile, profile: ~/.ssh/id_rsa.json}\nworkload: {num_requests: 5}\n",
+     "cost_model.profile '~/.ssh/id_rsa.json'"),
+    ("deployment: {gpu: /home/x/gpu.yaml}\nworkload: {num_requests: 5}\n", "deployment.gpu '/home/x/gpu.yaml'"),
+    ("workload: {num_requests: 5}\nvariants: {v: {workload: {trace: {path: /etc/shadow}}}}\n",
+     "variants.v.workload.trace.path"),
+])
+def test_an_uploaded_scenario_may_not_name_server_paths(text, field):
+    with pytest.raises(TwinInputError) as err:
+        dash.scenario_from_yaml(text, "up.yaml")
+    msg = str(err.value)
+    assert msg.startswith(f"up.yaml: {field}") and "is not allowed" in msg and "\n" not in msg
+
+
+def test_an_uploaded_scenario_may_name_bundled_traces_and_uploads():
+    up = dash.save_upload(b"prompt_tokens,output_tokens\n10,5\n", "lengths.csv")
+    sc = dash.scenario_from_yaml(f"workload: {{trace: {{path: '{up}'}}}}\n", "up.yaml")
+    assert sc.raw()["workload"]["trace"]["path"] == str(up)
+    dash.scenario_from_yaml("workload: {trace: {path: '{traces}/azure_llm_2023_conv.csv'}}\n", "up.yaml")
+    assert dash.scenario_from_yaml(json.dumps(SMALL), "up.yaml").raw() == SMALL  # catalogue names, not paths
+
+
+def test_a_run_too_large_for_the_page_is_refused_before_simulating():
+    raw = dict(SMALL, workload=dict(SMALL["workload"], arrivals={"process": "poisson", "rate_per_s": 1000},
+                                    duration_s=100_000, num_requests=None))
+    with pytest.raises(TwinInputError, match=r"about 100,000,000 requests; the dashboard runs at most 50,000"):
+        dash.run_scenario(raw)
+    assert dash.expected_requests(dash.validate(SMALL)) == 40
+
+
+# ------------------------------------------------------------------------------------------------ worker
+def test_a_worker_is_ended_on_cancel_and_on_its_time_limit():
+    import time
+
+    from twin.dashboard import worker
+
+    job = worker.Job(time.sleep, 60, label="sleep")
+    assert not job.done()
+    job.cancel()
+    assert not job.process.is_alive() and job.process.exitcode is not None
+    slow = worker.Job(time.sleep, 60, label="slow", limit_s=0.5)
+    t0 = time.monotonic()
+    while not slow.done():
+        time.sleep(0.05)
+    assert time.monotonic() - t0 < 30 and not slow.process.is_alive()
+    with pytest.raises(TwinInputError, match="longer than 0.5 s"):
+        slow.result()
+    fine = worker.Job(dash.run_scenario, SMALL, label="small")
+    worker.run_jobs({"small": fine}, tick=lambda pending: None)
+    assert fine.result().metrics["completed"] == 40
+    bad = worker.Job(dash.run_scenario, dict(SMALL, server={"max_num_seqs": 0}), label="bad")
+    worker.run_jobs({"bad": bad}, tick=lambda pending: None)
+    with pytest.raises(TwinInputError, match="max_num_seqs"):
+        bad.result()
+
+
+# ------------------------------------------------------------------------------------------------ meaning
+def test_offered_load_above_what_is_served_is_named_first():
+    from twin.dashboard import meaning
+
+    over = dash.run_scenario(dict(SMALL, workload=dict(SMALL["workload"], arrivals={"process": "poisson",
+                                                                                    "rate_per_s": 400},
+                                                         num_requests=400)))
+    load = meaning.offered_vs_served(over)
+    assert load["offered"] == 400 and load["served"] < 0.95 * 400 and load["overloaded"]
+    assert meaning.limit_line(over).startswith("**Binding limit: offered load (400 req/s) above what this server "
+                                               "sustains (")
+    calm = dash.run_scenario(SMALL)
+    assert not meaning.offered_vs_served(calm)["overloaded"]
+    line = meaning.slo_line(calm)
+    assert line.startswith("SLO TTFT ≤ 1000 ms: ") and "of requests meet it" in line and "goodput" in line
+
+
+def test_cost_per_million_tokens_from_the_price_table():
+    from twin.dashboard import meaning
+    from twin.hardware.pricing import PriceTable
+
+    run = dash.run_scenario(SMALL)
+    c = meaning.cost(run, PriceTable({"H100-SXM": 3.6}, use_defaults=False))
+    tok_s = run.metrics["output_throughput"]
+    assert c["usd_per_m_output"] == pytest.approx(3.6 / (tok_s * 3600) * 1e6, rel=1e-12)
+    assert meaning.cost(run, PriceTable({}, use_defaults=False)) is None
+    assert "per million output tokens" in meaning.cost_line(run)
+    assert meaning.model_line(run).startswith("Cost model: roofline")
+
+
+def test_numbers_fit_a_card():
+    from twin.dashboard import meaning
+
+    assert meaning.fit("output_throughput", 1916.4) == "1,916"
+    assert meaning.fit("output_throughput", 123456789.0) == "123M"
+    assert meaning.fit("p99_e2el_ms", 45678.9) == "45,679"
+    assert meaning.fit("p99_e2el_ms", 4567890.0) == "4.57M"
+
+
+# ------------------------------------------------------------------------------------------------ sharing
+def test_url_state_round_trips_and_rejects_what_it_cannot_type():
+    from twin.dashboard import share
+
+    d = dash.form_defaults(SMALL)
+    changes = {"max_num_seqs": 32, "enable_prefix_caching": False, "rate_per_s": 6.5}
+    params = share.encode("chat_shared_prompt", "baseline", 3, changes)
+    assert params == {"scenario": "chat_shared_prompt", "start": "baseline", "seed": "3", "w.enable_prefix_caching":
+                      "false", "w.max_num_seqs": "32", "w.rate_per_s": "6.5"}
+    assert share.decode(params, d) == changes
+    with pytest.raises(TwinInputError, match=r"w.max_num_seqs='lots': expected a number"):
+        share.decode({"w.max_num_seqs": "lots"}, d)
+    with pytest.raises(TwinInputError, match=r"w.enable_prefix_caching='maybe': expected true or false"):
+        share.decode({"w.enable_prefix_caching": "maybe"}, d)
+    with pytest.raises(TwinInputError, match=r"w.time_scale: not a setting of this scenario"):
+        share.decode({"w.time_scale": "2"}, d)
+
+
+def test_the_what_if_yaml_is_a_scenario_that_runs_the_same():
+    from twin.dashboard import share
+    from twin.scenario import Scenario
+    from twin.yaml_input import parse_yaml
+
+    d = dash.form_defaults(SMALL)
+    whatif = dash.apply_form(SMALL, dict(d, max_num_seqs=4), d)
+    text = share.scenario_yaml(whatif).decode()
+    assert parse_yaml(text, "whatif.yaml") == whatif
+    assert Scenario(parse_yaml(text, "whatif.yaml")).body().server.max_num_seqs == 4
+
+
+def test_a_length_only_trace_runs_without_a_replay_window():
+    from twin.workload.traces import LENGTH_COLUMN_DEFAULTS
+
+    rows = "".join(f"{100 + i},{20 + i}\n" for i in range(30))
+    path = dash.save_upload(("%s,%s\n" % LENGTH_COLUMN_DEFAULTS + rows).encode(), "lengths.csv")
+    sc = dash.trace_scenario(path, "lengths.csv")
+    assert dash.trace_window_default(sc.raw()) is None  # no timestamps: no window to offer
+    raw = dash.with_experiment(sc.raw(), seed=0, trace_window_s=300.0)
+    assert "window_s" not in raw["workload"]["trace"]
+    assert dash.run_scenario(raw).metrics["completed"] == 30

@@ -1,0 +1,113 @@
+"""What a run's numbers mean, in the lines the page puts beside each verdict: the load offered against the
+load served (a server that cannot keep up is overloaded before any memory limit is to blame), SLO attainment
+and goodput, cost per million tokens from the bundled price table, and numbers short enough for a card."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from twin.dashboard.runs import RunOutput
+from twin.errors import TwinInputError
+from twin.hardware.pricing import PriceTable, hourly_cost, usd_per_million_tokens
+from twin.results.report import format_value
+
+OVERLOAD_RATIO = 0.95      # served below 95 % of offered (with a queue): the offered load is the binding limit
+SLO_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "E2E"}
+
+
+def offered_vs_served(run: RunOutput) -> dict[str, Any]:
+    """``offered`` (req/s asked of the server; None for a closed loop), ``served`` (req/s completed) and
+    ``overloaded`` (served below `OVERLOAD_RATIO` of offered while the verdict sees a saturated server)."""
+    served = run.metrics.get("request_throughput")
+    offered = run.info.get("offered_rate_per_s")
+    if offered is None and run.info.get("arrival_kind") == "trace":
+        offered = run.info.get("trace_rate_per_s")
+    over = bool(offered and served is not None and served < OVERLOAD_RATIO * offered and run.diagnosis.saturated)
+    return {"offered": offered, "served": served, "overloaded": over}
+
+
+def limit_line(run: RunOutput) -> str:
+    """The binding limit, offered load first: ``Binding limit: offered load (12 req/s) above what the server
+    sustains (8.1 req/s)`` before the diagnosis's own limit (KV memory fills *because* the queue grows)."""
+    load = offered_vs_served(run)
+    d = run.diagnosis
+    if load["overloaded"]:
+        tail = f"; under it, {d.limit_name}" if d.binding else ""
+        return (f"**Binding limit: offered load ({load['offered']:.3g} req/s) above what this server sustains "
+                f"({load['served']:.3g} req/s){tail}**")
+    if d.binding:
+        return f"**Binding limit: {d.limit_name}**"
+    return f"**No limit binds** · the step time is set by {d.limit_name}"
+
+
+def slo_line(run: RunOutput) -> str:
+    """The SLO beside the verdict: ``SLO TTFT ≤ 500 ms, TPOT ≤ 50 ms: 59% of requests meet it · goodput
+    4.7 req/s`` for per-request thresholds, ``p99 TTFT ≤ 500 ms: met (68.8 ms)`` for percentile objectives."""
+    slo = run.slo or {}
+    m = run.metrics
+    parts = []
+    bounds = ", ".join(f"{SLO_NAMES.get(k, k)} ≤ {v:g} ms" for k, v in slo.items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool))
+    if bounds:
+        done, good = m.get("completed") or 0, m.get("num_good_requests")
+        share = f"{good / done:.0%} of requests meet it" if done and good is not None else "no request completed"
+        goodput = m.get("request_goodput")
+        gp = f" · goodput {goodput:.3g} req/s" if isinstance(goodput, (int, float)) else ""
+        parts.append(f"SLO {bounds}: **{share}**{gp}")
+    for key, stats in slo.items():
+        if not isinstance(stats, dict):
+            continue
+        for stat, bound in stats.items():
+            metric = f"{stat}_{key}"
+            value = m.get(metric)
+            met = (m.get("slo_met") or {}).get(metric)
+            verdict = "not measured" if met is None else ("met" if met else "**missed**")
+            shown = f" ({value:,.4g} ms)" if isinstance(value, (int, float)) else ""
+            parts.append(f"SLO {stat} {SLO_NAMES.get(key, key)} ≤ {bound:g} ms: {verdict}{shown}")
+    if not parts:
+        return "No SLO in the scenario: every completed request counts as good (goodput = throughput)."
+    return " · ".join(parts)
+
+
+def cost(run: RunOutput, prices: PriceTable | None = None) -> dict[str, Any] | None:
+    """USD per GPU-hour, per deployment-hour and per million output / total tokens (``None``: no price)."""
+    table = prices or PriceTable()
+    gpu = run.info["gpu"]
+    price = table.get(gpu)
+    if price is None:
+        return None
+    hourly = hourly_cost(price, run.info["tensor_parallel_size"], run.info["replicas"])
+    return {"gpu": gpu, "usd_per_gpu_hour": price, "usd_per_hour": hourly, "source": table.source(gpu),
+            "usd_per_m_output": usd_per_million_tokens(hourly, run.metrics.get("output_throughput")),
+            "usd_per_m_total": usd_per_million_tokens(hourly, run.metrics.get("total_token_throughput"))}
+
+
+def cost_line(run: RunOutput) -> str:
+    try:
+        c = cost(run)
+    except TwinInputError:
+        c = None
+    if c is None or c["usd_per_m_output"] is None:
+        return f"Cost: no price for {run.info['gpu']} in the bundled table."
+    n = run.info["tensor_parallel_size"] * run.info["replicas"]
+    return (f"Cost: **${c['usd_per_m_output']:.3g} per million output tokens** (${c['usd_per_m_total']:.3g} per "
+            f"million tokens in and out) at ${c['usd_per_gpu_hour']:g}/GPU-hour × "
+            f"{n} GPU{'s' if n != 1 else ''} (bundled price table, approximate)")
+
+
+def model_line(run: RunOutput) -> str:
+    return f"Cost model: {run.info.get('cost_model', 'roofline')}"
+
+
+def fit(key: str, value: Any, width: int = 8) -> str:
+    """A value short enough for a metric card: ``format_value`` unless it is longer than ``width``
+    characters, then ``12.3k`` / ``4.56M`` style."""
+    text = format_value(key, value)
+    if len(text) <= width or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return text
+    v = float(value)
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{suffix}"
+    return f"{v:.3g}" if math.isfinite(v) else text

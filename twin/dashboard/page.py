@@ -1,0 +1,141 @@
+"""The dashboard's result sections: one run's verdict and what it means, the metric cards, the charts (only
+the one asked for is built), the load sweep, and the downloads (results, the what-if as YAML)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import streamlit as st
+
+from twin.dashboard import meaning, share
+from twin.dashboard import state as dash
+
+CHARTS = ("Latency CDFs", "Server over time", "Batch composition", "Prefix cache", "Throughput vs latency",
+          "Step time")
+
+
+def show_run(run: dash.RunOutput, profile_name: str | None = None) -> None:
+    """The verdict with what it means beside it: the limit (offered load first), the SLO attainment and
+    goodput, the cost per million tokens, the cost model used."""
+    st.caption(dash.headline(run.info))
+    st.markdown(meaning.limit_line(run))
+    d = run.diagnosis
+    (st.warning if d.saturated else st.success)(d.verdict)
+    st.markdown(meaning.slo_line(run))
+    st.markdown(meaning.cost_line(run))
+    model = meaning.model_line(run)
+    if profile_name:
+        model += f" (uploaded as {profile_name})"
+    st.caption(model)
+    for note in d.notes:
+        st.caption(note)
+
+
+def show_cards(base: dict[str, Any], whatif: dict[str, Any]) -> None:
+    """Two rows of metric cards, baseline above what-if; the what-if's carry the change."""
+    cards = dash.headline_cards(base, whatif)
+    for title, which in (("Baseline", "baseline"), ("What-if", "whatif")):
+        cols = st.columns([0.7] + [1] * len(cards), vertical_alignment="center")
+        cols[0].markdown(f"**{title}**")
+        for col, card in zip(cols[1:], cards):
+            if which == "baseline":
+                col.metric(card["label"], card["baseline"])
+            else:
+                col.metric(card["label"], card["whatif"], delta=card["delta"],
+                           delta_color=card["delta_color"] if card["delta"] else "off")
+
+
+def _figures():
+    from twin.results import figures  # plotly: imported when the first chart is drawn, not before the verdicts
+
+    return figures
+
+
+def show_sweep(base_raw: dict, whatif_raw: dict, base_dir: str | None, sweep_point: Callable[..., dict]) -> None:
+    plan = dash.sweep_plan(base_raw, whatif_raw)
+    if not plan:
+        st.info("This workload has no single load knob (piecewise or burst arrivals): no sweep.")
+        return
+    if not st.toggle("Run the load sweep", key="s:sweep",
+                     help=f"{dash.SWEEP_REQUESTS} requests per point; each point is cached."):
+        st.caption("Sweeps the load from ¼ to 2× the baseline's and plots throughput against TTFT and TPOT.")
+        return
+    total = sum(len(p) for p in plan.values())
+    bar = st.progress(0.0, text="sweeping load")
+    sweeps: dict[str, list] = {}
+    done = 0
+    for name, loads in plan.items():
+        raw = base_raw if name == dash.BASELINE_LABEL else whatif_raw
+        points = []
+        for kind, value in loads:
+            points.append(sweep_point(raw, kind, value, base_dir))
+            done += 1
+            bar.progress(done / total, text=f"sweeping load: {name} at {dash.load_label(kind, value)}")
+        sweeps[name] = points
+    bar.empty()
+    st.plotly_chart(_figures().throughput_latency(sweeps), key="fig:sweep")
+
+
+def show_chart(runs: dict[str, dash.RunOutput], base_raw: dict, whatif_raw: dict, base_dir: str | None,
+               sweep_point: Callable[..., dict]) -> None:
+    """One chart at a time, built only when asked for (a figure over every request and step is not free)."""
+    which = st.segmented_control("Chart", CHARTS, default=CHARTS[0], key="s:chart") or CHARTS[0]
+    results = {name: run.result for name, run in runs.items()}
+    figures = _figures()
+    if which == "Latency CDFs":
+        st.plotly_chart(figures.latency_cdfs(results), key="fig:cdf")
+    elif which == "Server over time":
+        st.plotly_chart(figures.server_timeseries(results), key="fig:timeseries")
+    elif which == "Batch composition":
+        at = st.slider("Where in the run", 0, 100, 50, step=5, format="%d%%", key="s:slice",
+                       help="200 consecutive engine steps of replica 0, centred here.")
+        for col, (name, run) in zip(st.columns(2), runs.items()):
+            with col:
+                st.plotly_chart(figures.batch_composition(run.result, run.info["max_num_batched_tokens"],
+                                                          title=f"{name}: tokens per step", at=at / 100),
+                                key=f"fig:batch:{name}")
+    elif which == "Prefix cache":
+        overall = {name: run.metrics.get("prefix_cache_hit_rate") for name, run in runs.items()}
+        st.plotly_chart(figures.prefix_hit_rate(results, overall), key="fig:prefix")
+    elif which == "Throughput vs latency":
+        show_sweep(base_raw, whatif_raw, base_dir, sweep_point)
+    else:
+        splits = {name: run.diagnosis.step_split for name, run in runs.items()}
+        if all(s is None for s in splits.values()):
+            st.info("This cost model does not split step time into compute and memory.")
+            return
+        st.plotly_chart(figures.step_time_split(splits), key="fig:split")
+        sources = {run.diagnosis.stats.get("step_split_source") for run in runs.values()}
+        origin = ("the roofline model of each deployment (the runs' cost model has no compute/memory split)"
+                  if sources == {"roofline"} else "the cost model's explain()")
+        st.caption(f"From {origin}, applied to the runs' typical steps; memory is the weight and KV traffic "
+                   "left exposed beyond what overlaps with compute.")
+
+
+def show_table(base: dash.RunOutput, whatif: dash.RunOutput) -> None:
+    import pandas as pd
+
+    with st.expander("All metrics"):
+        st.dataframe(pd.DataFrame(dash.comparison_rows(base.metrics, whatif.metrics)), hide_index=True,
+                     width="stretch")
+
+
+def show_downloads(runs: dict[str, dash.RunOutput], whatif_raw: dict, shareable: bool) -> None:
+    st.subheader("Downloads and sharing")
+    cols = st.columns(5)
+    for i, (name, run) in enumerate(runs.items()):
+        slug = name.replace("-", "")
+        cols[2 * i].download_button(f"{name}: vllm bench serve JSON", lambda r=run: dash.result_json(r),
+                                    file_name=f"{slug}_result.json", mime="application/json",
+                                    on_click="ignore", key=f"dl:json:{name}")
+        cols[2 * i + 1].download_button(f"{name}: requests CSV", lambda r=run: dash.requests_csv(r),
+                                        file_name=f"{slug}_requests.csv", mime="text/csv", on_click="ignore",
+                                        key=f"dl:csv:{name}")
+    cols[4].download_button("what-if: scenario YAML", lambda: share.scenario_yaml(whatif_raw),
+                            file_name="whatif.yaml", mime="application/x-yaml", on_click="ignore",
+                            key="dl:yaml", help="One configuration; `twin run whatif.yaml` runs it.")
+    if shareable:
+        st.caption("The address bar holds this what-if (scenario, start point, seed and your changes): copy it "
+                   "to share the same page.")
+    else:
+        st.caption("An uploaded scenario or trace cannot travel in a URL: share the scenario YAML instead.")
