@@ -113,7 +113,7 @@ def validate_body(data: Mapping[str, Any], where: str = "scenario"):
     from pydantic import ValidationError
 
     from twin.scenario import ScenarioBody
-    from twin.workload.config import format_validation_error
+    from twin.workload.validation_errors import format_validation_error
 
     try:
         return ScenarioBody.model_validate(dict(data))
