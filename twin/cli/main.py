@@ -43,7 +43,7 @@ def _progress(enabled: bool) -> Progress:
 def _run_variants(scenario_path: str, variants: list[str], sets: tuple[str, ...], seed: int | None,
                   replications: int | None, show_progress: bool):
     from twin.sim.run import metrics_of, resolve_for_run, run_body
-    from twin.results.metrics import replicate_summary
+    from twin.results.replications import replicate_summary
     from twin.scenario import load_scenario, parse_set_options
 
     scenario = load_scenario(scenario_path)

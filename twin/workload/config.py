@@ -1,4 +1,7 @@
-"""The ``workload:`` section of a scenario: validated with pydantic v2, errors formatted as one line.
+"""The ``workload:`` section of a scenario: validated with pydantic v2, errors formatted as one line
+(``twin.workload.validation_errors``). This module holds the section itself, its task classes and its trace;
+the distributions are in ``twin.workload.distribution_config``, the arrival processes in
+``twin.workload.arrival_config``.
 
 Shape (every field is optional unless marked)::
 

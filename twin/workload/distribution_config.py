@@ -135,4 +135,3 @@ class TimeDist(StrictModel):
     @property
     def kind(self) -> str:
         return next(n for n in TIME_KINDS if getattr(self, n) is not None)
-

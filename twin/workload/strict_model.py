@@ -48,4 +48,3 @@ def one_distribution(model: BaseModel, kinds: tuple[str, ...], what: str) -> Bas
 def check_min_max(lo: float | None, hi: float | None) -> None:
     if lo is not None and hi is not None and lo > hi:
         raise ValueError(f"min must be <= max (got min {lo}, max {hi})")
-
