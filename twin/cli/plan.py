@@ -165,9 +165,11 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
     frontier."""
     from twin.plan.evaluate import Criteria
     from twin.plan.executor import Runner, make_executor
-    from twin.plan.planner import Planner, PlanSpec, is_plan_file, read_plan_file
+    from twin.plan.grid import parse_grid_options
+    from twin.plan.plan_files import is_plan_file, read_plan_file
+    from twin.plan.plan_spec import PlanSpec
+    from twin.plan.planner import Planner
     from twin.scenario import resolve_scenario_path
-    from twin.plan.sweep import parse_grid_options
 
     path = resolve_scenario_path(target)
     try:
@@ -231,7 +233,7 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
     if deployments_csv:
         _write_table(result.deployments_frame(), deployments_csv)
     if plot_path:
-        from twin.plan.sweep import write_html
+        from twin.plan.sweep_tables import write_html
 
         write_html(result.figure(), plot_path)
         console.print(f"wrote {plot_path}", highlight=False)
@@ -345,15 +347,10 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
     """Run SCENARIO over a grid of knobs (and arrival rates) in parallel, print a table, write results."""
     from twin.plan.evaluate import Criteria
     from twin.plan.executor import Runner, make_executor
-    from twin.plan.sweep import (
-        SweepSpec,
-        optuna_search,
-        parse_grid_options,
-        summarize,
-        sweep_figure,
-        sweep_search,
-        write_html,
-    )
+    from twin.plan.grid import parse_grid_options
+    from twin.plan.sweep import SweepSpec, sweep_search
+    from twin.plan.sweep_optuna import optuna_search
+    from twin.plan.sweep_tables import rows_frame, summarize, sweep_figure, write_html
 
     if not grid_items:
         raise TwinInputError("--grid: give at least one axis, e.g. --grid server.max_num_seqs=4,16,64")
@@ -381,8 +378,6 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
     summary = summarize(rows, knob_keys)
     _print_sweep(summary, knob_keys, spec)
     console.print(f"{runner.num_run} simulations run", highlight=False)
-    from twin.plan.sweep import rows_frame
-
     if out_path:
         _write_table(rows_frame(rows), out_path)
     if summary_out:
