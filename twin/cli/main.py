@@ -255,8 +255,9 @@ def list_cmd(what: str) -> None:
 
 # the other commands live in their own modules
 from twin.cli.calibrate import calibrate  # noqa: E402
-from twin.cli.plan import plan, sweep  # noqa: E402
+from twin.cli.plan import plan  # noqa: E402
 from twin.cli.protocol import diagnose, protocol  # noqa: E402
+from twin.cli.sweep import sweep  # noqa: E402
 from twin.cli.validate import validate  # noqa: E402
 
 for _command in (calibrate, validate, plan, sweep, protocol, diagnose):
