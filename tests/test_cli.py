@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from twin.cli.main import main
-from twin.results.metrics import BENCH_SERVE_PER_REQUEST_KEYS, BENCH_SERVE_SCALAR_KEYS
+from twin.results.metric_keys import BENCH_SERVE_PER_REQUEST_KEYS, BENCH_SERVE_SCALAR_KEYS
 from twin.results.records import REQUEST_FRAME_COLUMNS, STEP_COLUMN_NAMES
 
 ROOT = Path(__file__).resolve().parent.parent

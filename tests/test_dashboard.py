@@ -337,7 +337,7 @@ def test_the_what_if_yaml_is_a_scenario_that_runs_the_same():
 
 
 def test_a_length_only_trace_runs_without_a_replay_window():
-    from twin.workload.traces import LENGTH_COLUMN_DEFAULTS
+    from twin.workload.trace_formats import LENGTH_COLUMN_DEFAULTS
 
     rows = "".join(f"{100 + i},{20 + i}\n" for i in range(30))
     path = dash.save_upload(("%s,%s\n" % LENGTH_COLUMN_DEFAULTS + rows).encode(), "lengths.csv")

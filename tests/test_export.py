@@ -18,7 +18,7 @@ from twin.results.export import (
     write_run,
     write_table,
 )
-from twin.results.metrics import BENCH_SERVE_PER_REQUEST_KEYS, BENCH_SERVE_SCALAR_KEYS
+from twin.results.metric_keys import BENCH_SERVE_PER_REQUEST_KEYS, BENCH_SERVE_SCALAR_KEYS
 
 # every key of the `vllm bench serve` result JSON that reference/numbers-and-formats.md lists
 BENCH_SERVE_KEYS = [

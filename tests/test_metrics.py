@@ -10,14 +10,11 @@ import pytest
 from scipy import stats
 
 from twin.errors import TwinInputError
-from twin.results.metrics import (
-    BENCH_SERVE_SCALAR_KEYS,
-    compute_metrics,
-    describe,
-    parse_slo,
-    per_request_arrays,
-    replicate_summary,
-)
+from twin.results.metric_keys import BENCH_SERVE_SCALAR_KEYS
+from twin.results.metrics import compute_metrics, describe
+from twin.results.per_request import per_request_arrays
+from twin.results.replications import replicate_summary
+from twin.results.slo import parse_slo
 from twin.results.records import RequestRecord, StepRecords
 from twin.results.sim_result import SimResult
 

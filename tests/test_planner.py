@@ -23,7 +23,10 @@ from twin.plan.evaluate import (
     scale_arrivals,
 )
 from twin.plan.executor import Runner, SerialExecutor, make_executor
-from twin.plan.planner import Planner, PlanSpec, bisect_scale, pareto, plan
+from twin.plan.capacity import bisect_scale
+from twin.plan.plan_result import pareto
+from twin.plan.plan_spec import PlanSpec
+from twin.plan.planner import Planner, plan
 from twin.hardware.pricing import (
     PriceTable,
     default_prices,
@@ -249,7 +252,7 @@ def test_plan_cli_with_a_plan_file(tmp_path):
 
 
 def test_default_space_and_planner_setup():
-    from twin.plan.planner import default_space
+    from twin.plan.plan_spec import default_space
 
     data = constant_case()
     space = dict(default_space(data))

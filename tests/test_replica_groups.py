@@ -255,7 +255,8 @@ def test_dashboard_and_planner_refuse_groups():
     import yaml
 
     from twin.dashboard import state as dash
-    from twin.plan.planner import Criteria, PlanSpec
+    from twin.plan.evaluate import Criteria
+    from twin.plan.plan_spec import PlanSpec
 
     data = yaml.safe_load(MIXED)
     data.pop("variants")

@@ -9,7 +9,7 @@ from spec_decode_helpers import run_metrics, scenario_body, spec_section
 from twin.sim.deployment import resolve_deployment
 from twin.sim.run import run_body
 from twin.errors import TwinInputError
-from twin.results.metrics import SPEC_DECODE_KEYS
+from twin.results.metric_keys import SPEC_DECODE_KEYS
 from twin.scenario import Scenario, load_scenario
 
 

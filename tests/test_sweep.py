@@ -13,7 +13,9 @@ from twin.cli.main import main
 from twin.errors import TwinInputError
 from twin.plan.evaluate import Criteria
 from twin.plan.executor import Runner, SerialExecutor, gather, make_executor, run_once
-from twin.plan.sweep import SweepSpec, parse_grid_options, run_sweep, summarize
+from twin.plan.grid import parse_grid_options
+from twin.plan.sweep import SweepSpec, run_sweep
+from twin.plan.sweep_tables import summarize
 
 
 def scenario(rate: float = 20.0) -> dict:
@@ -177,7 +179,7 @@ def test_sweep_cli_writes_tables_and_a_plot(tmp_path):
 
 def test_optuna_search_is_deterministic():
     pytest.importorskip("optuna")
-    from twin.plan.sweep import optuna_search
+    from twin.plan.sweep_optuna import optuna_search
 
     s = SweepSpec(scenario(), parse_grid_options(["server.max_num_seqs=1,2,4,8,16"]), criteria=SLO)
     a = Runner(SerialExecutor()).drive(optuna_search(s, trials=6, objective="request_throughput", seed=3))

@@ -5,7 +5,7 @@ import pytest
 
 from twin.workload import build_workload, stream
 from twin.workload.arrivals import arrival_times
-from twin.workload.config import (
+from twin.workload.arrival_config import (
     ConstantArrivals,
     GammaArrivals,
     PiecewiseArrivals,

@@ -6,7 +6,8 @@ from pydantic import ValidationError
 
 from twin.errors import TwinInputError
 from twin.workload import WorkloadConfig, format_validation_error, load_workload_config
-from twin.workload.config import GammaArrivals, LengthDist, TimeDist
+from twin.workload.arrival_config import GammaArrivals
+from twin.workload.distribution_config import LengthDist, TimeDist
 
 CLASS = {"name": "agent", "share": 1.0,
          "prompt": {"shared_prefix_tokens": 3000, "suffix_tokens": {"lognormal": {"median": 200, "sigma": 0.8}}},

@@ -18,8 +18,9 @@ from twin.errors import TwinInputError
 from twin.core.scheduler_config import SchedulerKnobs
 from twin.yaml_input import parse_yaml
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
-from twin.workload.config import WorkloadConfig, format_validation_error
-from twin.workload.config import StrictModel
+from twin.workload.config import WorkloadConfig
+from twin.workload.strict_model import StrictModel
+from twin.workload.validation_errors import format_validation_error
 
 BASELINE = "baseline"
 PERCENTILE_KEYS = ("mean", "median", "p50", "p90", "p95", "p99")

@@ -17,8 +17,8 @@ the order they usually pay off, predicting each against the *current* configurat
 
 Every configuration runs ``replications`` times (seeds ``seed .. seed + n - 1``); a step's deltas are taken per
 replication against the baseline run with the same seed (common random numbers) and summarised with
-``twin.results.metrics.replicate_summary``: mean and a 95 % Student-t interval. Each step carries the ``vllm serve`` /
-``vllm bench serve`` lines that measure it on the real server (``twin.analysis.vllm_commands``).
+``twin.results.replications.replicate_summary``: mean and a 95 % Student-t interval. Each step carries the
+``vllm serve`` / ``vllm bench serve`` lines that measure it on the real server (``twin.analysis.vllm_commands``).
 
 With ``engine="cpu"`` (a tiny model and a calibrated profile, e.g. ``scenarios/validate_tiny_cpu.yaml``) every
 step without speculative decoding is also served for real on the calibration engine

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from twin.errors import TwinInputError
-from twin.results.metrics import replicate_summary
+from twin.results.replications import replicate_summary
 from twin.results.sim_result import SimResult
 from twin.scenario import REPLACE_MARKER, Scenario, ScenarioBody
 from twin.sim.deployment import Deployment, resolve_deployment

@@ -2,7 +2,7 @@
 
 A step compares a candidate with the baseline run by run (same seed: common random numbers): ``compare`` gives
 ``cand - base`` and ``cand / base - 1`` per metric, summarised as a mean and a 95 % Student-t interval
-(``twin.results.metrics.replicate_summary``); ``ratio_summary`` does the same for a ratio. ``effect`` calls a
+(``twin.results.replications.replicate_summary``); ``ratio_summary`` does the same for a ratio. ``effect`` calls a
 metric clearly better (+1), clearly worse (-1) or neither (0): the relative change must reach ``MIN_EFFECT`` and,
 with replications, its interval must exclude 0, with the metric's direction (higher or lower is better) taken
 from ``twin.results.report``. ``delta_text`` words a change for the findings.
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from twin.analysis.protocol_evaluation import Evaluation
-from twin.results.metrics import replicate_summary
+from twin.results.replications import replicate_summary
 from twin.results.report import direction, finite_number, label
 
 DELTA_KEYS: tuple[str, ...] = (

@@ -43,7 +43,7 @@ def _progress(enabled: bool) -> Progress:
 def _run_variants(scenario_path: str, variants: list[str], sets: tuple[str, ...], seed: int | None,
                   replications: int | None, show_progress: bool):
     from twin.sim.run import metrics_of, resolve_for_run, run_body
-    from twin.results.metrics import replicate_summary
+    from twin.results.replications import replicate_summary
     from twin.scenario import load_scenario, parse_set_options
 
     scenario = load_scenario(scenario_path)
@@ -255,8 +255,9 @@ def list_cmd(what: str) -> None:
 
 # the other commands live in their own modules
 from twin.cli.calibrate import calibrate  # noqa: E402
-from twin.cli.plan import plan, sweep  # noqa: E402
+from twin.cli.plan import plan  # noqa: E402
 from twin.cli.protocol import diagnose, protocol  # noqa: E402
+from twin.cli.sweep import sweep  # noqa: E402
 from twin.cli.validate import validate  # noqa: E402
 
 for _command in (calibrate, validate, plan, sweep, protocol, diagnose):

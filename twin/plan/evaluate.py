@@ -113,7 +113,7 @@ def validate_body(data: Mapping[str, Any], where: str = "scenario"):
     from pydantic import ValidationError
 
     from twin.scenario import ScenarioBody
-    from twin.workload.config import format_validation_error
+    from twin.workload.validation_errors import format_validation_error
 
     try:
         return ScenarioBody.model_validate(dict(data))
@@ -132,7 +132,7 @@ class Criteria:
     a mapping is a statistic bound that must hold; a plain number is a per-request threshold for goodput.
     ``goodput``: the fraction of measured requests (rejected ones included) that must meet every per-request
     threshold (thresholds come from plain numbers and, for TTFT/TPOT/E2EL bounds, from the bound itself, as
-    ``twin.results.metrics.parse_slo`` derives them). With only plain-number thresholds and no ``goodput``, 0.99 is
+    ``twin.results.slo.parse_slo`` derives them). With only plain-number thresholds and no ``goodput``, 0.99 is
     required. Rejected requests beyond ``max_rejected_fraction`` and requests still in flight when the run
     stopped fail the run."""
 
@@ -145,7 +145,7 @@ class Criteria:
         if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1):
             raise TwinInputError(f"goodput: {g!r}: must be a fraction in (0, 1], e.g. 0.99")
         if self.slo is not None:
-            from twin.results.metrics import parse_slo
+            from twin.results.slo import parse_slo
 
             parse_slo(dict(self.slo))  # fail early on a bad SLO
 

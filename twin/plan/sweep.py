@@ -27,12 +27,9 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import yaml
 
 from twin.errors import TwinInputError
 from twin.plan.evaluate import (
@@ -44,105 +41,13 @@ from twin.plan.evaluate import (
     validate_body,
 )
 from twin.plan.executor import Runner, Search, gather
+from twin.plan.grid import GROUPS_KEY, RATE_KEYS, check_grid
+from twin.plan.overrides import apply_overrides, label
 from twin.hardware.pricing import PriceTable, hourly_cost, usd_per_million_tokens
-from twin.scenario import deep_merge
 
-RATE_KEYS = ("rate_scale", "rate")
-GROUPS_KEY = "groups"
 PRUNE_MODES = ("monotone", "bisect", "none")
-TABLE_METRICS = ("request_throughput", "output_throughput", "p50_ttft_ms", "p99_ttft_ms", "p99_tpot_ms",
-                 "p99_e2el_ms")
 
 
-# ---------------------------------------------------------------------------------------------------------
-# grid parsing
-# ---------------------------------------------------------------------------------------------------------
-def _parse_value(raw: str) -> Any:
-    raw = raw.strip()
-    if raw == "":
-        return ""
-    try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError:
-        return raw
-
-
-def parse_grid_options(items: Sequence[str]) -> list[tuple[str, list[Any]]]:
-    """``key=v1,v2,...`` (or ``key=[v1, {a: 1}]``, a YAML list) options -> ``[(key, [values])]``."""
-    grid: list[tuple[str, list[Any]]] = []
-    seen: set[str] = set()
-    for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise TwinInputError(f"--grid {item!r}: expected key.path=v1,v2,...")
-        if key in seen:
-            raise TwinInputError(f"--grid {item!r}: {key} is given twice")
-        seen.add(key)
-        raw = raw.strip()
-        if raw.startswith("["):
-            try:
-                values = yaml.safe_load(raw)
-            except yaml.YAMLError:
-                raise TwinInputError(f"--grid {item!r}: the bracketed value is not a YAML list") from None
-            if not isinstance(values, list):
-                raise TwinInputError(f"--grid {item!r}: the bracketed value is not a YAML list")
-        else:
-            values = [_parse_value(v) for v in raw.split(",")]
-        if not values:
-            raise TwinInputError(f"--grid {item!r}: no values")
-        grid.append((key, values))
-    return check_grid(grid)
-
-
-def check_grid(grid: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[str, list[Any]]]:
-    out = []
-    rate_axes = [k for k, _ in grid if k in RATE_KEYS]
-    if len(rate_axes) > 1:
-        raise TwinInputError("--grid: give one of rate_scale and rate, not both")
-    for key, values in grid:
-        values = list(values)
-        if not values:
-            raise TwinInputError(f"grid {key}: no values")
-        if key in RATE_KEYS:
-            for v in values:
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                    raise TwinInputError(f"grid {key}: {v!r} is not a rate; give numbers > 0")
-        elif key != GROUPS_KEY and any(not part for part in key.split(".")):
-            raise TwinInputError(f"grid {key!r}: not a dotted scenario path like server.max_num_seqs")
-        out.append((key, values))
-    return out
-
-
-def nested(key: str, value: Any) -> dict[str, Any]:
-    """``"server.max_num_seqs", 4`` -> ``{"server": {"max_num_seqs": 4}}``."""
-    node: dict[str, Any] = {}
-    out = node
-    parts = key.split(".")
-    for part in parts[:-1]:
-        node[part] = {}
-        node = node[part]
-    node[parts[-1]] = value
-    return out
-
-
-def apply_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """A raw scenario mapping with dotted-key overrides merged in (in order)."""
-    out = dict(data)
-    for key, value in overrides.items():
-        out = deep_merge(out, nested(key, value))
-    return out
-
-
-def label(value: Any) -> str:
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True, separators=(",", ":"))
-    return "null" if value is None else str(value)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# the sweep
-# ---------------------------------------------------------------------------------------------------------
 @dataclass
 class SweepSpec:
     data: dict[str, Any]
@@ -249,7 +154,7 @@ def _config_info(spec: SweepSpec, config: Mapping[str, Any]
     return data, facts, None
 
 
-def _all_pass(results: Sequence[Mapping[str, Any]]) -> bool | None:
+def all_pass(results: Sequence[Mapping[str, Any]]) -> bool | None:
     if any(not r.get("ok") for r in results):
         return False
     flags = [r.get("passed") for r in results]
@@ -258,7 +163,7 @@ def _all_pass(results: Sequence[Mapping[str, Any]]) -> bool | None:
     return all(flags)
 
 
-def _config_search(spec: SweepSpec, index: int, config: dict[str, Any]) -> Search:
+def config_search(spec: SweepSpec, index: int, config: dict[str, Any]) -> Search:
     """One configuration's runs across the rate levels: {level index: [result per replication] | marker}."""
     data, facts, error = _config_info(spec, config)
     if error is not None:
@@ -273,7 +178,7 @@ def _config_search(spec: SweepSpec, index: int, config: dict[str, Any]) -> Searc
         scale = levels[li][0]
         out = yield [spec.job(data, scale, r, groups=groups) for r in reps]
         results[li] = out
-        return _all_pass(out)
+        return all_pass(out)
 
     prune = spec.prune if spec.criteria is not None and spec.rate_axis is not None and len(levels) > 1 else "none"
     if prune == "none":
@@ -305,10 +210,10 @@ def _config_search(spec: SweepSpec, index: int, config: dict[str, Any]) -> Searc
 def sweep_search(spec: SweepSpec) -> Search:
     """The whole sweep as one search; returns its rows."""
     configs = spec.configs()
-    answers = yield from gather(_config_search(spec, i, c) for i, c in enumerate(configs))
+    answers = yield from gather(config_search(spec, i, c) for i, c in enumerate(configs))
     rows: list[dict[str, Any]] = []
     for i, (config, ans) in enumerate(zip(configs, answers)):
-        rows.extend(_rows(spec, i, config, ans))
+        rows.extend(sweep_rows(spec, i, config, ans))
     return rows
 
 
@@ -319,7 +224,7 @@ def run_sweep(spec: SweepSpec, executor, on_done=None) -> list[dict[str, Any]]:
     return rows
 
 
-def _rows(spec: SweepSpec, index: int, config: Mapping[str, Any], ans: Mapping[str, Any]) -> list[dict[str, Any]]:
+def sweep_rows(spec: SweepSpec, index: int, config: Mapping[str, Any], ans: Mapping[str, Any]) -> list[dict[str, Any]]:
     base = {"config": index}
     for key, _ in spec.knob_axes:
         base[key] = label(config[key]) if isinstance(config[key], (dict, list)) else config[key]
@@ -359,145 +264,3 @@ def _rows(spec: SweepSpec, index: int, config: Mapping[str, Any], ans: Mapping[s
                     row["per_replica"] = json.dumps(result.get("per_replica"), default=repr)
             rows.append(row)
     return rows
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Optuna (optional)
-# ---------------------------------------------------------------------------------------------------------
-def optuna_search(spec: SweepSpec, *, trials: int, objective: str = "output_throughput",
-                  direction: str = "maximize", batch: int = 4, seed: int = 0) -> Search:
-    """Optuna's TPE sampler over the grid's values (each axis a categorical choice), ``batch`` trials per
-    wave; a trial's value is ``objective`` averaged over replications; a trial that misses the SLOs scores the
-    worst possible value. Deterministic for a seed and batch size (not for the number of workers: it does not
-    depend on it). Returns the rows of every distinct configuration tried, in trial order."""
-    try:
-        import optuna
-    except ImportError:
-        raise TwinInputError("search optuna: the optuna package is not installed (pip install optuna), "
-                             "or use the grid search") from None
-    if direction not in ("maximize", "minimize"):
-        raise TwinInputError(f"direction: {direction!r}: allowed: maximize, minimize")
-    if trials < 1 or batch < 1:
-        raise TwinInputError("trials and batch must be >= 1")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction=direction, sampler=optuna.samplers.TPESampler(seed=seed))
-    worst = -1e300 if direction == "maximize" else 1e300
-    axes = spec.grid
-    labels = {k: [label(v) for v in values] for k, values in axes}
-    tried: dict[str, tuple[int, dict[str, Any], Any]] = {}
-    order: list[str] = []
-    done = 0
-    while done < trials:
-        n = min(batch, trials - done)
-        asked = [study.ask() for _ in range(n)]
-        points = []
-        for t in asked:
-            point = {}
-            for k, values in axes:
-                choice = t.suggest_categorical(k, labels[k])
-                point[k] = values[labels[k].index(choice)]
-            points.append(point)
-        searches = []
-        for point in points:
-            config = {k: v for k, v in point.items() if k not in RATE_KEYS}
-            sub = SweepSpec(spec.data, [(k, [v]) for k, v in point.items()], spec.base_dir, spec.replications,
-                            spec.criteria, "none", spec.prices, spec.per_replica, spec._offered)
-            searches.append(_config_search(sub, 0, config))
-        answers = yield from gather(searches)
-        for t, point, ans in zip(asked, points, answers):
-            key = json.dumps(point, sort_keys=True, default=repr)
-            value = worst
-            if ans["error"] is None:
-                res = ans["results"][0]
-                ok = _all_pass(res)
-                vals = [r["metrics"].get(objective) for r in res if r.get("ok")]
-                if (ok or ok is None) and vals and all(v is not None for v in vals):
-                    value = float(sum(vals) / len(vals))
-            study.tell(t, value)
-            if key not in tried:
-                tried[key] = (len(order), point, ans)
-                order.append(key)
-        done += n
-    rows = []
-    for key in order:
-        idx, point, ans = tried[key]
-        config = {k: v for k, v in point.items() if k not in RATE_KEYS}
-        sub = SweepSpec(spec.data, [(k, [v]) for k, v in point.items()], spec.base_dir, spec.replications,
-                        spec.criteria, "none", spec.prices, spec.per_replica, spec._offered)
-        rows.extend(_rows(sub, idx, config, ans))
-    return rows
-
-
-# ---------------------------------------------------------------------------------------------------------
-# tables and plots
-# ---------------------------------------------------------------------------------------------------------
-def rows_frame(rows: Sequence[Mapping[str, Any]]):
-    import pandas as pd
-
-    frame = pd.DataFrame(list(rows))
-    return frame
-
-
-def summarize(rows: Sequence[Mapping[str, Any]], knob_keys: Sequence[str]):
-    """One row per (configuration, rate): means over replications, ``passed`` when all passed."""
-    import pandas as pd
-
-    frame = rows_frame(rows)
-    if frame.empty:
-        return frame
-    keys = ["config", *knob_keys, "rate_scale"]
-    out = []
-    for _, group in frame.groupby(["config", "rate_scale"], dropna=False, sort=False):
-        first = group.iloc[0]
-        row = {k: first.get(k) for k in keys if k in group}
-        for k in ("offered_rate_per_s", "gpu", "tensor_parallel_size", "replicas", "cost_per_hour"):
-            if k in group:
-                row[k] = first.get(k)
-        statuses = set(group["status"])
-        row["status"] = statuses.pop() if len(statuses) == 1 else "mixed"
-        flags = list(group["passed"])
-        row["passed"] = None if any(f is None for f in flags) else bool(all(flags))
-        row["replications"] = int((group["status"] == "ok").sum())
-        for k in (*TABLE_METRICS, "request_goodput", "prefix_cache_hit_rate", "usd_per_million_output_tokens"):
-            if k in group:
-                vals = pd.to_numeric(group[k], errors="coerce").dropna()
-                row[k] = float(vals.mean()) if len(vals) else None
-        row["reasons"] = next((r for r in group["reasons"] if r), "")
-        out.append(row)
-    return pd.DataFrame(out)
-
-
-def sweep_figure(summary, x: str | None = None, y: str = "p99_ttft_ms", color: str | None = None,
-                 title: str = "twin sweep"):
-    """A Plotly scatter of the summary: one line per configuration across rates, failures hollow."""
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    if summary.empty:
-        return fig
-    x = x or ("offered_rate_per_s" if summary["offered_rate_per_s"].notna().any() else "config")
-    for k in (x, y):
-        if k not in summary.columns:
-            raise TwinInputError(f"plot axis {k!r}: not a column; columns: {', '.join(summary.columns)}")
-    groups = summary.groupby("config", sort=False)
-    for cfg, g in groups:
-        g = g[g["status"] == "ok"] if (g["status"] == "ok").any() else g
-        name = g.iloc[0][color] if color and color in g else cfg
-        passed = [bool(p) if p is not None else True for p in g["passed"]]
-        fig.add_trace(go.Scatter(
-            x=g[x], y=g[y], mode="lines+markers", name=f"{name} (#{cfg})" if color else f"config {cfg}",
-            marker={"symbol": ["circle" if p else "circle-open" for p in passed], "size": 9},
-            text=[f"passed={p}" for p in g["passed"]], hovertemplate=f"{x}=%{{x}}<br>{y}=%{{y}}<br>%{{text}}",
-        ))
-    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, template="plotly_white",
-                      legend_title=color or "configuration")
-    return fig
-
-
-def write_html(fig, path: str) -> None:
-    from pathlib import Path
-
-    p = Path(path)
-    if not p.parent.exists():
-        raise TwinInputError(f"--plot {path}: folder {p.parent} does not exist")
-    fig.write_html(str(p), include_plotlyjs=True, full_html=True)

@@ -18,14 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from twin.errors import TwinInputError
-from twin.results.metrics import (
-    BENCH_SERVE_SCALAR_KEYS,
-    SPEC_DECODE_KEYS,
-    TWIN_KEYS,
-    parse_slo,
-    per_request_arrays,
-)
+from twin.results.metric_keys import BENCH_SERVE_SCALAR_KEYS, SPEC_DECODE_KEYS, TWIN_KEYS
+from twin.results.per_request import per_request_arrays
 from twin.results.sim_result import SimResult
+from twin.results.slo import parse_slo
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd

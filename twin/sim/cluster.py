@@ -34,7 +34,7 @@ from twin.results.metrics import compute_metrics
 from twin.results.records import REJECTED, StepRecords
 from twin.results.sim_result import SimResult
 from twin.scenario import ReplicaGroup, ScenarioBody, deep_merge
-from twin.workload.config import format_validation_error
+from twin.workload.validation_errors import format_validation_error
 
 __all__ = ["ClusterDeployment", "ReplicaGroup", "group_body", "load_groups", "load_imbalance",
            "per_replica_metrics", "resolve_cluster", "run_cluster"]

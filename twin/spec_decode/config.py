@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from twin.spec_decode.acceptance import AcceptanceModel
-from twin.workload.config import StrictModel as _Strict
+from twin.workload.strict_model import StrictModel as _Strict
 
 METHODS = ("draft_model", "eagle", "eagle3", "mtp", "ngram")
 HEAD_METHODS = ("eagle", "eagle3", "mtp")

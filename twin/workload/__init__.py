@@ -5,15 +5,8 @@ multi-turn sessions, closed-loop users) and trace readers (Azure 2023, Mooncake,
 ``ClosedLoopWorkload`` whose ``next_request(user_index, now_s)`` the engine calls.
 """
 
-from twin.workload.config import (
-    ClassConfig,
-    LengthDist,
-    TimeDist,
-    TraceConfig,
-    WorkloadConfig,
-    format_validation_error,
-    load_workload_config,
-)
+from twin.workload.config import ClassConfig, TraceConfig, WorkloadConfig, load_workload_config
+from twin.workload.distribution_config import LengthDist, TimeDist
 from twin.workload.generate import (
     ClosedLoopWorkload,
     build_workload,
@@ -23,7 +16,9 @@ from twin.workload.generate import (
 from twin.workload.paths import expand_path, traces_dir
 from twin.workload.rng import stream
 from twin.workload.spec import RequestSpec
-from twin.workload.traces import Trace, TraceWarning, read_column, read_trace
+from twin.workload.trace_data import Trace, TraceWarning
+from twin.workload.traces import read_column, read_trace
+from twin.workload.validation_errors import format_validation_error
 
 __all__ = [
     "ClassConfig", "ClosedLoopWorkload", "LengthDist", "RequestSpec", "TimeDist", "Trace", "TraceConfig",

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from twin.workload.config import (
+from twin.workload.arrival_config import (
     ConstantArrivals,
     GammaArrivals,
     PiecewiseArrivals,

@@ -27,7 +27,8 @@ from twin.workload.paths import expand_path
 from twin.workload.prefixes import ClassSource
 from twin.workload.rng import stream
 from twin.workload.spec import RequestSpec
-from twin.workload.traces import Trace, read_trace
+from twin.workload.trace_data import Trace
+from twin.workload.traces import read_trace
 
 @contextlib.contextmanager
 def _no_gc():

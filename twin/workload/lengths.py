@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from twin.errors import TwinInputError
-from twin.workload.config import LengthDist, TimeDist
+from twin.workload.distribution_config import LengthDist, TimeDist
 from twin.workload.paths import expand_path
 
 _INT_CAP = 1 << 40  # a guard against int64 overflow of absurd lognormal tails, not a modelling limit

@@ -1,0 +1,140 @@
+"""What ``twin plan`` and ``twin sweep`` show and write: the progress bar, the plan's candidates and deployments
+tables, the sweep's summary table, and table files."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from twin.cli.console import console, err_console
+
+
+def progress_bar(enabled: bool, what: str) -> Progress:
+    return Progress(SpinnerColumn(), TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err_console, disable=not enabled, transient=True)
+
+
+def write_table_file(frame, path: str) -> None:
+    from twin.results.export import write_table
+
+    write_table(frame, path)
+    console.print(f"wrote {path}", highlight=False)
+
+
+def fmt(v: Any, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def _describe(d: dict[str, Any]) -> str:
+    spec = d.get("speculative_decoding")
+    return (f"{d['gpu']} TP{d['tensor_parallel_size']} seqs={d['max_num_seqs']} "
+            f"tok={d['max_num_batched_tokens']} cache={'on' if d['enable_prefix_caching'] else 'off'}"
+            + (f" spec={spec}" if spec else ""))
+
+
+def print_plan(result) -> None:
+    key = result.spec.latency_metric
+    table = Table(title="Candidates: max sustainable rate per replica", show_lines=False)
+    cols = ["#", "GPU", "TP", "seqs", "tok", "cache", "spec", "status", "max req/s",
+            f"{result.spec.confidence:.0%} CI", "$/h", "$/M out @max", "N est"]
+    has_spec = any(c.get("speculative_decoding") for c in result.candidates)
+    for col in cols:
+        if col == "spec" and not has_spec:
+            continue
+        table.add_column(col, justify="right" if col not in ("GPU", "status", "spec") else "left")
+    for c in result.candidates:
+        if c["status"] == "infeasible":
+            cells = [str(c["candidate"]), c.get("gpu") or "-", "-", "-", "-", "-", "-", "[red]infeasible[/]",
+                     "-", "-", "-", "-", "-"]
+            table.add_row(*(cells if has_spec else cells[:6] + cells[7:]))
+            continue
+        ci = "-" if c.get("max_rate_ci_low") is None else f"{c['max_rate_ci_low']:.4g}..{c['max_rate_ci_high']:.4g}"
+        rate = fmt(c.get("max_rate_per_s"))
+        if c["status"] == "pruned":
+            rate = f"< {c['max_rate_upper_bound']:.4g}"
+        cells = [str(c["candidate"]), c["gpu"], str(c["tensor_parallel_size"]), str(c["max_num_seqs"]),
+                 str(c["max_num_batched_tokens"]), "on" if c["enable_prefix_caching"] else "off",
+                 c.get("speculative_decoding") or "-", c["status"], rate, ci,
+                 fmt(c.get("price_per_replica_hour")), fmt(c.get("usd_per_million_output_tokens_at_max_rate"), 3),
+                 fmt(c.get("replicas_estimate"))]
+        table.add_row(*(cells if has_spec else cells[:6] + cells[7:]))
+    console.print(table)
+    for c in result.candidates:
+        if c["status"] in ("infeasible", "never", "error", "unbounded"):
+            console.print(f"  candidate {c['candidate']} ({c['overrides']}): {c['status']}: {c['note']}",
+                          highlight=False, soft_wrap=True)
+    table = Table(title=f"Deployments simulated at {result.target_rate:.4g} req/s (router {result.spec.router}); "
+                        f"# is the candidate")
+    short = {"p99_ttft_ms": "p99 TTFT", "p99_tpot_ms": "p99 TPOT", "p99_e2el_ms": "p99 E2EL"}
+    for col in ("#", "N", "GPU", "TP", "GPUs", "$/h", "ok", short.get(key, key), "p99 TPOT", "goodput",
+                "$/M out"):
+        table.add_column(col, justify="left" if col == "GPU" else "right")
+    for d in result.deployments:
+        if not d.get("replicas"):
+            table.add_row(str(d["candidate"]), "-", d["gpu"], str(d["tensor_parallel_size"]), "-", "-",
+                          "[red]no[/]", "-", "-", "-", "-")
+            continue
+        mark = "[green]yes[/]" if d["passed"] else "[red]no[/]"
+        table.add_row(str(d["candidate"]), str(d["replicas"]), d["gpu"], str(d["tensor_parallel_size"]),
+                      str(d["gpus"]), f"{d['cost_per_hour']:.2f}", mark, fmt(d.get(key)),
+                      fmt(d.get("p99_tpot_ms")), fmt(d.get("goodput_fraction"), 3),
+                      fmt(d.get("usd_per_million_output_tokens"), 3))
+    console.print(table)
+    for d in result.deployments:
+        if not d.get("replicas") and d.get("note"):
+            console.print(f"  candidate {d['candidate']}: {d['note']}", highlight=False, soft_wrap=True)
+    if result.best:
+        b = result.best
+        console.print(f"[bold]cheapest:[/] {b['replicas']} x {_describe(b)} = {b['gpus']} GPUs, "
+                      f"${b['cost_per_hour']:.2f}/h, ${fmt(b.get('usd_per_million_output_tokens'))} per million "
+                      f"output tokens, {key} {fmt(b.get(key))}", highlight=False, soft_wrap=True)
+        console.print("frontier (cost -> " + key + "): " + "; ".join(
+            f"${d['cost_per_hour']:.2f}/h {d['replicas']}x{d['gpu']} -> {fmt(d.get(key))}" for d in result.frontier),
+            highlight=False, soft_wrap=True)
+    else:
+        console.print("[bold red]no deployment in the search space meets the SLOs[/] (raise max_replicas, "
+                      "widen the search, or relax the SLOs)")
+    console.print(f"{result.num_simulations} simulations in {result.num_waves} waves, {result.wall_s:.1f} s",
+                  highlight=False)
+
+
+def print_sweep(summary, knob_keys, spec) -> None:
+    table = Table(title="Sweep (means over replications)")
+    cols = [*knob_keys]
+    if spec.rate_axis:
+        cols += ["offered_rate_per_s"]
+    cols += ["status", "passed", "request_throughput", "p99_ttft_ms", "p99_tpot_ms", "p99_e2el_ms"]
+    if "usd_per_million_output_tokens" in summary:
+        cols.append("usd_per_million_output_tokens")
+    for c in cols:
+        table.add_column({"offered_rate_per_s": "rate/s", "request_throughput": "req/s",
+                          "usd_per_million_output_tokens": "$/M out tok"}.get(c, c), justify="right")
+    for _, row in summary.head(200).iterrows():
+        cells = []
+        for c in cols:
+            v = row.get(c)
+            if c == "passed":
+                cells.append("-" if v is None or (isinstance(v, float) and math.isnan(v)) else
+                             ("[green]yes[/]" if v else "[red]no[/]"))
+            else:
+                cells.append(fmt(v.item() if hasattr(v, "item") else v))
+        table.add_row(*cells)
+    console.print(table)
+    if len(summary) > 200:
+        console.print(f"(first 200 of {len(summary)} rows; --summary-out writes them all)")

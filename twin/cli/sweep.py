@@ -1,0 +1,91 @@
+"""``twin sweep``: a grid (or an Optuna search) over scenario knobs and arrival rates, on a process pool or a Ray
+cluster, as one table."""
+
+from __future__ import annotations
+
+import click
+
+from twin.cli.console import console, err_console
+from twin.cli.plan_options import (
+    common_options,
+    executor_options,
+    prices_from_options,
+    scenario_data,
+    slo_from_options,
+)
+from twin.cli.plan_output import print_sweep, progress_bar, write_table_file
+from twin.errors import TwinInputError
+
+
+@click.command()
+@click.argument("scenario")
+@click.option("--grid", "grid_items", multiple=True, metavar="KEY=V1,V2",
+              help="An axis of the grid: a dotted scenario key (server.max_num_seqs=4,16,64), rate_scale=0.5,1,2 "
+                   "or rate=10,20,40 (req/s). Repeatable; the grid is their product.")
+@common_options
+@click.option("--prune", type=click.Choice(["monotone", "bisect", "none"]), default="monotone", show_default=True,
+              help="Along the rate axis, with SLOs: skip rates above a failure (monotone), bisect the rates "
+                   "(bisect), or run everything (none).")
+@click.option("--search", "search_kind", type=click.Choice(["grid", "optuna"]), default="grid", show_default=True,
+              help="Run the whole grid, or let Optuna (if installed) sample it.")
+@click.option("--trials", type=click.IntRange(1, 100000), default=32, show_default=True, help="Optuna trials.")
+@click.option("--objective", default="output_throughput", show_default=True,
+              help="Optuna objective: a metric key (SLO misses score worst).")
+@click.option("--direction", type=click.Choice(["maximize", "minimize"]), default="maximize", show_default=True)
+@click.option("--batch", type=click.IntRange(1, 1024), default=4, show_default=True,
+              help="Optuna trials per wave (fixed, so results do not depend on the workers).")
+@executor_options
+@click.option("--out", "out_path", type=click.Path(dir_okay=False),
+              help="Every run as a table: .csv or .parquet (one row per config, rate and replication).")
+@click.option("--summary-out", type=click.Path(dir_okay=False), help="The per-(config, rate) summary table.")
+@click.option("--per-replica", is_flag=True, help="Add each run's per-replica metrics (a JSON column) to --out.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="A Plotly HTML plot of the summary.")
+@click.option("--x", "x_key", help="Plot x axis (default: offered rate).")
+@click.option("--y", "y_key", default="p99_ttft_ms", show_default=True, help="Plot y axis.")
+@click.option("--color", "color_key", help="Plot colour: a grid key (default: the first one).")
+def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_items, goodput, price_items,
+          prices_file, quiet, prune, search_kind, trials, objective, direction, batch, workers, backend,
+          ray_address, out_path, summary_out, per_replica, plot_path, x_key, y_key, color_key) -> None:
+    """Run SCENARIO over a grid of knobs (and arrival rates) in parallel, print a table, write results."""
+    from twin.plan.evaluate import Criteria
+    from twin.plan.executor import Runner, make_executor
+    from twin.plan.grid import parse_grid_options
+    from twin.plan.sweep import SweepSpec, sweep_search
+    from twin.plan.sweep_optuna import optuna_search
+    from twin.plan.sweep_tables import rows_frame, summarize, sweep_figure, write_html
+
+    if not grid_items:
+        raise TwinInputError("--grid: give at least one axis, e.g. --grid server.max_num_seqs=4,16,64")
+    data, base_dir = scenario_data(scenario, variant, sets, seed, None)
+    grid = parse_grid_options(grid_items)
+    slo = slo_from_options(slo_items) or data.get("slo") or None
+    criteria = Criteria(slo, goodput) if (slo or goodput is not None) else None
+    spec = SweepSpec(data, grid, base_dir, replications or data.get("replications", 1), criteria, prune,
+                     prices_from_options(price_items, prices_file), per_replica=per_replica)
+    n_configs = len(spec.configs())
+    n_rates = len(spec.rate_axis[1]) if spec.rate_axis else 1
+    total = n_configs * n_rates * spec.replications
+    console.print(f"{n_configs} configurations x {n_rates} rates x {spec.replications} replications = {total} "
+                  f"runs at most | backend {('ray' if ray_address else backend)}", highlight=False)
+    with make_executor(backend, workers, ray_address) as executor, \
+            progress_bar(not quiet and err_console.is_terminal, "sweep") as progress:
+        task = progress.add_task("sweep", total=total if search_kind == "grid" else None)
+        runner = Runner(executor, on_done=lambda n: progress.advance(task, n))
+        if search_kind == "optuna":
+            rows = runner.drive(optuna_search(spec, trials=trials, objective=objective, direction=direction,
+                                              batch=batch, seed=int(data.get("seed", 0))))
+        else:
+            rows = runner.drive(sweep_search(spec))
+    knob_keys = [k for k, _ in spec.knob_axes]
+    summary = summarize(rows, knob_keys)
+    print_sweep(summary, knob_keys, spec)
+    console.print(f"{runner.num_run} simulations run", highlight=False)
+    if out_path:
+        write_table_file(rows_frame(rows), out_path)
+    if summary_out:
+        write_table_file(summary, summary_out)
+    if plot_path:
+        color = color_key or (knob_keys[0] if knob_keys else None)
+        write_html(sweep_figure(summary, x_key, y_key, color, title=f"twin sweep: {data.get('name', scenario)}"),
+                   plot_path)
+        console.print(f"wrote {plot_path}", highlight=False)

@@ -1,0 +1,72 @@
+"""Grid axes for sweeps and plan searches: ``key=v1,v2,...`` options parsed into ``[(key, [values])]`` and
+checked (dotted scenario paths, the ``rate_scale`` / ``rate`` axes, ``groups``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from twin.errors import TwinInputError
+
+RATE_KEYS = ("rate_scale", "rate")
+GROUPS_KEY = "groups"
+
+
+def _parse_value(raw: str) -> Any:
+    raw = raw.strip()
+    if raw == "":
+        return ""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
+def parse_grid_options(items: Sequence[str]) -> list[tuple[str, list[Any]]]:
+    """``key=v1,v2,...`` (or ``key=[v1, {a: 1}]``, a YAML list) options -> ``[(key, [values])]``."""
+    grid: list[tuple[str, list[Any]]] = []
+    seen: set[str] = set()
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise TwinInputError(f"--grid {item!r}: expected key.path=v1,v2,...")
+        if key in seen:
+            raise TwinInputError(f"--grid {item!r}: {key} is given twice")
+        seen.add(key)
+        raw = raw.strip()
+        if raw.startswith("["):
+            try:
+                values = yaml.safe_load(raw)
+            except yaml.YAMLError:
+                raise TwinInputError(f"--grid {item!r}: the bracketed value is not a YAML list") from None
+            if not isinstance(values, list):
+                raise TwinInputError(f"--grid {item!r}: the bracketed value is not a YAML list")
+        else:
+            values = [_parse_value(v) for v in raw.split(",")]
+        if not values:
+            raise TwinInputError(f"--grid {item!r}: no values")
+        grid.append((key, values))
+    return check_grid(grid)
+
+
+def check_grid(grid: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[str, list[Any]]]:
+    out = []
+    rate_axes = [k for k, _ in grid if k in RATE_KEYS]
+    if len(rate_axes) > 1:
+        raise TwinInputError("--grid: give one of rate_scale and rate, not both")
+    for key, values in grid:
+        values = list(values)
+        if not values:
+            raise TwinInputError(f"grid {key}: no values")
+        if key in RATE_KEYS:
+            for v in values:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                    raise TwinInputError(f"grid {key}: {v!r} is not a rate; give numbers > 0")
+        elif key != GROUPS_KEY and any(not part for part in key.split(".")):
+            raise TwinInputError(f"grid {key!r}: not a dotted scenario path like server.max_num_seqs")
+        out.append((key, values))
+    return out

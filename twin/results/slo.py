@@ -1,0 +1,109 @@
+"""SLOs: ``parse_slo`` reads every accepted spelling (per-request thresholds for goodput, bounds on a statistic,
+vLLM's ``ttft:500`` CLI form) into an ``SLO``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from twin.errors import TwinInputError
+from twin.results.metric_keys import percentile_word
+
+_SLO_METRICS = {"ttft": "ttft", "ttft_ms": "ttft", "tpot": "tpot", "tpot_ms": "tpot", "e2el": "e2el",
+                "e2el_ms": "e2el", "itl": "itl", "itl_ms": "itl"}
+_PER_REQUEST = ("ttft", "tpot", "e2el")
+
+
+@dataclass(frozen=True)
+class SLO:
+    """Parsed SLO: per-request thresholds (ms, for goodput) and statistic bounds (ms, for ``slo_met``)."""
+
+    per_request_ms: dict[str, float]
+    bounds_ms: dict[str, dict[str, float]]  # metric -> {"p99": 1000.0, "mean": ..., "median": ...}
+
+    @property
+    def percentiles(self) -> list[float]:
+        out = []
+        for stats in self.bounds_ms.values():
+            out += [float(s[1:]) for s in stats if s.startswith("p")]
+        return out
+
+    def __bool__(self) -> bool:
+        return bool(self.per_request_ms or self.bounds_ms)
+
+
+def _slo_number(field: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise TwinInputError(f"slo.{field}: {value!r} is not allowed; give a non-negative number of milliseconds")
+    return float(value)
+
+
+def parse_slo(slo: Any) -> SLO:
+    """Accept ``{"ttft_ms": 500, "tpot_ms": 50, "e2el_ms": 10000}`` (per-request thresholds, vLLM goodput),
+    ``{"ttft_ms": {"p99": 1000}, "tpot_ms": {"mean": 40}}`` (bounds on a statistic), a mix of both, vLLM's
+    names without ``_ms``, or vLLM's CLI form ``["ttft:500", "tpot:50"]`` / ``"ttft:500 tpot:50"``.
+
+    For goodput a request is good when each per-request value is <= its threshold; a metric given only as
+    statistic bounds uses its loosest bound as the per-request threshold (for one p99 bound, that bound).
+    ITL has no per-request value, so it takes statistic bounds only."""
+    if slo is None:
+        return SLO({}, {})
+    if isinstance(slo, SLO):
+        return slo
+    if isinstance(slo, str):
+        slo = slo.split()
+    if isinstance(slo, (list, tuple)):
+        parsed: dict[str, Any] = {}
+        for item in slo:
+            name, sep, value = str(item).partition(":")
+            try:
+                if not sep:
+                    raise ValueError
+                parsed[name.strip()] = float(value)
+            except ValueError:
+                raise TwinInputError(f"slo: {item!r} is not KEY:VALUE; use e.g. 'ttft:500' (milliseconds)") from None
+        slo = parsed
+    if not isinstance(slo, Mapping):
+        raise TwinInputError(f"slo: {slo!r} is not allowed; give a mapping like {{ttft_ms: 500, tpot_ms: {{p99: 50}}}}")
+    per_request: dict[str, float] = {}
+    bounds: dict[str, dict[str, float]] = {}
+    allowed = ", ".join(sorted(_SLO_METRICS))
+    for key, value in slo.items():
+        metric = _SLO_METRICS.get(str(key))
+        if metric is None:
+            raise TwinInputError(f"slo.{key}: unknown SLO metric; allowed: {allowed}")
+        if isinstance(value, Mapping):
+            stats: dict[str, float] = {}
+            for stat, bound in value.items():
+                stat = str(stat)
+                if stat in ("mean", "median"):
+                    name = stat
+                elif stat in ("p50",):
+                    name = "p50"
+                elif stat.startswith("p"):
+                    try:
+                        p = float(stat[1:])
+                    except ValueError:
+                        p = -1.0
+                    if not 0 <= p <= 100:
+                        raise TwinInputError(f"slo.{key}.{stat}: unknown statistic; allowed: mean, median, "
+                                             f"p<0..100> (e.g. p99, p99.9)")
+                    name = "p" + percentile_word(p)
+                else:
+                    raise TwinInputError(f"slo.{key}.{stat}: unknown statistic; allowed: mean, median, "
+                                         f"p<0..100> (e.g. p99, p99.9)")
+                stats[name] = _slo_number(f"{key}.{stat}", bound)
+            if not stats:
+                raise TwinInputError(f"slo.{key}: empty; give e.g. {{p99: 1000}}")
+            bounds.setdefault(metric, {}).update(stats)
+        else:
+            if metric == "itl":
+                raise TwinInputError(f"slo.{key}: ITL has no per-request value; give a statistic bound such as "
+                                     f"{{p99: 50}}")
+            per_request[metric] = _slo_number(str(key), value)
+    for metric, stats in bounds.items():
+        if metric in _PER_REQUEST and metric not in per_request:
+            per_request[metric] = max(stats.values())
+    return SLO(per_request, bounds)

@@ -1,0 +1,99 @@
+"""The arrival processes of the ``workload:`` section, one pydantic model each, told apart by ``process``:
+``poisson``, ``gamma``, ``constant``, ``piecewise`` (open loop) and ``closed_loop`` (``concurrency`` users)."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, model_validator
+
+from twin.workload.distribution_config import TimeDist
+from twin.workload.strict_model import StrictModel, one_of
+
+# ---- arrivals --------------------------------------------------------------------------------------------
+_Rate = Annotated[float, Field(gt=0)]  # .inf allowed: all requests at t=0
+
+
+class PoissonArrivals(StrictModel):
+    process: Literal["poisson"]
+    rate_per_s: _Rate
+
+    @property
+    def cv(self) -> float:
+        return 1.0
+
+
+class GammaArrivals(StrictModel):
+    """Gamma-renewal arrivals. Give ``cv`` (coefficient of variation of the gaps; 1 = Poisson, > 1 burstier)
+    or ``burstiness`` as ``vllm bench serve`` means it (the gamma shape; cv = 1 / sqrt(burstiness))."""
+
+    process: Literal["gamma"]
+    rate_per_s: _Rate
+    cv: float | None = Field(None, gt=0, allow_inf_nan=False)
+    burstiness: float | None = Field(None, gt=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _one(self):
+        one_of(self, ("cv", "burstiness"), "gamma arrivals")
+        return self
+
+    @property
+    def effective_cv(self) -> float:
+        return self.cv if self.cv is not None else 1.0 / math.sqrt(self.burstiness)
+
+
+class ConstantArrivals(StrictModel):
+    process: Literal["constant"]
+    rate_per_s: _Rate
+
+
+class RatePiece(StrictModel):
+    until_s: float | None = Field(None, gt=0, allow_inf_nan=False)  # None: open-ended (last piece only)
+    rate_per_s: float = Field(ge=0, allow_inf_nan=False)
+
+
+class PiecewiseArrivals(StrictModel):
+    """A time-varying rate: ``rate_per_s`` holds until ``until_s`` (from the previous piece's end). Arrivals
+    are a unit-rate renewal process (gaps with coefficient of variation ``cv``; 1 = non-homogeneous Poisson)
+    mapped through the inverse cumulative rate. After the last ``until_s`` no more requests arrive unless
+    the last piece leaves ``until_s`` out."""
+
+    process: Literal["piecewise"]
+    schedule: list[RatePiece] = Field(min_length=1)
+    cv: float = Field(1.0, ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        prev = 0.0
+        for i, piece in enumerate(self.schedule):
+            last = i == len(self.schedule) - 1
+            if piece.until_s is None and not last:
+                raise ValueError(f".schedule[{i}].until_s: is required except on the last piece")
+            if piece.until_s is not None and piece.until_s <= prev:
+                raise ValueError(f".schedule[{i}].until_s: must be > the previous piece's until_s "
+                                 f"{prev:g} (got {piece.until_s:g})")
+            if piece.until_s is not None:
+                prev = piece.until_s
+        if all(p.rate_per_s == 0 for p in self.schedule):
+            raise ValueError(".schedule: at least one piece must have rate_per_s > 0")
+        return self
+
+    @property
+    def open_ended(self) -> bool:
+        return self.schedule[-1].until_s is None and self.schedule[-1].rate_per_s > 0
+
+
+class ClosedLoopArrivals(StrictModel):
+    """``concurrency`` users; each sends a request when its previous one finishes (after ``think_time_s``)."""
+
+    process: Literal["closed_loop"]
+    concurrency: int = Field(ge=1)
+    think_time_s: TimeDist = TimeDist(fixed=0.0)
+
+
+ArrivalsConfig = Annotated[
+    Union[PoissonArrivals, GammaArrivals, ConstantArrivals, PiecewiseArrivals, ClosedLoopArrivals],
+    Field(discriminator="process"),
+]
+ARRIVAL_PROCESSES = ("poisson", "gamma", "constant", "piecewise", "closed_loop")

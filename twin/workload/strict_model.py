@@ -1,0 +1,50 @@
+"""The base of every config section's pydantic model, and the checks the workload's models share.
+
+``StrictModel`` is frozen and lists the allowed keys when it meets an unknown one; ``one_of`` asks for exactly
+one of a set of fields, ``one_distribution`` does so for a distribution (and orders a uniform range) and
+``check_min_max`` orders a pair of bounds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+
+class StrictModel(BaseModel):
+    """Base: unknown keys are an error that lists the allowed ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reject_unknown_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            allowed = set(cls.model_fields)
+            unknown = [k for k in data if k not in allowed]
+            if unknown:
+                raise ValueError(f"unknown field {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+        return data
+
+
+def one_of(model: BaseModel, names: tuple[str, ...], what: str) -> str:
+    given = [n for n in names if getattr(model, n) is not None]
+    if len(given) != 1:
+        got = ", ".join(given) if given else "none"
+        raise ValueError(f"give exactly one of {', '.join(names)} for {what} (got {got})")
+    return given[0]
+
+
+def one_distribution(model: BaseModel, kinds: tuple[str, ...], what: str) -> BaseModel:
+    """Exactly one kind is set, and a uniform range is ordered."""
+    one_of(model, kinds, what)
+    uniform = getattr(model, "uniform", None)
+    if uniform is not None and uniform[0] > uniform[1]:
+        raise ValueError(f".uniform: must be [lo, hi] with lo <= hi (got {list(uniform)})")
+    return model
+
+
+def check_min_max(lo: float | None, hi: float | None) -> None:
+    if lo is not None and hi is not None and lo > hi:
+        raise ValueError(f"min must be <= max (got min {lo}, max {hi})")

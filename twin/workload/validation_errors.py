@@ -1,0 +1,118 @@
+"""Pydantic validation errors as one line: ``describe_error`` words one error as ``path: message (got value)``,
+``format_validation_error`` a whole ``ValidationError`` (the first problem spelled out, the others counted)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from twin.workload.arrival_config import ARRIVAL_PROCESSES
+
+
+_TEMPLATES = {
+    "greater_than": "must be > {gt}",
+    "greater_than_equal": "must be >= {ge}",
+    "less_than": "must be < {lt}",
+    "less_than_equal": "must be <= {le}",
+    "missing": "is required",
+    "extra_forbidden": "unknown field",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "int_from_float": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
+    "bool_type": "must be true or false",
+    "bool_parsing": "must be true or false",
+    "string_type": "must be a string",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+    "dict_type": "must be a mapping",
+    "list_type": "must be a list",
+    "tuple_type": "must be a list",
+    "too_short": "must have at least {min_length} item(s)",
+    "too_long": "must have at most {max_length} item(s)",
+    "string_too_short": "must not be empty",
+}
+
+
+def _loc_text(parts: list[Any]) -> str:
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + str(p)
+    return out
+
+
+def _clean_loc(loc: tuple) -> list[Any]:
+    parts: list[Any] = []
+    for i, p in enumerate(loc):
+        # a discriminated union puts the tag into the path: arrivals.poisson.rate_per_s -> arrivals.rate_per_s
+        if i > 0 and loc[i - 1] == "arrivals" and p in ARRIVAL_PROCESSES:
+            continue
+        parts.append(p)
+    return parts
+
+
+def _plain(v: Any) -> Any:
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+def _got(value: Any) -> str:
+    if isinstance(value, (dict, list, tuple)):
+        return ""
+    return f" (got {value!r})"
+
+
+def describe_error(err: dict, root: str | None = None) -> str:
+    """One pydantic error (an entry of ``ValidationError.errors()``) as ``path: message (got value)``."""
+    parts = ([root] if root else []) + _clean_loc(tuple(err.get("loc", ())))
+    etype = err.get("type", "")
+    ctx = err.get("ctx") or {}
+    value = err.get("input")
+    if etype == "value_error":
+        msg = str(ctx.get("error", err.get("msg", "")))
+        if msg.startswith(".") and ": " in msg:  # ".field.sub: message" -> extend the path
+            sub, msg = msg.split(": ", 1)
+            for piece in sub[1:].replace("]", "").replace("[", ".").split("."):
+                if piece:
+                    parts.append(int(piece) if piece.isdigit() else piece)
+        text = msg if "(got" in msg else msg + _got(value)
+        return f"{_loc_text(parts) or '<root>'}: {text}"
+    if etype == "union_tag_invalid":
+        tags = ", ".join(ARRIVAL_PROCESSES)
+        parts.append(str(ctx.get("discriminator", "process")).strip("'"))
+        return f"{_loc_text(parts)}: must be one of {tags} (got {ctx.get('tag')!r})"
+    if etype == "union_tag_not_found":
+        parts.append(str(ctx.get("discriminator", "process")).strip("'"))
+        return f"{_loc_text(parts)}: is required (one of {', '.join(ARRIVAL_PROCESSES)})"
+    if etype == "literal_error":
+        return f"{_loc_text(parts)}: must be one of {ctx.get('expected', '')}{_got(value)}"
+    template = _TEMPLATES.get(etype)
+    if template is not None:
+        try:
+            msg = template.format(**{k: _plain(v) for k, v in ctx.items()})
+        except (KeyError, IndexError):
+            msg = template
+    else:
+        msg = str(err.get("msg", "invalid")).replace("Input should be", "must be")
+    got = "" if etype == "missing" else _got(value)
+    return f"{_loc_text(parts) or '<root>'}: {msg}{got}"
+
+
+def format_validation_error(exc: ValidationError, root: str | None = None) -> str:
+    """A pydantic ``ValidationError`` as ONE line, e.g. ``workload.arrivals.rate_per_s: must be > 0 (got -3)``.
+
+    ``root`` is prefixed to every path (``"workload"`` when validating the section on its own).
+    Only the first problem is spelled out; the count of the others is appended."""
+    errors = exc.errors(include_url=False)
+    if not errors:
+        return str(exc).splitlines()[0]
+    line = describe_error(errors[0], root)
+    if len(errors) > 1:
+        more = len(errors) - 1
+        line += f" [and {more} more problem{'s' if more > 1 else ''}]"
+    return line
