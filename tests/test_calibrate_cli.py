@@ -182,7 +182,7 @@ def test_twin_calibrate_quick_end_to_end(tmp_path):
     plan.write_text(json.dumps(SMALL_PLAN))
     out = tmp_path / "tiny.json"
     result = CliRunner().invoke(main, ["calibrate", "--quick", "--budget", "1", "--device", "cpu", "--threads", "1",
-                                       "--plan", str(plan), "-o", str(out), "-q"])
+                                       "--sweep-plan", str(plan), "-o", str(out), "-q"])
     assert result.exit_code == 0, result.output
     assert "held-out MAPE" in result.output and "wrote" in result.output
     samples = tmp_path / "tiny.samples.json"
@@ -199,7 +199,7 @@ def test_twin_calibrate_quick_end_to_end(tmp_path):
 def test_twin_calibrate_bad_input_is_one_line(tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"decode_bathces": [1]}))
-    r = CliRunner().invoke(main, ["calibrate", "--device", "cpu", "--plan", str(plan), "-o", str(tmp_path / "x.json")])
+    r = CliRunner().invoke(main, ["calibrate", "--device", "cpu", "--sweep-plan", str(plan), "-o", str(tmp_path / "x.json")])
     assert r.exit_code == 2 and "unknown field 'decode_bathces'" in r.output and "Traceback" not in r.output
     r = CliRunner().invoke(main, ["calibrate", "--device", "cpu", "-o", str(tmp_path / "nope" / "x.json")])
     assert r.exit_code == 2 and "does not exist" in r.output

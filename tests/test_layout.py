@@ -22,7 +22,7 @@ LAYERS = [
     ("scenario",),
     ("results",),
     ("sim",),
-    ("analysis",),
+    ("analysis", "fitting"),
     ("plan",),
     ("cli", "dashboard"),
 ]

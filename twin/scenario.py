@@ -121,6 +121,7 @@ class ServerConfig(StrictModel, SchedulerKnobs):
     max_model_len: int | None = Field(None, ge=2)
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
     num_gpu_blocks_override: int | None = Field(None, ge=2)
+    async_scheduling: bool | None = None     # None: on for the continuous scheduler, as recent vLLM does
 
 
 class CostModelConfig(StrictModel):

@@ -1,4 +1,6 @@
-"""``twin calibrate``: measure the real torch engine on this machine and write a calibrated cost profile.
+"""``twin calibrate``: measure the real torch engine on this machine and write a calibrated cost profile; with
+``--from-results``, fit the cost model to a real server's benchmark results instead
+(``twin.cli.calibrate_results``), and with ``--plan``, print the benchmark commands that gather them.
 
 torch is imported only when the command runs, so the rest of the twin never needs it. Registered in
 ``twin.cli.main`` with ``main.add_command(calibrate)``.
@@ -67,8 +69,21 @@ def _read_plan(path: str) -> dict[str, Any]:
 
 
 @click.command()
-@click.option("--model", "-m", default="tiny-llama", show_default=True,
-              help="Catalog model name or a Hugging Face config.json (random weights of that shape).")
+@click.option("--from-results", "from_results", multiple=True, type=click.Path(),
+              help="Fit to a real server's benchmark results instead of measuring the engine: inference-perf "
+                   "results (folder or stage file). Repeat for several files.")
+@click.option("--plan", "bench_plan", is_flag=True,
+              help="Print the vllm bench serve commands (about 30 GPU minutes) whose results --from-results fits.")
+@click.option("--gpu", default=None, help="With --from-results: the GPU the server ran on (twin list gpus).")
+@click.option("--tp", "tensor_parallel_size", type=click.IntRange(min=1, max=64), default=None,
+              help="With --from-results: tensor-parallel size, when the results do not say.")
+@click.option("--max-sim-s", type=click.FloatRange(min=10, max=86400), default=120.0, show_default=True,
+              help="With --from-results: seconds of each run's traffic simulated per fit round.")
+@click.option("--workers", type=click.IntRange(min=1, max=64), default=1, show_default=True,
+              help="With --from-results: processes simulating runs in parallel.")
+@click.option("--model", "-m", default=None,
+              help="Catalog model name or a Hugging Face config.json (random weights of that shape; default "
+                   "tiny-llama). With --from-results: the served model, when the results do not say.")
 @click.option("--device", "-d", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="auto: cuda when available, else cpu.")
 @click.option("--dtype", type=click.Choice(["auto", "fp32", "bf16", "fp16"]), default="auto", show_default=True,
@@ -86,17 +101,32 @@ def _read_plan(path: str) -> dict[str, Any]:
 @click.option("--max-pool-gib", type=click.FloatRange(min=0.001), default=None,
               help="Cap on the KV cache allocated for profiling (default: what the sweeps need; on a GPU at most "
                    "45% of the memory left after the weights).")
-@click.option("--plan", "plan_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--sweep-plan", "plan_path", type=click.Path(dir_okay=False), default=None,
               help="JSON object of sweep-plan fields to override (e.g. {\"decode_batches\": [1, 8, 64]}); see "
                    "calibration.sweep_plan.SweepPlan.")
 @click.option("--no-replay", is_flag=True, help="Skip the served-workload replay (sweeps only).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the weights, random points, split.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def calibrate(model: str, device: str, dtype: str, budget_s: float | None, quick: bool, output: str | None,
-              samples_out: str | None, threads: int | None, max_pool_gib: float | None, plan_path: str | None,
-              no_replay: bool, seed: int, quiet: bool) -> None:
+def calibrate(from_results: tuple[str, ...], bench_plan: bool, gpu: str | None, tensor_parallel_size: int | None,
+              max_sim_s: float, workers: int, model: str | None, device: str, dtype: str, budget_s: float | None,
+              quick: bool, output: str | None, samples_out: str | None, threads: int | None,
+              max_pool_gib: float | None, plan_path: str | None, no_replay: bool, seed: int, quiet: bool) -> None:
     """Measure the real engine (paged KV, batched prefill and decode, driven by the twin's scheduler) on this
-    machine, fit a per-step cost model and write it as a profile for ``cost_model: {kind: profile}``."""
+    machine, fit a per-step cost model and write it as a profile for ``cost_model: {kind: profile}``.
+
+    With --from-results, fit the twin to a real vLLM server's benchmark results instead (see --plan)."""
+    if bench_plan:
+        from twin.cli.calibrate_results import print_bench_plan
+
+        print_bench_plan(model or "MODEL")
+        return
+    if from_results:
+        from twin.cli.calibrate_results import calibrate_from_results
+
+        calibrate_from_results(from_results, output=output, gpu=gpu, model=model, tp=tensor_parallel_size,
+                               max_sim_s=max_sim_s, workers=workers, seed=seed, quiet=quiet)
+        return
+    model = model or "tiny-llama"
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -18,6 +18,9 @@ class SchedulerKnobs(BaseModel):
     block_size: int = Field(16, ge=1, le=1024)
     long_prefill_token_threshold: int = Field(0, ge=0)
     policy: Literal["fcfs", "priority"] = "fcfs"
+    # vLLM's async scheduling (default on in recent vLLM V1): the next step's batch is chosen while the current
+    # one runs, so a request that arrives during a step first runs in the step after the next
+    async_scheduling: bool = False
     # version-dependent behaviours, default off (see reference/vllm-v1-semantics.md)
     reserve_null_block: bool = True
     free_unhashed_blocks_to_head: bool = False

@@ -14,6 +14,8 @@ TwinInputError for parameters it does not know.
 from __future__ import annotations
 
 import inspect
+import json
+from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -21,7 +23,8 @@ from twin.hardware.catalog import (GpuSpec, ModelSpec, activation_dtype, normali
                                   resolve_gpu, resolve_model)
 from twin.cost.base import CostModel
 from twin.cost.constant import ConstantCostModel
-from twin.cost.profile import build_profile_cost_model
+from twin.cost.profile import build_profile_cost_model, resolve_profile_path
+from twin.cost.server_profile import is_server_profile, server_profile_cost_model
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
 
@@ -56,10 +59,25 @@ def _build_constant(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, 
     return ConstantCostModel(**params)
 
 
+def _build_profile(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, kv_dtype: str,
+                   params: dict[str, Any]) -> CostModel:
+    """An engine profile (``twin calibrate``) or a server profile (``twin calibrate --from-results``)."""
+    path = params.get("path")
+    if path and set(params) == {"path"}:
+        resolved = resolve_profile_path(path)
+        try:
+            doc = json.loads(Path(resolved).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            doc = None      # the engine-profile reader gives the precise one-line error
+        if is_server_profile(doc):
+            return server_profile_cost_model(doc, f"profile {resolved}", model, gpu, tp, weight_dtype, kv_dtype)
+    return build_profile_cost_model(model, gpu, tp, weight_dtype, kv_dtype, params)
+
+
 COST_MODEL_BUILDERS: dict[str, Builder] = {
     "roofline": _build_roofline,
     "constant": _build_constant,
-    "profile": build_profile_cost_model,
+    "profile": _build_profile,
 }
 
 

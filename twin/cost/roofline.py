@@ -11,6 +11,10 @@ How a step is costed (per GPU; with tensor parallelism the weights, FLOPs and KV
   FLOPs = 4 x layers x q_heads x head_dim x (n c + n(n+1)/2) (QK^T and PV); bytes = the sequence's whole
   context KV (c + n tokens) read once, as FlashAttention/paged attention tile it. Again ``max(compute, read)``:
   one fused kernel over the batch overlaps both (different CTAs serve different sequences).
+* **GEMM efficiency by batch size** (the knee): a GEMM over M tokens runs at ``compute_efficiency x M / (M +
+  gemm_half_tokens)`` of the tensor peak, so small-M GEMMs are far from peak (tile quantisation, too few CTAs to
+  fill the SMs, launch and epilogue costs) and the compute time is that of ``M + gemm_half_tokens`` tokens at the
+  full efficiency. This bends the step time upwards well before the pure roofline's ridge point.
 * **Mixture of experts / quantized weights**: FLOPs count the active weights (top-k experts) and run on the
   weight format's compute path; the weights read per step come from ``ModelSpec.weight_read_bytes(dtype, tp,
   tokens)``: a MoE step reads only the experts its tokens are expected to touch (``twin.hardware.moe``), and a
@@ -19,8 +23,14 @@ How a step is costed (per GPU; with tensor parallelism the weights, FLOPs and KV
 * **Tensor-parallel all-reduce**: 2 per layer (after attention and after the MLP) of tokens x hidden
   activations; ring cost 2(tp-1)/tp x bytes over one direction of the per-GPU interconnect, plus a fixed
   latency per all-reduce (which dominates for decode-sized messages).
-* **Overheads**: a fixed per-step cost (scheduling, input preparation, sampling, kernel launches that CUDA graphs
-  do not hide) plus a per-sequence cost (per-request bookkeeping in the scheduler and output processing).
+* **Engine-core CPU cost per step**: a fixed per-step cost (scheduling, input preparation, sampling, kernel
+  launches that CUDA graphs do not hide) plus a per-sequence cost (per-request bookkeeping in the scheduler and
+  output processing) plus a per-scheduled-token cost (input preparation: positions, slot mappings, block tables).
+* **Request path** (``request_path_s``, not a step cost): the time a request spends outside the engine core on its
+  way in and out: HTTP handling, tokenisation, the hand-off to the engine core, detokenisation and streaming.
+  The simulation delays each request's first scheduling by it, so it lands in TTFT and E2E latency but not in
+  TPOT or ITL, as on a real server. Its variable part (event-loop contention, garbage collection, the network)
+  is an exponential extra delay with mean ``request_path_jitter_s`` (``twin.sim.request_path``).
 
 Kernels run one after another, so the step time is the sum of those parts. ``explain()`` splits each
 ``max(compute, memory)`` into the compute time and the *exposed* memory time beyond it (0 when compute-bound),
@@ -41,7 +51,7 @@ from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, activation_d
 from twin.cost.base import StepShape
 from twin.errors import TwinInputError
 
-# Defaults, for vLLM V1 serving a dense bf16 model on an H100 with CUDA graphs:
+# Defaults, for vLLM V1 serving a dense bf16 model on an H100 with CUDA graphs (before the fit on real vLLM):
 # - compute 0.6: large bf16 GEMMs on H100 run at ~600-700 of 989 dense TFLOP/s (cuBLAS/CUTLASS), and the
 #   FlashAttention-3 forward reaches a similar share; whole-prefill MFU measured for vLLM is ~50-60 %.
 # - memory 0.8: streaming HBM3 kernels reach ~85-90 % of 3.35 TB/s; GEMV-like decode GEMMs and paged-KV reads
@@ -59,6 +69,10 @@ DEFAULT_MEMORY_EFFICIENCY = 0.8
 DEFAULT_STEP_OVERHEAD_S = 1.0e-3
 DEFAULT_PER_SEQ_OVERHEAD_S = 1.0e-5
 DEFAULT_INTERCONNECT_EFFICIENCY = 0.75
+DEFAULT_GEMM_HALF_TOKENS = 0.0
+DEFAULT_PER_TOKEN_OVERHEAD_S = 0.0
+DEFAULT_REQUEST_PATH_S = 0.0
+DEFAULT_REQUEST_PATH_JITTER_S = 0.0
 ALLREDUCE_LATENCY_FAST_S = 8.0e-6     # NVLink, Infinity Fabric
 ALLREDUCE_LATENCY_PCIE_S = 25.0e-6    # PCIe and anything else
 
@@ -98,6 +112,10 @@ class RooflineCostModel:
         per_seq_overhead_s: float = DEFAULT_PER_SEQ_OVERHEAD_S,
         allreduce_latency_s: float | None = None,
         interconnect_efficiency: float = DEFAULT_INTERCONNECT_EFFICIENCY,
+        gemm_half_tokens: float = DEFAULT_GEMM_HALF_TOKENS,
+        per_token_overhead_s: float = DEFAULT_PER_TOKEN_OVERHEAD_S,
+        request_path_s: float = DEFAULT_REQUEST_PATH_S,
+        request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
@@ -110,6 +128,10 @@ class RooflineCostModel:
         self.interconnect_efficiency = _check_fraction("interconnect_efficiency", interconnect_efficiency)
         self.step_overhead_s = _check_nonneg("step_overhead_s", step_overhead_s)
         self.per_seq_overhead_s = _check_nonneg("per_seq_overhead_s", per_seq_overhead_s)
+        self.per_token_overhead_s = _check_nonneg("per_token_overhead_s", per_token_overhead_s)
+        self.request_path_s = _check_nonneg("request_path_s", request_path_s)
+        self.request_path_jitter_s = _check_nonneg("request_path_jitter_s", request_path_jitter_s)
+        self.gemm_half_tokens = _check_nonneg("gemm_half_tokens", gemm_half_tokens)
         if allreduce_latency_s is None:
             allreduce_latency_s = default_allreduce_latency_s(gpu)
         self.allreduce_latency_s = _check_nonneg("allreduce_latency_s", allreduce_latency_s)
@@ -136,8 +158,10 @@ class RooflineCostModel:
         else:
             self._t_allreduce = 0.0
             self._k_allreduce = 0.0
+        self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
         self._t_step = self.step_overhead_s
         self._k_seq = self.per_seq_overhead_s
+        self._k_tok = self.per_token_overhead_s
 
     # ------------------------------------------------------------------------------------------------ hot path
     def step_time_s(self, step: StepShape) -> float:
@@ -153,7 +177,7 @@ class RooflineCostModel:
         else:
             tokens = sum(nn)
             pairs = sum(map(mul, nn, cc)) + 0.5 * (sum(map(mul, nn, nn)) + tokens)
-        linear = self._k_linear * tokens + self._k_lm_head * (n_seqs + sum(step.num_spec_tokens))
+        linear = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * (n_seqs + sum(step.num_spec_tokens))
         t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(tokens)
         if linear < t_weights:
             linear = t_weights
@@ -162,7 +186,26 @@ class RooflineCostModel:
         if attention < kv_read:
             attention = kv_read
         return (linear + attention + self._k_kv * tokens + (self._t_allreduce + self._k_allreduce * tokens)
-                + (self._t_step + self._k_seq * n_seqs))
+                + (self._t_step + self._k_seq * n_seqs + self._k_tok * tokens))
+
+    def step_times_s(self, tokens, seqs, logits, context, pairs):
+        """``step_time_s`` for many steps at once, from their aggregates (numpy arrays, one entry per step):
+        scheduled tokens, sequences, logit positions (sequences + draft tokens), context tokens computed before
+        the step, and attention (query, key) pairs. Equal to ``step_time_s`` step by step; the fit re-costs
+        recorded steps under new parameters with it."""
+        import numpy as np
+
+        tokens = np.asarray(tokens, dtype=float)
+        if self._moe_weights_s is None:
+            t_weights = self._t_weights
+        else:
+            unique, inverse = np.unique(tokens.astype(np.int64), return_inverse=True)
+            t_weights = np.array([self._moe_weights_s(int(t)) for t in unique])[inverse]
+        linear = np.maximum(self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * np.asarray(logits),
+                            t_weights)
+        attention = np.maximum(self._k_attn * np.asarray(pairs), self._k_kv * (np.asarray(context) + tokens))
+        return (linear + attention + self._k_kv * tokens + (self._t_allreduce + self._k_allreduce * tokens)
+                + (self._t_step + self._k_seq * np.asarray(seqs) + self._k_tok * tokens))
 
     # ------------------------------------------------------------------------------------------------ reports
     def explain(self, step: StepShape) -> dict[str, float]:
@@ -174,7 +217,7 @@ class RooflineCostModel:
         if n_seqs:
             tokens = sum(nn)
             pairs = sum(map(mul, nn, cc)) + 0.5 * (sum(map(mul, nn, nn)) + tokens)
-            lin_c = self._k_linear * tokens + self._k_lm_head * (n_seqs + sum(step.num_spec_tokens))
+            lin_c = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * (n_seqs + sum(step.num_spec_tokens))
             attn_c = self._k_attn * pairs
             kv_r = self._k_kv * (sum(cc) + tokens)
             parts.update(
@@ -185,7 +228,7 @@ class RooflineCostModel:
                 kv_read_s=max(0.0, kv_r - attn_c),
                 kv_write_s=self._k_kv * tokens,
                 allreduce_s=self._t_allreduce + self._k_allreduce * tokens,
-                overhead_s=self._t_step + self._k_seq * n_seqs,
+                overhead_s=self._t_step + self._k_seq * n_seqs + self._k_tok * tokens,
             )
         parts["total_s"] = self.step_time_s(step)
         return parts
@@ -212,7 +255,9 @@ class RooflineCostModel:
             "kv_dtype": self.kv_dtype, "compute_efficiency": self.compute_efficiency,
             "memory_efficiency": self.memory_efficiency, "step_overhead_s": self.step_overhead_s,
             "per_seq_overhead_s": self.per_seq_overhead_s, "allreduce_latency_s": self.allreduce_latency_s,
-            "interconnect_efficiency": self.interconnect_efficiency,
+            "interconnect_efficiency": self.interconnect_efficiency, "gemm_half_tokens": self.gemm_half_tokens,
+            "per_token_overhead_s": self.per_token_overhead_s, "request_path_s": self.request_path_s,
+            "request_path_jitter_s": self.request_path_jitter_s,
         }
 
     def __repr__(self) -> str:

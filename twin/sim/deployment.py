@@ -62,6 +62,8 @@ def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec)
         max_tokens = max(max_tokens, max_num_seqs)
     fields = server.model_dump(exclude={"gpu_memory_utilization", "num_gpu_blocks_override"})
     fields.update(max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_tokens)
+    if server.async_scheduling is None:
+        fields["async_scheduling"] = server.scheduler == "continuous"   # vLLM >= 0.12's default
     spec = body.speculative_decoding
     if spec is not None and spec.uses_lookahead_slots:
         fields["num_lookahead_tokens"] = spec.num_speculative_tokens

@@ -45,10 +45,16 @@ class Replica:
         self.index = index
         self.scheduler = scheduler
         self.cost_model = cost_model
+        self.request_path_s = float(getattr(cost_model, "request_path_s", 0.0))
+        self.request_path_jitter_s = float(getattr(cost_model, "request_path_jitter_s", 0.0))
         self.steps = steps
         self.speculator = speculator
         self.on_finish = on_finish
         self.num_outstanding = 0
+        # async scheduling: requests that arrived while a step ran wait for the schedule after the next one
+        self.async_scheduling = bool(getattr(scheduler.config, "async_scheduling", False))
+        self._in_step = False
+        self._deferred: list[Request] = []
         # runs of decode-only steps between events skip schedule()/update_from_output(); same results
         self.fast_path = fast_path and speculator is None and type(scheduler) is Scheduler
         self._wake: simpy.Event | None = None
@@ -57,16 +63,32 @@ class Replica:
     def submit(self, request: Request) -> None:
         record = request.client_data
         record.replica = self.index
+        if self.async_scheduling and self._in_step:
+            self._deferred.append(request)
+            self.num_outstanding += 1
+            return
+        self._admit(request)
+
+    def _admit(self, request: Request, counted: bool = False) -> None:
+        record = request.client_data
         if not self.scheduler.add_request(request):
+            if counted:
+                self.num_outstanding -= 1
             record.status = REJECTED
             record.reject_reason = request.reject_reason
             record.finish_s = self.env.now
             if self.on_finish is not None:
                 self.on_finish(request)
             return
-        self.num_outstanding += 1
+        if not counted:
+            self.num_outstanding += 1
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
+
+    def _admit_deferred(self) -> None:
+        deferred, self._deferred = self._deferred, []
+        for request in deferred:
+            self._admit(request, counted=True)
 
     @property
     def kv_usage(self) -> float:
@@ -88,10 +110,17 @@ class Replica:
         replica = self.index
         while True:
             if not sched.has_unfinished_requests():
+                if self._deferred:          # the engine went idle: nothing to overlap with
+                    self._admit_deferred()
+                    continue
                 yield self._sleep_until_work()
                 continue
             now = env.now
             out = sched.schedule(now)
+            if self._deferred:
+                self._admit_deferred()     # seen by the next schedule, as under async scheduling
+                if not out.requests:
+                    continue
             if not out.requests:
                 if sched.running:
                     raise RuntimeError(f"replica {replica}: scheduler produced an empty step with "
@@ -100,7 +129,9 @@ class Replica:
                 continue
             draft_s = spec.draft_time_s(out) if spec is not None else 0.0
             dt = cost.step_time_s(out) + draft_s
+            self._in_step = True
             yield env.timeout(dt)
+            self._in_step = False
             end = env.now
             num_generated = spec.num_generated(out) if spec is not None else None
             result = sched.update_from_output(out, num_generated)
@@ -133,7 +164,7 @@ class Replica:
         env = self.env
         sched = self.scheduler
         cfg = sched.config
-        if sched._rejected_unreported or cfg.long_prefill_token_threshold == 1:
+        if sched._rejected_unreported or cfg.long_prefill_token_threshold == 1 or self._deferred:
             return
         reqs = list(sched.running)
         n_seqs = len(reqs)
@@ -218,7 +249,9 @@ class Replica:
                 record.emit_times_s.extend(ends[:done])
                 if record.emit_counts is not None:
                     record.emit_counts.extend(array("i", [1]) * done)
+        self._in_step = True
         yield from _advance(env, start, now, dts)
+        self._in_step = False
         steps_append(*row)
         last = ends[done]
         for req in reqs:

@@ -72,6 +72,7 @@ def simulate_replicas(body: ScenarioBody, bodies: list[ScenarioBody], deps: list
         max_time_s=body.max_sim_time_s,
         progress=progress,
         config_summary=summary,
+        seed=seed,
     )
     if speculators:
         total = SpecDecodeStats()

@@ -9,6 +9,7 @@ from typing import Protocol
 import simpy
 
 from twin.cost.base import CostModel
+from twin.sim.request_path import PathDraws
 from twin.sim.replica import Replica, Router, RoundRobinRouter, Speculator, new_record
 from twin.results.sim_result import SimResult
 from twin.results.records import StepRecords
@@ -38,10 +39,12 @@ def simulate(
     progress: ProgressFn | None = None,
     config_summary: dict | None = None,
     fast_path: bool = True,
+    seed: int = 0,
 ) -> SimResult:
     """Replay ``traffic`` through ``num_replicas`` replicas until every request is done (or ``max_time_s``).
 
-    ``progress`` is called with the fraction of requests finished, now and then.
+    ``progress`` is called with the fraction of requests finished, now and then. ``seed`` drives the request
+    path's random part (``twin.sim.request_path``), drawn only when a cost model has one.
     """
     wall_start = time.perf_counter()
     env = simpy.Environment()
@@ -55,9 +58,11 @@ def simulate(
 
     drained = env.event()
     arrivals_over = [False]
+    on_request_path = [0]         # requests past their arrival, not yet at a replica's scheduler
 
     def check_drained() -> None:
-        if arrivals_over[0] and not drained.triggered and not any(r.num_outstanding for r in replicas):
+        if (arrivals_over[0] and not drained.triggered and not on_request_path[0]
+                and not any(r.num_outstanding for r in replicas)):
             drained.succeed()
 
     def on_finish(request: Request) -> None:
@@ -76,10 +81,30 @@ def simulate(
         for i in range(num_replicas)
     ]
 
+    def submit_after_request_path(request: Request) -> None:
+        """Hand a request to its replica once it has crossed the server's request path (HTTP, tokenisation,
+        hand-off to the engine core: the cost model's ``request_path_s``); its arrival time stays the client's."""
+        replica = replicas[router.route(request, replicas)]
+        delay = replica.request_path_s
+        if jitter_draws is not None:
+            delay += replica.request_path_jitter_s * jitter_draws.next()
+        if delay <= 0:
+            replica.submit(request)
+            return
+        on_request_path[0] += 1
+
+        def arrive(_event) -> None:
+            on_request_path[0] -= 1
+            replica.submit(request)
+
+        env.timeout(delay).callbacks.append(arrive)
+
+    jitter_draws = PathDraws(seed) if any(r.request_path_jitter_s > 0 for r in replicas) else None
+
     def dispatch(spec: RequestSpec) -> Request:
         request = spec.make_request()
         records.append(new_record(request))
-        replicas[router.route(request, replicas)].submit(request)
+        submit_after_request_path(request)
         return request
 
     def open_loop(specs: Sequence[RequestSpec]):
@@ -100,7 +125,7 @@ def simulate(
             request = spec.make_request()
             waiters[id(request)] = event
             records.append(new_record(request))
-            replicas[router.route(request, replicas)].submit(request)
+            submit_after_request_path(request)
             yield event
 
     if closed:

@@ -1,0 +1,119 @@
+"""``twin calibrate --from-results``: fit the cost model to a real server's benchmark results, and
+``twin calibrate --plan``: the benchmark commands that gather enough of them.
+
+Each result file is read into runs (``twin.fitting.readers``), each run is replayed in the twin on its
+deployment, and the roofline's physical parameters are fitted so that the simulated metrics match the measured
+ones (``twin.fitting.fit``). The profile written is used with ``cost_model: {kind: profile, profile: FILE}``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from twin.cli.console import console, err_console
+from twin.cost.server_profile import write_server_profile
+from twin.errors import TwinInputError
+from twin.fitting.fit import Case, fit
+from twin.fitting.parameters import FIT_PARAMETERS, PARAMETER_NAMES
+from twin.fitting.profile_doc import profile_document
+from twin.fitting.readers import read_results
+from twin.fitting.replay import Target
+from twin.hardware.catalog import resolve_gpu, resolve_model
+
+BENCH_PLAN = """\
+# About 30 minutes of GPU time. Start the server as in production (same vLLM version, flags, GPU), then:
+MODEL={model}
+for C in 1 4 16 64 128; do
+  vllm bench serve --model $MODEL --dataset-name random --random-input-len 512 --random-output-len 256 \\
+    --ignore-eos --max-concurrency $C --num-prompts $((C * 8 > 64 ? C * 8 : 64)) \\
+    --save-result --save-detailed --result-filename conc-$C-in512.json
+done
+for C in 1 16 64; do
+  vllm bench serve --model $MODEL --dataset-name random --random-input-len 2048 --random-output-len 128 \\
+    --ignore-eos --max-concurrency $C --num-prompts $((C * 8 > 64 ? C * 8 : 64)) \\
+    --save-result --save-detailed --result-filename conc-$C-in2048.json
+done
+for R in 2 8; do
+  vllm bench serve --model $MODEL --dataset-name random --random-input-len 512 --random-output-len 256 \\
+    --ignore-eos --request-rate $R --num-prompts $((R * 120)) \\
+    --save-result --save-detailed --result-filename rate-$R-in512.json
+done
+# then: twin calibrate --from-results conc-*.json rate-*.json --gpu GPU -o my-server.json"""
+
+
+def print_bench_plan(model: str) -> None:
+    console.print(BENCH_PLAN.format(model=model), highlight=False, soft_wrap=True, markup=False)
+
+
+def _target(run, gpu: str | None, model: str | None, tp: int | None) -> Target:
+    name = model or run.model
+    if not name:
+        raise TwinInputError(f"{run.name}: the result does not name its model; give --model")
+    gpu_name = gpu or run.gpu
+    if not gpu_name:
+        raise TwinInputError(f"{run.name}: the result does not name its GPU; give --gpu (twin list gpus)")
+    size = tp or run.tensor_parallel_size or 1
+    m = resolve_model(name)
+    g = resolve_gpu(gpu_name)
+    m.check_tensor_parallel(size)
+    return Target(m.name, g.name, size)
+
+
+def _params_table(result) -> Table:
+    table = Table(title="Fitted parameters")
+    for col in ("parameter", "value", "+/- 1 s.e.", "unit"):
+        table.add_column(col, justify="left" if col in ("parameter", "unit") else "right")
+    by_name = {p.name: p for p in FIT_PARAMETERS}
+    for name, value in result.params.items():
+        p = by_name.get(name)
+        scale = p.scale if p else 1.0
+        err = result.std.get(name)
+        table.add_row(name, f"{value / scale:.4g}", "" if err is None or math.isnan(err) else f"{err / scale:.2g}",
+                      p.unit if p else "")
+    return table
+
+
+def _runs_table(doc: dict) -> Table:
+    table = Table(title="Runs: simulated vs measured (relative error)")
+    table.add_column("run")
+    for col in ("TTFT p50", "TTFT p99", "TPOT", "E2E"):
+        table.add_column(col, justify="right")
+    for run in doc["runs"]:
+        err = run["relative_error"]
+        cells = [err.get(k) for k in ("median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")]
+        table.add_row(run["name"][-40:], *("-" if e is None else f"{100 * e:+.0f}%" for e in cells))
+    return table
+
+
+def calibrate_from_results(paths: Sequence[str], *, output: str | None, gpu: str | None, model: str | None,
+                           tp: int | None, max_sim_s: float, workers: int, seed: int, quiet: bool) -> None:
+    if output is not None and not Path(output).resolve().parent.exists():
+        raise TwinInputError(f"--output {output}: folder {Path(output).parent} does not exist")
+    runs = [run for p in paths for run in read_results(p)]
+    if not runs:
+        raise TwinInputError("--from-results: the files hold no run")
+    cases = [Case(run, _target(run, gpu, model, tp)) for run in runs]
+    names = tuple(n for n in PARAMETER_NAMES if n != "compute_efficiency")
+    if all(c.target.tensor_parallel_size == 1 for c in cases):
+        names = tuple(n for n in names if n != "allreduce_latency_s")   # nothing to fit it on
+    outer = 3
+    progress = Progress(TextColumn("simulating runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=err_console, disable=quiet or not err_console.is_terminal, transient=True)
+    with progress:
+        task = progress.add_task("fit", total=len(cases) * (outer + 1))
+        result = fit(cases, names=names, outer_iterations=outer, max_sim_s=max_sim_s, workers=workers, seed=seed,
+                     progress=lambda k: progress.advance(task, k))
+    doc = profile_document(cases, result, [str(p) for p in paths])
+    out = Path(output or "server-profile.json")
+    write_server_profile(out, doc)
+    console.print(f"fitted {len(result.names)} parameters on {len(cases)} runs "
+                  f"({', '.join(doc['fitted_on']['models'])} on {', '.join(doc['fitted_on']['gpus'])}) in "
+                  f"{result.iterations} simulation rounds", highlight=False, soft_wrap=True)
+    console.print(_params_table(result))
+    console.print(_runs_table(doc))
+    console.print(f"wrote {out}; use it with: cost_model: {{kind: profile, profile: {out}}}", highlight=False,
+                  soft_wrap=True)

@@ -1,0 +1,84 @@
+"""A profile fitted on a real server's benchmark results (``twin calibrate --from-results``).
+
+Unlike the engine profile (``twin.cost.profile``: regression coefficients for one model on one device), a server
+profile holds the roofline's physical parameters (efficiencies as fractions of datasheet peaks, overheads in
+seconds, the GEMM knee in tokens, the request path in seconds), so it applies to any catalogued model and GPU:
+``cost_model: {kind: profile, profile: my-server.json}`` builds a ``RooflineCostModel`` with them. Using it on
+another GPU than it was fitted on warns once: efficiencies transfer by datasheet ratio, host-side overheads
+only as far as the host CPU and vLLM version are alike.
+
+Format: ``{"format": "twin-server-profile", "version": 1, "params": {name: value}, "std": {name: value},
+"fitted_on": {"gpus": [...], "models": [...], "runs": N, ...}, "runs": [{name, measured, predicted}, ...]}``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+from twin.cost.profile import ProfileWarning
+from twin.cost.roofline import RooflineCostModel
+from twin.errors import TwinInputError
+
+SERVER_PROFILE_FORMAT = "twin-server-profile"
+SERVER_PROFILE_VERSION = 1
+FITTED_PARAMETERS = ("memory_efficiency", "compute_efficiency", "gemm_half_tokens", "step_overhead_s",
+                     "per_seq_overhead_s", "per_token_overhead_s", "request_path_s", "request_path_jitter_s",
+                     "allreduce_latency_s",
+                     "interconnect_efficiency")
+
+
+def is_server_profile(doc: Any) -> bool:
+    return isinstance(doc, dict) and doc.get("format") == SERVER_PROFILE_FORMAT
+
+
+def validate_server_profile(doc: Any, source: str) -> dict[str, float]:
+    """The profile's parameters, checked (one-line ``TwinInputError`` naming the first bad field)."""
+    version = doc.get("version")
+    if version != SERVER_PROFILE_VERSION or isinstance(version, bool):
+        raise TwinInputError(f"{source}: version = {version!r}: supported: {SERVER_PROFILE_VERSION}")
+    params = doc.get("params")
+    if not isinstance(params, dict) or not params:
+        raise TwinInputError(f"{source}: params: expected an object of fitted parameters")
+    out = {}
+    for name, value in params.items():
+        if name not in FITTED_PARAMETERS:
+            raise TwinInputError(f"{source}: params.{name}: unknown parameter; allowed: {', '.join(FITTED_PARAMETERS)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise TwinInputError(f"{source}: params.{name} = {value!r}: must be a finite number >= 0")
+        out[name] = float(value)
+    return out
+
+
+def read_server_profile(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TwinInputError(f"profile {p}: not a readable JSON file ({exc.__class__.__name__})") from None
+    if not is_server_profile(doc):
+        raise TwinInputError(f"profile {p}: format = {doc.get('format') if isinstance(doc, dict) else None!r}: "
+                             f"must be {SERVER_PROFILE_FORMAT!r}")
+    validate_server_profile(doc, f"profile {p}")
+    return doc
+
+
+def write_server_profile(path: str | Path, doc: dict[str, Any]) -> None:
+    out = {"format": SERVER_PROFILE_FORMAT, "version": SERVER_PROFILE_VERSION, **doc}
+    validate_server_profile(out, f"profile {path}")
+    Path(path).write_text(json.dumps(out, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+
+
+def server_profile_cost_model(doc: dict[str, Any], source: str, model: Any, gpu: Any, tp: int, weight_dtype: str,
+                              kv_dtype: str) -> RooflineCostModel:
+    params = validate_server_profile(doc, source)
+    gpus = (doc.get("fitted_on") or {}).get("gpus") or []
+    if gpus and getattr(gpu, "name", None) not in gpus:
+        warnings.warn(f"{source} was fitted on {', '.join(map(str, gpus))}; the deployment runs {gpu.name}: "
+                      f"efficiencies carry over by datasheet ratio, host overheads only as far as the host is alike",
+                      ProfileWarning, stacklevel=2)
+    return RooflineCostModel(model, gpu, tensor_parallel_size=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                             **params)

@@ -1,0 +1,47 @@
+"""The real vLLM measurements shipped beside the project (``../shared/ground-truth/``, or ``TWIN_GROUND_TRUTH``):
+inference-perf runs on one H100 SXM, read as fit cases.
+
+Runs whose clients timed out on a large share of requests (the saturated ``reasoning`` experiments) are set
+aside: the twin serves every request the scheduler admits, while that client gave up after ~300 s, so their
+latencies measure the client's patience rather than the server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from twin.fitting.fit import Case
+from twin.fitting.measured_run import MeasuredRun
+from twin.fitting.readers.inference_perf import read_inference_perf
+from twin.fitting.replay import Target
+from twin.hardware.catalog import resolve_model
+
+GROUND_TRUTH_ENV = "TWIN_GROUND_TRUTH"
+H100_FOLDER = "h100-vllm-inference-perf"
+MAX_FAILED_SHARE = 0.01
+
+
+def ground_truth_dir() -> Path:
+    env = os.environ.get(GROUND_TRUTH_ENV)
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2].parent / "shared" / "ground-truth"
+
+
+def timed_out(run: MeasuredRun) -> bool:
+    failed = run.metrics.get("failed", 0)
+    return failed > MAX_FAILED_SHARE * run.num_requests
+
+
+def h100_cases(folder: Path | None = None, gpu: str = "H100-SXM") -> tuple[list[Case], list[MeasuredRun]]:
+    """(cases to fit and check, runs set aside for client timeouts) from the H100 inference-perf experiments."""
+    root = (folder or ground_truth_dir()) / H100_FOLDER
+    cases, aside = [], []
+    for exp in sorted(p for p in root.iterdir() if p.is_dir() and (p / "exp-config.yaml").is_file()):
+        for run in read_inference_perf(exp):
+            if timed_out(run):
+                aside.append(run)
+                continue
+            model = resolve_model(run.model).name
+            cases.append(Case(run, Target(model, gpu, run.tensor_parallel_size or 1)))
+    return cases, aside

@@ -1,0 +1,119 @@
+"""One real benchmark run as the fit needs it: the load the client offered, the request lengths, the prompts'
+prefix sharing, the server's settings where known, and the metrics the client measured.
+
+Every reader (``twin.fitting.readers``) produces these; ``twin.fitting.replay`` turns one back into traffic."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# the measured metrics a run may carry, in `vllm bench serve`'s names and units (ms, requests/s, tokens/s)
+METRIC_KEYS: tuple[str, ...] = (
+    "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
+    "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+    "mean_itl_ms",
+    "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
+    "request_throughput", "output_throughput",
+    "completed", "failed",
+)
+
+
+@dataclass(frozen=True)
+class LengthSample:
+    """Token counts of a run's requests: the exact per-request values (in send order) when the file has them,
+    else quantiles ``(q in [0, 1], tokens)`` from its summary, drawn from by inverse-CDF interpolation."""
+
+    values: tuple[int, ...] | None = None
+    quantiles: tuple[tuple[float, float], ...] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.values is None) == (self.quantiles is None):
+            raise ValueError("LengthSample: give exactly one of values or quantiles")
+
+    @classmethod
+    def constant(cls, tokens: int) -> "LengthSample":
+        return cls(quantiles=((0.0, float(tokens)), (1.0, float(tokens))))
+
+    @property
+    def mean(self) -> float:
+        if self.values is not None:
+            return float(np.mean(self.values)) if self.values else 0.0
+        qs, vs = zip(*self.quantiles)
+        grid = np.linspace(0.0, 1.0, 1001)
+        return float(np.mean(np.interp(grid, qs, vs)))
+
+    def draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` lengths (>= 1): the recorded values cycled in order, or inverse-CDF draws."""
+        if self.values is not None:
+            base = np.asarray(self.values, dtype=np.int64)
+            out = np.resize(base, n)
+        else:
+            qs, vs = zip(*self.quantiles)
+            out = np.rint(np.interp(rng.random(n), qs, vs)).astype(np.int64)
+        return np.maximum(out, 1)
+
+
+@dataclass(frozen=True)
+class PromptPool:
+    """A finite prompt set the client builds once and cycles through (inference-perf ``shared_prefix``,
+    ``vllm bench``'s prefix datasets): ``num_groups`` system prompts of ``system_prompt_tokens`` each, shared by
+    ``prompts_per_group`` prompts; request i sends prompt i mod (groups x prompts per group)."""
+
+    num_groups: int
+    prompts_per_group: int
+    system_prompt_tokens: int
+
+    @property
+    def size(self) -> int:
+        return self.num_groups * self.prompts_per_group
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """One run (one stage of a multi-stage benchmark) of a real server.
+
+    Load: ``rate_per_s`` (``inf``: all at once) with an optional ``max_concurrency`` cap, or ``rate_per_s=None``
+    with ``max_concurrency`` users in a closed loop; ``burstiness`` is the gamma shape of the gaps (1: Poisson).
+    ``num_requests`` were sent over ``duration_s``. ``timeout_s`` is the client's per-request timeout, if any.
+    ``metrics`` holds what the client measured (keys from ``METRIC_KEYS``; missing ones are unknown).
+    ``model``, ``gpu``, ``tensor_parallel_size`` and ``server`` (vLLM knob names) are what the file says, or None.
+    """
+
+    name: str
+    source: str
+    num_requests: int
+    prompt_tokens: LengthSample
+    output_tokens: LengthSample
+    metrics: dict[str, float]
+    rate_per_s: float | None = None
+    max_concurrency: int | None = None
+    burstiness: float = 1.0
+    duration_s: float | None = None
+    prompt_pool: PromptPool | None = None
+    timeout_s: float | None = None
+    model: str | None = None
+    gpu: str | None = None
+    tensor_parallel_size: int | None = None
+    server: dict[str, Any] = field(default_factory=dict)
+    experiment: str | None = None      # runs of one experiment share it (leave-one-experiment-out folds)
+
+    def __post_init__(self) -> None:
+        if self.rate_per_s is None and self.max_concurrency is None:
+            raise ValueError(f"{self.name}: a run needs a request rate or a concurrency")
+        if self.num_requests < 1:
+            raise ValueError(f"{self.name}: no requests")
+        unknown = set(self.metrics) - set(METRIC_KEYS)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown metric {sorted(unknown)[0]!r}")
+
+    @property
+    def closed_loop(self) -> bool:
+        return self.rate_per_s is None or (math.isinf(self.rate_per_s) and self.max_concurrency is not None)
+
+    @property
+    def group(self) -> str:
+        return self.experiment or self.name

@@ -1,0 +1,62 @@
+"""The cost parameters a fit on real server results adjusts: each a physical quantity with a unit, a plausible
+range and a prior (the value before any fit), all of the roofline cost model (``twin.cost.roofline``).
+
+Values are moved in fit units (ms, us, tokens) so that the optimiser's steps are of similar size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class FitParameter:
+    name: str             # the RooflineCostModel keyword
+    unit: str
+    scale: float          # fit unit -> model unit (e.g. 1e-3 for a value fitted in ms and used in s)
+    lower: float          # in fit units
+    upper: float
+    prior: float
+    meaning: str
+
+    def to_model(self, x: float) -> float:
+        return float(x) * self.scale
+
+    def from_model(self, v: float) -> float:
+        return float(v) / self.scale
+
+
+FIT_PARAMETERS: tuple[FitParameter, ...] = (
+    FitParameter("memory_efficiency", "fraction of datasheet HBM bandwidth", 1.0, 0.3, 1.0, 0.8,
+                 "weights and KV streamed per step"),
+    FitParameter("compute_efficiency", "fraction of datasheet dense tensor peak", 1.0, 0.15, 1.0, 0.6,
+                 "large GEMMs and attention"),
+    FitParameter("gemm_half_tokens", "tokens", 1.0, 0.0, 2048.0, 64.0,
+                 "batch tokens at which GEMMs reach half their large-batch efficiency"),
+    FitParameter("step_overhead_s", "ms per step", 1e-3, 0.0, 20.0, 1.0,
+                 "engine-core CPU time per step: schedule, prepare inputs, launch, sample"),
+    FitParameter("per_seq_overhead_s", "us per sequence per step", 1e-6, 0.0, 200.0, 10.0,
+                 "per-request bookkeeping and output processing in each step"),
+    FitParameter("request_path_s", "ms per request", 1e-3, 0.0, 200.0, 5.0,
+                 "HTTP, tokenisation, hand-off to the engine core, detokenisation and streaming"),
+    FitParameter("request_path_jitter_s", "ms per request (mean)", 1e-3, 0.0, 200.0, 2.0,
+                 "variable part of the request path: an exponential extra delay with this mean"),
+    FitParameter("allreduce_latency_s", "us per all-reduce", 1e-6, 0.0, 200.0, 8.0,
+                 "fixed cost of one tensor-parallel all-reduce (NVLink here)"),
+)
+PARAMETER_NAMES = tuple(p.name for p in FIT_PARAMETERS)
+
+
+def to_model_params(x: np.ndarray, names: tuple[str, ...] = PARAMETER_NAMES) -> dict[str, float]:
+    by_name = {p.name: p for p in FIT_PARAMETERS}
+    return {n: by_name[n].to_model(v) for n, v in zip(names, x)}
+
+
+def from_model_params(params: dict[str, float], names: tuple[str, ...] = PARAMETER_NAMES) -> np.ndarray:
+    by_name = {p.name: p for p in FIT_PARAMETERS}
+    return np.array([by_name[n].from_model(params[n]) if n in params else by_name[n].prior for n in names])
+
+
+def prior_params() -> dict[str, float]:
+    return {p.name: p.to_model(p.prior) for p in FIT_PARAMETERS}

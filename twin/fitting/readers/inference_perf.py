@@ -1,0 +1,185 @@
+"""inference-perf results: ``results_stage_<N>_lifecycle_metrics.json`` per stage (and the summary file), with the
+run's configuration beside them where present (inference-perf's own config YAML, e.g. ``profile.yaml`` or
+``config.yaml``, and an ``exp-config.yaml`` of server settings: model, tensor_parallelism, max_num_seqs, ...).
+
+Each stage becomes one ``MeasuredRun``: a constant-rate open loop at the stage's requested rate. Prompt lengths
+are the client's measured quantiles; output lengths are the configured ``output_len`` when the client sent
+``ignore_eos`` (the server then generates exactly that many), else the measured quantiles. inference-perf
+versions that stamp several stream messages per token make its TPOT and ITL fields unreliable, so TPOT is
+derived as (mean E2E - mean TTFT) / (output tokens - 1). Requests that failed with latencies clustered at one
+value were cut by a client timeout; that value becomes ``timeout_s``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from twin.errors import TwinInputError
+from twin.fitting.measured_run import LengthSample, MeasuredRun, PromptPool
+
+STAGE_FILE = re.compile(r"results_stage_(\d+)_lifecycle_metrics\.json$")
+QUANTILE_KEYS = (("min", 0.0), ("p0.1", 0.001), ("p1", 0.01), ("p5", 0.05), ("p10", 0.1), ("p25", 0.25),
+                 ("median", 0.5), ("p75", 0.75), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999),
+                 ("max", 1.0))
+# inference-perf echoes the configuration it actually ran with (its defaults filled in) as results_config.yaml;
+# prefer it to the input file, whose keys an older client may have ignored
+CONFIG_NAMES = ("results_config.yaml", "config.yaml", "profile.yaml", "inference-perf.yaml")
+SERVER_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "enable_prefix_caching",
+                "enable_chunked_prefill", "block_size", "gpu_memory_utilization")
+
+
+def is_inference_perf(path: Path) -> bool:
+    if path.is_dir():
+        return any(STAGE_FILE.search(p.name) for p in path.iterdir())
+    return bool(STAGE_FILE.search(path.name)) or path.name.endswith("_lifecycle_metrics.json")
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TwinInputError(f"{path}: not a readable JSON file ({exc.__class__.__name__})") from None
+    if not isinstance(data, dict):
+        raise TwinInputError(f"{path}: expected a JSON object at the top")
+    return data
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise TwinInputError(f"{path}: not a readable YAML file ({exc.__class__.__name__})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def _get(d: Any, path: str, where: str, *, required: bool = True) -> Any:
+    cur = d
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            if required:
+                raise TwinInputError(f"{where}: missing field {path}")
+            return None
+        cur = cur[part]
+    return cur
+
+
+def _number(value: Any, field: str, where: str, *, low: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= low) or value != value:
+        raise TwinInputError(f"{where}: {field} = {value!r}: must be a number >= {low:g}")
+    return float(value)
+
+
+def _quantiles(dist: Any, field: str, where: str) -> tuple[tuple[float, float], ...]:
+    if not isinstance(dist, dict):
+        raise TwinInputError(f"{where}: {field}: expected an object of percentiles (min, median, p99, max, ...)")
+    pts = [(q, _number(dist[k], f"{field}.{k}", where)) for k, q in QUANTILE_KEYS if k in dist]
+    if len(pts) < 2:
+        raise TwinInputError(f"{where}: {field}: needs at least two of {', '.join(k for k, _ in QUANTILE_KEYS)}")
+    vals = [v for _, v in pts]
+    if any(b < a for a, b in zip(vals, vals[1:])):
+        raise TwinInputError(f"{where}: {field}: percentiles must not decrease")
+    return tuple(pts)
+
+
+def _config_beside(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(inference-perf config, server settings) found next to the result files (empty when absent)."""
+    client: dict[str, Any] = {}
+    for name in CONFIG_NAMES:
+        if (folder / name).is_file():
+            client = _load_yaml(folder / name)
+            break
+    server = _load_yaml(folder / "exp-config.yaml") if (folder / "exp-config.yaml").is_file() else {}
+    return client, server
+
+
+def _prompt_pool(client: dict[str, Any], where: str) -> PromptPool | None:
+    if _get(client, "data.type", where, required=False) != "shared_prefix":
+        return None
+    sp = _get(client, "data.shared_prefix", where)
+    groups = sp.get("num_groups", sp.get("num_unique_system_prompts"))
+    per = sp.get("num_prompts_per_group", sp.get("num_users_per_system_prompt"))
+    sys_len = sp.get("system_prompt_len")
+    for name, v in (("num_groups", groups), ("num_prompts_per_group", per), ("system_prompt_len", sys_len)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < (0 if name == "system_prompt_len" else 1):
+            raise TwinInputError(f"{where}: data.shared_prefix.{name} = {v!r}: must be a whole number "
+                                 f"{'>= 0' if name == 'system_prompt_len' else '>= 1'}")
+    return PromptPool(groups, per, sys_len)
+
+
+def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[str, Any] | None = None,
+               experiment: str | None = None) -> MeasuredRun:
+    """One stage's lifecycle JSON (with the run's client config and server settings, if known)."""
+    client, server = client or {}, server or {}
+    where = str(path)
+    data = _load_json(path)
+    load = _get(data, "load_summary", where)
+    ok = _get(data, "successes", where)
+    lat = _get(ok, "latency", where)
+    count = int(_number(_get(load, "count", where), "load_summary.count", where, low=1))
+    rate = _number(_get(load, "requested_rate", where), "load_summary.requested_rate", where)
+    if rate <= 0:
+        raise TwinInputError(f"{where}: load_summary.requested_rate = {rate!r}: must be > 0")
+    duration = _number(_get(load, "send_duration", where), "load_summary.send_duration", where)
+    completed = int(_number(_get(ok, "count", where), "successes.count", where))
+    failures = data.get("failures") or {}
+    failed = int(_number(failures.get("count", 0), "failures.count", where))
+
+    prompt = LengthSample(quantiles=_quantiles(_get(ok, "prompt_len", where), "successes.prompt_len", where))
+    cfg_out = _get(client, "data.shared_prefix.output_len", where, required=False)
+    ignore_eos = bool(_get(client, "server.ignore_eos", where, required=False))
+    if ignore_eos and isinstance(cfg_out, int) and cfg_out >= 1:
+        output = LengthSample.constant(cfg_out)
+    else:
+        output = LengthSample(quantiles=_quantiles(_get(ok, "output_len", where), "successes.output_len", where))
+
+    ttft = _get(lat, "time_to_first_token", where)
+    e2e = _get(lat, "request_latency", where)
+    metrics: dict[str, float] = {"completed": completed, "failed": failed}
+    for key, dist, stat in (("mean_ttft_ms", ttft, "mean"), ("median_ttft_ms", ttft, "median"),
+                            ("p90_ttft_ms", ttft, "p90"), ("p99_ttft_ms", ttft, "p99"),
+                            ("mean_e2el_ms", e2e, "mean"), ("median_e2el_ms", e2e, "median"),
+                            ("p99_e2el_ms", e2e, "p99")):
+        if isinstance(dist, dict) and stat in dist:
+            metrics[key] = 1e3 * _number(dist[stat], f"successes.latency.*.{stat}", where)
+    out_mean = output.mean
+    if completed and out_mean > 1 and "mean_e2el_ms" in metrics and "mean_ttft_ms" in metrics:
+        metrics["mean_tpot_ms"] = (metrics["mean_e2el_ms"] - metrics["mean_ttft_ms"]) / (out_mean - 1)
+    thr = ok.get("throughput") or {}
+    if "requests_per_sec" in thr:
+        metrics["request_throughput"] = _number(thr["requests_per_sec"], "successes.throughput.requests_per_sec",
+                                                where)
+        metrics["output_throughput"] = metrics["request_throughput"] * out_mean
+
+    timeout = None
+    f_lat = failures.get("request_latency") if isinstance(failures, dict) else None
+    if failed and isinstance(f_lat, dict) and "min" in f_lat and "max" in f_lat:
+        lo, hi = _number(f_lat["min"], "failures.request_latency.min", where), \
+            _number(f_lat["max"], "failures.request_latency.max", where)
+        if lo > 0 and hi - lo <= 0.02 * lo:
+            timeout = lo
+
+    stage = STAGE_FILE.search(path.name)
+    name = f"{experiment or path.parent.name}/stage{stage.group(1)}" if stage else str(path)
+    tp = server.get("tensor_parallelism", server.get("tensor_parallel_size"))
+    return MeasuredRun(
+        name=name, source="inference-perf", num_requests=count, prompt_tokens=prompt, output_tokens=output,
+        metrics=metrics, rate_per_s=rate, duration_s=duration, prompt_pool=_prompt_pool(client, where),
+        timeout_s=timeout, model=server.get("model") or _get(client, "server.model_name", where, required=False),
+        tensor_parallel_size=tp if isinstance(tp, int) and not isinstance(tp, bool) else None,
+        server={k: server[k] for k in SERVER_KNOBS if k in server}, experiment=experiment)
+
+
+def read_inference_perf(path: Path) -> list[MeasuredRun]:
+    """Every stage of an inference-perf results folder (or one stage file), in stage order."""
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    client, server = _config_beside(folder)
+    files = sorted((p for p in folder.iterdir() if STAGE_FILE.search(p.name)),
+                   key=lambda p: int(STAGE_FILE.search(p.name).group(1))) if path.is_dir() else [path]
+    if not files:
+        raise TwinInputError(f"{path}: no results_stage_<N>_lifecycle_metrics.json files")
+    return [read_stage(f, client, server, experiment=folder.name) for f in files]

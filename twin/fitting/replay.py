@@ -1,0 +1,169 @@
+"""Rebuild a measured run's traffic and simulate it on a deployment with given cost parameters.
+
+Traffic: the run's arrival process (a constant-rate open loop with exponential or gamma gaps, optionally capped
+at ``max_concurrency``; or a closed loop), its prompt and output lengths, and its prompt pool (a finite set of
+prompts cycled in order, each sharing its group's system prompt) or unique prompts. The simulation records every
+step's shape (``StepLog``) so that the fit can re-cost the same steps under other parameters without simulating.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from twin.core.schedulers import make_scheduler
+from twin.cost.roofline import RooflineCostModel
+from twin.errors import TwinInputError
+from twin.fitting.measured_run import MeasuredRun
+from twin.scenario import ScenarioBody
+from twin.sim.deployment import Deployment, resolve_deployment
+from twin.sim.simulate import simulate
+from twin.workload.capped_open_loop import CappedOpenLoop
+from twin.workload.rng import stream
+from twin.workload.spec import RequestSpec
+
+
+@dataclass(frozen=True)
+class Target:
+    """The deployment a run was measured on: catalog (or config.json) model, GPU, TP and dtypes."""
+
+    model: str
+    gpu: str
+    tensor_parallel_size: int = 1
+    weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"
+
+
+def deployment_for(run: MeasuredRun, target: Target) -> Deployment:
+    """The run's server (its known vLLM settings over vLLM's defaults) on ``target``."""
+    body = ScenarioBody.model_validate({
+        "name": run.name,
+        "deployment": {"gpu": target.gpu, "model": target.model, "tensor_parallel_size": target.tensor_parallel_size,
+                       "weight_dtype": target.weight_dtype, "kv_dtype": target.kv_dtype},
+        "server": dict(run.server),
+        "workload": {"arrivals": {"process": "poisson", "rate_per_s": 1.0}, "num_requests": 1,
+                     "classes": [{"name": "x", "share": 1.0, "prompt": {"suffix_tokens": 1}, "output_tokens": 1}]},
+    })
+    return resolve_deployment(body)
+
+
+def build_requests(run: MeasuredRun, seed: int, max_requests: int | None = None) -> list[RequestSpec]:
+    """The run's requests in send order (at most ``max_requests``), with one random stream per quantity."""
+    n = run.num_requests if max_requests is None else min(run.num_requests, max_requests)
+    prompts = run.prompt_tokens.draw(n if run.prompt_pool is None else run.prompt_pool.size, stream(seed, "prompt"))
+    outputs = run.output_tokens.draw(n, stream(seed, "output"))
+    rate = run.rate_per_s
+    if rate is None or math.isinf(rate):
+        arrivals = np.zeros(n)
+    else:
+        shape = run.burstiness
+        gaps = stream(seed, "arrivals").gamma(shape, 1.0 / (rate * shape), size=n)
+        arrivals = np.cumsum(gaps) - gaps[0]
+    pool = run.prompt_pool
+    specs = []
+    for i in range(n):
+        if pool is None:
+            total = int(prompts[i])
+            segments = ((("u", i), total),)
+        else:
+            j = i % pool.size
+            total = int(max(prompts[j], pool.system_prompt_tokens + 1))
+            sys_tokens = pool.system_prompt_tokens
+            segments = ((("sys", j // pool.prompts_per_group), sys_tokens), (("q", j), total - sys_tokens)) \
+                if sys_tokens else ((("q", j), total),)
+        specs.append(RequestSpec(i, float(arrivals[i]), total, int(outputs[i]), segments))
+    return specs
+
+
+class StepLog:
+    """A cost model wrapper that records every step's shape as it costs it: tokens, sequences, logit positions,
+    context tokens read and attention pairs; ``decode_weights`` counts the tokens each step emitted to running
+    decodes (the weights of TPOT)."""
+
+    def __init__(self, inner: RooflineCostModel) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.request_path_s = inner.request_path_s
+        self.request_path_jitter_s = inner.request_path_jitter_s
+        self.rows: list[tuple[int, int, int, int, float, int]] = []
+
+    def step_time_s(self, step) -> float:
+        nn, cc = step.num_new_tokens, step.num_computed_before
+        if nn:
+            tokens = sum(nn)
+            pairs = sum(n * c + n * (n + 1) / 2 for n, c in zip(nn, cc))
+            decodes = sum(1 for n, c in zip(nn, cc) if n == 1 and c > 0)
+            self.rows.append((tokens, len(nn), len(nn) + sum(step.num_spec_tokens), sum(cc), pairs, decodes))
+        return self.inner.step_time_s(step)
+
+    def explain(self, step) -> dict[str, float]:
+        return self.inner.explain(step)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        a = np.asarray(self.rows, dtype=float).reshape(-1, 6)
+        names = ("tokens", "seqs", "logits", "context", "pairs", "decodes")
+        return {k: a[:, i] for i, k in enumerate(names)}
+
+
+@dataclass
+class Replayed:
+    """One simulated run: its metrics (``vllm bench serve`` keys), the shapes of its steps, and for the requests
+    measured (finished, after the warm-up) their TTFT in seconds and dispatch index (``request_index``: the
+    position of their request-path draw, ``twin.sim.request_path``)."""
+
+    metrics: dict[str, Any]
+    steps: dict[str, np.ndarray]
+    ttft_s: np.ndarray
+    request_index: np.ndarray
+
+
+def cost_model_for(dep: Deployment, target: Target, params: dict[str, float]) -> RooflineCostModel:
+    return RooflineCostModel(dep.model, dep.gpu, tensor_parallel_size=target.tensor_parallel_size,
+                             weight_dtype=target.weight_dtype, kv_dtype=target.kv_dtype, **params)
+
+
+def requests_to_simulate(run: MeasuredRun, max_sim_s: float | None) -> int | None:
+    """How many of the run's requests to simulate: those sent in its first ``max_sim_s`` seconds (at least two
+    passes over its prompt pool), or all when ``max_sim_s`` is None."""
+    if max_sim_s is None:
+        return None
+    rate = run.rate_per_s
+    if rate is None or math.isinf(rate):
+        per_s = (run.num_requests / run.duration_s) if run.duration_s else None
+        n = run.num_requests if per_s is None else math.ceil(per_s * max_sim_s)
+    else:
+        n = math.ceil(rate * max_sim_s)
+    if run.prompt_pool is not None:
+        n = max(n, 2 * run.prompt_pool.size)
+    return max(1, n)
+
+
+def warmup_cut(specs: list[RequestSpec], run: MeasuredRun) -> float:
+    """Where steady state starts: after the first pass over the prompt pool (an empty prefix cache) and the
+    first tenth of the requests (the queue filling up). Measured runs last long enough for this to be noise."""
+    k = len(specs) // 10
+    if run.prompt_pool is not None:
+        k = max(k, run.prompt_pool.size)
+    return specs[min(k, len(specs) - 1)].arrival_s if len(specs) > 20 else 0.0
+
+
+def replay(run: MeasuredRun, target: Target, params: dict[str, float], *, seed: int = 0,
+           max_sim_s: float | None = None, deployment: Deployment | None = None) -> Replayed:
+    """Simulate ``run`` on ``target`` with roofline parameters ``params``: its first ``max_sim_s`` seconds of
+    traffic (all of it when None), measured after the warm-up (``warmup_cut``)."""
+    dep = deployment or deployment_for(run, target)
+    specs = build_requests(run, seed, requests_to_simulate(run, max_sim_s))
+    log = StepLog(cost_model_for(dep, target, params))
+    traffic = CappedOpenLoop(specs, run.max_concurrency) if run.max_concurrency else specs
+    result = simulate(traffic, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
+                      lambda i: log, seed=seed)
+    if not result.requests:
+        raise TwinInputError(f"{run.name}: the replay simulated no request")
+    cut = warmup_cut(specs, run)
+    measured = [r for r in result.requests if r.arrival_s >= cut and r.first_token_s is not None]
+    return Replayed(result.metrics(window=(cut, None) if cut > 0 else None), log.arrays(),
+                    np.array([r.first_token_s - r.arrival_s for r in measured]),
+                    np.array([r.request_id for r in measured], dtype=np.int64))

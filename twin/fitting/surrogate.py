@@ -1,0 +1,91 @@
+"""Re-costing a simulated run under other cost parameters without simulating it again.
+
+A run simulated at parameters p0 gives its metrics and the shape of every step. Under parameters p the same
+steps take ``RooflineCostModel(p).step_times_s`` each; to first order the batches stay the same (they move only
+through the concurrency, which the next simulation in the fit's outer loop corrects). So:
+
+* TPOT scales with the decode-token-weighted mean step time (each decode token waits one step);
+* each request's TTFT is its request path (fixed part plus its own exponential draw times the jitter, exactly
+  as the simulation drew it) plus an engine part (waiting for the running step, the prefill step, queueing) that
+  scales with the mean step time; TTFT statistics come from those per-request values;
+* E2E latency = TTFT + (output tokens - 1) x TPOT.
+
+The concurrency does move with the parameters, through Little's law (requests in flight = rate x E2E latency),
+and near the batch knee that feedback is strong. So the prediction solves for it: the steps' decodes (and the
+contexts and attention pairs they bring) are scaled by the ratio of new to simulated E2E latency, capped where
+``max_num_seqs`` binds, until the ratio settles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from twin.fitting.measured_run import MeasuredRun
+from twin.fitting.replay import Replayed, Target, cost_model_for
+from twin.sim.deployment import Deployment
+from twin.sim.request_path import path_draws
+
+TTFT_STATS = (("mean_ttft_ms", None), ("median_ttft_ms", 50.0), ("p90_ttft_ms", 90.0), ("p99_ttft_ms", 99.0))
+
+
+class Surrogate:
+    def __init__(self, run: MeasuredRun, target: Target, deployment: Deployment, replayed: Replayed,
+                 params: dict[str, float], seed: int = 0) -> None:
+        self.run, self.target, self.deployment = run, target, deployment
+        self.metrics = replayed.metrics
+        s = replayed.steps
+        self._features = (s["tokens"], s["seqs"], s["logits"], s["context"], s["pairs"])
+        self._decodes = s["decodes"]
+        base = self.step_times(params)
+        self._base_tpot_time = float(self._decodes @ base) or 1.0
+        self._base_step_time = float(base.sum()) or 1.0
+        draws = path_draws(seed, int(replayed.request_index.max()) + 1) if len(replayed.request_index) else \
+            np.zeros(0)
+        self._draws = draws[replayed.request_index] if len(draws) else draws
+        self._engine_ttft_s = replayed.ttft_s - self._path_s(params)
+        self.output_tokens = run.output_tokens.mean
+
+        seqs = self._features[1]
+        busy = seqs > 0
+        mean_seqs = float(seqs[busy].mean()) if busy.any() else 1.0
+        self._max_scale = max(1.0, deployment.scheduler_config.max_num_seqs / max(mean_seqs, 1.0))
+
+    def step_times(self, params: dict[str, float], scale: float = 1.0) -> np.ndarray:
+        tokens, seqs, logits, context, pairs = self._features
+        if scale != 1.0:      # (scale - 1) x the decodes more (or fewer) sequences, with their contexts
+            extra = (scale - 1.0) * self._decodes
+            frac = np.divide(self._decodes, seqs, out=np.zeros_like(seqs), where=seqs > 0)
+            tokens, seqs, logits = tokens + extra, seqs + extra, logits + extra
+            context = context * (1.0 + (scale - 1.0) * frac)
+            pairs = pairs * (1.0 + (scale - 1.0) * frac)
+        return cost_model_for(self.deployment, self.target, params).step_times_s(tokens, seqs, logits, context,
+                                                                                  pairs)
+
+    def _path_s(self, params: dict[str, float]) -> np.ndarray:
+        return params.get("request_path_s", 0.0) + params.get("request_path_jitter_s", 0.0) * self._draws
+
+    def _at(self, params: dict[str, float], scale: float) -> dict[str, float]:
+        dt = self.step_times(params, scale)
+        r_tpot = float(self._decodes @ dt) / self._base_tpot_time
+        r_step = float(dt.sum()) / self._base_step_time
+        out = {"mean_tpot_ms": self.metrics["mean_tpot_ms"] * r_tpot}
+        ttft_ms = 1e3 * (self._path_s(params) + np.maximum(self._engine_ttft_s, 0.0) * r_step)
+        for key, q in TTFT_STATS:
+            if len(ttft_ms):
+                out[key] = float(ttft_ms.mean() if q is None else np.percentile(ttft_ms, q))
+            else:
+                out[key] = self.metrics[key]
+        out["mean_e2el_ms"] = out["mean_ttft_ms"] + (self.output_tokens - 1) * out["mean_tpot_ms"]
+        return out
+
+    def predict(self, params: dict[str, float], iterations: int = 6) -> dict[str, float]:
+        base_e2e = self.metrics["mean_e2el_ms"]
+        scale = 1.0
+        out = self._at(params, scale)
+        for _ in range(iterations):
+            target = min(max(out["mean_e2el_ms"] / base_e2e, 0.2), self._max_scale)
+            if abs(target - scale) < 1e-3:
+                break
+            scale = 0.5 * (scale + target)
+            out = self._at(params, scale)
+        return out
