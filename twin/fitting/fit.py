@@ -98,19 +98,21 @@ def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: n
         return np.asarray(res)
 
     x0 = np.clip(x0, lower, upper)
-    sol = least_squares(residuals, x0, bounds=(lower, upper), x_scale=span, method="trf")
+    sol = least_squares(residuals, x0, bounds=(lower, upper), x_scale=span, method="trf", max_nfev=60 * len(names))
     return sol
 
 
 def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: tuple[str, ...] = PARAMETER_NAMES,
         fixed: dict[str, float] | None = None, outer_iterations: int = 3, seed: int = 0,
-        max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1, tol: float = 0.02,
+        max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1, tol: float = 0.002,
         progress: Callable[[int], None] | None = None, first: list[Replayed] | None = None) -> FitResult:
     """Fit ``names`` (the others stay at ``fixed`` or the model's defaults) to ``cases``.
 
     ``first``: the cases already simulated at ``start`` (saves one simulation of every case)."""
     fixed = dict(fixed or {})
     x = from_model_params(start or {}, names)
+    by_name = {p.name: p for p in FIT_PARAMETERS}
+    spans = np.array([by_name[n].upper - by_name[n].lower for n in names])
     deployments = [deployment_for(c.run, c.target) for c in cases]
     params = {**fixed, **to_model_params(x, names)}
     replayed = first if first is not None else simulate_cases(cases, params, seed=seed, max_sim_s=max_sim_s,
@@ -121,7 +123,7 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
     for it in range(1, outer_iterations + 1):
         surrogates = [Surrogate(c.run, c.target, d, r, params, seed) for c, d, r in zip(cases, deployments, replayed)]
         sol = _fit_on_surrogates(surrogates, cases, x, names, fixed)
-        moved = np.max(np.abs(sol.x - x) / np.maximum(np.abs(x), 1e-3 * np.abs(sol.x) + 1e-9))
+        moved = np.max(np.abs(sol.x - x) / spans)        # as a share of each parameter's plausible range
         x = sol.x
         params = {**fixed, **to_model_params(x, names)}
         history.append(dict(params))
