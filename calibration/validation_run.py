@@ -41,10 +41,10 @@ class ValidationRun:
 
 def _cap_kv_blocks(body: ScenarioBody, base_dir: Path | None, max_kv_blocks: int) -> ScenarioBody:
     """The engine allocates its KV pool for real: keep it at most ``max_kv_blocks``, and give the twin the
-    very same pool."""
+    very same pool. The engine schedules synchronously (no async scheduling), so the twin does too here."""
     dep = resolve_deployment(body, base_dir)
     blocks = min(dep.num_gpu_blocks, max_kv_blocks)
-    server = body.server.model_copy(update={"num_gpu_blocks_override": blocks})
+    server = body.server.model_copy(update={"num_gpu_blocks_override": blocks, "async_scheduling": False})
     return body.model_copy(update={"server": server})
 
 

@@ -57,9 +57,13 @@ def _load_yaml(path: Path) -> dict[str, Any]:
 
 
 def _get(d: Any, path: str, where: str, *, required: bool = True) -> Any:
+    """The value at dotted ``path`` (from the document's top), or a one-line error naming the field."""
     cur = d
-    for part in path.split("."):
-        if not isinstance(cur, dict) or part not in cur:
+    parts = path.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(cur, dict):
+            raise TwinInputError(f"{where}: {'.'.join(parts[:i]) or 'the file'}: expected an object")
+        if part not in cur:
             if required:
                 raise TwinInputError(f"{where}: missing field {path}")
             return None
@@ -116,35 +120,43 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
     client, server = client or {}, server or {}
     where = str(path)
     data = _load_json(path)
-    load = _get(data, "load_summary", where)
-    ok = _get(data, "successes", where)
-    lat = _get(ok, "latency", where)
-    count = int(_number(_get(load, "count", where), "load_summary.count", where, low=1))
-    rate = _number(_get(load, "requested_rate", where), "load_summary.requested_rate", where)
+
+    def get(field: str, required: bool = True) -> Any:
+        return _get(data, field, where, required=required)
+
+    ok = get("successes")
+    if not isinstance(ok, dict):
+        raise TwinInputError(f"{where}: successes: expected an object")
+    count = int(_number(get("load_summary.count"), "load_summary.count", where, low=1))
+    rate = _number(get("load_summary.requested_rate"), "load_summary.requested_rate", where)
     if rate <= 0:
         raise TwinInputError(f"{where}: load_summary.requested_rate = {rate!r}: must be > 0")
-    duration = _number(_get(load, "send_duration", where), "load_summary.send_duration", where)
-    completed = int(_number(_get(ok, "count", where), "successes.count", where))
+    duration = _number(get("load_summary.send_duration"), "load_summary.send_duration", where)
+    completed = int(_number(get("successes.count"), "successes.count", where))
     failures = data.get("failures") or {}
+    if not isinstance(failures, dict):
+        raise TwinInputError(f"{where}: failures: expected an object")
     failed = int(_number(failures.get("count", 0), "failures.count", where))
 
-    prompt = LengthSample(quantiles=_quantiles(_get(ok, "prompt_len", where), "successes.prompt_len", where))
+    prompt = LengthSample(quantiles=_quantiles(get("successes.prompt_len"), "successes.prompt_len", where))
     cfg_out = _get(client, "data.shared_prefix.output_len", where, required=False)
     ignore_eos = bool(_get(client, "server.ignore_eos", where, required=False))
     if ignore_eos and isinstance(cfg_out, int) and cfg_out >= 1:
         output = LengthSample.constant(cfg_out)
     else:
-        output = LengthSample(quantiles=_quantiles(_get(ok, "output_len", where), "successes.output_len", where))
+        output = LengthSample(quantiles=_quantiles(get("successes.output_len"), "successes.output_len", where))
 
-    ttft = _get(lat, "time_to_first_token", where)
-    e2e = _get(lat, "request_latency", where)
+    ttft = get("successes.latency.time_to_first_token")
+    e2e = get("successes.latency.request_latency")
     metrics: dict[str, float] = {"completed": completed, "failed": failed}
-    for key, dist, stat in (("mean_ttft_ms", ttft, "mean"), ("median_ttft_ms", ttft, "median"),
-                            ("p90_ttft_ms", ttft, "p90"), ("p99_ttft_ms", ttft, "p99"),
-                            ("mean_e2el_ms", e2e, "mean"), ("median_e2el_ms", e2e, "median"),
-                            ("p99_e2el_ms", e2e, "p99")):
-        if isinstance(dist, dict) and stat in dist:
-            metrics[key] = 1e3 * _number(dist[stat], f"successes.latency.*.{stat}", where)
+    for field, dist, prefix in (("time_to_first_token", ttft, "ttft"), ("request_latency", e2e, "e2el")):
+        if not isinstance(dist, dict):
+            raise TwinInputError(f"{where}: successes.latency.{field}: expected an object of percentiles")
+        for stat, name in (("mean", "mean"), ("median", "median"), ("p90", "p90"), ("p99", "p99")):
+            if stat in dist:
+                metrics[f"{name}_{prefix}_ms"] = 1e3 * _number(dist[stat], f"successes.latency.{field}.{stat}",
+                                                               where)
+    metrics.pop("p90_e2el_ms", None)
     out_mean = output.mean
     if completed and out_mean > 1 and "mean_e2el_ms" in metrics and "mean_ttft_ms" in metrics:
         metrics["mean_tpot_ms"] = (metrics["mean_e2el_ms"] - metrics["mean_ttft_ms"]) / (out_mean - 1)
