@@ -4,8 +4,8 @@
 lifecycle metrics, inference-perf stage lifecycle metrics (a results folder or one stage file), GuideLLM
 reports, `vllm bench serve` results (one JSON, or the JSON Lines ``--append-result`` grows) and per-request
 tables (CSV, JSON Lines or a JSON list). Readers are tried in ``READERS`` order, each as (name, recogniser,
-reader); a file no recogniser claims gets the reason it is unreadable (empty, not UTF-8, broken JSON) or the
-list of formats."""
+reader); a file no recogniser claims gets the reason it is unreadable (empty, not UTF-8, broken JSON, a
+``.csv`` / ``.jsonl`` table lacking a column) or the list of formats."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ def read_results(path: str | Path) -> list[MeasuredRun]:
             return read(p)
     if p.is_file():
         text = read_text(p)                      # empty or not UTF-8: say so
-        if p.suffix.lower() in (".json", ".jsonl") or text.lstrip()[:1] in ("{", "["):
+        if p.suffix.lower() in (".csv", ".jsonl"):
+            return read_request_table(p)         # a table lacking a column: say which
+        if p.suffix.lower() == ".json" or text.lstrip()[:1] in ("{", "["):
             load_json(p)                         # broken JSON: say where
     raise TwinInputError(f"--from-results {p}: not a result format twin reads ({', '.join(n for n, _, _ in READERS)})")
