@@ -14,7 +14,7 @@ import pytest
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, PromptPool
 from twin.fitting.readers import read_results
-from twin.fitting.readers.per_request import MAX_BURSTINESS, RequestTimes, arrival_process, measured_metrics
+from twin.fitting.readers.request_times import MAX_BURSTINESS, RequestTimes, arrival_process, measured_metrics
 
 
 def bench_doc(*, detailed: bool = True, **over) -> dict:

@@ -14,7 +14,7 @@ import pytest
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, PromptPool
 from twin.fitting.readers import read_results
-from twin.fitting.readers.per_request import MAX_BURSTINESS
+from twin.fitting.readers.request_times import MAX_BURSTINESS
 
 PCTS = (("p001", 0.1), ("p01", 1), ("p05", 5), ("p10", 10), ("p25", 25), ("p50", 50), ("p75", 75), ("p90", 90),
         ("p95", 95), ("p99", 99), ("p999", 99.9))

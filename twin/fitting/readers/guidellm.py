@@ -8,7 +8,7 @@ constant-rate benchmarks, each read as such.
 
 When the report holds every successful request (``requests.successful`` as long as
 ``request_totals.successful``), lengths are their exact token counts and metrics are computed from their
-timings as `vllm bench serve` defines them (``twin.fitting.readers.per_request``). When the requests were
+timings as `vllm bench serve` defines them (``twin.fitting.readers.request_times``). When the requests were
 sampled (``--sample-requests``) or left out, lengths are the ``prompt_token_count`` / ``output_token_count``
 percentiles of the successful requests and metrics come from the summaries: TTFT from
 ``time_to_first_token_ms``, TPOT and ITL from ``inter_token_latency_ms`` (GuideLLM's per-request (last token -
@@ -28,7 +28,7 @@ import numpy as np
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, MeasuredRun, PromptPool
 from twin.fitting.readers.fields import get, load_json, number, try_json, whole
-from twin.fitting.readers.per_request import MAX_BURSTINESS, RequestTimes, measured_metrics
+from twin.fitting.readers.request_times import MAX_BURSTINESS, RequestTimes, measured_metrics
 
 PERCENTILE_KEYS = (("min", 0.0), ("p001", 0.001), ("p01", 0.01), ("p05", 0.05), ("p10", 0.1), ("p25", 0.25),
                    ("p50", 0.5), ("p75", 0.75), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999),

@@ -18,7 +18,7 @@ import numpy as np
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.readers.fields import get, load_json, number, number_list, try_json, whole
-from twin.fitting.readers.per_request import RequestTimes, run_from_requests
+from twin.fitting.readers.request_times import RequestTimes, run_from_requests
 
 
 def _looks_like(entry: Any) -> bool:

@@ -22,7 +22,7 @@ origin (epoch or run start). A row without a first-token or end time is a failed
 
 Load: with a concurrency column, each distinct value is one run of that many users in a closed loop (a
 concurrency sweep in one file); without, one open-loop run at the rate and burstiness of the send times
-(``twin.fitting.readers.per_request``). Metrics are computed from the rows as `vllm bench serve` defines them."""
+(``twin.fitting.readers.request_times``). Metrics are computed from the rows as `vllm bench serve` defines them."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ import numpy as np
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.readers.fields import JsonLines, load_json, read_text, whole
-from twin.fitting.readers.per_request import RequestTimes, run_from_requests
+from twin.fitting.readers.request_times import RequestTimes, run_from_requests
 
 ROLES: dict[str, tuple[str, ...]] = {
     "send": ("send_time", "start_time", "arrival_time", "request_start_time", "arrival", "start", "timestamp"),
