@@ -157,8 +157,8 @@ def read_request_table(path: Path) -> list[MeasuredRun]:
         first = _time(row, cols.get("first"), where) if "first" in cols else s + _time(row, cols["ttft"], where)
         end = _time(row, cols.get("end"), where) if "end" in cols else s + _time(row, cols["e2el"], where)
         done = _completed(row, cols) and math.isfinite(first) and math.isfinite(end)
-        p = whole(row.get(cols["prompt"][0]), cols["prompt"][0], where) if done else 0
-        o = whole(row.get(cols["output"][0]), cols["output"][0], where) if done else 0
+        p = whole(row.get(cols["prompt"][0]), cols["prompt"][0], where, low=1) if done else 0
+        o = whole(row.get(cols["output"][0]), cols["output"][0], where, low=1) if done else 0
         if done and not s <= first <= end + 1e-9:
             raise TwinInputError(f"{where}: times out of order (send {s:g} s, first token {first:g} s, end "
                                  f"{end:g} s): need send <= first token <= end")

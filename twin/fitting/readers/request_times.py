@@ -29,8 +29,8 @@ METRIC_PERCENTILES = (90, 99)
 @dataclass
 class RequestTimes:
     """Every request a run sent, in send order: send times (s, any origin), TTFT and E2E latency (s; NaN where
-    the request failed), prompt and output tokens, ``ok`` (completed), and optionally each completed request's
-    gaps between output tokens (s)."""
+    the request failed), prompt and output tokens, ``ok`` (completed), and optionally the completed requests'
+    gaps between output tokens (s; one array per request, in any order: only their pool is used)."""
 
     send_s: np.ndarray
     ttft_s: np.ndarray
@@ -111,10 +111,9 @@ def run_from_requests(name: str, source: str, t: RequestTimes, *, max_concurrenc
     when given), or with ``closed_loop`` ``max_concurrency`` users each sending when its last request ends."""
     if closed_loop and max_concurrency is None:
         raise ValueError("a closed loop needs its concurrency")
-    order = np.argsort(t.send_s, kind="stable")
+    order = np.argsort(t.send_s, kind="stable")     # lengths replay in send order; ITLs only pool
     t = RequestTimes(t.send_s[order], t.ttft_s[order], t.e2el_s[order], t.prompt_tokens[order],
-                     t.output_tokens[order], t.ok[order],
-                     None if t.itl_s is None else _itls_in_order(t, order))
+                     t.output_tokens[order], t.ok[order], t.itl_s)
     rate, shape = (None, 1.0) if closed_loop else arrival_process(t.send_s)
     prompt, output = lengths(t)
     return MeasuredRun(name=name, source=source, num_requests=int(t.send_s.size), prompt_tokens=prompt,
@@ -122,8 +121,3 @@ def run_from_requests(name: str, source: str, t: RequestTimes, *, max_concurrenc
                        max_concurrency=max_concurrency, burstiness=shape, duration_s=span_s(t),
                        prompt_pool=prompt_pool, model=model, experiment=experiment)
 
-
-def _itls_in_order(t: RequestTimes, order: np.ndarray) -> list[np.ndarray]:
-    # itl_s holds the completed requests only, in the original order
-    by_request = dict(zip(np.flatnonzero(t.ok).tolist(), t.itl_s))
-    return [by_request[i] for i in order.tolist() if i in by_request]
