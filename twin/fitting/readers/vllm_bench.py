@@ -69,7 +69,11 @@ def _server(doc: dict[str, Any], where: str) -> dict[str, Any]:
         if knob.startswith("enable_"):
             out[knob] = _flag(v, knob, where)
         elif knob == "gpu_memory_utilization":
-            out[knob] = number(float(v) if isinstance(v, str) else v, knob, where)
+            try:
+                v = float(v) if isinstance(v, str) else v
+            except ValueError:
+                pass
+            out[knob] = number(v, knob, where)
         else:
             out[knob] = whole(v, knob, where, low=1)
     return out
@@ -160,7 +164,8 @@ def read_run(doc: Any, name: str, where: str, experiment: str | None = None) -> 
         name=name, source="vllm-bench-serve", num_requests=n, prompt_tokens=prompt, output_tokens=output,
         metrics=_metrics(doc, ok, where), rate_per_s=rate, max_concurrency=max_c, burstiness=burstiness,
         duration_s=None if duration is None else number(duration, "duration", where),
-        prompt_pool=_prompt_pool(doc, n, where), model=doc.get("model_id") or None,
+        prompt_pool=_prompt_pool(doc, n, where),
+        model=doc["model_id"] if isinstance(doc.get("model_id"), str) and doc["model_id"] else None,
         gpu=str(doc["gpu"]) if doc.get("gpu") else None,
         tensor_parallel_size=None if tp is None else whole(tp, "tensor_parallel_size", where, low=1),
         server=_server(doc, where), experiment=experiment)
