@@ -203,3 +203,46 @@ def test_arrival_process_recovers_rate_and_burstiness():
     assert rate == pytest.approx(10.0, rel=0.03) and shape == pytest.approx(4.0, rel=0.10)
     assert arrival_process(np.arange(50) * 0.25) == (4.0, MAX_BURSTINESS)
     assert arrival_process(np.zeros(8)) == (math.inf, 1.0)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# any broken field: one line, never a traceback
+# ----------------------------------------------------------------------------------------------------------
+WEIRD = [None, "x", -1, [], {}, float("nan"), True, 0, 1e308, "inf", [1, "a"], {"a": 1}]
+
+
+def _paths(o, pre=()):
+    if isinstance(o, dict):
+        for k, v in o.items():
+            yield pre + (k,)
+            yield from _paths(v, pre + (k,))
+    elif isinstance(o, list):
+        for i, v in enumerate(o[:3]):
+            yield pre + (i,)
+            yield from _paths(v, pre + (i,))
+
+
+def test_random_field_damage_is_read_or_one_line_error(tmp_path):
+    """Seeded: 60 documents per format, each with one field (at any depth) replaced by an odd value."""
+    import random
+
+    from test_fitting_readers_guidellm import report
+    from test_fitting_readers_tables import lifecycle_requests
+
+    rng = random.Random(11)
+    for name, base in (("b.json", bench_doc()), ("benchmarks.json", report()),
+                       ("per_request_lifecycle_metrics.json", lifecycle_requests())):
+        paths, text = list(_paths(base)), json.dumps(base)
+        for trial in range(60):
+            doc = json.loads(text)
+            path = rng.choice(paths)
+            target = doc
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = rng.choice(WEIRD)
+            f = tmp_path / f"{trial}-{name}"
+            f.write_text(json.dumps(doc))
+            try:
+                read_results(f)
+            except TwinInputError as exc:
+                assert "\n" not in str(exc), (name, path)

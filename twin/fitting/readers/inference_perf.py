@@ -36,7 +36,7 @@ def is_inference_perf(path: Path) -> bool:
     if path.is_dir():
         return any(STAGE_FILE.search(p.name) for p in path.iterdir())
     return bool(STAGE_FILE.search(path.name)) or (path.name.endswith("_lifecycle_metrics.json")
-                                                  and not path.name.startswith("per_request"))
+                                                  and "per_request" not in path.name)
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:

@@ -64,6 +64,7 @@ def arrival_process(send_s: np.ndarray) -> tuple[float, float]:
     if t.size < 2 or t[-1] <= t[0]:
         return math.inf, 1.0
     gaps = np.diff(t)
+    gaps = gaps / gaps.max()      # CV is scale-free; this keeps the squares finite for any clock
     rate = (t.size - 1) / float(t[-1] - t[0])
     cv2 = float(np.var(gaps)) / float(np.mean(gaps)) ** 2
     shape = MAX_BURSTINESS if cv2 <= 1.0 / MAX_BURSTINESS else 1.0 / cv2
@@ -116,8 +117,13 @@ def run_from_requests(name: str, source: str, t: RequestTimes, *, max_concurrenc
                      t.output_tokens[order], t.ok[order], t.itl_s)
     rate, shape = (None, 1.0) if closed_loop else arrival_process(t.send_s)
     prompt, output = lengths(t)
+    with np.errstate(over="ignore"):
+        metrics = measured_metrics(t)
+    bad = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
+    if bad:
+        raise TwinInputError(f"{name}: {bad} is not finite: the request times are out of range")
     return MeasuredRun(name=name, source=source, num_requests=int(t.send_s.size), prompt_tokens=prompt,
-                       output_tokens=output, metrics=measured_metrics(t), rate_per_s=rate,
+                       output_tokens=output, metrics=metrics, rate_per_s=rate,
                        max_concurrency=max_concurrency, burstiness=shape, duration_s=span_s(t),
                        prompt_pool=prompt_pool, model=model, experiment=experiment)
 
