@@ -136,6 +136,8 @@ def _quantiles(b: dict[str, Any], name: str, where: str) -> LengthSample:
     dist = _summary(b, name, where)
     field = f"metrics.{name}.successful"
     pct = dist.get("percentiles") or {}
+    if not isinstance(pct, dict):
+        raise TwinInputError(f"{where}: {field}.percentiles must be an object (p001 ... p999)")
     pts = [(q, number(dist[k] if k in dist else pct[k], f"{field}.{k}", where))
            for k, q in PERCENTILE_KEYS if k in dist or k in pct]
     if len(pts) < 2:
