@@ -172,9 +172,32 @@ def test_inference_perf_per_request_file(tmp_path):
     assert run.rate_per_s == pytest.approx(2 / 0.3)
 
 
+def test_inference_perf_newer_layout_with_several_messages_per_token(tmp_path):
+    reqs = lifecycle_requests()
+    for r in reqs[:2]:
+        info = r["info"]
+        times = info.pop("output_token_times")
+        # two stream messages per token: the gaps are not ITLs
+        doubled = sorted(times + [t - 0.01 for t in times[1:]] + [times[0]])
+        r["info"] = {"request_metrics": {"text": {"input_tokens": info.pop("input_tokens")}},
+                     "response_metrics": {"output_tokens": info.pop("output_tokens"), "output_token_times": doubled,
+                                          "chunk_times": doubled, "server_usage": None},
+                     "extra_info": {}, "lora_adapter": None, "labels": {}}
+    p = tmp_path / "per_request_lifecycle_metrics.json"
+    p.write_text(json.dumps(reqs))
+    [run] = read_results(p)
+    assert run.prompt_tokens == LengthSample(values=(100, 40)) and run.output_tokens == LengthSample(values=(3, 2))
+    m = run.metrics
+    assert m["mean_ttft_ms"] == pytest.approx(100.0) and m["mean_e2el_ms"] == pytest.approx(350.0)
+    # ITL from the latencies and token counts: (0.4 + 0.1) / (2 + 1)
+    assert m["mean_itl_ms"] == pytest.approx(1000 * 0.5 / 3)
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda r: r[0]["info"].update(output_token_times="soon"), "request [0]: info.output_token_times must be a list"),
-    (lambda r: r[1]["info"].pop("input_tokens"), "request [1]: missing field input_tokens"),
+    (lambda r: r[1]["info"].pop("input_tokens"), "request [1]: missing field info.input_tokens"),
+    (lambda r: r[1]["info"].update(output_token_times=[]), "request [1]: info.output_token_times is empty: TTFT "
+                                                           "needs a streamed run"),
     (lambda r: r[1].update(start_time=-1), "request [1]: start_time = -1"),
     (lambda r: r[0]["info"].update(output_token_times=[50.3, 50.1]), "request [0]: times out of order"),
 ])

@@ -1,12 +1,15 @@
 """inference-perf's per-request file, ``per_request_lifecycle_metrics.json`` (written with
 ``report.request_lifecycle.per_request: true``): a list with one object per request, ``start_time`` and
-``end_time`` (seconds), ``info`` with ``input_tokens``, ``output_tokens`` and ``output_token_times`` (the
-arrival time of every streamed token), and ``error`` (null when the request succeeded).
+``end_time`` (seconds), ``info`` and ``error`` (null when the request succeeded). ``info`` carries the prompt
+tokens (``input_tokens``, or ``request_metrics.text.input_tokens``) and the streamed response: ``output_tokens``
+and ``output_token_times`` (one time per stream message), at its top level in older versions and under
+``response_metrics`` in newer ones.
 
 The file holds every stage of the run together and does not say which stage a request belonged to, so it is
 read as one open-loop run at the rate and burstiness of its send times; for a multi-stage run give the stage
-files (``results_stage_<N>_lifecycle_metrics.json``) instead. TTFT is the first token time minus the start,
-ITLs the gaps between token times, E2EL the end minus the start."""
+files (``results_stage_<N>_lifecycle_metrics.json``) instead. TTFT is the first message time minus the start,
+E2EL the end minus the start. The message times are the ITLs only when there is one per output token (some
+versions stamp several messages per token); otherwise ITL comes from the latencies and token counts."""
 
 from __future__ import annotations
 
@@ -44,15 +47,21 @@ def read_inference_perf_requests(path: Path) -> list[MeasuredRun]:
         done = not r.get("error") and isinstance(info, dict) and r.get("end_time") is not None
         send.append(start)
         if not done:
-            ttft.append(np.nan), e2el.append(np.nan), prompt.append(0), output.append(0), ok.append(False)
+            for column, value in ((ttft, np.nan), (e2el, np.nan), (prompt, 0), (output, 0), (ok, False)):
+                column.append(value)
             continue
         end = number(r["end_time"], "end_time", where)
-        p = whole(get(info, "input_tokens", where), "info.input_tokens", where, low=1)
-        times = number_list(get(info, "output_token_times", where), "info.output_token_times", where)
-        o = whole(info.get("output_tokens", len(times)), "info.output_tokens", where, low=1)
+        resp = info.get("response_metrics") if isinstance(info.get("response_metrics"), dict) else info
+        p = info.get("input_tokens", get(info, "request_metrics.text.input_tokens", where, required=False))
+        if p is None:
+            raise TwinInputError(f"{where}: missing field info.input_tokens "
+                                 f"(or info.request_metrics.text.input_tokens)")
+        p = whole(p, "info.input_tokens", where, low=1)
+        times = number_list(get(resp, "output_token_times", where), "info.output_token_times", where)
         if times.size == 0:
-            raise TwinInputError(f"{where}: info.output_token_times is empty: a completed request streams at "
-                                 f"least one token")
+            raise TwinInputError(f"{where}: info.output_token_times is empty: TTFT needs a streamed run "
+                                 f"(api.streaming: true)")
+        o = whole(resp.get("output_tokens", times.size), "info.output_tokens", where, low=1)
         if np.any(np.diff(times) < 0) or times[0] < start or end < times[0]:
             raise TwinInputError(f"{where}: times out of order: need start_time <= output_token_times "
                                  f"(increasing) and output_token_times[0] <= end_time")
@@ -61,9 +70,10 @@ def read_inference_perf_requests(path: Path) -> list[MeasuredRun]:
         prompt.append(p)
         output.append(o)
         ok.append(True)
-        itls.append(np.diff(times))
+        itls.append(np.diff(times) if times.size == o else None)
     t = RequestTimes(np.array(send), np.array(ttft), np.array(e2el), np.array(prompt, float),
-                     np.array(output, float), np.array(ok, bool), itls)
+                     np.array(output, float), np.array(ok, bool),
+                     None if any(g is None for g in itls) else itls)
     t.check(str(path), {"ttft": "TTFT", "e2el": "end_time - start_time", "prompt": "info.input_tokens",
                         "output": "info.output_tokens"})
     return [run_from_requests(f"{path.parent.name}/{path.stem}", "inference-perf per-request", t,
