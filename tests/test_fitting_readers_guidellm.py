@@ -193,6 +193,19 @@ def test_old_report_layout(tmp_path):
     assert runs[0].output_tokens == LengthSample(values=(10, 20, 1))
 
 
+def test_intermediate_report_layout(tmp_path):
+    """GuideLLM 0.3: ``scheduler.strategy``, ``benchmarker.backend``, ``request_totals`` beside ``metrics``."""
+    b = benchmark(0, STRATEGIES[4])
+    config = b.pop("config")
+    b["scheduler"] = {"strategy": config["strategy"], "constraints": {}, "state": {}}
+    b["benchmarker"] = {"args": {}, "profile": {}, "requests": {}, "backend": {"model": "mid-model"},
+                        "environment": {}}
+    b["request_totals"] = b["metrics"].pop("request_totals")
+    [run] = read_results(write(tmp_path, {"benchmarks": [b]}))
+    assert (run.max_concurrency, run.closed_loop, run.model) == (8, True, "mid-model")
+    assert run.metrics["completed"] == 3
+
+
 def _broken(edit):
     doc = report()
     edit(doc)

@@ -1,10 +1,10 @@
 """GuideLLM reports (``benchmarks.json``): one ``MeasuredRun`` per benchmark of the report, in file order.
 
-Each benchmark's scheduling strategy (``config.strategy``; ``args.strategy`` in reports before 0.4) is its load:
-``synchronous`` is one user in a closed loop, ``concurrent`` ``streams`` users, ``throughput`` everything at once
-(capped at its ``max_concurrency`` when set), ``constant`` a fixed ``rate`` (evenly spaced: the most regular
-gamma gaps the replay draws), ``poisson`` a Poisson ``rate``. A sweep is its synchronous, throughput and
-constant-rate benchmarks, each read as such.
+Each benchmark's scheduling strategy (``config.strategy``; ``scheduler.strategy`` or ``args.strategy`` in older
+reports) is its load: ``synchronous`` is one user in a closed loop, ``concurrent`` ``streams`` users,
+``throughput`` everything at once (capped at its ``max_concurrency`` when set), ``constant`` a fixed ``rate``
+(evenly spaced: the most regular gamma gaps the replay draws), ``poisson`` a Poisson ``rate``. A sweep is its
+synchronous, throughput and constant-rate benchmarks, each read as such.
 
 When the report holds every successful request (``requests.successful`` as long as
 ``request_totals.successful``), lengths are their exact token counts and metrics are computed from their
@@ -43,7 +43,7 @@ def is_guidellm(path: Path) -> bool:
 def _load(strategy: Any, where: str) -> tuple[str, dict[str, Any]]:
     """(label, MeasuredRun load arguments) of a scheduling strategy."""
     if not isinstance(strategy, dict):
-        raise TwinInputError(f"{where}: missing field config.strategy (or args.strategy)")
+        raise TwinInputError(f"{where}: missing field config.strategy (or scheduler.strategy, args.strategy)")
     kind = strategy.get("type_")
     cap = strategy.get("max_concurrency")
     cap = None if cap is None else whole(cap, "strategy.max_concurrency", where, low=1)
@@ -202,7 +202,7 @@ def read_benchmark(doc: dict[str, Any], k: int, stem: str, where: str) -> Measur
     where = f"{where}, benchmarks[{k}]"
     if not isinstance(b, dict):
         raise TwinInputError(f"{where}: must be an object")
-    label, load = _load(_first(b, "config.strategy", "args.strategy"), where)
+    label, load = _load(_first(b, "config.strategy", "scheduler.strategy", "args.strategy"), where)
     totals = _first(b, "metrics.request_totals", "request_totals")
     if not isinstance(totals, dict):
         raise TwinInputError(f"{where}: missing field metrics.request_totals")
@@ -233,7 +233,8 @@ def read_benchmark(doc: dict[str, Any], k: int, stem: str, where: str) -> Measur
         duration = number(get(rs, "end_time", where), "run_stats.end_time", where) - \
             number(get(rs, "start_time", where), "run_stats.start_time", where)
     n = completed + errored + incomplete
-    model = _first(doc, "args.model") or _first(b, "config.backend.model", "worker.backend_model")
+    model = _first(doc, "args.model") or _first(b, "config.backend.model", "benchmarker.backend.model",
+                                                "worker.backend_model")
     return MeasuredRun(name=f"{stem}/{k}:{label}", source="guidellm", num_requests=n, prompt_tokens=prompt,
                        output_tokens=output, metrics=metrics,
                        duration_s=None if duration is None else number(duration, "duration", where),
