@@ -70,7 +70,7 @@ def test_broken_stage_files_name_the_field(folder, mutate, field):
 
 def test_unreadable_and_unknown_files(tmp_path, folder):
     (folder / "results_stage_0_lifecycle_metrics.json").write_bytes(b"\xff\xfe{")
-    with pytest.raises(TwinInputError, match="not a readable JSON"):
+    with pytest.raises(TwinInputError, match="not UTF-8"):
         read_results(folder)
     other = tmp_path / "notes.txt"
     other.write_text("hello")
