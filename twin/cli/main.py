@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,21 @@ from twin.errors import TwinInputError
 from twin.cli.console import console, err_console
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning is one line on stderr (``warning: ...``), without the file, line and source of a default one."""
+    text = " ".join(str(message).split())
+    err_console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
+
+
 class TwinGroup(click.Group):
-    """Bad input becomes one line on stderr and exit status 2, never a traceback."""
+    """Bad input becomes one line on stderr and exit status 2, never a traceback; warnings are one line each."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except TwinInputError as exc:
