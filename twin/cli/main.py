@@ -222,10 +222,10 @@ def list_cmd(what: str) -> None:
     from twin.scenario import list_scenarios, load_scenario
 
     if what in ("scenarios", "all"):
-        table = Table(title="Scenarios")
-        table.add_column("name")
-        table.add_column("variants")
-        table.add_column("description")
+        table = Table(title="Scenarios", expand=True)   # expand: the ratios share out a narrow terminal
+        table.add_column("name", no_wrap=True)
+        table.add_column("variants", ratio=2)
+        table.add_column("description", ratio=3)
         for path in list_scenarios():
             try:
                 sc = load_scenario(path)
