@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from operator import add, mul
@@ -80,6 +81,7 @@ def foreign_machine(doc: Mapping[str, Any], here: str, source: str = "profile") 
     there = measured_on(doc)
     if there is None or same_device(there, here):
         return None
+    source = os.path.normpath(source)
     return (f"cost model profile {source} was measured on {there!r}, not on this machine ({here!r}): its step "
             f"times are that machine's, so timings compared with this machine's will differ; calibrate here "
             f"(twin calibrate --quick -o here.json) for comparable ones")
