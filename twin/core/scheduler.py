@@ -82,10 +82,12 @@ class Scheduler(SchedulerBase):
             max_seqs = cfg.max_num_seqs
             chunked = cfg.enable_chunked_prefill
             reserve = int(cfg.admission_watermark * kv.block_pool.num_usable_blocks)
+            full_isl = cfg.scheduler_reserve_full_isl
             while waiting and token_budget > 0 and len(running) < max_seqs:
                 req = waiting.peek()
-                if req.num_computed_tokens == 0:
-                    hit_blocks, num_hit = kv.get_computed_blocks(req)
+                looked_up = req.num_computed_tokens == 0
+                if looked_up:
+                    hit_blocks, num_hit = self._lookup_prefix(req)
                 else:
                     hit_blocks, num_hit = [], req.num_computed_tokens
                 n = req.num_prompt_tokens + req.num_output_tokens - num_hit
@@ -95,9 +97,10 @@ class Scheduler(SchedulerBase):
                     if not chunked:
                         break  # head-of-line: the whole prompt must fit this step
                     n = token_budget
-                if allocate(req, n, num_hit, hit_blocks, lookahead, reserve) is None:
+                # (scheduler_reserve_full_isl) the whole prompt must fit the free blocks, not just this chunk
+                if allocate(req, n, num_hit, hit_blocks, lookahead, reserve, full_isl) is None:
                     break
-                self._admit(req, num_hit, out)
+                self._admit(req, num_hit, out, looked_up)
                 sched_reqs.append(req)
                 sched_tokens.append(n)
                 token_budget -= n
