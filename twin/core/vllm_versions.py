@@ -2,24 +2,16 @@
 
 A scenario's ``server.vllm_version`` picks a row; any knob the scenario sets explicitly overrides it. The core
 never asks for a version: it reads knobs, and this module is the one place that maps releases onto them.
+docs/vllm_versions.md has the table with the PR and release of each change; in short:
 
-| behaviour (knob)                                              | before   | from     | source |
-|---------------------------------------------------------------|----------|----------|--------|
-| async scheduling on by default (``async_scheduling``)         | off      | 0.14     | v0.14.0 release notes ("Async scheduling is now enabled by default", PR #27614); not for pipeline parallelism, the CPU backend or speculative methods other than EAGLE/MTP |
-| admission only when the whole prompt fits the free blocks, not just its first chunk (``scheduler_reserve_full_isl``) | first chunk | 0.19 | PR #37307 (merged 2026-03-24, after the v0.18.0 cut); SchedulerConfig default True |
-| freed blocks without a hash go to the free queue's head as a group, in release order; with caching off every freed block does (``free_unhashed_blocks_to_head``) | all to the tail | 0.19 | ``BlockPool.free_blocks`` ``prepend_n``/``append_n`` split (proposed in #33710, Feb 2026); release not pinned exactly, see below |
-| prefix-cache counters recorded once, at admission, not on each retried lookup (``prefix_cache_stats_at_admission``) | every lookup | 0.28 | PR #48860 (merged 2026-07-16, fixes #43736) |
-| ``vllm serve`` default ``max_num_batched_tokens`` on >= 70 GiB GPUs other than A100 | 8192 | 16384 | 0.28 | PR #51726 (merged 2026-08-10) |
-
-Defaults of ``vllm serve`` vs the offline ``LLM`` class (``entrypoint``), on GPUs with >= 70 GiB that are not
-A100 ("large") and on the others: ``max_num_batched_tokens`` 8192 (16384 from 0.28) / 2048 for ``serve``,
-16384 / 8192 for ``LLM``; ``max_num_seqs`` 1024 / 256 for both (``EngineArgs._set_default_args``, PRs #12369 and
-#17885; unchanged over the releases modelled). When only ``max_num_batched_tokens`` is given, the default
-``max_num_seqs`` is clamped to it (``min(default, max_num_batched_tokens)``), in every release modelled.
-
-Where a release is not pinned exactly (the free-queue split, and the 0.28 rows, whose first release lies
-between 0.24 and 0.28), the row names the earliest modelled release known to have it; between PRs #48017 and
-#51482 (mid 2026) main briefly appended freed blocks with caching off; that window is not modelled.
+* ``async_scheduling``: on from 0.14 (v0.14.0 release notes, #27614);
+* ``scheduler_reserve_full_isl`` (admit only when the whole prompt fits the free blocks): from 0.19 (#37307);
+* ``free_unhashed_blocks_to_head`` (vLLM's ``prepend_n`` of unhashed freed blocks): from 0.19 (release not
+  pinned exactly);
+* ``prefix_cache_stats_at_admission`` (counters once per admitted request): from 0.28 (#48860);
+* ``vllm serve``'s default ``max_num_batched_tokens`` on >= 70 GiB GPUs other than A100: 8192, 16384 from 0.28
+  (#51726). The ``LLM`` class: 16384 there; 2048 (serve) / 8192 (LLM) on other GPUs; ``max_num_seqs`` 1024 /
+  256 for both.
 """
 
 from __future__ import annotations
