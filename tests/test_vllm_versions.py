@@ -8,11 +8,13 @@ import pytest
 
 from core_helpers import block_ids, free_ids, ids, make_sched, req, step
 from twin.core.request import RequestStatus
-from twin.core.vllm_versions import NEWEST_VLLM_VERSION, VLLM_RELEASES, default_limits, vllm_release
+from twin.core.vllm_versions import (NEWEST_VLLM_VERSION, VERSIONED_KNOBS, VLLM_RELEASES, default_limits,
+                                     vllm_release)
 from twin.errors import TwinInputError
 from twin.scenario import Scenario
 from twin.sim.deployment import resolve_scheduler_config
 from twin.hardware.catalog import resolve_gpu, resolve_model
+from twin.spec_decode import AcceptanceModel, NgramDrafter, Speculator
 
 
 # ---- admission: the whole prompt must fit the free blocks (scheduler_reserve_full_isl) -------------------
@@ -158,13 +160,8 @@ def test_scenario_limits_follow_version_and_entrypoint():
 def test_versioned_knobs_resolve_from_the_release_and_yield_to_explicit_ones(version):
     release = VLLM_RELEASES[version]
     sc = _sched_config({"vllm_version": version})
-    assert sc.async_scheduling == release.async_scheduling
-    assert sc.scheduler_reserve_full_isl == release.scheduler_reserve_full_isl
-    assert sc.free_unhashed_blocks_to_head == release.free_unhashed_blocks_to_head
-    assert sc.prefix_cache_stats_at_admission == release.prefix_cache_stats_at_admission
-    flipped = {k: not getattr(release, k) for k in ("async_scheduling", "scheduler_reserve_full_isl",
-                                                     "free_unhashed_blocks_to_head",
-                                                     "prefix_cache_stats_at_admission")}
+    assert all(getattr(sc, k) == getattr(release, k) for k in VERSIONED_KNOBS)
+    flipped = {k: not getattr(release, k) for k in VERSIONED_KNOBS}
     sc = _sched_config({"vllm_version": version, **flipped})
     assert all(getattr(sc, k) == v for k, v in flipped.items())
 
@@ -172,10 +169,8 @@ def test_versioned_knobs_resolve_from_the_release_and_yield_to_explicit_ones(ver
 def test_release_table_changes_in_order():
     assert NEWEST_VLLM_VERSION == max(VLLM_RELEASES, key=lambda v: tuple(map(int, v.split("."))))
     old, new = VLLM_RELEASES["0.11"], VLLM_RELEASES[NEWEST_VLLM_VERSION]
-    assert not (old.async_scheduling or old.scheduler_reserve_full_isl or old.free_unhashed_blocks_to_head
-                or old.prefix_cache_stats_at_admission)
-    assert new.async_scheduling and new.scheduler_reserve_full_isl and new.free_unhashed_blocks_to_head
-    assert new.prefix_cache_stats_at_admission
+    assert not any(getattr(old, k) for k in VERSIONED_KNOBS)
+    assert all(getattr(new, k) for k in VERSIONED_KNOBS)
 
 
 def test_async_default_skips_unsupported_speculative_methods():
@@ -193,3 +188,60 @@ def test_unknown_version_is_one_line_naming_the_field(value):
         _sched_config({"vllm_version": value})
     msg = str(err.value)
     assert "\n" not in msg and "server.vllm_version" in msg and "0.11, 0.14, 0.19, 0.28" in msg
+
+
+# ---- a fully cached prompt's first step padded to 1 + k (pad_spec_decode_first_step) ----------------------
+def _decoding_a_then_cached_b(pad: bool, **overrides):
+    cfg = dict(num_speculative_tokens=3, pad_spec_decode_first_step=pad)
+    cfg.update(overrides)
+    s = make_sched(**cfg)
+    s.add_request(req("a", 40, out=10, prefix=("sys", 32)))
+    a = s.waiting.peek()
+    while a.num_output_tokens == 0:
+        step(s)
+    a.num_spec_tokens = 3  # the drafter proposed 3 tokens for a's next step
+    s.add_request(req("b", 33, out=10, prefix=("sys", 32)))  # all but its last token cached
+    return s
+
+
+@pytest.mark.parametrize("pad, new_tokens, spec_tokens, placeholders", [
+    (False, [4, 1], [3, 0], []),
+    (True, [4, 4], [3, 3], [1]),
+])
+def test_fully_cached_prompt_first_step(pad, new_tokens, spec_tokens, placeholders):
+    s = _decoding_a_then_cached_b(pad)
+    out = s.schedule()
+    assert ids(out.requests) == ["a", "b"]
+    assert out.num_new_tokens == new_tokens and out.num_spec_tokens == spec_tokens
+    assert out.num_computed_before == [40, 32] and out.spec_placeholders == placeholders
+    assert block_ids(s, "b") == [1, 2, 4]
+    res = s.update_from_output(out, [3, 1])  # a: 2 of 3 drafts accepted; b: its padding is never accepted
+    assert res.num_emitted == [3, 1] and res.num_accepted_spec == [2, 0]
+    b = out.requests[1]
+    assert (b.num_computed_tokens, b.num_output_tokens, b.num_spec_tokens) == (33, 1, 0)
+
+
+def test_no_padding_beside_a_prefill_chunk():
+    s = make_sched(num_speculative_tokens=3, pad_spec_decode_first_step=True, max_num_batched_tokens=60)
+    s.add_request(req("p", 90, out=5))
+    step(s)  # p prefills 60 of its 90 tokens: its next step is still a prefill chunk
+    s.add_request(req("q", 33, out=5, segments=[(("prompt", "p"), 32), (("own", "q"), 1)]))
+    out = s.schedule()
+    assert ids(out.requests) == ["p", "q"] and out.num_new_tokens == [30, 1]
+    assert out.num_computed_before == [60, 32] and out.spec_placeholders == []
+
+
+@pytest.mark.parametrize("pad, scheduled, new_tokens", [(True, ["a"], [4]), (False, ["a", "b"], [4, 1])])
+def test_padding_that_does_not_fit_the_budget_waits(pad, scheduled, new_tokens):
+    s = _decoding_a_then_cached_b(pad, max_num_seqs=2, max_num_batched_tokens=7)  # 3 tokens left after a's 4
+    out = s.schedule()
+    assert ids(out.requests) == scheduled and out.num_new_tokens == new_tokens
+
+
+def test_speculator_never_accepts_nor_counts_padding_drafts():
+    sp = Speculator(3, AcceptanceModel.iid(1.0, 3), NgramDrafter(0.0), seed=0)  # every real draft accepted
+    s = _decoding_a_then_cached_b(True)
+    out = s.schedule()
+    assert out.spec_placeholders == [1]
+    assert sp.num_generated(out) == [4, 1]
+    assert (sp.stats.num_verifications, sp.stats.num_draft_tokens, sp.stats.num_accepted_tokens) == (1, 3, 3)

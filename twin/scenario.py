@@ -130,6 +130,7 @@ class ServerConfig(StrictModel, SchedulerKnobs):
     scheduler_reserve_full_isl: bool | None = None
     free_unhashed_blocks_to_head: bool | None = None
     prefix_cache_stats_at_admission: bool | None = None
+    pad_spec_decode_first_step: bool | None = None
 
     @field_validator("vllm_version", mode="before")
     @classmethod

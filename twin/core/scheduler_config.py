@@ -26,6 +26,9 @@ class SchedulerKnobs(BaseModel):
     free_unhashed_blocks_to_head: bool = False
     scheduler_reserve_full_isl: bool = False
     prefix_cache_stats_at_admission: bool = False
+    # a newly admitted request with one token to compute (a fully cached prompt) joins an all-decode batch
+    # padded with num_speculative_tokens placeholder drafts, so the step keeps the uniform 1 + k shape
+    pad_spec_decode_first_step: bool = False
     admission_watermark: float = Field(0.0, ge=0.0, lt=1.0)
     # static batching (FasterTransformer-style servers)
     static_batch_size: int = Field(8, ge=1)
@@ -41,6 +44,7 @@ class SchedulerConfig(SchedulerKnobs):
     max_num_batched_tokens: int = Field(8192, ge=1)
     max_model_len: int = Field(8192, ge=2)
     num_lookahead_tokens: int = Field(0, ge=0)
+    num_speculative_tokens: int = Field(0, ge=0)   # k of speculative decoding (0: off)
 
     @model_validator(mode="after")
     def _consistent(self) -> "SchedulerConfig":

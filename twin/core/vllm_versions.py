@@ -9,6 +9,8 @@ docs/vllm_versions.md has the table with the PR and release of each change; in s
 * ``free_unhashed_blocks_to_head`` (vLLM's ``prepend_n`` of unhashed freed blocks): from 0.19 (release not
   pinned exactly);
 * ``prefix_cache_stats_at_admission`` (counters once per admitted request): from 0.28 (#48860);
+* ``pad_spec_decode_first_step`` (a fully cached prompt joins an all-decode batch padded to 1 + k): from 0.28
+  (#45237);
 * ``vllm serve``'s default ``max_num_batched_tokens`` on >= 70 GiB GPUs other than A100: 8192, 16384 from 0.28
   (#51726). The ``LLM`` class: 16384 there; 2048 (serve) / 8192 (LLM) on other GPUs; ``max_num_seqs`` 1024 /
   256 for both.
@@ -30,20 +32,21 @@ class VllmRelease:
     scheduler_reserve_full_isl: bool
     free_unhashed_blocks_to_head: bool
     prefix_cache_stats_at_admission: bool
+    pad_spec_decode_first_step: bool
     serve_large_gpu_max_num_batched_tokens: int
 
 
 VLLM_RELEASES: dict[str, VllmRelease] = {
-    "0.11": VllmRelease(False, False, False, False, 8192),
-    "0.14": VllmRelease(True, False, False, False, 8192),
-    "0.19": VllmRelease(True, True, True, False, 8192),
-    "0.28": VllmRelease(True, True, True, True, 16384),
+    "0.11": VllmRelease(False, False, False, False, False, 8192),
+    "0.14": VllmRelease(True, False, False, False, False, 8192),
+    "0.19": VllmRelease(True, True, True, False, False, 8192),
+    "0.28": VllmRelease(True, True, True, True, True, 16384),
 }
 NEWEST_VLLM_VERSION = "0.28"
 
 # the scheduler knobs a release sets (ServerConfig leaves them None to mean "the release's default")
 VERSIONED_KNOBS = ("async_scheduling", "scheduler_reserve_full_isl", "free_unhashed_blocks_to_head",
-                   "prefix_cache_stats_at_admission")
+                   "prefix_cache_stats_at_admission", "pad_spec_decode_first_step")
 
 
 def vllm_release(version: str) -> VllmRelease:

@@ -81,8 +81,10 @@ def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec)
         # EAGLE and MTP (v0.14.0 release notes)
         fields["async_scheduling"] = release.async_scheduling and server.scheduler == "continuous" and (
             spec is None or spec.method in ASYNC_SPEC_METHODS)
-    if spec is not None and spec.uses_lookahead_slots:
-        fields["num_lookahead_tokens"] = spec.num_speculative_tokens
+    if spec is not None:
+        fields["num_speculative_tokens"] = spec.num_speculative_tokens
+        if spec.uses_lookahead_slots:
+            fields["num_lookahead_tokens"] = spec.num_speculative_tokens
     try:
         return SchedulerConfig(**fields)
     except ValidationError as exc:
