@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from twin.errors import TwinInputError
 from twin.core.scheduler_config import SchedulerKnobs
-from twin.yaml_input import parse_yaml
+from twin.yaml_input import parse_yaml, read_text
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig
 from twin.workload.strict_model import StrictModel
@@ -29,6 +29,7 @@ PERCENTILE_KEYS = ("mean", "median", "p50", "p90", "p95", "p99")
 # the routers that take per-replica weights (twin.sim.routing)
 WEIGHTED_ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity", "kv_cache_aware")
 MAX_REPLICAS = 4096
+ROUTERS = ("round_robin", "least_outstanding", "least_kv_usage", "prefix_affinity", "kv_cache_aware")
 
 
 class ReplicaGroup(StrictModel):
@@ -299,11 +300,7 @@ def parse_set_options(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; a bare name looks in the bundled ``scenarios/`` folder."""
     p = resolve_scenario_path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise TwinInputError(f"{path}: cannot read scenario ({exc.strerror})") from None
-    return Scenario(parse_yaml(text, str(p)), source=str(p), base_dir=p.parent)
+    return Scenario(parse_yaml(read_text(p, "scenario"), str(p)), source=str(p), base_dir=p.parent)
 
 
 def scenarios_dir() -> Path:

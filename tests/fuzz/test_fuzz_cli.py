@@ -1,0 +1,132 @@
+"""Fuzz the ``twin`` command line with malformed inputs: mutated scenarios and ``--set`` overrides, traces in
+the four formats, calibration profiles, bench results, sweep grids and plan files (``fuzz_cases``).
+
+Every case runs the real CLI entry under a time and memory bound (``fuzz_runner``) and must end in exit 0
+or exit 2 with one line on stderr: never a traceback, never a hang, and never exit 0 for an input the design
+says is invalid (a silent acceptance).
+
+CI runs a fixed corpus (hypothesis derandomized, no example database: the same cases on every machine) of
+``TWIN_FUZZ_EXAMPLES`` cases per category (default below, about 30-60 s in all). A longer local run::
+
+    TWIN_FUZZ_EXAMPLES=2000 TWIN_HYPOTHESIS_RANDOM=1 python -m pytest -q -p no:cacheprovider tests/fuzz
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import fuzz_cases
+import fuzz_tally
+from fuzz_runner import run_cli
+
+# importing what the commands import lazily, once, keeps each forked case cheap
+import twin.analysis.diagnose  # noqa: F401
+import twin.cli.validate  # noqa: F401
+import twin.plan.planner  # noqa: F401
+import twin.plan.sweep  # noqa: F401
+import twin.sim.run  # noqa: F401
+
+EXAMPLES = int(os.environ.get("TWIN_FUZZ_EXAMPLES", "0"))
+TIMEOUT_S = float(os.environ.get("TWIN_FUZZ_TIMEOUT_S", "20"))
+
+
+def fuzz(default_examples: int):
+    return settings(max_examples=EXAMPLES or default_examples, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def check(case: fuzz_cases.Case) -> None:
+    with tempfile.TemporaryDirectory(prefix="twin-fuzz-") as d:
+        for name, data in case.files.items():
+            Path(d, name).write_bytes(data)
+        args = [a.replace("{d}", d) for a in case.args]
+        out = run_cli(args, TIMEOUT_S)
+    shown = " ".join(case.args)
+    if out.hung:
+        kind, problem = "hang", f"still running after {TIMEOUT_S:g} s"
+    elif out.traceback is not None:
+        kind, problem = "traceback", out.traceback[-3000:]
+    elif out.exit_code not in (0, 2):
+        kind, problem = "exit", f"exit status {out.exit_code}: {(out.stdout + out.stderr)[-1500:]}"
+    elif out.exit_code == 2 and len(out.stderr_lines) != 1:
+        kind, problem = "lines", f"{len(out.stderr_lines)} lines on stderr: {out.stderr[-1500:]}"
+    elif out.exit_code == 0 and case.must_fail:
+        kind, problem = "silent", f"accepted although {case.must_fail}"
+    else:
+        kind, problem = ("refused" if out.exit_code == 2 else "ran"), None
+    fuzz_tally.record(case.category, kind)
+    assert problem is None, f"{kind}: twin {shown}: {problem}"
+
+
+@fuzz(60)
+@given(fuzz_cases.scenario_cases())
+def test_mutated_scenarios(case):
+    check(case)
+
+
+@fuzz(50)
+@given(fuzz_cases.set_cases())
+def test_set_overrides(case):
+    check(case)
+
+
+@fuzz(70)
+@given(fuzz_cases.csv_trace_cases())
+def test_csv_traces(case):
+    check(case)
+
+
+@fuzz(30)
+@given(fuzz_cases.mooncake_cases())
+def test_mooncake_traces(case):
+    check(case)
+
+
+@fuzz(30)
+@given(fuzz_cases.profile_cases())
+def test_profiles(case):
+    check(case)
+
+
+@fuzz(40)
+@given(fuzz_cases.bench_cases())
+def test_bench_results(case):
+    check(case)
+
+
+@fuzz(25)
+@given(fuzz_cases.sweep_cases())
+def test_sweep_grids(case):
+    check(case)
+
+
+@fuzz(15)
+@given(fuzz_cases.plan_cases())
+def test_plan_files(case):
+    check(case)
+
+
+def test_the_valid_seeds_of_every_category_run():
+    """The unmutated inputs the cases start from run (so a refusal is the mutation's doing)."""
+    import json
+
+    import yaml
+
+    base = yaml.safe_dump(fuzz_cases.BASE_SCENARIO).encode()
+    for args, files in [
+        (["run", "{d}/s.yaml", "-q"], {"s.yaml": base}),
+        (["run", "{d}/s.yaml", "-q"], {"p.json": json.dumps(fuzz_cases.PROFILE).encode(),
+                                       "s.yaml": yaml.safe_dump(fuzz_cases.PROFILE_SCENARIO).encode()}),
+        (["plan", "{d}/plan.yaml", "--backend", "serial", "-q"],
+         {"plan.yaml": yaml.safe_dump(fuzz_cases.PLAN_BASE).encode(), "s.yaml": base}),
+    ]:
+        with tempfile.TemporaryDirectory(prefix="twin-fuzz-") as d:
+            for name, data in files.items():
+                Path(d, name).write_bytes(data)
+            out = run_cli([a.replace("{d}", d) for a in args], TIMEOUT_S)
+        assert out.exit_code == 0 and out.traceback is None, (args, out.stderr, out.traceback)
