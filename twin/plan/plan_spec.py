@@ -41,8 +41,9 @@ class PlanSpec:
     latency_metric: str = "p99_ttft_ms"
 
     def __post_init__(self) -> None:
-        if self.target_rate is not None and (isinstance(self.target_rate, bool) or not self.target_rate > 0
-                                             or not math.isfinite(self.target_rate)):
+        if self.target_rate is not None and (isinstance(self.target_rate, bool)
+                                             or not isinstance(self.target_rate, (int, float))
+                                             or not self.target_rate > 0 or not math.isfinite(self.target_rate)):
             raise TwinInputError(f"target_rate_per_s: {self.target_rate!r}: must be a number > 0 (requests/s)")
         for name, example in (("rel_tol", 0.05), ("confidence", 0.95)):
             v = getattr(self, name)
