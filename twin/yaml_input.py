@@ -50,6 +50,19 @@ def decode_error(source: str, encoding: str, exc: UnicodeDecodeError, data: byte
     return TwinInputError(f"{where}: not {name} text{byte}; save the file as UTF-8")
 
 
+def stream_decode_error(path: str | Path, encoding: str, exc: UnicodeDecodeError) -> TwinInputError:
+    """``decode_error`` for a file read as a stream (the stream reads in chunks, so find the line again)."""
+    if not encoding.startswith("utf-8"):
+        return decode_error(str(path), encoding, exc)
+    with open(path, "rb") as f:
+        for line, raw in enumerate(f, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return decode_error(str(path), encoding, bad, line=line)
+    return decode_error(str(path), encoding, exc)
+
+
 def decode_text(data: bytes, source: str) -> str:
     encoding = text_encoding(data[:4])
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,22 @@ def _say_error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
+def _say_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                 line: str | None = None) -> None:
+    """A warning (a lenient trace policy's count, a profile used outside its range) as one line."""
+    err_console.print(f"[yellow]warning:[/] {escape(' '.join(str(message).split()))}", highlight=False,
+                      soft_wrap=True)
+
+
 class TwinGroup(click.Group):
     """Bad input becomes one line on stderr and exit status 2, never a traceback: the twin's own input errors
     and click's usage errors (unknown option, a value of the wrong type) alike."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _say_warning
+                return super().invoke(ctx)
         except TwinInputError as exc:
             _say_error(str(exc))
             sys.exit(2)

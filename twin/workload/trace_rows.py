@@ -16,7 +16,7 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.workload.trace_data import Trace
-from twin.yaml_input import decode_error, open_text
+from twin.yaml_input import open_text, stream_decode_error
 
 MAX_TRACE_ROWS = 5_000_000        # data rows in one trace file
 MAX_TOKEN_COUNT = 2**31 - 1       # tokens in one prompt or output (vLLM counts positions in int32)
@@ -193,7 +193,7 @@ def _read_rows(path: Path, reader, f):
         except StopIteration:
             return
         except UnicodeDecodeError as exc:
-            raise decode_error(str(path), f.encoding, exc, line=reader.line_num + 1) from None
+            raise stream_decode_error(path, f.encoding, exc) from None
         except csv.Error as exc:
             raise TwinInputError(f"{path}:{reader.line_num}: not a CSV row ({exc})") from None
         if len(row) > MAX_TRACE_FIELDS:
@@ -251,7 +251,7 @@ def _lines(path: Path, f):
         try:
             text = f.readline(MAX_JSONL_LINE_CHARS + 1)
         except UnicodeDecodeError as exc:
-            raise decode_error(str(path), f.encoding, exc, line=line + 1) from None
+            raise stream_decode_error(path, f.encoding, exc) from None
         if not text:
             return
         line += 1
