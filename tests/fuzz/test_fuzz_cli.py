@@ -17,7 +17,6 @@ import os
 import tempfile
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 
 import fuzz_cases

@@ -13,7 +13,6 @@ build on it.
 from __future__ import annotations
 
 import heapq
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field

@@ -6,7 +6,6 @@ torch is imported only when the command runs, so the rest of the twin never need
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from twin.cli.console import console, err_console
 from twin.cli.plan_options import (
