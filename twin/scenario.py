@@ -145,6 +145,14 @@ class SLOConfig(StrictModel):
     itl_ms: float | dict[str, float] | None = None
     e2el_ms: float | dict[str, float] | None = None
 
+    @field_validator("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", mode="before")
+    @classmethod
+    def _no_booleans(cls, value: Any) -> Any:
+        values = value.values() if isinstance(value, dict) else [value]
+        if any(isinstance(v, bool) for v in values):
+            raise ValueError("must be a number of ms, not true or false")
+        return value
+
     @field_validator("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
     @classmethod
     def _positive(cls, value: Any) -> Any:

@@ -1,12 +1,12 @@
 """Fuzz the ``twin`` command line with malformed inputs: mutated scenarios and ``--set`` overrides, traces in
-the four formats, calibration profiles, bench results, sweep grids and plan files (``fuzz_cases``).
+the four formats, calibration profiles, bench results, sweep grids and plan files (``fuzz_scenarios``, ``fuzz_traces``, ``fuzz_files``, ``fuzz_grids``).
 
 Every case runs the real CLI entry under a time and memory bound (``fuzz_runner``) and must end in exit 0
 or exit 2 with one line on stderr: never a traceback, never a hang, and never exit 0 for an input the design
 says is invalid (a silent acceptance).
 
 CI runs a fixed corpus (hypothesis derandomized, no example database: the same cases on every machine) of
-``TWIN_FUZZ_EXAMPLES`` cases per category (default below, about 30-60 s in all). A longer local run::
+``TWIN_FUZZ_EXAMPLES`` cases per category (the defaults below: 210 cases, about a minute on 2 shared cores). A longer local run::
 
     TWIN_FUZZ_EXAMPLES=2000 TWIN_HYPOTHESIS_RANDOM=1 python -m pytest -q -p no:cacheprovider tests/fuzz
 """
@@ -19,9 +19,13 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 
-import fuzz_cases
+import fuzz_files
+import fuzz_grids
+import fuzz_scenarios
+import fuzz_traces
 import fuzz_tally
 from fuzz_runner import run_cli
+from fuzz_values import Case
 
 # importing what the commands import lazily, once, keeps each forked case cheap
 import twin.analysis.diagnose  # noqa: F401
@@ -39,7 +43,7 @@ def fuzz(default_examples: int):
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-def check(case: fuzz_cases.Case) -> None:
+def check(case: Case) -> None:
     with tempfile.TemporaryDirectory(prefix="twin-fuzz-") as d:
         for name, data in case.files.items():
             Path(d, name).write_bytes(data)
@@ -62,50 +66,50 @@ def check(case: fuzz_cases.Case) -> None:
     assert problem is None, f"{kind}: twin {shown}: {problem}"
 
 
-@fuzz(60)
-@given(fuzz_cases.scenario_cases())
+@fuzz(40)
+@given(fuzz_scenarios.scenario_cases())
 def test_mutated_scenarios(case):
     check(case)
 
 
-@fuzz(50)
-@given(fuzz_cases.set_cases())
+@fuzz(35)
+@given(fuzz_scenarios.set_cases())
 def test_set_overrides(case):
     check(case)
 
 
-@fuzz(70)
-@given(fuzz_cases.csv_trace_cases())
+@fuzz(45)
+@given(fuzz_traces.csv_trace_cases())
 def test_csv_traces(case):
     check(case)
 
 
-@fuzz(30)
-@given(fuzz_cases.mooncake_cases())
+@fuzz(20)
+@given(fuzz_traces.mooncake_cases())
 def test_mooncake_traces(case):
     check(case)
 
 
-@fuzz(30)
-@given(fuzz_cases.profile_cases())
+@fuzz(20)
+@given(fuzz_files.profile_cases())
 def test_profiles(case):
     check(case)
 
 
-@fuzz(40)
-@given(fuzz_cases.bench_cases())
+@fuzz(25)
+@given(fuzz_files.bench_cases())
 def test_bench_results(case):
     check(case)
 
 
-@fuzz(25)
-@given(fuzz_cases.sweep_cases())
+@fuzz(15)
+@given(fuzz_grids.sweep_cases())
 def test_sweep_grids(case):
     check(case)
 
 
-@fuzz(15)
-@given(fuzz_cases.plan_cases())
+@fuzz(10)
+@given(fuzz_grids.plan_cases())
 def test_plan_files(case):
     check(case)
 
@@ -116,13 +120,13 @@ def test_the_valid_seeds_of_every_category_run():
 
     import yaml
 
-    base = yaml.safe_dump(fuzz_cases.BASE_SCENARIO).encode()
+    base = yaml.safe_dump(fuzz_scenarios.BASE_SCENARIO).encode()
     for args, files in [
         (["run", "{d}/s.yaml", "-q"], {"s.yaml": base}),
-        (["run", "{d}/s.yaml", "-q"], {"p.json": json.dumps(fuzz_cases.PROFILE).encode(),
-                                       "s.yaml": yaml.safe_dump(fuzz_cases.PROFILE_SCENARIO).encode()}),
+        (["run", "{d}/s.yaml", "-q"], {"p.json": json.dumps(fuzz_files.PROFILE).encode(),
+                                       "s.yaml": yaml.safe_dump(fuzz_files.PROFILE_SCENARIO).encode()}),
         (["plan", "{d}/plan.yaml", "--backend", "serial", "-q"],
-         {"plan.yaml": yaml.safe_dump(fuzz_cases.PLAN_BASE).encode(), "s.yaml": base}),
+         {"plan.yaml": yaml.safe_dump(fuzz_grids.PLAN_BASE).encode(), "s.yaml": base}),
     ]:
         with tempfile.TemporaryDirectory(prefix="twin-fuzz-") as d:
             for name, data in files.items():

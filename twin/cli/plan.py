@@ -93,7 +93,7 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
         data=data, criteria=criteria, base_dir=base_dir, prices=prices,
         target_rate=target_rate if target_rate is not None else pf.get("target_rate_per_s"),
         space=space, candidates=None if search_items else pf.get("candidates"),
-        router=router or pf.get("router") or "least_outstanding",
+        router=router or pf.get("router", "least_outstanding"),
         replications=replications or pf.get("replications", 2),
         rel_tol=rel_tol or pf.get("rel_tol", 0.05), confidence=confidence or pf.get("confidence", 0.95),
         max_replicas=max_replicas or pf.get("max_replicas", 256),
