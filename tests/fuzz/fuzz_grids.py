@@ -40,7 +40,8 @@ def sweep_cases(draw) -> Case:
         for v in values:
             why = refusal(v, spec)
             case.refuse(why and f"--grid {key}: {v!r} is {why}")
-        args += ["--grid", f"{key}={json.dumps(values, allow_nan=True).replace('NaN', '.nan').replace('Infinity', '.inf')}"]
+        listed = json.dumps(values, allow_nan=True).replace("NaN", ".nan").replace("Infinity", ".inf")
+        args += ["--grid", f"{key}={listed}"]
     if points > MAX_GRID_POINTS:
         case.refuse(f"{points} grid points, over the limit of {MAX_GRID_POINTS}")
     elif points > 12 and case.must_fail is None:

@@ -1,18 +1,17 @@
-"""Run one ``twin`` command line the way a user would (click's CliRunner on ``twin.cli.main.main``), in a forked
-child with a wall-clock bound and a memory bound, and classify what happened.
+"""Run one ``twin`` command line the way a user would (click's CliRunner on ``twin.cli.main.main``), in a child
+process with a wall-clock bound and a memory bound, and classify what happened.
 
-A fork keeps each case cheap (the parent has imported everything once) and makes a hang or runaway memory
-growth a finding instead of a stuck test run: the parent kills a child that passes its time bound, and the
-child's address space is capped so an allocation that would exhaust the machine raises MemoryError (which
-surfaces as a traceback finding)."""
+Children come from a forkserver that has the twin imported (a clean process: forking the test process itself
+could copy a lock held by one of its threads and deadlock the child), so each case costs milliseconds, and a
+hang or runaway memory growth is a finding instead of a stuck test run: a child past its time bound is
+killed, and its address space is capped so an allocation that would exhaust the machine raises MemoryError
+(which surfaces as a traceback finding)."""
 
 from __future__ import annotations
 
-import json
+import multiprocessing as mp
 import os
 import resource
-import select
-import signal
 import time
 import traceback
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ class Outcome:
         return [line for line in self.stderr.splitlines() if line.strip()]
 
 
-def _child(args: list[str], write_fd: int) -> None:
+def _child(args: list[str], conn) -> None:
     try:
         with open("/proc/self/statm") as f:
             vm_pages = int(f.read().split()[0])
@@ -53,45 +52,36 @@ def _child(args: list[str], write_fd: int) -> None:
                    "traceback": tb}
     except BaseException:  # noqa: BLE001 - the harness reports anything at all
         payload = {"exit_code": 1, "stdout": "", "stderr": "", "traceback": traceback.format_exc()}
-    data = json.dumps(payload).encode()
-    view = memoryview(data)
-    while view:
-        n = os.write(write_fd, view)
-        view = view[n:]
-    os.close(write_fd)
-    os._exit(0)
+    conn.send(payload)
+    conn.close()
+
+
+_CONTEXT = mp.get_context("forkserver")
+_CONTEXT.set_forkserver_preload(["twin.cli.main", "twin.sim.run", "twin.plan.planner", "twin.plan.sweep",
+                                 "twin.analysis.diagnose", "twin.cli.validate", "fuzz_runner"])
 
 
 def run_cli(args: list[str], timeout_s: float) -> Outcome:
-    """``twin ARGS`` in a forked child; a child still running after ``timeout_s`` is killed and is a hang."""
-    read_fd, write_fd = os.pipe()
+    """``twin ARGS`` in a child; a child still running after ``timeout_s`` is killed and is a hang."""
     start = time.monotonic()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.close(read_fd)
-        _child(args, write_fd)
-    os.close(write_fd)
-    chunks: list[bytes] = []
-    hung = False
-    deadline = start + timeout_s
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            hung = True
-            os.kill(pid, signal.SIGKILL)
-            break
-        ready, _, _ = select.select([read_fd], [], [], left)
-        if ready:
-            chunk = os.read(read_fd, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    os.close(read_fd)
-    os.waitpid(pid, 0)
+    receiver, sender = _CONTEXT.Pipe(duplex=False)
+    child = _CONTEXT.Process(target=_child, args=(list(args), sender), daemon=True)
+    child.start()
+    sender.close()
+    payload = None
+    hung = not receiver.poll(timeout_s)
+    if not hung:
+        try:
+            payload = receiver.recv()
+        except EOFError:
+            payload = None
+    receiver.close()
+    if hung:
+        child.kill()
+    child.join()
     seconds = time.monotonic() - start
-    if hung or not chunks:
+    if payload is None:
         return Outcome(None, "", "", None if hung else "child died without reporting", hung, seconds)
-    payload = json.loads(b"".join(chunks))
     tb = payload["traceback"]
     printed = payload["stdout"] + payload["stderr"]
     if tb is None and "Traceback (most recent call last)" in printed:
