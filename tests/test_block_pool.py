@@ -235,3 +235,26 @@ def test_reset_prefix_cache():
     assert pool.get_cached_block(1) is None
     assert a[0].block_hash is None
     assert pool.cached_block_hash_to_block == {}
+
+
+def test_never_used_blocks_are_made_on_first_use_in_id_order():
+    pool = BlockPool(10_000_000, reserve_null_block=True, free_unhashed_to_head=True)
+    assert len(pool._blocks) == 1 and pool.get_num_free_blocks() == 9_999_999  # only the null block exists
+    a = pool.get_new_blocks(3)
+    assert [b.block_id for b in a] == [1, 2, 3] and len(pool._blocks) == 4
+    pool.free_blocks([a[1]])                      # unhashed, to the head: before the never-used ids
+    a[2].block_hash = 7
+    pool.cached_block_hash_to_block[7] = a[2]
+    pool.free_blocks([a[2]])                      # hashed: to the tail, after them
+    ids = pool.free_block_queue.block_ids()
+    assert ids[:3] == [2, 4, 5] and ids[-2:] == [9_999_999, 3] and len(ids) == pool.get_num_free_blocks()
+    assert [b.block_id for b in pool.get_new_blocks(3)] == [2, 4, 5]
+
+
+def test_the_last_never_used_block_leaves_the_queue():
+    pool = BlockPool(4, reserve_null_block=False)
+    blocks = pool.get_new_blocks(4)
+    assert [b.block_id for b in blocks] == [0, 1, 2, 3] and pool.get_num_free_blocks() == 0
+    assert pool.free_block_queue.block_ids() == []
+    pool.free_blocks(reversed(blocks))
+    assert pool.free_block_queue.block_ids() == [3, 2, 1, 0] and pool.blocks == blocks

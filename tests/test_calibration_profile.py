@@ -137,7 +137,7 @@ def test_bad_profiles_are_one_line_errors_naming_the_field(tmp_path, mutate, fie
 
 
 def test_unreadable_and_non_json_profiles(tmp_path):
-    with pytest.raises(TwinInputError, match="cannot read file"):
+    with pytest.raises(TwinInputError, match="cannot read profile"):
         read_profile(tmp_path / "missing.json")
     with pytest.raises(TwinInputError, match=r"line 2: not valid JSON"):
         read_profile(write(tmp_path, '{"format":\n oops}'))

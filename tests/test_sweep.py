@@ -172,7 +172,8 @@ def test_sweep_cli_writes_tables_and_a_plot(tmp_path):
     assert pd.read_parquet(pq).shape[0] == frame.shape[0]
     bad = CliRunner().invoke(main, ["sweep", str(path), "--grid", "server.max_num_seqs=0", "-q",
                                     "--backend", "serial"])
-    assert bad.exit_code == 0 and "error" in bad.output  # an invalid point is a row, not a crash
+    # an invalid value is refused before anything runs, naming the axis and value
+    assert bad.exit_code == 2 and "grid server.max_num_seqs=0: server.max_num_seqs: must be >= 1" in bad.stderr
     none = CliRunner().invoke(main, ["sweep", str(path)])
     assert none.exit_code == 2 and "--grid" in none.output
 

@@ -76,7 +76,7 @@ def test_validate_bench_json_bad_file(tmp_path):
     bad.write_text("{not json")
     res = CliRunner().invoke(main, ["validate", str(TINY), "--bench-json", str(bad)])
     assert res.exit_code == 2
-    assert "not a readable JSON file" in res.output
+    assert "bad.json:1: not valid JSON" in res.output
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from twin.errors import TwinInputError
 from twin.core.scheduler_config import SchedulerKnobs
 from twin.core.vllm_versions import NEWEST_VLLM_VERSION, vllm_release
-from twin.yaml_input import parse_yaml
+from twin.yaml_input import parse_yaml, read_text
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig
 from twin.workload.strict_model import StrictModel
@@ -30,6 +30,7 @@ PERCENTILE_KEYS = ("mean", "median", "p50", "p90", "p95", "p99")
 # the routers that take per-replica weights (twin.sim.routing)
 WEIGHTED_ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity", "kv_cache_aware")
 MAX_REPLICAS = 4096
+ROUTERS = ("round_robin", "least_outstanding", "least_kv_usage", "prefix_affinity", "kv_cache_aware")
 
 
 class ReplicaGroup(StrictModel):
@@ -163,6 +164,14 @@ class SLOConfig(StrictModel):
     tpot_ms: float | dict[str, float] | None = None
     itl_ms: float | dict[str, float] | None = None
     e2el_ms: float | dict[str, float] | None = None
+
+    @field_validator("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", mode="before")
+    @classmethod
+    def _no_booleans(cls, value: Any) -> Any:
+        values = value.values() if isinstance(value, dict) else [value]
+        if any(isinstance(v, bool) for v in values):
+            raise ValueError("must be a number of ms, not true or false")
+        return value
 
     @field_validator("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
     @classmethod
@@ -319,11 +328,7 @@ def parse_set_options(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; a bare name looks in the bundled ``scenarios/`` folder."""
     p = resolve_scenario_path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise TwinInputError(f"{path}: cannot read scenario ({exc.strerror})") from None
-    return Scenario(parse_yaml(text, str(p)), source=str(p), base_dir=p.parent)
+    return Scenario(parse_yaml(read_text(p, "scenario"), str(p)), source=str(p), base_dir=p.parent)
 
 
 def scenarios_dir() -> Path:

@@ -1,19 +1,167 @@
-"""YAML from users, with a malformed file reported as one line: where, and what the parser found."""
+"""Text files and YAML from users, read with checks: a stated size limit, the encoding (UTF-8, or UTF-16 /
+UTF-32 when the file starts with their byte-order mark; a UTF-8 BOM is dropped), no NUL characters, and a
+malformed file reported as one line: where, and what the parser found."""
 
 from __future__ import annotations
 
-from typing import Any
+import codecs
+import io
+from pathlib import Path
+from typing import IO, Any
 
 import yaml
 
 from twin.errors import TwinInputError
 
+MAX_INPUT_BYTES = 64 << 20        # a scenario, plan, profile, bench result or price file (64 MiB)
+MAX_TRACE_BYTES = 4 << 30         # a trace file (4 GiB; its rows are limited too, see twin.workload.trace_rows)
+
+# UTF-32 first: its little-endian mark begins with UTF-16's
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+def text_encoding(head: bytes) -> str:
+    """The codec for a file starting with ``head``: by its byte-order mark, else UTF-8."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name
+    return "utf-8"
+
+
+def _check_size(p: Path, what: str, max_bytes: int) -> None:
+    try:
+        size = p.stat().st_size
+    except OSError as exc:
+        raise TwinInputError(f"{p}: cannot read {what} ({exc.strerror or exc})") from None
+    if size > max_bytes:
+        raise TwinInputError(f"{p}: {size:,} bytes; a {what} may be at most {max_bytes:,} bytes")
+
+
+def decode_error(source: str, encoding: str, exc: UnicodeDecodeError, data: bytes | None = None,
+                 line: int | None = None) -> TwinInputError:
+    """One line for text that does not decode: where, which byte, and what to do."""
+    if line is None and data is not None:
+        line = data.count(b"\n", 0, exc.start) + 1
+    where = f"{source}:{line}" if line is not None else source
+    name = "UTF-8" if encoding.startswith("utf-8") else encoding.upper()
+    bad = exc.object[exc.start:exc.start + 1]
+    byte = f" (byte 0x{bad[0]:02x})" if bad else ""
+    return TwinInputError(f"{where}: not {name} text{byte}; save the file as UTF-8")
+
+
+def stream_decode_error(path: str | Path, encoding: str, exc: UnicodeDecodeError) -> TwinInputError:
+    """``decode_error`` for a file read as a stream (the stream reads in chunks, so find the line again)."""
+    if not encoding.startswith("utf-8"):
+        return decode_error(str(path), encoding, exc)
+    with open(path, "rb") as f:
+        for line, raw in enumerate(f, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return decode_error(str(path), encoding, bad, line=line)
+    return decode_error(str(path), encoding, exc)
+
+
+def decode_text(data: bytes, source: str) -> str:
+    encoding = text_encoding(data[:4])
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise decode_error(source, encoding, exc, data if encoding == "utf-8" else None) from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise TwinInputError(f"{source}:{text.count(chr(10), 0, nul) + 1}: a NUL character; not a text file")
+    return text
+
+
+def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> str:
+    """A user's text file, whole (``what`` names it in errors: "scenario", "profile", ...)."""
+    p = Path(path)
+    _check_size(p, what, max_bytes)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise TwinInputError(f"{p}: cannot read {what} ({exc.strerror or exc})") from None
+    return decode_text(data, str(p))
+
+
+def open_text(path: str | Path, what: str = "trace", max_bytes: int = MAX_TRACE_BYTES,
+              newline: str | None = None) -> IO[str]:
+    """A user's text file as a stream (for files read row by row); decoding errors surface while reading
+    (``decode_error`` words them)."""
+    p = Path(path)
+    _check_size(p, what, max_bytes)
+    try:
+        raw = open(p, "rb")
+    except OSError as exc:
+        raise TwinInputError(f"{p}: cannot read {what} ({exc.strerror or exc})") from None
+    encoding = text_encoding(raw.peek(4)[:4]) if hasattr(raw, "peek") else "utf-8"
+    return io.TextIOWrapper(raw, encoding=encoding, newline=newline)
+
 
 def parse_yaml(text: str, source: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise TwinInputError(f"{source}{where}: malformed YAML: {problem}") from None
+    except RecursionError:
+        raise TwinInputError(f"{source}: malformed YAML: nested too deeply") from None
+    check_expanded_size(data, source)
+    return data
+
+
+MAX_YAML_NODES = 1_000_000        # values in a YAML document once its aliases are expanded
+
+
+def check_expanded_size(data: Any, source: str, limit: int = MAX_YAML_NODES) -> None:
+    """Aliases let a few lines of YAML stand for billions of values (or for a structure that contains itself);
+    everything downstream copies them out, so count the expanded size first."""
+    sizes: dict[int, int] = {}
+    open_ids: set[int] = set()
+
+    def size(node: Any) -> int:
+        if not isinstance(node, (dict, list)):
+            return 1
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_ids:
+            raise TwinInputError(f"{source}: malformed YAML: an alias refers to a value that contains it")
+        open_ids.add(key)
+        children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > limit:
+                raise TwinInputError(f"{source}: YAML expands to more than {limit:,} values (through aliases); "
+                                     f"at most {limit:,}")
+        open_ids.discard(key)
+        sizes[key] = total
+        return total
+
+    try:
+        size(data)
+    except RecursionError:
+        raise TwinInputError(f"{source}: malformed YAML: nested too deeply") from None
+
+
+def load_yaml_file(path: str | Path, what: str = "file") -> Any:
+    """Read and parse a user's YAML file (size, encoding and syntax checked)."""
+    return parse_yaml(read_text(path, what), str(path))
+
+
+def load_json_file(path: str | Path, what: str = "file") -> Any:
+    """Read and parse a user's JSON file (size, encoding and syntax checked)."""
+    import json
+
+    text = read_text(path, what)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TwinInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise TwinInputError(f"{path}: not valid JSON (nested too deeply)") from None

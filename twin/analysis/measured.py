@@ -13,7 +13,6 @@ build on it.
 from __future__ import annotations
 
 import heapq
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from twin.errors import TwinInputError
+from twin.workload.trace_rows import MAX_TOKEN_COUNT
+from twin.yaml_input import load_json_file
 
 BENCH_ARRAYS = ("input_lens", "output_lens", "ttfts", "latencies")
 
@@ -142,10 +143,12 @@ def measured_from_bench(doc: Any, source: str = "bench JSON") -> Measured:
             continue
         vals = doc[key]
         arr = np.empty(n)
+        whole = key.endswith("_lens")
         for i, v in enumerate(vals):
             f = _number(v)
-            if f is None or f < 0:
-                raise TwinInputError(f"{source}: {key}[{i}] = {v!r}: must be a number >= 0")
+            if f is None or f < 0 or (whole and (not f.is_integer() or f > MAX_TOKEN_COUNT)):
+                allowed = f"a whole number of tokens in [0, {MAX_TOKEN_COUNT}]" if whole else "a number >= 0"
+                raise TwinInputError(f"{source}: {key}[{i}] = {v!r}: must be {allowed}")
             arr[i] = f
         cols[key] = arr
     errors = doc.get("errors") or [""] * n
@@ -157,8 +160,13 @@ def measured_from_bench(doc: Any, source: str = "bench JSON") -> Measured:
                              f"{cols['latencies'][i]:g} s: a first token cannot come after the last")
     notes: list[str] = ["latencies derived as TTFT + the sum of the ITLs"] if derived_latency else []
     rate = _rate(doc.get("request_rate"))
+    if doc.get("request_rate") is not None and rate is None:
+        raise TwinInputError(f"{source}: request_rate = {doc['request_rate']!r}: must be a number > 0 or \"inf\"")
     max_c = doc.get("max_concurrency")
-    max_c = int(max_c) if isinstance(max_c, (int, float)) and not isinstance(max_c, bool) and max_c >= 1 else None
+    if max_c is not None and (isinstance(max_c, bool) or not isinstance(max_c, (int, float))
+                              or not math.isfinite(max_c) or not float(max_c).is_integer() or max_c < 1):
+        raise TwinInputError(f"{source}: max_concurrency = {max_c!r}: must be a whole number >= 1 (or null)")
+    max_c = int(max_c) if max_c is not None else None
     if "start_times" in cols:
         start = cols["start_times"]
     elif max_c is not None and (rate is None or math.isinf(rate)):
@@ -175,10 +183,11 @@ def measured_from_bench(doc: Any, source: str = "bench JSON") -> Measured:
     if doc.get("itls") is not None:
         itls = []
         for i, row in enumerate(doc["itls"]):
-            if not isinstance(row, list):
-                raise TwinInputError(f"{source}: itls[{i}] must be a list of seconds")
+            gaps = [_number(x) for x in row] if isinstance(row, list) else [None]
+            if any(g is None or g < 0 for g in gaps):
+                raise TwinInputError(f"{source}: itls[{i}] must be a list of seconds >= 0")
             if ok[i]:
-                itls.append(np.asarray([float(x) for x in row if _number(x) is not None], float))
+                itls.append(np.asarray(gaps, float))
     hit = _number(doc.get("prefix_cache_hit_rate"))
     twin = doc.get("twin")
     if hit is None and isinstance(twin, Mapping):
@@ -258,13 +267,7 @@ def load_measured(path: str | Path) -> Measured:
         raise TwinInputError(f"{path}: no such file")
     if p.suffix.lower() == ".csv" or p.name.lower().endswith(".csv.gz"):
         return measured_from_csv(p)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise TwinInputError(f"{path}: not a text file (give a bench JSON or a CSV)") from None
-    except json.JSONDecodeError as exc:
-        raise TwinInputError(f"{path}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
-    return measured_from_bench(doc, str(path))
+    return measured_from_bench(load_json_file(p, "bench result"), str(path))
 
 
 __all__ = ["BENCH_ARRAYS", "CSV_ALIASES", "Measured", "load_measured", "measured_from_bench", "measured_from_csv"]

@@ -8,7 +8,6 @@ torch is imported only when the command runs, so the rest of the twin never need
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -57,12 +56,9 @@ def _coef_table(fit: Any) -> Table:
 
 
 def _read_plan(path: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise TwinInputError(f"--plan {path}: cannot read file ({e.strerror or e})") from None
-    except json.JSONDecodeError as e:
-        raise TwinInputError(f"--plan {path} line {e.lineno}: not valid JSON ({e.msg})") from None
+    from twin.yaml_input import load_json_file
+
+    doc = load_json_file(path, "calibration plan")
     if not isinstance(doc, dict):
         raise TwinInputError(f"--plan {path}: expected a JSON object of plan fields")
     return doc

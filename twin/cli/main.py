@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import click
@@ -16,27 +17,52 @@ from twin.errors import TwinInputError
 from twin.cli.console import console, err_console
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A warning is one line on stderr (``warning: ...``), without the file, line and source of a default one."""
-    text = " ".join(str(message).split())
-    err_console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
+def _say_error(message: str) -> None:
+    """One line on stderr. escape: messages carry brackets ("[variant x]", "[and 2 more problems]") that are
+    not markup."""
+    line = " ".join(message.split())
+    err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _say_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None,
+                 line: str | None = None) -> None:
+    """A warning (a lenient trace policy's count, a profile used outside its range) as one line."""
+    err_console.print(f"[yellow]warning:[/] {escape(' '.join(str(message).split()))}", highlight=False,
+                      soft_wrap=True)
 
 
 class TwinGroup(click.Group):
-    """Bad input becomes one line on stderr and exit status 2, never a traceback; warnings are one line each."""
+    """Bad input becomes one line on stderr and exit status 2, never a traceback: the twin's own input errors
+    and click's usage errors (unknown option, a value of the wrong type) alike."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        with warnings.catch_warnings():
-            warnings.showwarning = _show_warning
-            return self._invoke(ctx)
-
-    def _invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _say_warning
+                return super().invoke(ctx)
         except TwinInputError as exc:
-            # escape: messages carry brackets ("[variant x]", "[and 2 more problems]") that are not markup
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            _say_error(str(exc))
             sys.exit(2)
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `twin`: the help, as click shows it
+            click.echo(exc.ctx.get_help() if exc.ctx is not None else exc.format_message())
+            sys.exit(0)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "twin"
+            _say_error(f"{exc.format_message()} (see {command} --help)")
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            _say_error(exc.format_message())
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            _say_error("aborted")
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
 
 @click.group(cls=TwinGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from twin.cli.console import console, err_console
 from twin.cli.plan_options import (
@@ -20,6 +19,7 @@ from twin.cli.plan_options import (
 )
 from twin.cli.plan_output import print_plan, progress_bar, write_table_file
 from twin.errors import TwinInputError
+from twin.yaml_input import load_yaml_file
 
 
 @click.command()
@@ -37,7 +37,7 @@ from twin.errors import TwinInputError
               help="Bisection stops when failing/passing rate <= 1 + rel_tol (default 0.05).")
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True),
               help="Confidence level of the max-rate intervals (default 0.95).")
-@click.option("--max-replicas", type=click.IntRange(1, 100000), help="Largest cluster to consider (default 256).")
+@click.option("--max-replicas", type=click.IntRange(1, 4096), help="Largest cluster to consider (default 256).")
 @click.option("--frontier-extra", type=click.IntRange(0, 16),
               help="Extra replica counts per hardware option for the frontier (default 1).")
 @click.option("--no-prune", is_flag=True, help="Measure every candidate's max rate fully.")
@@ -63,17 +63,14 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
     frontier."""
     from twin.plan.evaluate import Criteria
     from twin.plan.executor import Runner, make_executor
-    from twin.plan.grid import parse_grid_options
+    from twin.plan.grid import check_grid, parse_grid_options
     from twin.plan.plan_files import is_plan_file, read_plan_file
     from twin.plan.plan_spec import PlanSpec
     from twin.plan.planner import Planner
     from twin.scenario import resolve_scenario_path
 
     path = resolve_scenario_path(target)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError:
-        raise TwinInputError(f"{path}: malformed YAML") from None
+    raw = load_yaml_file(path, "plan or scenario")
     pf: dict[str, Any] = {}
     if is_plan_file(raw):
         pf = read_plan_file(raw, str(path))
@@ -90,13 +87,13 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
     slo = slo_from_options(slo_items) or pf.get("slo") or data.get("slo") or None
     criteria = Criteria(slo, goodput if goodput is not None else pf.get("goodput"))
     prices = prices_from_options(price_items, prices_file, pf.get("prices"))
-    space = parse_grid_options(search_items) if search_items else [
-        (k, list(v)) for k, v in (pf.get("search") or {}).items()]
+    space = parse_grid_options(search_items) if search_items else check_grid(
+        [(str(k), list(v)) for k, v in (pf.get("search") or {}).items()])
     spec = PlanSpec(
         data=data, criteria=criteria, base_dir=base_dir, prices=prices,
         target_rate=target_rate if target_rate is not None else pf.get("target_rate_per_s"),
         space=space, candidates=None if search_items else pf.get("candidates"),
-        router=router or pf.get("router") or "least_outstanding",
+        router=router or pf.get("router", "least_outstanding"),
         replications=replications or pf.get("replications", 2),
         rel_tol=rel_tol or pf.get("rel_tol", 0.05), confidence=confidence or pf.get("confidence", 0.95),
         max_replicas=max_replicas or pf.get("max_replicas", 256),

@@ -90,12 +90,12 @@ def _validate_bench(body, base_dir, path: Path) -> dict[str, Any]:
     from twin.sim.deployment import make_router
     from twin.core.schedulers import make_scheduler
 
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise TwinInputError(f"{path}: not a readable JSON file ({exc})") from None
-    if not isinstance(doc, dict):
-        raise TwinInputError(f"{path}: expected a JSON object (a vllm bench serve result)")
+    from twin.yaml_input import load_json_file
+
+    from twin.analysis.measured import measured_from_bench
+
+    doc = load_json_file(path, "bench result")
+    measured_from_bench(doc, str(path))  # every per-request field checked before any of it is used
     specs = specs_from_bench_json(doc, str(path))
     dep = resolve_deployment(body, base_dir)
     result = simulate(specs, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),

@@ -3,6 +3,12 @@ of the prefix cache.
 
 The free queue holds never-used blocks and cached blocks whose ref count fell to 0. Its head is the LRU end:
 new blocks are popped from the head (evicting a cached block's hash on the way), freed blocks go to the tail.
+
+vLLM preallocates every block object. Here the never-used blocks are one node of the queue that stands for
+the ids not yet handed out, in id order, and a block object is made when its id is first popped: the same
+queue order and the same ids, without building hundreds of thousands of objects per replica up front (a
+cluster of many replicas, or a small block size, would otherwise cost seconds and gigabytes before the
+first step).
 """
 
 from __future__ import annotations
@@ -28,14 +34,24 @@ class KVCacheBlock:
 class FreeBlockQueue:
     """Doubly linked list of free blocks through the blocks' own pointers, with sentinel head and tail."""
 
-    __slots__ = ("num_free_blocks", "_head", "_tail")
+    __slots__ = ("num_free_blocks", "_head", "_tail", "_fresh", "_store", "_next_fresh", "_end_fresh")
 
-    def __init__(self, blocks: Iterable[KVCacheBlock]) -> None:
+    def __init__(self, blocks: Iterable[KVCacheBlock] = (), *, store: list[KVCacheBlock] | None = None,
+                 num_fresh: int = 0) -> None:
+        """The queue of ``blocks``; or, with ``store`` and ``num_fresh``, of the never-used blocks
+        ``0 .. num_fresh - 1``, made on first use and kept in ``store`` (indexed by id)."""
         self._head = KVCacheBlock(-1)
         self._tail = KVCacheBlock(-2)
         self._head.next_free = self._tail
         self._tail.prev_free = self._head
         self.num_free_blocks = 0
+        self._fresh = KVCacheBlock(-3)  # stands for the ids _next_fresh .. _end_fresh - 1 while in the list
+        self._store = store if store is not None else []
+        self._next_fresh = self._end_fresh = len(self._store)
+        if num_fresh > 0:
+            self._end_fresh = self._next_fresh + num_fresh
+            self.append(self._fresh)
+            self.num_free_blocks = num_fresh
         for block in blocks:
             self.append(block)
 
@@ -43,8 +59,26 @@ class FreeBlockQueue:
         block = self._head.next_free
         if block is self._tail:
             raise ValueError("no free blocks")
+        if block is self._fresh:
+            return self._pop_fresh()
         self.remove(block)
         return block
+
+    def _pop_fresh(self) -> KVCacheBlock:
+        i = self._next_fresh
+        self._next_fresh += 1
+        if self._next_fresh == self._end_fresh:
+            self.remove(self._fresh)  # counted one free block less
+        else:
+            self.num_free_blocks -= 1
+        return self.materialize(i)
+
+    def materialize(self, block_id: int) -> KVCacheBlock:
+        """The block object of ``block_id`` (made, with every lower id, on first use)."""
+        store = self._store
+        while len(store) <= block_id:
+            store.append(KVCacheBlock(len(store)))
+        return store[block_id]
 
     def remove(self, block: KVCacheBlock) -> None:
         prev, nxt = block.prev_free, block.next_free
@@ -79,7 +113,10 @@ class FreeBlockQueue:
     def block_ids(self) -> list[int]:
         ids, block = [], self._head.next_free
         while block is not self._tail:
-            ids.append(block.block_id)
+            if block is self._fresh:
+                ids.extend(range(self._next_fresh, self._end_fresh))
+            else:
+                ids.append(block.block_id)
             block = block.next_free
         return ids
 
@@ -100,8 +137,8 @@ class BlockPool:
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.free_unhashed_to_head = free_unhashed_to_head
-        self.blocks = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
-        self.free_block_queue = FreeBlockQueue(self.blocks)
+        self._blocks: list[KVCacheBlock] = []
+        self.free_block_queue = FreeBlockQueue(store=self._blocks, num_fresh=num_gpu_blocks)
         self.null_block: KVCacheBlock | None = None
         if reserve_null_block:
             self.null_block = self.free_block_queue.popleft()
@@ -111,6 +148,12 @@ class BlockPool:
         self.cached_block_hash_to_block: dict[int, KVCacheBlock] = {}
         self._duplicates: dict[int, list[KVCacheBlock]] = {}
         self.num_evictions = 0
+
+    @property
+    def blocks(self) -> list[KVCacheBlock]:
+        """Every block object, by id (makes the ones not used yet; for inspection, not the hot path)."""
+        self.free_block_queue.materialize(self.num_gpu_blocks - 1)
+        return self._blocks
 
     # ---- lookups --------------------------------------------------------------------------------------
     def get_cached_block(self, block_hash: int) -> KVCacheBlock | None:
@@ -189,7 +232,7 @@ class BlockPool:
         """Forget every cached hash; only possible when no block is in use (as vLLM)."""
         if self.free_block_queue.num_free_blocks != self.num_usable_blocks:
             return False
-        for block in self.blocks:
+        for block in self._blocks:  # blocks never used carry no hash
             block.block_hash = None
         self.cached_block_hash_to_block.clear()
         self._duplicates.clear()

@@ -37,6 +37,7 @@ from typing import Any
 
 from twin.cost.base import StepShape
 from twin.errors import TwinInputError
+from twin.yaml_input import read_text
 
 PROFILE_FORMAT = "twin-profile"
 PROFILE_VERSION = 1
@@ -144,14 +145,13 @@ def read_profile(path: str | Path) -> dict[str, Any]:
     """Read and validate a profile JSON file; ``TwinInputError`` (one line, naming the field) if it is bad."""
     p = Path(path)
     source = f"profile {p}"
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise TwinInputError(f"{source}: cannot read file ({e.strerror or e})") from None
+    text = read_text(p, "profile")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise TwinInputError(f"{source} line {e.lineno}: not valid JSON ({e.msg})") from None
+    except RecursionError:
+        raise TwinInputError(f"{source}: not valid JSON (nested too deeply)") from None
     validate_profile(doc, source)
     return doc
 
@@ -189,6 +189,12 @@ def validate_profile(doc: Any, source: str = "profile") -> None:
             hi = _number(pair[1], f"range.{name}[1]", source)
             if hi < lo:
                 raise _bad(source, f"range.{name}", pair, "max must be >= min")
+    for name in ("device", "calibration", "fit"):
+        if doc.get(name) is not None and not isinstance(doc[name], Mapping):
+            raise _bad(source, name, doc[name], "must be a JSON object")
+    tp = doc.get("tensor_parallel_size", 1)
+    if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1):
+        raise _bad(source, "tensor_parallel_size", tp, "must be a positive integer")
     model = doc.get("model")
     if model is not None:
         if not isinstance(model, Mapping):

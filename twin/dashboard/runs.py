@@ -15,6 +15,8 @@ from twin.dashboard.form import BASELINE_LABEL, WHATIF_LABEL, _arrivals_mode, va
 from twin.results.sim_result import SimResult
 from twin.sim.deployment import resolve_deployment
 from twin.sim.run import metrics_of, run_body
+from twin.workload.limits import MAX_REQUESTS
+from twin.workload.limits import expected_requests as workload_requests
 
 SWEEP_MULTIPLIERS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 SWEEP_REQUESTS = 300             # requests per sweep point (a short run; the curve's shape, not its tail)
@@ -23,20 +25,7 @@ MAX_RUN_REQUESTS = 50_000        # one dashboard run simulates at most about thi
 
 def expected_requests(body: Any) -> int | None:
     """About how many requests ``body`` simulates (``None``: a trace, or no way to tell before running)."""
-    wl = body.workload
-    if wl.trace is not None:
-        return wl.trace.max_requests
-    if wl.num_requests is not None and wl.duration_s is None:
-        return wl.num_requests
-    arr = wl.arrivals
-    rate = getattr(arr, "rate_per_s", None)
-    schedule = getattr(arr, "schedule", None)
-    if schedule:
-        rate = max(float(p.rate_per_s) for p in schedule)
-    if rate is None or wl.duration_s is None or not math.isfinite(float(rate)):
-        return wl.num_requests
-    n = int(float(rate) * float(wl.duration_s))
-    return min(n, wl.num_requests) if wl.num_requests is not None else n
+    return workload_requests(body.workload)
 
 
 def check_size(body: Any, limit: int = MAX_RUN_REQUESTS) -> None:
@@ -45,7 +34,7 @@ def check_size(body: Any, limit: int = MAX_RUN_REQUESTS) -> None:
     if n is not None and n > limit:
         raise TwinInputError(f"workload: about {n:,} requests; the dashboard runs at most {limit:,} per "
                              "configuration (lower workload.num_requests, duration_s or the rate; the CLI "
-                             "`twin run` has no such limit)")
+                             f"`twin run` runs up to {MAX_REQUESTS:,})")
 
 
 def cost_model_name(body: Any) -> str:

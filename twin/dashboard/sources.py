@@ -15,7 +15,7 @@ from typing import Any
 from twin.errors import TwinInputError
 from twin.workload.paths import TRACES_TOKEN, expand_path, traces_dir
 from twin.scenario import BASELINE, Scenario, ScenarioBody, list_scenarios, load_scenario
-from twin.yaml_input import parse_yaml
+from twin.yaml_input import decode_text, parse_yaml
 
 DEFAULT_SCENARIO = "chat_shared_prompt"
 UPLOAD_DIR_NAME = "twin-dashboard-uploads"
@@ -73,10 +73,7 @@ def scenario_from_yaml(text: str | bytes, source: str = "uploaded scenario") -> 
     """A scenario from YAML text (an upload); malformed YAML is a one-line error with line and column."""
 
     if isinstance(text, bytes):
-        try:
-            text = text.decode("utf-8")
-        except UnicodeDecodeError:
-            raise TwinInputError(f"{source}: not UTF-8 text; upload a YAML scenario file") from None
+        text = decode_text(text, source)
     data = parse_yaml(text, source)
     if data is None:
         raise TwinInputError(f"{source}: the file is empty; a scenario needs at least a workload section")

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from twin.errors import TwinInputError
 from twin.hardware.dtypes import norm_name, normalize_dtype
 from twin.hardware.spec_input import SubfieldError, parse_quantity, positive, validation_message
-from twin.yaml_input import parse_yaml
+from twin.yaml_input import parse_yaml, read_text
 
 _DATA = Path(__file__).parent / "data"
 RATE_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp32")
@@ -136,12 +136,7 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
         memory_bytes: 80 GB
         interconnect_bytes_per_s: 900 GB/s
     """
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise TwinInputError(f"gpu spec {path}: cannot read file ({e.strerror or e})") from None
-    return gpu_from_dict(parse_yaml(text, f"gpu spec {path}"), f"gpu spec {path}")
+    return gpu_from_dict(parse_yaml(read_text(path, "gpu spec"), f"gpu spec {path}"), f"gpu spec {path}")
 
 
 @functools.lru_cache(maxsize=1)

@@ -20,6 +20,7 @@ import yaml
 
 from twin.hardware.catalog import resolve_gpu
 from twin.errors import TwinInputError
+from twin.yaml_input import load_yaml_file
 
 _TABLE = Path(__file__).parent / "data" / "gpu_prices.yaml"
 
@@ -37,13 +38,7 @@ def _price_value(name: str, value: Any) -> float:
 
 def load_prices(path: str | Path) -> dict[str, float]:
     """A YAML mapping of GPU name -> USD per GPU-hour."""
-    p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except OSError as exc:
-        raise TwinInputError(f"--prices {path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError:
-        raise TwinInputError(f"--prices {path}: not valid YAML") from None
+    data = load_yaml_file(path, "price file")
     if not isinstance(data, Mapping):
         raise TwinInputError(f"--prices {path}: must be a mapping of GPU name -> USD per GPU-hour")
     return {str(k): _price_value(str(k), v) for k, v in data.items()}

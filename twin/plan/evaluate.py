@@ -121,6 +121,20 @@ def validate_body(data: Mapping[str, Any], where: str = "scenario"):
         raise TwinInputError(f"{where}: {format_validation_error(exc)}") from None
 
 
+def check_axis_values(data: Mapping[str, Any], axes, what: str = "grid") -> None:
+    """Each value of each knob axis, set alone over the scenario, must make a valid scenario, so a typo or an
+    impossible value is an error before anything runs (combinations are still checked point by point)."""
+    from twin.plan.grid import GROUPS_KEY, RATE_KEYS
+    from twin.plan.overrides import apply_overrides, label
+
+    validate_body(data)
+    for key, values in axes:
+        if key in RATE_KEYS or key == GROUPS_KEY:
+            continue
+        for value in values:
+            validate_body(apply_overrides(data, {key: value}), f"{what} {key}={label(value)}")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # pass / fail
 # ---------------------------------------------------------------------------------------------------------

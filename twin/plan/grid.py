@@ -12,6 +12,7 @@ import yaml
 from twin.errors import TwinInputError
 
 RATE_KEYS = ("rate_scale", "rate")
+MAX_GRID_POINTS = 10_000          # configurations x rates in one sweep or plan search
 GROUPS_KEY = "groups"
 
 
@@ -69,4 +70,9 @@ def check_grid(grid: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[str, lis
         elif key != GROUPS_KEY and any(not part for part in key.split(".")):
             raise TwinInputError(f"grid {key!r}: not a dotted scenario path like server.max_num_seqs")
         out.append((key, values))
+    points = math.prod(len(v) for _, v in out)
+    if points > MAX_GRID_POINTS:
+        sizes = " x ".join(str(len(v)) for _, v in out)
+        raise TwinInputError(f"grid: {sizes} = {points:,} points; a sweep or plan search may have at most "
+                             f"{MAX_GRID_POINTS:,}")
     return out

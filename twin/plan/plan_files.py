@@ -21,7 +21,8 @@ def read_plan_file(data: Mapping[str, Any], source: str) -> dict[str, Any]:
     unknown = [k for k in data if k not in PLAN_FIELDS]
     if unknown:
         raise TwinInputError(f"{source}: unknown field {unknown[0]!r} (allowed: {', '.join(PLAN_FIELDS)})")
-    search = data.get("search") or {}
+    search = data.get("search")
+    search = {} if search is None else search
     if not isinstance(search, Mapping) or any(not isinstance(v, list) or not v for v in search.values()):
         raise TwinInputError(f"{source}: search: must map dotted keys to non-empty lists of values")
     cands = data.get("candidates")

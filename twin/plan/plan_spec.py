@@ -10,7 +10,8 @@ from typing import Any
 
 from twin.errors import TwinInputError
 from twin.hardware.pricing import PriceTable
-from twin.plan.evaluate import Criteria, validate_body
+from twin.plan.evaluate import Criteria, check_axis_values, validate_body
+from twin.scenario import MAX_REPLICAS, ROUTERS
 
 DEFAULT_GPUS = ("H100-SXM", "H200-SXM", "A100-SXM-80GB")
 DEFAULT_MAX_NUM_SEQS = (64, 128, 256)
@@ -40,25 +41,34 @@ class PlanSpec:
     latency_metric: str = "p99_ttft_ms"
 
     def __post_init__(self) -> None:
-        if self.target_rate is not None and (isinstance(self.target_rate, bool) or not self.target_rate > 0
-                                             or not math.isfinite(self.target_rate)):
+        if self.target_rate is not None and (isinstance(self.target_rate, bool)
+                                             or not isinstance(self.target_rate, (int, float))
+                                             or not self.target_rate > 0 or not math.isfinite(self.target_rate)):
             raise TwinInputError(f"target_rate_per_s: {self.target_rate!r}: must be a number > 0 (requests/s)")
-        if not (0 < self.rel_tol < 1):
-            raise TwinInputError(f"rel_tol: {self.rel_tol!r}: must be in (0, 1), e.g. 0.05")
-        if not (0 < self.confidence < 1):
-            raise TwinInputError(f"confidence: {self.confidence!r}: must be in (0, 1), e.g. 0.95")
-        for name in ("replications", "max_replicas"):
+        for name, example in (("rel_tol", 0.05), ("confidence", 0.95)):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise TwinInputError(f"{name}: {v!r}: must be an integer >= 1")
-        if isinstance(self.frontier_extra, bool) or not isinstance(self.frontier_extra, int) or self.frontier_extra < 0:
-            raise TwinInputError(f"frontier_extra_replicas: {self.frontier_extra!r}: must be an integer >= 0")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 1:
+                raise TwinInputError(f"{name}: {v!r}: must be a number in (0, 1), e.g. {example}")
+        for name, lo, hi in (("replications", 1, 1000), ("max_replicas", 1, MAX_REPLICAS),
+                             ("frontier_extra", 0, 16)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                shown = "frontier_extra_replicas" if name == "frontier_extra" else name
+                raise TwinInputError(f"{shown}: {v!r}: must be an integer in [{lo}, {hi}]")
+        if self.router not in ROUTERS:
+            raise TwinInputError(f"router: {self.router!r}: allowed: {', '.join(ROUTERS)}")
+        for name in ("prune", "verify_all"):
+            if not isinstance(getattr(self, name), bool):
+                raise TwinInputError(f"{name}: {getattr(self, name)!r}: must be true or false")
         if not self.criteria.slo and self.criteria.goodput is None:
             raise TwinInputError("slo: planning needs SLOs (in the scenario's slo: section or given to the plan)")
         deployment = self.data.get("deployment")
         if isinstance(deployment, Mapping) and deployment.get("groups") is not None:
             raise TwinInputError("deployment.groups: twin plan sizes replicas of one GPU type per candidate, not "
                                  "replica groups; leave groups out (its candidates pick the GPU)")
+        check_axis_values(self.data, self.space, "search")
+        for i, cand in enumerate(self.candidates or []):
+            check_axis_values(self.data, [(str(k), [v]) for k, v in cand.items()], f"candidates[{i}]")
 
 
 def default_space(data: Mapping[str, Any]) -> list[tuple[str, list[Any]]]:

@@ -37,6 +37,7 @@ from twin.plan.evaluate import (
     Criteria,
     SimJob,
     effective_replications,
+    check_axis_values,
     offered_rate,
     validate_body,
 )
@@ -62,6 +63,7 @@ class SweepSpec:
 
     def __post_init__(self) -> None:
         self.grid = check_grid(self.grid)
+        check_axis_values(self.data, self.grid)
         if self.prune not in PRUNE_MODES:
             raise TwinInputError(f"prune: {self.prune!r}: allowed: {', '.join(PRUNE_MODES)}")
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:

@@ -56,6 +56,7 @@ from pydantic import Field, ValidationError, model_validator
 from twin.errors import TwinInputError
 from twin.workload.arrival_config import ArrivalsConfig, ClosedLoopArrivals, PiecewiseArrivals
 from twin.workload.distribution_config import LengthDist, TimeDist
+from twin.workload.limits import MAX_REQUESTS, expected_requests
 from twin.workload.strict_model import StrictModel
 from twin.workload.validation_errors import format_validation_error
 
@@ -154,7 +155,7 @@ class TraceConfig(StrictModel):
 class WorkloadConfig(StrictModel):
     arrivals: ArrivalsConfig | None = None
     duration_s: float | None = Field(None, gt=0, allow_inf_nan=False)
-    num_requests: int | None = Field(None, ge=1)
+    num_requests: int | None = Field(None, ge=1, le=MAX_REQUESTS)
     prefix_header: Literal["none", "timestamp", "shuffled_sections"] = "none"
     header_tokens: int = Field(24, ge=1)
     classes: list[ClassConfig] = Field(default_factory=list)
@@ -181,6 +182,10 @@ class WorkloadConfig(StrictModel):
                 raise ValueError(".num_requests: is required when rate_per_s is .inf (all requests at t=0)")
             if self.duration_s is not None:
                 raise ValueError(".duration_s: means nothing when rate_per_s is .inf; use num_requests only")
+        n = expected_requests(self)
+        if n is not None and n > MAX_REQUESTS:
+            raise ValueError(f"about {n:,} requests (rate x duration_s); one run simulates at most "
+                             f"{MAX_REQUESTS:,} (set num_requests, or lower duration_s or the rate)")
         if isinstance(arr, PiecewiseArrivals) and self.duration_s is None and not arr.open_ended:
             raise ValueError(".arrivals.schedule: with only num_requests as the stop rule the last piece "
                              "must leave out until_s and have rate_per_s > 0")

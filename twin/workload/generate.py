@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from twin.errors import TwinInputError
+from twin.workload.limits import check_request_count
 from twin.workload.arrivals import iter_arrival_chunks
 from twin.workload.config import WorkloadConfig, load_workload_config
 from twin.workload.lengths import Buffered, TimeSampler
@@ -103,6 +104,8 @@ def _open_loop(cfg: WorkloadConfig, seed: int, base_dir) -> list[RequestSpec]:
                         cls.append(c)
             n_start += 1
             last_start_t = t
+        if limit_n is None:
+            check_request_count(len(arrival))
         if done:
             break
         if limit_n is not None:
@@ -224,6 +227,7 @@ def trace_requests(cfg: WorkloadConfig, trace: Trace, seed: int = 0) -> list[Req
         rows, arrival = rows[:keep], arrival[:keep]
     if cfg.num_requests is not None:
         rows, arrival = rows[: cfg.num_requests], arrival[: cfg.num_requests]
+    check_request_count(len(arrival))
     src = _TraceSource(cfg, trace, rows)
     with _no_gc():
         return [src.spec(k, k, t) for k, t in enumerate(arrival.tolist())]
@@ -310,6 +314,7 @@ class ClosedLoopWorkload:
         arrival = float(now_s) + delay
         if self.duration_s is not None and arrival >= self.duration_s:
             return None
+        check_request_count(self.issued + 1)
         rid = self.issued
         self.issued += 1
         if self._rows is not None:

@@ -7,13 +7,24 @@ one of a set of fields, ``one_distribution`` does so for a distribution (and ord
 
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
 
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a field's type admits ``true``/``false`` (pydantic would otherwise read them as 1 and 0)."""
+    if annotation is bool or annotation is Any:
+        return True
+    if typing.get_origin(annotation) in (dict, list, tuple):
+        return True  # the items are checked by their own types
+    return any(_takes_bool(arg) for arg in typing.get_args(annotation) if not isinstance(arg, (str, int)))
+
+
 class StrictModel(BaseModel):
-    """Base: unknown keys are an error that lists the allowed ones."""
+    """Base: unknown keys are an error that lists the allowed ones; ``true``/``false`` where a number belongs
+    is an error too (not 1 or 0)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -25,6 +36,9 @@ class StrictModel(BaseModel):
             unknown = [k for k in data if k not in allowed]
             if unknown:
                 raise ValueError(f"unknown field {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+            for name, value in data.items():
+                if isinstance(value, bool) and not _takes_bool(cls.model_fields[name].annotation):
+                    raise ValueError(f".{name}: must be a number, not {str(value).lower()}")
         return data
 
 

@@ -16,6 +16,12 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.workload.trace_data import Trace
+from twin.yaml_input import open_text, stream_decode_error
+
+MAX_TRACE_ROWS = 5_000_000        # data rows in one trace file
+MAX_TOKEN_COUNT = 2**31 - 1       # tokens in one prompt or output (vLLM counts positions in int32)
+MAX_TRACE_FIELDS = 256            # fields in one CSV row
+MAX_JSONL_LINE_CHARS = 16 << 20   # characters in one JSONL row (a Mooncake row with hash ids is ~1 KB)
 
 
 # ---- value parsing -----------------------------------------------------------------------------------------
@@ -46,6 +52,9 @@ def token_count(raw, path: Path, line: int, column: str) -> int:
             v = int(f)
     if v < 0:
         raise TwinInputError(f"{_where(path, line)}: column {column!r} must be >= 0 (got {v})")
+    if v > MAX_TOKEN_COUNT:
+        raise TwinInputError(f"{_where(path, line)}: column {column!r} must be <= {MAX_TOKEN_COUNT:,} tokens "
+                             f"(got {v:,})")
     return v
 
 
@@ -114,6 +123,9 @@ class TraceRows:
 
     def add(self, line: int, prompt: int, output: int, t: float | None) -> bool:
         """Check and store one row; False if ``zero_output: skip`` left it out."""
+        if len(self.lines) >= MAX_TRACE_ROWS:
+            raise TwinInputError(f"{_where(self.path, line)}: more than {MAX_TRACE_ROWS:,} rows; a trace may have "
+                                 f"at most {MAX_TRACE_ROWS:,} (split the file)")
         if t is not None:
             if t < self._last_t:
                 raise TwinInputError(f"{_where(self.path, line)}: column {self.time_col!r} goes back in time "
@@ -173,13 +185,31 @@ def frozen(a: np.ndarray) -> np.ndarray:
 
 
 # ---- CSV ---------------------------------------------------------------------------------------------------
+def _read_rows(path: Path, reader, f):
+    """``reader``'s rows, with undecodable bytes, NUL characters and broken quoting as one-line errors."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as exc:
+            raise stream_decode_error(path, f.encoding, exc) from None
+        except csv.Error as exc:
+            raise TwinInputError(f"{path}:{reader.line_num}: not a CSV row ({exc})") from None
+        if len(row) > MAX_TRACE_FIELDS:
+            raise TwinInputError(f"{path}:{reader.line_num}: {len(row):,} fields; a trace row may have at most "
+                                 f"{MAX_TRACE_FIELDS}")
+        yield row
+
+
 def csv_rows(path: Path, required: tuple[str, ...]):
-    """Yield ``(line, row_dict_getter)`` for each data row, checking the header and the field count."""
-    f = open(path, newline="", encoding="utf-8-sig")
+    """Yield ``(line, row, header index)`` for each data row, checking the header and the field count."""
+    f = open_text(path, newline="")
     try:
-        reader = csv.reader(f)
+        reader = csv.reader(f, strict=True)
+        rows = _read_rows(path, reader, f)
         header = None
-        for row in reader:
+        for row in rows:
             if row:
                 header = [h.strip() for h in row]
                 break
@@ -191,7 +221,7 @@ def csv_rows(path: Path, required: tuple[str, ...]):
                 raise TwinInputError(f"{path}:{reader.line_num}: missing column {col!r} "
                                      f"(header has {', '.join(header)})")
         width = len(header)
-        for row in reader:
+        for row in rows:
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue  # a blank line is not a row
             line = reader.line_num
@@ -207,23 +237,43 @@ def csv_rows(path: Path, required: tuple[str, ...]):
 
 
 def csv_header(path: Path) -> list[str]:
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        for row in csv.reader(f):
+    with open_text(path, newline="") as f:
+        for row in _read_rows(path, csv.reader(f, strict=True), f):
             if row:
                 return [h.strip() for h in row]
     return []
 
 
 # ---- JSONL -------------------------------------------------------------------------------------------------
+def _lines(path: Path, f):
+    line = 0
+    while True:
+        try:
+            text = f.readline(MAX_JSONL_LINE_CHARS + 1)
+        except UnicodeDecodeError as exc:
+            raise stream_decode_error(path, f.encoding, exc) from None
+        if not text:
+            return
+        line += 1
+        if len(text) > MAX_JSONL_LINE_CHARS:
+            raise TwinInputError(f"{path}:{line}: longer than {MAX_JSONL_LINE_CHARS:,} characters; a trace row "
+                                 f"may be at most that long")
+        yield line, text
+
+
 def jsonl_rows(path: Path):
-    with open(path, encoding="utf-8") as f:
-        for line, text in enumerate(f, start=1):
+    with open_text(path) as f:
+        for line, text in _lines(path, f):
             if not text.strip():
                 continue
+            if "\x00" in text:
+                raise TwinInputError(f"{path}:{line}: a NUL character; not a text file")
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as e:
                 raise TwinInputError(f"{path}:{line}: not valid JSON ({e.msg} at column {e.colno})") from None
+            except RecursionError:
+                raise TwinInputError(f"{path}:{line}: not valid JSON (nested too deeply)") from None
             if not isinstance(obj, dict):
                 raise TwinInputError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
             yield line, obj
