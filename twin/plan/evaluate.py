@@ -80,7 +80,7 @@ def offered_rate(data: Mapping[str, Any], base_dir: str | Path | None = None, se
     """Requests per second the scenario offers at scale 1: the nominal rate for single-turn synthetic traffic
     at a fixed rate, otherwise requests over the span they arrive in (``duration_s``, a trace's
     ``window_s / time_scale``, or first to last arrival)."""
-    from twin.workload.generate import build_workload
+    from twin.workload.generate import open_loop_specs
 
     body = validate_body(data)
     wl = body.workload
@@ -91,7 +91,7 @@ def offered_rate(data: Mapping[str, Any], base_dir: str | Path | None = None, se
         rate = getattr(arr, "rate_per_s", None)
         if rate is not None and math.isfinite(rate):
             return float(rate)
-    specs = build_workload(wl, body.seed if seed is None else seed, base_dir=base_dir)
+    specs = open_loop_specs(wl, body.seed if seed is None else seed, base_dir=base_dir)
     n = len(specs)
     if n < 2:
         raise TwinInputError(f"workload: {n} request(s); cannot tell an arrival rate from fewer than 2")
