@@ -37,12 +37,14 @@ from twin.workload.strict_model import StrictModel
 # 161.31 and mean output 337.99 tokens, from Kwon et al., "Efficient Memory Management for Large Language Model
 # Serving with PagedAttention" (SOSP 2023), Fig. 11(a). The paper gives no spread: the lognormal sigmas are this
 # project's assumption (a wide, right-skewed spread), settable per scenario. vLLM's sampler keeps prompts and
-# outputs of >= 4 tokens and prompts of <= 1024 tokens; the clips below follow it.
+# outputs of >= 4 tokens, prompts of <= 1024 tokens and prompt + output <= 2048 tokens; the clips below follow
+# it (outputs clipped to 1024 tokens).
 SHAREGPT_MEAN_INPUT_TOKENS = 161.31
 SHAREGPT_MEAN_OUTPUT_TOKENS = 337.99
 SHAREGPT_SIGMA = 1.0
 SHAREGPT_MIN_TOKENS = 4
 SHAREGPT_MAX_INPUT_TOKENS = 1024
+SHAREGPT_MAX_OUTPUT_TOKENS = 1024
 
 
 class _Dataset(StrictModel):
@@ -107,15 +109,12 @@ class ShareGPTDataset(_Dataset):
     mean_output_tokens: float = Field(SHAREGPT_MEAN_OUTPUT_TOKENS, gt=0, allow_inf_nan=False)
     sigma: float = Field(SHAREGPT_SIGMA, ge=0, allow_inf_nan=False)
     max_input_tokens: int = Field(SHAREGPT_MAX_INPUT_TOKENS, ge=SHAREGPT_MIN_TOKENS)
-    max_output_tokens: int | None = Field(None, ge=SHAREGPT_MIN_TOKENS)
+    max_output_tokens: int = Field(SHAREGPT_MAX_OUTPUT_TOKENS, ge=SHAREGPT_MIN_TOKENS)
 
     def expand(self) -> dict[str, Any]:
-        def lognormal(mean: float, hi: int | None) -> dict[str, Any]:
-            d: dict[str, Any] = {"median": mean * math.exp(-self.sigma ** 2 / 2), "sigma": self.sigma,
-                                 "min": SHAREGPT_MIN_TOKENS}
-            if hi is not None:
-                d["max"] = hi
-            return {"lognormal": d}
+        def lognormal(mean: float, hi: int) -> dict[str, Any]:
+            return {"lognormal": {"median": mean * math.exp(-self.sigma ** 2 / 2), "sigma": self.sigma,
+                                  "min": SHAREGPT_MIN_TOKENS, "max": hi}}
 
         return {"prompt": {"suffix_tokens": lognormal(self.mean_input_tokens, self.max_input_tokens)},
                 "max_tokens": lognormal(self.mean_output_tokens, self.max_output_tokens), **self._lengths()}
