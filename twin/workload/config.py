@@ -6,11 +6,13 @@ the distributions are in ``twin.workload.distribution_config``, the arrival proc
 Shape (every field is optional unless marked)::
 
     workload:
-      arrivals:                     # open loop: poisson | gamma | constant | piecewise; closed_loop
+      arrivals:                     # open loop: poisson | gamma | constant | piecewise | ramp_up; closed_loop
         process: poisson
         rate_per_s: 8               # .inf = every request at t=0 (vllm bench serve --request-rate inf)
+        max_concurrency: null       # at most this many in flight (vllm bench serve --max-concurrency)
       duration_s: 600               # stop rule: duration_s and/or num_requests (whichever comes first)
       num_requests: null
+      timeout_s: null               # the client aborts a request this long after sending it (failed)
       prefix_header: none           # none | timestamp | shuffled_sections
       header_tokens: 24             # size of the unique timestamp header
       classes:                      # synthetic traffic ...
@@ -24,9 +26,13 @@ Shape (every field is optional unless marked)::
             few_shot: {num_templates: 4, tokens: 1500}
             sections: 4             # the shared prefix's sections, reordered per request by shuffled_sections
             suffix_tokens: {lognormal: {median: 200, sigma: 0.8}}
-          output_tokens: {lognormal: {median: 150, sigma: 0.6}}
+            pool: null              # {prompts_per_group, shuffle, multi_turn}: a finite pool, cycled
+          output_tokens: {lognormal: {median: 150, sigma: 0.6}}   # where the model would stop
+          max_tokens: null          # the client's cap (a length distribution); min_tokens: 0; ignore_eos: false
+          timeout_s: null           # overrides workload.timeout_s
           multi_turn: {turns: {uniform: [2, 6]}, gap_s: {exponential: {mean: 20}}, message_tokens: null}
-      trace:                        # ... or a trace (exactly one of classes / trace)
+      dataset: null                 # ... or a benchmark dataset, expanded into one class (twin.workload.datasets)
+      trace:                        # ... or a trace (exactly one of classes / dataset / trace)
         path: "{traces}/azure_llm_2023_conv.csv"
         format: auto                # auto | azure | mooncake | burstgpt | lengths
         time_scale: 1.0             # 2.0 = replay twice as fast
@@ -97,6 +103,8 @@ class PromptConfig(StrictModel):
     def _not_empty(self):
         if self.pool is not None and self.group_zipf_s is not None:
             raise ValueError(".group_zipf_s: means nothing with a pool (its entries are cycled in order)")
+        if self.pool is not None and self.few_shot is not None:
+            raise ValueError(".few_shot: cannot be combined with a pool (an entry is system prompt + question)")
         lb = self.suffix_tokens.lower_bound()
         if self.shared_prefix_tokens == 0 and self.few_shot is None and lb == 0:
             raise ValueError(".suffix_tokens: can be 0 while there is no shared prefix or few-shot block, so "
