@@ -181,3 +181,32 @@ def test_ramp_up_needs_num_requests():
     with pytest.raises(TwinInputError, match=r"^workload.num_requests: is required by a ramp_up"):
         load_workload_config({"arrivals": {"process": "ramp_up", "strategy": "linear", "start_rps": 1,
                                            "end_rps": 5}, "duration_s": 10, "classes": [CHAT]})
+
+
+def test_the_real_serving_loop_aborts_at_the_client_timeout_too():
+    """calibration.serve (the engine's real-time loop) aborts at the first step boundary past the timeout."""
+    from types import SimpleNamespace
+
+    from calibration.serve import serve
+
+    clock = [0.0]
+
+    class Runner:  # a stand-in engine: each step takes 10 ms and samples one token per caught-up request
+        def execute(self, out, kv_cache_manager=None):
+            clock[0] += 0.01
+            return SimpleNamespace(sampled_token_ids=[
+                [7] if r.num_computed_tokens >= r.num_prompt_tokens + r.num_output_tokens else []
+                for r in out.requests])
+
+    def sleep(dt):
+        clock[0] += dt
+
+    sched = make_scheduler(SchedulerConfig(max_num_seqs=1, max_num_batched_tokens=64, max_model_len=512,
+                                           block_size=16, enable_prefix_caching=False), 18)
+    specs = [RequestSpec(0, 0.0, 64, 200, ((("u", 0), 64),), timeout_s=0.505),
+             RequestSpec(1, 0.0, 64, 10, ((("u", 1), 64),))]
+    res = serve(specs, sched, Runner(), clock=lambda: clock[0], sleep=sleep)
+    r0, r1 = res.requests
+    assert r0.status == ABORTED and r0.finish_s == pytest.approx(0.51) and r0.num_output_tokens == 51
+    assert r1.status == FINISHED and r1.num_output_tokens == 10
+    assert sched.num_aborted == 1 and sched.kv_cache_manager.usage == 0.0
