@@ -99,6 +99,8 @@ def serve(
             if not req.is_finished:
                 scheduler.finish_requests([req])
                 _close_record(req, t, ABORTED)
+                if req.num_cached_tokens < 0:
+                    req.client_data.num_cached_tokens = -1   # never admitted: no prefix-cache query
                 finished(req, t)
         if scheduler.has_unfinished_requests():
             out = scheduler.schedule(t)

@@ -210,3 +210,28 @@ def test_the_real_serving_loop_aborts_at_the_client_timeout_too():
     assert r0.status == ABORTED and r0.finish_s == pytest.approx(0.51) and r0.num_output_tokens == 51
     assert r1.status == FINISHED and r1.num_output_tokens == 10
     assert sched.num_aborted == 1 and sched.kv_cache_manager.usage == 0.0
+
+
+def test_abort_while_waiting_or_on_the_request_path():
+    # one sequence at a time, 0.3 s of request path: request 1 reaches the scheduler at 0.3 s, waits behind
+    # request 0 and gives up at 0.35 s, never admitted; request 2 is still on the request path when its client
+    # gives up at 0.1 s
+    class SlowFrontEnd(ConstantCostModel):
+        request_path_s = 0.3
+
+    sc = SchedulerConfig(max_num_seqs=1, max_num_batched_tokens=64, max_model_len=512, block_size=16,
+                         enable_prefix_caching=False)
+    specs = [RequestSpec(0, 0.0, 64, 60, ((("u", 0), 64),)),
+             RequestSpec(1, 0.0, 64, 10, ((("u", 1), 64),), timeout_s=0.35),
+             RequestSpec(2, 0.0, 64, 10, ((("u", 2), 64),), timeout_s=0.1)]
+    sched = make_scheduler(sc, 18)
+    res = simulate(specs, lambda i: sched, lambda i: SlowFrontEnd(0.01))
+    r0, r1, r2 = res.requests
+    assert sched.num_aborted == 1      # request 1 left the waiting queue; request 2 never reached the server
+    assert r0.status == FINISHED and r0.first_token_s == pytest.approx(0.31)
+    assert (r1.status, r1.num_output_tokens, r1.num_cached_tokens) == (ABORTED, 0, -1)
+    assert r1.finish_s == pytest.approx(0.35)
+    assert (r2.status, r2.finish_s, r2.num_cached_tokens) == (ABORTED, pytest.approx(0.1), -1)
+    assert res.sim_end_s == pytest.approx(0.31 + 59 * 0.01)
+    m = res.metrics(window=(0.0, None))
+    assert m["failed"] == 2 and m["completed"] == 1 and m["prefix_cache_query_tokens"] == 64

@@ -35,6 +35,7 @@ class RequestRecord:
     emits several per step). ``status`` is ``"finished"``, ``"rejected"`` (never fits: counted as failed),
     ``"aborted"`` (the client's timeout ran out first: counted as failed; ``finish_s`` is the abort time)
     or ``"incomplete"`` (still in flight when the run stopped: neither completed nor failed).
+    ``num_cached_tokens`` is -1 for a request aborted before it was ever admitted (no prefix-cache query).
     """
 
     request_id: Hashable

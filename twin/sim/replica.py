@@ -96,6 +96,8 @@ class Replica:
         record.finish_s = self.env.now
         record.status = ABORTED
         self._copy_counters(request, record)
+        if request.num_cached_tokens < 0:
+            record.num_cached_tokens = -1   # never admitted: no prefix-cache query to count
         self.num_outstanding -= 1
         if self.on_finish is not None:
             self.on_finish(request)

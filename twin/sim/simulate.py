@@ -117,7 +117,7 @@ def simulate(
             if record.finish_s is not None:
                 return
             if en_route.pop(id(request), None) is not None:
-                record.status, record.finish_s = ABORTED, env.now
+                record.status, record.finish_s, record.num_cached_tokens = ABORTED, env.now, -1
                 on_finish(request)
                 return
             replicas[record.replica].abort(request)
