@@ -56,6 +56,19 @@ def test_capped_open_loop_never_exceeds_the_cap():
     assert sum(r.arrival_s > due[r.request_id] for r in res.requests) > 60
 
 
+def test_bench_header_describes_the_load_as_vllm_bench_serve_does():
+    def header(arrivals):
+        return load_workload_config({"arrivals": arrivals, "num_requests": 5, "classes": [CHAT]}).bench_header()
+
+    assert header({"process": "gamma", "rate_per_s": 4, "burstiness": 0.5, "max_concurrency": 8}) == {
+        "request_rate": 4, "burstiness": pytest.approx(0.5), "max_concurrency": 8}
+    assert header({"process": "poisson", "rate_per_s": 4}) == {"request_rate": 4, "burstiness": 1.0,
+                                                               "max_concurrency": None}
+    assert header({"process": "closed_loop", "concurrency": 3}) == {"request_rate": float("inf"),
+                                                                     "max_concurrency": 3}
+    assert header({"process": "ramp_up", "strategy": "linear", "start_rps": 1, "end_rps": 2}) == {}
+
+
 def test_capped_open_loop_at_infinite_rate_is_a_closed_loop():
     capped = {"arrivals": {"process": "poisson", "rate_per_s": float("inf"), "max_concurrency": 5},
               "num_requests": 40, "classes": [CHAT]}

@@ -278,6 +278,18 @@ class WorkloadConfig(StrictModel):
     def closed_loop(self) -> bool:
         return isinstance(self.arrivals, ClosedLoopArrivals)
 
+    def bench_header(self) -> dict[str, Any]:
+        """The load as a ``vllm bench serve`` result describes it (``request_rate``, ``burstiness``,
+        ``max_concurrency``), for the processes that command can send; empty for the others."""
+        arr = self.arrivals
+        if isinstance(arr, ClosedLoopArrivals):
+            return {"request_rate": math.inf, "max_concurrency": arr.concurrency}
+        rate = getattr(arr, "rate_per_s", None)
+        if rate is None or arr.process == "constant":
+            return {}
+        cv = getattr(arr, "effective_cv", 1.0)
+        return {"request_rate": rate, "burstiness": 1.0 / (cv * cv), "max_concurrency": self.max_concurrency}
+
     @property
     def max_concurrency(self) -> int | None:
         """The open loop's in-flight cap (``arrivals.max_concurrency``), or None."""
