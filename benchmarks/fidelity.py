@@ -18,6 +18,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,6 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         print("calibrating (quick mode)...", flush=True)
         calibrate("tiny-llama", device="cpu", quick=True, output=profile)
     scenario = load_scenario(SCENARIO)
+    from calibration.environment import cpu_name
+    from twin.cost.profile import ForeignProfileWarning, ProfileCostModel, foreign_machine
+
+    foreign = foreign_machine(ProfileCostModel(profile).profile, cpu_name(), profile)
+    if foreign:
+        print(f"warning: {foreign}; expect large errors, or run with --calibrate", flush=True)
+        warnings.simplefilter("ignore", ForeignProfileWarning)   # said once, here
     rate_sat = saturation_rate(scenario, profile)
     print(f"machine: CPU, tiny-llama fp32; profile {profile}; twin saturation {rate_sat:.2f} req/s", flush=True)
     configs = configurations(rate_sat, args.duration)
@@ -118,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                      "predicted": {m: run.predicted_metrics.get(m) for m in REPORTED}})
         cells = "  ".join(f"{m}={'-' if e is None else f'{e:+.1%}'}" for m, e in errors.items())
         print(f"{name:28s} {cells}  (step MAPE {run.residuals.get('mape', float('nan')):.1%})", flush=True)
+        for note in run.comparison.notes:
+            print(f"{'':28s} note: {note}", flush=True)
     print()
     header = f"{'configuration':28s}" + "".join(f"{m:>18s}" for m in REPORTED)
     print(header)

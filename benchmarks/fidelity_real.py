@@ -23,15 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from twin.fitting.fit import simulate_cases  # noqa: E402
+from twin.fitting.fit import identifiable_parameters, simulate_cases  # noqa: E402
 from twin.fitting.ground_truth import ground_truth_dir, h100_cases  # noqa: E402
 from twin.fitting.holdout import by_experiment, by_model, leave_one_group_out  # noqa: E402
-from twin.fitting.parameters import PARAMETER_NAMES  # noqa: E402
 
 METRICS = (("mean_ttft_ms", "TTFT mean"), ("median_ttft_ms", "TTFT p50"), ("p99_ttft_ms", "TTFT p99"),
            ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2E mean"), ("p99_e2el_ms", "E2E p99"),
            ("request_throughput", "throughput"))
-FIT_NAMES = tuple(n for n in PARAMETER_NAMES if n != "compute_efficiency")
 
 
 def _err(pred: dict, meas: dict, key: str) -> float | None:
@@ -60,7 +58,7 @@ def main() -> None:
     for label, group_of in (("LOEO", by_experiment), ("LOMO", by_model)):
         if label.lower() in args.skip:
             continue
-        folds = leave_one_group_out(cases, group_of, names=FIT_NAMES, max_sim_s=args.fit_sim_s,
+        folds = leave_one_group_out(cases, group_of, names=identifiable_parameters(cases), max_sim_s=args.fit_sim_s,
                                     eval_sim_s=args.eval_sim_s, workers=args.workers,
                                     progress=lambda g: print(f"  {label} fold done: {g}", flush=True))
         by_name = {c.run.name: p for f in folds for c, p in zip(f.cases, f.predicted)}
@@ -95,6 +93,12 @@ def main() -> None:
         summary[key] = meds
         print(f"{title:<12}" + "".join(f"{100 * m:9.1f}%" if m is not None else f"{'-':>10}"
                                         for m in meds.values()))
+    queueing = [i for i, c in enumerate(cases) if c.run.queueing]
+    if queueing:
+        print("runs that queued (simulated in full, not fitted): throughput error " + "; ".join(
+            f"{cases[i].run.name}: " + ", ".join(
+                f"{lab} {100 * _err(predictions[lab][i], cases[i].run.metrics, 'request_throughput'):+.1f}%"
+                for lab in labels) for i in queueing))
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "rows": rows, "params": params,

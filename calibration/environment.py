@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from twin.hardware.host import cpu_name
+
 if TYPE_CHECKING:
     from calibration.engine import ModelRunner
 
@@ -30,16 +32,6 @@ def torch_dtype(name: str | torch.dtype | None, device: str) -> torch.dtype:
     if key not in TORCH_DTYPES:
         raise ValueError(f"dtype: {name!r} is not one of {', '.join(TORCH_DTYPES)}")
     return TORCH_DTYPES[key]
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
 
 
 def device_name(device: str | torch.device) -> str:

@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from calibration.engine import ModelRunner
-from calibration.environment import torch_dtype
+from calibration.environment import device_name, torch_dtype
 from calibration.model import ModelShape
 from calibration.serve import StepShapeRecord, serve
 from calibration.validate import Comparison, compare_metrics, step_time_residuals
 from twin.sim.run import metrics_of, run_body
 from twin.sim.deployment import require_single_deployment, resolve_deployment
+from twin.cost.profile import measured_on, warn_if_foreign
 from twin.errors import TwinInputError
 from twin.results.sim_result import SimResult
 from twin.scenario import ScenarioBody
@@ -21,6 +22,9 @@ from twin.core.schedulers import make_scheduler
 from twin.workload.generate import build_workload
 
 DEFAULT_MAX_KV_BLOCKS = 4096
+# a relative error past this on a headline metric, with a profile from another machine, is put down to that
+LARGE_ERROR = 0.25
+HEADLINE = ("request_throughput", "mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
 
 
 @dataclass
@@ -33,18 +37,19 @@ class ValidationRun:
     comparison: Comparison
     residuals: dict[str, float]
     scheduling: dict[str, Any]
+    machines: dict[str, str | None]      # device names: where the profile was measured, where the engine ran
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.body.name, "comparison": self.comparison.as_dict(), "step_time_residuals":
-                self.residuals, "scheduling": self.scheduling}
+                self.residuals, "scheduling": self.scheduling, "machines": self.machines}
 
 
 def _cap_kv_blocks(body: ScenarioBody, base_dir: Path | None, max_kv_blocks: int) -> ScenarioBody:
     """The engine allocates its KV pool for real: keep it at most ``max_kv_blocks``, and give the twin the
-    very same pool."""
+    very same pool. The engine schedules synchronously (no async scheduling), so the twin does too here."""
     dep = resolve_deployment(body, base_dir)
     blocks = min(dep.num_gpu_blocks, max_kv_blocks)
-    server = body.server.model_copy(update={"num_gpu_blocks_override": blocks})
+    server = body.server.model_copy(update={"num_gpu_blocks_override": blocks, "async_scheduling": False})
     return body.model_copy(update={"server": server})
 
 
@@ -88,7 +93,25 @@ def validate_body(body: ScenarioBody, base_dir: Path | None = None, *, device: s
     cmp = compare_metrics(mm, pm)
     if measured.num_preemptions != predicted.num_preemptions:
         cmp.notes.append("the engine and the twin preempted differently: their timelines diverged")
-    return ValidationRun(body, measured, predicted, mm, pm, cmp, residuals, scheduling)
+    machines = {"profile": measured_on(cost.profile), "engine": device_name(runner.device)}
+    foreign = warn_if_foreign(cost.profile, machines["engine"], cost.source)
+    note = foreign_note(cmp, machines) if foreign else None
+    if note:
+        cmp.notes.append(note)
+    return ValidationRun(body, measured, predicted, mm, pm, cmp, residuals, scheduling, machines)
+
+
+def foreign_note(cmp: Comparison, machines: dict[str, str | None]) -> str | None:
+    """The note for a comparison whose profile came from another machine, when a headline error is large (or
+    None): the errors are put down to the machines, not the twin."""
+    errors = {m: e for m, _, _, e in cmp.rows}
+    large = {m: e for m in HEADLINE if (e := errors.get(m)) is not None and abs(e) > LARGE_ERROR}
+    if not large:
+        return None
+    worst = max(large, key=lambda m: abs(large[m]))
+    return (f"errors up to {large[worst]:+.0%} ({worst}) are expected here: the profile was measured on "
+            f"{machines['profile']!r} and the engine ran on {machines['engine']!r}; calibrate on this machine "
+            f"(twin calibrate --quick -o here.json) and validate with --profile here.json")
 
 
 def _match_threads(cost) -> None:

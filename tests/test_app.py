@@ -101,9 +101,10 @@ def test_concurrency_cap_verdict_and_raising_the_cap():
 
 def test_bad_widget_value_shows_an_error_not_a_traceback():
     at = _app("concurrency_cap_trap")
-    _w(at, "number_input", "max_num_batched_tokens").set_value(2).run()
+    _w(at, "number_input", "max_num_seqs").set_value(64).run()
+    _w(at, "number_input", "max_num_batched_tokens").set_value(2).run()  # alone it would clamp max_num_seqs
     assert not at.exception
-    assert [e.value for e in at.error] == ["What-if: server: max_num_batched_tokens (2) must be >= max_num_seqs (1024)"]
+    assert [e.value for e in at.error] == ["What-if: server: max_num_batched_tokens (2) must be >= max_num_seqs (64)"]
     assert not at.get("plotly_chart")
     _w(at, "number_input", "max_num_batched_tokens").set_value(4096).run()  # fixed: the page comes back
     _ok(at)

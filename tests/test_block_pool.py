@@ -218,8 +218,10 @@ def test_free_unhashed_to_head_knob():
     pool = BlockPool(6, free_unhashed_to_head=True)
     a = pool.get_new_blocks(3)  # 1 2 3
     pool.cache_block(a[0], 5)
-    pool.free_blocks(reversed(a))  # 3 (no hash) -> head, 2 (no hash) -> head, 1 (hashed) -> tail
-    assert free_ids(pool) == [2, 3, 4, 5, 1]
+    # freed in the order 3 2 1: the unhashed 3 and 2 go to the head as a group, in that order (vLLM's
+    # prepend_n); the hashed 1 goes to the tail
+    pool.free_blocks(reversed(a))
+    assert free_ids(pool) == [3, 2, 4, 5, 1]
 
 
 def test_reset_prefix_cache():

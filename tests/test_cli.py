@@ -201,3 +201,49 @@ def test_same_seed_same_bytes_across_processes(tmp_path):
     data = json.loads(outputs[0][0])
     assert data["twin"]["prefix_cache_hit_rate"] > 0.5
     assert not any("wall" in key for key in data["twin"])
+
+
+def test_requests_out_with_two_variants_keeps_both(tmp_path):
+    """Every run lands in the tables, each row saying which variant and replication it came from; --json
+    writes one vllm bench serve file per variant."""
+    path = write(tmp_path, "good.yaml", GOOD)
+    req, steps, out = tmp_path / "r.csv", tmp_path / "s.csv", tmp_path / "out.json"
+    result = invoke("run", path, "-q", "--all-variants", "--requests-out", str(req), "--steps-out", str(steps),
+                    "--json", str(out))
+    assert result.exit_code == 0, result.output + result.stderr
+    requests = pd.read_csv(req)
+    assert list(requests.columns) == ["variant", "replication", *REQUEST_FRAME_COLUMNS]
+    assert requests.groupby("variant").size().to_dict() == {"baseline": 40, "wide": 40}
+    assert set(requests["replication"]) == {0}
+    step_table = pd.read_csv(steps)
+    assert list(step_table.columns) == ["variant", "replication", *STEP_COLUMN_NAMES]
+    assert not out.exists()
+    docs = {name: json.loads((tmp_path / f"out.{name}.json").read_text()) for name in ("baseline", "wide")}
+    assert docs["wide"]["twin"]["config"]["server"]["max_num_seqs"] == 64
+    assert docs["baseline"]["twin"]["config"]["server"]["max_num_seqs"] == 8
+    for name, doc in docs.items():
+        assert doc["completed"] == 40 and len(doc["ttfts"]) == 40, name
+        assert len(step_table[step_table["variant"] == name]) == doc["twin"]["num_steps"]
+        # the table's rows are that variant's run, not the first one's
+        assert requests[requests["variant"] == name]["ttft_s"].tolist() == pytest.approx(doc["ttfts"])
+    assert "wrote " + str(tmp_path / "out.wide.json") in " ".join(result.stdout.split())
+
+
+def test_requests_out_keeps_every_replication(tmp_path):
+    path = write(tmp_path, "good.yaml", GOOD)
+    req = tmp_path / "r.csv"
+    result = invoke("run", path, "-q", "-v", "wide", "--replications", "3", "--requests-out", str(req))
+    assert result.exit_code == 0, result.output + result.stderr
+    requests = pd.read_csv(req)
+    assert requests.groupby(["variant", "replication"]).size().to_dict() == {
+        ("wide", 0): 40, ("wide", 1): 40, ("wide", 2): 40}
+    # independent replications: different seeds, different arrivals
+    arrivals = [requests[requests["replication"] == r]["arrival_s"].tolist() for r in range(3)]
+    assert arrivals[0] != arrivals[1] != arrivals[2]
+
+
+def test_variant_json_path():
+    from twin.cli.outputs import variant_json_path
+
+    assert variant_json_path("d/out.json", "wide") == Path("d/out.wide.json")
+    assert variant_json_path("out", "a/b c") == Path("out.a_b_c.json")

@@ -39,7 +39,7 @@ def test_bundled_scenarios_start_with_the_dashboard_default():
 
 def test_form_defaults_resolve_vllm_defaults():
     d = dash.form_defaults(dict(SMALL, server={"max_model_len": 8192}))
-    assert d["max_num_seqs"] == 1024 and d["max_num_batched_tokens"] == 8192  # vLLM's H100 defaults
+    assert d["max_num_seqs"] == 1024 and d["max_num_batched_tokens"] == 16384  # vLLM 0.28 serve on an H100
     assert d["gpu"] == "H100-SXM" and d["arrival_mode"] == "rate" and d["rate_per_s"] == 4.0
     assert d["classes.0.suffix_tokens"] == 200 and d["classes.0.output_tokens"] == 100
     assert d["classes.0.shared_prefix_tokens"] == 500

@@ -80,29 +80,54 @@ def test_validate_bench_json_bad_file(tmp_path):
     assert "not a readable JSON file" in res.output
 
 
+@pytest.fixture(scope="module")
+def local_profile(tmp_path_factory):
+    """A profile measured here and now (``twin calibrate --quick``'s code with a short budget, one thread):
+    the committed profile was measured on another CPU, and step times differ 1.5-3x between CPU models, so a
+    test that compares the engine's timings with the twin's must calibrate on the machine it runs on."""
+    torch = pytest.importorskip("torch")
+    from calibration.calibrate import calibrate
+
+    threads = torch.get_num_threads()
+    try:
+        result = calibrate("tiny-llama", device="cpu", quick=True, budget_s=6.0, threads=1, seed=0,
+                           output=tmp_path_factory.mktemp("profile") / "here.json")
+    finally:
+        torch.set_num_threads(threads)
+    return result.profile_path
+
+
 @pytest.mark.slow
-def test_engine_and_twin_agree_on_a_short_run(tmp_path):
-    """Eight seconds of light traffic served for real on the tiny CPU model against the twin with the committed
-    profile. The bounds are loose on purpose: this machine is shared and its speed drifts, and the profile was
-    measured at another time. The fidelity benchmark (benchmarks/fidelity.py) reports the real errors."""
+def test_engine_and_twin_agree_on_a_short_run(tmp_path, local_profile):
+    """Eight seconds of light traffic served for real on the tiny CPU model against the twin with a profile
+    calibrated on this machine a moment ago. What both sides share exactly (the serving core) is bounded
+    exactly; timings loosely, since the machine is shared and its speed drifts. The fidelity benchmark
+    (benchmarks/fidelity.py) reports the real errors."""
     torch = pytest.importorskip("torch")
     from calibration.validation_run import validate_body
 
     sc = load_scenario(TINY)
-    body = sc.body("baseline", {"workload": {"arrivals": {"rate_per_s": 4}, "duration_s": 8}})
+    body = sc.body("baseline", {"workload": {"arrivals": {"rate_per_s": 4}, "duration_s": 8},
+                                "cost_model": {"kind": "profile", "profile": str(local_profile)}})
     threads = torch.get_num_threads()
     try:
         run = validate_body(body, sc.base_dir, max_kv_blocks=1024)
     finally:
         torch.set_num_threads(threads)
     m, p = run.measured_metrics, run.predicted_metrics
+    # machine-independent: the same serving core on the same requests, light load, no preemption
     assert m["completed"] == p["completed"] > 20
-    # the same serving core: light load, so both served every request with the same prefix hits
+    assert run.scheduling["preemptions"] == (0, 0)
     assert run.scheduling["prefix_cache_hit_rate"][0] == pytest.approx(run.scheduling["prefix_cache_hit_rate"][1],
                                                                        abs=0.05)
-    assert abs(run.comparison.error("request_throughput")) < 0.15
+    # timings, against this machine's own profile (a foreign one was off by -90% in TPOT). Loose: on a 2-core box
+    # shared with other work the speed drifts between the calibration and the run (17% seen at load 10)
+    assert abs(run.comparison.error("request_throughput")) < 0.25
     assert abs(run.comparison.error("mean_tpot_ms")) < 0.6
     assert abs(run.comparison.error("mean_e2el_ms")) < 0.6
+    assert run.residuals["mape"] < 0.6
+    assert run.machines["profile"] == run.machines["engine"]
+    assert not any("measured on" in note for note in run.comparison.notes)
     # the engine's run, written as a vllm bench serve file, validates from the CLI
     bench = tmp_path / "engine.json"
     write_json(run.measured, bench)

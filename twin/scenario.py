@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from twin.errors import TwinInputError
 from twin.core.scheduler_config import SchedulerKnobs
+from twin.core.vllm_versions import NEWEST_VLLM_VERSION, vllm_release
 from twin.yaml_input import parse_yaml
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig
@@ -121,7 +122,25 @@ class ServerConfig(StrictModel, SchedulerKnobs):
     max_model_len: int | None = Field(None, ge=2)
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
     num_gpu_blocks_override: int | None = Field(None, ge=2)
-    async_scheduling: bool | None = None     # None: on for the continuous scheduler, as recent vLLM does
+    # the vLLM release whose behaviours and defaults to model (twin.core.vllm_versions); the knobs below left
+    # None take that release's default
+    vllm_version: str = NEWEST_VLLM_VERSION
+    entrypoint: Literal["serve", "llm"] = "serve"   # `vllm serve` or the offline LLM class: their default limits
+    async_scheduling: bool | None = None
+    scheduler_reserve_full_isl: bool | None = None
+    free_unhashed_blocks_to_head: bool | None = None
+    prefix_cache_stats_at_admission: bool | None = None
+    pad_spec_decode_first_step: bool | None = None
+
+    @field_validator("vllm_version", mode="before")
+    @classmethod
+    def _modelled_release(cls, value: Any) -> str:
+        value = str(value)  # YAML reads 0.19 as a number
+        try:
+            vllm_release(value)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return value
 
 
 class CostModelConfig(StrictModel):

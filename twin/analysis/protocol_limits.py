@@ -40,7 +40,8 @@ def scheduler_limits_step(walk: ProtocolWalk, base: Evaluation, diag: Diagnosis)
     body = base.body
     step = Step("scheduler_limits", "Scheduler limits",
                 "Does max_num_seqs or max_num_batched_tokens cap concurrency below the offered load?")
-    def_tokens, def_seqs = vllm_default_limits(base.deployment.gpu)
+    def_tokens, def_seqs = vllm_default_limits(base.deployment.gpu, body.server.vllm_version,
+                                               body.server.entrypoint)
     load_words, closed_c = offered_load(body)
     stats = diag.stats
     cap_share = diag.shares.get(CONCURRENCY_CAP, 0.0)

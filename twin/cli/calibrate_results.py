@@ -17,8 +17,8 @@ from rich.table import Table
 from twin.cli.console import console, err_console
 from twin.cost.server_profile import write_server_profile
 from twin.errors import TwinInputError
-from twin.fitting.fit import Case, fit
-from twin.fitting.parameters import FIT_PARAMETERS, PARAMETER_NAMES
+from twin.fitting.fit import Case, fit, identifiable_parameters
+from twin.fitting.parameters import FIT_PARAMETERS
 from twin.fitting.profile_doc import profile_document
 from twin.fitting.readers import read_results
 from twin.fitting.replay import Target
@@ -97,17 +97,15 @@ def calibrate_from_results(paths: Sequence[str], *, output: str | None, gpu: str
     if not runs:
         raise TwinInputError("--from-results: the files hold no run")
     cases = [Case(run, _target(run, gpu, model, tp)) for run in runs]
-    names = tuple(n for n in PARAMETER_NAMES if n != "compute_efficiency")
-    if all(c.target.tensor_parallel_size == 1 for c in cases):
-        names = tuple(n for n in names if n != "allreduce_latency_s")   # nothing to fit it on
+    names = identifiable_parameters(cases)
     outer = 3
     progress = Progress(TextColumn("simulating runs"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err_console, disable=quiet or not err_console.is_terminal, transient=True)
     with progress:
-        task = progress.add_task("fit", total=len(cases) * (outer + 1))
+        task = progress.add_task("fit", total=sum(not c.run.queueing for c in cases) * (outer + 1))
         result = fit(cases, names=names, outer_iterations=outer, max_sim_s=max_sim_s, workers=workers, seed=seed,
                      progress=lambda k: progress.advance(task, k))
-    doc = profile_document(cases, result, [str(p) for p in paths])
+    doc = profile_document(result, [str(p) for p in paths], [c for c in cases if c.run.queueing])
     out = Path(output or "server-profile.json")
     write_server_profile(out, doc)
     console.print(f"fitted {len(result.names)} parameters on {len(cases)} runs "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
+import warnings
 from typing import Any
 
 import click
@@ -16,10 +16,21 @@ from twin.errors import TwinInputError
 from twin.cli.console import console, err_console
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning is one line on stderr (``warning: ...``), without the file, line and source of a default one."""
+    text = " ".join(str(message).split())
+    err_console.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
+
+
 class TwinGroup(click.Group):
-    """Bad input becomes one line on stderr and exit status 2, never a traceback."""
+    """Bad input becomes one line on stderr and exit status 2, never a traceback; warnings are one line each."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return self._invoke(ctx)
+
+    def _invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except TwinInputError as exc:
@@ -108,9 +119,15 @@ def _deployment_line(body: Any, dep: Any) -> str:
               help="Override a scenario field, e.g. --set server.max_num_seqs=4 (repeatable).")
 @click.option("--seed", type=int, help="Override the scenario's seed.")
 @click.option("--replications", type=click.IntRange(1, 1000), help="Independent replications (seeds seed..seed+n-1).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write results in the vllm bench serve JSON schema.")
-@click.option("--requests-out", type=click.Path(dir_okay=False), help="Per-request table (.csv or .parquet).")
-@click.option("--steps-out", type=click.Path(dir_okay=False), help="Per-step table (.csv or .parquet).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Write results in the vllm bench serve JSON schema; several variants: one file per variant "
+                   "(out.json -> out.<variant>.json).")
+@click.option("--requests-out", type=click.Path(dir_okay=False),
+              help="Per-request table (.csv or .parquet); several runs: every one, with variant and replication "
+                   "columns.")
+@click.option("--steps-out", type=click.Path(dir_okay=False),
+              help="Per-step table (.csv or .parquet); several runs: every one, with variant and replication "
+                   "columns.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def run(scenario: str, variants: tuple[str, ...], all_variants: bool, sets: tuple[str, ...], seed: int | None,
         replications: int | None, json_path: str | None, requests_out: str | None, steps_out: str | None,
@@ -131,7 +148,8 @@ def run(scenario: str, variants: tuple[str, ...], all_variants: bool, sets: tupl
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a field in every variant.")
 @click.option("--seed", type=int, help="Override the scenario's seed.")
 @click.option("--replications", type=click.IntRange(1, 1000), help="Independent replications per variant.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write all results as one JSON file.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help='Write all results as one JSON file: {"variants": {name: <vllm bench serve result>}}.')
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def compare(scenario: str, variant_list: str | None, sets: tuple[str, ...], seed: int | None,
             replications: int | None, json_path: str | None, quiet: bool) -> None:
@@ -143,12 +161,11 @@ def compare(scenario: str, variant_list: str | None, sets: tuple[str, ...], seed
         wanted = [v.strip() for v in variant_list.split(",") if v.strip()]
         names = ["baseline"] + [v for v in wanted if v != "baseline"]
     _, runs = _run_variants(scenario, names, sets, seed, replications, not quiet and console.is_terminal)
-    _report(runs, json_path, None, None)
+    _report(runs, json_path, None, None, one_json_file=True)
 
 
 def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out: str | None,
-            steps_out: str | None) -> None:
-    from twin.results.export import dumps, to_bench_serve_json, write_table
+            steps_out: str | None, *, one_json_file: bool = False) -> None:
     from twin.results.report import render_comparison, render_summary
 
     for name, run in runs.items():
@@ -164,31 +181,13 @@ def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out
     else:
         render_comparison({name: run["replications"][0][1] for name, run in runs.items()},
                           baseline=next(iter(runs)), console=console)
+    from twin.cli.outputs import write_json_outputs, write_table_outputs
+
     if json_path:
-        payload: dict[str, Any]
-        docs = {}
-        for name, run in runs.items():
-            body = run["body"]
-            result = run["replications"][0][0]
-            window = (body.warmup_s, None) if body.warmup_s > 0 else None
-            doc = to_bench_serve_json(result, body.slo.as_dict() or None, window=window)
-            if run["ci"]:
-                doc["twin"]["replications"] = run["ci"]
-            docs[name] = doc
-        payload = next(iter(docs.values())) if len(docs) == 1 else {"variants": docs}
-        path = Path(json_path)
-        if not path.parent.exists():
-            raise TwinInputError(f"--json {json_path}: folder {path.parent} does not exist")
-        path.write_text(dumps(payload) + "\n", encoding="utf-8")
-        console.print(f"wrote {json_path}", highlight=False)
-    if requests_out or steps_out:
-        result = next(iter(runs.values()))["replications"][0][0]
-        if requests_out:
-            write_table(result.requests_frame(), requests_out)
-            console.print(f"wrote {requests_out}", highlight=False)
-        if steps_out:
-            write_table(result.steps_frame(), steps_out)
-            console.print(f"wrote {steps_out}", highlight=False)
+        for path in write_json_outputs(runs, json_path, one_file=one_json_file):
+            console.print(f"wrote {path}", highlight=False)
+    for path in write_table_outputs(runs, requests_out, steps_out):
+        console.print(f"wrote {path}", highlight=False)
 
 
 def _print_per_replica(result: Any, body: Any) -> None:
@@ -223,10 +222,10 @@ def list_cmd(what: str) -> None:
     from twin.scenario import list_scenarios, load_scenario
 
     if what in ("scenarios", "all"):
-        table = Table(title="Scenarios")
-        table.add_column("name")
-        table.add_column("variants")
-        table.add_column("description")
+        table = Table(title="Scenarios", expand=True)   # expand: the ratios share out a narrow terminal
+        table.add_column("name", no_wrap=True)
+        table.add_column("variants", ratio=2)
+        table.add_column("description", ratio=3)
         for path in list_scenarios():
             try:
                 sc = load_scenario(path)

@@ -71,6 +71,11 @@ class FreeBlockQueue:
         self._head.next_free = block
         self.num_free_blocks += 1
 
+    def prepend_n(self, blocks: list[KVCacheBlock]) -> None:
+        """Put ``blocks`` at the head as a group, in order: ``blocks[0]`` becomes the head."""
+        for block in reversed(blocks):
+            self.appendleft(block)
+
     def block_ids(self) -> list[int]:
         ids, block = [], self._head.next_free
         while block is not self._tail:
@@ -83,8 +88,9 @@ class BlockPool:
     """All KV blocks of one replica, the free queue and the prefix-cache map.
 
     ``reserve_null_block`` (vLLM >= 0.8) takes block 0 out of circulation as the padding block.
-    ``free_unhashed_to_head`` (version-dependent, default off) puts freed blocks that carry no hash at the
-    head of the free queue, so they are reused before any cached block is evicted.
+    ``free_unhashed_to_head`` (version-dependent, default off) puts the freed blocks that carry no hash at the
+    head of the free queue as one group, in the order freed, so they are reused before any cached block is
+    evicted (vLLM's ``prepend_n``); hashed blocks still go to the tail.
     """
 
     def __init__(self, num_gpu_blocks: int, enable_caching: bool = True, *, reserve_null_block: bool = True,
@@ -141,14 +147,16 @@ class BlockPool:
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
         """Drop one reference from each block; blocks reaching 0 join the free queue in the given order."""
         queue = self.free_block_queue
-        to_head = self.free_unhashed_to_head
+        to_head: list[KVCacheBlock] | None = [] if self.free_unhashed_to_head else None
         for block in ordered_blocks:
             block.ref_cnt -= 1
             if block.ref_cnt == 0 and not block.is_null:
-                if to_head and block.block_hash is None:
-                    queue.appendleft(block)
+                if to_head is not None and block.block_hash is None:
+                    to_head.append(block)
                 else:
                     queue.append(block)
+        if to_head:
+            queue.prepend_n(to_head)
 
     # ---- the prefix cache -----------------------------------------------------------------------------
     def cache_block(self, block: KVCacheBlock, block_hash: int) -> None:

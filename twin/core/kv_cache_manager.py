@@ -20,7 +20,8 @@ class KVCacheManager:
                                     free_unhashed_to_head=free_unhashed_to_head)
         self.req_to_blocks: dict[object, list[KVCacheBlock]] = {}
         self.num_cached_blocks: dict[object, int] = {}
-        # prefix-cache counters over every lookup (first admissions and resumptions alike)
+        # prefix-cache counters: every lookup, or (prefix_cache_stats_at_admission) once per admission; first
+        # admissions and resumptions after preemption alike
         self.num_lookups = 0
         self.num_query_tokens = 0
         self.num_hit_tokens = 0
@@ -50,9 +51,10 @@ class KVCacheManager:
         return hashes
 
     # ---- lookup ---------------------------------------------------------------------------------------
-    def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
+    def get_computed_blocks(self, request: Request, record_stats: bool = True) -> tuple[list[KVCacheBlock], int]:
         """The longest cached block-aligned prefix, at most ``num_tokens - 1`` tokens (the last token is
-        always recomputed to produce logits)."""
+        always recomputed to produce logits). ``record_stats=False`` leaves the counters to
+        ``record_prefix_cache_stats`` (newer vLLM counts a request once, when it is admitted)."""
         if not self.enable_caching:
             return [], 0
         num_tokens = request.num_prompt_tokens + request.num_output_tokens
@@ -66,10 +68,15 @@ class KVCacheManager:
                 break
             hit.append(block)
         num_hit_tokens = len(hit) * self.block_size
-        self.num_lookups += 1
-        self.num_query_tokens += num_tokens
-        self.num_hit_tokens += num_hit_tokens
+        if record_stats:
+            self.record_prefix_cache_stats(request, num_hit_tokens)
         return hit, num_hit_tokens
+
+    def record_prefix_cache_stats(self, request: Request, num_hit_tokens: int) -> None:
+        """Count one prefix-cache query of ``request`` that hit ``num_hit_tokens`` tokens."""
+        self.num_lookups += 1
+        self.num_query_tokens += request.num_prompt_tokens + request.num_output_tokens
+        self.num_hit_tokens += num_hit_tokens
 
     # ---- allocation -----------------------------------------------------------------------------------
     def can_fit(self, num_tokens: int) -> bool:
@@ -78,10 +85,13 @@ class KVCacheManager:
 
     def allocate_slots(self, request: Request, num_new_tokens: int, num_new_computed_tokens: int = 0,
                        new_computed_blocks: list[KVCacheBlock] | None = None,
-                       num_lookahead_tokens: int = 0, reserve_blocks: int = 0) -> list[KVCacheBlock] | None:
+                       num_lookahead_tokens: int = 0, reserve_blocks: int = 0,
+                       full_sequence_must_fit: bool = False) -> list[KVCacheBlock] | None:
         """Slots for ``num_new_tokens`` more tokens (after ``num_new_computed_tokens`` prefix-hit tokens held
         in ``new_computed_blocks``). Returns the newly allocated blocks, or None, allocating nothing, when the
-        free queue cannot cover them plus ``reserve_blocks`` (an admission watermark)."""
+        free queue cannot cover them plus ``reserve_blocks`` (an admission watermark). With
+        ``full_sequence_must_fit`` (vLLM's ``scheduler_reserve_full_isl`` at admission) the free queue must
+        cover the request's whole sequence so far, though only this chunk's blocks are taken."""
         pool = self.block_pool
         rid = request.request_id
         req_blocks = self.req_to_blocks.get(rid)
@@ -99,7 +109,12 @@ class KVCacheManager:
             for block in new_computed_blocks:
                 if block.ref_cnt == 0 and not block.is_null:
                     num_evictable_hits += 1
-        if num_new_blocks + num_evictable_hits + reserve_blocks > pool.free_block_queue.num_free_blocks:
+        num_checked = num_new_blocks
+        if full_sequence_must_fit:
+            num_full = min(request.num_prompt_tokens + request.num_output_tokens, self.max_model_len)
+            if num_full > num_need_slots:
+                num_checked = -(-num_full // self.block_size) - len(req_blocks) - num_hit
+        if num_checked + num_evictable_hits + reserve_blocks > pool.free_block_queue.num_free_blocks:
             return None
         if num_hit:
             pool.touch(new_computed_blocks)

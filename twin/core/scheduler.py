@@ -30,11 +30,14 @@ class Scheduler(SchedulerBase):
 
         # A. running requests, in admission order
         running = self.running
+        prefill_scheduled = False
         i = 0
         while i < len(running) and token_budget > 0:
             req = running[i]
             computed = req.num_computed_tokens
             n = req.num_prompt_tokens + req.num_output_tokens + req.num_spec_tokens - computed
+            if computed < req.num_prompt_tokens + req.num_output_tokens - 1:
+                prefill_scheduled = True
             if 0 < threshold < n:
                 n = threshold
             if n > token_budget:
@@ -82,22 +85,39 @@ class Scheduler(SchedulerBase):
             max_seqs = cfg.max_num_seqs
             chunked = cfg.enable_chunked_prefill
             reserve = int(cfg.admission_watermark * kv.block_pool.num_usable_blocks)
+            full_isl = cfg.scheduler_reserve_full_isl
+            # uniform-decode padding needs a batch of running decodes to match (vLLM's pad_spec_decode)
+            pad_k = cfg.num_speculative_tokens if (cfg.pad_spec_decode_first_step and sched_reqs
+                                                    and not prefill_scheduled) else 0
+            if 0 < threshold < 1 + pad_k:
+                pad_k = 0
             while waiting and token_budget > 0 and len(running) < max_seqs:
                 req = waiting.peek()
-                if req.num_computed_tokens == 0:
-                    hit_blocks, num_hit = kv.get_computed_blocks(req)
+                looked_up = req.num_computed_tokens == 0
+                if looked_up:
+                    hit_blocks, num_hit = self._lookup_prefix(req)
                 else:
                     hit_blocks, num_hit = [], req.num_computed_tokens
                 n = req.num_prompt_tokens + req.num_output_tokens - num_hit
                 if 0 < threshold < n:
                     n = threshold
+                padded = False
+                if pad_k and n == 1 and num_hit + 2 + pad_k <= max_model_len:
+                    if 1 + pad_k > token_budget:
+                        break  # rather not scheduled than scheduled unpadded
+                    n = 1 + pad_k
+                    padded = True
                 if n > token_budget:
                     if not chunked:
                         break  # head-of-line: the whole prompt must fit this step
                     n = token_budget
-                if allocate(req, n, num_hit, hit_blocks, lookahead, reserve) is None:
+                # (scheduler_reserve_full_isl) the whole prompt must fit the free blocks, not just this chunk
+                if allocate(req, n, num_hit, hit_blocks, lookahead, reserve, full_isl) is None:
                     break
-                self._admit(req, num_hit, out)
+                self._admit(req, num_hit, out, looked_up)
+                if padded:
+                    req.num_spec_tokens = pad_k
+                    out.spec_placeholders.append(len(sched_reqs))
                 sched_reqs.append(req)
                 sched_tokens.append(n)
                 token_budget -= n

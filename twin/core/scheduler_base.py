@@ -102,8 +102,17 @@ class SchedulerBase:
         out.kv_usage = self.kv_cache_manager.usage
         return out
 
-    def _admit(self, req: Request, num_hit: int, out: SchedulerOutput) -> None:
-        """Move the waiting queue's head to running, its prefix hit counted as computed."""
+    def _lookup_prefix(self, req: Request) -> tuple[list, int]:
+        """The prefix hit of a waiting request; with ``prefix_cache_stats_at_admission`` the counters wait for
+        ``_admit``, so a request that fails to allocate and retries next step is counted once."""
+        return self.kv_cache_manager.get_computed_blocks(
+            req, record_stats=not self.config.prefix_cache_stats_at_admission)
+
+    def _admit(self, req: Request, num_hit: int, out: SchedulerOutput, looked_up: bool = True) -> None:
+        """Move the waiting queue's head to running, its prefix hit counted as computed (``looked_up``: the
+        hit came from ``_lookup_prefix``)."""
+        if looked_up and self.config.prefix_cache_stats_at_admission:
+            self.kv_cache_manager.record_prefix_cache_stats(req, num_hit)
         self.waiting.pop()
         if req.status == RequestStatus.PREEMPTED:
             out.num_resumed_requests += 1

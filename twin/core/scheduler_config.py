@@ -18,12 +18,17 @@ class SchedulerKnobs(BaseModel):
     block_size: int = Field(16, ge=1, le=1024)
     long_prefill_token_threshold: int = Field(0, ge=0)
     policy: Literal["fcfs", "priority"] = "fcfs"
-    # vLLM's async scheduling (default on in recent vLLM V1): the next step's batch is chosen while the current
-    # one runs, so a request that arrives during a step first runs in the step after the next
+    # vLLM's async scheduling: the next step's batch is chosen while the current one runs, so a request that
+    # arrives during a step first runs in the step after the next
     async_scheduling: bool = False
-    # version-dependent behaviours, default off (see reference/vllm-v1-semantics.md)
+    # version-dependent behaviours, off here; a scenario's server.vllm_version sets them (twin.core.vllm_versions)
     reserve_null_block: bool = True
     free_unhashed_blocks_to_head: bool = False
+    scheduler_reserve_full_isl: bool = False
+    prefix_cache_stats_at_admission: bool = False
+    # a newly admitted request with one token to compute (a fully cached prompt) joins an all-decode batch
+    # padded with num_speculative_tokens placeholder drafts, so the step keeps the uniform 1 + k shape
+    pad_spec_decode_first_step: bool = False
     admission_watermark: float = Field(0.0, ge=0.0, lt=1.0)
     # static batching (FasterTransformer-style servers)
     static_batch_size: int = Field(8, ge=1)
@@ -39,6 +44,7 @@ class SchedulerConfig(SchedulerKnobs):
     max_num_batched_tokens: int = Field(8192, ge=1)
     max_model_len: int = Field(8192, ge=2)
     num_lookahead_tokens: int = Field(0, ge=0)
+    num_speculative_tokens: int = Field(0, ge=0)   # k of speculative decoding (0: off)
 
     @model_validator(mode="after")
     def _consistent(self) -> "SchedulerConfig":

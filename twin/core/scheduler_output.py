@@ -17,6 +17,7 @@ class SchedulerOutput:
     num_new_tokens: list[int] = field(default_factory=list)        # tokens computed this step
     num_computed_before: list[int] = field(default_factory=list)   # tokens already in KV before this step
     num_spec_tokens: list[int] = field(default_factory=list)       # draft tokens verified this step
+    spec_placeholders: list[int] = field(default_factory=list)     # indices whose drafts are padding (never accepted)
     num_new_requests: int = 0                                      # admitted this step (before any padding)
     num_padding: int = 0                                           # trailing finished sequences a static batch still carries
     num_resumed_requests: int = 0                                  # of those, previously preempted

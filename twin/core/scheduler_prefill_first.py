@@ -26,7 +26,7 @@ class PrefillFirstScheduler(SchedulerBase):
         reserve = int(self.config.admission_watermark * kv.block_pool.num_usable_blocks)
         while self.waiting and len(self.running) < self.config.max_num_seqs:
             req = self.waiting.peek()
-            hit_blocks, num_hit = kv.get_computed_blocks(req)
+            hit_blocks, num_hit = self._lookup_prefix(req)
             n = req.num_prompt_tokens + req.num_output_tokens - num_hit
             if n > budget or kv.allocate_slots(req, n, num_hit, hit_blocks, 0, reserve) is None:
                 break

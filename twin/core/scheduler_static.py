@@ -54,7 +54,7 @@ class StaticBatchScheduler(SchedulerBase):
         cfg = self.config
         while self.waiting and len(self.batch) < cfg.static_batch_size:
             req = self.waiting.peek()
-            hit_blocks, num_hit = kv.get_computed_blocks(req)
+            hit_blocks, num_hit = self._lookup_prefix(req)
             n = req.num_prompt_tokens + req.num_output_tokens - num_hit
             reserve_tokens = 0
             if cfg.static_reserve_max_length:

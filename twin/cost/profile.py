@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from operator import add, mul
@@ -60,6 +61,39 @@ class ProfileWarning(UserWarning):
 
 class ProfileRangeWarning(ProfileWarning):
     """A step lies outside the range of steps the profile was fitted on (its time is extrapolated)."""
+
+
+class ForeignProfileWarning(ProfileWarning):
+    """The profile was measured on another machine (another CPU model or GPU) than the one it is used on."""
+
+
+def measured_on(doc: Mapping[str, Any]) -> str | None:
+    """The device a profile was measured on, by name (``device.name``; older files: ``environment.device_name``)."""
+    name = (doc.get("device") or {}).get("name") or (doc.get("environment") or {}).get("device_name")
+    return str(name) if name else None
+
+
+def foreign_machine(doc: Mapping[str, Any], here: str, source: str = "profile") -> str | None:
+    """One line saying that the profile was measured on another device than ``here`` (this machine's CPU or
+    GPU, by name), or None when they are the same or the profile does not say where it was measured."""
+    from twin.hardware.host import same_device
+
+    there = measured_on(doc)
+    if there is None or same_device(there, here):
+        return None
+    source = os.path.normpath(source)
+    return (f"cost model profile {source} was measured on {there!r}, not on this machine ({here!r}): its step "
+            f"times are that machine's, so timings compared with this machine's will differ; calibrate here "
+            f"(twin calibrate --quick -o here.json) for comparable ones")
+
+
+def warn_if_foreign(doc: Mapping[str, Any], here: str, source: str = "profile") -> str | None:
+    """Warn (once per message, a ``ForeignProfileWarning``) if the profile was measured on another device than
+    ``here``; return the message, or None."""
+    message = foreign_machine(doc, here, source)
+    if message is not None:
+        warnings.warn(message, ForeignProfileWarning, stacklevel=1)
+    return message
 
 
 def step_features(num_new_tokens: Sequence[int], num_computed_before: Sequence[int]
@@ -333,6 +367,11 @@ def build_profile_cost_model(model: Any, gpu: Any, tp: int, weight_dtype: str, k
         raise TwinInputError(f"deployment.tensor_parallel_size = {tp}: the profile {cm.source} was calibrated "
                              f"at tensor_parallel_size {prof_tp}")
     device = cm.profile.get("device") or {}
+    if device.get("type") == "cpu" and getattr(gpu, "name", None) == "CPU":
+        # a CPU deployment is this machine's CPU: a profile from another CPU model predicts that one's times
+        from twin.hardware.host import cpu_name
+
+        warn_if_foreign(cm.profile, cpu_name(), cm.source)
     catalog_gpu = device.get("catalog_gpu")
     if catalog_gpu and getattr(gpu, "name", None) and catalog_gpu != gpu.name:
         warnings.warn(f"cost model profile {cm.source} was measured on {catalog_gpu} "

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
+from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.parameters import FIT_PARAMETERS, PARAMETER_NAMES, from_model_params, to_model_params
 from twin.fitting.replay import Replayed, Target, deployment_for, replay
@@ -30,6 +31,9 @@ PRIOR_WEIGHT = 0.05       # per parameter, on (x - prior) / (upper - lower)
 DEFAULT_MAX_SIM_S = 120.0
 
 
+PREFILL_HEAVY_TOKENS = 1024
+
+
 @dataclass(frozen=True)
 class Case:
     """A measured run and the deployment it ran on."""
@@ -38,25 +42,38 @@ class Case:
     target: Target
 
 
+def identifiable_parameters(cases: Sequence[Case]) -> tuple[str, ...]:
+    """The parameters the runs can pin down: the compute efficiency only when some run prefills long prompts
+    without a prefix cache (else GEMMs never leave the weight-read bound), the all-reduce only with TP > 1."""
+    names = list(PARAMETER_NAMES)
+    if not any(c.run.prompt_pool is None and c.run.prompt_tokens.mean >= PREFILL_HEAVY_TOKENS for c in cases):
+        names.remove("compute_efficiency")
+    if all(c.target.tensor_parallel_size == 1 for c in cases):
+        names.remove("allreduce_latency_s")
+    return tuple(names)
+
+
 @dataclass
 class FitResult:
     params: dict[str, float]                       # model units (s, fractions, tokens)
     std: dict[str, float]                          # one standard error each, model units
-    predicted: list[dict[str, float]]              # per case, simulated at ``params``
+    predicted: list[dict[str, float]]              # per fitted case, simulated at ``params``
     names: tuple[str, ...]
+    cases: list[Case]                              # the cases fitted (those that did not queue)
     iterations: int
     history: list[dict[str, float]] = field(default_factory=list)
 
 
 def _replay_one(args: tuple[Case, dict[str, float], int, float | None]) -> Replayed:
     case, params, seed, max_sim_s = args
-    return replay(case.run, case.target, params, seed=seed, max_sim_s=max_sim_s)
+    return replay(case.run, case.target, params, seed=seed, max_sim_s=None if case.run.queueing else max_sim_s)
 
 
 def simulate_cases(cases: Sequence[Case], params: dict[str, float], *, seed: int = 0,
                    max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1,
                    progress: Callable[[int], None] | None = None) -> list[Replayed]:
-    """Every case simulated at ``params`` (in ``workers`` processes); ``progress`` is called once per case."""
+    """Every case simulated at ``params`` (in ``workers`` processes): its first ``max_sim_s`` seconds, or all
+    of it for a run that queued; ``progress`` is called once per case."""
     jobs = [(c, params, seed, max_sim_s) for c in cases]
     if workers <= 1 or len(jobs) <= 1:
         out = []
@@ -98,19 +115,28 @@ def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: n
         return np.asarray(res)
 
     x0 = np.clip(x0, lower, upper)
-    sol = least_squares(residuals, x0, bounds=(lower, upper), x_scale=span, method="trf")
+    sol = least_squares(residuals, x0, bounds=(lower, upper), x_scale=span, method="trf", max_nfev=60 * len(names))
     return sol
 
 
 def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: tuple[str, ...] = PARAMETER_NAMES,
         fixed: dict[str, float] | None = None, outer_iterations: int = 3, seed: int = 0,
-        max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1, tol: float = 0.02,
+        max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1, tol: float = 0.002,
         progress: Callable[[int], None] | None = None, first: list[Replayed] | None = None) -> FitResult:
-    """Fit ``names`` (the others stay at ``fixed`` or the model's defaults) to ``cases``.
+    """Fit ``names`` (the others stay at ``fixed`` or the model's defaults) to ``cases``; runs that queue
+    (``MeasuredRun.queueing``) are left out of the fit, and ``predicted`` follows the cases that were fitted.
 
     ``first``: the cases already simulated at ``start`` (saves one simulation of every case)."""
+    if first is not None:
+        first = [r for c, r in zip(cases, first) if not c.run.queueing]
+    cases = [c for c in cases if not c.run.queueing]
+    if not cases:
+        raise TwinInputError("the fit needs a run that the server kept up with (every run given queued: its "
+                             "latencies measure the queue, not the server)")
     fixed = dict(fixed or {})
     x = from_model_params(start or {}, names)
+    by_name = {p.name: p for p in FIT_PARAMETERS}
+    spans = np.array([by_name[n].upper - by_name[n].lower for n in names])
     deployments = [deployment_for(c.run, c.target) for c in cases]
     params = {**fixed, **to_model_params(x, names)}
     replayed = first if first is not None else simulate_cases(cases, params, seed=seed, max_sim_s=max_sim_s,
@@ -121,7 +147,7 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
     for it in range(1, outer_iterations + 1):
         surrogates = [Surrogate(c.run, c.target, d, r, params, seed) for c, d, r in zip(cases, deployments, replayed)]
         sol = _fit_on_surrogates(surrogates, cases, x, names, fixed)
-        moved = np.max(np.abs(sol.x - x) / np.maximum(np.abs(x), 1e-3 * np.abs(sol.x) + 1e-9))
+        moved = np.max(np.abs(sol.x - x) / spans)        # as a share of each parameter's plausible range
         x = sol.x
         params = {**fixed, **to_model_params(x, names)}
         history.append(dict(params))
@@ -131,7 +157,7 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
             break
     std = _standard_errors(sol, names) if sol is not None else {n: float("nan") for n in names}
     return FitResult(params=params, std=std, predicted=[r.metrics for r in replayed], names=names,
-                     iterations=it, history=history)
+                     cases=list(cases), iterations=it, history=history)
 
 
 def _standard_errors(sol, names: tuple[str, ...]) -> dict[str, float]:

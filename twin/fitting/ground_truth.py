@@ -7,6 +7,7 @@ latencies measure the client's patience rather than the server."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from twin.hardware.catalog import resolve_model
 GROUND_TRUTH_ENV = "TWIN_GROUND_TRUTH"
 H100_FOLDER = "h100-vllm-inference-perf"
 MAX_FAILED_SHARE = 0.01
+# the runs date from February 2026, when vLLM 0.14-0.16 were current: the 0.14 semantics (async scheduling on)
+VLLM_VERSION = "0.14"
 
 
 def ground_truth_dir() -> Path:
@@ -42,6 +45,7 @@ def h100_cases(folder: Path | None = None, gpu: str = "H100-SXM") -> tuple[list[
             if timed_out(run):
                 aside.append(run)
                 continue
+            run = dataclasses.replace(run, server={"vllm_version": VLLM_VERSION, **run.server})
             model = resolve_model(run.model).name
             cases.append(Case(run, Target(model, gpu, run.tensor_parallel_size or 1)))
     return cases, aside

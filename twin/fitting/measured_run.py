@@ -22,6 +22,9 @@ METRIC_KEYS: tuple[str, ...] = (
 )
 
 
+QUEUEING_TTFT_STEPS = 50
+
+
 @dataclass(frozen=True)
 class LengthSample:
     """Token counts of a run's requests: the exact per-request values (in send order) when the file has them,
@@ -113,6 +116,14 @@ class MeasuredRun:
     @property
     def closed_loop(self) -> bool:
         return self.rate_per_s is None or (math.isinf(self.rate_per_s) and self.max_concurrency is not None)
+
+    @property
+    def queueing(self) -> bool:
+        """The server could not keep up: requests waited many decode steps for their first token (mean TTFT over
+        ``QUEUEING_TTFT_STEPS`` mean TPOTs). Such a run's latencies grow with its length, so it is simulated in
+        full, and the fit leaves it to the evaluation."""
+        ttft, tpot = self.metrics.get("mean_ttft_ms"), self.metrics.get("mean_tpot_ms")
+        return bool(ttft and tpot and ttft > QUEUEING_TTFT_STEPS * tpot)
 
     @property
     def group(self) -> str:

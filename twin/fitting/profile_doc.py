@@ -13,8 +13,10 @@ REPORTED_METRICS = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_
                     "p99_e2el_ms", "request_throughput")
 
 
-def profile_document(cases: Sequence[Case], result: FitResult, sources: Sequence[str]) -> dict[str, Any]:
+def profile_document(result: FitResult, sources: Sequence[str], set_aside: Sequence[Case] = ()) -> dict[str, Any]:
+    """``set_aside``: runs given but not fitted (they queued), listed by name."""
     units = {p.name: p.unit for p in FIT_PARAMETERS}
+    cases = result.cases
     runs = []
     for case, pred in zip(cases, result.predicted):
         measured = {k: case.run.metrics[k] for k in REPORTED_METRICS if k in case.run.metrics}
@@ -37,6 +39,7 @@ def profile_document(cases: Sequence[Case], result: FitResult, sources: Sequence
             "tensor_parallel_sizes": sorted({c.target.tensor_parallel_size for c in cases}),
             "rates_per_s": sorted({c.run.rate_per_s for c in cases if c.run.rate_per_s is not None}),
             "runs": len(cases), "sources": list(sources),
+            "set_aside_queueing": [c.run.name for c in set_aside],
         },
         "iterations": result.iterations,
         "runs": runs,

@@ -13,9 +13,12 @@ Definitions (per finished request, seconds internally, reported in ms):
   ``np.percentile`` (linear interpolation). Undefined statistics (no values) are ``None``, never NaN.
 * ``duration``: first arrival to last completion over the requests measured (a rejected request ends at its
   arrival). Throughputs are over it; ``None`` when it is zero or there is nothing to measure.
-* ``max_output_tokens_per_s`` / ``max_concurrent_requests``: vLLM's per-second buckets from the first
-  arrival of a completed request: the most output tokens stamped in one bucket, and the most completed
-  requests active (arrival second to completion second, inclusive) in one bucket.
+* ``max_output_tokens_per_s``: vLLM's per-second buckets from the first arrival of a completed request: the
+  most output tokens stamped in one bucket.
+* ``max_concurrent_requests``: the exact peak number of completed requests in flight at once, each from its
+  arrival to its finish. (vLLM's bench counts every request active at any moment of a one-second bucket, which
+  over-counts whenever requests turn over within a second: 600 for 440 closed-loop users; the twin reports
+  the true peak, which a closed loop never takes above its users.)
 * ``request_goodput``: requests per second whose TTFT, TPOT and E2EL are each <= the SLO (vLLM semantics).
 * Speculative decoding (vLLM bench serve keys): ``spec_decode_acceptance_rate`` is a percentage,
   100 * accepted / draft tokens, as `vllm bench serve` writes it; ``spec_decode_acceptance_length`` =
@@ -26,8 +29,7 @@ The twin's own keys (``TWIN_KEYS``): ``num_requests`` (in the window), ``num_rej
 ``num_incomplete`` (in flight when the run stopped), ``num_good_requests``, ``slo_met`` (per statistic bound,
 e.g. ``{"p99_ttft_ms": True}``; ``None`` where the statistic is undefined) and ``slo_all_met``,
 ``prefix_cache_hit_rate`` (hit tokens / queried prompt tokens, 0..1), ``num_preemptions``,
-``max_in_flight_requests`` (the exact peak of requests between arrival and completion, unlike vLLM's
-bucketed ``max_concurrent_requests``), and from the step records: ``num_steps``, ``busy_fraction`` (step time
+``max_in_flight_requests`` (= ``max_concurrent_requests``, kept for existing readers), and from the step records: ``num_steps``, ``busy_fraction`` (step time
 / (duration x replicas)), ``mean_running_batch`` (running requests, weighted by step time, while busy),
 ``mean_queue_length`` (waiting requests summed over replicas, time-averaged over the duration, idle time
 counting as empty), ``mean_batched_tokens`` (per step), ``mean_kv_usage`` (step-time weighted),
@@ -80,27 +82,18 @@ def describe(values_s: np.ndarray, metric: str, percentiles: Sequence[float] = P
 
 
 # --------------------------------------------------------------------------------------------------------
-# peak buckets, as vLLM computes them
+# peaks
 # --------------------------------------------------------------------------------------------------------
-def peak_buckets(sample: RequestSample) -> tuple[float, int]:
-    """(max_output_tokens_per_s, max_concurrent_requests) from vLLM's one-second buckets. Only occupied
-    buckets are materialised, so memory follows the number of tokens and requests, not the run's length."""
+def max_output_tokens_per_s(sample: RequestSample) -> float:
+    """The most output tokens stamped in one of vLLM's one-second buckets (from the first arrival of a
+    completed request). Only occupied buckets are materialised, so memory follows the number of tokens."""
     if not sample.finished:
-        return 0.0, 0
+        return 0.0
     start = float(sample.fin_arrival.min())
-    end_times = sample.fin_arrival + sample.e2el
-    last = int(np.floor(float(end_times.max()) - start))
+    last = int(np.floor(float((sample.fin_arrival + sample.e2el).max()) - start))
     tb = np.floor(sample.token_times - start).astype(np.int64)
     tb = tb[(tb >= 0) & (tb <= last)]
-    max_tokens = int(np.unique(tb, return_counts=True)[1].max()) if tb.size else 0
-    # a request counts in every bucket from its arrival's to its completion's: the running count of
-    # (+1 at the start bucket, -1 after the end bucket) peaks at one of the start buckets
-    s = np.floor(sample.fin_arrival - start).astype(np.int64)
-    e = np.floor(end_times - start).astype(np.int64) + 1
-    points = np.concatenate((s, e))
-    delta = np.concatenate((np.ones(s.size, np.int64), -np.ones(e.size, np.int64)))
-    order = np.lexsort((delta, points))  # in one bucket, ends (-1) before starts (+1)
-    return float(max_tokens), int(np.cumsum(delta[order]).max())
+    return float(np.unique(tb, return_counts=True)[1].max()) if tb.size else 0.0
 
 
 def max_in_flight(sample: RequestSample) -> int:
@@ -176,9 +169,9 @@ def compute_metrics(
         "output_throughput": per_s(total_output),
         "total_token_throughput": per_s(total_input + total_output),
     }
-    max_tok, max_conc = peak_buckets(sample)
-    out["max_output_tokens_per_s"] = max_tok
-    out["max_concurrent_requests"] = max_conc
+    peak_in_flight = max_in_flight(sample)
+    out["max_output_tokens_per_s"] = max_output_tokens_per_s(sample)
+    out["max_concurrent_requests"] = peak_in_flight
     values = {"ttft": sample.ttft, "tpot": sample.tpot, "itl": sample.itl_flat, "e2el": sample.e2el}
     for metric in LATENCY_METRICS:
         out.update(describe(values[metric], metric, pcts))
@@ -231,7 +224,7 @@ def compute_metrics(
         "prefix_cache_query_tokens": queries,
         "num_preemptions": int(num_preemptions) if num_preemptions is not None
         else sum(r.num_preemptions for r in recs),
-        "max_in_flight_requests": max_in_flight(sample),
+        "max_in_flight_requests": peak_in_flight,
     })
     out.update(step_metrics(steps, span, num_replicas))
     out["window"] = None if window is None else [window[0], window[1]]

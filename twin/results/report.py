@@ -327,7 +327,7 @@ def comparison_table(runs: Mapping[str, Mapping[str, Any]], baseline: str | None
     rows = compare_metrics(runs, baseline, keys)
     table = Table(title=title, box=box.MARKDOWN if plain else box.SIMPLE_HEAD, title_justify="left")
     table.add_column("metric")
-    table.add_column(f"{baseline} (baseline)", justify="right")
+    table.add_column(str(baseline) if baseline == "baseline" else f"{baseline} (baseline)", justify="right")
     others = [n for n in names if n != baseline]
     for name in others:
         table.add_column(str(name), justify="right")
@@ -345,10 +345,42 @@ def comparison_table(runs: Mapping[str, Mapping[str, Any]], baseline: str | None
     return table
 
 
+def comparison_pages(runs: Mapping[str, Mapping[str, Any]], baseline: str | None = None, *, width: int,
+                     console: Console, keys: Sequence[str] | None = None, title: str | None = None,
+                     plain: bool = False) -> list[Table]:
+    """The comparison as tables no wider than ``width``: as many variants beside the baseline as fit, the rest
+    in further tables (each with the metric and baseline columns again), so no cell is cut short."""
+    from twin.results.tables import measure, pack
+
+    names = list(runs)
+    baseline = names[0] if baseline is None and names else baseline
+
+    def table(others: Sequence[str], page_title: str | None) -> Table:
+        subset = {baseline: runs[baseline], **{n: runs[n] for n in others}} if baseline in runs else runs
+        return comparison_table(subset, baseline, keys=keys, title=page_title, plain=plain)
+
+    others = [n for n in names if n != baseline]
+    if baseline not in runs or len(others) <= 1:
+        return [comparison_table(runs, baseline, keys=keys, title=title, plain=plain)]
+    pages = pack(others, lambda group: measure(console, table(group, title)).maximum <= width)
+    if len(pages) == 1:
+        return [table(others, title)]
+    out, first = [], 1
+    for group in pages:
+        last = first + len(group) - 1
+        span = f"variant {first}" if first == last else f"variants {first}-{last}"
+        out.append(table(group, f"{title + ': ' if title else ''}{span} of {len(others)} against {baseline}"))
+        first = last + 1
+    return out
+
+
 def render_comparison(runs: Mapping[str, Mapping[str, Any]], baseline: str | None = None,
                       console: Console | None = None, *, keys: Sequence[str] | None = None,
                       title: str | None = None) -> None:
     """Print runs side by side, each value with its delta to ``baseline`` (default: the first run), absolute
-    and in percent; green where the change is better for that metric, red where worse."""
+    and in percent; green where the change is better for that metric, red where worse. Variants that do not
+    fit the console's width beside the baseline go to further tables."""
     console = console or Console()
-    console.print(comparison_table(runs, baseline, keys=keys, title=title, plain=not console.is_terminal))
+    for table in comparison_pages(runs, baseline, width=console.width, console=console, keys=keys, title=title,
+                                  plain=not console.is_terminal):
+        console.print(table)

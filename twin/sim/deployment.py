@@ -17,16 +17,21 @@ from twin.hardware.catalog import GpuSpec, ModelSpec, resolve_gpu, resolve_model
 from twin.hardware.kv_sizing import KvPoolBreakdown, kv_pool_breakdown
 from twin.scenario import ScenarioBody
 from twin.core.scheduler_config import SchedulerConfig
+from twin.core.vllm_versions import NEWEST_VLLM_VERSION, VERSIONED_KNOBS, Entrypoint, default_limits, vllm_release
 from twin.sim.routing import make_router as make_named_router
 from twin.spec_decode import Drafter, build_drafter
 
 GIB = 1 << 30
+# speculative methods async scheduling supports by default (the others run synchronously unless set)
+ASYNC_SPEC_METHODS = ("eagle", "eagle3", "mtp")
 
 
-def vllm_default_limits(gpu: GpuSpec) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) that ``vllm serve`` picks for this GPU class."""
-    big = gpu.memory_bytes >= 70 * GIB and "a100" not in gpu.name.lower()
-    return (8192, 1024) if big else (2048, 256)
+def vllm_default_limits(gpu: GpuSpec, vllm_version: str = NEWEST_VLLM_VERSION,
+                        entrypoint: Entrypoint = "serve") -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that vLLM ``vllm_version`` picks for this GPU class when started
+    as ``entrypoint`` (``vllm serve`` or the offline ``LLM`` class)."""
+    large = gpu.memory_bytes >= 70 * GIB and "a100" not in gpu.name.lower()
+    return default_limits(vllm_version, large, entrypoint)
 
 
 @dataclass
@@ -47,12 +52,16 @@ class Deployment:
 
 def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec) -> SchedulerConfig:
     server = body.server
-    default_tokens, default_seqs = vllm_default_limits(gpu)
+    release = vllm_release(server.vllm_version)
+    default_tokens, default_seqs = vllm_default_limits(gpu, server.vllm_version, server.entrypoint)
     max_model_len = server.max_model_len or model.max_position_embeddings
     max_num_seqs = server.max_num_seqs or default_seqs
     whole_prompts = server.scheduler == "prefill_first" or not server.enable_chunked_prefill
     if server.max_num_batched_tokens is not None:
         max_tokens = server.max_num_batched_tokens
+        if server.max_num_seqs is None:
+            # vLLM's default max_num_seqs never exceeds a budget the user gave (512 tokens -> 512 sequences)
+            max_num_seqs = min(default_seqs, max_tokens)
     else:
         # vLLM's clamps on its own defaults: never above max_num_seqs * max_model_len, and without chunked
         # prefill at least max_model_len (a whole prompt must fit one step)
@@ -60,13 +69,22 @@ def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec)
         if whole_prompts:
             max_tokens = max(max_tokens, max_model_len)
         max_tokens = max(max_tokens, max_num_seqs)
-    fields = server.model_dump(exclude={"gpu_memory_utilization", "num_gpu_blocks_override"})
+    fields = server.model_dump(exclude={"gpu_memory_utilization", "num_gpu_blocks_override", "vllm_version",
+                                        "entrypoint"})
     fields.update(max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_tokens)
-    if server.async_scheduling is None:
-        fields["async_scheduling"] = server.scheduler == "continuous"   # vLLM >= 0.12's default
     spec = body.speculative_decoding
-    if spec is not None and spec.uses_lookahead_slots:
-        fields["num_lookahead_tokens"] = spec.num_speculative_tokens
+    for knob in VERSIONED_KNOBS:
+        if fields[knob] is None:
+            fields[knob] = getattr(release, knob)
+    if server.async_scheduling is None:
+        # the release's default covers the continuous scheduler only, and of the speculative methods only
+        # EAGLE and MTP (v0.14.0 release notes)
+        fields["async_scheduling"] = release.async_scheduling and server.scheduler == "continuous" and (
+            spec is None or spec.method in ASYNC_SPEC_METHODS)
+    if spec is not None:
+        fields["num_speculative_tokens"] = spec.num_speculative_tokens
+        if spec.uses_lookahead_slots:
+            fields["num_lookahead_tokens"] = spec.num_speculative_tokens
     try:
         return SchedulerConfig(**fields)
     except ValidationError as exc:

@@ -288,7 +288,7 @@ class Replica:
         requests, spec_tokens = out.requests, out.num_spec_tokens
         for i in range(len(requests) - out.num_padding):
             k = spec_tokens[i]
-            if not k:
+            if not k or i in out.spec_placeholders:
                 continue
             a = accepted[i] if accepted else 0
             record = requests[i].client_data

@@ -127,6 +127,7 @@ class Speculator:
     def num_generated(self, out: SchedulerOutput) -> list[int]:
         requests = out.requests
         spec = out.num_spec_tokens
+        placeholders = out.spec_placeholders
         n_real = len(requests) - out.num_padding
         gen = [0] * len(requests)
         stats = self.stats
@@ -137,7 +138,9 @@ class Speculator:
             if req.num_computed_tokens < req.num_prompt_tokens + req.num_output_tokens:
                 continue  # mid-prefill chunk: no token sampled
             k = spec[i]
-            if k:
+            if k and i in placeholders:
+                gen[i] = 1  # padding drafts are never accepted, nor counted as drafts
+            elif k:
                 accepted = self.acceptance_for(req.task_class).accepted(self._draws_of(req).next(), k)
                 stats.num_verifications += 1
                 stats.num_draft_tokens += k

@@ -1,7 +1,11 @@
 """Result-file readers: each turns what a benchmark client wrote into ``MeasuredRun`` values.
 
-``read_results(path)`` recognises the format by its content: inference-perf lifecycle metrics (a results folder
-or one stage file); more readers register in ``READERS`` as (name, recogniser, reader)."""
+``read_results(path)`` recognises the format by its content, not its name: inference-perf per-request
+lifecycle metrics, inference-perf stage lifecycle metrics (a results folder or one stage file), GuideLLM
+reports, `vllm bench serve` results (one JSON, or the JSON Lines ``--append-result`` grows) and per-request
+tables (CSV, JSON Lines or a JSON list). Readers are tried in ``READERS`` order, each as (name, recogniser,
+reader); a file no recogniser claims gets the reason it is unreadable (empty, not UTF-8, broken JSON, a
+``.csv`` / ``.jsonl`` table lacking a column) or the list of formats."""
 
 from __future__ import annotations
 
@@ -10,11 +14,20 @@ from pathlib import Path
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
+from twin.fitting.readers.fields import load_json, read_text
+from twin.fitting.readers.guidellm import is_guidellm, read_guidellm
 from twin.fitting.readers.inference_perf import is_inference_perf, read_inference_perf
+from twin.fitting.readers.inference_perf_requests import is_inference_perf_requests, read_inference_perf_requests
+from twin.fitting.readers.request_table import is_request_table, read_request_table
+from twin.fitting.readers.vllm_bench import is_vllm_bench, read_vllm_bench
 
 Reader = tuple[str, Callable[[Path], bool], Callable[[Path], list[MeasuredRun]]]
 READERS: list[Reader] = [
+    ("inference-perf per-request", is_inference_perf_requests, read_inference_perf_requests),
     ("inference-perf", is_inference_perf, read_inference_perf),
+    ("GuideLLM benchmarks.json", is_guidellm, read_guidellm),
+    ("vllm bench serve JSON", is_vllm_bench, read_vllm_bench),
+    ("per-request CSV/JSONL", is_request_table, read_request_table),
 ]
 
 
@@ -26,4 +39,10 @@ def read_results(path: str | Path) -> list[MeasuredRun]:
     for name, recognise, read in READERS:
         if recognise(p):
             return read(p)
+    if p.is_file():
+        text = read_text(p)                      # empty or not UTF-8: say so
+        if p.suffix.lower() in (".csv", ".jsonl"):
+            return read_request_table(p)         # a table lacking a column: say which
+        if p.suffix.lower() == ".json" or text.lstrip()[:1] in ("{", "["):
+            load_json(p)                         # broken JSON: say where
     raise TwinInputError(f"--from-results {p}: not a result format twin reads ({', '.join(n for n, _, _ in READERS)})")

@@ -11,7 +11,6 @@ value were cut by a client timeout; that value becomes ``timeout_s``."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import yaml
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, MeasuredRun, PromptPool
+from twin.fitting.readers.fields import get, load_json, number
 
 STAGE_FILE = re.compile(r"results_stage_(\d+)_lifecycle_metrics\.json$")
 QUANTILE_KEYS = (("min", 0.0), ("p0.1", 0.001), ("p1", 0.01), ("p5", 0.05), ("p10", 0.1), ("p25", 0.25),
@@ -35,17 +35,8 @@ SERVER_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "enab
 def is_inference_perf(path: Path) -> bool:
     if path.is_dir():
         return any(STAGE_FILE.search(p.name) for p in path.iterdir())
-    return bool(STAGE_FILE.search(path.name)) or path.name.endswith("_lifecycle_metrics.json")
-
-
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TwinInputError(f"{path}: not a readable JSON file ({exc.__class__.__name__})") from None
-    if not isinstance(data, dict):
-        raise TwinInputError(f"{path}: expected a JSON object at the top")
-    return data
+    return bool(STAGE_FILE.search(path.name)) or (path.name.endswith("_lifecycle_metrics.json")
+                                                  and "per_request" not in path.name)
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -56,27 +47,10 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _get(d: Any, path: str, where: str, *, required: bool = True) -> Any:
-    cur = d
-    for part in path.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            if required:
-                raise TwinInputError(f"{where}: missing field {path}")
-            return None
-        cur = cur[part]
-    return cur
-
-
-def _number(value: Any, field: str, where: str, *, low: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= low) or value != value:
-        raise TwinInputError(f"{where}: {field} = {value!r}: must be a number >= {low:g}")
-    return float(value)
-
-
 def _quantiles(dist: Any, field: str, where: str) -> tuple[tuple[float, float], ...]:
     if not isinstance(dist, dict):
         raise TwinInputError(f"{where}: {field}: expected an object of percentiles (min, median, p99, max, ...)")
-    pts = [(q, _number(dist[k], f"{field}.{k}", where)) for k, q in QUANTILE_KEYS if k in dist]
+    pts = [(q, number(dist[k], f"{field}.{k}", where)) for k, q in QUANTILE_KEYS if k in dist]
     if len(pts) < 2:
         raise TwinInputError(f"{where}: {field}: needs at least two of {', '.join(k for k, _ in QUANTILE_KEYS)}")
     vals = [v for _, v in pts]
@@ -97,9 +71,9 @@ def _config_beside(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _prompt_pool(client: dict[str, Any], where: str) -> PromptPool | None:
-    if _get(client, "data.type", where, required=False) != "shared_prefix":
+    if get(client, "data.type", where, required=False) != "shared_prefix":
         return None
-    sp = _get(client, "data.shared_prefix", where)
+    sp = get(client, "data.shared_prefix", where)
     groups = sp.get("num_groups", sp.get("num_unique_system_prompts"))
     per = sp.get("num_prompts_per_group", sp.get("num_users_per_system_prompt"))
     sys_len = sp.get("system_prompt_len")
@@ -115,50 +89,60 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
     """One stage's lifecycle JSON (with the run's client config and server settings, if known)."""
     client, server = client or {}, server or {}
     where = str(path)
-    data = _load_json(path)
-    load = _get(data, "load_summary", where)
-    ok = _get(data, "successes", where)
-    lat = _get(ok, "latency", where)
-    count = int(_number(_get(load, "count", where), "load_summary.count", where, low=1))
-    rate = _number(_get(load, "requested_rate", where), "load_summary.requested_rate", where)
+    data = load_json(path)
+    if not isinstance(data, dict):
+        raise TwinInputError(f"{where}: expected a JSON object at the top")
+
+    def field_of(dotted: str) -> Any:
+        return get(data, dotted, where)
+
+    ok = field_of("successes")
+    if not isinstance(ok, dict):
+        raise TwinInputError(f"{where}: successes: expected an object")
+    count = int(number(field_of("load_summary.count"), "load_summary.count", where, low=1))
+    rate = number(field_of("load_summary.requested_rate"), "load_summary.requested_rate", where)
     if rate <= 0:
         raise TwinInputError(f"{where}: load_summary.requested_rate = {rate!r}: must be > 0")
-    duration = _number(_get(load, "send_duration", where), "load_summary.send_duration", where)
-    completed = int(_number(_get(ok, "count", where), "successes.count", where))
+    duration = number(field_of("load_summary.send_duration"), "load_summary.send_duration", where)
+    completed = int(number(field_of("successes.count"), "successes.count", where))
     failures = data.get("failures") or {}
-    failed = int(_number(failures.get("count", 0), "failures.count", where))
+    if not isinstance(failures, dict):
+        raise TwinInputError(f"{where}: failures: expected an object")
+    failed = int(number(failures.get("count", 0), "failures.count", where))
 
-    prompt = LengthSample(quantiles=_quantiles(_get(ok, "prompt_len", where), "successes.prompt_len", where))
-    cfg_out = _get(client, "data.shared_prefix.output_len", where, required=False)
-    ignore_eos = bool(_get(client, "server.ignore_eos", where, required=False))
+    prompt = LengthSample(quantiles=_quantiles(field_of("successes.prompt_len"), "successes.prompt_len", where))
+    cfg_out = get(client, "data.shared_prefix.output_len", where, required=False)
+    ignore_eos = bool(get(client, "server.ignore_eos", where, required=False))
     if ignore_eos and isinstance(cfg_out, int) and cfg_out >= 1:
         output = LengthSample.constant(cfg_out)
     else:
-        output = LengthSample(quantiles=_quantiles(_get(ok, "output_len", where), "successes.output_len", where))
+        output = LengthSample(quantiles=_quantiles(field_of("successes.output_len"), "successes.output_len", where))
 
-    ttft = _get(lat, "time_to_first_token", where)
-    e2e = _get(lat, "request_latency", where)
+    ttft = field_of("successes.latency.time_to_first_token")
+    e2e = field_of("successes.latency.request_latency")
     metrics: dict[str, float] = {"completed": completed, "failed": failed}
-    for key, dist, stat in (("mean_ttft_ms", ttft, "mean"), ("median_ttft_ms", ttft, "median"),
-                            ("p90_ttft_ms", ttft, "p90"), ("p99_ttft_ms", ttft, "p99"),
-                            ("mean_e2el_ms", e2e, "mean"), ("median_e2el_ms", e2e, "median"),
-                            ("p99_e2el_ms", e2e, "p99")):
-        if isinstance(dist, dict) and stat in dist:
-            metrics[key] = 1e3 * _number(dist[stat], f"successes.latency.*.{stat}", where)
+    for field, dist, prefix in (("time_to_first_token", ttft, "ttft"), ("request_latency", e2e, "e2el")):
+        if not isinstance(dist, dict):
+            raise TwinInputError(f"{where}: successes.latency.{field}: expected an object of percentiles")
+        for stat, name in (("mean", "mean"), ("median", "median"), ("p90", "p90"), ("p99", "p99")):
+            if stat in dist:
+                metrics[f"{name}_{prefix}_ms"] = 1e3 * number(dist[stat], f"successes.latency.{field}.{stat}",
+                                                               where)
+    metrics.pop("p90_e2el_ms", None)
     out_mean = output.mean
     if completed and out_mean > 1 and "mean_e2el_ms" in metrics and "mean_ttft_ms" in metrics:
         metrics["mean_tpot_ms"] = (metrics["mean_e2el_ms"] - metrics["mean_ttft_ms"]) / (out_mean - 1)
     thr = ok.get("throughput") or {}
     if "requests_per_sec" in thr:
-        metrics["request_throughput"] = _number(thr["requests_per_sec"], "successes.throughput.requests_per_sec",
-                                                where)
+        metrics["request_throughput"] = number(thr["requests_per_sec"], "successes.throughput.requests_per_sec",
+                                               where)
         metrics["output_throughput"] = metrics["request_throughput"] * out_mean
 
     timeout = None
     f_lat = failures.get("request_latency") if isinstance(failures, dict) else None
     if failed and isinstance(f_lat, dict) and "min" in f_lat and "max" in f_lat:
-        lo, hi = _number(f_lat["min"], "failures.request_latency.min", where), \
-            _number(f_lat["max"], "failures.request_latency.max", where)
+        lo, hi = number(f_lat["min"], "failures.request_latency.min", where), \
+            number(f_lat["max"], "failures.request_latency.max", where)
         if lo > 0 and hi - lo <= 0.02 * lo:
             timeout = lo
 
@@ -168,7 +152,7 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
     return MeasuredRun(
         name=name, source="inference-perf", num_requests=count, prompt_tokens=prompt, output_tokens=output,
         metrics=metrics, rate_per_s=rate, duration_s=duration, prompt_pool=_prompt_pool(client, where),
-        timeout_s=timeout, model=server.get("model") or _get(client, "server.model_name", where, required=False),
+        timeout_s=timeout, model=server.get("model") or get(client, "server.model_name", where, required=False),
         tensor_parallel_size=tp if isinstance(tp, int) and not isinstance(tp, bool) else None,
         server={k: server[k] for k in SERVER_KNOBS if k in server}, experiment=experiment)
 

@@ -1,0 +1,61 @@
+"""Writing small inference-perf result folders for the fitting tests: a run's metrics as that client reports
+them (seconds, percentile objects), with its configuration and the server's settings beside them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+
+def _dist(mean: float, median: float, p90: float, p99: float, lo: float | None = None,
+          hi: float | None = None) -> dict:
+    lo = min(median, mean) * 0.8 if lo is None else lo
+    hi = p99 * 1.1 if hi is None else hi
+    return {"mean": mean, "min": lo, "p10": (lo + median) / 2, "median": median, "p90": p90, "p99": p99,
+            "max": hi}
+
+
+def write_stage(folder: Path, stage: int, *, rate: float, duration_s: float, metrics: dict, prompt_tokens: int,
+                output_tokens: int, failed: int = 0, timeout_s: float = 300.0) -> Path:
+    """``metrics`` in `vllm bench serve` keys (ms): mean/median/p90/p99 TTFT, mean/median/p99 E2E, completed."""
+    count = int(round(rate * duration_s))
+    ok = int(metrics.get("completed", count - failed))
+    ttft = _dist(*(metrics[k] / 1e3 for k in ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms")))
+    e2e = _dist(*(metrics[k] / 1e3 for k in ("mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms", "p99_e2el_ms")))
+    doc = {
+        "load_summary": {"count": count, "send_duration": duration_s, "requested_rate": rate,
+                         "achieved_rate": rate},
+        "successes": {
+            "count": ok,
+            "latency": {"request_latency": e2e, "time_to_first_token": ttft,
+                        "time_per_output_token": _dist(0.001, 0.001, 0.001, 0.001)},
+            "throughput": {"requests_per_sec": ok / duration_s, "output_tokens_per_sec": 0.0},
+            "prompt_len": _dist(prompt_tokens, prompt_tokens, prompt_tokens, prompt_tokens, prompt_tokens,
+                                prompt_tokens),
+            "output_len": _dist(output_tokens * 0.8, output_tokens * 0.8, output_tokens, output_tokens, 0,
+                                output_tokens),
+        },
+        "failures": {"count": failed,
+                     "request_latency": _dist(timeout_s + 0.5, timeout_s + 0.5, timeout_s + 0.9, timeout_s + 0.99,
+                                              timeout_s, timeout_s + 1.0) if failed else {}},
+    }
+    path = folder / f"results_stage_{stage}_lifecycle_metrics.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def write_config(folder: Path, *, model: str, tp: int, groups: int, per_group: int, system_tokens: int,
+                 question_tokens: int, output_tokens: int, stages: list[tuple[float, float]],
+                 server: dict | None = None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    client = {"data": {"type": "shared_prefix",
+                       "shared_prefix": {"num_groups": groups, "num_prompts_per_group": per_group,
+                                         "system_prompt_len": system_tokens, "question_len": question_tokens,
+                                         "output_len": output_tokens}},
+              "load": {"type": "constant", "stages": [{"rate": r, "duration": d} for r, d in stages]},
+              "server": {"type": "vllm", "model_name": model, "ignore_eos": True}}
+    (folder / "results_config.yaml").write_text(yaml.safe_dump(client))
+    (folder / "exp-config.yaml").write_text(yaml.safe_dump({"model": model, "tensor_parallelism": tp,
+                                                            **(server or {})}))

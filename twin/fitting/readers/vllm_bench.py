@@ -1,0 +1,179 @@
+"""`vllm bench serve` results: the JSON ``--save-result`` writes (one run), or the file ``--append-result``
+grows (one run per line).
+
+Load: ``request_rate`` (a number, or "inf": everything at once), ``burstiness`` (the gamma shape of the gaps,
+1 when absent) and ``max_concurrency``. Lengths: with ``--save-detailed``, the completed requests' exact
+``input_lens`` and ``output_lens`` in send order; without, the means ``total_input_tokens / completed`` and
+``total_output_tokens / completed`` as constants. Metrics: the file's own (``mean_ttft_ms``, ``p99_tpot_ms``,
+...), with E2EL statistics computed from the per-request ``latencies`` when the file has those but not the
+statistics (``--percentile-metrics`` leaves e2el out by default). Model: ``model_id``.
+
+vLLM saves no dataset arguments, but ``--metadata KEY=VALUE`` entries land at the top level and are read:
+``random_prefix_len`` (one prefix every prompt shares), ``prefix_repetition_prefix_len`` with
+``prefix_repetition_num_prefixes``, ``gpu``, ``tensor_parallel_size`` and the server settings ``max_num_seqs``,
+``max_num_batched_tokens``, ``max_model_len``, ``enable_prefix_caching``, ``enable_chunked_prefill``,
+``block_size``, ``gpu_memory_utilization``. Ramp-up runs (``ramp_up_strategy``) change rate as they go and are
+refused."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from twin.errors import TwinInputError
+from twin.fitting.measured_run import METRIC_KEYS, LengthSample, MeasuredRun, PromptPool
+from twin.fitting.readers.fields import JsonLines, get, load_json, number, number_list, try_json, whole
+from twin.fitting.readers.inference_perf import SERVER_KNOBS
+from twin.results.metrics import describe
+
+# keys only `vllm bench serve` results carry together (the twin's own --json writes them too)
+SIGNATURE = ("completed", "request_throughput", "mean_ttft_ms")
+
+
+def _is_bench_doc(doc: Any) -> bool:
+    return isinstance(doc, dict) and "benchmarks" not in doc and sum(k in doc for k in SIGNATURE) >= 2
+
+
+def is_vllm_bench(path: Path) -> bool:
+    doc = try_json(path)
+    if isinstance(doc, JsonLines):
+        return bool(doc) and all(_is_bench_doc(d) for d in doc)
+    return _is_bench_doc(doc)
+
+
+def _rate(value: Any, where: str) -> float:
+    if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value <= 0:
+        raise TwinInputError(f"{where}: request_rate = {value!r}: must be a number > 0 or \"inf\"")
+    return float(value)
+
+
+def _flag(value: Any, field: str, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    raise TwinInputError(f"{where}: {field} = {value!r}: must be true or false")
+
+
+def _server(doc: dict[str, Any], where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for knob in SERVER_KNOBS:
+        if doc.get(knob) is None:
+            continue
+        v = doc[knob]
+        if knob.startswith("enable_"):
+            out[knob] = _flag(v, knob, where)
+        elif knob == "gpu_memory_utilization":
+            try:
+                v = float(v) if isinstance(v, str) else v
+            except ValueError:
+                pass
+            out[knob] = number(v, knob, where)
+        else:
+            out[knob] = whole(v, knob, where, low=1)
+    return out
+
+
+def _prompt_pool(doc: dict[str, Any], n: int, where: str) -> PromptPool | None:
+    if doc.get("random_prefix_len") is not None:
+        prefix = whole(doc["random_prefix_len"], "random_prefix_len", where)
+        return PromptPool(1, n, prefix) if prefix else None
+    if doc.get("prefix_repetition_prefix_len") is not None:
+        prefix = whole(doc["prefix_repetition_prefix_len"], "prefix_repetition_prefix_len", where)
+        groups = whole(doc.get("prefix_repetition_num_prefixes", 1), "prefix_repetition_num_prefixes", where,
+                       low=1)
+        return PromptPool(groups, math.ceil(n / groups), prefix) if prefix else None
+    return None
+
+
+def _completed_mask(doc: dict[str, Any], output: np.ndarray, n: int, where: str) -> np.ndarray:
+    errors = doc.get("errors")
+    if errors is None:
+        return output > 0
+    if not isinstance(errors, list) or len(errors) != n:
+        raise TwinInputError(f"{where}: errors must be a list with one entry per request ({n})")
+    return np.array([not e for e in errors], dtype=bool)
+
+
+def _lengths(doc: dict[str, Any], completed: int, where: str) -> tuple[LengthSample, LengthSample, np.ndarray | None]:
+    """(prompt, output, completed-request mask or None when the file has no per-request arrays)."""
+    if doc.get("input_lens") is not None:
+        prompt = number_list(doc["input_lens"], "input_lens", where)
+        output = number_list(get(doc, "output_lens", where), "output_lens", where, length=prompt.size)
+        ok = _completed_mask(doc, output, prompt.size, where)
+        if not ok.any():
+            raise TwinInputError(f"{where}: errors: every request failed; nothing to calibrate on")
+        for name, arr in (("input_lens", prompt), ("output_lens", output)):
+            bad = np.flatnonzero(ok & ((arr < 1) | (arr != np.round(arr))))
+            if bad.size:
+                i = int(bad[0])
+                raise TwinInputError(f"{where}: {name}[{i}] = {arr[i]:g}: a completed request needs a whole "
+                                     f"number of tokens >= 1")
+        return (LengthSample(values=tuple(int(v) for v in prompt[ok])),
+                LengthSample(values=tuple(int(v) for v in output[ok])), ok)
+    means = []
+    for key in ("total_input_tokens", "total_output_tokens"):
+        mean = number(get(doc, key, where), key, where) / completed
+        if mean < 1:
+            raise TwinInputError(f"{where}: {key} / completed = {mean:g}: must be >= 1 token per request")
+        means.append(LengthSample.constant(int(round(mean))))
+    return means[0], means[1], None
+
+
+def _metrics(doc: dict[str, Any], ok: np.ndarray | None, where: str) -> dict[str, float]:
+    metrics: dict[str, float] = {}
+    for key in METRIC_KEYS:
+        if doc.get(key) is not None:
+            metrics[key] = number(doc[key], key, where)
+    if "mean_e2el_ms" not in metrics and isinstance(doc.get("latencies"), list):
+        lat = number_list(doc["latencies"], "latencies", where)
+        # failed requests carry latency 0; without per-request errors that is how to tell them
+        lat = lat[ok] if ok is not None and ok.size == lat.size else lat[lat > 0]
+        stats = describe(lat, "e2el", (99,))
+        metrics.update({k: v for k, v in stats.items() if k in METRIC_KEYS and v is not None})
+    return metrics
+
+
+def read_run(doc: Any, name: str, where: str, experiment: str | None = None) -> MeasuredRun:
+    """One run from one `vllm bench serve` result document."""
+    if not isinstance(doc, dict):
+        raise TwinInputError(f"{where}: expected a JSON object (a vllm bench serve result)")
+    if doc.get("ramp_up_strategy"):
+        raise TwinInputError(f"{where}: ramp_up_strategy = {doc['ramp_up_strategy']!r}: a ramp-up run changes "
+                             f"its rate as it goes; calibrate on constant-rate or fixed-concurrency runs")
+    completed = whole(get(doc, "completed", where), "completed", where)
+    if completed < 1:
+        raise TwinInputError(f"{where}: completed = 0: no request completed; nothing to calibrate on")
+    failed = whole(doc.get("failed", 0), "failed", where)
+    rate = _rate(get(doc, "request_rate", where), where)
+    burstiness = number(doc.get("burstiness", 1.0), "burstiness", where)
+    if burstiness <= 0:
+        raise TwinInputError(f"{where}: burstiness = {burstiness!r}: must be a number > 0")
+    max_c = doc.get("max_concurrency")
+    max_c = None if max_c is None else whole(max_c, "max_concurrency", where, low=1)
+    prompt, output, ok = _lengths(doc, completed, where)
+    n = completed + failed
+    duration = doc.get("duration")
+    tp = doc.get("tensor_parallel_size")
+    return MeasuredRun(
+        name=name, source="vllm-bench-serve", num_requests=n, prompt_tokens=prompt, output_tokens=output,
+        metrics=_metrics(doc, ok, where), rate_per_s=rate, max_concurrency=max_c, burstiness=burstiness,
+        duration_s=None if duration is None else number(duration, "duration", where),
+        prompt_pool=_prompt_pool(doc, n, where),
+        model=doc["model_id"] if isinstance(doc.get("model_id"), str) and doc["model_id"] else None,
+        gpu=str(doc["gpu"]) if doc.get("gpu") else None,
+        tensor_parallel_size=None if tp is None else whole(tp, "tensor_parallel_size", where, low=1),
+        server=_server(doc, where), experiment=experiment)
+
+
+def read_vllm_bench(path: Path) -> list[MeasuredRun]:
+    doc = load_json(path)
+    if isinstance(doc, JsonLines):
+        return [read_run(d, f"{path.stem}#{k + 1}", f"{path}, line {line}", experiment=path.stem)
+                for k, (d, line) in enumerate(zip(doc, doc.line_numbers))]
+    return [read_run(doc, path.stem, str(path))]
