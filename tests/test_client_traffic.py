@@ -248,3 +248,18 @@ def test_abort_while_waiting_or_on_the_request_path():
     assert res.sim_end_s == pytest.approx(0.31 + 59 * 0.01)
     m = res.metrics(window=(0.0, None))
     assert m["failed"] == 2 and m["completed"] == 1 and m["prefix_cache_query_tokens"] == 64
+
+
+def test_abort_of_a_request_deferred_by_async_scheduling():
+    # async scheduling: request 1 arrives mid-step (0.005 s) and waits for the schedule after the next one;
+    # its client gives up at 0.008 s, before the step ends: it never reaches the scheduler
+    sc = SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=64, max_model_len=512, block_size=16,
+                         enable_prefix_caching=False, async_scheduling=True)
+    sched = make_scheduler(sc, 18)
+    specs = [RequestSpec(0, 0.0, 16, 5, ((("u", 0), 16),)),
+             RequestSpec(1, 0.005, 16, 5, ((("u", 1), 16),), timeout_s=0.003)]
+    res = simulate(specs, lambda i: sched, lambda i: ConstantCostModel(0.01))
+    r0, r1 = res.requests
+    assert r0.status == FINISHED and r0.finish_s == pytest.approx(0.05)
+    assert r1.status == ABORTED and r1.finish_s == pytest.approx(0.008) and r1.num_cached_tokens == -1
+    assert sched.num_aborted == 0 and res.sim_end_s == pytest.approx(0.05)
