@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
-from twin.results.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, StepRecords
+from twin.results.records import ABORTED, FINISHED, INCOMPLETE, REJECTED, RequestRecord, StepRecords
 from twin.results.sim_result import SimResult
 from twin.core.request import Request
 from twin.core.scheduler_base import SchedulerBase
@@ -34,7 +34,8 @@ def serve(
     """Replay ``traffic`` (open-loop specs sorted by arrival, or a closed-loop workload with ``concurrency``
     and ``next_request(user, now_s)``) through ``scheduler`` with ``runner`` (a
     ``calibration.engine.ModelRunner``) in real time. Arrival times are seconds after the call starts.
-    ``step_shapes``, when given, collects each step's shape for step-time residuals."""
+    ``step_shapes``, when given, collects each step's shape for step-time residuals. A spec's ``timeout_s`` is
+    the client's: an unfinished request is aborted (``finish_requests``) at the first step boundary after it."""
     closed = not isinstance(traffic, Sequence)
     pending: list[tuple[float, int, RequestSpec, int]] = []  # (arrival, tie, spec, user or -1)
     tie = 0
@@ -53,6 +54,7 @@ def serve(
     records: list[RequestRecord] = []
     steps = StepRecords()
     user_of: dict[int, int] = {}
+    deadlines: list[tuple[float, int, Request]] = []   # (abort time, tie, request)
     done = 0
     wall_start = clock()
 
@@ -84,10 +86,21 @@ def serve(
             records.append(record)
             if user >= 0:
                 user_of[id(req)] = user
+            if spec.timeout_s is not None:
+                heapq.heappush(deadlines, (spec.arrival_s + spec.timeout_s, tie, req))
+                tie += 1
             if not scheduler.add_request(req):
                 record.status = REJECTED
                 record.reject_reason = req.reject_reason
                 record.finish_s = t
+                finished(req, t)
+        while deadlines and deadlines[0][0] <= t:
+            req = heapq.heappop(deadlines)[2]
+            if not req.is_finished:
+                scheduler.finish_requests([req])
+                _close_record(req, t, ABORTED)
+                if req.num_cached_tokens < 0:
+                    req.client_data.num_cached_tokens = -1   # never admitted: no prefix-cache query
                 finished(req, t)
         if scheduler.has_unfinished_requests():
             out = scheduler.schedule(t)
@@ -111,7 +124,8 @@ def serve(
             if not scheduler.has_unfinished_requests():
                 break
             continue
-        wait = pending[0][0] - now()
+        wake = min(pending[0][0], deadlines[0][0]) if deadlines else pending[0][0]
+        wait = wake - now()
         if wait > 0:
             sleep(wait)
 

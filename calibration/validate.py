@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from twin.analysis.measured import parse_request_rate
 from twin.errors import TwinInputError
+from twin.workload.capped_open_loop import CappedOpenLoop
 from twin.workload.spec import RequestSpec
 
 COMPARED_METRICS: tuple[str, ...] = (
@@ -67,7 +69,9 @@ def compare_metrics(measured: Mapping[str, Any], predicted: Mapping[str, Any],
 def specs_from_bench_json(doc: Mapping[str, Any], source: str = "bench JSON") -> list[RequestSpec]:
     """The workload a ``vllm bench serve`` result describes: one request per entry of its per-request arrays
     (``input_lens``, ``output_lens``, and ``start_times`` for arrivals), each with a unique prompt (a bench
-    result carries no prompt content, so no prefix sharing can be inferred)."""
+    result carries no prompt content, so no prefix sharing can be inferred). Without ``start_times`` the
+    requests fall due evenly at a finite ``request_rate``, or all at t = 0 when it is ``inf`` (the client's
+    ``max_concurrency`` then paces them: ``bench_max_concurrency``)."""
     for key in ("input_lens", "output_lens"):
         if not isinstance(doc.get(key), list) or not doc[key]:
             raise TwinInputError(f"{source}: '{key}' must be a non-empty list (run vllm bench serve with "
@@ -77,11 +81,11 @@ def specs_from_bench_json(doc: Mapping[str, Any], source: str = "bench JSON") ->
         raise TwinInputError(f"{source}: input_lens has {len(inputs)} entries, output_lens {len(outputs)}")
     starts = doc.get("start_times")
     if starts is None:
-        rate = doc.get("request_rate")
-        if not isinstance(rate, (int, float)) or not rate > 0 or not math.isfinite(rate):
-            raise TwinInputError(f"{source}: needs 'start_times' (per-request arrival times) or a finite "
-                                 f"'request_rate'")
-        starts = [i / rate for i in range(len(inputs))]
+        rate = parse_request_rate(doc.get("request_rate"))
+        if rate is None:
+            raise TwinInputError(f"{source}: needs 'start_times' (per-request arrival times) or a "
+                                 f"'request_rate' (a number > 0, or \"inf\")")
+        starts = [0.0 if math.isinf(rate) else i / rate for i in range(len(inputs))]
     if len(starts) != len(inputs):
         raise TwinInputError(f"{source}: start_times has {len(starts)} entries, input_lens {len(inputs)}")
     t0 = min(starts)
@@ -96,6 +100,24 @@ def specs_from_bench_json(doc: Mapping[str, Any], source: str = "bench JSON") ->
                                  f"(failed requests have no output; drop them or fix the file)")
         specs.append(RequestSpec(new_id, float(starts[i]) - t0, p, o, ((("bench", new_id), p),)))
     return specs
+
+
+def bench_max_concurrency(doc: Mapping[str, Any], source: str = "bench JSON") -> int | None:
+    """The client's ``max_concurrency`` of a bench result (None: absent or null, no cap)."""
+    value = doc.get("max_concurrency")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise TwinInputError(f"{source}: max_concurrency = {value!r}: must be an integer >= 1 or null")
+    return value
+
+
+def bench_traffic(doc: Mapping[str, Any], source: str = "bench JSON") -> list[RequestSpec] | CappedOpenLoop:
+    """What to replay for a bench result: its requests, held to its ``max_concurrency`` when it has one (a
+    request is sent at its start time or, when every slot is taken, when one frees)."""
+    specs = specs_from_bench_json(doc, source)
+    cap = bench_max_concurrency(doc, source)
+    return CappedOpenLoop(specs, cap) if cap else specs
 
 
 def metrics_from_bench_json(doc: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 from twin.sim.deployment import make_router, resolve_deployment
 from twin.cost.constant import ConstantCostModel
 from twin.sim.replica import Replica
-from twin.results.records import FINISHED, INCOMPLETE, REJECTED, STEP_COLUMN_NAMES, RequestRecord
+from twin.results.records import ABORTED, FINISHED, INCOMPLETE, REJECTED, STEP_COLUMN_NAMES, RequestRecord
 from twin.scenario import Scenario
 from twin.core.scheduler_config import SchedulerConfig
 from twin.core.schedulers import make_scheduler
@@ -46,6 +46,7 @@ MIXED = {
 
 
 CLOSED_LOOP = {"process": "closed_loop", "concurrency": 24}
+TIMEOUT_S = 3.0
 
 
 def _run(data: dict, overrides: dict | None = None, *, fast_path: bool):
@@ -92,7 +93,8 @@ def fast_forward_steps(monkeypatch):
     None,
     {"server": {"enable_prefix_caching": False}, "deployment": {"router": "least_outstanding"}},
     {"workload": {"arrivals": CLOSED_LOOP}},
-], ids=["prefix-caching", "no-caching-least-outstanding", "closed-loop"])
+    {"workload": {"timeout_s": TIMEOUT_S}},
+], ids=["prefix-caching", "no-caching-least-outstanding", "closed-loop", "client-timeouts"])
 def test_fast_path_is_identical_to_step_by_step(overrides, fast_forward_steps):
     slow = _run(MIXED, overrides, fast_path=False)
     assert fast_forward_steps["steps"] == 0
@@ -112,7 +114,14 @@ def test_fast_path_is_identical_to_step_by_step(overrides, fast_forward_steps):
         assert _record_fields(a) == _record_fields(b)
     for key in ("sim_end_s", "prefix_cache_hit_tokens", "prefix_cache_query_tokens", "num_preemptions"):
         assert getattr(fast, key) == getattr(slow, key), key
-    assert all(r.status == FINISHED for r in fast.requests)
+    if overrides and "timeout_s" in overrides.get("workload", {}):
+        # aborts land mid-step and mid-fast-forward: some requests time out, others finish
+        aborted = [r for r in fast.requests if r.status == ABORTED]
+        assert 0 < len(aborted) < len(fast.requests)
+        assert all(r.status in (FINISHED, ABORTED) for r in fast.requests)
+        assert all(r.finish_s == pytest.approx(r.arrival_s + TIMEOUT_S) for r in aborted)
+    else:
+        assert all(r.status == FINISHED for r in fast.requests)
 
 
 # ---- timing rules, on a constant cost model so every number is known by hand --------------------------------

@@ -175,6 +175,10 @@ def test_rate_scaling_and_offered_rate(tmp_path):
     pw["workload"]["arrivals"] = {"process": "piecewise", "schedule": [{"until_s": 2, "rate_per_s": 5},
                                                                        {"rate_per_s": 10}]}
     assert [p["rate_per_s"] for p in scale_arrivals(pw, 2)["workload"]["arrivals"]["schedule"]] == [10, 20]
+    ramp = constant_case()
+    ramp["workload"]["arrivals"] = {"process": "ramp_up", "strategy": "linear", "start_rps": 1, "end_rps": 4}
+    assert scale_arrivals(ramp, 2)["workload"]["arrivals"] == {"process": "ramp_up", "strategy": "linear",
+                                                               "start_rps": 2.0, "end_rps": 8.0}
     trace = tmp_path / "t.csv"
     trace.write_text("num_prefill_tokens,num_decode_tokens\n100,10\n200,20\n")
     azure = tmp_path / "azure.csv"

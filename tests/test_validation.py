@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from calibration.validate import compare_metrics, relative_error, specs_from_bench_json
+from calibration.validate import bench_traffic, compare_metrics, relative_error, specs_from_bench_json
 from twin.cli.main import main
 from twin.errors import TwinInputError
 from twin.results.export import write_json
 from twin.scenario import load_scenario
+from twin.workload.capped_open_loop import CappedOpenLoop
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "scenarios" / "validate_tiny_cpu.yaml"
@@ -134,3 +135,41 @@ def test_engine_and_twin_agree_on_a_short_run(tmp_path, local_profile):
                                     "--bench-json", str(bench)])
     assert res.exit_code == 0, res.output
     assert "request_throughput" in res.output
+
+
+def test_bench_traffic_rate_inf_without_start_times_is_capped():
+    doc = {"input_lens": [10, 20, 30], "output_lens": [5, 6, 7], "request_rate": "inf", "max_concurrency": 2}
+    traffic = bench_traffic(doc)
+    assert isinstance(traffic, CappedOpenLoop) and traffic.concurrency == 2
+    assert [s.arrival_s for s in specs_from_bench_json(doc)] == [0.0, 0.0, 0.0]
+    assert [s.arrival_s for s in specs_from_bench_json({**doc, "request_rate": float("inf")})] == [0.0] * 3
+    assert isinstance(bench_traffic({**doc, "max_concurrency": None}), list)
+    with pytest.raises(TwinInputError, match=r"^x.json: max_concurrency = 0: must be an integer >= 1 or null$"):
+        bench_traffic({**doc, "max_concurrency": 0}, "x.json")
+
+
+def test_validate_a_capped_bench_json_without_start_times(tmp_path):
+    """`vllm bench serve --request-rate inf --max-concurrency 3` writes request_rate "inf" and no usable start
+    times: the replay sends the requests as slots free, never more than 3 at once, and reproduces the run."""
+    from twin.sim.run import run_body
+
+    sc = load_scenario(TINY)
+    body = sc.body("baseline", {"server": {"enable_prefix_caching": False},
+                                "workload": {"arrivals": {"_replace": True, "process": "poisson",
+                                                          "rate_per_s": float("inf"), "max_concurrency": 3},
+                                             "duration_s": None, "num_requests": 30}})
+    result = run_body(body, sc.base_dir)
+    bench = tmp_path / "bench.json"
+    write_json(result, bench)
+    doc = json.loads(bench.read_text())
+    doc.pop("start_times")
+    doc.update(request_rate="inf", max_concurrency=3)
+    bench.write_text(json.dumps(doc))
+    out = tmp_path / "cmp.json"
+    res = CliRunner().invoke(main, ["validate", str(TINY), "--set", "server.enable_prefix_caching=false",
+                                    "--bench-json", str(bench), "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "at most 3 in flight" in res.output
+    rows = {r["metric"]: r for r in json.loads(out.read_text())["comparison"]["rows"]}
+    for metric in ("request_throughput", "mean_tpot_ms", "median_ttft_ms"):
+        assert abs(rows[metric]["relative_error"]) < 0.01, (metric, rows[metric])

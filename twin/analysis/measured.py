@@ -80,7 +80,11 @@ def _number(v: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
-def _rate(v: Any) -> float | None:
+def parse_request_rate(v: Any) -> float | None:
+    """A bench result's ``request_rate``: a number > 0, or inf (``"inf"``, as vLLM writes an unbounded rate,
+    or JSON's ``Infinity``); None when absent or not a rate."""
+    if isinstance(v, float) and v == math.inf:
+        return math.inf
     if isinstance(v, str) and v.strip().lower() in ("inf", "infinity"):
         return math.inf
     f = _number(v)
@@ -159,9 +163,7 @@ def measured_from_bench(doc: Any, source: str = "bench JSON") -> Measured:
         raise TwinInputError(f"{source}: ttfts[{i}] = {cols['ttfts'][i]:g} s exceeds latencies[{i}] = "
                              f"{cols['latencies'][i]:g} s: a first token cannot come after the last")
     notes: list[str] = ["latencies derived as TTFT + the sum of the ITLs"] if derived_latency else []
-    rate = _rate(doc.get("request_rate"))
-    if doc.get("request_rate") is not None and rate is None:
-        raise TwinInputError(f"{source}: request_rate = {doc['request_rate']!r}: must be a number > 0 or \"inf\"")
+    rate = parse_request_rate(doc.get("request_rate"))
     max_c = doc.get("max_concurrency")
     if max_c is not None and (isinstance(max_c, bool) or not isinstance(max_c, (int, float))
                               or not math.isfinite(max_c) or not float(max_c).is_integer() or max_c < 1):

@@ -115,11 +115,17 @@ def _arrival_flags(arrivals: Any, share: float) -> tuple[list[str], list[str]]:
         if arrivals.think_time_s.fixed not in (0, 0.0, None):
             notes.append("vllm bench serve has no think time: its streams resend at once")
         return ["--request-rate", "inf", "--max-concurrency", str(c)], notes
+    cap = [] if arrivals.max_concurrency is None else [
+        "--max-concurrency", str(max(1, int(round(arrivals.max_concurrency * share))))]
     if p == "piecewise":
         pieces = arrivals.schedule
         rate = max(x.rate_per_s for x in pieces) * share
         notes.append("piecewise rates: run one bench per piece (the command uses the peak rate)")
-        return ["--request-rate", f"{rate:g}"], notes
+        return ["--request-rate", f"{rate:g}", *cap], notes
+    if p == "ramp_up":
+        return ["--ramp-up-strategy", arrivals.strategy, "--ramp-up-start-rps", f"{arrivals.start_rps * share:g}",
+                "--ramp-up-end-rps", f"{arrivals.end_rps * share:g}", "--burstiness", f"{arrivals.burstiness:g}",
+                *cap], notes
     rate = arrivals.rate_per_s * share
     flags = ["--request-rate", "inf" if math.isinf(rate) else f"{rate:g}"]
     if p == "gamma":
@@ -127,7 +133,7 @@ def _arrival_flags(arrivals: Any, share: float) -> tuple[list[str], list[str]]:
     elif p == "constant":
         flags += ["--burstiness", "1000"]
         notes.append("constant arrivals: a large --burstiness makes vLLM's gamma gaps nearly constant")
-    return flags, notes
+    return flags + cap, notes
 
 
 def bench_commands(body: ScenarioBody, deployment: Any, *, num_prompts: int, result_name: str,
@@ -174,7 +180,8 @@ def bench_commands(body: ScenarioBody, deployment: Any, *, num_prompts: int, res
         flags, n = _arrival_flags(wl.arrivals, c.share)
         notes += [x for x in n if x not in notes]
         suffix_len, suffix_r = _length_band(p.suffix_tokens, base_dir)
-        out_len, out_r = _length_band(c.output_tokens, base_dir)
+        # the bench runs with --ignore-eos: its output length is what the twin's requests generate
+        out_len, out_r = _length_band(c.output_tokens if c.output_tokens is not None else c.max_tokens, base_dir)
         shared = p.shared_prefix_tokens + (p.few_shot.tokens if p.few_shot is not None else 0)
         ratio = max(suffix_r, out_r)
         if c.multi_turn is not None:

@@ -83,7 +83,7 @@ def _validate_engine(body, base_dir, device: str, dtype: str, max_kv_blocks: int
 
 
 def _validate_bench(body, base_dir, path: Path) -> dict[str, Any]:
-    from calibration.validate import compare_metrics, metrics_from_bench_json, specs_from_bench_json
+    from calibration.validate import bench_traffic, compare_metrics, metrics_from_bench_json
     from twin.sim.run import metrics_of
     from twin.sim.deployment import resolve_deployment
     from twin.sim.simulate import simulate
@@ -96,14 +96,15 @@ def _validate_bench(body, base_dir, path: Path) -> dict[str, Any]:
 
     doc = load_json_file(path, "bench result")
     measured_from_bench(doc, str(path))  # every per-request field checked before any of it is used
-    specs = specs_from_bench_json(doc, str(path))
+    traffic = bench_traffic(doc, str(path))
     dep = resolve_deployment(body, base_dir)
-    result = simulate(specs, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
+    result = simulate(traffic, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
                       lambda i: dep.cost_model_factory(), num_replicas=body.deployment.replicas,
                       router=make_router(body.deployment.router))
     predicted = metrics_of(result, body)
     cmp = compare_metrics(metrics_from_bench_json(doc), predicted)
-    print_comparison(cmp.rows, f"{path.name} (measured) vs twin (predicted), {len(specs)} requests")
+    cap = f", at most {traffic.concurrency} in flight" if not isinstance(traffic, list) else ""
+    print_comparison(cmp.rows, f"{path.name} (measured) vs twin (predicted), {len(result.requests)} requests{cap}")
     return {"bench_json": str(path), "comparison": cmp.as_dict()}
 
 

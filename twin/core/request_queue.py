@@ -27,6 +27,9 @@ class FCFSQueue:
     def pop(self) -> Request:
         return self._queue.popleft()
 
+    def remove(self, request: Request) -> None:
+        self._queue.remove(request)
+
     def __len__(self) -> int:
         return len(self._queue)
 
@@ -57,6 +60,12 @@ class PriorityQueue:
 
     def pop(self) -> Request:
         return heapq.heappop(self._heap)[3]
+
+    def remove(self, request: Request) -> None:
+        i = next(i for i, entry in enumerate(self._heap) if entry[3] is request)
+        self._heap[i] = self._heap[-1]
+        self._heap.pop()
+        heapq.heapify(self._heap)
 
     def __len__(self) -> int:
         return len(self._heap)

@@ -25,6 +25,7 @@ class SchedulerBase:
         self.step_index = 0
         self.num_preemptions = 0
         self.num_finished = 0
+        self.num_aborted = 0
         self.rejected: list[Request] = []
         self._rejected_unreported: list[Request] = []
 
@@ -63,6 +64,25 @@ class SchedulerBase:
         request.status = RequestStatus.WAITING
         self.waiting.add(request)
         return True
+
+    def finish_requests(self, requests: Sequence[Request],
+                        status: RequestStatus = RequestStatus.FINISHED_ABORTED) -> None:
+        """Finish requests from outside the engine loop, as vLLM's ``Scheduler.finish_requests`` does for a
+        client abort: each leaves the running list or the waiting queue, takes ``status`` and frees its KV
+        blocks (cached blocks keep their hashes). A request in the step now running is skipped by that
+        step's ``update_from_output`` (it is no longer RUNNING). Already finished requests are ignored."""
+        for req in requests:
+            if req.is_finished:
+                continue
+            if req.status == RequestStatus.RUNNING:
+                self.running.remove(req)
+            else:
+                self.waiting.remove(req)
+            req.status = status
+            req.num_spec_tokens = 0
+            self.kv_cache_manager.free(req)
+            if status == RequestStatus.FINISHED_ABORTED:
+                self.num_aborted += 1
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.running) or bool(self.waiting)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from twin.core.request import Request
+from twin.core.request import Request, RequestStatus
 from twin.core.scheduler_base import SchedulerBase
 from twin.core.scheduler_output import SchedulerOutput, StepResult
 
@@ -94,6 +94,12 @@ class StaticBatchScheduler(SchedulerBase):
                     out.num_new_tokens.append(1)
                     out.num_computed_before.append(ctx)
                     out.num_padding += 1
+
+    def finish_requests(self, requests, status=RequestStatus.FINISHED_ABORTED) -> None:
+        super().finish_requests(requests, status)
+        if self.batch and all(r.is_finished for r in self.batch):
+            self.batch = []
+            self._pad_context.clear()
 
     def _on_preempt(self, victim: Request) -> None:
         self.batch.remove(victim)

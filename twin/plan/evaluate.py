@@ -5,8 +5,8 @@ replication, an arrival-rate scale, optionally a cluster of replica groups and a
 ``evaluate`` on any backend (``twin.plan.executor``). A job's result depends on nothing but the job, so a sweep
 gives the same numbers serially, on a process pool or on Ray, with any number of workers.
 
-Arrival-rate scaling (``scale_arrivals``): a synthetic workload's rates (``rate_per_s``, each piece of a
-``piecewise`` schedule) are multiplied by the scale; a trace replayed on its own timestamps is replayed
+Arrival-rate scaling (``scale_arrivals``): a synthetic workload's rates (``rate_per_s``, a ramp's start and
+end, each piece of a ``piecewise`` schedule) are multiplied by the scale; a trace replayed on its own timestamps is replayed
 faster (``trace.time_scale`` multiplied). Arrival times of the same seed then shrink by exactly that factor
 (every process is a unit-rate process divided by the rate), so runs at different scales see the same
 requests, only closer together: "fails at rate r, so fails above r" holds run by run, up to batching effects.
@@ -67,6 +67,10 @@ def scale_arrivals(data: Mapping[str, Any], scale: float) -> dict[str, Any]:
         for piece in arr.get("schedule") or []:
             piece["rate_per_s"] = float(piece.get("rate_per_s", 0.0)) * scale
         return out
+    if process == "ramp_up":
+        for key in ("start_rps", "end_rps"):
+            arr[key] = float(arr.get(key, 0.0)) * scale
+        return out
     rate = arr.get("rate_per_s")
     if rate is None:
         raise TwinInputError("workload.arrivals.rate_per_s: is required to scale the arrival rate")
@@ -80,7 +84,7 @@ def offered_rate(data: Mapping[str, Any], base_dir: str | Path | None = None, se
     """Requests per second the scenario offers at scale 1: the nominal rate for single-turn synthetic traffic
     at a fixed rate, otherwise requests over the span they arrive in (``duration_s``, a trace's
     ``window_s / time_scale``, or first to last arrival)."""
-    from twin.workload.generate import build_workload
+    from twin.workload.generate import open_loop_specs
 
     body = validate_body(data)
     wl = body.workload
@@ -91,7 +95,7 @@ def offered_rate(data: Mapping[str, Any], base_dir: str | Path | None = None, se
         rate = getattr(arr, "rate_per_s", None)
         if rate is not None and math.isfinite(rate):
             return float(rate)
-    specs = build_workload(wl, body.seed if seed is None else seed, base_dir=base_dir)
+    specs = open_loop_specs(wl, body.seed if seed is None else seed, base_dir=base_dir)
     n = len(specs)
     if n < 2:
         raise TwinInputError(f"workload: {n} request(s); cannot tell an arrival rate from fewer than 2")

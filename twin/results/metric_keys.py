@@ -34,7 +34,7 @@ BENCH_SERVE_PER_REQUEST_KEYS: tuple[str, ...] = (
     "input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times",
 )
 TWIN_KEYS: tuple[str, ...] = (
-    "num_requests", "num_rejected", "num_incomplete", "num_good_requests", "slo_met", "slo_all_met",
+    "num_requests", "num_rejected", "num_aborted", "num_incomplete", "num_good_requests", "slo_met", "slo_all_met",
     "prefix_cache_hit_rate", "prefix_cache_hit_tokens", "prefix_cache_query_tokens", "num_preemptions",
     "max_in_flight_requests", "num_steps", "busy_fraction", "mean_running_batch", "mean_queue_length", "mean_batched_tokens",
     "mean_kv_usage", "p99_kv_usage", "max_kv_usage", "num_replicas", "window",

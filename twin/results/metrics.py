@@ -24,7 +24,8 @@ Definitions (per finished request, seconds internally, reported in ms):
   100 * accepted / draft tokens, as `vllm bench serve` writes it; ``spec_decode_acceptance_length`` =
   1 + accepted / drafts; per-position rates are fractions, accepted at position i / drafts.
 
-The twin's own keys (``TWIN_KEYS``): ``num_requests`` (in the window), ``num_rejected`` (= failed),
+The twin's own keys (``TWIN_KEYS``): ``num_requests`` (in the window), ``num_rejected`` and ``num_aborted``
+(client timeouts; together = failed),
 ``num_incomplete`` (in flight when the run stopped), ``num_good_requests``, ``slo_met`` (per statistic bound,
 e.g. ``{"p99_ttft_ms": True}``; ``None`` where the statistic is undefined) and ``slo_all_met``,
 ``prefix_cache_hit_rate`` (hit tokens / queried prompt tokens, 0..1), ``num_preemptions``,
@@ -52,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from twin.results.metric_keys import LATENCY_METRICS, PERCENTILES, latency_keys, percentile_word
-from twin.results.records import REJECTED, RequestRecord, StepRecords
+from twin.results.records import ABORTED, REJECTED, RequestRecord, StepRecords
 from twin.results.request_sample import RequestSample, filter_window
 from twin.results.slo import parse_slo
 from twin.results.step_metrics import step_metrics
@@ -135,8 +136,9 @@ def compute_metrics(
     sample = RequestSample(recs)
 
     completed = len(sample.finished)
-    failed = int(sample.rejected_mask.sum())
-    counted = sample.finished_mask | sample.rejected_mask
+    failed = int(sample.failed_mask.sum())
+    num_aborted = int(sample.aborted_mask.sum())
+    counted = sample.finished_mask | sample.failed_mask
     total_input = int(sample.fin_prompt.sum())
     total_output = int(sample.fin_output.sum())
 
@@ -145,8 +147,10 @@ def compute_metrics(
     if counted.any():
         t0 = float(sample.arrival[counted].min())
         ends = [float(sample.fin_finish.max())] if completed else []
-        if failed:
+        if failed - num_aborted:
             ends.append(float(sample.arrival[sample.rejected_mask].max()))
+        if num_aborted:  # the client waited until it gave up
+            ends.append(max(r.finish_s for r in recs if r.status == ABORTED))
         t1 = max(ends)
         span = (t0, t1)
         duration = t1 - t0
@@ -209,7 +213,8 @@ def compute_metrics(
         hits, queries = int(prefix_cache_hit_tokens), int(prefix_cache_query_tokens)
     out.update({
         "num_requests": len(recs),
-        "num_rejected": failed,
+        "num_rejected": failed - num_aborted,
+        "num_aborted": num_aborted,
         "num_incomplete": len(recs) - completed - failed,
         "num_good_requests": num_good,
         "slo_met": slo_met,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from twin.results.metric_keys import BENCH_SERVE_PER_REQUEST_KEYS
-from twin.results.records import FINISHED, REJECTED, RequestRecord
+from twin.results.records import FAILED_STATUSES, FINISHED, RequestRecord
 from twin.results.request_sample import RequestSample, filter_window
 
 
@@ -14,7 +14,7 @@ def per_request_arrays(records: Iterable[RequestRecord], window: tuple[float | N
     """`vllm bench serve`'s per-request lists (seconds) over the completed and failed requests in record
     order: failed ones read as vLLM writes them (0 output tokens, TTFT and latency 0.0, no ITLs), and
     ``errors`` carries their reject reason ('' for completed ones)."""
-    recs = [r for r in filter_window(records, window) if r.status in (FINISHED, REJECTED)]
+    recs = [r for r in filter_window(records, window) if r.status == FINISHED or r.status in FAILED_STATUSES]
     sample = RequestSample(recs)
     itls = iter(sample.itl_lists())
     ttft = iter(sample.ttft.tolist())
@@ -34,5 +34,5 @@ def per_request_arrays(records: Iterable[RequestRecord], window: tuple[float | N
             out["ttfts"].append(0.0)
             out["itls"].append([])
             out["latencies"].append(0.0)
-            out["errors"].append(r.reject_reason or "rejected")
+            out["errors"].append(r.reject_reason or r.status)
     return out

@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
 FINISHED = "finished"
 REJECTED = "rejected"
 INCOMPLETE = "incomplete"  # still queued or running when the run stopped
+ABORTED = "aborted"        # the client gave up (workload timeout_s): the server freed it; counted as failed
+FAILED_STATUSES = (REJECTED, ABORTED)
 
 
 @dataclass(slots=True)
@@ -30,8 +32,10 @@ class RequestRecord:
 
     ``emit_times_s`` holds one entry per engine step that emitted tokens for the request;
     ``emit_counts`` the tokens emitted at each entry (``None``: one token each; speculative decoding
-    emits several per step). ``status`` is ``"finished"``, ``"rejected"`` (never fits: counted as failed)
+    emits several per step). ``status`` is ``"finished"``, ``"rejected"`` (never fits: counted as failed),
+    ``"aborted"`` (the client's timeout ran out first: counted as failed; ``finish_s`` is the abort time)
     or ``"incomplete"`` (still in flight when the run stopped: neither completed nor failed).
+    ``num_cached_tokens`` is -1 for a request aborted before it was ever admitted (no prefix-cache query).
     """
 
     request_id: Hashable

@@ -24,11 +24,11 @@ _HIGHER = {
     "max_output_tokens_per_s", "completed", "num_good_requests", "prefix_cache_hit_rate",
     "prefix_cache_hit_tokens", "spec_decode_acceptance_rate", "spec_decode_acceptance_length",
 }
-_LOWER = {"failed", "num_rejected", "num_incomplete", "num_preemptions", "mean_queue_length"}
+_LOWER = {"failed", "num_rejected", "num_aborted", "num_incomplete", "num_preemptions", "mean_queue_length"}
 _FRACTIONS = {"prefix_cache_hit_rate", "busy_fraction", "mean_kv_usage", "p99_kv_usage", "max_kv_usage"}
 _PERCENT = {"spec_decode_acceptance_rate"}
 _INTEGERS = {"completed", "failed", "total_input_tokens", "total_output_tokens", "max_concurrent_requests",
-             "num_requests", "num_rejected", "num_incomplete", "num_good_requests", "num_preemptions",
+             "num_requests", "num_rejected", "num_aborted", "num_incomplete", "num_good_requests", "num_preemptions",
              "num_steps", "prefix_cache_hit_tokens", "prefix_cache_query_tokens", "spec_decode_num_drafts",
              "spec_decode_draft_tokens", "spec_decode_accepted_tokens", "num_replicas"}
 
@@ -38,7 +38,7 @@ _STAT_NAMES = {"mean": "mean", "median": "p50", "std": "std"}
 LABELS: dict[str, str] = {
     "duration": "duration (s)",
     "completed": "completed requests",
-    "failed": "failed (rejected)",
+    "failed": "failed (rejected or timed out)",
     "total_input_tokens": "input tokens",
     "total_output_tokens": "output tokens",
     "request_throughput": "request throughput (req/s)",
@@ -51,6 +51,7 @@ LABELS: dict[str, str] = {
     "prefix_cache_hit_rate": "prefix cache hit rate",
     "num_preemptions": "preemptions",
     "num_rejected": "rejected",
+    "num_aborted": "timed out (aborted)",
     "num_incomplete": "unfinished at end",
     "mean_kv_usage": "KV usage mean",
     "p99_kv_usage": "KV usage p99",

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from twin.errors import TwinInputError
-from twin.results.records import FINISHED, REJECTED, RequestRecord
+from twin.results.records import ABORTED, FINISHED, REJECTED, RequestRecord
 
 
 def _as_array(values: Any, code: str) -> array:
@@ -54,6 +54,8 @@ class RequestSample:
         status = [r.status for r in recs]
         self.finished_mask = np.fromiter((s == FINISHED for s in status), bool, n)
         self.rejected_mask = np.fromiter((s == REJECTED for s in status), bool, n)
+        self.aborted_mask = np.fromiter((s == ABORTED for s in status), bool, n)
+        self.failed_mask = self.rejected_mask | self.aborted_mask
         self.arrival = np.fromiter((r.arrival_s for r in recs), float, n)
         fin = [r for r, s in zip(recs, status) if s == FINISHED]
         self.finished = fin

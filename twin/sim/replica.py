@@ -15,8 +15,8 @@ from typing import Protocol
 import simpy
 
 from twin.cost.base import CostModel
-from twin.results.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, StepRecords
-from twin.core.request import Request
+from twin.results.records import ABORTED, FINISHED, INCOMPLETE, REJECTED, RequestRecord, StepRecords
+from twin.core.request import Request, RequestStatus
 from twin.core.scheduler import Scheduler
 from twin.core.scheduler_base import SchedulerBase
 from twin.core.scheduler_output import SchedulerOutput
@@ -84,6 +84,23 @@ class Replica:
             self.num_outstanding += 1
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
+
+    def abort(self, request: Request) -> None:
+        """The client gave up on a request submitted here and not yet finished: the server drops it and frees
+        its KV blocks (vLLM's abort); the record is counted as failed."""
+        if request in self._deferred:
+            self._deferred.remove(request)
+        else:
+            self.scheduler.finish_requests([request], RequestStatus.FINISHED_ABORTED)
+        record: RequestRecord = request.client_data
+        record.finish_s = self.env.now
+        record.status = ABORTED
+        self._copy_counters(request, record)
+        if request.num_cached_tokens < 0:
+            record.num_cached_tokens = -1   # never admitted: no prefix-cache query to count
+        self.num_outstanding -= 1
+        if self.on_finish is not None:
+            self.on_finish(request)
 
     def _admit_deferred(self) -> None:
         deferred, self._deferred = self._deferred, []
@@ -255,6 +272,8 @@ class Replica:
         steps_append(*row)
         last = ends[done]
         for req in reqs:
+            if req.status != RequestStatus.RUNNING:
+                continue  # aborted while the last step ran: that step emits nothing for it
             req.num_output_tokens += 1
             record = req.client_data
             record.emit_times_s.append(last)

@@ -49,6 +49,7 @@ def simulate_replicas(body: ScenarioBody, bodies: list[ScenarioBody], deps: list
     """Simulate ``body``'s traffic on ``len(owner)`` replicas, replica i served as ``deps[owner[i]]`` (with
     ``bodies[owner[i]]``'s speculative decoding) behind ``router``."""
     traffic = build_workload(body.workload, seed, base_dir=base_dir)
+    summary = {**body.workload.bench_header(), **summary}
     speculators: list[Speculator] = []
     make_speculator = None
     if body.speculative_decoding is not None:

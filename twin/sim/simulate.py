@@ -12,7 +12,7 @@ from twin.cost.base import CostModel
 from twin.sim.request_path import PathDraws
 from twin.sim.replica import Replica, Router, RoundRobinRouter, Speculator, new_record
 from twin.results.sim_result import SimResult
-from twin.results.records import StepRecords
+from twin.results.records import ABORTED, StepRecords
 from twin.core.request import Request
 from twin.core.scheduler_base import SchedulerBase
 from twin.workload.spec import RequestSpec
@@ -92,18 +92,42 @@ def simulate(
             replica.submit(request)
             return
         on_request_path[0] += 1
+        en_route[id(request)] = request
 
         def arrive(_event) -> None:
             on_request_path[0] -= 1
+            if en_route.pop(id(request), None) is None:
+                check_drained()  # the client gave up while the request was on its way
+                return
             replica.submit(request)
 
         env.timeout(delay).callbacks.append(arrive)
 
     jitter_draws = PathDraws(seed) if any(r.request_path_jitter_s > 0 for r in replicas) else None
 
+    en_route: dict[int, Request] = {}   # on the request path, by id
+
+    def start_timeout(request: Request, timeout_s: float | None) -> None:
+        """The client aborts the request ``timeout_s`` after sending it unless it finished by then."""
+        if timeout_s is None:
+            return
+
+        def expire(_event) -> None:
+            record = request.client_data
+            if record.finish_s is not None:
+                return
+            if en_route.pop(id(request), None) is not None:
+                record.status, record.finish_s, record.num_cached_tokens = ABORTED, env.now, -1
+                on_finish(request)
+                return
+            replicas[record.replica].abort(request)
+
+        env.timeout(timeout_s).callbacks.append(expire)
+
     def dispatch(spec: RequestSpec) -> Request:
         request = spec.make_request()
         records.append(new_record(request))
+        start_timeout(request, spec.timeout_s)
         submit_after_request_path(request)
         return request
 
@@ -125,6 +149,7 @@ def simulate(
             request = spec.make_request()
             waiters[id(request)] = event
             records.append(new_record(request))
+            start_timeout(request, spec.timeout_s)
             submit_after_request_path(request)
             yield event
 

@@ -1,5 +1,10 @@
 """The arrival processes of the ``workload:`` section, one pydantic model each, told apart by ``process``:
-``poisson``, ``gamma``, ``constant``, ``piecewise`` (open loop) and ``closed_loop`` (``concurrency`` users)."""
+``poisson``, ``gamma``, ``constant``, ``piecewise``, ``ramp_up`` (open loop) and ``closed_loop``
+(``concurrency`` users).
+
+Every open-loop process takes ``max_concurrency`` (``vllm bench serve --max-concurrency``, inference-perf's
+worker limit): requests fall due at the process's times, at most that many are in flight, and a due request
+waits for a free slot; its clock (TTFT, E2EL, timeout) starts when it is sent."""
 
 from __future__ import annotations
 
@@ -13,11 +18,13 @@ from twin.workload.strict_model import StrictModel, one_of
 
 # ---- arrivals --------------------------------------------------------------------------------------------
 _Rate = Annotated[float, Field(gt=0)]  # .inf allowed: all requests at t=0
+_MaxConcurrency = Annotated[int | None, Field(None, ge=1)]
 
 
 class PoissonArrivals(StrictModel):
     process: Literal["poisson"]
     rate_per_s: _Rate
+    max_concurrency: _MaxConcurrency
 
     @property
     def cv(self) -> float:
@@ -32,6 +39,7 @@ class GammaArrivals(StrictModel):
     rate_per_s: _Rate
     cv: float | None = Field(None, gt=0, allow_inf_nan=False)
     burstiness: float | None = Field(None, gt=0, allow_inf_nan=False)
+    max_concurrency: _MaxConcurrency
 
     @model_validator(mode="after")
     def _one(self):
@@ -46,6 +54,7 @@ class GammaArrivals(StrictModel):
 class ConstantArrivals(StrictModel):
     process: Literal["constant"]
     rate_per_s: _Rate
+    max_concurrency: _MaxConcurrency
 
 
 class RatePiece(StrictModel):
@@ -62,6 +71,7 @@ class PiecewiseArrivals(StrictModel):
     process: Literal["piecewise"]
     schedule: list[RatePiece] = Field(min_length=1)
     cv: float = Field(1.0, ge=0, allow_inf_nan=False)
+    max_concurrency: _MaxConcurrency
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -84,6 +94,28 @@ class PiecewiseArrivals(StrictModel):
         return self.schedule[-1].until_s is None and self.schedule[-1].rate_per_s > 0
 
 
+class RampUpArrivals(StrictModel):
+    """``vllm bench serve --ramp-up-strategy linear|exponential --ramp-up-start-rps S --ramp-up-end-rps E``:
+    the rate moves from S to E over the run by request index, not by time. Request k of N (k >= 1) follows a
+    gamma gap (shape ``burstiness``, 1 = exponential) at rate r_k = S + (E - S) k/(N-1) (linear) or
+    S (E/S)^(k/(N-1)) (exponential); request 0 is at t = 0. Needs ``num_requests`` (N)."""
+
+    process: Literal["ramp_up"]
+    strategy: Literal["linear", "exponential"]
+    start_rps: float = Field(ge=0, allow_inf_nan=False)
+    end_rps: float = Field(gt=0, allow_inf_nan=False)
+    burstiness: float = Field(1.0, gt=0, allow_inf_nan=False)
+    max_concurrency: _MaxConcurrency
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.start_rps > self.end_rps:
+            raise ValueError(f".start_rps: must be <= end_rps {self.end_rps:g} (got {self.start_rps:g})")
+        if self.strategy == "exponential" and self.start_rps == 0:
+            raise ValueError(".start_rps: must be > 0 for the exponential strategy (got 0)")
+        return self
+
+
 class ClosedLoopArrivals(StrictModel):
     """``concurrency`` users; each sends a request when its previous one finishes (after ``think_time_s``)."""
 
@@ -93,7 +125,7 @@ class ClosedLoopArrivals(StrictModel):
 
 
 ArrivalsConfig = Annotated[
-    Union[PoissonArrivals, GammaArrivals, ConstantArrivals, PiecewiseArrivals, ClosedLoopArrivals],
+    Union[PoissonArrivals, GammaArrivals, ConstantArrivals, PiecewiseArrivals, RampUpArrivals, ClosedLoopArrivals],
     Field(discriminator="process"),
 ]
-ARRIVAL_PROCESSES = ("poisson", "gamma", "constant", "piecewise", "closed_loop")
+ARRIVAL_PROCESSES = ("poisson", "gamma", "constant", "piecewise", "ramp_up", "closed_loop")

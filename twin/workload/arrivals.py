@@ -6,7 +6,8 @@ time through the inverse of the cumulative rate: t = u / rate for a fixed rate, 
 inverse for a ``piecewise`` schedule (exact non-homogeneous Poisson when cv = 1).
 
 As ``vllm bench serve`` does, the first request arrives at t = 0 (for a schedule: when the rate first
-becomes positive). ``rate_per_s: .inf`` puts every request at t = 0.
+becomes positive). ``rate_per_s: .inf`` puts every request at t = 0. A ``ramp_up`` process sets each gap's rate
+by the request's index among ``num_requests`` (``ramp_up_times``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from twin.workload.arrival_config import (
     GammaArrivals,
     PiecewiseArrivals,
     PoissonArrivals,
+    RampUpArrivals,
 )
 
 CHUNK = 4096
@@ -61,8 +63,28 @@ class _Schedule:
         return self.t_start[i] + (u - self.u_start[i]) / self.rate[i]
 
 
-def iter_arrival_chunks(cfg, rng: np.random.Generator, chunk: int = CHUNK) -> Iterator[np.ndarray]:
-    """Successive non-decreasing chunks of arrival times (endless unless a schedule ends)."""
+def ramp_up_times(cfg: RampUpArrivals, rng: np.random.Generator, num_requests: int) -> np.ndarray:
+    """The ``num_requests`` arrival times of a ramp: gap k (before request k) at request k's rate."""
+    n = int(num_requests)
+    progress = np.arange(1, n) / max(n - 1, 1)
+    if cfg.strategy == "linear":
+        rates = cfg.start_rps + (cfg.end_rps - cfg.start_rps) * progress
+    else:
+        rates = cfg.start_rps * (cfg.end_rps / cfg.start_rps) ** progress
+    shape = cfg.burstiness
+    gaps = rng.gamma(shape, 1.0 / shape, n - 1) / rates
+    return np.concatenate([[0.0], np.cumsum(gaps)])
+
+
+def iter_arrival_chunks(cfg, rng: np.random.Generator, chunk: int = CHUNK, *,
+                        num_requests: int | None = None) -> Iterator[np.ndarray]:
+    """Successive non-decreasing chunks of arrival times (endless unless a schedule ends; a ramp is one
+    chunk of ``num_requests``)."""
+    if isinstance(cfg, RampUpArrivals):
+        if num_requests is None:
+            raise ValueError("a ramp_up arrival process needs num_requests")
+        yield ramp_up_times(cfg, rng, num_requests)
+        return
     if isinstance(cfg, (PoissonArrivals, ConstantArrivals, GammaArrivals)):
         rate = cfg.rate_per_s
         if math.isinf(rate):
@@ -103,7 +125,7 @@ def arrival_times(cfg, rng: np.random.Generator, *, duration_s: float | None = N
         raise ValueError("arrival_times needs duration_s or num_requests")
     parts: list[np.ndarray] = []
     count = 0
-    for times in iter_arrival_chunks(cfg, rng):
+    for times in iter_arrival_chunks(cfg, rng, num_requests=num_requests):
         if duration_s is not None:
             times = times[times < duration_s]
         parts.append(times)

@@ -6,11 +6,13 @@ the distributions are in ``twin.workload.distribution_config``, the arrival proc
 Shape (every field is optional unless marked)::
 
     workload:
-      arrivals:                     # open loop: poisson | gamma | constant | piecewise; closed_loop
+      arrivals:                     # open loop: poisson | gamma | constant | piecewise | ramp_up; closed_loop
         process: poisson
         rate_per_s: 8               # .inf = every request at t=0 (vllm bench serve --request-rate inf)
+        max_concurrency: null       # at most this many in flight (vllm bench serve --max-concurrency)
       duration_s: 600               # stop rule: duration_s and/or num_requests (whichever comes first)
       num_requests: null
+      timeout_s: null               # the client aborts a request this long after sending it (failed)
       prefix_header: none           # none | timestamp | shuffled_sections
       header_tokens: 24             # size of the unique timestamp header
       classes:                      # synthetic traffic ...
@@ -24,9 +26,13 @@ Shape (every field is optional unless marked)::
             few_shot: {num_templates: 4, tokens: 1500}
             sections: 4             # the shared prefix's sections, reordered per request by shuffled_sections
             suffix_tokens: {lognormal: {median: 200, sigma: 0.8}}
-          output_tokens: {lognormal: {median: 150, sigma: 0.6}}
+            pool: null              # {prompts_per_group, shuffle, multi_turn}: a finite pool, cycled
+          output_tokens: {lognormal: {median: 150, sigma: 0.6}}   # where the model would stop
+          max_tokens: null          # the client's cap (a length distribution); min_tokens: 0; ignore_eos: false
+          timeout_s: null           # overrides workload.timeout_s
           multi_turn: {turns: {uniform: [2, 6]}, gap_s: {exponential: {mean: 20}}, message_tokens: null}
-      trace:                        # ... or a trace (exactly one of classes / trace)
+      dataset: null                 # ... or a benchmark dataset, expanded into one class (twin.workload.datasets)
+      trace:                        # ... or a trace (exactly one of classes / dataset / trace)
         path: "{traces}/azure_llm_2023_conv.csv"
         format: auto                # auto | azure | mooncake | burstgpt | lengths
         time_scale: 1.0             # 2.0 = replay twice as fast
@@ -54,7 +60,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from twin.errors import TwinInputError
-from twin.workload.arrival_config import ArrivalsConfig, ClosedLoopArrivals, PiecewiseArrivals
+from twin.workload.arrival_config import ArrivalsConfig, ClosedLoopArrivals, PiecewiseArrivals, RampUpArrivals
+from twin.workload.datasets import DatasetConfig, dataset_class
 from twin.workload.distribution_config import LengthDist, TimeDist
 from twin.workload.limits import MAX_REQUESTS, expected_requests
 from twin.workload.strict_model import StrictModel
@@ -70,9 +77,20 @@ class FewShotConfig(StrictModel):
     tokens: int = Field(ge=1)
 
 
+class PromptPoolConfig(StrictModel):
+    """A finite prompt pool, built once and cycled (inference-perf's shared_prefix generator): entry
+    (group g, question q) for every group and ``prompts_per_group`` questions, suffix lengths drawn once per
+    entry, the order shuffled once (``shuffle``); the class's k-th request sends entry k mod pool size.
+    ``multi_turn``: each entry is a user whose prompt grows by its last answer and the question each round."""
+
+    prompts_per_group: int = Field(ge=1)
+    shuffle: bool = True
+    multi_turn: bool = False
+
+
 class PromptConfig(StrictModel):
     """Prompt = [timestamp header] + shared system prompt of its group (or its shuffled sections)
-    + one few-shot template + a unique suffix."""
+    + one few-shot template + a unique suffix (or, with ``pool``, its pool entry's question)."""
 
     shared_prefix_tokens: int = Field(0, ge=0)
     num_prefix_groups: int = Field(1, ge=1)
@@ -80,9 +98,14 @@ class PromptConfig(StrictModel):
     few_shot: FewShotConfig | None = None
     sections: int = Field(4, ge=1)
     suffix_tokens: LengthDist
+    pool: PromptPoolConfig | None = None
 
     @model_validator(mode="after")
     def _not_empty(self):
+        if self.pool is not None and self.group_zipf_s is not None:
+            raise ValueError(".group_zipf_s: means nothing with a pool (its entries are cycled in order)")
+        if self.pool is not None and self.few_shot is not None:
+            raise ValueError(".few_shot: cannot be combined with a pool (an entry is system prompt + question)")
         lb = self.suffix_tokens.lower_bound()
         if self.shared_prefix_tokens == 0 and self.few_shot is None and lb == 0:
             raise ValueError(".suffix_tokens: can be 0 while there is no shared prefix or few-shot block, so "
@@ -110,20 +133,46 @@ class MultiTurnConfig(StrictModel):
 
 
 class ClassConfig(StrictModel):
-    """A task class. ``share`` is its fraction of new arrivals (of new sessions, for a multi-turn class)."""
+    """A task class. ``share`` is its fraction of new arrivals (of new sessions, for a multi-turn class).
+
+    Requests as clients send them: ``output_tokens`` is the length the model would generate (where it emits
+    end-of-sequence); ``max_tokens`` the client's cap (a distribution, drawn per request; reserve-at-max
+    policies reserve by it); ``min_tokens`` suppresses end-of-sequence before that many tokens; ``ignore_eos``
+    runs every request to ``max_tokens`` (then ``output_tokens`` is left out). ``timeout_s`` overrides the
+    workload's client timeout for this class."""
 
     name: str = Field(min_length=1)
     share: float = Field(gt=0, le=1, allow_inf_nan=False)
     prompt: PromptConfig
-    output_tokens: LengthDist
+    output_tokens: LengthDist | None = None
+    max_tokens: LengthDist | None = None
+    min_tokens: int = Field(0, ge=0)
+    ignore_eos: bool = False
+    timeout_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     priority: int = 0
     multi_turn: MultiTurnConfig | None = None
 
     @model_validator(mode="after")
     def _output(self):
-        lb = self.output_tokens.lower_bound()
-        if lb is not None and lb < 1:
-            raise ValueError(f".output_tokens: must be >= 1 token (its minimum is {lb})")
+        if self.ignore_eos:
+            if self.max_tokens is None:
+                raise ValueError(".max_tokens: is required with ignore_eos: true (every request runs to it)")
+            if self.output_tokens is not None:
+                raise ValueError(".output_tokens: means nothing with ignore_eos: true; leave it out")
+        elif self.output_tokens is None:
+            raise ValueError(".output_tokens: is required (the length the model would generate) unless "
+                             "ignore_eos: true")
+        for field in ("output_tokens", "max_tokens"):
+            dist = getattr(self, field)
+            lb = dist.lower_bound() if dist is not None else None
+            if lb is not None and lb < 1:
+                raise ValueError(f".{field}: must be >= 1 token (its minimum is {lb})")
+        lb = self.max_tokens.lower_bound() if self.max_tokens is not None else None
+        if self.min_tokens and lb is not None and lb < self.min_tokens:
+            raise ValueError(f".min_tokens: must be <= max_tokens (as vLLM requires; max_tokens can be {lb}, "
+                             f"min_tokens is {self.min_tokens})")
+        if self.multi_turn is not None and self.prompt.pool is not None:
+            raise ValueError(".multi_turn: cannot be combined with prompt.pool (use prompt.pool.multi_turn)")
         return self
 
 
@@ -152,19 +201,40 @@ class TraceConfig(StrictModel):
 
 
 # ---- the workload ----------------------------------------------------------------------------------------
+class _DatasetHolder(StrictModel):
+    dataset: DatasetConfig
+
+
 class WorkloadConfig(StrictModel):
     arrivals: ArrivalsConfig | None = None
     duration_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     num_requests: int | None = Field(None, ge=1, le=MAX_REQUESTS)
+    timeout_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     prefix_header: Literal["none", "timestamp", "shuffled_sections"] = "none"
     header_tokens: int = Field(24, ge=1)
     classes: list[ClassConfig] = Field(default_factory=list)
+    dataset: Any = Field(None, exclude=True)   # expanded into ``classes`` on validation
     trace: TraceConfig | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_dataset(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("dataset") is None:
+            return data
+        if data.get("classes") or data.get("trace") is not None:
+            raise ValueError("give exactly one of classes, dataset (synthetic traffic) or trace")
+        try:
+            dataset = _DatasetHolder.model_validate({"dataset": data["dataset"]}).dataset
+        except ValidationError as exc:
+            raise ValueError("." + format_validation_error(exc)) from None
+        data = {k: v for k, v in data.items() if k != "dataset"}
+        data["classes"] = [dataset_class(dataset)]
+        return data
 
     @model_validator(mode="after")
     def _consistent(self):
         if bool(self.classes) == (self.trace is not None):
-            raise ValueError("give exactly one of classes (synthetic traffic) or trace")
+            raise ValueError("give exactly one of classes, dataset (synthetic traffic) or trace")
         arr = self.arrivals
         if self.classes:
             self._check_classes()
@@ -186,6 +256,9 @@ class WorkloadConfig(StrictModel):
         if n is not None and n > MAX_REQUESTS:
             raise ValueError(f"about {n:,} requests (rate x duration_s); one run simulates at most "
                              f"{MAX_REQUESTS:,} (set num_requests, or lower duration_s or the rate)")
+        if isinstance(arr, RampUpArrivals) and self.num_requests is None:
+            raise ValueError(".num_requests: is required by a ramp_up arrival process (the ramp runs by "
+                             "request index)")
         if isinstance(arr, PiecewiseArrivals) and self.duration_s is None and not arr.open_ended:
             raise ValueError(".arrivals.schedule: with only num_requests as the stop rule the last piece "
                              "must leave out until_s and have rate_per_s > 0")
@@ -209,6 +282,23 @@ class WorkloadConfig(StrictModel):
     @property
     def closed_loop(self) -> bool:
         return isinstance(self.arrivals, ClosedLoopArrivals)
+
+    def bench_header(self) -> dict[str, Any]:
+        """The load as a ``vllm bench serve`` result describes it (``request_rate``, ``burstiness``,
+        ``max_concurrency``), for the processes that command can send; empty for the others."""
+        arr = self.arrivals
+        if isinstance(arr, ClosedLoopArrivals):
+            return {"request_rate": math.inf, "max_concurrency": arr.concurrency}
+        rate = getattr(arr, "rate_per_s", None)
+        if rate is None or arr.process == "constant":
+            return {}
+        cv = getattr(arr, "effective_cv", 1.0)
+        return {"request_rate": rate, "burstiness": 1.0 / (cv * cv), "max_concurrency": self.max_concurrency}
+
+    @property
+    def max_concurrency(self) -> int | None:
+        """The open loop's in-flight cap (``arrivals.max_concurrency``), or None."""
+        return getattr(self.arrivals, "max_concurrency", None)
 
 
 def load_workload_config(data: Any, root: str | None = "workload") -> WorkloadConfig:

@@ -22,6 +22,7 @@ import numpy as np
 from twin.errors import TwinInputError
 from twin.workload.limits import check_request_count
 from twin.workload.arrivals import iter_arrival_chunks
+from twin.workload.capped_open_loop import CappedOpenLoop
 from twin.workload.config import WorkloadConfig, load_workload_config
 from twin.workload.lengths import Buffered, TimeSampler
 from twin.workload.paths import expand_path
@@ -80,7 +81,7 @@ def _open_loop(cfg: WorkloadConfig, seed: int, base_dir) -> list[RequestSpec]:
     cls: list[int] = []
     n_start = 0
     last_start_t = 0.0
-    for chunk in iter_arrival_chunks(cfg.arrivals, stream(seed, "arrivals")):
+    for chunk in iter_arrival_chunks(cfg.arrivals, stream(seed, "arrivals"), num_requests=limit_n):
         done = False
         if limit_t is not None:
             inside = chunk < limit_t
@@ -134,11 +135,20 @@ def _open_loop(cfg: WorkloadConfig, seed: int, base_dir) -> list[RequestSpec]:
         else:
             prev_segs, prev_n, prev_id, prev_out, sid = sessions[start[d]]
             segs, n = src.next_turn(rid, prev_segs, prev_n, prev_id, prev_out)
-        out = src.draw_output()
+        out, cap = src.draw_lengths()
+        generated = out if cap is None or out < cap else cap
+        src.after_request(rid, segs, n, generated)
         if src.multi_turn:
-            sessions[start[d]] = (segs, n, rid, out, sid)
-        specs.append(RequestSpec(rid, arrival[d], n, out, segs, src.name, src.cfg.priority, sid, k))
+            sessions[start[d]] = (segs, n, rid, generated, sid)
+        specs.append(RequestSpec(rid, arrival[d], n, out, segs, src.name, src.cfg.priority, sid, k, cap,
+                                 _timeout_s(cfg, src)))
     return specs
+
+
+def _timeout_s(cfg: WorkloadConfig, src: ClassSource | None = None) -> float | None:
+    if src is not None and src.cfg.timeout_s is not None:
+        return src.cfg.timeout_s
+    return cfg.timeout_s
 
 
 # ---- traces ---------------------------------------------------------------------------------------------------
@@ -193,6 +203,7 @@ class _TraceSource:
         self.header = cfg.header_tokens if cfg.prefix_header == "timestamp" else 0
         self.task_class = cfg.trace.task_class
         self.priority = cfg.trace.priority
+        self.timeout_s = cfg.timeout_s
         self._turns: dict[int, int] = {}
 
     def spec(self, k: int, request_id: int, arrival_s: float) -> RequestSpec:
@@ -206,7 +217,7 @@ class _TraceSource:
             turn = self._turns.get(sid, 0)
             self._turns[sid] = turn + 1
         return RequestSpec(request_id, float(arrival_s), _num_tokens(segs), int(self.trace.output_tokens[i]),
-                           segs, self.task_class, self.priority, sid, turn)
+                           segs, self.task_class, self.priority, sid, turn, timeout_s=self.timeout_s)
 
 
 def trace_requests(cfg: WorkloadConfig, trace: Trace, seed: int = 0) -> list[RequestSpec]:
@@ -215,7 +226,7 @@ def trace_requests(cfg: WorkloadConfig, trace: Trace, seed: int = 0) -> list[Req
     if arrival is None:  # retimed: the k-th kept row arrives at the process's k-th time
         need = len(rows) if cfg.num_requests is None else min(len(rows), cfg.num_requests)
         parts, count = [], 0
-        for chunk in iter_arrival_chunks(cfg.arrivals, stream(seed, "arrivals")):
+        for chunk in iter_arrival_chunks(cfg.arrivals, stream(seed, "arrivals"), num_requests=need):
             parts.append(chunk)
             count += len(chunk)
             if count >= need or (cfg.duration_s is not None and len(chunk) and chunk[-1] >= cfg.duration_s):
@@ -333,9 +344,12 @@ class ClosedLoopWorkload:
                 user.session_id = self._next_session_id()
             segs, n = src.first_turn(rid)
         user.turns_left -= 1
-        out = src.draw_output()
-        user.segments, user.num_tokens, user.last_id, user.last_output = segs, n, rid, out
-        return RequestSpec(rid, arrival, n, out, segs, src.name, src.cfg.priority, user.session_id, user.turn)
+        out, cap = src.draw_lengths()
+        generated = out if cap is None or out < cap else cap
+        src.after_request(rid, segs, n, generated)
+        user.segments, user.num_tokens, user.last_id, user.last_output = segs, n, rid, generated
+        return RequestSpec(rid, arrival, n, out, segs, src.name, src.cfg.priority, user.session_id, user.turn,
+                           cap, _timeout_s(self.config, src))
 
     def _next_session_id(self) -> int:
         n = self._sessions
@@ -348,13 +362,22 @@ Workload = "list[RequestSpec] | ClosedLoopWorkload"  # what build_workload retur
 
 # ---- entry point ------------------------------------------------------------------------------------------------
 def build_workload(cfg: WorkloadConfig | dict, seed: int = 0, *, base_dir: str | Path | None = None
-                   ) -> list[RequestSpec] | ClosedLoopWorkload:
-    """The workload a config describes: open loop -> a list of ``RequestSpec`` sorted by arrival;
-    ``arrivals.process: closed_loop`` -> a ``ClosedLoopWorkload``. Same config and seed, same requests.
-    ``base_dir`` resolves relative file paths (e.g. the scenario file's folder)."""
+                   ) -> list[RequestSpec] | ClosedLoopWorkload | CappedOpenLoop:
+    """The workload a config describes: open loop -> a list of ``RequestSpec`` sorted by arrival, or with
+    ``arrivals.max_concurrency`` a ``CappedOpenLoop`` over that list; ``arrivals.process: closed_loop`` ->
+    a ``ClosedLoopWorkload``. Same config and seed, same requests. ``base_dir`` resolves relative file paths
+    (e.g. the scenario file's folder)."""
     cfg = load_workload_config(cfg)
     if cfg.closed_loop:
         return ClosedLoopWorkload(cfg, seed, base_dir=base_dir)
+    specs = open_loop_specs(cfg, seed, base_dir=base_dir)
+    return CappedOpenLoop(specs, cfg.max_concurrency) if cfg.max_concurrency else specs
+
+
+def open_loop_specs(cfg: WorkloadConfig | dict, seed: int = 0, *, base_dir: str | Path | None = None
+                    ) -> list[RequestSpec]:
+    """An open-loop workload's requests at their due times (any ``max_concurrency`` cap not applied)."""
+    cfg = load_workload_config(cfg)
     if cfg.trace is not None:
         return trace_requests(cfg, load_trace(cfg, base_dir), seed)
     return open_loop_requests(cfg, seed, base_dir=base_dir)

@@ -8,7 +8,8 @@ A first-turn prompt is, in order:
   ``prefix_header: shuffled_sections`` it is split into ``sections`` near-equal pieces
   ``("sys", class, group, section)`` whose order is drawn per request;
 * one few-shot template ``("fewshot", class, template)`` x ``few_shot.tokens``;
-* the unique user text ``("u", request_id)`` x suffix tokens (left out when 0).
+* the unique user text ``("u", request_id)`` x suffix tokens (left out when 0); with a prompt ``pool`` the
+  entry's question ``("q", class, group, question)`` instead (no few-shot block, no shuffled sections).
 
 Turn k+1 of a session is turn k's prompt (without turn k's timestamp header) + turn k's output
 ``(output_segment_key(k's id), its output tokens)`` + a new user message ``("u", request_id)``, behind a new
@@ -52,9 +53,19 @@ class ClassSource:
         alone = p.shared_prefix_tokens == 0 and p.few_shot is None  # the suffix is the whole prompt
         suffix = LengthSampler(p.suffix_tokens, field=f"{where}.prompt.suffix_tokens", min_value=int(alone),
                                base_dir=base_dir)
-        output = LengthSampler(cfg.output_tokens, field=f"{where}.output_tokens", min_value=1, base_dir=base_dir)
         self._suffix = Buffered(suffix.sample, s("suffix"))
-        self._output = Buffered(output.sample, s("output"))
+        self._output = self._max_tokens = None
+        if cfg.output_tokens is not None:
+            output = LengthSampler(cfg.output_tokens, field=f"{where}.output_tokens", min_value=1,
+                                   base_dir=base_dir)
+            self._output = Buffered(output.sample, s("output"))
+        if cfg.max_tokens is not None:
+            cap = LengthSampler(cfg.max_tokens, field=f"{where}.max_tokens", min_value=max(1, cfg.min_tokens),
+                                base_dir=base_dir)
+            self._max_tokens = Buffered(cap.sample, s("max_tokens"))
+        self._pool = None
+        if p.pool is not None:
+            self._build_pool(p, s("pool"))
 
         g = p.num_prefix_groups
         if g > 1 and p.group_zipf_s is not None:
@@ -96,14 +107,55 @@ class ClassSource:
     def draw_gap(self) -> float:
         return float(self._gap.take())
 
-    def draw_output(self) -> int:
-        return int(self._output.take())
+    def draw_lengths(self) -> tuple[int, int | None]:
+        """(the length the model would generate, after ``min_tokens``; the client's ``max_tokens`` or None).
+        Under ``ignore_eos`` the model runs to ``max_tokens``."""
+        cap = int(self._max_tokens.take()) if self._max_tokens is not None else None
+        if self.cfg.ignore_eos:
+            return cap, cap
+        return max(int(self._output.take()), self.cfg.min_tokens), cap
+
+    # ---- a finite prompt pool, cycled -----------------------------------------------------------------------
+    def _build_pool(self, p, rng: np.random.Generator) -> None:
+        entries = [(g, q) for g in range(p.num_prefix_groups) for q in range(p.pool.prompts_per_group)]
+        lengths = [int(self._suffix.take()) for _ in entries]
+        order = rng.permutation(len(entries)).tolist() if p.pool.shuffle else list(range(len(entries)))
+        self._pool = [(entries[i][0], entries[i][1], lengths[i]) for i in order]
+        self._pool_next = 0
+        self._pool_history: dict[int, tuple[Segments, int, int, int]] = {}
+        self._pool_entry = -1
+
+    def _pool_turn(self, request_id: int) -> tuple[Segments, int]:
+        p = self.cfg.prompt
+        k = self._pool_next % len(self._pool)
+        self._pool_next += 1
+        self._pool_entry = k
+        group, question, n = self._pool[k]
+        ask = (("q", self.name, group, question), n)
+        history = self._pool_history.get(k)
+        segs = self._header(request_id)
+        if history is None:
+            if p.shared_prefix_tokens > 0:
+                segs.append((("sys", self.name, group), p.shared_prefix_tokens))
+            segs.append(ask)
+            return tuple(segs), self._header_tokens + p.shared_prefix_tokens + n
+        prev_segs, prev_tokens, prev_id, prev_output = history
+        segs.extend(prev_segs[1:] if self._header_tokens else prev_segs)
+        segs.extend(((output_segment_key(prev_id), prev_output), ask))
+        return tuple(segs), prev_tokens + prev_output + n
+
+    def after_request(self, request_id: int, segments: Segments, num_tokens: int, generated: int) -> None:
+        """Remember a multi-turn pool entry's conversation (its prompt and the tokens generated for it)."""
+        if self._pool is not None and self.cfg.prompt.pool.multi_turn:
+            self._pool_history[self._pool_entry] = (segments, num_tokens, request_id, generated)
 
     def _header(self, request_id: int) -> list:
         return [(("ts", request_id), self._header_tokens)] if self._header_tokens else []
 
     def first_turn(self, request_id: int) -> tuple[Segments, int]:
         """A new session's (or single request's) prompt segments and their token count."""
+        if self._pool is not None:
+            return self._pool_turn(request_id)
         p = self.cfg.prompt
         segs = self._header(request_id)
         total = self._header_tokens + p.shared_prefix_tokens

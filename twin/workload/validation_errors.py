@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from twin.workload.arrival_config import ARRIVAL_PROCESSES
+from twin.workload.datasets import DATASET_KINDS
 
 
 _TEMPLATES = {
@@ -53,6 +54,8 @@ def _clean_loc(loc: tuple) -> list[Any]:
         # a discriminated union puts the tag into the path: arrivals.poisson.rate_per_s -> arrivals.rate_per_s
         if i > 0 and loc[i - 1] == "arrivals" and p in ARRIVAL_PROCESSES:
             continue
+        if i > 0 and loc[i - 1] == "dataset" and p in DATASET_KINDS:
+            continue
         parts.append(p)
     return parts
 
@@ -83,12 +86,15 @@ def describe_error(err: dict, root: str | None = None) -> str:
         text = msg if "(got" in msg else msg + _got(value)
         return f"{_loc_text(parts) or '<root>'}: {text}"
     if etype == "union_tag_invalid":
-        tags = ", ".join(ARRIVAL_PROCESSES)
+        kinds = DATASET_KINDS if "kind" in str(ctx.get("discriminator", "")) else ARRIVAL_PROCESSES
+        tags = ", ".join(kinds)
         parts.append(str(ctx.get("discriminator", "process")).strip("'"))
         return f"{_loc_text(parts)}: must be one of {tags} (got {ctx.get('tag')!r})"
     if etype == "union_tag_not_found":
-        parts.append(str(ctx.get("discriminator", "process")).strip("'"))
-        return f"{_loc_text(parts)}: is required (one of {', '.join(ARRIVAL_PROCESSES)})"
+        discriminator = str(ctx.get("discriminator", "process")).strip("'")
+        parts.append(discriminator)
+        kinds = DATASET_KINDS if discriminator == "kind" else ARRIVAL_PROCESSES
+        return f"{_loc_text(parts)}: is required (one of {', '.join(kinds)})"
     if etype == "literal_error":
         return f"{_loc_text(parts)}: must be one of {ctx.get('expected', '')}{_got(value)}"
     template = _TEMPLATES.get(etype)
