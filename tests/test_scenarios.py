@@ -43,9 +43,13 @@ def _first_wave(result, n=16):
     return wave
 
 
+# the staircase is the scheduler's: take the request path's random part out to see its steps exactly
+STEADY_PATH = {"cost_model": {"params": {"request_path_jitter_s": 0.0}}}
+
+
 def test_concurrency_cap_staircase_on_the_roofline_model():
-    capped, m_capped = run("concurrency_cap_trap")
-    default, m_default = run("concurrency_cap_trap", "vllm-default")
+    capped, m_capped = run("concurrency_cap_trap", overrides=STEADY_PATH)
+    default, m_default = run("concurrency_cap_trap", "vllm-default", overrides=STEADY_PATH)
     wave = sorted(_first_wave(capped), key=lambda r: r.ttft_s)
     ttft = np.array([r.ttft_s for r in wave])
     # one service time, measured from the model: the first four streams' time from first to last token
