@@ -18,7 +18,7 @@ from twin.cli.console import console, err_console
 from twin.cost.server_profile import write_server_profile
 from twin.errors import TwinInputError
 from twin.fitting.fit import Case, fit, identifiable_parameters
-from twin.fitting.parameters import FIT_PARAMETERS
+from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.profile_doc import profile_document
 from twin.fitting.readers import read_results
 from twin.fitting.replay import Target
@@ -67,9 +67,8 @@ def _params_table(result) -> Table:
     table = Table(title="Fitted parameters")
     for col in ("parameter", "value", "+/- 1 s.e.", "unit"):
         table.add_column(col, justify="left" if col in ("parameter", "unit") else "right")
-    by_name = {p.name: p for p in FIT_PARAMETERS}
     for name, value in result.params.items():
-        p = by_name.get(name)
+        p = PARAMETERS_BY_NAME.get(name)
         scale = p.scale if p else 1.0
         err = result.std.get(name)
         table.add_row(name, f"{value / scale:.4g}", "" if err is None or math.isnan(err) else f"{err / scale:.2g}",

@@ -21,7 +21,7 @@ from scipy.optimize import least_squares
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
-from twin.fitting.parameters import FIT_PARAMETERS, PARAMETER_NAMES, from_model_params, to_model_params
+from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.replay import Replayed, Target, deployment_for, replay
 from twin.fitting.surrogate import Surrogate
 
@@ -75,20 +75,18 @@ def simulate_cases(cases: Sequence[Case], params: dict[str, float], *, seed: int
     """Every case simulated at ``params`` (in ``workers`` processes): its first ``max_sim_s`` seconds, or all
     of it for a run that queued; ``progress`` is called once per case."""
     jobs = [(c, params, seed, max_sim_s) for c in cases]
-    if workers <= 1 or len(jobs) <= 1:
+    parallel = workers > 1 and len(jobs) > 1
+    pool = ProcessPoolExecutor(max_workers=workers) if parallel else None
+    try:
         out = []
-        for job in jobs:
-            out.append(_replay_one(job))
-            if progress:
-                progress(1)
-        return out
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        out = []
-        for r in pool.map(_replay_one, jobs):
+        for r in (pool.map if pool else map)(_replay_one, jobs):
             out.append(r)
             if progress:
                 progress(1)
         return out
+    finally:
+        if pool:
+            pool.shutdown()
 
 
 def _measured(case: Case) -> list[tuple[str, float, float]]:
@@ -98,10 +96,9 @@ def _measured(case: Case) -> list[tuple[str, float, float]]:
 
 def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: np.ndarray,
                        names: tuple[str, ...], fixed: dict[str, float]):
-    by_name = {p.name: p for p in FIT_PARAMETERS}
-    lower = np.array([by_name[n].lower for n in names])
-    upper = np.array([by_name[n].upper for n in names])
-    prior = np.array([by_name[n].prior for n in names])
+    lower = np.array([PARAMETERS_BY_NAME[n].lower for n in names])
+    upper = np.array([PARAMETERS_BY_NAME[n].upper for n in names])
+    prior = np.array([PARAMETERS_BY_NAME[n].prior for n in names])
     span = upper - lower
     targets = [_measured(c) for c in cases]
 
@@ -135,8 +132,7 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
                              "latencies measure the queue, not the server)")
     fixed = dict(fixed or {})
     x = from_model_params(start or {}, names)
-    by_name = {p.name: p for p in FIT_PARAMETERS}
-    spans = np.array([by_name[n].upper - by_name[n].lower for n in names])
+    spans = np.array([PARAMETERS_BY_NAME[n].upper - PARAMETERS_BY_NAME[n].lower for n in names])
     deployments = [deployment_for(c.run, c.target) for c in cases]
     params = {**fixed, **to_model_params(x, names)}
     replayed = first if first is not None else simulate_cases(cases, params, seed=seed, max_sim_s=max_sim_s,
@@ -162,7 +158,6 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
 
 def _standard_errors(sol, names: tuple[str, ...]) -> dict[str, float]:
     """One standard error per parameter from the Jacobian at the solution (Gauss-Newton covariance)."""
-    by_name = {p.name: p for p in FIT_PARAMETERS}
     jac = np.asarray(sol.jac)
     dof = max(1, jac.shape[0] - jac.shape[1])
     s2 = 2.0 * sol.cost / dof
@@ -171,4 +166,4 @@ def _standard_errors(sol, names: tuple[str, ...]) -> dict[str, float]:
         err = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     except np.linalg.LinAlgError:
         err = np.full(len(names), np.nan)
-    return {n: by_name[n].to_model(e) for n, e in zip(names, err)}
+    return {n: PARAMETERS_BY_NAME[n].to_model(e) for n, e in zip(names, err)}

@@ -46,16 +46,16 @@ FIT_PARAMETERS: tuple[FitParameter, ...] = (
                  "fixed cost of one tensor-parallel all-reduce (NVLink here)"),
 )
 PARAMETER_NAMES = tuple(p.name for p in FIT_PARAMETERS)
+PARAMETERS_BY_NAME = {p.name: p for p in FIT_PARAMETERS}
 
 
 def to_model_params(x: np.ndarray, names: tuple[str, ...] = PARAMETER_NAMES) -> dict[str, float]:
-    by_name = {p.name: p for p in FIT_PARAMETERS}
-    return {n: by_name[n].to_model(v) for n, v in zip(names, x)}
+    return {n: PARAMETERS_BY_NAME[n].to_model(v) for n, v in zip(names, x)}
 
 
 def from_model_params(params: dict[str, float], names: tuple[str, ...] = PARAMETER_NAMES) -> np.ndarray:
-    by_name = {p.name: p for p in FIT_PARAMETERS}
-    return np.array([by_name[n].from_model(params[n]) if n in params else by_name[n].prior for n in names])
+    return np.array([PARAMETERS_BY_NAME[n].from_model(params[n]) if n in params else PARAMETERS_BY_NAME[n].prior
+                     for n in names])
 
 
 def prior_params() -> dict[str, float]:
