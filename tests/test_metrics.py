@@ -353,3 +353,21 @@ def test_closed_loop_peak_concurrency_never_exceeds_the_users(users):
         for b in range(int(r.arrival_s - start), int(r.finish_s - start) + 1):
             buckets[b] = buckets.get(b, 0) + 1
     assert max(buckets.values()) > users
+
+
+def test_add_emissions_equals_one_add_emission_per_time():
+    from array import array
+    from twin.results.records import RequestRecord
+
+    one, many = RequestRecord(0, "c", 0.0), RequestRecord(0, "c", 0.0)
+    for rec in (one, many):
+        rec.add_emission(0.5, 3)          # counts switched on before the run
+    for t in (1.0, 1.25, 1.5):
+        one.add_emission(t)
+    many.add_emissions(array("d", [1.0, 1.25, 1.5]))
+    many.add_emissions(array("d"))
+    assert (one.first_token_s, list(one.emit_times_s), list(one.emit_counts)) == \
+        (many.first_token_s, list(many.emit_times_s), list(many.emit_counts)) == (0.5, [0.5, 1.0, 1.25, 1.5], [3, 1, 1, 1])
+    fresh = RequestRecord(1, "c", 0.0)
+    fresh.add_emissions(array("d", [2.0, 3.0]))
+    assert fresh.first_token_s == 2.0 and fresh.emit_counts is None and list(fresh.emit_times_s) == [2.0, 3.0]

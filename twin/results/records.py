@@ -70,6 +70,17 @@ class RequestRecord:
             counts = self.emit_counts = array("i", [1]) * (len(self.emit_times_s) - 1)
         counts.append(num_tokens)
 
+    def add_emissions(self, times_s: array) -> None:
+        """Record consecutive steps that emitted one token each at ``times_s`` (an ``array('d')``): the same
+        as ``add_emission(t)`` for each, in one call."""
+        if not times_s:
+            return
+        if self.first_token_s is None:
+            self.first_token_s = times_s[0]
+        self.emit_times_s.extend(times_s)
+        if self.emit_counts is not None:
+            self.emit_counts.extend(array("i", [1]) * len(times_s))
+
     @property
     def is_finished(self) -> bool:
         return self.status == FINISHED
