@@ -11,6 +11,7 @@ import pytest
 
 from twin.sim.deployment import make_router, resolve_deployment
 from twin.cost.constant import ConstantCostModel
+import twin.sim.replica as replica_module
 from twin.sim.replica import Replica
 from twin.results.records import ABORTED, FINISHED, INCOMPLETE, REJECTED, STEP_COLUMN_NAMES, RequestRecord
 from twin.scenario import Scenario
@@ -49,7 +50,7 @@ CLOSED_LOOP = {"process": "closed_loop", "concurrency": 24}
 TIMEOUT_S = 3.0
 
 
-def _run(data: dict, overrides: dict | None = None, *, fast_path: bool):
+def _run(data: dict, overrides: dict | None = None, *, fast_path: bool, wrap_cost=lambda cost: cost):
     if overrides and overrides.get("workload", {}).get("arrivals") is CLOSED_LOOP:
         data = {**data, "workload": {**data["workload"], "arrivals": CLOSED_LOOP}}
         overrides = None
@@ -58,7 +59,7 @@ def _run(data: dict, overrides: dict | None = None, *, fast_path: bool):
     dep = resolve_deployment(body)
     traffic = build_workload(body.workload, body.seed)
     return simulate(traffic, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
-                    lambda i: dep.cost_model_factory(), num_replicas=body.deployment.replicas,
+                    lambda i: wrap_cost(dep.cost_model_factory()), num_replicas=body.deployment.replicas,
                     router=make_router(body.deployment.router), fast_path=fast_path)
 
 
@@ -74,18 +75,18 @@ def _record_fields(r: RequestRecord) -> dict:
 def fast_forward_steps(monkeypatch):
     """Counts the steps the fast path ran (so an identity test cannot pass with the fast path never taken)."""
     counter = {"steps": 0, "runs": 0}
-    original = Replica._fast_forward
+    original = replica_module.cohort_steps
 
-    def counting(self):
-        before = len(self.steps)
+    def counting(replica):
+        before = len(replica.steps)
         try:
-            yield from original(self)
+            yield from original(replica)
         finally:  # also when a run cut at max_time_s leaves the generator suspended (closed on collection)
-            ran = len(self.steps) - before
+            ran = len(replica.steps) - before
             counter["steps"] += ran
             counter["runs"] += ran > 0
 
-    monkeypatch.setattr(Replica, "_fast_forward", counting)
+    monkeypatch.setattr(replica_module, "cohort_steps", counting)
     return counter
 
 
@@ -94,7 +95,13 @@ def fast_forward_steps(monkeypatch):
     {"server": {"enable_prefix_caching": False}, "deployment": {"router": "least_outstanding"}},
     {"workload": {"arrivals": CLOSED_LOOP}},
     {"workload": {"timeout_s": TIMEOUT_S}},
-], ids=["prefix-caching", "no-caching-least-outstanding", "closed-loop", "client-timeouts"])
+    {"server": {"max_num_batched_tokens": 160, "vllm_version": "0.11"}},
+    {"server": {"block_size": 1, "num_gpu_blocks_override": 6400, "policy": "priority",
+                "free_unhashed_blocks_to_head": True}},
+    {"server": {"long_prefill_token_threshold": 96, "admission_watermark": 0.05,
+                "max_num_seqs": 12}},
+], ids=["prefix-caching", "no-caching-least-outstanding", "closed-loop", "client-timeouts",
+        "prefills-split-sync-0.11", "block-size-1-priority-unhashed-to-head", "threshold-watermark-max-seqs"])
 def test_fast_path_is_identical_to_step_by_step(overrides, fast_forward_steps):
     slow = _run(MIXED, overrides, fast_path=False)
     assert fast_forward_steps["steps"] == 0
@@ -122,6 +129,30 @@ def test_fast_path_is_identical_to_step_by_step(overrides, fast_forward_steps):
         assert all(r.finish_s == pytest.approx(r.arrival_s + TIMEOUT_S) for r in aborted)
     else:
         assert all(r.status == FINISHED for r in fast.requests)
+
+
+class _ListsOnlyCost:
+    """A cost model that reads each step's per-sequence lists (no ``step_time_from_sums``)."""
+
+    name = "lists-only"
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.request_path_s = inner.request_path_s
+        self.request_path_jitter_s = inner.request_path_jitter_s
+
+    def step_time_s(self, step) -> float:
+        return self.inner.step_time_s(step)
+
+
+def test_fast_path_is_identical_with_a_cost_model_that_needs_the_per_sequence_lists(fast_forward_steps):
+    slow = _run(MIXED, None, fast_path=False)
+    fast = _run(MIXED, None, fast_path=True, wrap_cost=_ListsOnlyCost)
+    assert fast_forward_steps["steps"] > 0.5 * len(fast.steps)
+    for name in STEP_COLUMN_NAMES:
+        np.testing.assert_array_equal(fast.steps.column(name), slow.steps.column(name), err_msg=name)
+    for a, b in zip(fast.requests, slow.requests):
+        assert _record_fields(a) == _record_fields(b)
 
 
 # ---- timing rules, on a constant cost model so every number is known by hand --------------------------------

@@ -80,47 +80,8 @@ class Scheduler(SchedulerBase):
             i += 1
 
         # B. waiting requests, only if nothing was preempted in this step
-        if not preempted:
-            waiting = self.waiting
-            max_seqs = cfg.max_num_seqs
-            chunked = cfg.enable_chunked_prefill
-            reserve = int(cfg.admission_watermark * kv.block_pool.num_usable_blocks)
-            full_isl = cfg.scheduler_reserve_full_isl
-            # uniform-decode padding needs a batch of running decodes to match (vLLM's pad_spec_decode)
-            pad_k = cfg.num_speculative_tokens if (cfg.pad_spec_decode_first_step and sched_reqs
-                                                    and not prefill_scheduled) else 0
-            if 0 < threshold < 1 + pad_k:
-                pad_k = 0
-            while waiting and token_budget > 0 and len(running) < max_seqs:
-                req = waiting.peek()
-                looked_up = req.num_computed_tokens == 0
-                if looked_up:
-                    hit_blocks, num_hit = self._lookup_prefix(req)
-                else:
-                    hit_blocks, num_hit = [], req.num_computed_tokens
-                n = req.num_prompt_tokens + req.num_output_tokens - num_hit
-                if 0 < threshold < n:
-                    n = threshold
-                padded = False
-                if pad_k and n == 1 and num_hit + 2 + pad_k <= max_model_len:
-                    if 1 + pad_k > token_budget:
-                        break  # rather not scheduled than scheduled unpadded
-                    n = 1 + pad_k
-                    padded = True
-                if n > token_budget:
-                    if not chunked:
-                        break  # head-of-line: the whole prompt must fit this step
-                    n = token_budget
-                # (scheduler_reserve_full_isl) the whole prompt must fit the free blocks, not just this chunk
-                if allocate(req, n, num_hit, hit_blocks, lookahead, reserve, full_isl) is None:
-                    break
-                self._admit(req, num_hit, out, looked_up)
-                if padded:
-                    req.num_spec_tokens = pad_k
-                    out.spec_placeholders.append(len(sched_reqs))
-                sched_reqs.append(req)
-                sched_tokens.append(n)
-                token_budget -= n
+        if not preempted and self.waiting:
+            token_budget = self.schedule_waiting(out, token_budget, sched_reqs, sched_tokens, prefill_scheduled)
 
         # computed tokens advance at schedule time, before the forward pass
         before = [0] * len(sched_reqs)
@@ -135,6 +96,61 @@ class Scheduler(SchedulerBase):
         out.num_spec_tokens = spec
         out.preempted = preempted
         return self._finish_output(out)
+
+
+    def schedule_waiting(self, out: SchedulerOutput, token_budget: int, sched_reqs: list[Request],
+                         sched_tokens: list[int], prefill_scheduled: bool) -> int:
+        """Admit waiting requests into this step after the running ones (``sched_reqs``/``sched_tokens``, which
+        get the admitted appended; ``prefill_scheduled``: a running request is still in its prefill). The
+        admitted requests' computed tokens are the caller's to advance. Returns the budget left."""
+        cfg = self.config
+        kv = self.kv_cache_manager
+        allocate = kv.allocate_slots
+        threshold = cfg.long_prefill_token_threshold
+        max_model_len = self.max_model_len
+        lookahead = cfg.num_lookahead_tokens
+        running = self.running
+        waiting = self.waiting
+        max_seqs = cfg.max_num_seqs
+        chunked = cfg.enable_chunked_prefill
+        reserve = int(cfg.admission_watermark * kv.block_pool.num_usable_blocks)
+        full_isl = cfg.scheduler_reserve_full_isl
+        # uniform-decode padding needs a batch of running decodes to match (vLLM's pad_spec_decode)
+        pad_k = cfg.num_speculative_tokens if (cfg.pad_spec_decode_first_step and sched_reqs
+                                                and not prefill_scheduled) else 0
+        if 0 < threshold < 1 + pad_k:
+            pad_k = 0
+        while waiting and token_budget > 0 and len(running) < max_seqs:
+            req = waiting.peek()
+            looked_up = req.num_computed_tokens == 0
+            if looked_up:
+                hit_blocks, num_hit = self._lookup_prefix(req)
+            else:
+                hit_blocks, num_hit = [], req.num_computed_tokens
+            n = req.num_prompt_tokens + req.num_output_tokens - num_hit
+            if 0 < threshold < n:
+                n = threshold
+            padded = False
+            if pad_k and n == 1 and num_hit + 2 + pad_k <= max_model_len:
+                if 1 + pad_k > token_budget:
+                    break  # rather not scheduled than scheduled unpadded
+                n = 1 + pad_k
+                padded = True
+            if n > token_budget:
+                if not chunked:
+                    break  # head-of-line: the whole prompt must fit this step
+                n = token_budget
+            # (scheduler_reserve_full_isl) the whole prompt must fit the free blocks, not just this chunk
+            if allocate(req, n, num_hit, hit_blocks, lookahead, reserve, full_isl) is None:
+                break
+            self._admit(req, num_hit, out, looked_up)
+            if padded:
+                req.num_spec_tokens = pad_k
+                out.spec_placeholders.append(len(sched_reqs))
+            sched_reqs.append(req)
+            sched_tokens.append(n)
+            token_budget -= n
+        return token_budget
 
 
 def _priority_key(req: Request) -> tuple[int, float]:

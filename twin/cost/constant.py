@@ -22,6 +22,11 @@ class ConstantCostModel:
     def step_time_s(self, step: StepShape) -> float:
         return self.step_s + self.per_token_s * sum(step.num_new_tokens) + self.per_seq_s * len(step.num_new_tokens)
 
+    def step_time_from_sums(self, n_seqs: int, tokens: int, context: int, new_x_context: int, new_squared: int,
+                            spec_tokens: int) -> float:
+        """``step_time_s`` from the step's sums (see ``RooflineCostModel.step_time_from_sums``)."""
+        return self.step_s + self.per_token_s * tokens + self.per_seq_s * n_seqs
+
     def explain(self, step: StepShape) -> dict[str, float]:
         return {
             "step_s": self.step_s,

@@ -175,14 +175,23 @@ class RooflineCostModel:
         if not n_seqs:
             return 0.0                                   # nothing scheduled: no forward pass
         cc = step.num_computed_before
-        context = sum(cc)
         if nn.count(1) == n_seqs:                        # pure decode: n = 1 everywhere
-            tokens = n_seqs
+            return self.step_time_from_sums(n_seqs, n_seqs, sum(cc), 0, n_seqs, sum(step.num_spec_tokens))
+        return self.step_time_from_sums(n_seqs, sum(nn), sum(cc), sum(map(mul, nn, cc)), sum(map(mul, nn, nn)),
+                                        sum(step.num_spec_tokens))
+
+    def step_time_from_sums(self, n_seqs: int, tokens: int, context: int, new_x_context: int, new_squared: int,
+                            spec_tokens: int) -> float:
+        """``step_time_s`` from the step's integer sums over its sequences: new tokens n, context c computed
+        before, n x c, n x n, draft tokens (``new_x_context`` is ignored for a pure decode, n = 1 everywhere).
+        Bit-identical to ``step_time_s``; the engine's decode fast path keeps these sums without a list."""
+        if not n_seqs:
+            return 0.0
+        if tokens == n_seqs == new_squared:              # pure decode
             pairs = context + tokens                     # sum(c + 1)
         else:
-            tokens = sum(nn)
-            pairs = sum(map(mul, nn, cc)) + 0.5 * (sum(map(mul, nn, nn)) + tokens)
-        linear = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * (n_seqs + sum(step.num_spec_tokens))
+            pairs = new_x_context + 0.5 * (new_squared + tokens)
+        linear = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * (n_seqs + spec_tokens)
         t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(tokens)
         if linear < t_weights:
             linear = t_weights

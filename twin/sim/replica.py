@@ -7,7 +7,6 @@ the step's end; a request arriving mid-step is seen by the next ``schedule()``.
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -20,6 +19,8 @@ from twin.core.request import Request, RequestStatus
 from twin.core.scheduler import Scheduler
 from twin.core.scheduler_base import SchedulerBase
 from twin.core.scheduler_output import SchedulerOutput
+from twin.sim.decode_cohort import DecodeCohort
+from twin.sim.cohort_steps import cohort_steps
 
 
 class Speculator(Protocol):
@@ -58,6 +59,7 @@ class Replica:
         # runs of decode-only steps between events skip schedule()/update_from_output(); same results
         self.fast_path = fast_path and speculator is None and type(scheduler) is Scheduler
         self._wake: simpy.Event | None = None
+        self._cohort: DecodeCohort | None = None     # the running decodes while the fast path has them
         self.process = env.process(self._run())
 
     def submit(self, request: Request) -> None:
@@ -91,6 +93,8 @@ class Replica:
         if request in self._deferred:
             self._deferred.remove(request)
         else:
+            if self._cohort is not None:
+                self._cohort.release(request, self._in_step)
             self.scheduler.finish_requests([request], RequestStatus.FINISHED_ABORTED)
         record: RequestRecord = request.client_data
         record.finish_s = self.env.now
@@ -169,117 +173,16 @@ class Replica:
                     if req.num_computed_tokens == req.num_prompt_tokens + req.num_output_tokens - 1:
                         req.num_spec_tokens = spec.num_draft_tokens(req)
             append_step(now, dt, out, replica, draft_s)
-            if self.fast_path and not sched.waiting and sched.running:
-                yield from self._fast_forward()
+            if self.fast_path and self._cohort_can_run():
+                yield from cohort_steps(self)
 
-    def _fast_forward(self):
-        """Run consecutive decode-only steps without the scheduler, as long as nothing can change the batch:
-        no waiting request, no arrival or other event before the step starts, nobody finishing, and free
-        blocks for every block boundary crossed. Each step is exactly what ``schedule()`` would produce (same
-        batch order, same block ids popped in the same order, same cost-model input), so results are
-        identical to the step-by-step path; only the per-request bookkeeping is batched."""
-        env = self.env
+    def _cohort_can_run(self) -> bool:
         sched = self.scheduler
         cfg = sched.config
-        if sched._rejected_unreported or cfg.long_prefill_token_threshold == 1 or self._deferred:
-            return
-        reqs = list(sched.running)
-        n_seqs = len(reqs)
-        if n_seqs > cfg.max_num_batched_tokens or cfg.num_lookahead_tokens:
-            return
-        kv = sched.kv_cache_manager
-        bs = kv.block_size
-        max_model_len = sched.max_model_len
-        max_steps = 1 << 62
-        contexts = []
-        for req in reqs:
-            num_tokens = req.num_prompt_tokens + req.num_output_tokens
-            if req.num_computed_tokens != num_tokens - 1 or req.num_spec_tokens:
-                return
-            stop_at = req.target_output_tokens if req.target_output_tokens < req.max_tokens else req.max_tokens
-            max_steps = min(max_steps, stop_at - req.num_output_tokens - 1, max_model_len - num_tokens - 1)
-            contexts.append(req.num_computed_tokens)
-        if max_steps < 1:
-            return
-        horizon = env.peek()
-        if env.now >= horizon:
-            return
-        pool = kv.block_pool
-        blocks = [kv.req_to_blocks[req.request_id] for req in reqs]
-        # step (1-based) at which each request next needs a block: when computed + s exceeds held slots
-        next_alloc = [len(b) * bs - c + 1 for b, c in zip(blocks, contexts)]
-        next_full = [bs - (c % bs) for c in contexts]  # step at which the block being filled becomes full
-        first_alloc, first_full = min(next_alloc), min(next_full)
-        ones = [1] * n_seqs
-        zeros = [0] * n_seqs
-        ends = array("d")
-        steps_append = self.steps.append
-        replica = self.index
-        caching = kv.enable_caching
-        cost = self.cost_model
-        dts = array("d")
-        row = None
-        step = 0
-        now = start = env.now
-        # Nothing else happens before the horizon, so the steps are computed without yielding to SimPy: end
-        # times are summed as SimPy sums them (now + dt) and the clock jumps once to the last one. Every row
-        # but the last is logged at once (in step-by-step order nothing else logs before the horizon); the
-        # last step may end after it, so its row is logged after the jump, where the step-by-step path logs it.
-        while step < max_steps and now < horizon:
-            s = step + 1
-            if s == first_alloc:
-                needed = [i for i in range(n_seqs) if next_alloc[i] == s]
-                if len(needed) > pool.free_block_queue.num_free_blocks:
-                    break  # an allocation would fail: the scheduler must preempt
-                for i in needed:
-                    blocks[i].extend(pool.get_new_blocks(1))
-                    next_alloc[i] += bs
-                first_alloc = min(next_alloc)
-            if caching and s == first_full:
-                for i in range(n_seqs):
-                    if next_full[i] == s:
-                        kv._cache_full_blocks(reqs[i], blocks[i], contexts[i] + s)
-                        next_full[i] += bs
-                first_full = min(next_full)
-            before = [c + step for c in contexts]
-            out = SchedulerOutput(sched.step_index, reqs, ones, before, zeros)
-            sched.step_index += 1
-            dt = cost.step_time_s(out)
-            if row is not None:
-                steps_append(*row)
-            row = (now, dt, n_seqs, 0, n_seqs, n_seqs, 0, n_seqs, 0, 0, 0, n_seqs, pool.get_usage(), replica)
-            dts.append(dt)
-            now += dt
-            ends.append(now)
-            step = s
-        if not step:
-            return
-        # State as the step-by-step path has it while the last step runs: every step scheduled (computed
-        # tokens), all but the last emitted. The last emits when the clock reaches its end; a run cut at
-        # max_time_s before then leaves it in flight, as the step-by-step path does.
-        done = step - 1
-        for req in reqs:
-            req.num_computed_tokens += step
-            if done:
-                req.num_output_tokens += done
-                record = req.client_data
-                record.emit_times_s.extend(ends[:done])
-                if record.emit_counts is not None:
-                    record.emit_counts.extend(array("i", [1]) * done)
-        self._in_step = True
-        yield from _advance(env, start, now, dts)
-        self._in_step = False
-        steps_append(*row)
-        last = ends[done]
-        for req in reqs:
-            if req.status != RequestStatus.RUNNING:
-                continue  # aborted while the last step ran: that step emits nothing for it
-            req.num_output_tokens += 1
-            record = req.client_data
-            record.emit_times_s.append(last)
-            if record.emit_counts is not None:
-                record.emit_counts.append(1)
-
+        if cfg.num_lookahead_tokens or cfg.num_speculative_tokens or not sched.running:
+            return False
+        cohort = DecodeCohort(sched.kv_cache_manager, sched.max_model_len)
+        return all(cohort.can_join(req) for req in sched.running)
     @staticmethod
     def _record_spec(out: SchedulerOutput, accepted: Sequence[int]) -> None:
         """Per-request speculative-decoding counters as vLLM counts them: a draft is a verification of
@@ -320,26 +223,13 @@ class Replica:
 
     def close(self) -> None:
         """Mark requests still in flight when the run stopped."""
+        if self._cohort is not None:
+            self._cohort.settle_all(self._in_step)
         for req in list(self.scheduler.running) + list(self.scheduler.waiting):
             record = req.client_data
             if record.status == FINISHED and record.finish_s is None:
                 record.status = INCOMPLETE
                 self._copy_counters(req, record)
-
-
-def _advance(env: simpy.Environment, start: float, end: float, dts: array):
-    """Yield until the clock reads ``end``, the sum ``start + dts[0] + dts[1] + ...`` taken left to right (as
-    SimPy takes it, one timeout per step). One timeout whose delay lands exactly on ``end``; should rounding
-    make that impossible, one timeout per step."""
-    delay = end - start
-    for _ in range(4):
-        reached = start + delay
-        if reached == end:
-            yield env.timeout(delay)
-            return
-        delay = math.nextafter(delay, math.inf if reached < end else -math.inf)
-    for dt in dts:
-        yield env.timeout(dt)
 
 
 class Router(Protocol):

@@ -1,0 +1,179 @@
+"""A replica's fast path: engine steps while every running request is a plain decode.
+
+``schedule()`` and ``update_from_output()`` walk every running request at every step. Here the running
+decodes are a ``DecodeCohort`` (one step counter; work only at block boundaries and finishes), waiting
+requests are admitted by the scheduler's own ``schedule_waiting`` and join the cohort once their prefill is
+done. The fast path hands back to the step-by-step path, every request written back, before any step it does
+not cover: the decodes exceed the token budget or the free blocks (preemption), or a prefill is split over
+steps. Same steps, same order, same blocks, same records as the step-by-step path (tests/test_engine.py).
+
+SimPy is yielded to only where something else could happen: a step that ends at or after the next event on
+the clock, or one whose end has effects outside the replica (a request finishes: its client may act; a
+request was admitted). Other steps run on a local clock; the SimPy clock then jumps to the end of the last of
+them in one timeout that lands on exactly the sum SimPy would have formed step by step.
+"""
+
+from __future__ import annotations
+
+import math
+from operator import mul
+
+from twin.core.request import Request, RequestStatus
+from twin.core.scheduler_output import SchedulerOutput
+from twin.sim.decode_cohort import DecodeCohort
+
+
+def cohort_steps(replica):
+    """Generator run inside the replica's SimPy process (see the module doc)."""
+    env = replica.env
+    sched = replica.scheduler
+    kv = sched.kv_cache_manager
+    pool = kv.block_pool
+    free_queue = pool.free_block_queue
+    cohort = replica._cohort = DecodeCohort(kv, sched.max_model_len)
+    for req in sched.running:
+        cohort.join(req)
+    cost = replica.cost_model
+    from_sums = getattr(cost, "step_time_from_sums", None)
+    budget = sched.config.max_num_batched_tokens
+    max_model_len = sched.max_model_len
+    steps_append = replica.steps.append
+    index = replica.index
+    finishing = cohort.finishing
+    t = env.now            # the local clock: the end of the last step run
+    unyielded = []         # durations of the steps run since the SimPy clock last caught up
+    try:
+        while True:
+            waiting = sched.waiting
+            n_dec = len(cohort)
+            if (not n_dec and not waiting) or n_dec > budget or cohort.num_new_blocks() > free_queue.num_free_blocks:
+                break
+            # schedule: the decodes, then admissions
+            context = cohort.context()
+            contexts = cohort.contexts() if from_sums is None else None
+            finishes = cohort.step in finishing
+            cohort.schedule()
+            sched.step_index += 1
+            if sched._rejected_unreported:
+                sched._rejected_unreported = []
+            new_reqs: list[Request] = []
+            new_tokens: list[int] = []
+            if waiting:
+                sched.schedule_waiting(SchedulerOutput(0), budget - n_dec, new_reqs, new_tokens, False)
+            if new_reqs:
+                new_before = [0] * len(new_reqs)
+                for j, req in enumerate(new_reqs):
+                    new_before[j] = req.num_computed_tokens
+                    req.num_computed_tokens += new_tokens[j]
+            row_waiting, row_running, row_usage = len(sched.waiting), len(sched.running), pool.get_usage()
+            if replica._deferred:
+                replica._admit_deferred()
+            if new_reqs:
+                n_seqs = n_dec + len(new_reqs)
+                tokens = n_dec + sum(new_tokens)
+                prefill_seqs = prefill_tokens = 0
+                for j, req in enumerate(new_reqs):
+                    if new_tokens[j] != 1 or new_before[j] < req.num_prompt_tokens:
+                        prefill_seqs += 1
+                        prefill_tokens += new_tokens[j]
+                if from_sums is not None:
+                    dt = from_sums(n_seqs, tokens, context + sum(new_before),
+                                   context + sum(map(mul, new_tokens, new_before)),
+                                   n_dec + sum(map(mul, new_tokens, new_tokens)), 0)
+                else:
+                    dt = cost.step_time_s(SchedulerOutput(0, list(sched.running), [1] * n_dec + new_tokens,
+                                                          contexts + new_before, [0] * n_seqs))
+            elif n_dec:
+                n_seqs = tokens = n_dec
+                prefill_seqs = prefill_tokens = 0
+                if from_sums is not None:
+                    dt = from_sums(n_dec, n_dec, context, 0, n_dec, 0)
+                else:
+                    dt = cost.step_time_s(SchedulerOutput(0, list(sched.running), [1] * n_dec, contexts,
+                                                          [0] * n_dec))
+            else:                  # nothing scheduled (no decodes left, admissions blocked): as the scheduler's path
+                if not replica._deferred:
+                    yield from _clock_to(env, t, unyielded, None)
+                    unyielded = []
+                    yield replica._sleep_until_work()
+                break
+            start = t
+            t = end = start + dt
+            if new_reqs or finishes or end >= env.peek():
+                replica._in_step = True
+                yield from _clock_to(env, end, unyielded, dt)
+                replica._in_step = False
+                unyielded = []
+            else:
+                unyielded.append(dt)
+            # what the step emitted: every decode one token; an admission its first if its prefill is done
+            finished = cohort.complete(end)
+            partial = False
+            for req in new_reqs:
+                if req.status != RequestStatus.RUNNING:
+                    continue                       # aborted while the step ran
+                num_tokens = req.num_prompt_tokens + req.num_output_tokens
+                if req.num_computed_tokens < num_tokens:
+                    partial = True                 # a prefill chunk: the step-by-step path takes over
+                    continue
+                stop_at = req.target_output_tokens if req.target_output_tokens < req.max_tokens else req.max_tokens
+                emit = min(1, stop_at - req.num_output_tokens, max_model_len - num_tokens)
+                req.num_output_tokens += emit
+                if emit:
+                    req.client_data.add_emission(end, emit)
+                if req.num_output_tokens >= stop_at or num_tokens + emit >= max_model_len:
+                    finished.append(req)
+            if finished:
+                _finish(replica, sched, finished, end)
+            steps_append(start, dt, n_seqs, prefill_seqs, n_seqs - prefill_seqs, tokens, prefill_tokens,
+                         tokens - prefill_tokens, 0, 0, row_waiting, row_running, row_usage, index, 0.0)
+            for req in new_reqs:
+                if req.status == RequestStatus.RUNNING and not partial:
+                    if cohort.can_join(req):
+                        cohort.join(req)
+                    else:
+                        partial = True
+            if partial:
+                break
+        if unyielded:              # the loop stopped after steps run on the local clock: catch SimPy up
+            replica._in_step = True
+            yield from _clock_to(env, t, unyielded, None)
+            replica._in_step = False
+    finally:
+        replica._cohort = None
+        cohort.settle_all(replica._in_step)
+
+
+def _finish(replica, sched, finished: list[Request], end_s: float) -> None:
+    """The step's finished requests leave, as ``update_from_output`` and the replica's loop let them."""
+    for req in finished:
+        if req.num_output_tokens >= req.target_output_tokens:
+            req.status = RequestStatus.FINISHED_STOPPED
+        else:
+            req.status = RequestStatus.FINISHED_LENGTH_CAPPED
+    kv = sched.kv_cache_manager
+    for req in finished:
+        kv.free(req)
+    done = set(map(id, finished))
+    sched.running = [r for r in sched.running if id(r) not in done]
+    sched.num_finished += len(finished)
+    for req in finished:
+        replica._finish(req, end_s)
+
+
+def _clock_to(env, end: float, earlier_dts: list[float], last_dt: float | None):
+    """Yield until the SimPy clock reads ``end``: the clock plus ``earlier_dts`` then ``last_dt`` summed left to
+    right, as one timeout per step would leave it. One timeout whose delay lands exactly on ``end``; should
+    rounding make that impossible, one timeout per step."""
+    start = env.now
+    delay = end - start
+    for _ in range(4):
+        reached = start + delay
+        if reached == end:
+            yield env.timeout(delay)
+            return
+        delay = math.nextafter(delay, math.inf if reached < end else -math.inf)
+    for dt in earlier_dts:
+        yield env.timeout(dt)
+    if last_dt is not None:
+        yield env.timeout(last_dt)

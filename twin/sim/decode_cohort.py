@@ -1,0 +1,165 @@
+"""The running decodes of one replica, advanced without touching every request at every step.
+
+While a running request is a plain decode (one new token per step, no drafts) its counters follow the step
+count: computed and output tokens grow by one per step. The cohort records, per member, the step it joined
+at and its counters then, and advances every member with one step counter. A step touches only the members
+something happens to: a block boundary (a new KV block to allocate, a full block to register in the prefix
+cache) and a finish. Members are grouped by their position within a block, so the members at a boundary in
+step ``s`` are one dict lookup away; finishes are filed by step when a member joins.
+
+A member's counters and token times are written back to its request and record when it leaves: when it
+finishes, when the client aborts it, when the run stops, and when the replica falls back to the scheduler's
+step-by-step path (``settle_all``). In between, the request objects' counters are stale; the replica is the
+only reader.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+from twin.core.kv_cache_manager import KVCacheManager
+from twin.core.request import Request
+
+
+class Member:
+    __slots__ = ("request", "computed0", "output0", "join_step", "finish_step", "phase")
+
+    def __init__(self, request: Request, join_step: int, finish_step: int, phase: int) -> None:
+        self.request = request
+        self.computed0 = request.num_computed_tokens
+        self.output0 = request.num_output_tokens
+        self.join_step = join_step
+        self.finish_step = finish_step
+        self.phase = phase
+
+
+class DecodeCohort:
+    """Lazy decode state of one replica's running requests (all of them, in running order)."""
+
+    def __init__(self, kv: KVCacheManager, max_model_len: int) -> None:
+        self.kv = kv
+        self.block_size = kv.block_size
+        self.max_model_len = max_model_len
+        self.members: dict[Request, Member] = {}          # in running order
+        self.by_phase: dict[int, dict[Request, Member]] = {}
+        self.finishing: dict[int, list[Member]] = {}
+        self.step = 0                 # the next step to schedule (cohort-local numbering)
+        self.context_base = 0         # sum of (computed0 - join_step): the members' context at step s is this + n s
+        self.end_times_s = array("d")  # end time of each completed step, by step number
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    # ---- membership -------------------------------------------------------------------------------------------
+    def can_join(self, req: Request) -> bool:
+        """A plain decode (its last token is an output token: a prompt's last token is prefill) whose blocks
+        are exactly the ones its tokens so far need."""
+        num_tokens = req.num_prompt_tokens + req.num_output_tokens
+        if req.num_computed_tokens != num_tokens - 1 or req.num_spec_tokens or not req.num_output_tokens:
+            return False
+        blocks = self.kv.req_to_blocks.get(req.request_id)
+        return blocks is not None and len(blocks) == -(-(num_tokens - 1) // self.block_size)
+
+    def join(self, req: Request) -> None:
+        """Add a decode that is first scheduled in step ``self.step`` (after every current member)."""
+        s = self.step
+        num_tokens = req.num_prompt_tokens + req.num_output_tokens
+        stop_at = req.target_output_tokens if req.target_output_tokens < req.max_tokens else req.max_tokens
+        steps_left = min(stop_at - req.num_output_tokens, self.max_model_len - num_tokens)
+        # tokens before step t: num_tokens + t - s; a block fills when that is a multiple of the block size
+        phase = (num_tokens - s) % self.block_size
+        member = Member(req, s, s + steps_left - 1, phase)
+        self.members[req] = member
+        self.by_phase.setdefault(phase, {})[req] = member
+        self.finishing.setdefault(member.finish_step, []).append(member)
+        self.context_base += member.computed0 - s
+
+    def _drop(self, member: Member) -> None:
+        req = member.request
+        del self.members[req]
+        del self.by_phase[member.phase][req]
+        self.context_base -= member.computed0 - member.join_step
+
+    # ---- one step ---------------------------------------------------------------------------------------------
+    def num_new_blocks(self) -> int:
+        """Blocks the next step's decodes need (one per member whose last block is full)."""
+        allocating = self.by_phase.get((1 - self.step) % self.block_size)
+        return len(allocating) if allocating else 0
+
+    def context(self) -> int:
+        """Sum of the members' computed tokens before the next step."""
+        return self.context_base + len(self.members) * self.step
+
+    def schedule(self) -> None:
+        """Slots for the next step's decodes, as ``allocate_slots`` gives them member by member in running
+        order: one new block to each member at a block boundary, then the blocks that step fills registered.
+        (Pops and registrations commute: popping a block only evicts a free block's hash.) The caller checked
+        ``num_new_blocks()`` against the free queue."""
+        s = self.step
+        self.step = s + 1
+        bs = self.block_size
+        by_phase = self.by_phase
+        kv = self.kv
+        allocating = by_phase.get((1 - s) % bs)
+        if allocating:
+            req_to_blocks = kv.req_to_blocks
+            for req, block in zip(allocating, kv.block_pool.get_new_blocks(len(allocating))):
+                req_to_blocks[req.request_id].append(block)
+        filling = by_phase.get(-s % bs) if kv.enable_caching else None
+        if filling:
+            req_to_blocks = kv.req_to_blocks
+            cache_full_blocks = kv._cache_full_blocks
+            for req, m in filling.items():
+                cache_full_blocks(req, req_to_blocks[req.request_id], req.num_prompt_tokens + m.output0 + s - m.join_step)
+
+    def complete(self, end_s: float) -> list[Request]:
+        """The step just scheduled ended at ``end_s``: every member emitted a token. Returns the members that
+        emitted their last one (settled, left the cohort), in running order."""
+        self.end_times_s.append(end_s)
+        s = self.step - 1
+        due = self.finishing.pop(s, None)
+        if not due:
+            return []
+        done = []
+        for m in due:
+            if self.members.get(m.request) is m:
+                self._settle(m, s, s)
+                self._drop(m)
+                done.append(m.request)
+        return done
+
+    # ---- writing back -----------------------------------------------------------------------------------------
+    def _settle(self, m: Member, last_scheduled: int, last_completed: int) -> None:
+        req = m.request
+        req.num_computed_tokens = m.computed0 + last_scheduled + 1 - m.join_step
+        num_done = last_completed + 1 - m.join_step
+        req.num_output_tokens = m.output0 + num_done
+        if num_done > 0:
+            req.client_data.add_emissions(self.end_times_s[m.join_step:last_completed + 1])
+
+    def release(self, req: Request, in_step: bool) -> bool:
+        """Settle and drop ``req`` (the client aborted it); ``in_step``: a step is running. False if it is
+        not a member."""
+        m = self.members.get(req)
+        if m is None:
+            return False
+        last_completed = self.step - 2 if in_step else self.step - 1
+        self._settle(m, self.step - 1, last_completed)
+        self._drop(m)
+        return True
+
+    def settle_all(self, in_step: bool) -> None:
+        """Write every member's state back (the replica goes step by step from here, or the run stopped)."""
+        last_completed = self.step - 2 if in_step else self.step - 1
+        for m in self.members.values():
+            self._settle(m, self.step - 1, last_completed)
+        self.members.clear()
+        self.by_phase.clear()
+        self.finishing.clear()
+        self.context_base = 0
+
+    def contexts(self) -> list[int]:
+        """Each member's computed tokens before the next step, in running order (for cost models that need
+        the per-sequence list)."""
+        s = self.step
+        return [m.computed0 + s - m.join_step for m in self.members.values()]
