@@ -131,6 +131,17 @@ def test_fast_path_is_identical_to_step_by_step(overrides, fast_forward_steps):
         assert all(r.status == FINISHED for r in fast.requests)
 
 
+def test_fast_path_is_identical_when_it_forgets_old_step_end_times(monkeypatch, fast_forward_steps):
+    from twin.sim.decode_cohort import DecodeCohort
+
+    monkeypatch.setattr(DecodeCohort, "forget_every_steps", 7)
+    slow = _run(MIXED, None, fast_path=False)
+    fast = _run(MIXED, None, fast_path=True)
+    assert fast_forward_steps["steps"] > 0.5 * len(fast.steps)
+    for a, b in zip(fast.requests, slow.requests):
+        assert _record_fields(a) == _record_fields(b)
+
+
 class _ListsOnlyCost:
     """A cost model that reads each step's per-sequence lists (no ``step_time_from_sums``)."""
 

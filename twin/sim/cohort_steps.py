@@ -48,6 +48,9 @@ def cohort_steps(replica):
             n_dec = len(cohort)
             if (not n_dec and not waiting) or n_dec > budget or cohort.num_new_blocks() > free_queue.num_free_blocks:
                 break
+            if not waiting and not replica._deferred and from_sums is not None and cohort.step not in finishing:
+                t, unyielded = yield from _decode_steps(replica, cohort, from_sums, t, unyielded)
+                continue
             # schedule: the decodes, then admissions
             context = cohort.context()
             contexts = cohort.contexts() if from_sums is None else None
@@ -142,6 +145,43 @@ def cohort_steps(replica):
     finally:
         replica._cohort = None
         cohort.settle_all(replica._in_step)
+
+
+def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded: list[float]):
+    """Steps of the cohort alone (nobody waiting) up to the first that a member finishes in, that the free
+    blocks cannot cover, or that ends at or after the next event on the clock (run to its end, SimPy caught
+    up). Returns the local clock and the durations not yet yielded."""
+    env = replica.env
+    sched = replica.scheduler
+    pool = sched.kv_cache_manager.block_pool
+    free_queue = pool.free_block_queue
+    finishing = cohort.finishing
+    steps_append = replica.steps.append
+    index = replica.index
+    if sched._rejected_unreported:
+        sched._rejected_unreported = []
+    n = len(cohort)
+    context = cohort.context()
+    horizon = env.peek()
+    while cohort.step not in finishing and cohort.num_new_blocks() <= free_queue.num_free_blocks:
+        cohort.schedule()
+        sched.step_index += 1
+        usage = pool.get_usage()
+        dt = from_sums(n, n, context, 0, n, 0)
+        start = t
+        t = start + dt
+        context += n
+        if t >= horizon:
+            replica._in_step = True
+            yield from _clock_to(env, t, unyielded, dt)
+            replica._in_step = False
+            cohort.complete(t)
+            steps_append(start, dt, n, 0, n, n, 0, n, 0, 0, 0, n, usage, index, 0.0)
+            return t, []
+        unyielded.append(dt)
+        cohort.complete(t)
+        steps_append(start, dt, n, 0, n, n, 0, n, 0, 0, 0, n, usage, index, 0.0)
+    return t, unyielded
 
 
 def _finish(replica, sched, finished: list[Request], end_s: float) -> None:

@@ -36,6 +36,8 @@ class Member:
 class DecodeCohort:
     """Lazy decode state of one replica's running requests (all of them, in running order)."""
 
+    forget_every_steps = 1 << 16
+
     def __init__(self, kv: KVCacheManager, max_model_len: int) -> None:
         self.kv = kv
         self.block_size = kv.block_size
@@ -45,7 +47,8 @@ class DecodeCohort:
         self.finishing: dict[int, list[Member]] = {}
         self.step = 0                 # the next step to schedule (cohort-local numbering)
         self.context_base = 0         # sum of (computed0 - join_step): the members' context at step s is this + n s
-        self.end_times_s = array("d")  # end time of each completed step, by step number
+        self.end_times_s = array("d")  # end times of the completed steps from step number end_times_base on
+        self.end_times_base = 0
 
     def __len__(self) -> int:
         return len(self.members)
@@ -117,6 +120,8 @@ class DecodeCohort:
         emitted their last one (settled, left the cohort), in running order."""
         self.end_times_s.append(end_s)
         s = self.step - 1
+        if not s % self.forget_every_steps:
+            self.forget_end_times()
         due = self.finishing.pop(s, None)
         if not due:
             return []
@@ -128,6 +133,13 @@ class DecodeCohort:
                 done.append(m.request)
         return done
 
+    def forget_end_times(self) -> None:
+        """Drop the end times of steps before every member joined (a long run would otherwise keep one per
+        step)."""
+        first = min((m.join_step for m in self.members.values()), default=self.step)
+        del self.end_times_s[:first - self.end_times_base]
+        self.end_times_base = first
+
     # ---- writing back -----------------------------------------------------------------------------------------
     def _settle(self, m: Member, last_scheduled: int, last_completed: int) -> None:
         req = m.request
@@ -135,7 +147,8 @@ class DecodeCohort:
         num_done = last_completed + 1 - m.join_step
         req.num_output_tokens = m.output0 + num_done
         if num_done > 0:
-            req.client_data.add_emissions(self.end_times_s[m.join_step:last_completed + 1])
+            base = self.end_times_base
+            req.client_data.add_emissions(self.end_times_s[m.join_step - base:last_completed + 1 - base])
 
     def release(self, req: Request, in_step: bool) -> bool:
         """Settle and drop ``req`` (the client aborted it); ``in_step``: a step is running. False if it is
