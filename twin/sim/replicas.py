@@ -74,6 +74,7 @@ def simulate_replicas(body: ScenarioBody, bodies: list[ScenarioBody], deps: list
         progress=progress,
         config_summary=summary,
         seed=seed,
+        token_times=body.records.token_times,
     )
     if speculators:
         total = SpecDecodeStats()
