@@ -120,3 +120,13 @@ def test_records_section_validated(records, match):
 def test_bad_mode_in_api_is_one_line_error():
     with pytest.raises(TwinInputError, match="records.token_times = 'x': must be one of full, summary"):
         record_factory("x")
+
+
+def test_bench_serve_json_of_summary_run_omits_itls_with_a_note():
+    from twin.results.export import to_bench_serve_json
+
+    _, summ = _runs("chat_shared_prompt", {"workload": {"duration_s": 5}})
+    doc = to_bench_serve_json(summ)
+    assert "itls" not in doc and "ttfts" in doc
+    assert doc["twin"]["note"] == "itls omitted: records.token_times: summary keeps no per-token times"
+    assert doc["p99_itl_ms"] is not None

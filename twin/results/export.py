@@ -76,7 +76,7 @@ def to_bench_serve_json(result: SimResult, slo: Any = None, *, window: tuple | N
         arrays = per_request_arrays(result.requests, window)
         out.update(arrays)
         if "itls" not in arrays:
-            out["twin_note"] = "itls omitted: records.token_times: summary keeps no per-token times"
+            twin["note"] = "itls omitted: records.token_times: summary keeps no per-token times"
         out.setdefault("num_prompts", len(arrays["input_lens"]))
     if metadata:
         out.update(metadata)
