@@ -193,8 +193,11 @@ class SLOConfig(StrictModel):
 class RecordsConfig(StrictModel):
     """What a run keeps. ``token_times: summary`` keeps each request's first and last token times and one
     run-wide ITL summary instead of every token's time (``twin.results.token_summary``): for runs of millions
-    of requests; per-request ITL lists are then unavailable and ITL percentiles are within 0.05 %."""
+    of requests; per-request ITL lists are then unavailable and ITL percentiles are within 0.05 %.
+    ``steps: aggregate`` keeps per-replica, per-second sums instead of one row per engine step
+    (``twin.results.step_summary``): the step-based metrics answer for the whole run only."""
 
+    steps: Literal["full", "aggregate"] = "full"
     token_times: Literal["full", "summary"] = "full"
 
 

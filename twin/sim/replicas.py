@@ -75,6 +75,7 @@ def simulate_replicas(body: ScenarioBody, bodies: list[ScenarioBody], deps: list
         config_summary=summary,
         seed=seed,
         token_times=body.records.token_times,
+        steps_mode=body.records.steps,
     )
     if speculators:
         total = SpecDecodeStats()

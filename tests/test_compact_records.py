@@ -1,5 +1,5 @@
-"""records: {token_times: summary}: compact per-request token times and the run-wide ITL summary, against the
-full per-token records of the same seeded run."""
+"""Compact records for long runs: records: {token_times: summary} (first/last token times and a run-wide ITL
+summary) and records: {steps: aggregate} (per-second step sums), against the full records of the same run."""
 
 from __future__ import annotations
 
@@ -108,7 +108,8 @@ def test_summary_keys_none_where_it_cannot_answer():
 
 @pytest.mark.parametrize("records, match", [
     ({"token_times": "compact"}, r"records.token_times.*'full'.*'summary'"),
-    ({"token_time": "summary"}, r"records: unknown field 'token_time' \(allowed: token_times\)"),
+    ({"token_time": "summary"}, r"records: unknown field 'token_time' \(allowed: steps, token_times\)"),
+    ({"steps": "rows"}, r"records.steps.*'full'.*'aggregate'"),
     ("summary", r"records"),
 ])
 def test_records_section_validated(records, match):
@@ -130,3 +131,37 @@ def test_bench_serve_json_of_summary_run_omits_itls_with_a_note():
     assert "itls" not in doc and "ttfts" in doc
     assert doc["twin"]["note"] == "itls omitted: records.token_times: summary keeps no per-token times"
     assert doc["p99_itl_ms"] is not None
+
+
+def test_aggregate_steps_match_full_totals_and_metrics():
+    from twin.results.step_summary import StepSummary
+
+    sc = load_scenario("cluster_prefix_affinity")
+    extra = {"workload": {"duration_s": 10}}
+    full = run_body(sc.body(overrides=extra), sc.base_dir)
+    agg = run_body(sc.body(overrides={**extra, "records": {"steps": "aggregate"}}), sc.base_dir)
+    assert isinstance(agg.steps, StepSummary) and len(agg.steps) == len(full.steps) > 0
+    t = agg.steps.totals()
+    for name in ("num_seqs", "num_new_tokens", "num_prefill_tokens", "num_decode_tokens", "num_preempted"):
+        assert t[name] == full.steps.column(name).sum()
+    assert t["duration_s"] == pytest.approx(full.steps.column("duration_s").sum(), rel=1e-12)
+    assert t["max_kv_usage"] == full.steps.column("kv_usage").max()
+    frame = agg.steps_frame()
+    assert frame["num_steps"].sum() == len(full.steps)
+    assert set(frame["replica"]) == set(full.steps.column("replica").tolist())
+    mf, ma = full.metrics(), agg.metrics()
+    for key in ("num_steps", "p99_kv_usage", "max_kv_usage"):
+        assert ma[key] == mf[key]
+    for key in ("busy_fraction", "mean_running_batch", "mean_queue_length", "mean_batched_tokens",
+                "mean_kv_usage"):
+        assert ma[key] == pytest.approx(mf[key], rel=1e-9)
+    assert agg.metrics(window=(5.0, None))["num_steps"] is None   # a window needs per-step overlap
+    with pytest.raises(TwinInputError, match="records.steps: aggregate"):
+        agg.steps.column("kv_usage")
+
+
+def test_bad_steps_mode_in_api_is_one_line_error():
+    from twin.results.step_summary import new_step_log
+
+    with pytest.raises(TwinInputError, match="records.steps = 'rows': must be one of full, aggregate"):
+        new_step_log("rows")
