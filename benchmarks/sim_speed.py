@@ -8,6 +8,12 @@ peak memory (the process's peak resident set, ``ru_maxrss``; with ``--tracemallo
 of one extra, slower run). Target: the hour in <= 10 s and <= 1 GB on a 2-core machine.
 
     python benchmarks/sim_speed.py [--repeats 3] [--variant baseline] [--tracemalloc] [--profile]
+    python benchmarks/sim_speed.py --records-check 100000 [--token-times full]
+
+``--records-check N`` instead runs N requests of Llama-2-70B TP2 on A100 (Poisson 2 req/s, 512 prompt + 128
+output tokens) with ``records: {token_times: summary, steps: aggregate}`` (or ``--token-times full``,
+``--steps full``) in a child process and
+prints its wall time and peak resident memory (no trace needed).
 
 Skips with a message when the traces folder (``TWIN_TRACES_DIR`` or ``../shared/traces``) is absent.
 """
@@ -15,6 +21,8 @@ Skips with a message when the traces folder (``TWIN_TRACES_DIR`` or ``../shared/
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import resource
 import statistics
 import sys
@@ -23,7 +31,7 @@ import tracemalloc
 
 from twin.sim.deployment import make_router, resolve_deployment
 from twin.sim.run import metrics_of
-from twin.scenario import load_scenario
+from twin.scenario import Scenario, load_scenario
 from twin.core.schedulers import make_scheduler
 from twin.sim.simulate import simulate
 from twin.workload.generate import build_workload
@@ -54,13 +62,62 @@ def peak_rss_mib() -> float:
     return rss / (1 << 20) if sys.platform == "darwin" else rss / 1024  # bytes on macOS, KiB on Linux
 
 
+def llama70b_body(num_requests: int, token_times: str, steps: str):
+    return Scenario({
+        "name": "llama-2-70b-tp2-a100",
+        "deployment": {"gpu": "A100-SXM-80GB", "model": "llama-2-70b", "tensor_parallel_size": 2},
+        "workload": {"arrivals": {"process": "poisson", "rate_per_s": 2}, "num_requests": num_requests,
+                     "classes": [{"name": "chat", "share": 1.0, "prompt": {"suffix_tokens": 512},
+                                  "output_tokens": 128}]},
+        "records": {"token_times": token_times, "steps": steps}, "seed": 0}).body("baseline")
+
+
+def records_child(num_requests: int, token_times: str, steps: str) -> int:
+    """One run in this (child) process; prints its figures as one JSON line."""
+    body = llama70b_body(num_requests, token_times, steps)
+    dep = resolve_deployment(body, None)
+    traffic = build_workload(body.workload, body.seed)
+    t0 = time.perf_counter()
+    result = simulate(traffic, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
+                      lambda i: dep.cost_model_factory(), num_replicas=body.deployment.replicas,
+                      router=make_router(body.deployment.router), token_times=token_times,
+                      steps_mode=steps)
+    wall = time.perf_counter() - t0
+    m = result.metrics()
+    print(json.dumps({"requests": num_requests, "token_times": token_times, "steps": steps, "wall_s": wall,
+                      "completed": m["completed"], "p99_itl_ms": m["p99_itl_ms"],
+                      "peak_rss_mib": peak_rss_mib()}))
+    return 0
+
+
+def records_check(num_requests: int, token_times: str, steps: str) -> int:
+    out = subprocess.run([sys.executable, __file__, "--records-child", str(num_requests), "--token-times",
+                          token_times, "--steps", steps], capture_output=True, text=True, check=False)
+    if out.returncode:
+        print(out.stderr, file=sys.stderr)
+        return out.returncode
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    print(f"records check  {r['requests']:,} requests of Llama-2-70B TP2 on A100, token_times: {r['token_times']}, steps: {r['steps']}: "
+          f"{r['wall_s']:.1f} s wall, peak {r['peak_rss_mib']:,.0f} MiB resident (whole child process), "
+          f"{r['completed']:,} completed, ITL p99 {r['p99_itl_ms']:.2f} ms")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records-check", type=int, metavar="N", help="peak memory of an N-request run (see above)")
+    ap.add_argument("--records-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--token-times", choices=("full", "summary"), default="summary")
+    ap.add_argument("--steps", choices=("full", "aggregate"), default="aggregate")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--variant", default="baseline")
     ap.add_argument("--tracemalloc", action="store_true", help="one extra run under tracemalloc (slower)")
     ap.add_argument("--profile", action="store_true", help="one extra run under cProfile; print the top functions")
     args = ap.parse_args()
+    if args.records_child:
+        return records_child(args.records_child, args.token_times, args.steps)
+    if args.records_check:
+        return records_check(args.records_check, args.token_times, args.steps)
 
     path = traces_dir() / TRACE
     if not path.is_file():

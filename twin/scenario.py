@@ -190,6 +190,17 @@ class SLOConfig(StrictModel):
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
 
+class RecordsConfig(StrictModel):
+    """What a run keeps. ``token_times: summary`` keeps each request's first and last token times and one
+    run-wide ITL summary instead of every token's time (``twin.results.token_summary``): for runs of millions
+    of requests; per-request ITL lists are then unavailable and ITL percentiles are within 0.05 %.
+    ``steps: aggregate`` keeps per-replica, per-second sums instead of one row per engine step
+    (``twin.results.step_summary``): the step-based metrics answer for the whole run only."""
+
+    steps: Literal["full", "aggregate"] = "full"
+    token_times: Literal["full", "summary"] = "full"
+
+
 class ScenarioBody(StrictModel):
     """One fully specified configuration (the baseline, or a variant merged over it)."""
 
@@ -205,6 +216,7 @@ class ScenarioBody(StrictModel):
     replications: int = Field(1, ge=1, le=1000)
     warmup_s: float = Field(0.0, ge=0.0)
     max_sim_time_s: float | None = Field(None, gt=0)
+    records: RecordsConfig = Field(default_factory=RecordsConfig)
 
     @model_validator(mode="after")
     def _spec_classes(self) -> "ScenarioBody":

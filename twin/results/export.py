@@ -75,6 +75,8 @@ def to_bench_serve_json(result: SimResult, slo: Any = None, *, window: tuple | N
     if per_request:
         arrays = per_request_arrays(result.requests, window)
         out.update(arrays)
+        if "itls" not in arrays:
+            twin["note"] = "itls omitted: records.token_times: summary keeps no per-token times"
         out.setdefault("num_prompts", len(arrays["input_lens"]))
     if metadata:
         out.update(metadata)

@@ -15,6 +15,9 @@ Definitions (per finished request, seconds internally, reported in ms):
   arrival). Throughputs are over it; ``None`` when it is zero or there is nothing to measure.
 * ``max_output_tokens_per_s``: vLLM's per-second buckets from the first arrival of a completed request: the
   most output tokens stamped in one bucket.
+* Records kept with ``records: {token_times: summary}`` (``twin.results.token_summary``) take the ITL keys
+  and ``max_output_tokens_per_s`` from the run's summary (percentiles within 0.05 %), or ``None`` where it
+  cannot answer (a window, requests cut mid-stream, a subset of the run's records).
 * ``max_concurrent_requests``: the exact peak number of completed requests in flight at once, each from its
   arrival to its finish. (vLLM's bench counts every request active at any moment of a one-second bucket, which
   over-counts whenever requests turn over within a second: 600 for 440 closed-loop users; the twin reports
@@ -53,10 +56,11 @@ from typing import Any
 import numpy as np
 
 from twin.results.metric_keys import LATENCY_METRICS, PERCENTILES, latency_keys, percentile_word
-from twin.results.records import ABORTED, REJECTED, RequestRecord, StepRecords
+from twin.results.records import ABORTED, FINISHED, REJECTED, RequestRecord, StepRecords
 from twin.results.request_sample import RequestSample, filter_window
 from twin.results.slo import parse_slo
 from twin.results.step_metrics import step_metrics
+from twin.results.token_summary import summary_covers
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -170,11 +174,15 @@ def compute_metrics(
         "total_token_throughput": per_s(total_input + total_output),
     }
     peak_in_flight = max_in_flight(sample)
-    out["max_output_tokens_per_s"] = max_output_tokens_per_s(sample)
     out["max_concurrent_requests"] = peak_in_flight
     values = {"ttft": sample.ttft, "tpot": sample.tpot, "itl": sample.itl_flat, "e2el": sample.e2el}
     for metric in LATENCY_METRICS:
-        out.update(describe(values[metric], metric, pcts))
+        if metric != "itl" or sample.keeps_token_times:
+            out.update(describe(values[metric], metric, pcts))
+    if sample.keeps_token_times:
+        out["max_output_tokens_per_s"] = max_output_tokens_per_s(sample)
+    else:
+        out.update(_from_token_summary(recs, pcts))
 
     # goodput (vLLM: value <= SLO, compared in seconds; one-token outputs have TPOT 0)
     num_good = None
@@ -229,6 +237,17 @@ def compute_metrics(
     out.update(step_metrics(steps, span, num_replicas))
     out["window"] = None if window is None else [window[0], window[1]]
     return out
+
+
+def _from_token_summary(recs: list, pcts: Sequence[float]) -> dict:
+    """ITL statistics and ``max_output_tokens_per_s`` of summary records (``twin.results.token_summary``):
+    ``None`` unless the run's summary covers exactly these records (see ``summary_covers``)."""
+    itl = getattr(recs[0], "itl", None) if recs else None
+    if itl is None or not summary_covers(recs, itl):
+        return {**dict.fromkeys(latency_keys("itl", pcts)), "max_output_tokens_per_s": None}
+    first = min(recs, key=lambda r: r.arrival_s)
+    peak = itl.max_output_tokens_per_s() if first.status == FINISHED else None
+    return {**itl.describe_itl(pcts), "max_output_tokens_per_s": peak}
 
 
 def _spec_decode(records: Sequence[RequestRecord]) -> dict:

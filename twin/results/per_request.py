@@ -13,10 +13,12 @@ def per_request_arrays(records: Iterable[RequestRecord], window: tuple[float | N
                        ) -> dict[str, list]:
     """`vllm bench serve`'s per-request lists (seconds) over the completed and failed requests in record
     order: failed ones read as vLLM writes them (0 output tokens, TTFT and latency 0.0, no ITLs), and
-    ``errors`` carries their reject reason ('' for completed ones)."""
+    ``errors`` carries their reject reason ('' for completed ones). Without ``itls`` when the records are summary
+    records (``records: {token_times: summary}``)."""
     recs = [r for r in filter_window(records, window) if r.status == FINISHED or r.status in FAILED_STATUSES]
     sample = RequestSample(recs)
-    itls = iter(sample.itl_lists())
+    keeps_itls = sample.keeps_token_times     # summary records keep no per-token times: no ``itls`` list
+    itls = iter(sample.itl_lists() if keeps_itls else ())
     ttft = iter(sample.ttft.tolist())
     e2el = iter(sample.e2el.tolist())
     out: dict[str, list] = {k: [] for k in (*BENCH_SERVE_PER_REQUEST_KEYS, "errors")}
@@ -26,7 +28,7 @@ def per_request_arrays(records: Iterable[RequestRecord], window: tuple[float | N
         if r.status == FINISHED:
             out["output_lens"].append(int(r.num_output_tokens))
             out["ttfts"].append(next(ttft))
-            out["itls"].append(next(itls))
+            out["itls"].append(next(itls) if keeps_itls else None)
             out["latencies"].append(next(e2el))
             out["errors"].append("")
         else:
@@ -35,4 +37,6 @@ def per_request_arrays(records: Iterable[RequestRecord], window: tuple[float | N
             out["itls"].append([])
             out["latencies"].append(0.0)
             out["errors"].append(r.reject_reason or r.status)
+    if not keeps_itls:
+        del out["itls"]
     return out

@@ -57,6 +57,12 @@ class RequestRecord:
     num_spec_accepted_tokens: int = 0
     spec_accepted_per_position: array | None = None
 
+    keeps_token_times = True   # twin.results.token_summary.SummaryRequestRecord keeps none
+
+    @property
+    def num_emissions(self) -> int:
+        return len(self.emit_times_s)
+
     def add_emission(self, time_s: float, num_tokens: int = 1) -> None:
         """Record a step that emitted ``num_tokens`` tokens at ``time_s`` (sets ``first_token_s`` on the
         first one). ``num_output_tokens`` is the caller's to keep."""
@@ -235,7 +241,7 @@ def requests_to_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
         rows["num_output_tokens"].append(r.num_output_tokens)
         rows["num_cached_tokens"].append(max(r.num_cached_tokens, 0))
         rows["num_preemptions"].append(r.num_preemptions)
-        rows["num_emissions"].append(len(r.emit_times_s))
+        rows["num_emissions"].append(r.num_emissions)
         rows["num_spec_drafts"].append(r.num_spec_drafts)
         rows["num_spec_draft_tokens"].append(r.num_spec_draft_tokens)
         rows["num_spec_accepted_tokens"].append(r.num_spec_accepted_tokens)

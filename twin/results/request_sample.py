@@ -45,7 +45,8 @@ class RequestSample:
     """Numpy view of a set of request records: the arrays every metric and output is computed from.
 
     ``fin_*`` arrays are over finished requests (in record order); ``token_times`` holds every output
-    token's emission time of the finished requests, request after request, and ``itl_flat`` their gaps."""
+    token's emission time of the finished requests, request after request, and ``itl_flat`` their gaps
+    (``None`` when any record is a summary record, ``keeps_token_times`` false)."""
 
     def __init__(self, records: Sequence[RequestRecord]) -> None:
         self.records = list(records)
@@ -79,6 +80,11 @@ class RequestSample:
 
     def _token_times(self, fin: list[RequestRecord]) -> None:
         m = len(fin)
+        self.keeps_token_times = all(r.keeps_token_times for r in fin)
+        if not self.keeps_token_times:   # summary records (twin.results.token_summary): no per-token times
+            self.token_times = self.itl_flat = None
+            self.tokens_per_request = self.itl_lens = None
+            return
         emits = [_as_array(r.emit_times_s, "d") for r in fin]
         n_emit = np.fromiter((len(e) for e in emits), np.int64, m)
         times = np.frombuffer(b"".join(emits), dtype=np.float64) if m else np.empty(0)
@@ -118,6 +124,9 @@ class RequestSample:
 
     def itl_lists(self) -> list[list[float]]:
         """Per finished request, its ITL values in seconds (vLLM's ``itls``)."""
+        if not self.keeps_token_times:
+            raise TwinInputError("per-request ITLs: the run kept summary token times (records.token_times: "
+                                 "summary); run with records.token_times: full for them")
         if not self.finished:
             return []
         return [a.tolist() for a in np.split(self.itl_flat, np.cumsum(self.itl_lens)[:-1])]

@@ -190,6 +190,8 @@ def replica_owner(result: SimResult) -> dict[int, dict[str, Any]]:
 
 
 def _steps_of(steps: StepRecords, replica: int) -> StepRecords:
+    if getattr(steps, "aggregated", False):
+        return steps.for_replica(replica)
     out = StepRecords()
     if not len(steps):
         return out

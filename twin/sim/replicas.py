@@ -74,6 +74,8 @@ def simulate_replicas(body: ScenarioBody, bodies: list[ScenarioBody], deps: list
         progress=progress,
         config_summary=summary,
         seed=seed,
+        token_times=body.records.token_times,
+        steps_mode=body.records.steps,
     )
     if speculators:
         total = SpecDecodeStats()

@@ -10,9 +10,11 @@ import simpy
 
 from twin.cost.base import CostModel
 from twin.sim.request_path import PathDraws
-from twin.sim.replica import Replica, Router, RoundRobinRouter, Speculator, new_record
+from twin.sim.replica import Replica, Router, RoundRobinRouter, Speculator
+from twin.results.token_summary import record_factory
+from twin.results.step_summary import new_step_log
 from twin.results.sim_result import SimResult
-from twin.results.records import ABORTED, StepRecords
+from twin.results.records import ABORTED
 from twin.core.request import Request
 from twin.core.scheduler_base import SchedulerBase
 from twin.workload.spec import RequestSpec
@@ -40,15 +42,22 @@ def simulate(
     config_summary: dict | None = None,
     fast_path: bool = True,
     seed: int = 0,
+    token_times: str = "full",
+    steps_mode: str = "full",
 ) -> SimResult:
     """Replay ``traffic`` through ``num_replicas`` replicas until every request is done (or ``max_time_s``).
 
     ``progress`` is called with the fraction of requests finished, now and then. ``seed`` drives the request
     path's random part (``twin.sim.request_path``), drawn only when a cost model has one.
+    ``token_times`` ``"summary"`` keeps each request's first and last token times and one run-wide ITL summary
+    instead of every token's time (``twin.results.token_summary``; ``records.token_times`` of a scenario).
+    ``steps_mode`` ``"aggregate"`` keeps per-replica, per-second sums instead of one row per step
+    (``twin.results.step_summary``; ``records.steps``).
     """
+    new_record = record_factory(token_times)
     wall_start = time.perf_counter()
     env = simpy.Environment()
-    steps = StepRecords()
+    steps = new_step_log(steps_mode)
     records = []
     router = router or RoundRobinRouter()
     closed = not isinstance(traffic, Sequence)

@@ -1,0 +1,286 @@
+"""Compact token times for long runs (``records: {token_times: summary}``).
+
+A request record in summary mode (``SummaryRequestRecord``) keeps its first and last token times and its
+token count, so TTFT, TPOT and E2EL stay exact, and hands every inter-token gap to one run-wide
+``ItlSummary``; memory no longer grows with the tokens (a full record keeps 8 bytes per emission).
+
+What the summary gives, against the full per-token arrays of the same run:
+
+* ITL count and max: exact. Mean and std: exact sums (std shifted by the first gap so it does not cancel);
+  they differ from numpy's over the full array only by summation order (< 1e-9 relative).
+* ITL median and percentiles: ``np.percentile``'s linear interpolation over order statistics read from a
+  histogram with logarithmic bins of relative width ``REL_BIN_WIDTH`` (1e-3), each value at its bin's
+  geometric centre clamped to the observed min and max (the extreme ranks are the exact min and max): within ``REL_BIN_WIDTH / 2`` (0.05 %) of the exact
+  value for gaps in [``MIN_GAP_S``, ``MAX_GAP_S``]. Zero gaps (the extra tokens of a multi-token step) count
+  exactly.
+* ``max_output_tokens_per_s``: exact, one-second buckets from the run's first arrival.
+
+The summary covers every emitted token of the run, so it answers only for an unwindowed measurement of all
+the run's records in which every request that emitted a token finished (no time cut, no client aborts
+mid-stream); otherwise those keys are ``None``. Per-request ITL lists (vLLM's ``itls``) are not kept.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Hashable
+
+import numpy as np
+
+from twin.core.request import Request
+from twin.errors import TwinInputError
+from twin.results.records import FINISHED, RequestRecord
+
+REL_BIN_WIDTH = 1e-3
+MIN_GAP_S = 1e-9
+MAX_GAP_S = 1e6
+_LOG_STEP = math.log1p(REL_BIN_WIDTH)
+_NUM_BINS = int(math.ceil(math.log(MAX_GAP_S / MIN_GAP_S) / _LOG_STEP)) + 1
+_FLUSH_AT = 1 << 16
+
+
+class ItlSummary:
+    """Run-wide inter-token gaps and per-second output tokens (see the module docstring).
+
+    Gaps are buffered and folded into the histogram with numpy every ``_FLUSH_AT`` entries. Runs of
+    one-token emissions shared by several requests (the same decode steps) are folded once, weighted."""
+
+    def __init__(self) -> None:
+        self.origin_s: float | None = None      # the run's first arrival: the per-second buckets start there
+        self.num_records = 0
+        self.num_gaps = 0
+        self.num_zero_gaps = 0
+        self.max_gap_s = 0.0
+        self.min_gap_s = math.inf
+        self._hist = np.zeros(_NUM_BINS, np.int64)
+        self._shift: float | None = None
+        self._sum = 0.0                          # of (gap - shift), nonzero gaps
+        self._sum_sq = 0.0                       # of (gap - shift)^2, nonzero gaps
+        self._gaps = array("d")
+        self._weights = array("d")
+        self._tokens = array("q")                # output tokens per second since origin_s
+        self._run: array | None = None           # pending run of emission times ...
+        self._run_weight = 0                     # ... and how many requests had it
+
+    # ---- recording ------------------------------------------------------------------------------------
+    def add_record(self, arrival_s: float) -> None:
+        self.num_records += 1
+        if self.origin_s is None or arrival_s < self.origin_s:
+            self.origin_s = arrival_s
+
+    def add_gap(self, gap_s: float) -> None:
+        self._gaps.append(gap_s)
+        self._weights.append(1.0)
+        if len(self._gaps) >= _FLUSH_AT:
+            self._flush_gaps()
+
+    def add_tokens(self, time_s: float, num_tokens: int) -> None:
+        sec = math.floor(time_s - self.origin_s)
+        tokens = self._tokens
+        if sec >= len(tokens):
+            tokens.extend(array("q", [0]) * (max(sec + 1, 2 * len(tokens)) - len(tokens)))
+        tokens[sec] += num_tokens
+
+    def add_run(self, times_s: array) -> None:
+        """One request's one-token emissions at ``times_s``: its gaps within the run and its tokens."""
+        if self._run is not None and (times_s is self._run or times_s == self._run):
+            self._run_weight += 1
+            return
+        self._flush_run()
+        self._run, self._run_weight = times_s, 1
+
+    def _flush_run(self) -> None:
+        run, w = self._run, self._run_weight
+        if run is None:
+            return
+        self._run = None
+        for t in run:
+            self.add_tokens(t, w)
+        if len(run) > 1:
+            self._gaps.extend(array("d", [b - a for a, b in zip(run, run[1:])]))
+            self._weights.extend(array("d", [float(w)]) * (len(run) - 1))
+            if len(self._gaps) >= _FLUSH_AT:
+                self._flush_gaps()
+
+    def _flush_gaps(self) -> None:
+        if not self._gaps:
+            return
+        g = np.frombuffer(self._gaps, np.float64)
+        w = np.frombuffer(self._weights, np.float64)
+        zero = g <= 0.0
+        if zero.any():
+            self.num_zero_gaps += int(w[zero].sum())
+            g, w = g[~zero], w[~zero]
+        if g.size:
+            if self._shift is None:
+                self._shift = float(g[0])
+            d = g - self._shift
+            self._sum += float(np.dot(d, w))
+            self._sum_sq += float(np.dot(d * d, w))
+            self.num_gaps += int(w.sum())
+            self.max_gap_s = max(self.max_gap_s, float(g.max()))
+            self.min_gap_s = min(self.min_gap_s, float(g.min()))
+            bins = np.clip(np.floor(np.log(g / MIN_GAP_S) / _LOG_STEP), 0, _NUM_BINS - 1).astype(np.int64)
+            self._hist += np.bincount(bins, weights=w, minlength=_NUM_BINS).astype(np.int64)
+        self._gaps = array("d")
+        self._weights = array("d")
+
+    def flush(self) -> None:
+        self._flush_run()
+        self._flush_gaps()
+
+    # ---- reading --------------------------------------------------------------------------------------
+    def max_output_tokens_per_s(self) -> float:
+        self.flush()
+        return float(max(self._tokens, default=0))
+
+    def describe_itl(self, percentiles) -> dict:
+        """``mean/median/std/pNN_itl_ms`` as ``twin.results.metrics.describe`` gives them."""
+        from twin.results.metric_keys import latency_keys, percentile_word
+
+        self.flush()
+        n = self.num_gaps + self.num_zero_gaps
+        if not n:
+            return dict.fromkeys(latency_keys("itl", percentiles))
+        shift = self._shift or 0.0
+        # zero gaps are (0 - shift) from the shift
+        total = self._sum - shift * self.num_zero_gaps
+        total_sq = self._sum_sq + shift * shift * self.num_zero_gaps
+        mean_d = total / n
+        var = max(total_sq / n - mean_d * mean_d, 0.0)
+        cum = np.cumsum(self._hist)
+
+        def at_rank(rank: int) -> float:
+            if rank < self.num_zero_gaps:
+                return 0.0
+            if rank == n - 1:
+                return self.max_gap_s
+            if rank == self.num_zero_gaps:
+                return self.min_gap_s
+            b = int(np.searchsorted(cum, rank - self.num_zero_gaps, side="right"))
+            centre = MIN_GAP_S * math.exp((b + 0.5) * _LOG_STEP)
+            return min(max(centre, self.min_gap_s), self.max_gap_s)
+
+        def pct(q: float) -> float:
+            h = (n - 1) * q / 100.0
+            lo = math.floor(h)
+            v_lo, v_hi = at_rank(lo), at_rank(min(lo + 1, n - 1))
+            return v_lo + (h - lo) * (v_hi - v_lo)
+
+        out = {"mean_itl_ms": (shift + mean_d) * 1000, "median_itl_ms": pct(50.0) * 1000,
+               "std_itl_ms": math.sqrt(var) * 1000}
+        for p in percentiles:
+            out[f"p{percentile_word(p)}_itl_ms"] = pct(float(p)) * 1000
+        return out
+
+
+def summary_covers(records: list, itl: ItlSummary) -> bool:
+    """Whether ``itl`` describes exactly these records: all of its run's records, and every one that emitted
+    a token finished."""
+    return (len(records) == itl.num_records and all(getattr(r, "itl", None) is itl for r in records)
+            and all(r.status == FINISHED or r.first_token_s is None for r in records))
+
+
+class _EmissionSink:
+    """``record.emit_times_s`` of a summary record, for writers that append emission times to it directly."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: SummaryRequestRecord) -> None:
+        self.record = record
+
+    def append(self, time_s: float) -> None:
+        self.record.add_emission(time_s)
+
+    def extend(self, times_s) -> None:
+        self.record.add_emissions(times_s)
+
+
+class SummaryRequestRecord:
+    """A ``RequestRecord`` without per-token times: the same fields and counters, plus ``last_token_s`` and
+    ``num_emissions``; gaps go to the run's ``ItlSummary`` (``itl``)."""
+
+    __slots__ = ("request_id", "task_class", "arrival_s", "first_token_s", "last_token_s", "finish_s",
+                 "num_prompt_tokens", "num_output_tokens", "num_cached_tokens", "num_preemptions",
+                 "num_emissions", "status", "reject_reason", "replica", "num_spec_drafts",
+                 "num_spec_draft_tokens", "num_spec_accepted_tokens", "spec_accepted_per_position", "itl")
+    keeps_token_times = False
+    emit_counts = None
+
+    def __init__(self, request_id: Hashable, task_class: str, arrival_s: float, itl: ItlSummary,
+                 num_prompt_tokens: int = 0) -> None:
+        self.request_id, self.task_class, self.arrival_s, self.itl = request_id, task_class, arrival_s, itl
+        self.first_token_s = self.last_token_s = self.finish_s = None
+        self.num_prompt_tokens = num_prompt_tokens
+        self.num_output_tokens = self.num_cached_tokens = self.num_preemptions = self.num_emissions = 0
+        self.status, self.reject_reason, self.replica = FINISHED, None, 0
+        self.num_spec_drafts = self.num_spec_draft_tokens = self.num_spec_accepted_tokens = 0
+        self.spec_accepted_per_position = None
+        itl.add_record(arrival_s)
+
+    @property
+    def emit_times_s(self) -> _EmissionSink:
+        return _EmissionSink(self)
+
+    def add_emission(self, time_s: float, num_tokens: int = 1) -> None:
+        itl = self.itl
+        last = self.last_token_s
+        if last is None:
+            self.first_token_s = time_s
+        else:
+            itl.add_gap(time_s - last)
+        for _ in range(num_tokens - 1):
+            itl.add_gap(0.0)
+        itl.add_tokens(time_s, num_tokens)
+        self.last_token_s = time_s
+        self.num_emissions += 1
+
+    def add_emissions(self, times_s) -> None:
+        if not isinstance(times_s, array) or times_s.typecode != "d":
+            times_s = array("d", times_s)
+        if not times_s:
+            return
+        if self.last_token_s is None:
+            self.first_token_s = times_s[0]
+        else:
+            self.itl.add_gap(times_s[0] - self.last_token_s)
+        self.itl.add_run(times_s)
+        self.last_token_s = times_s[-1]
+        self.num_emissions += len(times_s)
+
+    is_finished = property(lambda self: self.status == FINISHED)
+    ttft_s = property(lambda self: None if self.status != FINISHED or self.first_token_s is None
+                      else self.first_token_s - self.arrival_s)
+    e2el_s = property(lambda self: None if self.status != FINISHED or self.finish_s is None
+                      else self.finish_s - self.arrival_s)
+
+    @property
+    def tpot_s(self) -> float | None:
+        ttft, e2el = self.ttft_s, self.e2el_s
+        if ttft is None or e2el is None or self.num_output_tokens < 2:
+            return None
+        return (e2el - ttft) / (self.num_output_tokens - 1)
+
+
+TOKEN_TIMES_MODES = ("full", "summary")
+
+
+def record_factory(token_times: str) -> Callable[[Request], RequestRecord | SummaryRequestRecord]:
+    """``new_record(request)`` for a run: a record of the ``token_times`` mode, set as the request's
+    ``client_data``; summary records of one factory share one ``ItlSummary``."""
+    if token_times not in TOKEN_TIMES_MODES:
+        raise TwinInputError(f"records.token_times = {token_times!r}: must be one of {', '.join(TOKEN_TIMES_MODES)}")
+    itl = ItlSummary() if token_times == "summary" else None
+
+    def new_record(request: Request) -> RequestRecord | SummaryRequestRecord:
+        if itl is None:
+            record = RequestRecord(request.request_id, request.task_class, request.arrival_time_s,
+                                   num_prompt_tokens=request.num_prompt_tokens)
+        else:
+            record = SummaryRequestRecord(request.request_id, request.task_class, request.arrival_time_s, itl,
+                                          num_prompt_tokens=request.num_prompt_tokens)
+        request.client_data = record
+        return record
+
+    return new_record
