@@ -182,21 +182,6 @@ def summary_covers(records: list, itl: ItlSummary) -> bool:
             and all(r.status == FINISHED or r.first_token_s is None for r in records))
 
 
-class _EmissionSink:
-    """``record.emit_times_s`` of a summary record, for writers that append emission times to it directly."""
-
-    __slots__ = ("record",)
-
-    def __init__(self, record: SummaryRequestRecord) -> None:
-        self.record = record
-
-    def append(self, time_s: float) -> None:
-        self.record.add_emission(time_s)
-
-    def extend(self, times_s) -> None:
-        self.record.add_emissions(times_s)
-
-
 class SummaryRequestRecord:
     """A ``RequestRecord`` without per-token times: the same fields and counters, plus ``last_token_s`` and
     ``num_emissions``; gaps go to the run's ``ItlSummary`` (``itl``)."""
@@ -218,10 +203,6 @@ class SummaryRequestRecord:
         self.num_spec_drafts = self.num_spec_draft_tokens = self.num_spec_accepted_tokens = 0
         self.spec_accepted_per_position = None
         itl.add_record(arrival_s)
-
-    @property
-    def emit_times_s(self) -> _EmissionSink:
-        return _EmissionSink(self)
 
     def add_emission(self, time_s: float, num_tokens: int = 1) -> None:
         itl = self.itl
