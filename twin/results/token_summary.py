@@ -95,10 +95,17 @@ class ItlSummary:
         if run is None:
             return
         self._run = None
-        for t in run:
-            self.add_tokens(t, w)
+        times = np.frombuffer(run, np.float64)
+        secs = np.floor(times - self.origin_s).astype(np.int64)   # as add_tokens buckets them, in bulk
+        first, last = int(secs[0]), int(secs[-1])
+        tokens = self._tokens
+        if last >= len(tokens):
+            tokens.extend(array("q", [0]) * (max(last + 1, 2 * len(tokens)) - len(tokens)))
+        per_sec = np.frombuffer(tokens, np.int64)
+        per_sec[first:last + 1] += np.bincount(secs - first, minlength=last + 1 - first) * w
+        del per_sec                    # release the buffer so the array can grow again
         if len(run) > 1:
-            self._gaps.extend(array("d", [b - a for a, b in zip(run, run[1:])]))
+            self._gaps.frombytes(np.diff(times).tobytes())
             self._weights.extend(array("d", [float(w)]) * (len(run) - 1))
             if len(self._gaps) >= _FLUSH_AT:
                 self._flush_gaps()
