@@ -9,13 +9,12 @@ import functools
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from twin.errors import TwinInputError
 from twin.hardware.dtypes import norm_name, normalize_dtype
 from twin.hardware.spec_input import SubfieldError, parse_quantity, positive, validation_message
-from twin.yaml_input import parse_yaml, read_text
+from twin.yaml_input import load_packaged_yaml, parse_yaml, read_text
 
 _DATA = Path(__file__).parent / "data"
 RATE_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp32")
@@ -141,7 +140,7 @@ def load_gpu_spec(path: str | Path) -> GpuSpec:
 
 @functools.lru_cache(maxsize=1)
 def _gpu_catalog() -> dict[str, GpuSpec]:
-    entries = yaml.safe_load((_DATA / "gpus.yaml").read_text())
+    entries = load_packaged_yaml(_DATA / "gpus.yaml")
     return {g.name: g for g in (gpu_from_dict(e, f"gpus.yaml entry {i}") for i, e in enumerate(entries))}
 
 

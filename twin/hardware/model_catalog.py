@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from twin.errors import TwinInputError
 from twin.hardware.dtypes import norm_name
 from twin.hardware.models import ModelSpec
 from twin.hardware.spec_input import validation_message
+from twin.yaml_input import load_packaged_yaml
 
 _DATA = Path(__file__).parent / "data"
 
@@ -145,7 +145,7 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
 @functools.lru_cache(maxsize=1)
 def _model_catalog() -> dict[str, ModelSpec]:
     out: dict[str, ModelSpec] = {}
-    for i, e in enumerate(yaml.safe_load((_DATA / "models.yaml").read_text())):
+    for i, e in enumerate(load_packaged_yaml(_DATA / "models.yaml")):
         try:
             entry = _ModelEntry.model_validate(e)
         except ValidationError as err:

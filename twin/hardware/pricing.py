@@ -16,18 +16,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from twin.hardware.catalog import resolve_gpu
 from twin.errors import TwinInputError
-from twin.yaml_input import load_yaml_file
+from twin.yaml_input import load_packaged_yaml, load_yaml_file
 
 _TABLE = Path(__file__).parent / "data" / "gpu_prices.yaml"
 
 
 @functools.lru_cache(maxsize=1)
 def default_prices() -> dict[str, float]:
-    return {str(k): float(v) for k, v in yaml.safe_load(_TABLE.read_text()).items()}
+    return {str(k): float(v) for k, v in load_packaged_yaml(_TABLE).items()}
 
 
 def _price_value(name: str, value: Any) -> float:
