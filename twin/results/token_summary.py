@@ -237,18 +237,11 @@ class SummaryRequestRecord:
         self.last_token_s = times_s[-1]
         self.num_emissions += len(times_s)
 
-    is_finished = property(lambda self: self.status == FINISHED)
-    ttft_s = property(lambda self: None if self.status != FINISHED or self.first_token_s is None
-                      else self.first_token_s - self.arrival_s)
-    e2el_s = property(lambda self: None if self.status != FINISHED or self.finish_s is None
-                      else self.finish_s - self.arrival_s)
-
-    @property
-    def tpot_s(self) -> float | None:
-        ttft, e2el = self.ttft_s, self.e2el_s
-        if ttft is None or e2el is None or self.num_output_tokens < 2:
-            return None
-        return (e2el - ttft) / (self.num_output_tokens - 1)
+    # the same definitions as a full record's (they read only fields both kinds have)
+    is_finished = RequestRecord.is_finished
+    ttft_s = RequestRecord.ttft_s
+    e2el_s = RequestRecord.e2el_s
+    tpot_s = RequestRecord.tpot_s
 
 
 TOKEN_TIMES_MODES = ("full", "summary")
