@@ -36,7 +36,6 @@ def cohort_steps(replica):
     cost = replica.cost_model
     from_sums = getattr(cost, "step_time_from_sums", None)
     budget = sched.config.max_num_batched_tokens
-    max_model_len = sched.max_model_len
     steps_append = replica.steps.append
     index = replica.index
     finishing = cohort.finishing
@@ -63,43 +62,33 @@ def cohort_steps(replica):
             new_tokens: list[int] = []
             if waiting:
                 sched.schedule_waiting(SchedulerOutput(0), budget - n_dec, new_reqs, new_tokens, False)
-            if new_reqs:
-                new_before = [0] * len(new_reqs)
-                for j, req in enumerate(new_reqs):
-                    new_before[j] = req.num_computed_tokens
-                    req.num_computed_tokens += new_tokens[j]
+            new_before = [0] * len(new_reqs)
+            for j, req in enumerate(new_reqs):
+                new_before[j] = req.num_computed_tokens
+                req.num_computed_tokens += new_tokens[j]
             row_waiting, row_running, row_usage = len(sched.waiting), len(sched.running), pool.get_usage()
             if replica._deferred:
                 replica._admit_deferred()
-            if new_reqs:
-                n_seqs = n_dec + len(new_reqs)
-                tokens = n_dec + sum(new_tokens)
-                prefill_seqs = prefill_tokens = 0
-                for j, req in enumerate(new_reqs):
-                    if new_tokens[j] != 1 or new_before[j] < req.num_prompt_tokens:
-                        prefill_seqs += 1
-                        prefill_tokens += new_tokens[j]
-                if from_sums is not None:
-                    dt = from_sums(n_seqs, tokens, context + sum(new_before),
-                                   context + sum(map(mul, new_tokens, new_before)),
-                                   n_dec + sum(map(mul, new_tokens, new_tokens)), 0)
-                else:
-                    dt = cost.step_time_s(SchedulerOutput(0, list(sched.running), [1] * n_dec + new_tokens,
-                                                          contexts + new_before, [0] * n_seqs))
-            elif n_dec:
-                n_seqs = tokens = n_dec
-                prefill_seqs = prefill_tokens = 0
-                if from_sums is not None:
-                    dt = from_sums(n_dec, n_dec, context, 0, n_dec, 0)
-                else:
-                    dt = cost.step_time_s(SchedulerOutput(0, list(sched.running), [1] * n_dec, contexts,
-                                                          [0] * n_dec))
-            else:                  # nothing scheduled (no decodes left, admissions blocked): as the scheduler's path
+            if not n_dec and not new_reqs:   # nothing scheduled (admissions blocked): as the scheduler's path
                 if not replica._deferred:
                     yield from _clock_to(env, t, unyielded, None)
                     unyielded = []
                     yield replica._sleep_until_work()
                 break
+            n_seqs = n_dec + len(new_reqs)
+            tokens = n_dec + sum(new_tokens)
+            prefill_seqs = prefill_tokens = 0
+            for j, req in enumerate(new_reqs):
+                if new_tokens[j] != 1 or new_before[j] < req.num_prompt_tokens:
+                    prefill_seqs += 1
+                    prefill_tokens += new_tokens[j]
+            if from_sums is not None:
+                dt = from_sums(n_seqs, tokens, context + sum(new_before),
+                               context + sum(map(mul, new_tokens, new_before)),
+                               n_dec + sum(map(mul, new_tokens, new_tokens)), 0)
+            else:
+                dt = cost.step_time_s(SchedulerOutput(0, list(sched.running), [1] * n_dec + new_tokens,
+                                                      contexts + new_before, [0] * n_seqs))
             start = t
             t = end = start + dt
             if new_reqs or finishes or end >= env.peek():
@@ -109,25 +98,23 @@ def cohort_steps(replica):
                 unyielded = []
             else:
                 unyielded.append(dt)
-            # what the step emitted: every decode one token; an admission its first if its prefill is done
+            # what the step emitted: every decode one token (members settled as they finish, freed first as
+            # they come first in running order); the admissions as update_from_output has them
             finished = cohort.complete(end)
-            partial = False
-            for req in new_reqs:
-                if req.status != RequestStatus.RUNNING:
-                    continue                       # aborted while the step ran
-                num_tokens = req.num_prompt_tokens + req.num_output_tokens
-                if req.num_computed_tokens < num_tokens:
-                    partial = True                 # a prefill chunk: the step-by-step path takes over
-                    continue
-                stop_at = req.target_output_tokens if req.target_output_tokens < req.max_tokens else req.max_tokens
-                emit = min(1, stop_at - req.num_output_tokens, max_model_len - num_tokens)
-                req.num_output_tokens += emit
-                if emit:
-                    req.client_data.add_emission(end, emit)
-                if req.num_output_tokens >= stop_at or num_tokens + emit >= max_model_len:
-                    finished.append(req)
             if finished:
-                _finish(replica, sched, finished, end)
+                _release(sched, finished)
+            partial = False
+            if new_reqs:
+                result = sched.update_from_output(SchedulerOutput(0, new_reqs, new_tokens, new_before,
+                                                                  [0] * len(new_reqs)))
+                for req, k in zip(new_reqs, result.num_emitted):
+                    if k:
+                        req.client_data.add_emission(end, k)
+                    elif req.status == RequestStatus.RUNNING:
+                        partial = True             # a prefill chunk: the step-by-step path takes over
+                finished += result.finished
+            for req in finished:
+                replica._finish(req, end)
             steps_append(start, dt, n_seqs, prefill_seqs, n_seqs - prefill_seqs, tokens, prefill_tokens,
                          tokens - prefill_tokens, 0, 0, row_waiting, row_running, row_usage, index, 0.0)
             for req in new_reqs:
@@ -171,21 +158,23 @@ def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded:
         start = t
         t = start + dt
         context += n
-        if t >= horizon:
+        caught_up = t >= horizon
+        if caught_up:
             replica._in_step = True
             yield from _clock_to(env, t, unyielded, dt)
             replica._in_step = False
-            cohort.complete(t)
-            steps_append(start, dt, n, 0, n, n, 0, n, 0, 0, 0, n, usage, index, 0.0)
-            return t, []
-        unyielded.append(dt)
+            unyielded = []
+        else:
+            unyielded.append(dt)
         cohort.complete(t)
         steps_append(start, dt, n, 0, n, n, 0, n, 0, 0, 0, n, usage, index, 0.0)
+        if caught_up:
+            break
     return t, unyielded
 
 
-def _finish(replica, sched, finished: list[Request], end_s: float) -> None:
-    """The step's finished requests leave, as ``update_from_output`` and the replica's loop let them."""
+def _release(sched, finished: list[Request]) -> None:
+    """Finished cohort members leave the engine, as ``update_from_output`` lets finished requests leave."""
     for req in finished:
         if req.num_output_tokens >= req.target_output_tokens:
             req.status = RequestStatus.FINISHED_STOPPED
@@ -197,8 +186,6 @@ def _finish(replica, sched, finished: list[Request], end_s: float) -> None:
     done = set(map(id, finished))
     sched.running = [r for r in sched.running if id(r) not in done]
     sched.num_finished += len(finished)
-    for req in finished:
-        replica._finish(req, end_s)
 
 
 def _clock_to(env, end: float, earlier_dts: list[float], last_dt: float | None):
