@@ -258,3 +258,43 @@ def test_the_last_never_used_block_leaves_the_queue():
     assert pool.free_block_queue.block_ids() == []
     pool.free_blocks(reversed(blocks))
     assert pool.free_block_queue.block_ids() == [3, 2, 1, 0] and pool.blocks == blocks
+
+
+def test_get_new_blocks_spans_freed_then_never_used_then_freed():
+    pool = BlockPool(10, free_unhashed_to_head=False)
+    a = pool.get_new_blocks(3)                     # 1 2 3; never-used left: 4 .. 9
+    pool.cache_block(a[0], 5)
+    pool.free_blocks(reversed(a))                  # to the tail, behind the never-used range: 3 2 1
+    b = pool.get_new_blocks(2)                     # 4 5 from the range
+    pool.free_blocks([b[1]])                       # 5 to the tail
+    q = pool.free_block_queue
+    assert q.block_ids() == [6, 7, 8, 9, 3, 2, 1, 5] and q.num_free_blocks == 8
+    got = pool.get_new_blocks(7)
+    assert [x.block_id for x in got] == [6, 7, 8, 9, 3, 2, 1]
+    assert all(x.ref_cnt == 1 for x in got) and q.block_ids() == [5] and q.num_free_blocks == 1
+    assert got[-1] is a[0] and a[0].block_hash is None and pool.num_evictions == 1 and pool.get_cached_block(5) is None
+    with pytest.raises(ValueError):
+        pool.get_new_blocks(2)
+    assert q.block_ids() == [5] and q.num_free_blocks == 1
+
+
+def test_free_blocks_links_in_order_and_counts():
+    pool = BlockPool(6)
+    a = pool.get_new_blocks(5)                     # 1 .. 5: the range is used up
+    q = pool.free_block_queue
+    assert q.block_ids() == [] and q.num_free_blocks == 0
+    a[1].ref_cnt += 1                              # shared: stays held after one free
+    pool.free_blocks([a[3], a[1], a[0]])
+    assert q.block_ids() == [4, 1] and q.num_free_blocks == 2 and a[1].ref_cnt == 1
+    pool.free_blocks([a[4], a[1]])
+    assert q.block_ids() == [4, 1, 5, 2] and q.num_free_blocks == 4
+    assert [x.block_id for x in pool.get_new_blocks(4)] == [4, 1, 5, 2] and q.num_free_blocks == 0
+
+
+def test_cache_blocks_skips_registered_blocks_and_records_duplicates():
+    pool = BlockPool(6)
+    a = pool.get_new_blocks(3)                     # 1 2 3
+    pool.cache_block(a[0], 10)
+    pool.cache_blocks(a, [99, 20, 10])             # block 1 keeps 10; block 3 duplicates it
+    assert [b.block_hash for b in a] == [10, 20, 10]
+    assert pool.cached_block_hash_to_block == {10: a[0], 20: a[1]} and pool._duplicates == {10: [a[2]]}

@@ -355,3 +355,34 @@ def test_multi_turn_hits_previous_output():
     # t1 computed 20 + 12 tokens = 32: two full blocks were cached
     assert out.num_computed_before == [32]
     assert out.num_new_tokens == [11]
+
+
+def test_block_identities_equal_prefix_identity_chain():
+    from twin.core.request import Request
+    seg = Request("s", 0.0, 40, 9, prompt_segments=[("sys", 20), ("u", 20)])
+    tok = Request("t", 0.0, 40, 9, prompt_token_ids=list(range(40)))
+    tok.append_output_tokens(8, list(range(100, 108)))
+    bs = 4
+    for req in (seg, tok):
+        chain, parent = [], None
+        for i in range(12):
+            parent = req.prefix_identity((i + 1) * bs, bs, parent)
+            chain.append(parent)
+        assert req.block_identities(0, 12, bs, None) == chain
+        assert req.block_identities(3, 12, bs, chain[2]) == chain[3:]
+        assert req.block_identities(5, 6, bs, chain[4]) == [chain[5]]
+        assert req.block_identities(7, 7, bs, chain[6]) == []
+    assert seg.block_identities(0, 5, bs, None)[:5] == Request("s2", 0.0, 40, 9, prompt_segments=[
+        ("sys", 20), ("v", 20)]).block_identities(0, 5, bs, None)
+
+
+def test_block_identities_exact_values():
+    from twin.core.request import NONE_HASH, Request
+    seg = Request("s", 0.0, 40, 9, prompt_segments=[("sys", 20), ("u", 20)])
+    h = seg.block_identities(0, 11, 4, None)
+    assert h[0] == hash((NONE_HASH, "sys", 4)) and h[4] == hash((NONE_HASH, "sys", 20))
+    assert h[9] == hash((hash((NONE_HASH, "sys", 20)), "u", 20))
+    tok = Request("t", 0.0, 40, 9, prompt_token_ids=list(range(40)))
+    tok.append_output_tokens(4, [100, 101, 102, 103])
+    t = tok.block_identities(0, 11, 4, None)
+    assert t[0] == hash((NONE_HASH, (0, 1, 2, 3))) and t[10] == hash((t[9], (100, 101, 102, 103)))

@@ -65,13 +65,20 @@ class FreeBlockQueue:
         return block
 
     def _pop_fresh(self) -> KVCacheBlock:
-        i = self._next_fresh
-        self._next_fresh += 1
+        return self.pop_fresh_n(1)[0]
+
+    def pop_fresh_n(self, num_blocks: int) -> list[KVCacheBlock]:
+        """Up to ``num_blocks`` never-used blocks, lowest ids first (the range must be at the head)."""
+        first = self._next_fresh
+        take = min(num_blocks, self._end_fresh - first)
+        self._next_fresh = first + take
         if self._next_fresh == self._end_fresh:
             self.remove(self._fresh)  # counted one free block less
+            self.num_free_blocks -= take - 1
         else:
-            self.num_free_blocks -= 1
-        return self.materialize(i)
+            self.num_free_blocks -= take
+        self.materialize(first + take - 1)
+        return self._store[first:first + take]
 
     def materialize(self, block_id: int) -> KVCacheBlock:
         """The block object of ``block_id`` (made, with every lower id, on first use)."""
@@ -167,16 +174,34 @@ class BlockPool:
 
     # ---- allocation -----------------------------------------------------------------------------------
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
-        if num_blocks > self.free_block_queue.num_free_blocks:
-            raise ValueError(f"cannot get {num_blocks} free blocks, {self.free_block_queue.num_free_blocks} free")
         queue = self.free_block_queue
-        out = []
-        for _ in range(num_blocks):
-            block = queue.popleft()
+        if num_blocks > queue.num_free_blocks:
+            raise ValueError(f"cannot get {num_blocks} free blocks, {queue.num_free_blocks} free")
+        # popleft inlined (this runs for every block of every request); never-used ids are taken as a range
+        out: list[KVCacheBlock] = []
+        head, fresh = queue._head, queue._fresh
+        num_linked = 0
+        need = num_blocks
+        while need:
+            block = head.next_free
+            if block is fresh:
+                new = queue.pop_fresh_n(need)
+                for b in new:
+                    b.ref_cnt = 1
+                out += new
+                need -= len(new)
+                continue
+            nxt = block.next_free
+            head.next_free = nxt
+            nxt.prev_free = head
+            block.prev_free = block.next_free = None
             if block.block_hash is not None:
                 self._evict(block)
             block.ref_cnt += 1
             out.append(block)
+            num_linked += 1
+            need -= 1
+        queue.num_free_blocks -= num_linked
         return out
 
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
@@ -191,13 +216,23 @@ class BlockPool:
         """Drop one reference from each block; blocks reaching 0 join the free queue in the given order."""
         queue = self.free_block_queue
         to_head: list[KVCacheBlock] | None = [] if self.free_unhashed_to_head else None
+        # the queue's append inlined: link the freed blocks one after another, close the chain once
+        tail = queue._tail
+        last = tail.prev_free
+        num_appended = 0
         for block in ordered_blocks:
             block.ref_cnt -= 1
             if block.ref_cnt == 0 and not block.is_null:
                 if to_head is not None and block.block_hash is None:
                     to_head.append(block)
                 else:
-                    queue.append(block)
+                    last.next_free = block
+                    block.prev_free = last
+                    last = block
+                    num_appended += 1
+        last.next_free = tail
+        tail.prev_free = last
+        queue.num_free_blocks += num_appended
         if to_head:
             queue.prepend_n(to_head)
 
@@ -209,6 +244,15 @@ class BlockPool:
             self.cached_block_hash_to_block[block_hash] = block
         else:
             self._duplicates.setdefault(block_hash, []).append(block)
+
+    def cache_blocks(self, blocks: Iterable[KVCacheBlock], block_hashes: Iterable[int]) -> None:
+        """``cache_block`` each block that carries no hash yet (a prefix hit's blocks keep theirs)."""
+        register = self.cached_block_hash_to_block.setdefault
+        for block, block_hash in zip(blocks, block_hashes):
+            if block.block_hash is None:
+                block.block_hash = block_hash
+                if register(block_hash, block) is not block:
+                    self._duplicates.setdefault(block_hash, []).append(block)
 
     def _evict(self, block: KVCacheBlock) -> None:
         block_hash = block.block_hash

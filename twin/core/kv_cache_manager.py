@@ -40,14 +40,9 @@ class KVCacheManager:
     def _ensure_block_hashes(self, request: Request, num_blocks: int) -> list[int]:
         """Extend ``request.block_hashes`` to ``num_blocks`` full blocks (hashes are computed lazily)."""
         hashes = request.block_hashes
-        bs = self.block_size
         n = len(hashes)
         if n < num_blocks:
-            parent = hashes[-1] if hashes else None
-            identity = request.prefix_identity
-            for i in range(n, num_blocks):
-                parent = identity((i + 1) * bs, bs, parent)
-                hashes.append(parent)
+            hashes += request.block_identities(n, num_blocks, self.block_size, hashes[-1] if hashes else None)
         return hashes
 
     # ---- lookup ---------------------------------------------------------------------------------------
@@ -92,15 +87,27 @@ class KVCacheManager:
         free queue cannot cover them plus ``reserve_blocks`` (an admission watermark). With
         ``full_sequence_must_fit`` (vLLM's ``scheduler_reserve_full_isl`` at admission) the free queue must
         cover the request's whole sequence so far, though only this chunk's blocks are taken."""
-        pool = self.block_pool
         rid = request.request_id
         req_blocks = self.req_to_blocks.get(rid)
+        bs = self.block_size
+        if (req_blocks is not None and not num_new_computed_tokens and not new_computed_blocks
+                and not reserve_blocks and not full_sequence_must_fit
+                and request.num_computed_tokens + num_new_tokens + num_lookahead_tokens <= len(req_blocks) * bs):
+            # the common case (a running request whose new tokens fit in the blocks it holds): nothing to
+            # allocate, at most the blocks just filled to register
+            if self.enable_caching:
+                num_tokens = min(request.num_computed_tokens + num_new_tokens,
+                                 request.num_prompt_tokens + request.num_output_tokens)
+                if num_tokens // bs > self.num_cached_blocks[rid]:
+                    self._cache_full_blocks(request, req_blocks, num_tokens)
+            return []
+        pool = self.block_pool
         if req_blocks is None:
             req_blocks = self.req_to_blocks[rid] = []
             self.num_cached_blocks[rid] = 0
         num_computed = request.num_computed_tokens + num_new_computed_tokens
         num_need_slots = min(num_computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
-        num_required = -(-num_need_slots // self.block_size)
+        num_required = -(-num_need_slots // bs)
         num_hit = len(new_computed_blocks) if new_computed_blocks else 0
         num_new_blocks = num_required - len(req_blocks) - num_hit
         # hit blocks that are idle sit in the free queue: taking them uses free capacity too
@@ -113,15 +120,15 @@ class KVCacheManager:
         if full_sequence_must_fit:
             num_full = min(request.num_prompt_tokens + request.num_output_tokens, self.max_model_len)
             if num_full > num_need_slots:
-                num_checked = -(-num_full // self.block_size) - len(req_blocks) - num_hit
+                num_checked = -(-num_full // bs) - len(req_blocks) - num_hit
         if num_checked + num_evictable_hits + reserve_blocks > pool.free_block_queue.num_free_blocks:
             return None
         if num_hit:
             pool.touch(new_computed_blocks)
-            req_blocks.extend(new_computed_blocks)
+            req_blocks += new_computed_blocks
         new_blocks = pool.get_new_blocks(num_new_blocks) if num_new_blocks > 0 else []
         if new_blocks:
-            req_blocks.extend(new_blocks)
+            req_blocks += new_blocks
         if self.enable_caching:
             # draft tokens are never cached: cap at the request's real tokens
             num_tokens = request.num_prompt_tokens + request.num_output_tokens
@@ -129,17 +136,15 @@ class KVCacheManager:
         return new_blocks
 
     def _cache_full_blocks(self, request: Request, req_blocks: list[KVCacheBlock], num_tokens: int) -> None:
+        """Register the blocks of ``req_blocks`` that the first ``num_tokens`` tokens fill and that are not
+        registered yet."""
         rid = request.request_id
         num_full = num_tokens // self.block_size
         num_cached = self.num_cached_blocks[rid]
         if num_full <= num_cached:
             return
         hashes = self._ensure_block_hashes(request, num_full)
-        cache_block = self.block_pool.cache_block
-        for i in range(num_cached, num_full):
-            block = req_blocks[i]
-            if block.block_hash is None:  # a prefix hit is already registered
-                cache_block(block, hashes[i])
+        self.block_pool.cache_blocks(req_blocks[num_cached:num_full], hashes[num_cached:num_full])
         self.num_cached_blocks[rid] = num_full
 
     def free(self, request: Request) -> None:

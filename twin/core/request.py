@@ -144,21 +144,49 @@ class Request:
 
     def prefix_identity(self, num_tokens: int, block_size: int, parent_hash: int | None) -> int:
         """Hash of the block ending at token ``num_tokens`` (a multiple of ``block_size``), chained."""
+        return self._block_identities(num_tokens, num_tokens, block_size, parent_hash)[0]
+
+    def block_identities(self, first_block: int, end_block: int, block_size: int,
+                         parent_hash: int | None) -> list[int]:
+        """``prefix_identity`` of blocks ``first_block .. end_block - 1`` in one call, chained from
+        ``parent_hash`` (the hash of block ``first_block - 1``; None before block 0)."""
+        return self._block_identities((first_block + 1) * block_size, end_block * block_size, block_size,
+                                      parent_hash)
+
+    def _block_identities(self, first_end: int, last_end: int, block_size: int,
+                          parent_hash: int | None) -> list[int]:
+        """The hashes of the blocks ending at tokens ``first_end, first_end + block_size, .. <= last_end``."""
+        out: list[int] = []
+        if first_end > last_end:
+            return out
         if self._segments is None:
             ids = self.prompt_token_ids
-            start = num_tokens - block_size
-            if num_tokens <= self.num_prompt_tokens:
-                block = tuple(ids[start:num_tokens])
-            else:
-                block = tuple((ids + self.output_token_ids)[start:num_tokens])
-            return hash((parent_hash if parent_hash is not None else NONE_HASH, block))
+            if last_end > self.num_prompt_tokens:
+                ids = ids + self.output_token_ids
+            parent = parent_hash if parent_hash is not None else NONE_HASH
+            for end in range(first_end, last_end + 1, block_size):
+                parent = hash((parent, tuple(ids[end - block_size:end])))
+                out.append(parent)
+            return out
+        # a block's identity depends only on the segment covering its end token: walk the segments once,
+        # naming each one's blocks in one comprehension
         ends = self._segment_ends
         i = 0
-        # segments are few (typically 1-4): a linear scan beats bisect here
-        while ends[i] < num_tokens:
-            i += 1
-        seg_start = ends[i] - self._segments[i][1]
-        return hash((self._segment_bases[i], self._segments[i][0], num_tokens - seg_start))
+        while first_end <= last_end:
+            # segments are few (typically 1-4): a linear scan beats bisect here
+            while ends[i] < first_end:
+                i += 1
+            seg_end = ends[i]
+            key, seg_len = self._segments[i]
+            base, seg_start = self._segment_bases[i], seg_end - seg_len
+            stop = last_end if last_end < seg_end else seg_end
+            if stop - first_end < block_size:
+                out.append(hash((base, key, first_end - seg_start)))
+                first_end += block_size
+            else:
+                out += [hash((base, key, end - seg_start)) for end in range(first_end, stop + 1, block_size)]
+                first_end += ((stop - first_end) // block_size + 1) * block_size
+        return out
 
     def __repr__(self) -> str:
         return (f"Request({self.request_id!r}, status={self.status.name}, prompt={self.num_prompt_tokens}, "
