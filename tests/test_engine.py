@@ -50,7 +50,7 @@ CLOSED_LOOP = {"process": "closed_loop", "concurrency": 24}
 TIMEOUT_S = 3.0
 
 
-def _run(data: dict, overrides: dict | None = None, *, fast_path: bool, wrap_cost=lambda cost: cost):
+def _run(data: dict, overrides: dict | None = None, *, fast_path: bool, wrap_cost=lambda cost: cost, **kw):
     if overrides and overrides.get("workload", {}).get("arrivals") is CLOSED_LOOP:
         data = {**data, "workload": {**data["workload"], "arrivals": CLOSED_LOOP}}
         overrides = None
@@ -60,7 +60,7 @@ def _run(data: dict, overrides: dict | None = None, *, fast_path: bool, wrap_cos
     traffic = build_workload(body.workload, body.seed)
     return simulate(traffic, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
                     lambda i: wrap_cost(dep.cost_model_factory()), num_replicas=body.deployment.replicas,
-                    router=make_router(body.deployment.router), fast_path=fast_path)
+                    router=make_router(body.deployment.router), fast_path=fast_path, **kw)
 
 
 def _record_fields(r: RequestRecord) -> dict:
@@ -69,6 +69,17 @@ def _record_fields(r: RequestRecord) -> dict:
         if out[key] is not None:
             out[key] = list(out[key])
     return out
+
+
+def _assert_same_results(a, b) -> None:
+    assert len(a.steps) == len(b.steps)
+    for name in STEP_COLUMN_NAMES:
+        np.testing.assert_array_equal(a.steps.column(name), b.steps.column(name), err_msg=name)
+    assert len(a.requests) == len(b.requests)
+    for x, y in zip(a.requests, b.requests):
+        assert _record_fields(x) == _record_fields(y)
+    for key in ("sim_end_s", "prefix_cache_hit_tokens", "prefix_cache_query_tokens", "num_preemptions"):
+        assert getattr(a, key) == getattr(b, key), key
 
 
 @pytest.fixture
@@ -113,14 +124,7 @@ def test_fast_path_is_identical_to_step_by_step(overrides, fast_forward_steps):
         assert slow.prefix_cache_hit_tokens > 0
     assert fast_forward_steps["steps"] > 0.5 * len(fast.steps), fast_forward_steps
 
-    assert len(fast.steps) == len(slow.steps)
-    for name in STEP_COLUMN_NAMES:
-        np.testing.assert_array_equal(fast.steps.column(name), slow.steps.column(name), err_msg=name)
-    assert len(fast.requests) == len(slow.requests)
-    for a, b in zip(fast.requests, slow.requests):
-        assert _record_fields(a) == _record_fields(b)
-    for key in ("sim_end_s", "prefix_cache_hit_tokens", "prefix_cache_query_tokens", "num_preemptions"):
-        assert getattr(fast, key) == getattr(slow, key), key
+    _assert_same_results(fast, slow)
     if overrides and "timeout_s" in overrides.get("workload", {}):
         # aborts land mid-step and mid-fast-forward: some requests time out, others finish
         aborted = [r for r in fast.requests if r.status == ABORTED]
@@ -138,8 +142,36 @@ def test_fast_path_is_identical_when_it_forgets_old_step_end_times(monkeypatch, 
     slow = _run(MIXED, None, fast_path=False)
     fast = _run(MIXED, None, fast_path=True)
     assert fast_forward_steps["steps"] > 0.5 * len(fast.steps)
-    for a, b in zip(fast.requests, slow.requests):
-        assert _record_fields(a) == _record_fields(b)
+    _assert_same_results(fast, slow)
+
+
+@pytest.mark.parametrize("fast_path", [False, True], ids=["step-by-step", "fast-path"])
+@pytest.mark.parametrize("router", ["round_robin", "kv_cache_aware"])
+def test_private_blocks_change_nothing(fast_path, router, monkeypatch):
+    """Blocks no other request names skip the prefix cache's hashing (twin.workload.sharing): the same
+    results, on shared prefixes, multi-turn sessions that quote earlier outputs, and preemptions that look a
+    request's own private blocks up again."""
+    import twin.core.kv_cache_manager as kv_module
+
+    evictions, registered_at_preemption = [], [0]
+    original_free = kv_module.KVCacheManager.free
+
+    def counting_free(self, request):
+        if request.private_from_token is not None and not request.is_finished:
+            registered_at_preemption[0] += 1
+        original_free(self, request)
+        evictions.append(self.block_pool.num_evictions)
+
+    monkeypatch.setattr(kv_module.KVCacheManager, "free", counting_free)
+    overrides = {"deployment": {"router": router}}
+    exact = _run(MIXED, overrides, fast_path=fast_path, private_blocks=False)
+    exact_evictions, evictions[:] = list(evictions), []
+    assert registered_at_preemption[0] == 0
+    lazy = _run(MIXED, overrides, fast_path=fast_path, private_blocks=True)
+    assert exact.num_preemptions > 0 and exact.prefix_cache_hit_tokens > 0
+    assert registered_at_preemption[0] > 0
+    _assert_same_results(lazy, exact)
+    assert evictions == exact_evictions and max(evictions) > 0
 
 
 class _ListsOnlyCost:
@@ -160,10 +192,7 @@ def test_fast_path_is_identical_with_a_cost_model_that_needs_the_per_sequence_li
     slow = _run(MIXED, None, fast_path=False)
     fast = _run(MIXED, None, fast_path=True, wrap_cost=_ListsOnlyCost)
     assert fast_forward_steps["steps"] > 0.5 * len(fast.steps)
-    for name in STEP_COLUMN_NAMES:
-        np.testing.assert_array_equal(fast.steps.column(name), slow.steps.column(name), err_msg=name)
-    for a, b in zip(fast.requests, slow.requests):
-        assert _record_fields(a) == _record_fields(b)
+    _assert_same_results(fast, slow)
 
 
 # ---- timing rules, on a constant cost model so every number is known by hand --------------------------------
@@ -241,7 +270,4 @@ def test_fast_path_is_identical_when_the_run_is_cut_mid_decode(fast_forward_step
     assert fast_forward_steps["steps"] > 50
     assert all(r.status == INCOMPLETE for r in slow.requests)
     assert all(0 < r.num_output_tokens < 400 for r in slow.requests)
-    for a, b in zip(fast.requests, slow.requests):
-        assert _record_fields(a) == _record_fields(b)
-    for name in STEP_COLUMN_NAMES:
-        np.testing.assert_array_equal(fast.steps.column(name), slow.steps.column(name), err_msg=name)
+    _assert_same_results(fast, slow)

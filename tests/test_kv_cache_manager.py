@@ -386,3 +386,50 @@ def test_block_identities_exact_values():
     tok.append_output_tokens(4, [100, 101, 102, 103])
     t = tok.block_identities(0, 11, 4, None)
     assert t[0] == hash((NONE_HASH, (0, 1, 2, 3))) and t[10] == hash((t[9], (100, 101, 102, 103)))
+
+
+# ---- private blocks (twin.workload.sharing) ------------------------------------------------------------
+def test_private_blocks_are_marked_not_hashed_and_registered_when_preempted():
+    from twin.core.block_pool import PRIVATE_HASH
+    from twin.core.request import RequestStatus
+
+    kv = KVCacheManager(12, 4, reserve_null_block=False)
+    pool = kv.block_pool
+    # 8 shared system-prompt tokens, then 6 of this request's own: blocks 0 1 shared, block 2 on private
+    r = Request("a", 0.0, 14, 20, prompt_segments=[("sys", 8), ("u-a", 6)], private_from_token=8)
+    assert kv.num_findable_blocks(r, 3) == 2
+    admit(kv, r)
+    assert kv_ids(kv, "a") == [0, 1, 2, 3]
+    blocks = kv.get_blocks("a")
+    assert blocks[2].block_hash is PRIVATE_HASH and blocks[3].block_hash is None
+    assert set(pool.cached_block_hash_to_block.values()) == {blocks[0], blocks[1]}
+    assert len(r.block_hashes) == 2                      # the private block was never hashed
+    # a preemption frees the blocks (tail first) and registers the private one under its real hash
+    kv.free(r)
+    assert len(r.block_hashes) == 3 and blocks[2].block_hash == r.block_hashes[2]
+    assert pool.get_cached_block(r.block_hashes[2]) is blocks[2]
+    assert free_ids(kv) == [4, 5, 6, 7, 8, 9, 10, 11, 3, 2, 1, 0]
+    r.status, r.num_computed_tokens, r.num_preemptions = RequestStatus.PREEMPTED, 0, 1
+    assert kv.num_findable_blocks(r, 3) == 3
+    hit, num_hit, _ = admit(kv, r)
+    assert [b.block_id for b in hit] == [0, 1, 2] and num_hit == 12
+    assert kv_ids(kv, "a") == [0, 1, 2, 4]
+
+
+def test_finished_private_blocks_are_evicted_without_a_hash():
+    from twin.core.block_pool import PRIVATE_HASH
+    from twin.core.request import RequestStatus
+
+    kv = KVCacheManager(5, 4, reserve_null_block=False)
+    pool = kv.block_pool
+    r = Request("a", 0.0, 9, 3, prompt_segments=[("u-a", 9)], private_from_token=0)
+    admit(kv, r)
+    assert [b.block_hash for b in kv.get_blocks("a")] == [PRIVATE_HASH, PRIVATE_HASH, None]
+    assert pool.cached_block_hash_to_block == {} and r.block_hashes == []
+    r.status = RequestStatus.FINISHED_STOPPED
+    kv.free(r)                                            # finished: nothing to register
+    assert r.block_hashes == [] and free_ids(kv) == [3, 4, 2, 1, 0]
+    s = Request("b", 0.0, 17, 3, prompt_segments=[("u-b", 17)], private_from_token=0)
+    admit(kv, s)                                          # takes every block: evicts the two private ones
+    assert kv_ids(kv, "b") == [3, 4, 2, 1, 0] and pool.num_evictions == 2
+    assert [b.block_hash for b in kv.get_blocks("b")] == [PRIVATE_HASH] * 4 + [None]

@@ -16,6 +16,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
+class _PrivateHash:
+    """The hash of a full block that only its own request could ever look up (see ``BlockPool.mark_private``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "PRIVATE_HASH"
+
+
+PRIVATE_HASH = _PrivateHash()
+
+
 class KVCacheBlock:
     __slots__ = ("block_id", "ref_cnt", "block_hash", "prev_free", "next_free", "is_null")
 
@@ -246,18 +258,30 @@ class BlockPool:
             self._duplicates.setdefault(block_hash, []).append(block)
 
     def cache_blocks(self, blocks: Iterable[KVCacheBlock], block_hashes: Iterable[int]) -> None:
-        """``cache_block`` each block that carries no hash yet (a prefix hit's blocks keep theirs)."""
+        """``cache_block`` each block that carries no hash yet or ``PRIVATE_HASH`` (a prefix hit's blocks keep
+        theirs)."""
         register = self.cached_block_hash_to_block.setdefault
         for block, block_hash in zip(blocks, block_hashes):
-            if block.block_hash is None:
+            if block.block_hash is None or block.block_hash is PRIVATE_HASH:
                 block.block_hash = block_hash
                 if register(block_hash, block) is not block:
                     self._duplicates.setdefault(block_hash, []).append(block)
+
+    def mark_private(self, blocks: Iterable[KVCacheBlock]) -> None:
+        """Register full blocks that no other request can name: they carry ``PRIVATE_HASH`` instead of a
+        hash in the map. Eviction counts them as any cached block; ``cache_blocks`` gives them their real hash
+        when their request is preempted (the only lookup that could find them), so every lookup, hit and
+        eviction is as if they had been registered when they filled."""
+        for block in blocks:
+            if block.block_hash is None:
+                block.block_hash = PRIVATE_HASH
 
     def _evict(self, block: KVCacheBlock) -> None:
         block_hash = block.block_hash
         block.block_hash = None
         self.num_evictions += 1
+        if block_hash is PRIVATE_HASH:
+            return
         if self.cached_block_hash_to_block.get(block_hash) is block:
             dups = self._duplicates.get(block_hash)
             if dups:

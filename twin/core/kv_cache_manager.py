@@ -53,7 +53,7 @@ class KVCacheManager:
         if not self.enable_caching:
             return [], 0
         num_tokens = request.num_prompt_tokens + request.num_output_tokens
-        max_hit_blocks = (num_tokens - 1) // self.block_size
+        max_hit_blocks = self.num_findable_blocks(request, (num_tokens - 1) // self.block_size)
         hashes = self._ensure_block_hashes(request, max_hit_blocks)
         lookup = self.block_pool.cached_block_hash_to_block.get
         hit: list[KVCacheBlock] = []
@@ -66,6 +66,14 @@ class KVCacheManager:
         if record_stats:
             self.record_prefix_cache_stats(request, num_hit_tokens)
         return hit, num_hit_tokens
+
+    def num_findable_blocks(self, request: Request, num_blocks: int) -> int:
+        """How many of the first ``num_blocks`` blocks of ``request`` a lookup could find: a request never
+        preempted cannot find its private blocks (only it names them, and it has not freed them yet)."""
+        private_from = request.private_from_token
+        if private_from is None or request.num_preemptions:
+            return num_blocks
+        return min(num_blocks, private_from // self.block_size)
 
     def record_prefix_cache_stats(self, request: Request, num_hit_tokens: int) -> None:
         """Count one prefix-cache query of ``request`` that hit ``num_hit_tokens`` tokens."""
@@ -137,22 +145,33 @@ class KVCacheManager:
 
     def _cache_full_blocks(self, request: Request, req_blocks: list[KVCacheBlock], num_tokens: int) -> None:
         """Register the blocks of ``req_blocks`` that the first ``num_tokens`` tokens fill and that are not
-        registered yet."""
+        registered yet; private ones (see ``Request.private_from_token``) without hashing them."""
         rid = request.request_id
         num_full = num_tokens // self.block_size
         num_cached = self.num_cached_blocks[rid]
         if num_full <= num_cached:
             return
-        hashes = self._ensure_block_hashes(request, num_full)
-        self.block_pool.cache_blocks(req_blocks[num_cached:num_full], hashes[num_cached:num_full])
+        num_shared = num_full
+        if request.private_from_token is not None:
+            num_shared = min(num_full, max(num_cached, request.private_from_token // self.block_size))
+            self.block_pool.mark_private(req_blocks[num_shared:num_full])
+        if num_shared > num_cached:
+            hashes = self._ensure_block_hashes(request, num_shared)
+            self.block_pool.cache_blocks(req_blocks[num_cached:num_shared], hashes[num_cached:num_shared])
         self.num_cached_blocks[rid] = num_full
 
     def free(self, request: Request) -> None:
-        """Release a finished or preempted request's blocks, last block first (evicted first later)."""
+        """Release a finished or preempted request's blocks, last block first (evicted first later). A
+        preempted request will look its blocks up again: its private blocks get their real hashes first."""
         blocks = self.req_to_blocks.pop(request.request_id, None)
-        self.num_cached_blocks.pop(request.request_id, None)
-        if blocks:
-            self.block_pool.free_blocks(reversed(blocks))
+        num_cached = self.num_cached_blocks.pop(request.request_id, 0)
+        if not blocks:
+            return
+        if request.private_from_token is not None and not request.is_finished and num_cached:
+            first = min(num_cached, request.private_from_token // self.block_size)
+            hashes = self._ensure_block_hashes(request, num_cached)
+            self.block_pool.cache_blocks(blocks[first:num_cached], hashes[first:num_cached])
+        self.block_pool.free_blocks(reversed(blocks))
 
     @property
     def hit_rate(self) -> float:

@@ -48,7 +48,7 @@ class Request:
         "task_class", "priority", "num_output_tokens", "num_computed_tokens", "num_cached_tokens",
         "num_preemptions", "status", "spec_token_ids", "num_spec_tokens", "block_hashes",
         "prompt_token_ids", "output_token_ids", "_segments", "_segment_ends", "_segment_bases",
-        "reject_reason", "client_data", "admitted_seq", "finish_step_emitted",
+        "reject_reason", "client_data", "admitted_seq", "finish_step_emitted", "private_from_token",
     )
 
     def __init__(
@@ -64,6 +64,7 @@ class Request:
         task_class: str = "default",
         priority: int = 0,
         client_data: Any = None,
+        private_from_token: int | None = None,
     ) -> None:
         if num_prompt_tokens < 1:
             raise ValueError(f"request {request_id}: num_prompt_tokens must be >= 1, got {num_prompt_tokens}")
@@ -77,6 +78,9 @@ class Request:
         self.task_class = task_class
         self.priority = priority
         self.client_data = client_data
+        # tokens from here on are this request's alone (no other request's prompt names them): their blocks can
+        # only ever be found again by this request, after a preemption (twin.workload.sharing); None: unknown
+        self.private_from_token = private_from_token
         self.num_output_tokens = 0
         self.num_computed_tokens = 0
         self.num_cached_tokens = -1  # -1 until the first admission records the prefix hit

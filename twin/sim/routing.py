@@ -217,7 +217,7 @@ def cached_prefix_blocks(replica: Replica, request: Request) -> int:
     if not kv.enable_caching:
         return 0
     bs = kv.block_size
-    n = (request.num_prompt_tokens - 1) // bs
+    n = kv.num_findable_blocks(request, (request.num_prompt_tokens - 1) // bs)
     if n <= 0:
         return 0
     # the same hashes the replica's own lookup computes (and caches on the request) when it admits it

@@ -18,6 +18,7 @@ from twin.results.records import ABORTED
 from twin.core.request import Request
 from twin.core.scheduler_base import SchedulerBase
 from twin.workload.spec import RequestSpec
+from twin.workload.sharing import SegmentSharing
 
 
 class ClosedLoop(Protocol):
@@ -44,6 +45,7 @@ def simulate(
     seed: int = 0,
     token_times: str = "full",
     steps_mode: str = "full",
+    private_blocks: bool = True,
 ) -> SimResult:
     """Replay ``traffic`` through ``num_replicas`` replicas until every request is done (or ``max_time_s``).
 
@@ -53,6 +55,8 @@ def simulate(
     instead of every token's time (``twin.results.token_summary``; ``records.token_times`` of a scenario).
     ``steps_mode`` ``"aggregate"`` keeps per-replica, per-second sums instead of one row per step
     (``twin.results.step_summary``; ``records.steps``).
+    ``private_blocks`` lets the prefix cache skip hashing blocks no other request of an open-loop ``traffic``
+    can name (``twin.workload.sharing``); results are the same either way.
     """
     new_record = record_factory(token_times)
     wall_start = time.perf_counter()
@@ -133,8 +137,13 @@ def simulate(
 
         env.timeout(timeout_s).callbacks.append(expire)
 
+    sharing = SegmentSharing(traffic) if private_blocks and not closed else None
+
     def dispatch(spec: RequestSpec) -> Request:
-        request = spec.make_request()
+        if sharing is None:
+            request = spec.make_request()
+        else:
+            request = spec.make_request(private_from_token=sharing.private_from_token(spec))
         records.append(new_record(request))
         start_timeout(request, spec.timeout_s)
         submit_after_request_path(request)
