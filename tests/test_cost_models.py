@@ -248,3 +248,18 @@ def test_matches_the_written_out_formula(tp):
         spec = [rng.choice([0, 0, 3]) for _ in range(batch)]
         s = step(new, computed, spec)
         assert cm.step_time_s(s) == pytest.approx(reference_step_time(cm, s), rel=1e-12)
+
+
+@pytest.mark.parametrize("model, gpu, tp", [("llama-3.1-8b", "H100-SXM", 1), ("llama-3.1-70b", "H100-SXM", 4),
+                                            ("mixtral-8x7b", "H100-SXM", 2), ("tiny-llama", "CPU", 1)])
+def test_decode_step_times_are_bit_identical_to_the_scalar_sums(model, gpu, tp):
+    import numpy as np
+
+    cm = RooflineCostModel(model, gpu, tensor_parallel_size=tp)
+    rng = np.random.default_rng(0)
+    for n_seqs in (1, 7, 64, 512):
+        contexts = np.sort(rng.integers(n_seqs, n_seqs * 20_000, size=50))
+        scalar = [cm.step_time_from_sums(n_seqs, n_seqs, int(c), 0, n_seqs, 0) for c in contexts]
+        assert cm.decode_step_times_s(n_seqs, contexts).tolist() == scalar
+    const = ConstantCostModel(0.01, per_token_s=1e-5, per_seq_s=2e-6)
+    assert const.decode_step_times_s(9, np.arange(4)).tolist() == [const.step_time_from_sums(9, 9, 0, 0, 9, 0)] * 4

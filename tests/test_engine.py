@@ -84,9 +84,20 @@ def _assert_same_results(a, b) -> None:
 
 @pytest.fixture
 def fast_forward_steps(monkeypatch):
-    """Counts the steps the fast path ran (so an identity test cannot pass with the fast path never taken)."""
-    counter = {"steps": 0, "runs": 0}
+    """Counts the steps the fast path ran and its runs of decode steps costed at once (so an identity test
+    cannot pass with the fast path never taken)."""
+    import twin.sim.cohort_steps as cohort_module
+
+    counter = {"steps": 0, "runs": 0, "decode_runs": 0}
     original = replica_module.cohort_steps
+    original_run = cohort_module._decode_run
+
+    def counting_run(*args):
+        counter["decode_runs"] += 1
+        return (yield from original_run(*args))
+
+    monkeypatch.setattr(cohort_module, "_decode_run", counting_run)
+    monkeypatch.setattr(cohort_module, "MIN_RUN_STEPS", 2)   # short runs too: every kind of run boundary
 
     def counting(replica):
         before = len(replica.steps)
@@ -123,6 +134,8 @@ def test_fast_path_is_identical_to_step_by_step(overrides, fast_forward_steps):
     if overrides is None:
         assert slow.prefix_cache_hit_tokens > 0
     assert fast_forward_steps["steps"] > 0.5 * len(fast.steps), fast_forward_steps
+    if overrides is None or "server" in overrides:
+        assert fast_forward_steps["decode_runs"] > 10, fast_forward_steps
 
     _assert_same_results(fast, slow)
     if overrides and "timeout_s" in overrides.get("workload", {}):

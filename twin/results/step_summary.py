@@ -52,6 +52,16 @@ class StepSummary:
         if len(self._buffer) >= _FOLD_AT:
             self._fold()
 
+    def append_decode_run(self, start_s, duration_s, num_seqs: int, kv_usage, replica: int) -> None:
+        # folded at the same rows as appending them one by one would fold (the sums keep their rounding)
+        i, k = 0, len(start_s)
+        while i < k:
+            j = min(k, i + _FOLD_AT - len(self._buffer))
+            self._buffer.append_decode_run(start_s[i:j], duration_s[i:j], num_seqs, kv_usage[i:j], replica)
+            i = j
+            if len(self._buffer) >= _FOLD_AT:
+                self._fold()
+
     def append_step(self, *args: Any, **kwargs: Any) -> None:
         self._buffer.append_step(*args, **kwargs)
         if len(self._buffer) >= _FOLD_AT:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from operator import mul
 
+import numpy as np
+
 from twin.core.request import Request, RequestStatus
 from twin.core.scheduler_output import SchedulerOutput
 from twin.sim.decode_cohort import DecodeCohort
@@ -134,27 +136,44 @@ def cohort_steps(replica):
         cohort.settle_all(replica._in_step)
 
 
+MIN_RUN_STEPS = 8       # shorter quiet runs go step by step (numpy's fixed cost per call would dominate)
+MAX_RUN_STEPS = 1024    # a run's steps costed at once, at most
+
+
 def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded: list[float]):
     """Steps of the cohort alone (nobody waiting) up to the first that a member finishes in, that the free
     blocks cannot cover, or that ends at or after the next event on the clock (run to its end, SimPy caught
-    up). Returns the local clock and the durations not yet yielded."""
+    up). Returns the local clock and the durations not yet yielded. Where the cost model can cost many decode
+    steps at once (``decode_step_times_s``), runs of steps are costed, scheduled and recorded together."""
     env = replica.env
     sched = replica.scheduler
     pool = sched.kv_cache_manager.block_pool
     free_queue = pool.free_block_queue
     finishing = cohort.finishing
-    steps_append = replica.steps.append
+    steps = replica.steps
     index = replica.index
     if sched._rejected_unreported:
         sched._rejected_unreported = []
     n = len(cohort)
     context = cohort.context()
     horizon = env.peek()
-    while cohort.step not in finishing and cohort.num_new_blocks() <= free_queue.num_free_blocks:
+    run_times = getattr(replica.cost_model, "decode_step_times_s", None)
+    next_finish = min(finishing)   # nobody joins in here: the first finish stays the first
+    while cohort.step != next_finish and cohort.num_new_blocks() <= free_queue.num_free_blocks:
+        dt = from_sums(n, n, context, 0, n, 0)
+        # steps grow longer with the context: the horizon is at most this many steps away
+        to_horizon = (horizon - t) / dt
+        run_steps = min(next_finish - cohort.step, MAX_RUN_STEPS if to_horizon >= MAX_RUN_STEPS else int(to_horizon) + 2)
+        if run_times is not None and run_steps >= MIN_RUN_STEPS:
+            t, unyielded, caught_up = yield from _decode_run(replica, cohort, run_times, t, unyielded, horizon,
+                                                             run_steps)
+            context = cohort.context()
+            if caught_up:
+                break
+            continue
         cohort.schedule()
         sched.step_index += 1
         usage = pool.get_usage()
-        dt = from_sums(n, n, context, 0, n, 0)
         start = t
         t = start + dt
         context += n
@@ -167,10 +186,49 @@ def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded:
         else:
             unyielded.append(dt)
         cohort.complete(t)
-        steps_append(start, dt, n, 0, n, n, 0, n, 0, 0, 0, n, usage, index, 0.0)
+        steps.append(start, dt, n, 0, n, n, 0, n, 0, 0, 0, n, usage, index, 0.0)
         if caught_up:
             break
     return t, unyielded
+
+
+def _decode_run(replica, cohort: DecodeCohort, run_times, t: float, unyielded: list[float], horizon: float,
+                max_steps: int):
+    """Up to ``max_steps`` steps of the cohort alone as one run: as many as the free blocks cover, up to the
+    first that ends at or after ``horizon``. Returns the local clock, the durations not yet yielded, and
+    whether SimPy was caught up (the run reached ``horizon``)."""
+    pool = replica.scheduler.kv_cache_manager.block_pool
+    free = pool.free_block_queue.num_free_blocks
+    used = np.cumsum(cohort.new_blocks_per_step(max_steps))
+    k = int(np.searchsorted(used, free, side="right"))           # steps whose new blocks the free queue covers
+    n = len(cohort)
+    dts = run_times(n, cohort.context() + n * np.arange(k, dtype=np.int64))
+    ends = np.add.accumulate(np.concatenate(([t], dts)))[1:]     # the clock summed step by step
+    reach = int(np.searchsorted(ends, horizon, side="left"))
+    caught_up = reach < k
+    if caught_up:
+        k = reach + 1
+        dts, ends = dts[:k], ends[:k]
+    cohort.schedule_run(k)
+    replica.scheduler.step_index += k
+    usage = 1.0 - (free - used[:k]) / pool.num_usable_blocks
+    starts = np.concatenate(([t], ends[:-1]))
+    t = float(ends[-1])
+    steps, index = replica.steps, replica.index
+    if caught_up:   # the last step is running while SimPy catches up; the ones before it are done
+        cohort.complete_run(ends[:-1])
+        steps.append_decode_run(starts[:-1], dts[:-1], n, usage[:-1], index)
+        replica._in_step = True
+        yield from _clock_to(replica.env, t, unyielded + dts[:-1].tolist(), float(dts[-1]))
+        replica._in_step = False
+        unyielded = []
+        cohort.complete_run(ends[-1:])
+        steps.append_decode_run(starts[-1:], dts[-1:], n, usage[-1:], index)
+    else:
+        unyielded += dts.tolist()
+        cohort.complete_run(ends)
+        steps.append_decode_run(starts, dts, n, usage, index)
+    return t, unyielded, caught_up
 
 
 def _release(sched, finished: list[Request]) -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from array import array
 
+import numpy as np
+
 from twin.core.kv_cache_manager import KVCacheManager
 from twin.core.request import Request
 
@@ -114,6 +116,50 @@ class DecodeCohort:
             cache_full_blocks = kv._cache_full_blocks
             for req, m in filling.items():
                 cache_full_blocks(req, req_to_blocks[req.request_id], req.num_prompt_tokens + m.output0 + s - m.join_step)
+
+    def new_blocks_per_step(self, num_steps: int) -> np.ndarray:
+        """Blocks each of the next ``num_steps`` steps' decodes need (as ``num_new_blocks``, step by step)."""
+        bs = self.block_size
+        per_phase = np.zeros(bs, dtype=np.int64)
+        for phase, group in self.by_phase.items():
+            per_phase[phase] = len(group)
+        return per_phase[(1 - self.step - np.arange(num_steps)) % bs]
+
+    def schedule_run(self, num_steps: int) -> None:
+        """``schedule`` the next ``num_steps`` steps at once (nobody joins or finishes in between): the new
+        blocks popped in the order the steps would pop them, then each member's blocks filled by the end of the
+        run registered (registrations of distinct requests' blocks commute: their hashes differ)."""
+        s0 = self.step
+        self.step = s0 + num_steps
+        bs = self.block_size
+        by_phase = self.by_phase
+        kv = self.kv
+        req_to_blocks = kv.req_to_blocks
+        allocating: list[Request] = []
+        for s in range(s0, s0 + num_steps):
+            group = by_phase.get((1 - s) % bs)
+            if group:
+                allocating += group
+        if allocating:
+            for req, block in zip(allocating, kv.block_pool.get_new_blocks(len(allocating))):
+                req_to_blocks[req.request_id].append(block)
+        if kv.enable_caching:
+            last = s0 + num_steps - 1
+            cache_full_blocks = kv._cache_full_blocks
+            for s in range(s0, s0 + min(num_steps, bs)):
+                filling = by_phase.get(-s % bs)
+                if filling:
+                    for req, m in filling.items():
+                        cache_full_blocks(req, req_to_blocks[req.request_id],
+                                          req.num_prompt_tokens + m.output0 + last - m.join_step)
+
+    def complete_run(self, ends_s: np.ndarray) -> None:
+        """Steps scheduled by ``schedule_run`` ended at ``ends_s`` (no member finishes in them)."""
+        first = self.end_times_base + len(self.end_times_s)
+        self.end_times_s.frombytes(np.ascontiguousarray(ends_s, dtype=np.float64).tobytes())
+        every = self.forget_every_steps
+        if (first + len(ends_s) - 1) // every > (first - 1) // every:
+            self.forget_end_times()
 
     def complete(self, end_s: float) -> list[Request]:
         """The step just scheduled ended at ``end_s``: every member emitted a token. Returns the members that
