@@ -206,13 +206,12 @@ class RooflineCostModel:
         """``step_time_from_sums`` of pure decode steps of ``n_seqs`` sequences (one new token each, no drafts)
         whose context sums are the numpy int array ``contexts``: one float64 array, bit-identical entry by
         entry (the same operations in the same order; the engine's fast path costs a run of steps with it)."""
-        import numpy as np
-
         linear = self._k_linear * n_seqs + self._t_gemm_knee + self._k_lm_head * n_seqs
         t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(n_seqs)
         if linear < t_weights:
             linear = t_weights
-        attention = np.maximum(self._k_attn * (contexts + n_seqs), self._k_kv * (contexts + n_seqs))
+        # max(a x, b x) = max(a, b) x exactly for x >= 0 (rounding is monotonic): the scalar path's comparison
+        attention = max(self._k_attn, self._k_kv) * (contexts + n_seqs)
         return (linear + attention + self._k_kv * n_seqs + (self._t_allreduce + self._k_allreduce * n_seqs)
                 + (self._t_step + self._k_seq * n_seqs + self._k_tok * n_seqs))
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from twin.core.request import Request, RequestStatus
 from twin.core.scheduler_output import SchedulerOutput
-from twin.sim.decode_cohort import DecodeCohort
+from twin.sim.decode_cohort import STEP_OFFSETS, DecodeCohort
 
 
 def cohort_steps(replica):
@@ -137,7 +137,7 @@ def cohort_steps(replica):
 
 
 MIN_RUN_STEPS = 8       # shorter quiet runs go step by step (numpy's fixed cost per call would dominate)
-MAX_RUN_STEPS = 1024    # a run's steps costed at once, at most
+MAX_RUN_STEPS = 1024    # a run's steps costed at once, at most (<= len(STEP_OFFSETS))
 
 
 def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded: list[float]):
@@ -199,10 +199,10 @@ def _decode_run(replica, cohort: DecodeCohort, run_times, t: float, unyielded: l
     whether SimPy was caught up (the run reached ``horizon``)."""
     pool = replica.scheduler.kv_cache_manager.block_pool
     free = pool.free_block_queue.num_free_blocks
-    used = np.cumsum(cohort.new_blocks_per_step(max_steps))
+    used = cohort.new_blocks_per_step(max_steps).cumsum()
     k = int(np.searchsorted(used, free, side="right"))           # steps whose new blocks the free queue covers
     n = len(cohort)
-    dts = run_times(n, cohort.context() + n * np.arange(k, dtype=np.int64))
+    dts = run_times(n, cohort.context() + n * STEP_OFFSETS[:k])
     ends = np.add.accumulate(np.concatenate(([t], dts)))[1:]     # the clock summed step by step
     reach = int(np.searchsorted(ends, horizon, side="left"))
     caught_up = reach < k

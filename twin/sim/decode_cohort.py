@@ -23,6 +23,9 @@ from twin.core.kv_cache_manager import KVCacheManager
 from twin.core.request import Request
 
 
+STEP_OFFSETS = np.arange(1 << 12, dtype=np.int64)   # 0, 1, 2, ..: step numbers within a run
+
+
 class Member:
     __slots__ = ("request", "computed0", "output0", "join_step", "finish_step", "phase")
 
@@ -46,6 +49,7 @@ class DecodeCohort:
         self.max_model_len = max_model_len
         self.members: dict[Request, Member] = {}          # in running order
         self.by_phase: dict[int, dict[Request, Member]] = {}
+        self.phase_counts = np.zeros(self.block_size, dtype=np.int64)   # len(by_phase[p]) by p
         self.finishing: dict[int, list[Member]] = {}
         self.step = 0                 # the next step to schedule (cohort-local numbering)
         self.context_base = 0         # sum of (computed0 - join_step): the members' context at step s is this + n s
@@ -76,6 +80,7 @@ class DecodeCohort:
         member = Member(req, s, s + steps_left - 1, phase)
         self.members[req] = member
         self.by_phase.setdefault(phase, {})[req] = member
+        self.phase_counts[phase] += 1
         self.finishing.setdefault(member.finish_step, []).append(member)
         self.context_base += member.computed0 - s
 
@@ -83,6 +88,7 @@ class DecodeCohort:
         req = member.request
         del self.members[req]
         del self.by_phase[member.phase][req]
+        self.phase_counts[member.phase] -= 1
         self.context_base -= member.computed0 - member.join_step
 
     # ---- one step ---------------------------------------------------------------------------------------------
@@ -119,11 +125,7 @@ class DecodeCohort:
 
     def new_blocks_per_step(self, num_steps: int) -> np.ndarray:
         """Blocks each of the next ``num_steps`` steps' decodes need (as ``num_new_blocks``, step by step)."""
-        bs = self.block_size
-        per_phase = np.zeros(bs, dtype=np.int64)
-        for phase, group in self.by_phase.items():
-            per_phase[phase] = len(group)
-        return per_phase[(1 - self.step - np.arange(num_steps)) % bs]
+        return self.phase_counts.take((1 - self.step - STEP_OFFSETS[:num_steps]) % self.block_size)
 
     def schedule_run(self, num_steps: int) -> None:
         """``schedule`` the next ``num_steps`` steps at once (nobody joins or finishes in between): the new
@@ -214,6 +216,7 @@ class DecodeCohort:
             self._settle(m, self.step - 1, last_completed)
         self.members.clear()
         self.by_phase.clear()
+        self.phase_counts[:] = 0
         self.finishing.clear()
         self.context_base = 0
 
