@@ -162,8 +162,8 @@ def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded:
     while cohort.step != next_finish and cohort.num_new_blocks() <= free_queue.num_free_blocks:
         dt = from_sums(n, n, context, 0, n, 0)
         # steps grow longer with the context: the horizon is at most this many steps away
-        to_horizon = (horizon - t) / dt
-        run_steps = min(next_finish - cohort.step, MAX_RUN_STEPS if to_horizon >= MAX_RUN_STEPS else int(to_horizon) + 2)
+        to_horizon = (horizon - t) / dt if dt > 0 else math.inf
+        run_steps = min(next_finish - cohort.step, int(min(to_horizon, MAX_RUN_STEPS)) + 2, MAX_RUN_STEPS)
         if run_times is not None and run_steps >= MIN_RUN_STEPS:
             t, unyielded, caught_up = yield from _decode_run(replica, cohort, run_times, t, unyielded, horizon,
                                                              run_steps)
