@@ -94,9 +94,7 @@ def cohort_steps(replica):
             start = t
             t = end = start + dt
             if new_reqs or finishes or end >= env.peek():
-                replica._in_step = True
-                yield from _clock_to(env, end, unyielded, dt)
-                replica._in_step = False
+                yield from _in_step_until(replica, end, unyielded, dt)
                 unyielded = []
             else:
                 unyielded.append(dt)
@@ -128,9 +126,7 @@ def cohort_steps(replica):
             if partial:
                 break
         if unyielded:              # the loop stopped after steps run on the local clock: catch SimPy up
-            replica._in_step = True
-            yield from _clock_to(env, t, unyielded, None)
-            replica._in_step = False
+            yield from _in_step_until(replica, t, unyielded, None)
     finally:
         replica._cohort = None
         cohort.settle_all(replica._in_step)
@@ -179,9 +175,7 @@ def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded:
         context += n
         caught_up = t >= horizon
         if caught_up:
-            replica._in_step = True
-            yield from _clock_to(env, t, unyielded, dt)
-            replica._in_step = False
+            yield from _in_step_until(replica, t, unyielded, dt)
             unyielded = []
         else:
             unyielded.append(dt)
@@ -218,9 +212,7 @@ def _decode_run(replica, cohort: DecodeCohort, run_times, t: float, unyielded: l
     if caught_up:   # the last step is running while SimPy catches up; the ones before it are done
         cohort.complete_run(ends[:-1])
         steps.append_decode_run(starts[:-1], dts[:-1], n, usage[:-1], index)
-        replica._in_step = True
-        yield from _clock_to(replica.env, t, unyielded + dts[:-1].tolist(), float(dts[-1]))
-        replica._in_step = False
+        yield from _in_step_until(replica, t, unyielded + dts[:-1].tolist(), float(dts[-1]))
         unyielded = []
         cohort.complete_run(ends[-1:])
         steps.append_decode_run(starts[-1:], dts[-1:], n, usage[-1:], index)
@@ -244,6 +236,13 @@ def _release(sched, finished: list[Request]) -> None:
     done = set(map(id, finished))
     sched.running = [r for r in sched.running if id(r) not in done]
     sched.num_finished += len(finished)
+
+
+def _in_step_until(replica, end: float, earlier_dts: list[float], last_dt: float | None):
+    """``_clock_to`` while the replica is inside a step (a client abort meanwhile sees the step running)."""
+    replica._in_step = True
+    yield from _clock_to(replica.env, end, earlier_dts, last_dt)
+    replica._in_step = False
 
 
 def _clock_to(env, end: float, earlier_dts: list[float], last_dt: float | None):
