@@ -250,12 +250,7 @@ class BlockPool:
 
     # ---- the prefix cache -----------------------------------------------------------------------------
     def cache_block(self, block: KVCacheBlock, block_hash: int) -> None:
-        block.block_hash = block_hash
-        existing = self.cached_block_hash_to_block.get(block_hash)
-        if existing is None:
-            self.cached_block_hash_to_block[block_hash] = block
-        else:
-            self._duplicates.setdefault(block_hash, []).append(block)
+        self.cache_blocks((block,), (block_hash,))
 
     def cache_blocks(self, blocks: Iterable[KVCacheBlock], block_hashes: Iterable[int]) -> None:
         """``cache_block`` each block that carries no hash yet or ``PRIVATE_HASH`` (a prefix hit's blocks keep

@@ -103,11 +103,7 @@ class KVCacheManager:
                 and request.num_computed_tokens + num_new_tokens + num_lookahead_tokens <= len(req_blocks) * bs):
             # the common case (a running request whose new tokens fit in the blocks it holds): nothing to
             # allocate, at most the blocks just filled to register
-            if self.enable_caching:
-                num_tokens = min(request.num_computed_tokens + num_new_tokens,
-                                 request.num_prompt_tokens + request.num_output_tokens)
-                if num_tokens // bs > self.num_cached_blocks[rid]:
-                    self._cache_full_blocks(request, req_blocks, num_tokens)
+            self._register_computed(request, req_blocks, request.num_computed_tokens + num_new_tokens)
             return []
         pool = self.block_pool
         if req_blocks is None:
@@ -137,11 +133,15 @@ class KVCacheManager:
         new_blocks = pool.get_new_blocks(num_new_blocks) if num_new_blocks > 0 else []
         if new_blocks:
             req_blocks += new_blocks
-        if self.enable_caching:
-            # draft tokens are never cached: cap at the request's real tokens
-            num_tokens = request.num_prompt_tokens + request.num_output_tokens
-            self._cache_full_blocks(request, req_blocks, min(num_computed + num_new_tokens, num_tokens))
+        self._register_computed(request, req_blocks, num_computed + num_new_tokens)
         return new_blocks
+
+    def _register_computed(self, request: Request, req_blocks: list[KVCacheBlock], num_computed: int) -> None:
+        """Register the blocks that ``num_computed`` computed tokens fill (draft tokens are never cached: capped
+        at the request's real tokens)."""
+        if self.enable_caching:
+            num_tokens = request.num_prompt_tokens + request.num_output_tokens
+            self._cache_full_blocks(request, req_blocks, num_computed if num_computed < num_tokens else num_tokens)
 
     def _cache_full_blocks(self, request: Request, req_blocks: list[KVCacheBlock], num_tokens: int) -> None:
         """Register the blocks of ``req_blocks`` that the first ``num_tokens`` tokens fill and that are not

@@ -27,11 +27,11 @@ class ConstantCostModel:
         """``step_time_s`` from the step's sums (see ``RooflineCostModel.step_time_from_sums``)."""
         return self.step_s + self.per_token_s * tokens + self.per_seq_s * n_seqs
 
-    def decode_step_times_s(self, n_seqs: int, contexts):
-        """``step_time_from_sums`` of pure decode steps (see ``RooflineCostModel.decode_step_times_s``)."""
+    def step_times_s(self, tokens, seqs, logits, context, pairs):
+        """``step_time_s`` for many steps at once (see ``RooflineCostModel.step_times_s``)."""
         import numpy as np
 
-        return np.full(len(contexts), self.step_time_from_sums(n_seqs, n_seqs, 0, 0, n_seqs, 0))
+        return self.step_s + self.per_token_s * np.asarray(tokens) + self.per_seq_s * np.asarray(seqs)
 
     def explain(self, step: StepShape) -> dict[str, float]:
         return {

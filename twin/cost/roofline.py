@@ -202,24 +202,12 @@ class RooflineCostModel:
         return (linear + attention + self._k_kv * tokens + (self._t_allreduce + self._k_allreduce * tokens)
                 + (self._t_step + self._k_seq * n_seqs + self._k_tok * tokens))
 
-    def decode_step_times_s(self, n_seqs: int, contexts):
-        """``step_time_from_sums`` of pure decode steps of ``n_seqs`` sequences (one new token each, no drafts)
-        whose context sums are the numpy int array ``contexts``: one float64 array, bit-identical entry by
-        entry (the same operations in the same order; the engine's fast path costs a run of steps with it)."""
-        linear = self._k_linear * n_seqs + self._t_gemm_knee + self._k_lm_head * n_seqs
-        t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(n_seqs)
-        if linear < t_weights:
-            linear = t_weights
-        # max(a x, b x) = max(a, b) x exactly for x >= 0 (rounding is monotonic): the scalar path's comparison
-        attention = max(self._k_attn, self._k_kv) * (contexts + n_seqs)
-        return (linear + attention + self._k_kv * n_seqs + (self._t_allreduce + self._k_allreduce * n_seqs)
-                + (self._t_step + self._k_seq * n_seqs + self._k_tok * n_seqs))
-
     def step_times_s(self, tokens, seqs, logits, context, pairs):
         """``step_time_s`` for many steps at once, from their aggregates (numpy arrays, one entry per step):
         scheduled tokens, sequences, logit positions (sequences + draft tokens), context tokens computed before
-        the step, and attention (query, key) pairs. Equal to ``step_time_s`` step by step; the fit re-costs
-        recorded steps under new parameters with it."""
+        the step, and attention (query, key) pairs. Bit-identical to ``step_time_from_sums`` step by step (the
+        same operations in the same order); the fit re-costs recorded steps under new parameters with it, the
+        engine's fast path costs runs of decode steps with it."""
         import numpy as np
 
         tokens = np.asarray(tokens, dtype=float)

@@ -139,8 +139,8 @@ MAX_RUN_STEPS = 1024    # a run's steps costed at once, at most (<= len(STEP_OFF
 def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded: list[float]):
     """Steps of the cohort alone (nobody waiting) up to the first that a member finishes in, that the free
     blocks cannot cover, or that ends at or after the next event on the clock (run to its end, SimPy caught
-    up). Returns the local clock and the durations not yet yielded. Where the cost model can cost many decode
-    steps at once (``decode_step_times_s``), runs of steps are costed, scheduled and recorded together."""
+    up). Returns the local clock and the durations not yet yielded. Where the cost model can cost many steps at
+    once (``step_times_s``, bit-identical to ``step_time_from_sums``), runs of steps are costed, scheduled and recorded together."""
     env = replica.env
     sched = replica.scheduler
     pool = sched.kv_cache_manager.block_pool
@@ -153,7 +153,7 @@ def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded:
     n = len(cohort)
     context = cohort.context()
     horizon = env.peek()
-    run_times = getattr(replica.cost_model, "decode_step_times_s", None)
+    run_times = getattr(replica.cost_model, "step_times_s", None)
     next_finish = min(finishing)   # nobody joins in here: the first finish stays the first
     while cohort.step != next_finish and cohort.num_new_blocks() <= free_queue.num_free_blocks:
         dt = from_sums(n, n, context, 0, n, 0)
@@ -196,14 +196,16 @@ def _decode_run(replica, cohort: DecodeCohort, run_times, t: float, unyielded: l
     used = cohort.new_blocks_per_step(max_steps).cumsum()
     k = int(np.searchsorted(used, free, side="right"))           # steps whose new blocks the free queue covers
     n = len(cohort)
-    dts = run_times(n, cohort.context() + n * STEP_OFFSETS[:k])
+    contexts = cohort.context() + n * STEP_OFFSETS[:k]
+    ns = np.full(k, n)
+    dts = run_times(ns, ns, ns, contexts, contexts + n)            # pure decodes: pairs = context + n
     ends = np.add.accumulate(np.concatenate(([t], dts)))[1:]     # the clock summed step by step
     reach = int(np.searchsorted(ends, horizon, side="left"))
     caught_up = reach < k
     if caught_up:
         k = reach + 1
         dts, ends = dts[:k], ends[:k]
-    cohort.schedule_run(k)
+    cohort.schedule(k)
     replica.scheduler.step_index += k
     usage = 1.0 - (free - used[:k]) / pool.num_usable_blocks
     starts = np.concatenate(([t], ends[:-1]))

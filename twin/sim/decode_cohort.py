@@ -101,36 +101,17 @@ class DecodeCohort:
         """Sum of the members' computed tokens before the next step."""
         return self.context_base + len(self.members) * self.step
 
-    def schedule(self) -> None:
-        """Slots for the next step's decodes, as ``allocate_slots`` gives them member by member in running
-        order: one new block to each member at a block boundary, then the blocks that step fills registered.
-        (Pops and registrations commute: popping a block only evicts a free block's hash.) The caller checked
-        ``num_new_blocks()`` against the free queue."""
-        s = self.step
-        self.step = s + 1
-        bs = self.block_size
-        by_phase = self.by_phase
-        kv = self.kv
-        allocating = by_phase.get((1 - s) % bs)
-        if allocating:
-            req_to_blocks = kv.req_to_blocks
-            for req, block in zip(allocating, kv.block_pool.get_new_blocks(len(allocating))):
-                req_to_blocks[req.request_id].append(block)
-        filling = by_phase.get(-s % bs) if kv.enable_caching else None
-        if filling:
-            req_to_blocks = kv.req_to_blocks
-            cache_full_blocks = kv._cache_full_blocks
-            for req, m in filling.items():
-                cache_full_blocks(req, req_to_blocks[req.request_id], req.num_prompt_tokens + m.output0 + s - m.join_step)
-
     def new_blocks_per_step(self, num_steps: int) -> np.ndarray:
         """Blocks each of the next ``num_steps`` steps' decodes need (as ``num_new_blocks``, step by step)."""
         return self.phase_counts.take((1 - self.step - STEP_OFFSETS[:num_steps]) % self.block_size)
 
-    def schedule_run(self, num_steps: int) -> None:
-        """``schedule`` the next ``num_steps`` steps at once (nobody joins or finishes in between): the new
-        blocks popped in the order the steps would pop them, then each member's blocks filled by the end of the
-        run registered (registrations of distinct requests' blocks commute: their hashes differ)."""
+    def schedule(self, num_steps: int = 1) -> None:
+        """Slots for the next ``num_steps`` steps' decodes (nobody joins or finishes in between), as
+        ``allocate_slots`` gives them member by member in running order, step by step: a new block to each
+        member at a block boundary, in the order the steps would pop them, then each member's blocks filled by
+        the last of these steps registered. (Pops and registrations commute: popping a block only evicts a free
+        block's hash; registrations of distinct requests' blocks commute: their hashes differ.) The caller
+        checked the new blocks against the free queue."""
         s0 = self.step
         self.step = s0 + num_steps
         bs = self.block_size
@@ -156,20 +137,23 @@ class DecodeCohort:
                                           req.num_prompt_tokens + m.output0 + last - m.join_step)
 
     def complete_run(self, ends_s: np.ndarray) -> None:
-        """Steps scheduled by ``schedule_run`` ended at ``ends_s`` (no member finishes in them)."""
-        first = self.end_times_base + len(self.end_times_s)
+        """Steps scheduled by ``schedule`` ended at ``ends_s`` (no member finishes in them)."""
         self.end_times_s.frombytes(np.ascontiguousarray(ends_s, dtype=np.float64).tobytes())
-        every = self.forget_every_steps
-        if (first + len(ends_s) - 1) // every > (first - 1) // every:
+        self._forget_when_due(len(ends_s))
+
+    def _forget_when_due(self, num_new: int) -> None:
+        """``forget_end_times`` if one of the ``num_new`` steps just completed is a multiple of
+        ``forget_every_steps``."""
+        last = self.end_times_base + len(self.end_times_s) - 1
+        if last // self.forget_every_steps > (last - num_new) // self.forget_every_steps:
             self.forget_end_times()
 
     def complete(self, end_s: float) -> list[Request]:
         """The step just scheduled ended at ``end_s``: every member emitted a token. Returns the members that
         emitted their last one (settled, left the cohort), in running order."""
         self.end_times_s.append(end_s)
+        self._forget_when_due(1)
         s = self.step - 1
-        if not s % self.forget_every_steps:
-            self.forget_end_times()
         due = self.finishing.pop(s, None)
         if not due:
             return []

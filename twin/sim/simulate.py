@@ -140,10 +140,7 @@ def simulate(
     sharing = SegmentSharing(traffic) if private_blocks and not closed else None
 
     def dispatch(spec: RequestSpec) -> Request:
-        if sharing is None:
-            request = spec.make_request()
-        else:
-            request = spec.make_request(private_from_token=sharing.private_from_token(spec))
+        request = spec.make_request(private_from_token=sharing.private_from_token(spec) if sharing else None)
         records.append(new_record(request))
         start_timeout(request, spec.timeout_s)
         submit_after_request_path(request)
