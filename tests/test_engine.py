@@ -84,20 +84,27 @@ def _assert_same_results(a, b) -> None:
 
 @pytest.fixture
 def fast_forward_steps(monkeypatch):
-    """Counts the steps the fast path ran and its runs of decode steps costed at once (so an identity test
-    cannot pass with the fast path never taken)."""
+    """Counts the steps the fast path ran and its runs of more than one decode step scheduled at once (so an
+    identity test cannot pass with the fast path never taken)."""
     import twin.sim.cohort_steps as cohort_module
 
-    counter = {"steps": 0, "runs": 0, "decode_runs": 0}
+    counter = {"steps": 0, "runs": 0, "decode_runs": 0, "finishes_ahead_of_simpy": 0}
     original = replica_module.cohort_steps
-    original_run = cohort_module._decode_run
+    original_plan = cohort_module._plan_decode_run
 
-    def counting_run(*args):
-        counter["decode_runs"] += 1
-        return (yield from original_run(*args))
+    def counting_plan(*args):
+        planned = original_plan(*args)
+        counter["decode_runs"] += len(planned[0]) > 1
+        return planned
 
-    monkeypatch.setattr(cohort_module, "_decode_run", counting_run)
-    monkeypatch.setattr(cohort_module, "MIN_RUN_STEPS", 2)   # short runs too: every kind of run boundary
+    monkeypatch.setattr(cohort_module, "_plan_decode_run", counting_plan)
+    original_finish = replica_module.Replica._finish
+
+    def counting_finish(self, req, now):
+        counter["finishes_ahead_of_simpy"] += now > self.env.now   # settled inside a run, nothing yielded
+        original_finish(self, req, now)
+
+    monkeypatch.setattr(replica_module.Replica, "_finish", counting_finish)
 
     def counting(replica):
         before = len(replica.steps)
@@ -136,6 +143,10 @@ def test_fast_path_is_identical_to_step_by_step(overrides, fast_forward_steps):
     assert fast_forward_steps["steps"] > 0.5 * len(fast.steps), fast_forward_steps
     if overrides is None or "server" in overrides:
         assert fast_forward_steps["decode_runs"] > 10, fast_forward_steps
+    if overrides is None:
+        assert fast_forward_steps["finishes_ahead_of_simpy"] > 0, fast_forward_steps
+    if overrides == {"workload": {"arrivals": CLOSED_LOOP}}:   # a finish wakes its client: always yielded
+        assert fast_forward_steps["finishes_ahead_of_simpy"] == 0, fast_forward_steps
 
     _assert_same_results(fast, slow)
     if overrides and "timeout_s" in overrides.get("workload", {}):

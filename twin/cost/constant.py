@@ -27,12 +27,6 @@ class ConstantCostModel:
         """``step_time_s`` from the step's sums (see ``RooflineCostModel.step_time_from_sums``)."""
         return self.step_s + self.per_token_s * tokens + self.per_seq_s * n_seqs
 
-    def step_times_s(self, tokens, seqs, logits, context, pairs):
-        """``step_time_s`` for many steps at once (see ``RooflineCostModel.step_times_s``)."""
-        import numpy as np
-
-        return self.step_s + self.per_token_s * np.asarray(tokens) + self.per_seq_s * np.asarray(seqs)
-
     def explain(self, step: StepShape) -> dict[str, float]:
         return {
             "step_s": self.step_s,

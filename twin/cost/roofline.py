@@ -206,8 +206,7 @@ class RooflineCostModel:
         """``step_time_s`` for many steps at once, from their aggregates (numpy arrays, one entry per step):
         scheduled tokens, sequences, logit positions (sequences + draft tokens), context tokens computed before
         the step, and attention (query, key) pairs. Bit-identical to ``step_time_from_sums`` step by step (the
-        same operations in the same order); the fit re-costs recorded steps under new parameters with it, the
-        engine's fast path costs runs of decode steps with it."""
+        same operations in the same order); the fit re-costs recorded steps under new parameters with it."""
         import numpy as np
 
         tokens = np.asarray(tokens, dtype=float)

@@ -166,21 +166,27 @@ class StepRecords:
         self.replica.append(replica)
         self.draft_s.append(draft_s)
 
-    def append_decode_run(self, start_s: np.ndarray, duration_s: np.ndarray, num_seqs: int, kv_usage: np.ndarray,
-                          replica: int) -> None:
-        """Rows for a run of pure decode steps of ``num_seqs`` sequences, nobody waiting (numpy columns for the
-        per-step values): the rows ``append`` would add one by one."""
+    def append_decode_run(self, start_s: list[float], duration_s: list[float], num_seqs: int,
+                          kv_usage: list[float], replica: int) -> None:
+        """Rows for a run of pure decode steps of ``num_seqs`` sequences, nobody waiting (lists for the per-step
+        values): the rows ``append`` would add one by one."""
         k = len(start_s)
-        self.start_s.frombytes(np.ascontiguousarray(start_s, dtype=np.float64).tobytes())
-        self.duration_s.frombytes(np.ascontiguousarray(duration_s, dtype=np.float64).tobytes())
-        self.kv_usage.frombytes(np.ascontiguousarray(kv_usage, dtype=np.float64).tobytes())
-        seqs, zeros = array("i", [num_seqs]) * k, array("i", [0]) * k
-        for name in ("num_seqs", "num_decode_seqs", "num_new_tokens", "num_decode_tokens", "num_running"):
-            getattr(self, name).extend(seqs)
-        for name in ("num_prefill_seqs", "num_prefill_tokens", "num_spec_tokens", "num_preempted", "num_waiting"):
-            getattr(self, name).extend(zeros)
-        self.replica.extend(array("i", [replica]) * k)
-        self.draft_s.extend(array("d", [0.0]) * k)
+        self.start_s.extend(start_s)
+        self.duration_s.extend(duration_s)
+        self.kv_usage.extend(kv_usage)
+        seqs, zeros = array("i", (num_seqs,)) * k, array("i", (0,)) * k
+        self.num_seqs.extend(seqs)
+        self.num_prefill_seqs.extend(zeros)
+        self.num_decode_seqs.extend(seqs)
+        self.num_new_tokens.extend(seqs)
+        self.num_prefill_tokens.extend(zeros)
+        self.num_decode_tokens.extend(seqs)
+        self.num_spec_tokens.extend(zeros)
+        self.num_preempted.extend(zeros)
+        self.num_waiting.extend(zeros)
+        self.num_running.extend(seqs)
+        self.replica.extend(array("i", (replica,)) * k)
+        self.draft_s.extend(array("d", (0.0,)) * k)
 
     def append_step(self, start_s: float, duration_s: float, out: Any, replica: int = 0,
                     draft_s: float = 0.0) -> None:

@@ -8,9 +8,10 @@ not cover: the decodes exceed the token budget or the free blocks (preemption), 
 steps. Same steps, same order, same blocks, same records as the step-by-step path (tests/test_engine.py).
 
 SimPy is yielded to only where something else could happen: a step that ends at or after the next event on
-the clock, or one whose end has effects outside the replica (a request finishes: its client may act; a
-request was admitted). Other steps run on a local clock; the SimPy clock then jumps to the end of the last of
-them in one timeout that lands on exactly the sum SimPy would have formed step by step.
+the clock, or one whose end has effects outside the replica (a request finishes and a client may act on it
+or the run may drain: ``Replica.finish_wakes_anyone``; a request was admitted). Other steps run on a local
+clock; the SimPy clock then jumps to the end of the last of them in one timeout that lands on exactly the sum
+SimPy would have formed step by step.
 """
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ from __future__ import annotations
 import math
 from operator import mul
 
-import numpy as np
-
 from twin.core.request import Request, RequestStatus
 from twin.core.scheduler_output import SchedulerOutput
-from twin.sim.decode_cohort import STEP_OFFSETS, DecodeCohort
+from twin.sim.decode_cohort import DecodeCohort
 
 
 def cohort_steps(replica):
@@ -93,7 +92,7 @@ def cohort_steps(replica):
                                                       contexts + new_before, [0] * n_seqs))
             start = t
             t = end = start + dt
-            if new_reqs or finishes or end >= env.peek():
+            if new_reqs or (finishes and replica.finish_wakes_anyone()) or end >= env.peek():
                 yield from _in_step_until(replica, end, unyielded, dt)
                 unyielded = []
             else:
@@ -132,97 +131,75 @@ def cohort_steps(replica):
         cohort.settle_all(replica._in_step)
 
 
-MIN_RUN_STEPS = 8       # shorter quiet runs go step by step (numpy's fixed cost per call would dominate)
-MAX_RUN_STEPS = 1024    # a run's steps costed at once, at most (<= len(STEP_OFFSETS))
-
-
 def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded: list[float]):
-    """Steps of the cohort alone (nobody waiting) up to the first that a member finishes in, that the free
-    blocks cannot cover, or that ends at or after the next event on the clock (run to its end, SimPy caught
-    up). Returns the local clock and the durations not yet yielded. Where the cost model can cost many steps at
-    once (``step_times_s``, bit-identical to ``step_time_from_sums``), runs of steps are costed, scheduled and recorded together."""
-    env = replica.env
+    """One run of steps of the cohort alone (nobody waiting): up to the step before the first that a member
+    finishes in (or through it, when a finish now wakes nobody: the finishes are then settled without
+    yielding), as many as the free blocks cover, up to the first that ends at or after the next event on the
+    clock (run to its end, SimPy caught up). The steps are costed one by one (the same sums as the scheduled
+    path: bit-identical), their blocks popped in step order in one go, their rows appended together. Returns
+    the local clock and the durations not yet yielded."""
     sched = replica.scheduler
     pool = sched.kv_cache_manager.block_pool
-    free_queue = pool.free_block_queue
-    finishing = cohort.finishing
-    steps = replica.steps
-    index = replica.index
     if sched._rejected_unreported:
         sched._rejected_unreported = []
-    n = len(cohort)
-    context = cohort.context()
-    horizon = env.peek()
-    run_times = getattr(replica.cost_model, "step_times_s", None)
-    next_finish = min(finishing)   # nobody joins in here: the first finish stays the first
-    while cohort.step != next_finish and cohort.num_new_blocks() <= free_queue.num_free_blocks:
-        dt = from_sums(n, n, context, 0, n, 0)
-        # steps grow longer with the context: the horizon is at most this many steps away
-        to_horizon = (horizon - t) / dt if dt > 0 else math.inf
-        run_steps = min(next_finish - cohort.step, int(min(to_horizon, MAX_RUN_STEPS)) + 2, MAX_RUN_STEPS)
-        if run_times is not None and run_steps >= MIN_RUN_STEPS:
-            t, unyielded, caught_up = yield from _decode_run(replica, cohort, run_times, t, unyielded, horizon,
-                                                             run_steps)
-            context = cohort.context()
-            if caught_up:
-                break
-            continue
-        cohort.schedule()
-        sched.step_index += 1
-        usage = pool.get_usage()
-        start = t
-        t = start + dt
-        context += n
-        caught_up = t >= horizon
-        if caught_up:
-            yield from _in_step_until(replica, t, unyielded, dt)
-            unyielded = []
-        else:
-            unyielded.append(dt)
-        cohort.complete(t)
-        steps.append(start, dt, n, 0, n, n, 0, n, 0, 0, 0, n, usage, index, 0.0)
-        if caught_up:
-            break
+    horizon = replica.env.peek()
+    max_steps = min(cohort.finishing) - cohort.step + (not replica.finish_wakes_anyone())
+    dts, ends, usages = _plan_decode_run(cohort, from_sums, t, horizon, pool.free_block_queue.num_free_blocks,
+                                         pool.num_usable_blocks, max_steps)
+    k = len(dts)
+    cohort.schedule(k)
+    sched.step_index += k
+    starts = [t]
+    starts += ends[:-1]
+    t = ends[-1]
+    steps, index, n = replica.steps, replica.index, len(cohort)
+    if k > 1:
+        cohort.complete_run(ends[:-1])
+    if t >= horizon:   # the last step is running while SimPy catches up; the ones before it are done
+        if k > 1:
+            steps.append_decode_run(starts[:-1], dts[:-1], n, usages[:-1], index)
+        yield from _in_step_until(replica, t, unyielded + dts[:-1], dts[-1])
+        unyielded = []
+        steps.append_decode_run(starts[-1:], dts[-1:], n, usages[-1:], index)
+    else:
+        unyielded += dts
+        steps.append_decode_run(starts, dts, n, usages, index)
+    finished = cohort.complete(t)
+    if finished:
+        _release(sched, finished)
+        for req in finished:
+            replica._finish(req, t)
     return t, unyielded
 
 
-def _decode_run(replica, cohort: DecodeCohort, run_times, t: float, unyielded: list[float], horizon: float,
-                max_steps: int):
-    """Up to ``max_steps`` steps of the cohort alone as one run: as many as the free blocks cover, up to the
-    first that ends at or after ``horizon``. Returns the local clock, the durations not yet yielded, and
-    whether SimPy was caught up (the run reached ``horizon``)."""
-    pool = replica.scheduler.kv_cache_manager.block_pool
-    free = pool.free_block_queue.num_free_blocks
-    used = cohort.new_blocks_per_step(max_steps).cumsum()
-    k = int(np.searchsorted(used, free, side="right"))           # steps whose new blocks the free queue covers
+def _plan_decode_run(cohort: DecodeCohort, from_sums, t: float, horizon: float, num_free_blocks: int,
+                     num_usable_blocks: int, max_steps: int) -> tuple[list[float], list[float], list[float]]:
+    """Durations, end times and KV usage after scheduling of the cohort's next decode steps (at least one:
+    the caller checked that the free blocks cover it), up to ``max_steps``, as many as ``num_free_blocks``
+    cover, up to the first that ends at or after ``horizon``."""
     n = len(cohort)
-    contexts = cohort.context() + n * STEP_OFFSETS[:k]
-    ns = np.full(k, n)
-    dts = run_times(ns, ns, ns, contexts, contexts + n)            # pure decodes: pairs = context + n
-    ends = np.add.accumulate(np.concatenate(([t], dts)))[1:]     # the clock summed step by step
-    reach = int(np.searchsorted(ends, horizon, side="left"))
-    caught_up = reach < k
-    if caught_up:
-        k = reach + 1
-        dts, ends = dts[:k], ends[:k]
-    cohort.schedule(k)
-    replica.scheduler.step_index += k
-    usage = 1.0 - (free - used[:k]) / pool.num_usable_blocks
-    starts = np.concatenate(([t], ends[:-1]))
-    t = float(ends[-1])
-    steps, index = replica.steps, replica.index
-    if caught_up:   # the last step is running while SimPy catches up; the ones before it are done
-        cohort.complete_run(ends[:-1])
-        steps.append_decode_run(starts[:-1], dts[:-1], n, usage[:-1], index)
-        yield from _in_step_until(replica, t, unyielded + dts[:-1].tolist(), float(dts[-1]))
-        unyielded = []
-        cohort.complete_run(ends[-1:])
-        steps.append_decode_run(starts[-1:], dts[-1:], n, usage[-1:], index)
-    else:
-        unyielded += dts.tolist()
-        cohort.complete_run(ends)
-        steps.append_decode_run(starts, dts, n, usage, index)
-    return t, unyielded, caught_up
+    context = cohort.context()
+    counts = cohort.phase_counts
+    last_phase = cohort.block_size - 1
+    phase = (1 - cohort.step) % cohort.block_size   # members whose last block is full before the step
+    used = 0
+    dts: list[float] = []
+    ends: list[float] = []
+    usages: list[float] = []
+    for _ in range(max_steps):
+        used += counts[phase]
+        if used > num_free_blocks:
+            break
+        phase = phase - 1 if phase else last_phase
+        dt = from_sums(n, n, context, 0, n, 0)
+        context += n
+        t += dt
+        dts.append(dt)
+        ends.append(t)
+        usages.append(1.0 - (num_free_blocks - used) / num_usable_blocks)
+        if t >= horizon:
+            break
+    return dts, ends, usages
 
 
 def _release(sched, finished: list[Request]) -> None:

@@ -17,13 +17,8 @@ from __future__ import annotations
 
 from array import array
 
-import numpy as np
-
 from twin.core.kv_cache_manager import KVCacheManager
 from twin.core.request import Request
-
-
-STEP_OFFSETS = np.arange(1 << 12, dtype=np.int64)   # 0, 1, 2, ..: step numbers within a run
 
 
 class Member:
@@ -49,7 +44,7 @@ class DecodeCohort:
         self.max_model_len = max_model_len
         self.members: dict[Request, Member] = {}          # in running order
         self.by_phase: dict[int, dict[Request, Member]] = {}
-        self.phase_counts = np.zeros(self.block_size, dtype=np.int64)   # len(by_phase[p]) by p
+        self.phase_counts = [0] * self.block_size   # len(by_phase[p]) by p
         self.finishing: dict[int, list[Member]] = {}
         self.step = 0                 # the next step to schedule (cohort-local numbering)
         self.context_base = 0         # sum of (computed0 - join_step): the members' context at step s is this + n s
@@ -101,10 +96,6 @@ class DecodeCohort:
         """Sum of the members' computed tokens before the next step."""
         return self.context_base + len(self.members) * self.step
 
-    def new_blocks_per_step(self, num_steps: int) -> np.ndarray:
-        """Blocks each of the next ``num_steps`` steps' decodes need (as ``num_new_blocks``, step by step)."""
-        return self.phase_counts.take((1 - self.step - STEP_OFFSETS[:num_steps]) % self.block_size)
-
     def schedule(self, num_steps: int = 1) -> None:
         """Slots for the next ``num_steps`` steps' decodes (nobody joins or finishes in between), as
         ``allocate_slots`` gives them member by member in running order, step by step: a new block to each
@@ -136,9 +127,9 @@ class DecodeCohort:
                         cache_full_blocks(req, req_to_blocks[req.request_id],
                                           req.num_prompt_tokens + m.output0 + last - m.join_step)
 
-    def complete_run(self, ends_s: np.ndarray) -> None:
+    def complete_run(self, ends_s: list[float]) -> None:
         """Steps scheduled by ``schedule`` ended at ``ends_s`` (no member finishes in them)."""
-        self.end_times_s.frombytes(np.ascontiguousarray(ends_s, dtype=np.float64).tobytes())
+        self.end_times_s.extend(ends_s)
         self._forget_when_due(len(ends_s))
 
     def _forget_when_due(self, num_new: int) -> None:
@@ -200,7 +191,7 @@ class DecodeCohort:
             self._settle(m, self.step - 1, last_completed)
         self.members.clear()
         self.by_phase.clear()
-        self.phase_counts[:] = 0
+        self.phase_counts = [0] * self.block_size
         self.finishing.clear()
         self.context_base = 0
 

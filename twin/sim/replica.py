@@ -41,7 +41,8 @@ class Replica:
 
     def __init__(self, env: simpy.Environment, index: int, scheduler: SchedulerBase, cost_model: CostModel,
                  steps: StepRecords, speculator: Speculator | None = None,
-                 on_finish: Callable[[Request], None] | None = None, fast_path: bool = True) -> None:
+                 on_finish: Callable[[Request], None] | None = None, fast_path: bool = True,
+                 finish_wakes_anyone: Callable[[], bool] | None = None) -> None:
         self.env = env
         self.index = index
         self.scheduler = scheduler
@@ -51,6 +52,9 @@ class Replica:
         self.steps = steps
         self.speculator = speculator
         self.on_finish = on_finish
+        # whether a request finishing now could make something happen at that time (a closed-loop client sends
+        # its next request, the run drains); unknown: assume it could
+        self.finish_wakes_anyone = finish_wakes_anyone or (lambda: True)
         self.num_outstanding = 0
         # async scheduling: requests that arrived while a step ran wait for the schedule after the next one
         self.async_scheduling = bool(getattr(scheduler.config, "async_scheduling", False))

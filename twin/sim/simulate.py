@@ -90,7 +90,8 @@ def simulate(
 
     replicas = [
         Replica(env, i, make_scheduler(i), make_cost_model(i), steps,
-                make_speculator(i) if make_speculator else None, on_finish, fast_path=fast_path)
+                make_speculator(i) if make_speculator else None, on_finish, fast_path=fast_path,
+                finish_wakes_anyone=lambda: closed or arrivals_over[0])
         for i in range(num_replicas)
     ]
 
