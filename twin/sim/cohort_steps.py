@@ -179,7 +179,7 @@ def _plan_decode_run(cohort: DecodeCohort, from_sums, t: float, horizon: float, 
     cover, up to the first that ends at or after ``horizon``."""
     n = len(cohort)
     context = cohort.context()
-    counts = cohort.phase_counts
+    by_phase = cohort.by_phase
     last_phase = cohort.block_size - 1
     phase = (1 - cohort.step) % cohort.block_size   # members whose last block is full before the step
     used = 0
@@ -187,9 +187,11 @@ def _plan_decode_run(cohort: DecodeCohort, from_sums, t: float, horizon: float, 
     ends: list[float] = []
     usages: list[float] = []
     for _ in range(max_steps):
-        used += counts[phase]
-        if used > num_free_blocks:
-            break
+        allocating = by_phase.get(phase)
+        if allocating:
+            used += len(allocating)
+            if used > num_free_blocks:
+                break
         phase = phase - 1 if phase else last_phase
         dt = from_sums(n, n, context, 0, n, 0)
         context += n

@@ -44,7 +44,6 @@ class DecodeCohort:
         self.max_model_len = max_model_len
         self.members: dict[Request, Member] = {}          # in running order
         self.by_phase: dict[int, dict[Request, Member]] = {}
-        self.phase_counts = [0] * self.block_size   # len(by_phase[p]) by p
         self.finishing: dict[int, list[Member]] = {}
         self.step = 0                 # the next step to schedule (cohort-local numbering)
         self.context_base = 0         # sum of (computed0 - join_step): the members' context at step s is this + n s
@@ -75,7 +74,6 @@ class DecodeCohort:
         member = Member(req, s, s + steps_left - 1, phase)
         self.members[req] = member
         self.by_phase.setdefault(phase, {})[req] = member
-        self.phase_counts[phase] += 1
         self.finishing.setdefault(member.finish_step, []).append(member)
         self.context_base += member.computed0 - s
 
@@ -83,7 +81,6 @@ class DecodeCohort:
         req = member.request
         del self.members[req]
         del self.by_phase[member.phase][req]
-        self.phase_counts[member.phase] -= 1
         self.context_base -= member.computed0 - member.join_step
 
     # ---- one step ---------------------------------------------------------------------------------------------
@@ -191,7 +188,6 @@ class DecodeCohort:
             self._settle(m, self.step - 1, last_completed)
         self.members.clear()
         self.by_phase.clear()
-        self.phase_counts = [0] * self.block_size
         self.finishing.clear()
         self.context_base = 0
 
