@@ -36,10 +36,10 @@ def twin_command() -> list[str]:
     return [sys.executable, "-c", "import sys; from twin.cli.main import main; sys.argv[0] = 'twin'; main()"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7, help="fresh processes to time (default 7)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.runs < 1:
         ap.error("--runs: must be >= 1")
     with tempfile.TemporaryDirectory() as tmp:

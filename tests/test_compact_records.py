@@ -72,6 +72,40 @@ def test_emission_calls_give_exact_gaps_and_tokens():
     assert itl.max_output_tokens_per_s() == 7.0
 
 
+@pytest.mark.parametrize("flush_at", [5, 1 << 16])
+def test_runs_fold_as_their_emissions_one_by_one(flush_at, monkeypatch):
+    """Runs handed over whole (buffered, concatenated, repeats counted by weight, folded in bulk, also across
+    flushes mid-way) give the counts, histogram and per-second tokens of the same emissions one at a time."""
+    import twin.results.token_summary as summary_module
+
+    monkeypatch.setattr(summary_module, "_FLUSH_AT", flush_at)
+    rng = np.random.default_rng(11)
+    steps = np.cumsum(rng.exponential(0.3, 400)) + 1.0
+    runs, bulk, one_by_one = [], ItlSummary(), ItlSummary()
+    for _ in range(60):
+        start = int(rng.integers(0, 390))
+        run = array("d", steps[start:start + int(rng.integers(1, 12))])
+        runs += [run] * int(rng.integers(1, 4))        # consecutive requests in the same steps
+    for itl in (bulk, one_by_one):
+        itl.add_record(0.25)
+    for run in runs:
+        bulk.add_run(run)
+        for prev, t in zip(run, run[1:]):
+            one_by_one.add_gap(t - prev)
+        for t in run:
+            one_by_one.add_tokens(t, 1)
+    for itl in (bulk, one_by_one):
+        itl.flush()
+    assert (bulk.num_gaps, bulk.num_zero_gaps, bulk.max_gap_s, bulk.min_gap_s) == \
+        (one_by_one.num_gaps, one_by_one.num_zero_gaps, one_by_one.max_gap_s, one_by_one.min_gap_s)
+    assert bulk.num_gaps == sum(len(r) - 1 for r in runs) > 0
+    assert np.array_equal(bulk._hist, one_by_one._hist)
+    assert list(bulk._tokens).count(0) < len(bulk._tokens)
+    assert bulk.max_output_tokens_per_s() == one_by_one.max_output_tokens_per_s()
+    assert sum(bulk._tokens) == sum(one_by_one._tokens) == sum(len(r) for r in runs)
+    assert bulk.describe_itl([50, 99]) == pytest.approx(one_by_one.describe_itl([50, 99]), rel=1e-12)
+
+
 def test_histogram_percentiles_within_stated_resolution():
     rng = np.random.default_rng(7)
     values = rng.lognormal(np.log(0.02), 1.0, 20_000)

@@ -174,8 +174,19 @@ def test_fast_path_is_identical_when_it_forgets_old_step_end_times(monkeypatch, 
 def test_private_blocks_change_nothing(fast_path, router, monkeypatch):
     """Blocks no other request names skip the prefix cache's hashing (twin.workload.sharing): the same
     results, on shared prefixes, multi-turn sessions that quote earlier outputs, and preemptions that look a
-    request's own private blocks up again."""
+    request's own private blocks up again; on the fast path, decodes whose blocks are all private register
+    them when they leave the cohort."""
     import twin.core.kv_cache_manager as kv_module
+    from twin.sim.decode_cohort import DecodeCohort
+
+    joined = {"registering as they fill": 0, "registering on leave": 0}
+    original_join = DecodeCohort.join
+
+    def counting_join(self, req):
+        original_join(self, req)
+        joined["registering on leave" if self.members[req].registers_on_leave else "registering as they fill"] += 1
+
+    monkeypatch.setattr(DecodeCohort, "join", counting_join)
 
     evictions, registered_at_preemption = [], [0]
     original_free = kv_module.KVCacheManager.free
@@ -191,9 +202,12 @@ def test_private_blocks_change_nothing(fast_path, router, monkeypatch):
     exact = _run(MIXED, overrides, fast_path=fast_path, private_blocks=False)
     exact_evictions, evictions[:] = list(evictions), []
     assert registered_at_preemption[0] == 0
+    assert joined["registering on leave"] == 0
     lazy = _run(MIXED, overrides, fast_path=fast_path, private_blocks=True)
     assert exact.num_preemptions > 0 and exact.prefix_cache_hit_tokens > 0
     assert registered_at_preemption[0] > 0
+    if fast_path:
+        assert min(joined.values()) > 0, joined
     _assert_same_results(lazy, exact)
     assert evictions == exact_evictions and max(evictions) > 0
 

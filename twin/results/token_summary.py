@@ -43,8 +43,10 @@ _FLUSH_AT = 1 << 16
 class ItlSummary:
     """Run-wide inter-token gaps and per-second output tokens (see the module docstring).
 
-    Gaps are buffered and folded into the histogram with numpy every ``_FLUSH_AT`` entries. Runs of
-    one-token emissions shared by several requests (the same decode steps) are folded once, weighted."""
+    Gaps are buffered and folded into the histogram with numpy every ``_FLUSH_AT`` entries; so are runs of
+    one-token emissions (a request's decode steps, handed over when it finishes), concatenated, each with
+    its length and weight: a run equal to the one before it (several requests in the same decode steps) is
+    counted once more instead of stored again."""
 
     def __init__(self) -> None:
         self.origin_s: float | None = None      # the run's first arrival: the per-second buckets start there
@@ -60,8 +62,10 @@ class ItlSummary:
         self._gaps = array("d")
         self._weights = array("d")
         self._tokens = array("q")                # output tokens per second since origin_s
-        self._run: array | None = None           # pending run of emission times ...
-        self._run_weight = 0                     # ... and how many requests had it
+        self._run_times = array("d")             # pending runs of emission times, concatenated ...
+        self._run_lens = array("q")              # ... their lengths ...
+        self._run_weights = array("q")           # ... and how many requests had each
+        self._last_run: array | None = None
 
     # ---- recording ------------------------------------------------------------------------------------
     def add_record(self, arrival_s: float) -> None:
@@ -84,37 +88,48 @@ class ItlSummary:
 
     def add_run(self, times_s: array) -> None:
         """One request's one-token emissions at ``times_s``: its gaps within the run and its tokens."""
-        if self._run is not None and (times_s is self._run or times_s == self._run):
-            self._run_weight += 1
+        if self._run_lens and (times_s is self._last_run or times_s == self._last_run):
+            self._run_weights[-1] += 1
             return
-        self._flush_run()
-        self._run, self._run_weight = times_s, 1
+        self._last_run = times_s
+        self._run_times.extend(times_s)
+        self._run_lens.append(len(times_s))
+        self._run_weights.append(1)
+        if len(self._run_times) >= _FLUSH_AT:
+            self._flush_runs()
 
-    def _flush_run(self) -> None:
-        run, w = self._run, self._run_weight
-        if run is None:
+    def _flush_runs(self) -> None:
+        if not self._run_lens:
             return
-        self._run = None
-        times = np.frombuffer(run, np.float64)
+        times = np.frombuffer(self._run_times, np.float64)
+        lens = np.frombuffer(self._run_lens, np.int64)
+        weight_at = np.repeat(np.frombuffer(self._run_weights, np.int64), lens)   # per emission
         secs = np.floor(times - self.origin_s).astype(np.int64)   # as add_tokens buckets them, in bulk
-        first, last = int(secs[0]), int(secs[-1])
+        first, last = int(secs.min()), int(secs.max())
         tokens = self._tokens
         if last >= len(tokens):
             tokens.extend(array("q", [0]) * (max(last + 1, 2 * len(tokens)) - len(tokens)))
         per_sec = np.frombuffer(tokens, np.int64)
-        per_sec[first:last + 1] += np.bincount(secs - first, minlength=last + 1 - first) * w
+        per_sec[first:last + 1] += np.bincount(secs - first, weights=weight_at,
+                                               minlength=last + 1 - first).astype(np.int64)
         del per_sec                    # release the buffer so the array can grow again
-        if len(run) > 1:
-            self._gaps.frombytes(np.diff(times).tobytes())
-            self._weights.extend(array("d", [float(w)]) * (len(run) - 1))
-            if len(self._gaps) >= _FLUSH_AT:
-                self._flush_gaps()
+        within = np.ones(times.size - 1, bool)     # gap i (times[i] to times[i + 1]) stays within a run
+        within[np.cumsum(lens)[:-1] - 1] = False
+        self._fold(np.diff(times)[within], weight_at[1:][within].astype(np.float64))
+        self._run_times = array("d")
+        self._run_lens = array("q")
+        self._run_weights = array("q")
+        self._last_run = None
 
     def _flush_gaps(self) -> None:
         if not self._gaps:
             return
-        g = np.frombuffer(self._gaps, np.float64)
-        w = np.frombuffer(self._weights, np.float64)
+        self._fold(np.frombuffer(self._gaps, np.float64), np.frombuffer(self._weights, np.float64))
+        self._gaps = array("d")
+        self._weights = array("d")
+
+    def _fold(self, g: np.ndarray, w: np.ndarray) -> None:
+        """Gaps ``g`` (seconds), each counted ``w`` times, into the counts, sums and histogram."""
         zero = g <= 0.0
         if zero.any():
             self.num_zero_gaps += int(w[zero].sum())
@@ -130,11 +145,9 @@ class ItlSummary:
             self.min_gap_s = min(self.min_gap_s, float(g.min()))
             bins = np.clip(np.floor(np.log(g / MIN_GAP_S) / _LOG_STEP), 0, _NUM_BINS - 1).astype(np.int64)
             self._hist += np.bincount(bins, weights=w, minlength=_NUM_BINS).astype(np.int64)
-        self._gaps = array("d")
-        self._weights = array("d")
 
     def flush(self) -> None:
-        self._flush_run()
+        self._flush_runs()
         self._flush_gaps()
 
     # ---- reading --------------------------------------------------------------------------------------

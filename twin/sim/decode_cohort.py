@@ -5,7 +5,9 @@ count: computed and output tokens grow by one per step. The cohort records, per 
 at and its counters then, and advances every member with one step counter. A step touches only the members
 something happens to: a block boundary (a new KV block to allocate, a full block to register in the prefix
 cache) and a finish. Members are grouped by their position within a block, so the members at a boundary in
-step ``s`` are one dict lookup away; finishes are filed by step when a member joins.
+step ``s`` are one dict lookup away; finishes are filed by step when a member joins. A member whose blocks
+from here on are all private (``Request.private_from_token``: nobody else can look them up) has the ones it
+fills registered once, when it leaves; others as they fill.
 
 A member's counters and token times are written back to its request and record when it leaves: when it
 finishes, when the client aborts it, when the run stops, and when the replica falls back to the scheduler's
@@ -22,15 +24,17 @@ from twin.core.request import Request
 
 
 class Member:
-    __slots__ = ("request", "computed0", "output0", "join_step", "finish_step", "phase")
+    __slots__ = ("request", "computed0", "output0", "join_step", "finish_step", "phase", "registers_on_leave")
 
-    def __init__(self, request: Request, join_step: int, finish_step: int, phase: int) -> None:
+    def __init__(self, request: Request, join_step: int, finish_step: int, phase: int,
+                 registers_on_leave: bool) -> None:
         self.request = request
         self.computed0 = request.num_computed_tokens
         self.output0 = request.num_output_tokens
         self.join_step = join_step
         self.finish_step = finish_step
         self.phase = phase
+        self.registers_on_leave = registers_on_leave
 
 
 class DecodeCohort:
@@ -44,6 +48,7 @@ class DecodeCohort:
         self.max_model_len = max_model_len
         self.members: dict[Request, Member] = {}          # in running order
         self.by_phase: dict[int, dict[Request, Member]] = {}
+        self.registering_by_phase: dict[int, dict[Request, Member]] = {}   # the members registering as they fill
         self.finishing: dict[int, list[Member]] = {}
         self.step = 0                 # the next step to schedule (cohort-local numbering)
         self.context_base = 0         # sum of (computed0 - join_step): the members' context at step s is this + n s
@@ -71,9 +76,14 @@ class DecodeCohort:
         steps_left = min(stop_at - req.num_output_tokens, self.max_model_len - num_tokens)
         # tokens before step t: num_tokens + t - s; a block fills when that is a multiple of the block size
         phase = (num_tokens - s) % self.block_size
-        member = Member(req, s, s + steps_left - 1, phase)
+        private_from = req.private_from_token
+        registers_on_leave = (private_from is not None and self.kv.enable_caching
+                              and self.kv.num_cached_blocks[req.request_id] >= private_from // self.block_size)
+        member = Member(req, s, s + steps_left - 1, phase, registers_on_leave)
         self.members[req] = member
         self.by_phase.setdefault(phase, {})[req] = member
+        if not registers_on_leave:
+            self.registering_by_phase.setdefault(phase, {})[req] = member
         self.finishing.setdefault(member.finish_step, []).append(member)
         self.context_base += member.computed0 - s
 
@@ -81,6 +91,8 @@ class DecodeCohort:
         req = member.request
         del self.members[req]
         del self.by_phase[member.phase][req]
+        if not member.registers_on_leave:
+            del self.registering_by_phase[member.phase][req]
         self.context_base -= member.computed0 - member.join_step
 
     # ---- one step ---------------------------------------------------------------------------------------------
@@ -97,13 +109,15 @@ class DecodeCohort:
         """Slots for the next ``num_steps`` steps' decodes (nobody joins or finishes in between), as
         ``allocate_slots`` gives them member by member in running order, step by step: a new block to each
         member at a block boundary, in the order the steps would pop them, then each member's blocks filled by
-        the last of these steps registered. (Pops and registrations commute: popping a block only evicts a free
-        block's hash; registrations of distinct requests' blocks commute: their hashes differ.) The caller
-        checked the new blocks against the free queue."""
+        the last of these steps registered (but for members that register theirs when they leave). (Pops and
+        registrations commute: popping a block only evicts a free block's hash; registrations of distinct
+        requests' blocks commute: their hashes differ; a private block held by its request is read by nobody
+        before the request leaves the cohort.) The caller checked the new blocks against the free queue."""
         s0 = self.step
         self.step = s0 + num_steps
         bs = self.block_size
         by_phase = self.by_phase
+        registering_by_phase = self.registering_by_phase
         kv = self.kv
         req_to_blocks = kv.req_to_blocks
         allocating: list[Request] = []
@@ -118,7 +132,7 @@ class DecodeCohort:
             last = s0 + num_steps - 1
             cache_full_blocks = kv._cache_full_blocks
             for s in range(s0, s0 + min(num_steps, bs)):
-                filling = by_phase.get(-s % bs)
+                filling = registering_by_phase.get(-s % bs)
                 if filling:
                     for req, m in filling.items():
                         cache_full_blocks(req, req_to_blocks[req.request_id],
@@ -166,6 +180,10 @@ class DecodeCohort:
         req.num_computed_tokens = m.computed0 + last_scheduled + 1 - m.join_step
         num_done = last_completed + 1 - m.join_step
         req.num_output_tokens = m.output0 + num_done
+        if m.registers_on_leave:
+            kv = self.kv
+            kv._cache_full_blocks(req, kv.req_to_blocks[req.request_id],
+                                  req.num_prompt_tokens + m.output0 + last_scheduled - m.join_step)
         if num_done > 0:
             base = self.end_times_base
             req.client_data.add_emissions(self.end_times_s[m.join_step - base:last_completed + 1 - base])
@@ -188,6 +206,7 @@ class DecodeCohort:
             self._settle(m, self.step - 1, last_completed)
         self.members.clear()
         self.by_phase.clear()
+        self.registering_by_phase.clear()
         self.finishing.clear()
         self.context_base = 0
 
