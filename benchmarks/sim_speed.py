@@ -8,7 +8,7 @@ peak memory (the process's peak resident set, ``ru_maxrss``; with ``--tracemallo
 of one extra, slower run). Target (issue 16): the hour in <= 1 s and <= 1 GB.
 
     python benchmarks/sim_speed.py [--repeats 3] [--variant baseline] [--tracemalloc] [--profile]
-    python benchmarks/sim_speed.py --all    # every figure of issue 16 in one run (~10 minutes here)
+    python benchmarks/sim_speed.py --all    # every figure of issue 16 in one run (~6 minutes here)
     python benchmarks/sim_speed.py --records-check 100000 [--token-times full]
     python benchmarks/sim_speed.py --per-request [--slow-requests 2000] [--fast-requests 10000]
 
@@ -223,6 +223,7 @@ def main() -> int:
         startup.main([])
         return status
     return azure_hour(args.variant, args.repeats, args.tracemalloc, args.profile)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -81,10 +81,14 @@ class ItlSummary:
 
     def add_tokens(self, time_s: float, num_tokens: int) -> None:
         sec = math.floor(time_s - self.origin_s)
+        self._tokens_through(sec)[sec] += num_tokens
+
+    def _tokens_through(self, sec: int) -> array:
+        """The per-second token counts, grown (doubling) to hold second ``sec``."""
         tokens = self._tokens
         if sec >= len(tokens):
             tokens.extend(array("q", [0]) * (max(sec + 1, 2 * len(tokens)) - len(tokens)))
-        tokens[sec] += num_tokens
+        return tokens
 
     def add_run(self, times_s: array) -> None:
         """One request's one-token emissions at ``times_s``: its gaps within the run and its tokens."""
@@ -106,10 +110,7 @@ class ItlSummary:
         weight_at = np.repeat(np.frombuffer(self._run_weights, np.int64), lens)   # per emission
         secs = np.floor(times - self.origin_s).astype(np.int64)   # as add_tokens buckets them, in bulk
         first, last = int(secs.min()), int(secs.max())
-        tokens = self._tokens
-        if last >= len(tokens):
-            tokens.extend(array("q", [0]) * (max(last + 1, 2 * len(tokens)) - len(tokens)))
-        per_sec = np.frombuffer(tokens, np.int64)
+        per_sec = np.frombuffer(self._tokens_through(last), np.int64)
         per_sec[first:last + 1] += np.bincount(secs - first, weights=weight_at,
                                                minlength=last + 1 - first).astype(np.int64)
         del per_sec                    # release the buffer so the array can grow again
