@@ -212,6 +212,23 @@ def test_median_is_numpys_without_importing_numpy_ma(size):
         assert median(x) == np.median(x)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_max_in_flight_is_the_event_sweep_peak(seed):
+    """Against a sweep over every arrival (+1) and completion (-1) in time order, completions first at equal
+    times; times on a coarse grid so that ties (an arrival at another's finish) happen."""
+    from types import SimpleNamespace
+
+    from twin.results.metrics import max_in_flight
+
+    rng = np.random.default_rng(seed)
+    arrival = rng.integers(0, 40, 300) / 4
+    finish = arrival + rng.integers(0, 12, 300) / 4
+    events = sorted([(t, -1) for t in finish] + [(t, 1) for t in arrival])
+    peak = max(np.cumsum([d for _, d in events]))
+    sample = SimpleNamespace(finished=list(range(300)), fin_arrival=arrival, fin_finish=finish)
+    assert max_in_flight(sample) == peak
+
+
 def test_first_emission_of_several_tokens_gives_zeros():
     r = _finished("s", 0.0, [1.0, 2.0], counts=[3, 2])
     arrays = per_request_arrays([r])
