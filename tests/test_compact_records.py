@@ -3,7 +3,6 @@ summary) and records: {steps: aggregate} (per-second step sums), against the ful
 
 from __future__ import annotations
 
-import math
 from array import array
 
 import numpy as np

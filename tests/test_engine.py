@@ -12,7 +12,6 @@ import pytest
 from twin.sim.deployment import make_router, resolve_deployment
 from twin.cost.constant import ConstantCostModel
 import twin.sim.replica as replica_module
-from twin.sim.replica import Replica
 from twin.results.records import ABORTED, FINISHED, INCOMPLETE, REJECTED, STEP_COLUMN_NAMES, RequestRecord
 from twin.scenario import Scenario
 from twin.core.scheduler_config import SchedulerConfig

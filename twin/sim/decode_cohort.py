@@ -180,10 +180,9 @@ class DecodeCohort:
         req.num_computed_tokens = m.computed0 + last_scheduled + 1 - m.join_step
         num_done = last_completed + 1 - m.join_step
         req.num_output_tokens = m.output0 + num_done
-        if m.registers_on_leave:
+        if m.registers_on_leave:   # what the scheduled steps filled: its computed tokens
             kv = self.kv
-            kv._cache_full_blocks(req, kv.req_to_blocks[req.request_id],
-                                  req.num_prompt_tokens + m.output0 + last_scheduled - m.join_step)
+            kv._cache_full_blocks(req, kv.req_to_blocks[req.request_id], req.num_computed_tokens)
         if num_done > 0:
             base = self.end_times_base
             req.client_data.add_emissions(self.end_times_s[m.join_step - base:last_completed + 1 - base])
