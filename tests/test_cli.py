@@ -247,3 +247,30 @@ def test_variant_json_path():
 
     assert variant_json_path("d/out.json", "wide") == Path("d/out.wide.json")
     assert variant_json_path("out", "a/b c") == Path("out.a_b_c.json")
+
+
+def test_every_command_is_listed_and_found_by_name():
+    """The commands in their own modules are imported when named; each name finds the command it says."""
+    from twin.cli.main import LAZY_COMMANDS
+
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for name in ["run", "compare", "list", *LAZY_COMMANDS]:
+        assert f"  {name} " in result.output, name
+    with main.make_context("twin", ["list"]) as ctx:
+        for name in LAZY_COMMANDS:
+            assert main.get_command(ctx, name).name == name
+    assert invoke("plan", "--help").exit_code == 0
+
+
+def test_a_run_imports_neither_the_other_commands_nor_the_progress_bar(tmp_path):
+    """`twin run` without a terminal (no progress bar) leaves plan's, sweep's, calibrate's and rich.progress's
+    imports out of its start-up."""
+    scenario = write(tmp_path, "s.yaml", GOOD)
+    code = ("import sys; from twin.cli.main import main; sys.argv = ['twin', 'run', sys.argv[1]]\n"
+            "try:\n    main()\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
+            "print('LOADED', sorted(m for m in ('twin.cli.plan', 'twin.cli.sweep', 'twin.cli.calibrate', "
+            "'twin.cli.protocol', 'twin.cli.validate', 'rich.progress') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, scenario], capture_output=True, text=True, check=True,
+                         stdin=subprocess.DEVNULL)
+    assert "LOADED []" in out.stdout, out.stdout[-500:]

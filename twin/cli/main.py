@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
-import click
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+# pydantic looks for plugins by reading the entry points of every installed distribution when it builds its first
+# model (~50 ms of each start-up); the twin uses none. An explicit setting of the user's is kept.
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+import click  # noqa: E402
+from rich.markup import escape  # noqa: E402
+from rich.table import Table  # noqa: E402
 
 from twin.errors import TwinInputError
 
@@ -31,9 +36,30 @@ def _say_warning(message: Any, category: Any, filename: str, lineno: int, file: 
                       soft_wrap=True)
 
 
+# the other commands live in their own modules, imported when named (or listed by --help): a `twin run` does not
+# pay for plan's, sweep's and calibrate's imports
+LAZY_COMMANDS = {
+    "calibrate": "twin.cli.calibrate:calibrate",
+    "validate": "twin.cli.validate:validate",
+    "plan": "twin.cli.plan:plan",
+    "sweep": "twin.cli.sweep:sweep",
+    "protocol": "twin.cli.protocol:protocol",
+    "diagnose": "twin.cli.protocol:diagnose",
+}
+
+
 class TwinGroup(click.Group):
     """Bad input becomes one line on stderr and exit status 2, never a traceback: the twin's own input errors
     and click's usage errors (unknown option, a value of the wrong type) alike."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            module, attr = LAZY_COMMANDS[cmd_name].split(":")
+            self.add_command(getattr(importlib.import_module(module), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -72,9 +98,30 @@ def main() -> None:
     behaviour of a vLLM-style server before a change reaches production."""
 
 
-def _progress(enabled: bool) -> Progress:
+class _NoProgress:
+    """The calls the run loop makes on a progress bar, doing nothing: rich.progress and its imports (~30 ms of a
+    start-up) are only loaded when a bar is shown."""
+
+    def __enter__(self) -> "_NoProgress":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        return None
+
+    def add_task(self, description: str, total: float) -> int:
+        return 0
+
+    def update(self, task_id: int, completed: float) -> None:
+        return None
+
+
+def _progress(enabled: bool) -> Any:
+    if not enabled:
+        return _NoProgress()
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                    TimeElapsedColumn(), console=err_console, disable=not enabled, transient=True)
+                    TimeElapsedColumn(), console=err_console, transient=True)
 
 
 def _run_variants(scenario_path: str, variants: list[str], sets: tuple[str, ...], seed: int | None,
@@ -276,17 +323,6 @@ def list_cmd(what: str) -> None:
                           f"{m.num_attention_heads}/{m.num_key_value_heads}",
                           f"{m.kv_bytes_per_token('bf16') / 1024:.0f}", str(m.max_position_embeddings))
         console.print(table)
-
-
-# the other commands live in their own modules
-from twin.cli.calibrate import calibrate  # noqa: E402
-from twin.cli.plan import plan  # noqa: E402
-from twin.cli.protocol import diagnose, protocol  # noqa: E402
-from twin.cli.sweep import sweep  # noqa: E402
-from twin.cli.validate import validate  # noqa: E402
-
-for _command in (calibrate, validate, plan, sweep, protocol, diagnose):
-    main.add_command(_command)
 
 
 if __name__ == "__main__":
