@@ -212,6 +212,18 @@ def test_multi_turn_num_requests_is_exact_prefix():
     assert small == large[:300]
 
 
+@pytest.mark.parametrize("arrivals", [{"process": "poisson", "rate_per_s": 8}, {"process": "poisson", "rate_per_s": "inf"}])
+def test_single_turn_num_requests_is_exact_prefix(arrivals):
+    """Single-turn requests stop being drawn at num_requests (no chunk's worth of extra draws): the first ones
+    of a longer workload, whatever the count, and across an arrival chunk's end."""
+    classes = [agent(0.7), agent(0.3, name="other")]
+    large = build_workload(workload(classes=classes, arrivals=arrivals, duration_s=None, num_requests=5000), seed=3)
+    for n in (1, 7, 4096, 4097):
+        small = build_workload(workload(classes=classes, arrivals=arrivals, duration_s=None, num_requests=n), seed=3)
+        check_well_formed(small)
+        assert small == large[:n], n
+
+
 def test_empirical_lengths(tmp_path):
     p = tmp_path / "lens.csv"
     p.write_text("a,b\n" + "".join(f"{v},{v * 2}\n" for v in (10, 20, 30)))

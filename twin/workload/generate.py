@@ -87,6 +87,10 @@ def _open_loop(cfg: WorkloadConfig, seed: int, base_dir) -> list[RequestSpec]:
             inside = chunk < limit_t
             if not inside.all():
                 chunk, done = chunk[inside], True
+        if limit_n is not None and not any_multi:
+            # single-turn requests are kept in the order drawn (the chunks do not decrease): none past the
+            # limit is needed, and drawing its class would cost a chunk's worth of draws for a short workload
+            chunk = chunk[:limit_n - len(arrival)]
         for t in chunk.tolist():
             c = int(choose.take())
             src = sources[c]
