@@ -262,3 +262,30 @@ def test_decode_step_times_are_bit_identical_to_the_scalar_sums(model, gpu, tp):
         scalar = [cm.step_time_from_sums(n_seqs, n_seqs, int(c), 0, n_seqs, 0) for c in contexts]
         ns = np.full(len(contexts), n_seqs)
         assert cm.step_times_s(ns, ns, ns, contexts, contexts + n_seqs).tolist() == scalar
+
+
+@pytest.mark.parametrize("model, gpu, tp", [("llama-3.1-8b", "H100-SXM", 1), ("llama-3.1-70b", "H100-SXM", 4),
+                                            ("mixtral-8x7b", "H100-SXM", 2), ("tiny-llama", "CPU", 1)])
+def test_a_decode_run_costs_each_step_as_the_scalar_sums(model, gpu, tp):
+    """The cohort's runs cost consecutive pure-decode steps in one call: each step bit-identical to its sums."""
+    cm = RooflineCostModel(model, gpu, tensor_parallel_size=tp)
+    for n_seqs, context in ((1, 0), (7, 3_000), (64, 250_000), (512, 4_000_000)):
+        run = cm.decode_step_times_s(n_seqs, context, 40)
+        assert run == [cm.step_time_from_sums(n_seqs, n_seqs, context + i * n_seqs, 0, n_seqs, 0)
+                       for i in range(40)]
+    assert cm.decode_step_times_s(3, 100, 0) == []
+
+
+def test_a_decode_run_takes_the_larger_of_attention_and_kv_read_either_way():
+    """Which of the two terms wins depends on the model (attention FLOPs against KV bytes per token); with
+    either coefficient the larger one, the run's steps equal the scalar sums."""
+    cm = RooflineCostModel("llama-3.1-8b", "H100-SXM")
+    for k_attn in (cm._k_kv * 0.5, cm._k_kv, cm._k_kv * 3.0):
+        cm._k_attn = k_attn
+        run = cm.decode_step_times_s(9, 12_345, 30)
+        assert run == [cm.step_time_from_sums(9, 9, 12_345 + i * 9, 0, 9, 0) for i in range(30)]
+
+
+def test_constant_model_decode_run():
+    cm = ConstantCostModel(0.01, per_token_s=1e-4, per_seq_s=2e-4)
+    assert cm.decode_step_times_s(5, 1_000, 3) == [cm.step_time_from_sums(5, 5, 1_000, 0, 5, 0)] * 3

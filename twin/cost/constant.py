@@ -27,6 +27,10 @@ class ConstantCostModel:
         """``step_time_s`` from the step's sums (see ``RooflineCostModel.step_time_from_sums``)."""
         return self.step_s + self.per_token_s * tokens + self.per_seq_s * n_seqs
 
+    def decode_step_times_s(self, n_seqs: int, context: int, num_steps: int) -> list[float]:
+        """``step_time_from_sums`` of ``num_steps`` consecutive pure-decode steps of ``n_seqs`` sequences."""
+        return [self.step_time_from_sums(n_seqs, n_seqs, context, 0, n_seqs, 0)] * num_steps
+
     def explain(self, step: StepShape) -> dict[str, float]:
         return {
             "step_s": self.step_s,

@@ -202,6 +202,25 @@ class RooflineCostModel:
         return (linear + attention + self._k_kv * tokens + (self._t_allreduce + self._k_allreduce * tokens)
                 + (self._t_step + self._k_seq * n_seqs + self._k_tok * tokens))
 
+    def decode_step_times_s(self, n_seqs: int, context: int, num_steps: int) -> list[float]:
+        """``step_time_from_sums`` of ``num_steps`` consecutive pure-decode steps of ``n_seqs`` sequences (one new
+        token each, no drafts), the first after ``context`` computed tokens, each adding ``n_seqs``: bit-identical,
+        with the terms that do not change from step to step computed once. (The larger of the attention and KV
+        read terms is the one with the larger coefficient at every step: rounding a product is monotone.)"""
+        if not n_seqs:
+            return [0.0] * num_steps
+        linear = self._k_linear * n_seqs + self._t_gemm_knee + self._k_lm_head * n_seqs
+        t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(n_seqs)
+        if linear < t_weights:
+            linear = t_weights
+        k_pairs = self._k_attn if self._k_attn > self._k_kv else self._k_kv   # per (context + new) token
+        kv_write = self._k_kv * n_seqs
+        allreduce = self._t_allreduce + self._k_allreduce * n_seqs
+        overhead = self._t_step + self._k_seq * n_seqs + self._k_tok * n_seqs
+        first = context + n_seqs
+        return [linear + k_pairs * pairs + kv_write + allreduce + overhead
+                for pairs in range(first, first + n_seqs * num_steps, n_seqs)]
+
     def step_times_s(self, tokens, seqs, logits, context, pairs):
         """``step_time_s`` for many steps at once, from their aggregates (numpy arrays, one entry per step):
         scheduled tokens, sequences, logit positions (sequences + draft tokens), context tokens computed before

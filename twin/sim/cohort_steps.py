@@ -17,6 +17,8 @@ SimPy would have formed step by step.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
+from itertools import accumulate, cycle, islice
 from operator import mul
 
 from twin.core.request import Request, RequestStatus
@@ -36,6 +38,7 @@ def cohort_steps(replica):
         cohort.join(req)
     cost = replica.cost_model
     from_sums = getattr(cost, "step_time_from_sums", None)
+    decode_step_times = getattr(cost, "decode_step_times_s", None)
     budget = sched.config.max_num_batched_tokens
     steps_append = replica.steps.append
     index = replica.index
@@ -48,8 +51,9 @@ def cohort_steps(replica):
             n_dec = len(cohort)
             if (not n_dec and not waiting) or n_dec > budget or cohort.num_new_blocks() > free_queue.num_free_blocks:
                 break
-            if not waiting and not replica._deferred and from_sums is not None and cohort.step not in finishing:
-                t, unyielded = yield from _decode_steps(replica, cohort, from_sums, t, unyielded)
+            if (not waiting and not replica._deferred and decode_step_times is not None
+                    and cohort.step not in finishing):
+                t, unyielded = yield from _decode_steps(replica, cohort, decode_step_times, t, unyielded)
                 continue
             # schedule: the decodes, then admissions
             context = cohort.context()
@@ -131,39 +135,38 @@ def cohort_steps(replica):
         cohort.settle_all(replica._in_step)
 
 
-def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded: list[float]):
+def _decode_steps(replica, cohort: DecodeCohort, step_times, t: float, unyielded: list[float]):
     """One run of steps of the cohort alone (nobody waiting): up to the step before the first that a member
     finishes in (or through it, when a finish now wakes nobody: the finishes are then settled without
     yielding), as many as the free blocks cover, up to the first that ends at or after the next event on the
-    clock (run to its end, SimPy caught up). The steps are costed one by one (the same sums as the scheduled
-    path: bit-identical), their blocks popped in step order in one go, their rows appended together. Returns
-    the local clock and the durations not yet yielded."""
+    clock (run to its end, SimPy caught up). The steps are costed in one call (the cost model's
+    ``decode_step_times_s``, bit-identical to the scheduled path's sums), their blocks popped in step order in
+    one go, their rows appended together. Returns the local clock and the durations not yet yielded."""
     sched = replica.scheduler
     pool = sched.kv_cache_manager.block_pool
     if sched._rejected_unreported:
         sched._rejected_unreported = []
     horizon = replica.env.peek()
     max_steps = min(cohort.finishing) - cohort.step + (not replica.finish_wakes_anyone())
-    dts, ends, usages = _plan_decode_run(cohort, from_sums, t, horizon, pool.free_block_queue.num_free_blocks,
-                                         pool.num_usable_blocks, max_steps)
+    dts, times, usages = _plan_decode_run(cohort, step_times, t, horizon, pool.free_block_queue.num_free_blocks,
+                                          pool.num_usable_blocks, max_steps)
     k = len(dts)
     cohort.schedule(k)
     sched.step_index += k
-    starts = [t]
-    starts += ends[:-1]
-    t = ends[-1]
+    t = times[-1]
     steps, index, n = replica.steps, replica.index, len(cohort)
     if k > 1:
-        cohort.complete_run(ends[:-1])
+        cohort.complete_run(times[1:-1])
     if t >= horizon:   # the last step is running while SimPy catches up; the ones before it are done
         if k > 1:
-            steps.append_decode_run(starts[:-1], dts[:-1], n, usages[:-1], index)
+            steps.append_decode_run(times[:-2], dts[:-1], n, usages[:-1], index)
         yield from _in_step_until(replica, t, unyielded + dts[:-1], dts[-1])
         unyielded = []
-        steps.append_decode_run(starts[-1:], dts[-1:], n, usages[-1:], index)
+        steps.append_decode_run(times[-2:-1], dts[-1:], n, usages[-1:], index)
     else:
         unyielded += dts
-        steps.append_decode_run(starts, dts, n, usages, index)
+        del times[-1]
+        steps.append_decode_run(times, dts, n, usages, index)
     finished = cohort.complete(t)
     if finished:
         _release(sched, finished)
@@ -172,36 +175,32 @@ def _decode_steps(replica, cohort: DecodeCohort, from_sums, t: float, unyielded:
     return t, unyielded
 
 
-def _plan_decode_run(cohort: DecodeCohort, from_sums, t: float, horizon: float, num_free_blocks: int,
+def _plan_decode_run(cohort: DecodeCohort, step_times, t: float, horizon: float, num_free_blocks: int,
                      num_usable_blocks: int, max_steps: int) -> tuple[list[float], list[float], list[float]]:
-    """Durations, end times and KV usage after scheduling of the cohort's next decode steps (at least one:
-    the caller checked that the free blocks cover it), up to ``max_steps``, as many as ``num_free_blocks``
-    cover, up to the first that ends at or after ``horizon``."""
+    """Durations, times (the run's start, then each step's end) and KV usage after scheduling of the cohort's
+    next decode steps (at least one: the caller checked that the free blocks cover it), up to ``max_steps``, as
+    many as ``num_free_blocks`` cover, up to the first that ends at or after ``horizon``. The clock is summed
+    left to right, as SimPy sums it."""
     n = len(cohort)
     context = cohort.context()
+    if horizon != math.inf:   # steps enough to reach it (none is shorter than the first; a run may end early)
+        first_dt = step_times(n, context, 1)[0]
+        if first_dt > 0:
+            max_steps = min(max_steps, max(1, int((horizon - t) / first_dt) + 2))
+    # new blocks per step: the members whose last block is full before it, by phase (one cycle of phases)
+    bs = cohort.block_size
     by_phase = cohort.by_phase
-    last_phase = cohort.block_size - 1
-    phase = (1 - cohort.step) % cohort.block_size   # members whose last block is full before the step
-    used = 0
-    dts: list[float] = []
-    ends: list[float] = []
-    usages: list[float] = []
-    for _ in range(max_steps):
-        allocating = by_phase.get(phase)
-        if allocating:
-            used += len(allocating)
-            if used > num_free_blocks:
-                break
-        phase = phase - 1 if phase else last_phase
-        dt = from_sums(n, n, context, 0, n, 0)
-        context += n
-        t += dt
-        dts.append(dt)
-        ends.append(t)
-        usages.append(1.0 - (num_free_blocks - used) / num_usable_blocks)
-        if t >= horizon:
-            break
-    return dts, ends, usages
+    s0 = cohort.step
+    per_step = [len(by_phase.get((1 - s) % bs, ())) for s in range(s0, s0 + min(max_steps, bs))]
+    used = list(accumulate(islice(cycle(per_step), max_steps)))
+    k = bisect_right(used, num_free_blocks)
+    dts = step_times(n, context, k)
+    times = list(accumulate(dts, initial=t))
+    first_past = bisect_left(times, horizon, 1)
+    if first_past < k:
+        k = first_past
+        del dts[k:], times[k + 1:]
+    return dts, times, [1.0 - (num_free_blocks - u) / num_usable_blocks for u in used[:k]]
 
 
 def _release(sched, finished: list[Request]) -> None:

@@ -92,7 +92,10 @@ class DecodeCohort:
         del self.members[req]
         del self.by_phase[member.phase][req]
         if not member.registers_on_leave:
-            del self.registering_by_phase[member.phase][req]
+            group = self.registering_by_phase[member.phase]
+            del group[req]
+            if not group:   # empty: a run whose members all register on leave skips the registration pass
+                del self.registering_by_phase[member.phase]
         self.context_base -= member.computed0 - member.join_step
 
     # ---- one step ---------------------------------------------------------------------------------------------
@@ -128,7 +131,7 @@ class DecodeCohort:
         if allocating:
             for req, block in zip(allocating, kv.block_pool.get_new_blocks(len(allocating))):
                 req_to_blocks[req.request_id].append(block)
-        if kv.enable_caching:
+        if registering_by_phase and kv.enable_caching:
             last = s0 + num_steps - 1
             cache_full_blocks = kv._cache_full_blocks
             for s in range(s0, s0 + min(num_steps, bs)):
