@@ -211,6 +211,47 @@ def test_private_blocks_change_nothing(fast_path, router, monkeypatch):
     assert evictions == exact_evictions and max(evictions) > 0
 
 
+@pytest.mark.parametrize("fast_path", [False, True], ids=["step-by-step", "fast-path"])
+@pytest.mark.parametrize("deployment", [{"router": "round_robin"}, {"replicas": 1, "router": "kv_cache_aware"}],
+                         ids=["two-replicas-round-robin", "one-replica-kv-cache-aware"])
+@pytest.mark.parametrize("rate_per_s", [10, 3000], ids=["spaced", "burst"])
+def test_one_event_arrivals_change_nothing(fast_path, deployment, rate_per_s, monkeypatch):
+    """Open-loop requests handed over at the end of their request path (jittered) without an event at their
+    arrival: the same results as with one (shared prefixes, multi-turn sessions, preemption; in a burst,
+    requests overtake each other on the path), with fewer SimPy events."""
+    import simpy
+
+    events = [0]
+    original_step = simpy.Environment.step
+
+    def counting_step(self):
+        events[0] += 1
+        original_step(self)
+
+    monkeypatch.setattr(simpy.Environment, "step", counting_step)
+    handed_over = []
+    original_submit = replica_module.Replica.submit
+
+    def logging_submit(self, request):
+        handed_over.append(request.arrival_time_s)
+        original_submit(self, request)
+
+    monkeypatch.setattr(replica_module.Replica, "submit", logging_submit)
+    overrides = {"deployment": deployment,
+                 "workload": {"arrivals": {"process": "poisson", "rate_per_s": rate_per_s}}}
+    two = _run(MIXED, overrides, fast_path=fast_path, one_event_arrivals=False)
+    two_events, events[0] = events[0], 0
+    two_order, handed_over[:] = list(handed_over), []
+    one = _run(MIXED, overrides, fast_path=fast_path, one_event_arrivals=True)
+    assert two.num_preemptions > 0 and two.prefix_cache_hit_tokens > 0
+    assert handed_over == two_order
+    if rate_per_s > 1000:
+        assert two_order != sorted(two_order)
+    # one event less per request (but the first: it arrives at t = 0, when arrivals start)
+    assert events[0] <= two_events - (len(two.requests) - 1), (events[0], two_events)
+    _assert_same_results(one, two)
+
+
 class _ListsOnlyCost:
     """A cost model that reads each step's per-sequence lists (no ``step_time_from_sums``)."""
 

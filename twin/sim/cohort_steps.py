@@ -23,6 +23,7 @@ from operator import mul
 
 from twin.core.request import Request, RequestStatus
 from twin.core.scheduler_output import SchedulerOutput
+from twin.sim.clock import delay_landing_on
 from twin.sim.decode_cohort import DecodeCohort
 
 
@@ -229,14 +230,10 @@ def _clock_to(env, end: float, earlier_dts: list[float], last_dt: float | None):
     """Yield until the SimPy clock reads ``end``: the clock plus ``earlier_dts`` then ``last_dt`` summed left to
     right, as one timeout per step would leave it. One timeout whose delay lands exactly on ``end``; should
     rounding make that impossible, one timeout per step."""
-    start = env.now
-    delay = end - start
-    for _ in range(4):
-        reached = start + delay
-        if reached == end:
-            yield env.timeout(delay)
-            return
-        delay = math.nextafter(delay, math.inf if reached < end else -math.inf)
+    delay = delay_landing_on(env.now, end)
+    if delay is not None:
+        yield env.timeout(delay)
+        return
     for dt in earlier_dts:
         yield env.timeout(dt)
     if last_dt is not None:

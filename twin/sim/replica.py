@@ -241,6 +241,8 @@ class Router(Protocol):
 
 
 class RoundRobinRouter:
+    reads_replica_state = False   # routes the same whenever it is asked (see simulate's one-event arrivals)
+
     def __init__(self) -> None:
         self._next = 0
 

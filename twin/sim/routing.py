@@ -84,6 +84,7 @@ class RoundRobinRouter:
     weight to its credit and takes the largest credit, minus the total weight."""
 
     name = "round_robin"
+    reads_replica_state = False   # routes the same whenever it is asked (see simulate's one-event arrivals)
 
     def __init__(self, weights: Sequence[float] | None = None) -> None:
         self.weights = _check_weights(weights)

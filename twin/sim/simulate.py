@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -9,6 +10,7 @@ from typing import Protocol
 import simpy
 
 from twin.cost.base import CostModel
+from twin.sim.clock import delay_landing_on
 from twin.sim.request_path import PathDraws
 from twin.sim.replica import Replica, Router, RoundRobinRouter, Speculator
 from twin.results.token_summary import record_factory
@@ -46,6 +48,7 @@ def simulate(
     token_times: str = "full",
     steps_mode: str = "full",
     private_blocks: bool = True,
+    one_event_arrivals: bool = True,
 ) -> SimResult:
     """Replay ``traffic`` through ``num_replicas`` replicas until every request is done (or ``max_time_s``).
 
@@ -57,6 +60,8 @@ def simulate(
     (``twin.results.step_summary``; ``records.steps``).
     ``private_blocks`` lets the prefix cache skip hashing blocks no other request of an open-loop ``traffic``
     can name (``twin.workload.sharing``); results are the same either way.
+    ``one_event_arrivals`` lets open-loop requests that nothing but the request path awaits at their arrival
+    (``open_loop_at_hand_over``) cost one SimPy event instead of two; results are the same either way.
     """
     new_record = record_factory(token_times)
     wall_start = time.perf_counter()
@@ -154,6 +159,38 @@ def simulate(
                 yield env.timeout(delay)
             dispatch(spec)
 
+    def open_loop_at_hand_over(specs: Sequence[RequestSpec]):
+        """``open_loop`` with one event per request instead of two, where nothing happens at an arrival but
+        the start of the request's trip down the request path (a router that reads no replica state, no client
+        timeout, no time cut). Requests are made, routed and drawn their path delay in arrival order, at the
+        times ``open_loop`` would have woken (followed here without waking), and handed over at exactly
+        the times its path timeouts would end, so every result is the same; each event less is a replica's run
+        of decode steps that need not end."""
+        pending: list[tuple[float, int, Request, Replica]] = []   # by hand-over time, then arrival order
+        arrived_s = env.now       # where open_loop's clock would stand
+        i, n = 0, len(specs)
+        while i < n or pending:
+            # every request arrived by the earliest hand-over pending could be handed over before it
+            while i < n and (not pending or specs[i].arrival_s <= pending[0][0]):
+                spec = specs[i]
+                delay = spec.arrival_s - arrived_s
+                if delay > 0:
+                    arrived_s = arrived_s + delay
+                request = spec.make_request(
+                    private_from_token=sharing.private_from_token(spec) if sharing else None)
+                records.append(new_record(request))
+                replica = replicas[router.route(request, replicas)]
+                path_s = replica.request_path_s
+                if jitter_draws is not None:
+                    path_s += replica.request_path_jitter_s * jitter_draws.next()
+                heapq.heappush(pending, (arrived_s + path_s if path_s > 0 else arrived_s, i, request, replica))
+                i += 1
+            hand_over_s, _, request, replica = heapq.heappop(pending)
+            if hand_over_s > env.now:
+                delay = delay_landing_on(env.now, hand_over_s)
+                yield env.timeout(hand_over_s - env.now if delay is None else delay)
+            replica.submit(request)
+
     def user(index: int):
         while True:
             spec = traffic.next_request(index, env.now)
@@ -171,6 +208,10 @@ def simulate(
 
     if closed:
         drivers = [env.process(user(u)) for u in range(traffic.concurrency)]
+    elif (one_event_arrivals and max_time_s is None
+          and (num_replicas == 1 or not getattr(router, "reads_replica_state", True))
+          and all(spec.timeout_s is None for spec in traffic)):
+        drivers = [env.process(open_loop_at_hand_over(traffic))]
     else:
         drivers = [env.process(open_loop(traffic))]
 
