@@ -212,7 +212,8 @@ def test_multi_turn_num_requests_is_exact_prefix():
     assert small == large[:300]
 
 
-@pytest.mark.parametrize("arrivals", [{"process": "poisson", "rate_per_s": 8}, {"process": "poisson", "rate_per_s": "inf"}])
+@pytest.mark.parametrize("arrivals", [{"process": "poisson", "rate_per_s": 8},
+                                      {"process": "poisson", "rate_per_s": "inf"}])
 def test_single_turn_num_requests_is_exact_prefix(arrivals):
     """Single-turn requests stop being drawn at num_requests (no chunk's worth of extra draws): the first ones
     of a longer workload, whatever the count, and across an arrival chunk's end."""

@@ -187,8 +187,8 @@ def simulate(
                 i += 1
             hand_over_s, _, request, replica = heapq.heappop(pending)
             if hand_over_s > env.now:
-                delay = delay_landing_on(env.now, hand_over_s)
-                yield env.timeout(hand_over_s - env.now if delay is None else delay)
+                landing = delay_landing_on(env.now, hand_over_s)
+                yield env.timeout(hand_over_s - env.now if landing is None else landing)
             replica.submit(request)
 
     def user(index: int):
