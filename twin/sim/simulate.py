@@ -100,13 +100,19 @@ def simulate(
         for i in range(num_replicas)
     ]
 
-    def submit_after_request_path(request: Request) -> None:
-        """Hand a request to its replica once it has crossed the server's request path (HTTP, tokenisation,
-        hand-off to the engine core: the cost model's ``request_path_s``); its arrival time stays the client's."""
+    def route_and_draw_path(request: Request) -> tuple[Replica, float]:
+        """The request's replica and its time down the server's request path (HTTP, tokenisation, hand-off to
+        the engine core: the cost model's ``request_path_s`` and its random part), drawn in dispatch order."""
         replica = replicas[router.route(request, replicas)]
         delay = replica.request_path_s
         if jitter_draws is not None:
             delay += replica.request_path_jitter_s * jitter_draws.next()
+        return replica, delay
+
+    def submit_after_request_path(request: Request) -> None:
+        """Hand a request to its replica once it has crossed the request path; its arrival time stays the
+        client's."""
+        replica, delay = route_and_draw_path(request)
         if delay <= 0:
             replica.submit(request)
             return
@@ -145,9 +151,14 @@ def simulate(
 
     sharing = SegmentSharing(traffic) if private_blocks and not closed else None
 
-    def dispatch(spec: RequestSpec) -> Request:
+    def make_request(spec: RequestSpec) -> Request:
+        """The request of an open-loop spec, with its record."""
         request = spec.make_request(private_from_token=sharing.private_from_token(spec) if sharing else None)
         records.append(new_record(request))
+        return request
+
+    def dispatch(spec: RequestSpec) -> Request:
+        request = make_request(spec)
         start_timeout(request, spec.timeout_s)
         submit_after_request_path(request)
         return request
@@ -176,13 +187,8 @@ def simulate(
                 delay = spec.arrival_s - arrived_s
                 if delay > 0:
                     arrived_s = arrived_s + delay
-                request = spec.make_request(
-                    private_from_token=sharing.private_from_token(spec) if sharing else None)
-                records.append(new_record(request))
-                replica = replicas[router.route(request, replicas)]
-                path_s = replica.request_path_s
-                if jitter_draws is not None:
-                    path_s += replica.request_path_jitter_s * jitter_draws.next()
+                request = make_request(spec)
+                replica, path_s = route_and_draw_path(request)
                 heapq.heappush(pending, (arrived_s + path_s if path_s > 0 else arrived_s, i, request, replica))
                 i += 1
             hand_over_s, _, request, replica = heapq.heappop(pending)
