@@ -11,7 +11,7 @@ from scipy import stats
 
 from twin.errors import TwinInputError
 from twin.results.metric_keys import BENCH_SERVE_SCALAR_KEYS
-from twin.results.metrics import compute_metrics, describe, median
+from twin.results.metrics import compute_metrics, describe
 from twin.results.per_request import per_request_arrays
 from twin.results.replications import replicate_summary
 from twin.results.slo import parse_slo
@@ -203,13 +203,6 @@ def test_percentile_convention_matches_numpy_linear():
         key = f"p{p:g}_ttft_ms"
         assert d[key] == np.percentile(x, p) * 1000
         assert d[key] == pytest.approx(np.quantile(x, p / 100, method="linear") * 1000)
-
-
-@pytest.mark.parametrize("size", [1, 2, 3, 4, 1000, 1001])
-def test_median_is_numpys_without_importing_numpy_ma(size):
-    rng = np.random.default_rng(size)
-    for x in (rng.lognormal(size=size), rng.integers(0, 3, size) * 0.1):   # ties too
-        assert median(x) == np.median(x)
 
 
 @pytest.mark.parametrize("seed", range(5))

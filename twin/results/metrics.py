@@ -66,17 +66,6 @@ from twin.results.token_summary import summary_covers
 # --------------------------------------------------------------------------------------------------------
 # statistics
 # --------------------------------------------------------------------------------------------------------
-def median(values: np.ndarray) -> float:
-    """``np.median`` of a non-empty 1-d array without NaNs, computed as numpy computes it (the middle element,
-    or the mean of the two middle ones) but without its NaN check, which imports ``numpy.ma`` (~25 ms of a
-    one-request ``twin run``)."""
-    k = values.size // 2
-    if values.size % 2:
-        return float(np.partition(values, k)[k])
-    middle = np.partition(values, (k - 1, k))
-    return float((middle[k - 1] + middle[k]) / 2)
-
-
 def describe(values_s: np.ndarray, metric: str, percentiles: Sequence[float] = PERCENTILES) -> dict:
     """mean/median/std/percentiles of ``values_s`` (seconds) in ms under vLLM's key names.
 
@@ -86,7 +75,7 @@ def describe(values_s: np.ndarray, metric: str, percentiles: Sequence[float] = P
         return dict.fromkeys(keys)
     out = {
         f"mean_{metric}_ms": float(np.mean(values_s)) * 1000,
-        f"median_{metric}_ms": median(values_s) * 1000,
+        f"median_{metric}_ms": float(np.median(values_s)) * 1000,
         f"std_{metric}_ms": float(np.std(values_s)) * 1000,
     }
     if percentiles:
