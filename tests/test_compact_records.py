@@ -198,3 +198,40 @@ def test_bad_steps_mode_in_api_is_one_line_error():
 
     with pytest.raises(TwinInputError, match="records.steps = 'rows': must be one of full, aggregate"):
         new_step_log("rows")
+
+
+def test_decode_runs_read_as_their_rows_appended_one_by_one():
+    """Decode runs keep only their per-step columns until a column is read; read between appends, extended
+    and rebuilt per replica, every column equals the same rows appended one at a time."""
+    from twin.results.records import STEP_COLUMN_NAMES, StepRecords
+
+    rng = np.random.default_rng(3)
+    lazy, eager = StepRecords(), StepRecords()
+    row = 0
+    for i in range(60):
+        if rng.random() < 0.5:
+            k = int(rng.integers(0, 5))       # a run of 0 steps adds nothing
+            n, rep = int(rng.integers(1, 9)), int(rng.integers(0, 3))
+            start = [float(row + j) for j in range(k)]
+            dur = [0.5 + j for j in range(k)]
+            usage = [0.01 * (row + j) for j in range(k)]
+            lazy.append_decode_run(start, dur, n, usage, rep)
+            for j in range(k):
+                eager.append(start[j], dur[j], n, 0, n, n, 0, n, 0, 0, 0, n, usage[j], rep, 0.0)
+            row += k
+        else:
+            args = (float(row), 0.25, *(int(v) for v in rng.integers(1, 50, size=10)), 0.5,
+                    int(rng.integers(0, 3)), 0.125)
+            lazy.append(*args)
+            eager.append(*args)
+            row += 1
+        if i % 17 == 16:                        # a read in between writes the pending runs
+            assert np.array_equal(lazy.column("num_running"), eager.column("num_running"))
+    assert len(lazy) == len(eager) == row
+    for name in STEP_COLUMN_NAMES:
+        assert np.array_equal(lazy.column(name), eager.column(name)), name
+        assert lazy.column(name).dtype == eager.column(name).dtype
+    both = StepRecords.concat([eager, lazy])
+    assert np.array_equal(both.column("num_seqs"), np.tile(eager.column("num_seqs"), 2))
+    rebuilt = StepRecords.from_columns({name: lazy.column(name) for name in STEP_COLUMN_NAMES})
+    assert all(np.array_equal(rebuilt.column(n), eager.column(n)) for n in STEP_COLUMN_NAMES)

@@ -131,62 +131,93 @@ STEP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("draft_s", "d"),
 )
 STEP_COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in STEP_COLUMNS)
+_PER_STEP_COLUMNS = frozenset(("start_s", "duration_s", "kv_usage"))
+# in a run of pure decode steps of n sequences these are n; the other columns but the replica are 0
+_DECODE_RUN_SEQS_COLUMNS = frozenset(("num_seqs", "num_decode_seqs", "num_new_tokens", "num_decode_tokens",
+                                      "num_running"))
 
 
 class StepRecords:
-    """Columnar per-step log: one ``array.array`` per column, appended once per engine step.
+    """Columnar per-step log: one ``array.array`` per column, appended once per engine step; read it with
+    ``column``.
 
     ``num_waiting``/``num_running`` and ``kv_usage`` (0..1) are the queue sizes and KV-pool usage after the
     step was scheduled; ``num_seqs`` the sequences the step ran (``num_prefill_seqs + num_decode_seqs``).
+
+    A run of pure decode steps (``append_decode_run``) stores only its per-step columns (start, duration, KV
+    usage) and, once, where it starts, how long it is, its sequences and replica: its other columns are the
+    same at every step, and are written into their arrays, among the rows appended one by one, when a column
+    is read.
     """
 
-    __slots__ = STEP_COLUMN_NAMES
+    __slots__ = tuple("_" + name for name in STEP_COLUMN_NAMES) + ("_run_rows", "_run_lengths", "_run_seqs",
+                                                                    "_run_replicas")
 
     def __init__(self) -> None:
         for name, code in STEP_COLUMNS:
-            setattr(self, name, array(code))
+            setattr(self, "_" + name, array(code))
+        self._clear_runs()
+
+    def _clear_runs(self) -> None:
+        self._run_rows = array("q")       # row of each pending run's first step
+        self._run_lengths = array("q")
+        self._run_seqs = array("q")
+        self._run_replicas = array("q")
 
     def append(self, start_s: float, duration_s: float, num_seqs: int, num_prefill_seqs: int,
                num_decode_seqs: int, num_new_tokens: int, num_prefill_tokens: int, num_decode_tokens: int,
                num_spec_tokens: int, num_preempted: int, num_waiting: int, num_running: int,
                kv_usage: float, replica: int = 0, draft_s: float = 0.0) -> None:
-        self.start_s.append(start_s)
-        self.duration_s.append(duration_s)
-        self.num_seqs.append(num_seqs)
-        self.num_prefill_seqs.append(num_prefill_seqs)
-        self.num_decode_seqs.append(num_decode_seqs)
-        self.num_new_tokens.append(num_new_tokens)
-        self.num_prefill_tokens.append(num_prefill_tokens)
-        self.num_decode_tokens.append(num_decode_tokens)
-        self.num_spec_tokens.append(num_spec_tokens)
-        self.num_preempted.append(num_preempted)
-        self.num_waiting.append(num_waiting)
-        self.num_running.append(num_running)
-        self.kv_usage.append(kv_usage)
-        self.replica.append(replica)
-        self.draft_s.append(draft_s)
+        self._start_s.append(start_s)
+        self._duration_s.append(duration_s)
+        self._num_seqs.append(num_seqs)
+        self._num_prefill_seqs.append(num_prefill_seqs)
+        self._num_decode_seqs.append(num_decode_seqs)
+        self._num_new_tokens.append(num_new_tokens)
+        self._num_prefill_tokens.append(num_prefill_tokens)
+        self._num_decode_tokens.append(num_decode_tokens)
+        self._num_spec_tokens.append(num_spec_tokens)
+        self._num_preempted.append(num_preempted)
+        self._num_waiting.append(num_waiting)
+        self._num_running.append(num_running)
+        self._kv_usage.append(kv_usage)
+        self._replica.append(replica)
+        self._draft_s.append(draft_s)
 
     def append_decode_run(self, start_s: list[float], duration_s: list[float], num_seqs: int,
                           kv_usage: list[float], replica: int) -> None:
         """Rows for a run of pure decode steps of ``num_seqs`` sequences, nobody waiting (lists for the per-step
         values): the rows ``append`` would add one by one."""
-        k = len(start_s)
-        self.start_s.extend(start_s)
-        self.duration_s.extend(duration_s)
-        self.kv_usage.extend(kv_usage)
-        seqs, zeros = array("i", (num_seqs,)) * k, array("i", (0,)) * k
-        self.num_seqs.extend(seqs)
-        self.num_prefill_seqs.extend(zeros)
-        self.num_decode_seqs.extend(seqs)
-        self.num_new_tokens.extend(seqs)
-        self.num_prefill_tokens.extend(zeros)
-        self.num_decode_tokens.extend(seqs)
-        self.num_spec_tokens.extend(zeros)
-        self.num_preempted.extend(zeros)
-        self.num_waiting.extend(zeros)
-        self.num_running.extend(seqs)
-        self.replica.extend(array("i", (replica,)) * k)
-        self.draft_s.extend(array("d", (0.0,)) * k)
+        if not start_s:
+            return
+        self._run_rows.append(len(self._start_s))
+        self._run_lengths.append(len(start_s))
+        self._run_seqs.append(num_seqs)
+        self._run_replicas.append(replica)
+        self._start_s.extend(start_s)
+        self._duration_s.extend(duration_s)
+        self._kv_usage.extend(kv_usage)
+
+    def _write_runs(self) -> None:
+        """Write the pending decode runs' constant columns into their rows."""
+        if not self._run_rows:
+            return
+        num_rows = len(self._start_s)
+        lengths = np.frombuffer(self._run_lengths, dtype=np.int64)
+        in_run = np.zeros(num_rows + 1, dtype=np.int64)   # +1 at a run's first row, -1 after its last
+        np.add.at(in_run, np.frombuffer(self._run_rows, dtype=np.int64), 1)
+        np.add.at(in_run, np.frombuffer(self._run_rows, dtype=np.int64) + lengths, -1)
+        run_row = np.cumsum(in_run[:-1]).astype(bool)
+        seqs = np.repeat(np.frombuffer(self._run_seqs, dtype=np.int64), lengths)
+        replicas = np.repeat(np.frombuffer(self._run_replicas, dtype=np.int64), lengths)
+        for name, code in STEP_COLUMNS:
+            if name in _PER_STEP_COLUMNS:
+                continue
+            col = np.empty(num_rows, dtype=code)
+            col[~run_row] = np.frombuffer(getattr(self, "_" + name), dtype=code)
+            col[run_row] = (seqs if name in _DECODE_RUN_SEQS_COLUMNS else replicas if name == "replica" else 0)
+            setattr(self, "_" + name, array(code, col.tobytes()))
+        self._clear_runs()
 
     def append_step(self, start_s: float, duration_s: float, out: Any, replica: int = 0,
                     draft_s: float = 0.0) -> None:
@@ -200,21 +231,32 @@ class StepRecords:
                     out.kv_usage, replica, draft_s)
 
     def __len__(self) -> int:
-        return len(self.start_s)
+        return len(self._start_s)
 
     def column(self, name: str) -> np.ndarray:
         """A numpy copy of one column (a copy, so the engine can keep appending)."""
         if name not in STEP_COLUMN_NAMES:
             raise KeyError(f"no step column {name!r}; columns are {', '.join(STEP_COLUMN_NAMES)}")
-        col = getattr(self, name)
+        self._write_runs()
+        col = getattr(self, "_" + name)
         return np.frombuffer(col, dtype=col.typecode).copy() if len(col) else np.empty(0, col.typecode)
 
     __getitem__ = column
 
+    @classmethod
+    def from_columns(cls, columns: dict[str, np.ndarray]) -> StepRecords:
+        """Step records holding ``columns`` (every column of ``STEP_COLUMNS``, of one length)."""
+        out = cls()
+        for name, code in STEP_COLUMNS:
+            getattr(out, "_" + name).frombytes(np.asarray(columns[name]).astype(np.dtype(code)).tobytes())
+        return out
+
     def extend(self, other: StepRecords) -> None:
         """Append all of ``other``'s rows (e.g. to merge per-replica logs)."""
+        self._write_runs()
+        other._write_runs()
         for name in STEP_COLUMN_NAMES:
-            getattr(self, name).extend(getattr(other, name))
+            getattr(self, "_" + name).extend(getattr(other, "_" + name))
 
     @classmethod
     def concat(cls, parts: Iterable[StepRecords]) -> StepRecords:

@@ -31,7 +31,7 @@ from twin.sim.deployment import Deployment, make_router, resolve_deployment
 from twin.sim.replicas import run_single, simulate_replicas
 from twin.errors import TwinInputError
 from twin.results.metrics import compute_metrics
-from twin.results.records import REJECTED, StepRecords
+from twin.results.records import REJECTED, STEP_COLUMN_NAMES, StepRecords
 from twin.results.sim_result import SimResult
 from twin.scenario import ReplicaGroup, ScenarioBody, deep_merge
 from twin.workload.validation_errors import format_validation_error
@@ -192,15 +192,10 @@ def replica_owner(result: SimResult) -> dict[int, dict[str, Any]]:
 def _steps_of(steps: StepRecords, replica: int) -> StepRecords:
     if getattr(steps, "aggregated", False):
         return steps.for_replica(replica)
-    out = StepRecords()
     if not len(steps):
-        return out
+        return StepRecords()
     mask = steps.column("replica") == replica
-    from twin.results.records import STEP_COLUMNS
-
-    for name, code in STEP_COLUMNS:
-        getattr(out, name).frombytes(steps.column(name)[mask].astype(np.dtype(code)).tobytes())
-    return out
+    return StepRecords.from_columns({name: steps.column(name)[mask] for name in STEP_COLUMN_NAMES})
 
 
 PER_REPLICA_KEYS = (
