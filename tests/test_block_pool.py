@@ -298,3 +298,59 @@ def test_cache_blocks_skips_registered_blocks_and_records_duplicates():
     pool.cache_blocks(a, [99, 20, 10])             # block 1 keeps 10; block 3 duplicates it
     assert [b.block_hash for b in a] == [10, 20, 10]
     assert pool.cached_block_hash_to_block == {10: a[0], 20: a[1]} and pool._duplicates == {10: [a[2]]}
+
+
+# ---- private runs --------------------------------------------------------------------------------------
+def _private_pool(num_blocks: int = 10) -> tuple[BlockPool, list[KVCacheBlock]]:
+    """A pool (no null block, unhashed frees to the head) whose every block is taken and marked private."""
+    pool = BlockPool(num_blocks, reserve_null_block=False, free_unhashed_to_head=True)
+    blocks = pool.get_new_blocks(num_blocks)
+    pool.mark_private(blocks)
+    return pool, blocks
+
+
+def test_private_blocks_freed_together_are_one_node_in_the_same_order():
+    from twin.core.block_pool import PRIVATE_HASH, PrivateRun
+
+    pool, b = _private_pool()
+    pool.cache_block(b[5], 555)
+    b[9].block_hash = None                       # a request's last, partial block
+    # freed last block first, as a request frees: 9 to the head (unhashed), 8 7 6 one run, 5 (hashed) alone,
+    # 4 3 another run
+    pool.free_blocks([b[9], b[8], b[7], b[6], b[5], b[4], b[3]])
+    queue = pool.free_block_queue
+    assert free_ids(pool) == [9, 8, 7, 6, 5, 4, 3]
+    assert queue.num_free_blocks == 7
+    nodes, node = [], queue._head.next_free
+    while node is not queue._tail:
+        nodes.append(node)
+        node = node.next_free
+    assert [type(n).__name__ for n in nodes] == ["KVCacheBlock", "PrivateRun", "KVCacheBlock", "PrivateRun"]
+    assert isinstance(nodes[1], PrivateRun) and nodes[1].blocks == [b[8], b[7], b[6]]
+    assert all(x.block_hash is PRIVATE_HASH and x.ref_cnt == 0 for x in (b[8], b[7], b[6], b[4], b[3]))
+    # popped across the nodes: a run split, then emptied; every private block popped is one eviction
+    assert [x.block_id for x in pool.get_new_blocks(3)] == [9, 8, 7]
+    assert pool.num_evictions == 2 and free_ids(pool) == [6, 5, 4, 3] and queue.num_free_blocks == 4
+    assert [x.block_id for x in pool.get_new_blocks(3)] == [6, 5, 4]
+    assert pool.num_evictions == 5 and 555 not in pool.cached_block_hash_to_block
+    assert all(x.ref_cnt == 1 and x.block_hash is None for x in (b[6], b[4]))
+    assert free_ids(pool) == [3] and queue.num_free_blocks == 1
+    assert queue.popleft() is b[3] and b[3].block_hash is PRIVATE_HASH   # popleft leaves eviction to the pool
+    assert free_ids(pool) == [] and queue.num_free_blocks == 0
+
+
+def test_private_run_blocks_cannot_be_removed_from_the_middle():
+    pool, b = _private_pool(4)
+    pool.free_blocks([b[1], b[0]])
+    with pytest.raises(ValueError, match="not in the free queue"):
+        pool.free_block_queue.remove(b[0])     # nobody can look a private block up, so nobody may take it
+
+
+def test_reset_prefix_cache_links_private_runs_block_by_block():
+    pool, b = _private_pool(6)
+    pool.free_blocks([b[5], b[4], b[3]])
+    pool.free_blocks([b[0], b[1], b[2]])
+    assert pool.reset_prefix_cache()
+    assert free_ids(pool) == [5, 4, 3, 0, 1, 2]
+    assert all(x.block_hash is None and x.prev_free is not None for x in b)
+    assert [x.block_id for x in pool.get_new_blocks(6)] == [5, 4, 3, 0, 1, 2] and pool.num_evictions == 0

@@ -228,6 +228,7 @@ def test_decode_runs_read_as_their_rows_appended_one_by_one():
         if i % 17 == 16:                        # a read in between writes the pending runs
             assert np.array_equal(lazy.column("num_running"), eager.column("num_running"))
     assert len(lazy) == len(eager) == row
+    assert list(lazy.num_seqs) == list(eager.num_seqs)    # the attributes read complete columns too
     for name in STEP_COLUMN_NAMES:
         assert np.array_equal(lazy.column(name), eager.column(name)), name
         assert lazy.column(name).dtype == eager.column(name).dtype

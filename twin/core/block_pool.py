@@ -43,8 +43,24 @@ class KVCacheBlock:
         return f"KVCacheBlock(id={self.block_id}, ref_cnt={self.ref_cnt}, hashed={self.block_hash is not None})"
 
 
+class PrivateRun:
+    """Free blocks that carry ``PRIVATE_HASH``, freed one after another, as one node of the free queue: nobody
+    can look them up, so they leave the queue only from its head, in order, and need not be linked one by one.
+    The blocks ``blocks[start:]`` are in the queue; their own pointers stay None."""
+
+    __slots__ = ("blocks", "start", "prev_free", "next_free")
+    block_id = -4   # real blocks have ids >= 0: one comparison tells a node from a block
+
+    def __init__(self, blocks: list[KVCacheBlock]) -> None:
+        self.blocks = blocks
+        self.start = 0
+        self.prev_free: KVCacheBlock | PrivateRun | None = None
+        self.next_free: KVCacheBlock | PrivateRun | None = None
+
+
 class FreeBlockQueue:
-    """Doubly linked list of free blocks through the blocks' own pointers, with sentinel head and tail."""
+    """Doubly linked list of free blocks through the blocks' own pointers, with sentinel head and tail; runs
+    of private blocks freed together are one node (``PrivateRun``)."""
 
     __slots__ = ("num_free_blocks", "_head", "_tail", "_fresh", "_store", "_next_fresh", "_end_fresh")
 
@@ -73,8 +89,20 @@ class FreeBlockQueue:
             raise ValueError("no free blocks")
         if block is self._fresh:
             return self._pop_fresh()
+        if block.block_id < 0:     # a private run: its first block
+            run, block = block, block.blocks[block.start]
+            run.start += 1
+            if run.start == len(run.blocks):
+                self._unlink(run)
+            self.num_free_blocks -= 1
+            return block
         self.remove(block)
         return block
+
+    def _unlink(self, node: KVCacheBlock | PrivateRun) -> None:
+        node.prev_free.next_free = node.next_free
+        node.next_free.prev_free = node.prev_free
+        node.prev_free = node.next_free = None
 
     def _pop_fresh(self) -> KVCacheBlock:
         return self.pop_fresh_n(1)[0]
@@ -134,10 +162,28 @@ class FreeBlockQueue:
         while block is not self._tail:
             if block is self._fresh:
                 ids.extend(range(self._next_fresh, self._end_fresh))
+            elif block.block_id < 0:
+                ids.extend(b.block_id for b in block.blocks[block.start:])
             else:
                 ids.append(block.block_id)
             block = block.next_free
         return ids
+
+    def link_private_runs(self) -> None:
+        """Link every block of the private runs one by one, in place of its run (queue order unchanged)."""
+        block = self._head.next_free
+        while block is not self._tail:
+            nxt = block.next_free
+            if block.block_id < 0 and block is not self._fresh:
+                last = block.prev_free
+                self._unlink(block)
+                for b in block.blocks[block.start:]:
+                    last.next_free = b
+                    b.prev_free = last
+                    last = b
+                last.next_free = nxt
+                nxt.prev_free = last
+            block = nxt
 
 
 class BlockPool:
@@ -197,16 +243,35 @@ class BlockPool:
         need = num_blocks
         block = head.next_free
         while need:
-            if block is fresh:
-                head.next_free = fresh
-                fresh.prev_free = head
-                new = queue.pop_fresh_n(need)   # counts its blocks off the free queue
-                for b in new:
+            if block.block_id < 0:
+                if block is fresh:
+                    head.next_free = fresh
+                    fresh.prev_free = head
+                    new = queue.pop_fresh_n(need)   # counts its blocks off the free queue
+                    for b in new:
+                        b.ref_cnt = 1
+                    out += new
+                    num_fresh += len(new)
+                    need -= len(new)
+                    block = head.next_free
+                    continue
+                # a private run: its first blocks, evicted (their hash forgotten)
+                run_blocks, start = block.blocks, block.start
+                end = start + need
+                if end < len(run_blocks):
+                    taken = run_blocks[start:end]
+                    block.start = end
+                else:
+                    taken = run_blocks[start:] if start else run_blocks
+                    nxt = block.next_free
+                    block.prev_free = block.next_free = None
+                    block = nxt
+                for b in taken:
                     b.ref_cnt = 1
-                out += new
-                num_fresh += len(new)
-                need -= len(new)
-                block = head.next_free
+                    b.block_hash = None
+                out += taken
+                num_private_evicted += len(taken)
+                need -= len(taken)
                 continue
             nxt = block.next_free
             block.prev_free = block.next_free = None
@@ -238,20 +303,32 @@ class BlockPool:
         """Drop one reference from each block; blocks reaching 0 join the free queue in the given order."""
         queue = self.free_block_queue
         to_head: list[KVCacheBlock] | None = [] if self.free_unhashed_to_head else None
-        # the queue's append inlined: link the freed blocks one after another, close the chain once
+        # the queue's append inlined: link the freed blocks one after another, close the chain once; private
+        # blocks freed one after another go to the tail as one run
         tail = queue._tail
         last = tail.prev_free
         num_appended = 0
+        private: list[KVCacheBlock] = []
         for block in ordered_blocks:
             block.ref_cnt -= 1
             if block.ref_cnt == 0 and not block.is_null:
-                if to_head is not None and block.block_hash is None:
+                block_hash = block.block_hash
+                if block_hash is PRIVATE_HASH:
+                    private.append(block)
+                elif to_head is not None and block_hash is None:
                     to_head.append(block)
                 else:
+                    if private:
+                        last = _link_run(last, private)
+                        num_appended += len(private)
+                        private = []
                     last.next_free = block
                     block.prev_free = last
                     last = block
                     num_appended += 1
+        if private:
+            last = _link_run(last, private)
+            num_appended += len(private)
         last.next_free = tail
         tail.prev_free = last
         queue.num_free_blocks += num_appended
@@ -305,8 +382,17 @@ class BlockPool:
         """Forget every cached hash; only possible when no block is in use (as vLLM)."""
         if self.free_block_queue.num_free_blocks != self.num_usable_blocks:
             return False
+        self.free_block_queue.link_private_runs()   # their blocks are private no more
         for block in self._blocks:  # blocks never used carry no hash
             block.block_hash = None
         self.cached_block_hash_to_block.clear()
         self._duplicates.clear()
         return True
+
+
+def _link_run(last: KVCacheBlock | PrivateRun, blocks: list[KVCacheBlock]) -> PrivateRun:
+    """Link a ``PrivateRun`` of ``blocks`` after ``last``; returns it (the caller closes the chain)."""
+    run = PrivateRun(blocks)
+    last.next_free = run
+    run.prev_free = last
+    return run

@@ -274,6 +274,18 @@ class StepRecords:
         return f"StepRecords({len(self)} steps)"
 
 
+def _column_attribute(name: str) -> property:
+    def read(self: StepRecords) -> array:
+        self._write_runs()
+        return getattr(self, "_" + name)
+
+    return property(read, doc=f"The {name} column, complete (an ``array.array``; ``column`` gives a numpy copy).")
+
+
+for _name in STEP_COLUMN_NAMES:
+    setattr(StepRecords, _name, _column_attribute(_name))
+
+
 REQUEST_FRAME_COLUMNS: tuple[str, ...] = (
     "request_id", "task_class", "replica", "status", "reject_reason", "arrival_s", "first_token_s", "finish_s",
     "ttft_s", "tpot_s", "e2el_s", "num_prompt_tokens", "num_output_tokens", "num_cached_tokens",
