@@ -201,8 +201,9 @@ def test_bad_steps_mode_in_api_is_one_line_error():
 
 
 def test_decode_runs_read_as_their_rows_appended_one_by_one():
-    """Decode runs keep only their per-step columns until a column is read; read between appends, extended
-    and rebuilt per replica, every column equals the same rows appended one at a time."""
+    """Decode runs keep their start and duration columns and their blocks taken until a column is read; read
+    between appends, extended and rebuilt per replica, every column equals the same rows appended one at a
+    time, KV usage to the bit."""
     from twin.results.records import STEP_COLUMN_NAMES, StepRecords
 
     rng = np.random.default_rng(3)
@@ -214,8 +215,10 @@ def test_decode_runs_read_as_their_rows_appended_one_by_one():
             n, rep = int(rng.integers(1, 9)), int(rng.integers(0, 3))
             start = [float(row + j) for j in range(k)]
             dur = [0.5 + j for j in range(k)]
-            usage = [0.01 * (row + j) for j in range(k)]
-            lazy.append_decode_run(start, dur, n, usage, rep)
+            free, usable = int(rng.integers(40, 60)), 97
+            taken = sorted(int(v) for v in rng.integers(0, 40, size=k))
+            usage = [1.0 - (free - u) / usable for u in taken]
+            lazy.append_decode_run(start, dur, n, rep, free, usable, taken)
             for j in range(k):
                 eager.append(start[j], dur[j], n, 0, n, n, 0, n, 0, 0, 0, n, usage[j], rep, 0.0)
             row += k

@@ -131,7 +131,7 @@ STEP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("draft_s", "d"),
 )
 STEP_COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _ in STEP_COLUMNS)
-_PER_STEP_COLUMNS = frozenset(("start_s", "duration_s", "kv_usage"))
+_PER_STEP_COLUMNS = frozenset(("start_s", "duration_s"))
 # in a run of pure decode steps of n sequences these are n; the other columns but the replica are 0
 _DECODE_RUN_SEQS_COLUMNS = frozenset(("num_seqs", "num_decode_seqs", "num_new_tokens", "num_decode_tokens",
                                       "num_running"))
@@ -144,14 +144,15 @@ class StepRecords:
     ``num_waiting``/``num_running`` and ``kv_usage`` (0..1) are the queue sizes and KV-pool usage after the
     step was scheduled; ``num_seqs`` the sequences the step ran (``num_prefill_seqs + num_decode_seqs``).
 
-    A run of pure decode steps (``append_decode_run``) stores only its per-step columns (start, duration, KV
-    usage) and, once, where it starts, how long it is, its sequences and replica: its other columns are the
-    same at every step, and are written into their arrays, among the rows appended one by one, when a column
-    is read.
+    A run of pure decode steps (``append_decode_run``) stores its start and duration columns, the blocks it has
+    taken by each step, and, once, where it starts, how long it is, its sequences, replica and free blocks: its
+    other columns follow from these, and are written into their arrays, among the rows appended one by one,
+    when a column is read.
     """
 
-    __slots__ = tuple("_" + name for name in STEP_COLUMN_NAMES) + ("_run_rows", "_run_lengths", "_run_seqs",
-                                                                    "_run_replicas")
+    __slots__ = tuple("_" + name for name in STEP_COLUMN_NAMES) + (
+        "_run_rows", "_run_lengths", "_run_seqs", "_run_replicas", "_run_free_blocks", "_run_usable_blocks",
+        "_run_blocks_taken")
 
     def __init__(self) -> None:
         for name, code in STEP_COLUMNS:
@@ -163,6 +164,9 @@ class StepRecords:
         self._run_lengths = array("q")
         self._run_seqs = array("q")
         self._run_replicas = array("q")
+        self._run_free_blocks = array("q")
+        self._run_usable_blocks = array("q")
+        self._run_blocks_taken = array("q")   # per step
 
     def append(self, start_s: float, duration_s: float, num_seqs: int, num_prefill_seqs: int,
                num_decode_seqs: int, num_new_tokens: int, num_prefill_tokens: int, num_decode_tokens: int,
@@ -184,19 +188,23 @@ class StepRecords:
         self._replica.append(replica)
         self._draft_s.append(draft_s)
 
-    def append_decode_run(self, start_s: list[float], duration_s: list[float], num_seqs: int,
-                          kv_usage: list[float], replica: int) -> None:
+    def append_decode_run(self, start_s: list[float], duration_s: list[float], num_seqs: int, replica: int,
+                          num_free_blocks: int, num_usable_blocks: int, blocks_taken: list[int]) -> None:
         """Rows for a run of pure decode steps of ``num_seqs`` sequences, nobody waiting (lists for the per-step
-        values): the rows ``append`` would add one by one."""
+        values): the rows ``append`` would add one by one. The KV usage after a step was scheduled is
+        ``1 - (num_free_blocks - taken) / num_usable_blocks``, with ``num_free_blocks`` the free blocks before
+        the run and ``taken`` the step's entry of ``blocks_taken``, the blocks the run had taken by then."""
         if not start_s:
             return
         self._run_rows.append(len(self._start_s))
         self._run_lengths.append(len(start_s))
         self._run_seqs.append(num_seqs)
         self._run_replicas.append(replica)
+        self._run_free_blocks.append(num_free_blocks)
+        self._run_usable_blocks.append(num_usable_blocks)
+        self._run_blocks_taken.extend(blocks_taken)
         self._start_s.extend(start_s)
         self._duration_s.extend(duration_s)
-        self._kv_usage.extend(kv_usage)
 
     def _write_runs(self) -> None:
         """Write the pending decode runs' constant columns into their rows."""
@@ -210,12 +218,17 @@ class StepRecords:
         run_row = np.cumsum(in_run[:-1]).astype(bool)
         seqs = np.repeat(np.frombuffer(self._run_seqs, dtype=np.int64), lengths)
         replicas = np.repeat(np.frombuffer(self._run_replicas, dtype=np.int64), lengths)
+        # the same operations as 1.0 - (free - taken) / usable on Python ints (exact in float64), so the same bits
+        free_blocks = np.repeat(np.frombuffer(self._run_free_blocks, dtype=np.int64), lengths)
+        usable_blocks = np.repeat(np.frombuffer(self._run_usable_blocks, dtype=np.int64), lengths)
+        kv_usage = 1.0 - (free_blocks - np.frombuffer(self._run_blocks_taken, dtype=np.int64)) / usable_blocks
         for name, code in STEP_COLUMNS:
             if name in _PER_STEP_COLUMNS:
                 continue
             col = np.empty(num_rows, dtype=code)
             col[~run_row] = np.frombuffer(getattr(self, "_" + name), dtype=code)
-            col[run_row] = (seqs if name in _DECODE_RUN_SEQS_COLUMNS else replicas if name == "replica" else 0)
+            col[run_row] = (seqs if name in _DECODE_RUN_SEQS_COLUMNS else replicas if name == "replica"
+                            else kv_usage if name == "kv_usage" else 0)
             setattr(self, "_" + name, array(code, col.tobytes()))
         self._clear_runs()
 

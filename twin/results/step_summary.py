@@ -52,12 +52,14 @@ class StepSummary:
         if len(self._buffer) >= _FOLD_AT:
             self._fold()
 
-    def append_decode_run(self, start_s, duration_s, num_seqs: int, kv_usage, replica: int) -> None:
+    def append_decode_run(self, start_s, duration_s, num_seqs: int, replica: int, num_free_blocks: int,
+                          num_usable_blocks: int, blocks_taken) -> None:
         # folded at the same rows as appending them one by one would fold (the sums keep their rounding)
         i, k = 0, len(start_s)
         while i < k:
             j = min(k, i + _FOLD_AT - len(self._buffer))
-            self._buffer.append_decode_run(start_s[i:j], duration_s[i:j], num_seqs, kv_usage[i:j], replica)
+            self._buffer.append_decode_run(start_s[i:j], duration_s[i:j], num_seqs, replica, num_free_blocks,
+                                           num_usable_blocks, blocks_taken[i:j])
             i = j
             if len(self._buffer) >= _FOLD_AT:
                 self._fold()

@@ -149,25 +149,25 @@ def _decode_steps(replica, cohort: DecodeCohort, step_times, t: float, unyielded
         sched._rejected_unreported = []
     horizon = replica.env.peek()
     max_steps = min(cohort.finishing) - cohort.step + (not replica.finish_wakes_anyone())
-    dts, times, usages = _plan_decode_run(cohort, step_times, t, horizon, pool.free_block_queue.num_free_blocks,
-                                          pool.num_usable_blocks, max_steps)
+    num_free = pool.free_block_queue.num_free_blocks
+    dts, times, taken = _plan_decode_run(cohort, step_times, t, horizon, num_free, max_steps)
     k = len(dts)
     cohort.schedule(k)
     sched.step_index += k
     t = times[-1]
-    steps, index, n = replica.steps, replica.index, len(cohort)
+    steps, index, n, num_usable = replica.steps, replica.index, len(cohort), pool.num_usable_blocks
     if k > 1:
         cohort.complete_run(times[1:-1])
     if t >= horizon:   # the last step is running while SimPy catches up; the ones before it are done
         if k > 1:
-            steps.append_decode_run(times[:-2], dts[:-1], n, usages[:-1], index)
+            steps.append_decode_run(times[:-2], dts[:-1], n, index, num_free, num_usable, taken[:-1])
         yield from _in_step_until(replica, t, unyielded + dts[:-1], dts[-1])
         unyielded = []
-        steps.append_decode_run(times[-2:-1], dts[-1:], n, usages[-1:], index)
+        steps.append_decode_run(times[-2:-1], dts[-1:], n, index, num_free, num_usable, taken[-1:])
     else:
         unyielded += dts
         del times[-1]
-        steps.append_decode_run(times, dts, n, usages, index)
+        steps.append_decode_run(times, dts, n, index, num_free, num_usable, taken)
     finished = cohort.complete(t)
     if finished:
         _release(sched, finished)
@@ -177,11 +177,11 @@ def _decode_steps(replica, cohort: DecodeCohort, step_times, t: float, unyielded
 
 
 def _plan_decode_run(cohort: DecodeCohort, step_times, t: float, horizon: float, num_free_blocks: int,
-                     num_usable_blocks: int, max_steps: int) -> tuple[list[float], list[float], list[float]]:
-    """Durations, times (the run's start, then each step's end) and KV usage after scheduling of the cohort's
-    next decode steps (at least one: the caller checked that the free blocks cover it), up to ``max_steps``, as
-    many as ``num_free_blocks`` cover, up to the first that ends at or after ``horizon``. The clock is summed
-    left to right, as SimPy sums it."""
+                     max_steps: int) -> tuple[list[float], list[float], list[int]]:
+    """Durations, times (the run's start, then each step's end) and blocks taken by each step's scheduling
+    (counted from the run's start) of the cohort's next decode steps (at least one: the caller checked that the
+    free blocks cover it), up to ``max_steps``, as many as ``num_free_blocks`` cover, up to the first that ends
+    at or after ``horizon``. The clock is summed left to right, as SimPy sums it."""
     n = len(cohort)
     context = cohort.context()
     if horizon != math.inf:   # steps enough to reach it (none is shorter than the first; a run may end early)
@@ -201,7 +201,8 @@ def _plan_decode_run(cohort: DecodeCohort, step_times, t: float, horizon: float,
     if first_past < k:
         k = first_past
         del dts[k:], times[k + 1:]
-    return dts, times, [1.0 - (num_free_blocks - u) / num_usable_blocks for u in used[:k]]
+    del used[k:]
+    return dts, times, used
 
 
 def _release(sched, finished: list[Request]) -> None:
