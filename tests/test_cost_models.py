@@ -273,14 +273,16 @@ def test_a_decode_run_costs_each_step_as_the_scalar_sums(model, gpu, tp):
         run = cm.decode_step_times_s(n_seqs, context, 40)
         assert run == [cm.step_time_from_sums(n_seqs, n_seqs, context + i * n_seqs, 0, n_seqs, 0)
                        for i in range(40)]
+        assert cm.decode_step_times_s(n_seqs, context + 5 * n_seqs, 35) == run[5:]   # from the kept terms
     assert cm.decode_step_times_s(3, 100, 0) == []
 
 
 def test_a_decode_run_takes_the_larger_of_attention_and_kv_read_either_way():
     """Which of the two terms wins depends on the model (attention FLOPs against KV bytes per token); with
     either coefficient the larger one, the run's steps equal the scalar sums."""
-    cm = RooflineCostModel("llama-3.1-8b", "H100-SXM")
-    for k_attn in (cm._k_kv * 0.5, cm._k_kv, cm._k_kv * 3.0):
+    k_kv = RooflineCostModel("llama-3.1-8b", "H100-SXM")._k_kv
+    for k_attn in (k_kv * 0.5, k_kv, k_kv * 3.0):
+        cm = RooflineCostModel("llama-3.1-8b", "H100-SXM")   # a fresh one: the run's terms are kept per n_seqs
         cm._k_attn = k_attn
         run = cm.decode_step_times_s(9, 12_345, 30)
         assert run == [cm.step_time_from_sums(9, 9, 12_345 + i * 9, 0, 9, 0) for i in range(30)]

@@ -167,6 +167,7 @@ class RooflineCostModel:
         self._t_step = self.step_overhead_s
         self._k_seq = self.per_seq_overhead_s
         self._k_tok = self.per_token_overhead_s
+        self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
 
     # ------------------------------------------------------------------------------------------------ hot path
     def step_time_s(self, step: StepShape) -> float:
@@ -209,17 +210,24 @@ class RooflineCostModel:
         read terms is the one with the larger coefficient at every step: rounding a product is monotone.)"""
         if not n_seqs:
             return [0.0] * num_steps
+        linear, k_pairs, kv_write, allreduce, overhead = (self._decode_terms.get(n_seqs)
+                                                          or self._decode_terms_of(n_seqs))
+        first = context + n_seqs
+        return [linear + k_pairs * pairs + kv_write + allreduce + overhead
+                for pairs in range(first, first + n_seqs * num_steps, n_seqs)]
+
+    def _decode_terms_of(self, n_seqs: int) -> tuple[float, float, float, float, float]:
+        """The terms of a pure-decode step of ``n_seqs`` sequences that do not depend on its context (linear,
+        seconds per attention pair, KV write, all-reduce, overhead), kept for the next step of as many."""
         linear = self._k_linear * n_seqs + self._t_gemm_knee + self._k_lm_head * n_seqs
         t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(n_seqs)
         if linear < t_weights:
             linear = t_weights
         k_pairs = self._k_attn if self._k_attn > self._k_kv else self._k_kv   # per (context + new) token
-        kv_write = self._k_kv * n_seqs
-        allreduce = self._t_allreduce + self._k_allreduce * n_seqs
-        overhead = self._t_step + self._k_seq * n_seqs + self._k_tok * n_seqs
-        first = context + n_seqs
-        return [linear + k_pairs * pairs + kv_write + allreduce + overhead
-                for pairs in range(first, first + n_seqs * num_steps, n_seqs)]
+        terms = self._decode_terms[n_seqs] = (linear, k_pairs, self._k_kv * n_seqs,
+                                              self._t_allreduce + self._k_allreduce * n_seqs,
+                                              self._t_step + self._k_seq * n_seqs + self._k_tok * n_seqs)
+        return terms
 
     def step_times_s(self, tokens, seqs, logits, context, pairs):
         """``step_time_s`` for many steps at once, from their aggregates (numpy arrays, one entry per step):
