@@ -11,6 +11,7 @@ import simpy
 
 from twin.cost.base import CostModel
 from twin.sim.clock import delay_landing_on
+from twin.sim.gc_pacing import paced_gc
 from twin.sim.request_path import PathDraws
 from twin.sim.replica import Replica, Router, RoundRobinRouter, Speculator
 from twin.results.token_summary import record_factory
@@ -227,7 +228,8 @@ def simulate(
         check_drained()
 
     env.process(arrivals_end())
-    env.run(until=drained if max_time_s is None else env.any_of([drained, env.timeout(max_time_s)]))
+    with paced_gc():
+        env.run(until=drained if max_time_s is None else env.any_of([drained, env.timeout(max_time_s)]))
     for replica in replicas:
         replica.close()
     kv = [r.scheduler.kv_cache_manager for r in replicas]
