@@ -123,8 +123,8 @@ class FreeBlockQueue:
     def materialize(self, block_id: int) -> KVCacheBlock:
         """The block object of ``block_id`` (made, with every lower id, on first use)."""
         store = self._store
-        while len(store) <= block_id:
-            store.append(KVCacheBlock(len(store)))
+        if len(store) <= block_id:
+            store.extend(map(KVCacheBlock, range(len(store), block_id + 1)))
         return store[block_id]
 
     def remove(self, block: KVCacheBlock) -> None:

@@ -9,35 +9,18 @@ from collections.abc import Iterator
 from twin.core.request import Request
 
 
-class FCFSQueue:
-    __slots__ = ("_queue",)
+class FCFSQueue(deque):
+    """A deque of requests, first come first served (a subclass, so that ``len`` and truth, asked at every
+    step, stay C calls)."""
 
-    def __init__(self) -> None:
-        self._queue: deque[Request] = deque()
+    __slots__ = ()
 
-    def add(self, request: Request) -> None:
-        self._queue.append(request)
-
-    def prepend(self, request: Request) -> None:
-        self._queue.appendleft(request)
+    add = deque.append
+    prepend = deque.appendleft
+    pop = deque.popleft
 
     def peek(self) -> Request:
-        return self._queue[0]
-
-    def pop(self) -> Request:
-        return self._queue.popleft()
-
-    def remove(self, request: Request) -> None:
-        self._queue.remove(request)
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    def __bool__(self) -> bool:
-        return bool(self._queue)
-
-    def __iter__(self) -> Iterator[Request]:
-        return iter(self._queue)
+        return self[0]
 
 
 class PriorityQueue:
