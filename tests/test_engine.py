@@ -168,6 +168,22 @@ def test_fast_path_is_identical_when_it_forgets_old_step_end_times(monkeypatch, 
     _assert_same_results(fast, slow)
 
 
+def test_aggregate_step_records_are_identical_when_folded_mid_run(monkeypatch, fast_forward_steps):
+    """Aggregated step records fold their buffer every ``_FOLD_AT`` rows: a decode run appended at once is
+    folded at the same rows as its steps appended one by one, so the per-second sums keep their rounding."""
+    import twin.results.step_summary as summary_module
+
+    monkeypatch.setattr(summary_module, "_FOLD_AT", 37)   # folds inside most runs of decode steps
+    slow = _run(MIXED, None, fast_path=False, steps_mode="aggregate")
+    fast = _run(MIXED, None, fast_path=True, steps_mode="aggregate")
+    assert fast_forward_steps["decode_runs"] > 10
+    assert len(fast.steps) == len(slow.steps) > 50 * 37
+    assert fast.steps.replicas == slow.steps.replicas == [0, 1]
+    np.testing.assert_array_equal(fast.steps.to_frame().to_numpy(), slow.steps.to_frame().to_numpy())
+    assert fast.steps.kv_usage_counts == slow.steps.kv_usage_counts
+    assert fast.steps.span_s() == slow.steps.span_s()
+
+
 @pytest.mark.parametrize("fast_path", [False, True], ids=["step-by-step", "fast-path"])
 @pytest.mark.parametrize("router", ["round_robin", "kv_cache_aware"])
 def test_private_blocks_change_nothing(fast_path, router, monkeypatch):

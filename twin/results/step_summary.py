@@ -42,6 +42,7 @@ class StepSummary:
 
     def __init__(self) -> None:
         self._buffer = StepRecords()
+        self._room = _FOLD_AT                         # rows the buffer takes before it is folded
         self._buckets: dict[int, np.ndarray] = {}     # replica -> (len(BUCKET_COLUMNS), seconds)
         self.kv_usage_counts: Counter = Counter()     # KV usage value -> steps (for its percentiles)
         self._num_steps = 0
@@ -49,24 +50,28 @@ class StepSummary:
 
     def append(self, *args: Any, **kwargs: Any) -> None:
         self._buffer.append(*args, **kwargs)
-        if len(self._buffer) >= _FOLD_AT:
+        self._room -= 1
+        if not self._room:
             self._fold()
 
     def append_decode_run(self, start_s, duration_s, num_seqs: int, replica: int, num_free_blocks: int,
                           num_usable_blocks: int, blocks_taken) -> None:
         # folded at the same rows as appending them one by one would fold (the sums keep their rounding)
-        i, k = 0, len(start_s)
-        while i < k:
-            j = min(k, i + _FOLD_AT - len(self._buffer))
-            self._buffer.append_decode_run(start_s[i:j], duration_s[i:j], num_seqs, replica, num_free_blocks,
-                                           num_usable_blocks, blocks_taken[i:j])
-            i = j
-            if len(self._buffer) >= _FOLD_AT:
-                self._fold()
+        while len(start_s) >= self._room:
+            room = self._room
+            self._buffer.append_decode_run(start_s[:room], duration_s[:room], num_seqs, replica, num_free_blocks,
+                                           num_usable_blocks, blocks_taken[:room])
+            self._fold()
+            start_s, duration_s, blocks_taken = start_s[room:], duration_s[room:], blocks_taken[room:]
+        if start_s:
+            self._buffer.append_decode_run(start_s, duration_s, num_seqs, replica, num_free_blocks,
+                                           num_usable_blocks, blocks_taken)
+            self._room -= len(start_s)
 
     def append_step(self, *args: Any, **kwargs: Any) -> None:
         self._buffer.append_step(*args, **kwargs)
-        if len(self._buffer) >= _FOLD_AT:
+        self._room -= 1
+        if not self._room:
             self._fold()
 
     def _fold(self) -> None:
@@ -102,6 +107,7 @@ class StepSummary:
             self._span[r] = (min(lo, float(start[mine].min())), max(hi, float(end[mine].max())))
         self._num_steps += n
         self._buffer = StepRecords()
+        self._room = _FOLD_AT
 
     def _table(self, replica: int, top: int) -> np.ndarray:
         table = self._buckets.get(replica)
