@@ -9,7 +9,7 @@ steps. Same steps, same order, same blocks, same records as the step-by-step pat
 
 SimPy is yielded to only where something else could happen: a step that ends at or after the next event on
 the clock, or one whose end has effects outside the replica (a request finishes and a client may act on it
-or the run may drain: ``Replica.finish_wakes_anyone``; a request was admitted). Other steps run on a local
+or the run may drain: ``Replica.finish_wakes_anyone``). Other steps, admissions among them, run on a local
 clock; the SimPy clock then jumps to the end of the last of them in one timeout that lands on exactly the sum
 SimPy would have formed step by step.
 """
@@ -97,7 +97,7 @@ def cohort_steps(replica):
                                                       contexts + new_before, [0] * n_seqs))
             start = t
             t = end = start + dt
-            if new_reqs or (finishes and replica.finish_wakes_anyone()) or end >= env.peek():
+            if (finishes and replica.finish_wakes_anyone()) or end >= env.peek():
                 yield from _in_step_until(replica, end, unyielded, dt)
                 unyielded = []
             else:
