@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from itertools import accumulate, cycle, islice
+from itertools import accumulate, cycle, filterfalse, islice
 from operator import mul
 
 from twin.core.request import Request, RequestStatus
@@ -215,8 +215,7 @@ def _release(sched, finished: list[Request]) -> None:
     kv = sched.kv_cache_manager
     for req in finished:
         kv.free(req)
-    done = set(map(id, finished))
-    sched.running = [r for r in sched.running if id(r) not in done]
+    sched.running = list(filterfalse(set(finished).__contains__, sched.running))   # requests hash by identity
     sched.num_finished += len(finished)
 
 
