@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from twin.core.request import Request
+
 Segment = tuple[Hashable, int]
 
 
@@ -35,8 +37,6 @@ class RequestSpec:
 
     def make_request(self, **kwargs):
         """A fresh ``twin.core.request.Request`` for this spec (extra keyword arguments are passed on)."""
-        from twin.core.request import Request
-
         return Request(
             self.request_id, self.arrival_s, self.num_prompt_tokens, self.output_tokens,
             prompt_segments=self.prompt_segments, task_class=self.task_class, priority=self.priority,
