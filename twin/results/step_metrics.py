@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from twin.results.records import StepRecords
+from twin.results.weighted_sum import weighted_sum
 
 
 def step_metrics(steps: StepRecords | None, span: tuple[float, float] | None, num_replicas: int | None) -> dict:
@@ -44,10 +45,10 @@ def step_metrics(steps: StepRecords | None, span: tuple[float, float] | None, nu
     span_s = t1 - t0
     if span_s > 0:
         out["busy_fraction"] = busy / (span_s * num_replicas)
-        out["mean_queue_length"] = _weighted_sum(waiting, w) / span_s
+        out["mean_queue_length"] = weighted_sum(waiting, w) / span_s
     if busy > 0:
-        out["mean_running_batch"] = _weighted_sum(running, w) / busy
-        out["mean_kv_usage"] = _weighted_sum(kv, w) / busy
+        out["mean_running_batch"] = weighted_sum(running, w) / busy
+        out["mean_kv_usage"] = weighted_sum(kv, w) / busy
     else:
         out["mean_running_batch"] = float(running.mean())
         out["mean_kv_usage"] = float(kv.mean())
@@ -55,7 +56,7 @@ def step_metrics(steps: StepRecords | None, span: tuple[float, float] | None, nu
     draft = steps.column("draft_s")[inside]
     if draft.any():
         # a step's drafting time, prorated like its duration when the step straddles the window's edge
-        draft_in_span = _weighted_sum(draft, w / np.where(dur[inside] > 0, dur[inside], 1.0))
+        draft_in_span = weighted_sum(draft, w / np.where(dur[inside] > 0, dur[inside], 1.0))
         out["spec_decode_draft_time_s"] = draft_in_span
         out["spec_decode_draft_time_fraction"] = draft_in_span / busy if busy > 0 else None
     out["p99_kv_usage"] = float(np.percentile(kv, 99))
@@ -87,9 +88,3 @@ def _from_aggregate(steps: Any, span: tuple[float, float], out: dict) -> dict:
     out["p99_kv_usage"] = steps.kv_usage_percentile(99)
     out["max_kv_usage"] = c["max_kv_usage"]
     return out
-
-
-def _weighted_sum(values: np.ndarray, weights: np.ndarray) -> float:
-    """Sum of ``values * weights``, by numpy rather than ``np.dot``: BLAS would start threads that keep spinning
-    on the other cores after the call (CPU stolen from the processes of a parallel sweep)."""
-    return float((values * weights).sum())

@@ -31,6 +31,7 @@ import numpy as np
 from twin.core.request import Request
 from twin.errors import TwinInputError
 from twin.results.records import FINISHED, RequestRecord
+from twin.results.weighted_sum import weighted_sum
 
 REL_BIN_WIDTH = 1e-3
 MIN_GAP_S = 1e-9
@@ -139,11 +140,8 @@ class ItlSummary:
             if self._shift is None:
                 self._shift = float(g[0])
             d = g - self._shift
-            # products summed by numpy, not np.dot: BLAS would start threads that spin on the other cores after
-            # every fold (twice the CPU time of a summary run on 2 cores)
-            dw = d * w
-            self._sum += float(dw.sum())
-            self._sum_sq += float((dw * d).sum())
+            self._sum += weighted_sum(d, w)
+            self._sum_sq += weighted_sum(d * d, w)
             self.num_gaps += int(w.sum())
             self.max_gap_s = max(self.max_gap_s, float(g.max()))
             self.min_gap_s = min(self.min_gap_s, float(g.min()))
