@@ -32,7 +32,7 @@ import torch
 
 from calibration.decode_graphs import DecodeGraphs
 from calibration.model import LlamaDecoder, ModelShape, default_dtype
-from calibration.paged_attention import AttentionGroup, PagedAttention
+from calibration.paged_attention import AttentionGroup, PagedAttention, set_cudnn_attention
 from calibration.paged_kv import PagedKVCache
 from calibration.timing import StepTimer
 from calibration.token_ids import request_token_ids
@@ -65,6 +65,7 @@ class StepOutputs:
     device_s: float | None = None        # CUDA-event time of the device work (None on CPU)
     num_tokens: int = 0
     num_attention_calls: int = 0         # SDPA calls per layer (groups)
+    graph: bool = False                  # run as a padded decode bucket (a CUDA graph on a GPU)
     logits: list[torch.Tensor] | None = None   # with return_logits: fp32 CPU [num_new_tokens, vocab] per sequence
 
 
@@ -78,16 +79,20 @@ class ModelRunner:
     this slack (below which a separate kernel launch costs more than the padding). ``causal_min_tokens``: a chunk
     starting at position 0 with at least this many tokens runs alone with ``is_causal`` (no gather, no mask).
     ``cuda_graphs``: pure greedy decode steps run padded to a bucket, as CUDA graphs on a GPU
-    (:mod:`calibration.decode_graphs`); ``use_graphs`` switches that path off and on again."""
+    (:mod:`calibration.decode_graphs`); ``use_graphs`` switches that path off and on again. ``cudnn_attention``
+    allows PyTorch's cuDNN attention backend on a GPU (off by default:
+    :func:`calibration.paged_attention.set_cudnn_attention` says why)."""
 
     def __init__(self, model_shape: Any, device: str | torch.device = "cpu", dtype: torch.dtype | None = None,
                  num_blocks: int = 1024, block_size: int = 16, seed: int = 0, *,
                  checkpoint: str | None = None, temperature: float = 0.0,
                  group_padding_factor: float = 2.0, group_slack: int = 1 << 16, causal_min_tokens: int = 32,
-                 cuda_graphs: bool = False) -> None:
+                 cuda_graphs: bool = False, cudnn_attention: bool = False) -> None:
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("device: CUDA was asked for but torch.cuda.is_available() is false")
+        if self.device.type == "cuda":
+            set_cudnn_attention(cudnn_attention)
         self.dtype = dtype or default_dtype(self.device)
         self.shape = ModelShape.from_any(model_shape)
         self.block_size = block_size
@@ -217,7 +222,7 @@ class ModelRunner:
                 bucket.run()
                 tokens = bucket.tokens.tolist()
             return StepOutputs([[tokens[i]] for i in range(len(seqs))], timer.elapsed_s, timer.device_s,
-                               num_tokens=len(seqs), num_attention_calls=1)
+                               num_tokens=len(seqs), num_attention_calls=1, graph=True)
         with StepTimer(self.device) as timer:
             input_ids, positions, attn, lens = self._plan(seqs)
             timer.mark()

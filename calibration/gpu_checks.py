@@ -67,6 +67,57 @@ def decode_bound_check(prepared: Any, gpu: Any, *, contexts: Sequence[int] = (12
     }
 
 
+def first_use_check(prepared: Any, *, base_tokens: int = 1001, repeats: int = 3) -> dict[str, Any]:
+    """What a step shape costs the first time it runs: prefill steps of lengths not run before (a prompt from
+    position 0, and a chunk after a 512-token context), the first run against the median of the repeats, with
+    PyTorch's cuDNN attention allowed and forbidden (on a GPU; the engine's setting is restored after). A
+    serving engine meets new lengths nearly every step, and calibration's medians over repeats hide such
+    costs."""
+    from calibration.paged_attention import set_cudnn_attention
+
+    runner = prepared.runner
+    cuda = runner.device.type == "cuda"
+    cap = min(runner.kv_cache.num_blocks * runner.block_size - runner.block_size,
+              runner.shape.max_position_embeddings - 1)
+    rows = []
+    n = base_tokens
+    for cudnn in ((True, False) if cuda else (False,)):
+        previous = set_cudnn_attention(cudnn) if cuda else None
+        try:
+            for context in (0, 512):
+                while n + context > cap and n > 16:
+                    n //= 2
+                s = measure_point(runner, Point("prefill", [n], [context]), warmup=0, repeats=1 + repeats)
+                rows.append({"cudnn_attention": cudnn, "tokens": n, "context": context, "first_s": s.times_s[0],
+                             "repeat_median_s": statistics.median(s.times_s[1:]),
+                             "first_extra_s": s.times_s[0] - statistics.median(s.times_s[1:])})
+                n += 2       # the next shape is new too
+        finally:
+            if cuda:
+                set_cudnn_attention(previous)
+    return {"rows": rows}
+
+
+def kernels_per_step(prepared: Any, context: int = 128) -> int | None:
+    """GPU kernels one eager batch-1 decode step launches (torch.profiler; None on the CPU or if profiling
+    fails): what a CUDA graph replays, each kernel a few microseconds at batch 1 however little it does."""
+    runner = prepared.runner
+    if runner.device.type != "cuda":
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    graphs, runner.use_graphs = runner.use_graphs, False
+    try:
+        measure_point(runner, Point("decode", [1], [context]), warmup=1, repeats=1)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            measure_point(runner, Point("decode", [1], [context]), warmup=0, repeats=1)
+        return sum(1 for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA"))
+    except Exception:          # the profiler is a diagnostic: its failure must not end the run
+        return None
+    finally:
+        runner.use_graphs = graphs
+
+
 def _timed_median(device: torch.device, fn, warmup: int, repeats: int) -> float:
     """Median time of ``fn``: CUDA events on a GPU, perf_counter on the CPU, synchronised around each run."""
     for _ in range(warmup):

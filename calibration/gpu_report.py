@@ -63,12 +63,24 @@ def render_markdown(report: dict[str, Any]) -> str:
         if d.get("ratio_weight_stream_floor"):
             lines.append(f"- weights streamed alone through the GEMMs (the hardware's floor): "
                          f"{_ms(d['weight_stream_floor_s'])} ms = {d['ratio_weight_stream_floor']:.2f}x the bound")
+        if d.get("eager_kernels_per_step"):
+            lines.append(f"- kernels one eager step launches (profiled; a graph replays as many): "
+                         f"{d['eager_kernels_per_step']}")
         lines.append("")
     p = report.get("prefill_check")
     if p:
         mfu = f", {p['mfu'] * 100:.0f}% of peak" if p.get("mfu") is not None else ""
         lines += ["## Prefill", "", f"{p['tokens']} tokens in {p['median_s'] * 1e3:.1f} ms: "
                   f"{si(p['achieved_flops_per_s'], 'FLOP/s')}{mfu}.", ""]
+    u = report.get("first_use_check")
+    if u and u["rows"]:
+        lines += ["## New shapes: first run against repeats", "",
+                  "| cuDNN attention | tokens | context | first run ms | repeats ms | extra ms |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        lines += [f"| {'on' if r['cudnn_attention'] else 'off'} | {r['tokens']} | {r['context']} | "
+                  f"{_ms(r['first_s'])} | {_ms(r['repeat_median_s'])} | {_ms(r['first_extra_s'])} |"
+                  for r in u["rows"]]
+        lines.append("")
     f = report.get("fit")
     if f:
         t = f["test"]

@@ -41,7 +41,8 @@ import torch
 from calibration.calibrate import calibrate, prepare
 from calibration.environment import catalog_device, device_name
 from calibration.fit import dumps, summarize
-from calibration.gpu_checks import TARGET_RATIO, decode_bound_check, prefill_flops_check
+from calibration.gpu_checks import (TARGET_RATIO, decode_bound_check, first_use_check, kernels_per_step,
+                                    prefill_flops_check)
 from calibration.gpu_report import render_markdown, si
 from calibration.heldout import LOADS, validate_loads
 from calibration.measure import warm_up
@@ -130,7 +131,7 @@ def gpu_report(model: str | ModelSpec = "llama-3.1-8b", *, device: str = "cuda",
         "format": "twin-gpu-report", "version": 2, "model": prepared.spec.name, "device": name,
         "catalog_gpu": gpu_spec.name if gpu_spec else None, "dtype": prepared.dtype_name,
         "cuda_graphs": bool(cuda_graphs), "time_limit_s": clock.limit_s, "decode_check": None,
-        "prefill_check": None, "fit": None, "validation": None, "profile": None, "samples": None,
+        "prefill_check": None, "first_use_check": None, "fit": None, "validation": None, "profile": None, "samples": None,
         "environment": None}
 
     quick_checks = quick or torch.device(prepared.device).type != "cuda"
@@ -149,12 +150,23 @@ def gpu_report(model: str | ModelSpec = "llama-3.1-8b", *, device: str = "cuda",
         if d["ratio_weight_stream_floor"]:
             log(f"weights streamed alone (GEMV floor): {d['weight_stream_floor_s'] * 1e3:.3f} ms = "
                 f"{d['ratio_weight_stream_floor']:.2f}x the bound")
+        d["eager_kernels_per_step"] = kernels_per_step(prepared, d["rows"][0]["context"] if d["rows"] else 128)
+        if d["eager_kernels_per_step"]:
+            log(f"kernels per batch-1 decode step (eager, profiled): {d['eager_kernels_per_step']}")
     if clock.allows("prefill check", 0.1 * clock.limit_s):
         with clock.phase("prefill check"):
             p = report["prefill_check"] = prefill_flops_check(prepared, gpu_spec, tokens=prefill_tokens)
         if p and p["mfu"] is not None:
             log(f"prefill {p['tokens']} tokens: {p['median_s'] * 1e3:.1f} ms, "
                 f"{si(p['achieved_flops_per_s'], 'FLOP/s')} = {p['mfu'] * 100:.0f}% of peak")
+
+    if clock.allows("first-use check", 0.1 * clock.limit_s):
+        with clock.phase("first-use check"):
+            report["first_use_check"] = first_use_check(prepared)
+        for row in report["first_use_check"]["rows"]:
+            log(f"new prefill shape ({row['tokens']} tokens after {row['context']}, cuDNN attention "
+                f"{'on' if row['cudnn_attention'] else 'off'}): first run {row['first_s'] * 1e3:.1f} ms, "
+                f"repeats {row['repeat_median_s'] * 1e3:.1f} ms")
 
     reserve = FIT_RESERVE_FRACTION * clock.limit_s
     budget = min(budget_s, clock.left() - validation_s - reserve)
@@ -178,7 +190,11 @@ def gpu_report(model: str | ModelSpec = "llama-3.1-8b", *, device: str = "cuda",
         if clock.allows("held-out validation", max(vbudget, 0) if vbudget > 0.2 else float("inf")):
             with clock.phase("held-out validation"):
                 report["validation"] = validate_loads(runner, prepared.plan, result.profile_path,
-                                                      budget_s=vbudget, loads=tuple(loads), log=log)
+                                                      budget_s=vbudget, loads=tuple(loads), log=log,
+                                                      keep_steps=True)
+            steps = {f"{row['load']:g}": row.pop("steps") for row in report["validation"]["loads"]}
+            (out / f"{stem}.heldout-steps.json").write_text(dumps({"format": "twin-heldout-steps",
+                                                                     "loads": steps}) + "\n", encoding="utf-8")
     graphs = runner.decode_graphs
     if graphs is not None:
         report["cuda_graphs_captured"] = graphs.num_captured
@@ -189,7 +205,7 @@ def gpu_report(model: str | ModelSpec = "llama-3.1-8b", *, device: str = "cuda",
                   wall_s=clock.elapsed())
     (out / f"{stem}.report.json").write_text(dumps(report) + "\n", encoding="utf-8")
     (out / f"{stem}.report.md").write_text(render_markdown(report), encoding="utf-8")
-    log(f"wrote {out / stem}.{{json,samples.json,report.json,report.md}} ({report['wall_s']:.0f} s in all"
+    log(f"wrote {out / stem}.{{json,samples.json,report.json,report.md,heldout-steps.json}} ({report['wall_s']:.0f} s in all"
         + ("" if report["complete"] else "; STOPPED: " + "; ".join(clock.stopped)) + ")")
     return report
 

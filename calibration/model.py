@@ -335,12 +335,14 @@ class LlamaDecoder(nn.Module):
         sin = self.rope_sin[positions].to(self.dtype)
         x = F.embedding(input_ids, self.embed_tokens)
         t = x.shape[0]
+        heads, kv_heads = s.num_attention_heads, s.num_key_value_heads
         for n, layer in enumerate(self.layers):
             h = rms_norm(x, layer.input_norm, s.rms_norm_eps)
-            q, k, v = F.linear(h, layer.qkv_proj).split([s.q_size, s.kv_size, s.kv_size], dim=-1)
-            q = apply_rope(q.view(t, s.num_attention_heads, s.head_dim), cos, sin)
-            k = apply_rope(k.view(t, s.num_key_value_heads, s.head_dim), cos, sin)
-            v = v.view(t, s.num_key_value_heads, s.head_dim)
+            qkv = F.linear(h, layer.qkv_proj)
+            # RoPE on q and k at once: half the kernels (decode is launch-bound), the same arithmetic
+            qk = apply_rope(qkv[:, :s.q_size + s.kv_size].view(t, heads + kv_heads, s.head_dim), cos, sin)
+            q, k = qk[:, :heads], qk[:, heads:]
+            v = qkv[:, s.q_size + s.kv_size:].view(t, kv_heads, s.head_dim)
             x = x + F.linear(attn(n, q, k, v), layer.o_proj)
             h = rms_norm(x, layer.post_attn_norm, s.rms_norm_eps)
             gate, up = F.linear(h, layer.gate_up_proj).chunk(2, dim=-1)

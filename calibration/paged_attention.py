@@ -19,6 +19,20 @@ from calibration.model import ModelShape
 from calibration.paged_kv import PagedKVCache
 
 
+def set_cudnn_attention(enabled: bool) -> bool:
+    """Allow or forbid PyTorch's cuDNN backend of ``scaled_dot_product_attention`` (process-wide); returns the
+    previous setting. The engine forbids it on a GPU: cuDNN plans each new attention shape on first use (the
+    GPU run's first-use check measures what that costs), and a serving engine meets a new prefill length
+    nearly every step, where vLLM's attention kernels take any length as it comes. A no-op (False) where this
+    PyTorch has no such switch."""
+    backends = torch.backends.cuda
+    if not hasattr(backends, "enable_cudnn_sdp"):
+        return False
+    previous = bool(backends.cudnn_sdp_enabled())
+    backends.enable_cudnn_sdp(bool(enabled))
+    return previous
+
+
 @dataclass
 class AttentionGroup:
     causal: bool

@@ -162,7 +162,8 @@ def serve(runner: Any, requests: Sequence[Any], config: SchedulerConfig | None =
             outstanding -= 1
         res.steps.append_step(start, dt, out)
         res.samples.append(StepSample(kind, list(real.num_new_tokens), list(real.num_computed_before), times,
-                                      dev_times or None, {"step_index": out.step_index}))
+                                      dev_times or None, {"step_index": out.step_index, "graph": step.graph,
+                                                          "attention_calls": step.num_attention_calls}))
         res.batches.append([(out.requests[i].request_id, out.num_new_tokens[i], out.num_computed_before[i])
                             for i in range(len(out.requests))])
         if on_step is not None:

@@ -352,3 +352,18 @@ def test_cuda_engine_matches_dense(dtype, tol):
     assert not runner.kv_cache.kv[:, 0].any()
     rows = benchmark_decode((1, 16), context_len=128, device="cuda", dtype=dtype, warmup=2, repeats=5)
     assert all(r["median_s"] > 0 for r in rows)
+
+
+def test_cudnn_attention_switch_returns_the_previous_setting_and_restores():
+    from calibration.paged_attention import set_cudnn_attention
+
+    if not hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        pytest.skip("this PyTorch has no cuDNN attention switch")
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        assert set_cudnn_attention(False) is before
+        assert torch.backends.cuda.cudnn_sdp_enabled() is False
+        assert set_cudnn_attention(True) is False
+        assert torch.backends.cuda.cudnn_sdp_enabled() is True
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)
