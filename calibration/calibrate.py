@@ -9,13 +9,14 @@ redone or audited.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from calibration.decode_graphs import BATCH_BUCKETS
 from calibration.fit import Fit, fit_samples, make_profile, save_profile
 from calibration.engine import ModelRunner
 from calibration.environment import DTYPE_NAMES, catalog_device, device_name, torch_dtype
@@ -24,6 +25,7 @@ from calibration.model import ModelShape
 from calibration.profiler import ProfileRun, profile_engine
 from calibration.sweep_plan import SweepPlan, apply_overrides, default_plan, plan_points, pool_blocks
 from calibration.samples import save_samples
+from twin.cost.profile_features import DecodePadding
 from twin.hardware.catalog import ModelSpec, resolve_model
 
 QUICK_BUDGET_S = 45.0        # measuring; model set-up and the fit come on top (about a minute in all)
@@ -40,6 +42,14 @@ class CalibrationResult:
     model: ModelSpec
     wall_s: float
     runner: ModelRunner | None = field(default=None, repr=False)
+
+
+def decode_padding(environment: Mapping[str, Any]) -> DecodePadding | None:
+    """The padding of the engine's decode steps when it ran them as graph buckets (``cuda_graphs`` in the
+    samples' environment), else None."""
+    if not environment.get("cuda_graphs"):
+        return None
+    return BATCH_BUCKETS, int(environment.get("block_size", 16))
 
 
 def resolve_device(device: str | None) -> str:
@@ -140,7 +150,7 @@ def calibrate(model: str | ModelSpec = "tiny-llama", *, device: str | None = "au
     spec, dev, runner, plan = prepared.spec, prepared.device, prepared.runner, prepared.plan
     dev_type = torch.device(dev).type
     run = profile_engine(runner, plan, budget_s, replay=replay, progress=progress)
-    fit = fit_samples(run.samples, target="wall", seed=seed)
+    fit = fit_samples(run.samples, target="wall", seed=seed, decode_padding=decode_padding(run.environment))
 
     out = Path(output) if output is not None else Path(f"{spec.name}-{dev_type}.json")
     samples_path = Path(samples_output) if samples_output is not None else out.with_name(out.stem + ".samples.json")
@@ -177,7 +187,7 @@ def refit(samples_path: str | Path, profile_path: str | Path, *, seed: int = 0, 
     env = doc.get("environment", {})
     shape = env.get("model_shape", {})
     spec = resolve_model(model) if model is not None else None
-    fit = fit_samples(samples, target=target, seed=seed)
+    fit = fit_samples(samples, target=target, seed=seed, decode_padding=decode_padding(env))
     model_doc = model_section(spec) if spec else {"name": "unknown", **{k: shape.get(k) for k in (
         "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
         "intermediate_size", "vocab_size")}}

@@ -3,7 +3,7 @@
 The model (``twin.cost.profile``) is linear in features the roofline reasons with::
 
     t = step + seqs * S + tokens * T + max(0, T - K) * knee + attn_pairs * P + kv_read_tokens * R
-          + padded_kv_tokens * D
+          + padded_kv_tokens * D + [not a pure decode] * M
 
 * every coefficient is a time per unit of real work (or the fixed per-step overhead), so it is non-negative:
   the fit is non-negative least squares (``scipy.optimize.nnls``); ``nonnegative=False`` gives plain least
@@ -34,18 +34,19 @@ import numpy as np
 from scipy.optimize import nnls
 
 from calibration.samples import StepSample, timing_noise
-from twin.cost.profile import FEATURE_NAMES, FEATURE_UNITS, PROFILE_FORMAT, PROFILE_VERSION, RANGE_FIELDS, step_features
+from twin.cost.profile_features import (FEATURE_NAMES, FEATURE_UNITS, PROFILE_FORMAT, PROFILE_VERSION,
+                                        RANGE_FIELDS, DecodePadding, step_features)
 
 KNEE = FEATURE_NAMES.index("tokens_over_knee")
 
 
 # ---------------------------------------------------------------------------------------------------- features
 
-def base_features(samples: Sequence[StepSample]) -> np.ndarray:
+def base_features(samples: Sequence[StepSample], decode_padding: DecodePadding | None = None) -> np.ndarray:
     """``[N, len(RANGE_FIELDS)]``: seqs, tokens, attn_pairs, kv_read_tokens, max_seq_len, padded_kv_tokens of
-    each sample."""
-    return np.array([step_features(s.num_new_tokens, s.num_computed_before) for s in samples], dtype=float
-                    ).reshape(len(samples), len(RANGE_FIELDS))
+    each sample (pure decodes padded as ``decode_padding`` says, when given)."""
+    return np.array([step_features(s.num_new_tokens, s.num_computed_before, decode_padding) for s in samples],
+                    dtype=float).reshape(len(samples), len(RANGE_FIELDS))
 
 
 def design_matrix(base: np.ndarray, knee_tokens: float) -> np.ndarray:
@@ -53,7 +54,8 @@ def design_matrix(base: np.ndarray, knee_tokens: float) -> np.ndarray:
     0: then it would only duplicate ``tokens``)."""
     seqs, tokens, pairs, kv, padded = base[:, 0], base[:, 1], base[:, 2], base[:, 3], base[:, 5]
     hinge = np.maximum(tokens - knee_tokens, 0.0) if knee_tokens > 0 else np.zeros_like(tokens)
-    return np.column_stack([np.ones_like(seqs), seqs, tokens, hinge, pairs, kv, padded])
+    mixed = (tokens > seqs).astype(float)         # some sequence computes more than one token
+    return np.column_stack([np.ones_like(seqs), seqs, tokens, hinge, pairs, kv, padded, mixed])
 
 
 def solve(X: np.ndarray, y: np.ndarray, *, relative: bool = True, nonnegative: bool = True,
@@ -133,9 +135,10 @@ class Fit:
     range: dict[str, list[float]]
     residuals: dict[str, list]
     options: dict[str, Any] = field(default_factory=dict)
+    decode_padding: DecodePadding | None = None
 
     def predict(self, samples: Sequence[StepSample]) -> np.ndarray:
-        X = design_matrix(base_features(samples), self.knee_tokens)
+        X = design_matrix(base_features(samples, self.decode_padding), self.knee_tokens)
         return X @ np.array([self.coefficients[n] for n in FEATURE_NAMES])
 
     @property
@@ -166,16 +169,18 @@ def kind_weights(kinds: Sequence[str], replay_share: float = REPLAY_SHARE) -> np
 
 def fit_samples(samples: Sequence[StepSample], *, target: str = "wall", test_fraction: float = 0.2, seed: int = 0,
                 relative: bool = True, nonnegative: bool = True, knees: Sequence[float] | None = None,
-                balance_kinds: bool = True, min_train: int | None = None) -> Fit:
+                balance_kinds: bool = True, min_train: int | None = None,
+                decode_padding: DecodePadding | None = None) -> Fit:
     """Fit the profile cost model to ``samples`` (see the module docstring). ``balance_kinds`` weighs every
-    kind of sample (prefill, decode, mixed, random, replay) equally in the loss."""
+    kind of sample (prefill, decode, mixed, random, replay) equally in the loss. ``decode_padding``: the
+    engine's decode-graph padding (``twin.cost.profile_features.decode_padded_slots``), None for an unpadded engine."""
     samples = [s for s in samples if s.num_new_tokens]
     if not samples:
         raise ValueError("no samples to fit")
     y = np.array([s.target_s(target) for s in samples])
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         raise ValueError("measured step times must be finite and > 0")
-    base = base_features(samples)
+    base = base_features(samples, decode_padding)
     kinds = [s.kind for s in samples]
     test = split_indices(kinds, test_fraction, seed)
     train = ~test
@@ -220,7 +225,7 @@ def fit_samples(samples: Sequence[StepSample], *, target: str = "wall", test_fra
                 "weighting": ("relative" if relative else "absolute")
                 + (f", replay {REPLAY_SHARE:.0%} and sweep kinds balanced" if balance_kinds else ""),
                 "method": "nnls" if nonnegative else "lstsq", "num_samples": len(samples),
-                "num_train": int(train.sum()), "num_test": int(test.sum())})
+                "num_train": int(train.sum()), "num_test": int(test.sum())}, decode_padding)
 
 
 # ---------------------------------------------------------------------------------------------------- profile
@@ -240,13 +245,16 @@ def make_profile(fit: Fit, *, model: Mapping[str, Any], device: Mapping[str, Any
         "tensor_parallel_size": tensor_parallel_size,
         "cost_model": {
             "form": "t = step + seqs*S + tokens*T + max(0, tokens - knee_tokens)*K + attn_pairs*P "
-                    "+ kv_read_tokens*R + padded_kv_tokens*D  (seconds; attn_pairs = sum(n*c + n(n+1)/2), "
-                    "kv_read_tokens = sum(c+n), padded_kv_tokens = seqs*max(c+n))",
+                    "+ kv_read_tokens*R + padded_kv_tokens*D + mixed_step*M  (seconds; attn_pairs = "
+                    "sum(n*c + n(n+1)/2), kv_read_tokens = sum(c+n), padded_kv_tokens = seqs*max(c+n), "
+                    "mixed_step = 1 when some n > 1)",
             "coefficients": fit.coefficients,
             "knee_tokens": fit.knee_tokens,
             "units": dict(FEATURE_UNITS),
         },
         "fit": {**fit.options, "metrics": fit.metrics, "residuals": fit.residuals},
+        "decode_padding": None if fit.decode_padding is None else {
+            "batch_buckets": list(fit.decode_padding[0]), "block_size": fit.decode_padding[1]},
         "range": fit.range,
         "environment": dict(environment or {}),
         "plan": dict(plan or {}),

@@ -57,15 +57,28 @@ def saturation_rate_per_s(cost: Any, plan: SweepPlan) -> float:
     return 1.0 / max(1e-9, mean_out * decode_s / b + prefill_s)
 
 
+def heldout_specs(plan: SweepPlan, config: Any, index: int, rate_per_s: float, num_requests: int) -> list[Any]:
+    """The held-out workload of load number ``index`` (seeded apart from the replay's)."""
+    return replay_specs(dataclasses.replace(plan, replay_requests=num_requests), mean_interarrival_s=1.0 / rate_per_s,
+                        seed=plan.seed + HELDOUT_SEED + index, max_model_len=config.max_model_len)
+
+
+def predict(specs: list[Any], config: Any, num_blocks: int, cost: Any, max_time_s: float | None = None) -> Any:
+    """The twin's run of ``specs`` on one replica with ``config``, ``num_blocks`` KV blocks and ``cost``."""
+    from twin.core.schedulers import make_scheduler
+    from twin.sim.simulate import simulate
+
+    return simulate(specs, lambda _r: make_scheduler(config, num_blocks), lambda _r: cost, max_time_s=max_time_s)
+
+
 def validate_loads(runner: Any, plan: SweepPlan, profile_path: str | Path, *, budget_s: float,
                    loads: tuple[float, ...] = LOADS, min_requests: int = 12, max_requests: int = 200,
-                   log=lambda *_: None) -> dict[str, Any]:
+                   keep_steps: bool = False, log=lambda *_: None) -> dict[str, Any]:
     """Serve a held-out workload at each load on ``runner`` and in the twin; ``budget_s`` seconds in all (each
-    load gets an equal share and is cut, flagged ``stopped_early``, at its end)."""
+    load gets an equal share and is cut, flagged ``stopped_early``, at its end). ``keep_steps`` adds each
+    load's engine steps (shape, measured wall and device time, path, predicted time) as ``steps``."""
     from calibration.serve_steps import serve
-    from twin.core.schedulers import make_scheduler
     from twin.cost.profile import ProfileCostModel
-    from twin.sim.simulate import simulate
 
     cost = ProfileCostModel(profile_path, check_range=False)
     config = scheduler_config(plan, runner)
@@ -77,18 +90,15 @@ def validate_loads(runner: Any, plan: SweepPlan, profile_path: str | Path, *, bu
         t0 = time.perf_counter()
         rate = load * sat
         n = int(min(max_requests, max(min_requests, rate * share * 0.5)))
-        specs = replay_specs(dataclasses.replace(plan, replay_requests=n), mean_interarrival_s=1.0 / rate,
-                             seed=plan.seed + HELDOUT_SEED + i, max_model_len=config.max_model_len)
+        specs = heldout_specs(plan, config, i, rate, n)
         res = serve(runner, specs, config, deadline_s=t0 + share)
         measured = res.to_sim_result()
-        predicted = simulate(specs, lambda _r: make_scheduler(config, num_blocks), lambda _r: cost,
-                             max_time_s=res.end_s if res.stopped_early else None)
+        predicted = predict(specs, config, num_blocks, cost, res.end_s if res.stopped_early else None)
         mm, pm = measured.metrics(), predicted.metrics()
         cmp = compare_metrics(mm, pm, HEADLINE_METRICS)
-        steps = step_time_residuals([s.median_s for s in res.samples],
-                                    [cost.step_time_s(_Shape(s.num_new_tokens, s.num_computed_before))
-                                     for s in res.samples])
-        row = {"load": load, "offered_rate_per_s": rate, "num_requests": len(specs),
+        predicted_s = [cost.step_time_s(_Shape(s.num_new_tokens, s.num_computed_before)) for s in res.samples]
+        steps = step_time_residuals([s.median_s for s in res.samples], predicted_s)
+        row = {"load": load, "offered_rate_per_s": rate, "requests_asked": n, "num_requests": len(specs),
                "completed": (mm.get("completed"), pm.get("completed")), "stopped_early": res.stopped_early,
                "engine_time_s": res.end_s, "wall_s": time.perf_counter() - t0,
                "preemptions": (res.num_preemptions, predicted.num_preemptions),
@@ -96,12 +106,17 @@ def validate_loads(runner: Any, plan: SweepPlan, profile_path: str | Path, *, bu
                "measured": {m: mm.get(m) for m in HEADLINE_METRICS},
                "predicted": {m: pm.get(m) for m in HEADLINE_METRICS},
                "step_time": steps}
+        if keep_steps:
+            row["steps"] = [{"n": s.num_new_tokens, "c": s.num_computed_before, "wall_s": s.times_s[0],
+                             "device_s": s.device_times_s[0] if s.device_times_s else None,
+                             "predicted_s": p, **s.meta} for s, p in zip(res.samples, predicted_s)]
         rows.append(row)
         log(f"held-out load {load:.0%} ({rate:.2f} req/s, {len(specs)} requests"
             f"{', cut by its time share' if res.stopped_early else ''}): " + ", ".join(
                 f"{m} {_pct(row['errors'][m])}" for m in ("request_throughput", "mean_ttft_ms", "mean_tpot_ms"))
             + f"; step MAPE {_pct(steps.get('mape'), signed=False)}")
-    return {"saturation_rate_per_s": sat, "scheduler_config": config.model_dump(), "loads": rows,
+    return {"saturation_rate_per_s": sat, "scheduler_config": config.model_dump(), "num_kv_blocks": num_blocks,
+            "loads": rows,
             "metrics": list(HEADLINE_METRICS)}
 
 

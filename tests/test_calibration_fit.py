@@ -12,10 +12,12 @@ from calibration.fit import (
     base_features, design_matrix, error_metrics, fit_samples, make_profile, save_profile, solve, split_indices,
 )
 from calibration.samples import StepSample, load_samples, save_samples, timing_noise
-from twin.cost.profile import FEATURE_NAMES, RANGE_FIELDS, ProfileCostModel, read_profile, step_features
+from twin.cost.profile import ProfileCostModel
+from twin.cost.profile_features import FEATURE_NAMES, RANGE_FIELDS, step_features
+from twin.cost.profile_file import read_profile
 
 TRUE = {"step": 2e-3, "seqs": 5e-5, "tokens": 4e-6, "tokens_over_knee": 6e-5, "attn_pairs": 2e-9,
-        "kv_read_tokens": 3e-7, "padded_kv_tokens": 1e-7}
+        "kv_read_tokens": 3e-7, "padded_kv_tokens": 1e-7, "mixed_step": 2e-3}
 KNEE = 128.0
 
 
@@ -23,7 +25,8 @@ def true_time(n, c, coef=TRUE, knee=KNEE) -> float:
     seqs, tokens, pairs, kv, _longest, padded = step_features(n, c)
     return (coef["step"] + coef["seqs"] * seqs + coef["tokens"] * tokens
             + coef["tokens_over_knee"] * max(0.0, tokens - knee) + coef["attn_pairs"] * pairs
-            + coef["kv_read_tokens"] * kv + coef["padded_kv_tokens"] * padded)
+            + coef["kv_read_tokens"] * kv + coef["padded_kv_tokens"] * padded
+            + coef["mixed_step"] * (tokens > seqs))
 
 
 def synthetic_samples(noise: float = 0.0, seed: int = 0, coef=TRUE, knee=KNEE) -> list[StepSample]:
@@ -59,7 +62,7 @@ def test_recovers_known_coefficients_exactly_without_noise():
 
 def test_recovers_coefficients_under_noise_and_reports_held_out_error():
     fit = fit_samples(synthetic_samples(noise=0.03, seed=1))
-    for name in ("step", "seqs", "tokens", "tokens_over_knee", "kv_read_tokens"):
+    for name in ("step", "seqs", "tokens", "tokens_over_knee", "kv_read_tokens", "mixed_step"):
         assert fit.coefficients[name] == pytest.approx(TRUE[name], rel=0.3), name
     # the held-out error is about the noise of a median of 5 runs (3% / sqrt(5) * 0.8 ~ 1-2%)
     assert fit.metrics["test"]["mape_pct"] < 5.0
@@ -175,3 +178,23 @@ def test_samples_file_round_trip(tmp_path):
     (tmp_path / "bad.json").write_text('{"format": "nope"}')
     with pytest.raises(ValueError, match="format"):
         load_samples(tmp_path / "bad.json")
+
+
+def test_decode_padding_is_fitted_and_recorded_in_the_profile():
+    from twin.cost.profile_features import decode_padded_slots
+
+    pad = ((1, 2, 4, 8, 16, 32, 64), 16)
+    samples = []
+    for s in synthetic_samples():
+        n, c = s.num_new_tokens, s.num_computed_before
+        t = true_time(n, c)
+        if all(x == 1 for x in n):      # a padded graph reads its bucket, not seqs x longest
+            longest = max(c) + 1
+            t += TRUE["padded_kv_tokens"] * (decode_padded_slots(len(n), longest, pad) - len(n) * longest)
+        samples.append(StepSample(s.kind, n, c, [t] * 3))
+    fit = fit_samples(samples, decode_padding=pad)
+    assert fit.metrics["test"]["mape_pct"] < 1e-6
+    assert fit.coefficients["padded_kv_tokens"] == pytest.approx(TRUE["padded_kv_tokens"], rel=1e-6)
+    doc = make_profile(fit, model={"name": "m"}, device={"type": "cpu"}, dtype="fp32")
+    assert doc["decode_padding"] == {"batch_buckets": [1, 2, 4, 8, 16, 32, 64], "block_size": 16}
+    assert fit_samples(samples).metrics["test"]["mape_pct"] > 0.1      # unpadded features cannot explain it

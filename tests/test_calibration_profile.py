@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 import twin.cost.profile
+import twin.cost.profile_features
+import twin.cost.profile_file
 from twin.cost.base import CostModel
 from twin.cost.factory import build_cost_model
-from twin.cost.profile import (
-    FEATURE_NAMES, ProfileCostModel, ProfileRangeWarning, ProfileWarning, read_profile, resolve_profile_path,
-    step_features,
-)
+from twin.cost.profile import ProfileCostModel, ProfileRangeWarning, ProfileWarning
+from twin.cost.profile_features import FEATURE_NAMES, decode_padded_slots, step_features
+from twin.cost.profile_file import read_profile, resolve_profile_path
 from twin.errors import TwinInputError
 from twin.core.scheduler_output import SchedulerOutput
 
@@ -27,7 +28,7 @@ COMMITTED = Path(__file__).resolve().parents[1] / "calibration" / "profiles" / "
 TINY = {"name": "tiny-llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
         "num_key_value_heads": 4, "head_dim": 32, "intermediate_size": 704, "vocab_size": 8192}
 COEF = {"step": 2e-3, "seqs": 5e-5, "tokens": 4e-6, "tokens_over_knee": 6e-5, "attn_pairs": 2e-9,
-        "kv_read_tokens": 3e-7, "padded_kv_tokens": 1e-7}
+        "kv_read_tokens": 3e-7, "padded_kv_tokens": 1e-7, "mixed_step": 3e-3}
 
 
 def profile_doc(**changes) -> dict:
@@ -59,7 +60,7 @@ def by_hand(new, computed, coef=COEF, knee=128) -> float:
     padded = seqs * max(n + c for n, c in zip(new, computed))
     return (coef["step"] + coef["seqs"] * seqs + coef["tokens"] * tokens + coef["tokens_over_knee"]
             * max(0, tokens - knee) + coef["attn_pairs"] * pairs + coef["kv_read_tokens"] * kv
-            + coef["padded_kv_tokens"] * padded)
+            + coef["padded_kv_tokens"] * padded + coef["mixed_step"] * (tokens > seqs))
 
 
 @pytest.mark.parametrize("new, computed", [([1], [0]), ([1] * 8, [10, 200, 3, 0, 55, 1000, 7, 64]),
@@ -82,6 +83,48 @@ def test_empty_step_costs_nothing():
 def test_step_features_decode_and_general_paths_agree():
     assert step_features([1, 1, 1], [5, 9, 0]) == (3, 3, 17.0, 17, 10, 30)
     assert step_features([1, 2], [5, 0]) == (2, 3, 6 + 3, 8, 6, 12)
+
+
+def test_a_mixed_step_pays_its_term_and_a_pure_decode_does_not():
+    cm = ProfileCostModel(profile_doc(), check_range=False)
+    without = ProfileCostModel(profile_doc(cost_model={"coefficients": dict(COEF, mixed_step=0.0),
+                                                       "knee_tokens": 128}), check_range=False)
+    assert cm.step_time_s(step([1, 1], [5, 9])) == without.step_time_s(step([1, 1], [5, 9]))
+    assert cm.step_time_s(step([1, 7], [5, 0])) - without.step_time_s(step([1, 7], [5, 0])) == pytest.approx(3e-3)
+    assert cm.features(step([1, 7], [5, 0]))["mixed_step"] == 1.0
+    assert cm.features(step([1, 1], [5, 0]))["mixed_step"] == 0.0
+
+
+def test_a_profile_without_the_mixed_step_term_reads_it_as_zero():
+    coef = {k: v for k, v in COEF.items() if k != "mixed_step"}
+    cm = ProfileCostModel(profile_doc(cost_model={"coefficients": coef, "knee_tokens": 128}), check_range=False)
+    assert cm.coefficients["mixed_step"] == 0.0
+
+
+def test_decode_padding_rounds_batch_to_its_bucket_and_blocks_to_a_power_of_two():
+    pad = ((1, 2, 4, 8), 16)
+    assert decode_padded_slots(3, 40, pad) == 4 * 4 * 16          # 3 -> 4 rows; 40 tokens = 3 blocks -> 4
+    assert decode_padded_slots(1, 16, pad) == 1 * 1 * 16
+    assert decode_padded_slots(8, 17, pad) == 8 * 2 * 16
+    assert decode_padded_slots(9, 40, pad) == 9 * 40              # past the largest bucket: unpadded
+    # only pure decodes are padded; the cost model reads the padding from the profile
+    assert step_features([1, 1, 1], [5, 9, 0], pad)[5] == 4 * 1 * 16
+    assert step_features([1, 2], [5, 0], pad)[5] == 12
+    doc = profile_doc(decode_padding={"batch_buckets": [1, 2, 4, 8], "block_size": 16})
+    padded, plain = ProfileCostModel(doc, check_range=False), ProfileCostModel(profile_doc(), check_range=False)
+    s = step([1] * 3, [5, 9, 0])
+    assert padded.step_time_s(s) - plain.step_time_s(s) == pytest.approx(COEF["padded_kv_tokens"] * (64 - 30))
+    assert padded.features(s)["padded_kv_tokens"] == 64
+
+
+@pytest.mark.parametrize("padding, field", [
+    ([1, 2], "decode_padding"), ({"batch_buckets": [], "block_size": 16}, "decode_padding.batch_buckets"),
+    ({"batch_buckets": [4, 2], "block_size": 16}, "decode_padding.batch_buckets"),
+    ({"batch_buckets": [1, True], "block_size": 16}, "decode_padding.batch_buckets"),
+    ({"batch_buckets": [1, 2], "block_size": 0}, "decode_padding.block_size")])
+def test_bad_decode_padding_is_named(padding, field):
+    with pytest.raises(TwinInputError, match=field.replace(".", r"\.")):
+        ProfileCostModel(profile_doc(decode_padding=padding))
 
 
 def test_out_of_range_warns_once_and_counts(tmp_path):
@@ -226,5 +269,6 @@ def test_the_twin_and_its_cli_run_without_torch():
             "assert 'calibration.engine' not in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    src = Path(twin.cost.profile.__file__).read_text()
-    assert "import numpy" not in src and "import torch" not in src
+    for module in (twin.cost.profile, twin.cost.profile_features, twin.cost.profile_file):
+        src = Path(module.__file__).read_text()
+        assert "import numpy" not in src and "import torch" not in src

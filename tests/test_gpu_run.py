@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+from twin.errors import TwinInputError
+
 torch = pytest.importorskip("torch")
 
 from calibration.gpu_run import main, model_tag  # noqa: E402
@@ -26,12 +28,17 @@ def test_dry_run_exercises_every_phase(tmp_path, capsys):
     rc = main(["--device", "cpu", "--tiny", "--budget", "1.5", "--validation-budget", "3", "--out-dir",
                str(tmp_path)])
     assert rc == 0, capsys.readouterr()
-    for suffix in (".json", ".samples.json", ".report.json", ".report.md"):
+    for suffix in (".json", ".samples.json", ".report.json", ".report.md", ".heldout-steps.json"):
         assert (tmp_path / f"cpu-tiny-llama{suffix}").exists(), suffix
     report = json.loads((tmp_path / "cpu-tiny-llama.report.json").read_text())
     assert report["complete"] is True and report["stopped"] == []
-    assert list(report["phases_s"]) == ["set-up", "decode check", "prefill check", "calibration",
-                                        "held-out validation"]
+    assert list(report["phases_s"]) == ["set-up", "decode check", "prefill check", "first-use check",
+                                        "calibration", "held-out validation"]
+    # new shapes: a prompt from position 0 and a chunk after a context, each first run against its repeats
+    first_use = report["first_use_check"]["rows"]
+    assert [(r["context"], r["cudnn_attention"]) for r in first_use] == [(0, False), (512, False)]
+    assert all(r["first_s"] > 0 and r["repeat_median_s"] > 0 for r in first_use)
+    assert len({r["tokens"] for r in first_use}) == 2
     assert report["cuda_graphs"] is True and report["environment"]["cuda_graphs"] is True
     # the decode check: the CPU catalog entry's 15 GB/s gives the bound; the ratio is the first row's
     check = report["decode_check"]
@@ -57,6 +64,16 @@ def test_dry_run_exercises_every_phase(tmp_path, capsys):
     assert head["heldout_step_mape"] == pytest.approx(sum(s["mape"] * s["steps"] for s in steps)
                                                       / sum(s["steps"] for s in steps))
     assert [h["load"] for h in head["loads"]] == list(LOADS)
+    # every held-out step of every load, with what the twin predicted for its shape, in a file of its own
+    held = json.loads((tmp_path / "cpu-tiny-llama.heldout-steps.json").read_text())["loads"]
+    assert list(held) == [f"{load:g}" for load in LOADS] and "steps" not in loads[0]
+    for row in loads:
+        rows = held[f"{row['load']:g}"]
+        assert len(rows) == row["step_time"]["steps"]
+        assert {"n", "c", "wall_s", "predicted_s", "graph", "attention_calls"} <= set(rows[0])
+        assert any(r["graph"] for r in rows) and any(not r["graph"] for r in rows)
+        assert sum(r["predicted_s"] for r in rows) / len(rows) * 1e3 == pytest.approx(
+            row["step_time"]["mean_predicted_ms"])
     # the profile is one the twin reads
     assert ProfileCostModel(tmp_path / "cpu-tiny-llama.json").profile["device"]["type"] == "cpu"
     md = (tmp_path / "cpu-tiny-llama.report.md").read_text()
@@ -87,3 +104,36 @@ def test_bad_options_exit_2(tmp_path, capsys):
                                        ("tiny-llama", "tiny-llama"), ("Qwen2.5-7B", "7b")])
 def test_model_tag(name, tag):
     assert model_tag(name) == tag
+
+
+def test_revalidate_reproduces_the_run_when_the_model_is_unchanged(tmp_path):
+    """Refitting a run's samples with the cost model it ran with gives its own profile back, and the
+    regenerated held-out workloads give the twin's very predictions: every error as the run reported it."""
+    from calibration.revalidate import main as revalidate_main, revalidate
+
+    assert main(["--device", "cpu", "--tiny", "--budget", "1.5", "--validation-budget", "3", "--out-dir",
+                 str(tmp_path)]) == 0
+    stem = tmp_path / "cpu-tiny-llama"
+    result = revalidate(stem)
+    refit = json.loads((tmp_path / "cpu-tiny-llama.refit.json").read_text())
+    ran = json.loads((tmp_path / "cpu-tiny-llama.json").read_text())
+    assert refit["cost_model"]["coefficients"] == ran["cost_model"]["coefficients"]
+    assert refit["decode_padding"] == ran["decode_padding"] and ran["decode_padding"]["block_size"] == 16
+    for row in result["loads"]:
+        assert row["errors"] == row["as_run_errors"]
+        assert row["step_time"] == pytest.approx(row["as_run_step_time"])
+    md = (tmp_path / "cpu-tiny-llama.refit.md").read_text()
+    assert "| 90% | refitted |" in md and "| 30% | as run |" in md
+    # a run that never reached its validation, a field missing, a field of the wrong type: one line, exit 2
+    report = json.loads((tmp_path / "cpu-tiny-llama.report.json").read_text())
+    broken_row = {k: v for k, v in report["validation"]["loads"][0].items() if k != "offered_rate_per_s"}
+    bad_config = dict(report["validation"]["scheduler_config"], max_num_seqs="many")
+    for doc, needle in ((dict(report, validation=None), "holds no held-out loads"),
+                        (dict(report, validation=dict(report["validation"], loads=[broken_row])),
+                         "'offered_rate_per_s' is missing"),
+                        (dict(report, validation=dict(report["validation"], scheduler_config=bad_config)),
+                         "scheduler_config")):
+        (tmp_path / "cpu-tiny-llama.report.json").write_text(json.dumps(doc))
+        with pytest.raises(TwinInputError, match=needle):
+            revalidate(stem)
+    assert revalidate_main([str(stem)]) == 2

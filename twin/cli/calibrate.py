@@ -41,7 +41,7 @@ def _metrics_table(fit: Any) -> Table:
 
 
 def _coef_table(fit: Any) -> Table:
-    from twin.cost.profile import FEATURE_NAMES, FEATURE_UNITS
+    from twin.cost.profile_features import FEATURE_NAMES, FEATURE_UNITS
 
     table = Table(title=f"Coefficients (knee at {fit.knee_tokens:g} tokens)")
     table.add_column("term")

@@ -23,7 +23,8 @@ from twin.hardware.catalog import (GpuSpec, ModelSpec, activation_dtype, normali
                                   resolve_gpu, resolve_model)
 from twin.cost.base import CostModel
 from twin.cost.constant import ConstantCostModel
-from twin.cost.profile import build_profile_cost_model, resolve_profile_path
+from twin.cost.profile import build_profile_cost_model
+from twin.cost.profile_file import resolve_profile_path
 from twin.cost.server_profile import is_server_profile, server_profile_cost_model
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError

@@ -14,48 +14,38 @@ peaks and guessed efficiencies::
       + padded_kv_tokens  x seqs x max(c + n)   KV slots a batched attention that pads every sequence to the
                                                 longest reads (the calibration engine's batched SDPA does; a
                                                 varlen kernel such as vLLM's FlashAttention fits ~0 here)
+      + mixed_step        x [some n > 1]        a step that is not a pure decode (a prefill chunk in it): it
+                                                cannot replay a captured decode graph, so it pays its kernel
+                                                launches (vLLM likewise keeps full graphs for uniform decode)
 
-with n a sequence's new tokens and c its tokens already computed. Every coefficient is physically
+with n a sequence's new tokens and c its tokens already computed. A profile of an engine that runs decode steps
+as padded CUDA graphs (the calibration engine with graphs on) records that padding as ``decode_padding``
+(``{"batch_buckets": [1, 2, 4, ...], "block_size": 16}``): a pure decode step of ``seqs`` sequences then reads
+``bucket(seqs) x pow2(blocks of the longest) x block_size`` padded KV slots, the rows and the context its graph
+was captured for (a batch past the largest bucket runs unpadded). Every coefficient is physically
 non-negative and fitted so (NNLS). The profile also carries the fit's held-out error and residuals and the
 range of each feature it was fitted on; a step outside that range is predicted by extrapolation, and the
 model says so once (a ``ProfileRangeWarning``) and counts such steps.
 
 This module is pure Python on the simulator's hot path (no numpy, no torch): ``step_time_s`` costs a few
-microseconds. ``step_features`` is the one definition of the features; the fitting code imports it.
+microseconds. ``twin.cost.profile_features.step_features`` is the one definition of the features; the fitting code
+imports it. Reading and checking a profile file: ``twin.cost.profile_file``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from operator import add, mul
 from pathlib import Path
 from typing import Any
 
 from twin.cost.base import StepShape
+from twin.cost.profile_features import FEATURE_NAMES, MODEL_SHAPE_FIELDS, RANGE_FIELDS, decode_padded_slots, step_features
+from twin.cost.profile_file import read_decode_padding, read_profile, resolve_profile_path, validate_profile
 from twin.errors import TwinInputError
-from twin.yaml_input import read_text
-
-PROFILE_FORMAT = "twin-profile"
-PROFILE_VERSION = 1
-SUPPORTED_VERSIONS = (1,)
-
-# coefficient names, in design-matrix order (seconds per unit of the feature)
-FEATURE_NAMES: tuple[str, ...] = ("step", "seqs", "tokens", "tokens_over_knee", "attn_pairs", "kv_read_tokens",
-                                  "padded_kv_tokens")
-FEATURE_UNITS: dict[str, str] = {
-    "step": "s per step", "seqs": "s per sequence", "tokens": "s per scheduled token",
-    "tokens_over_knee": "s per scheduled token beyond knee_tokens", "attn_pairs": "s per attention (query, key) pair",
-    "kv_read_tokens": "s per KV token read", "padded_kv_tokens": "s per padded KV slot (seqs x longest)"}
-# the step aggregates whose fitted [min, max] a profile records; the model checks each step against the max
-RANGE_FIELDS: tuple[str, ...] = ("seqs", "tokens", "attn_pairs", "kv_read_tokens", "max_seq_len", "padded_kv_tokens")
-MODEL_SHAPE_FIELDS: tuple[str, ...] = ("hidden_size", "num_hidden_layers", "num_attention_heads",
-                                       "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size")
-
-
 class ProfileWarning(UserWarning):
     """Something about a profile's use deserves attention (measured on another device, extrapolation)."""
 
@@ -97,146 +87,6 @@ def warn_if_foreign(doc: Mapping[str, Any], here: str, source: str = "profile") 
     return message
 
 
-def step_features(num_new_tokens: Sequence[int], num_computed_before: Sequence[int]
-                  ) -> tuple[int, int, float, int, int, int]:
-    """``(seqs, tokens, attn_pairs, kv_read_tokens, max_seq_len, padded_kv_tokens)`` of a step (the order of
-    ``RANGE_FIELDS``): the number of sequences, the scheduled tokens, the attention (query, key) pairs
-    ``sum(n c + n(n+1)/2)``, the KV tokens attention reads ``sum(c + n)``, the longest sequence after the step
-    ``max(c + n)``, and ``seqs x max(c + n)``."""
-    nn, cc = num_new_tokens, num_computed_before
-    seqs = len(nn)
-    if not seqs:
-        return 0, 0, 0.0, 0, 0, 0
-    context = sum(cc)
-    if nn.count(1) == seqs:                        # pure decode
-        longest = max(cc) + 1
-        return seqs, seqs, float(context + seqs), context + seqs, longest, seqs * longest
-    tokens = sum(nn)
-    pairs = sum(map(mul, nn, cc)) + 0.5 * (sum(map(mul, nn, nn)) + tokens)
-    longest = max(map(add, nn, cc))
-    return seqs, tokens, pairs, context + tokens, longest, seqs * longest
-
-
-# ---------------------------------------------------------------------------------------------------- loading
-
-def _bad(source: str, field: str, value: Any, allowed: str) -> TwinInputError:
-    shown = repr(value)
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
-    return TwinInputError(f"{source}: field '{field}' = {shown}: {allowed}")
-
-
-def _mapping(doc: Mapping[str, Any], key: str, source: str, prefix: str = "") -> Mapping[str, Any]:
-    if key not in doc:
-        raise TwinInputError(f"{source}: field '{prefix}{key}' is required")
-    value = doc[key]
-    if not isinstance(value, Mapping):
-        raise _bad(source, prefix + key, value, "must be a JSON object")
-    return value
-
-
-def _number(value: Any, field: str, source: str, *, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum:
-        raise _bad(source, field, value, f"must be a finite number >= {minimum:g}")
-    return float(value)
-
-
-def read_profile(path: str | Path) -> dict[str, Any]:
-    """Read and validate a profile JSON file; ``TwinInputError`` (one line, naming the field) if it is bad."""
-    p = Path(path)
-    source = f"profile {p}"
-    text = read_text(p, "profile")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TwinInputError(f"{source} line {e.lineno}: not valid JSON ({e.msg})") from None
-    except RecursionError:
-        raise TwinInputError(f"{source}: not valid JSON (nested too deeply)") from None
-    validate_profile(doc, source)
-    return doc
-
-
-def validate_profile(doc: Any, source: str = "profile") -> None:
-    """Check a profile document's structure and values (raises ``TwinInputError`` naming the first bad field)."""
-    if not isinstance(doc, Mapping):
-        raise TwinInputError(f"{source}: expected a JSON object, got {type(doc).__name__}")
-    if doc.get("format") != PROFILE_FORMAT:
-        raise _bad(source, "format", doc.get("format"), f"must be {PROFILE_FORMAT!r} (a profile written by "
-                   f"'twin calibrate')")
-    version = doc.get("version")
-    if isinstance(version, bool) or not isinstance(version, int) or version not in SUPPORTED_VERSIONS:
-        raise _bad(source, "version", version, f"supported: {', '.join(map(str, SUPPORTED_VERSIONS))}")
-    cm = _mapping(doc, "cost_model", source)
-    coefs = _mapping(cm, "coefficients", source, "cost_model.")
-    for name, value in coefs.items():
-        if name not in FEATURE_NAMES:
-            raise _bad(source, f"cost_model.coefficients.{name}", value,
-                       f"unknown feature; allowed: {', '.join(FEATURE_NAMES)}")
-        _number(value, f"cost_model.coefficients.{name}", source)
-    if "step" not in coefs:
-        raise TwinInputError(f"{source}: field 'cost_model.coefficients.step' is required")
-    _number(cm.get("knee_tokens", 0), "cost_model.knee_tokens", source)
-    rng = doc.get("range")
-    if rng is not None:
-        if not isinstance(rng, Mapping):
-            raise _bad(source, "range", rng, "must be a JSON object of [min, max] pairs")
-        for name, pair in rng.items():
-            if name not in RANGE_FIELDS:
-                continue   # other recorded ranges are informative
-            if (not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2):
-                raise _bad(source, f"range.{name}", pair, "must be a [min, max] pair")
-            lo = _number(pair[0], f"range.{name}[0]", source)
-            hi = _number(pair[1], f"range.{name}[1]", source)
-            if hi < lo:
-                raise _bad(source, f"range.{name}", pair, "max must be >= min")
-    for name in ("device", "calibration", "fit"):
-        if doc.get(name) is not None and not isinstance(doc[name], Mapping):
-            raise _bad(source, name, doc[name], "must be a JSON object")
-    tp = doc.get("tensor_parallel_size", 1)
-    if tp is not None and (isinstance(tp, bool) or not isinstance(tp, int) or tp < 1):
-        raise _bad(source, "tensor_parallel_size", tp, "must be a positive integer")
-    model = doc.get("model")
-    if model is not None:
-        if not isinstance(model, Mapping):
-            raise _bad(source, "model", model, "must be a JSON object")
-        for name in MODEL_SHAPE_FIELDS:
-            if name in model and model[name] is not None:
-                v = model[name]
-                if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                    raise _bad(source, f"model.{name}", v, "must be a positive integer")
-
-
-def bundled_profiles_dir() -> Path | None:
-    """``calibration/profiles`` of this installation (found without importing the calibration package)."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("calibration")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for loc in spec.submodule_search_locations:
-        d = Path(loc) / "profiles"
-        if d.is_dir():
-            return d
-    return None
-
-
-def resolve_profile_path(path: str | Path) -> Path:
-    """A profile path as given, or the name of a bundled profile (``tiny-llama-cpu`` ->
-    ``calibration/profiles/tiny-llama-cpu.json``)."""
-    p = Path(path)
-    if p.exists():
-        return p
-    bundled = bundled_profiles_dir()
-    if bundled is not None and p.parent == Path("."):
-        for cand in (bundled / p.name, bundled / f"{p.name}.json"):
-            if cand.is_file():
-                return cand
-    return p
-
-
 # ---------------------------------------------------------------------------------------------------- the model
 
 class ProfileCostModel:
@@ -267,6 +117,7 @@ class ProfileCostModel:
         inf = math.inf
         self._max = tuple(self.range.get(name, (0.0, inf))[1] for name in RANGE_FIELDS)
         self.check_range = check_range and bool(self.range)
+        self.decode_padding = read_decode_padding(doc, source)
         self.num_out_of_range = 0
         self._warned = False
 
@@ -282,17 +133,20 @@ class ProfileCostModel:
             return 0.0
         cc = step.num_computed_before
         context = sum(cc)
+        c_step, c_seqs, c_tok, c_knee, c_pairs, c_kv, c_pad, c_mixed = self._c
         if nn.count(1) == seqs:                    # pure decode: n = 1 everywhere
             tokens = seqs
             pairs = context + seqs
             max_len = max(cc) + 1
+            padded = seqs * max_len if self.decode_padding is None else decode_padded_slots(
+                seqs, max_len, self.decode_padding)
         else:
             tokens = sum(nn)
             pairs = sum(map(mul, nn, cc)) + 0.5 * (sum(map(mul, nn, nn)) + tokens)
             max_len = max(map(add, nn, cc))
+            c_step += c_mixed
+            padded = seqs * max_len
         kv = context + tokens
-        padded = seqs * max_len
-        c_step, c_seqs, c_tok, c_knee, c_pairs, c_kv, c_pad = self._c
         t = c_step + c_seqs * seqs + c_tok * tokens + c_pairs * pairs + c_kv * kv + c_pad * padded
         if tokens > self.knee_tokens:
             t += c_knee * (tokens - self.knee_tokens)
@@ -318,10 +172,11 @@ class ProfileCostModel:
     # ------------------------------------------------------------------------------------------------ reports
     def features(self, step: StepShape) -> dict[str, float]:
         seqs, tokens, pairs, kv, max_len, padded = step_features(list(step.num_new_tokens),
-                                                                 list(step.num_computed_before))
+                                                                 list(step.num_computed_before), self.decode_padding)
         return {"step": 1.0 if seqs else 0.0, "seqs": seqs, "tokens": tokens,
                 "tokens_over_knee": max(0.0, tokens - self.knee_tokens) if seqs else 0.0,
-                "attn_pairs": pairs, "kv_read_tokens": kv, "padded_kv_tokens": padded, "max_seq_len": max_len}
+                "attn_pairs": pairs, "kv_read_tokens": kv, "padded_kv_tokens": padded, "max_seq_len": max_len,
+                "mixed_step": 1.0 if tokens > seqs else 0.0}
 
     def explain(self, step: StepShape) -> dict[str, float]:
         """The step's time by term: ``<feature>_s`` = coefficient x feature, plus ``total_s``."""
