@@ -131,8 +131,8 @@ def gpu_report(model: str | ModelSpec = "llama-3.1-8b", *, device: str = "cuda",
         "format": "twin-gpu-report", "version": 2, "model": prepared.spec.name, "device": name,
         "catalog_gpu": gpu_spec.name if gpu_spec else None, "dtype": prepared.dtype_name,
         "cuda_graphs": bool(cuda_graphs), "time_limit_s": clock.limit_s, "decode_check": None,
-        "prefill_check": None, "first_use_check": None, "fit": None, "validation": None, "profile": None, "samples": None,
-        "environment": None}
+        "prefill_check": None, "first_use_check": None, "fit": None, "validation": None, "profile": None,
+        "samples": None, "environment": None}
 
     quick_checks = quick or torch.device(prepared.device).type != "cuda"
     if clock.allows("decode check", 0.1 * clock.limit_s):
@@ -205,7 +205,8 @@ def gpu_report(model: str | ModelSpec = "llama-3.1-8b", *, device: str = "cuda",
                   wall_s=clock.elapsed())
     (out / f"{stem}.report.json").write_text(dumps(report) + "\n", encoding="utf-8")
     (out / f"{stem}.report.md").write_text(render_markdown(report), encoding="utf-8")
-    log(f"wrote {out / stem}.{{json,samples.json,report.json,report.md,heldout-steps.json}} ({report['wall_s']:.0f} s in all"
+    log(f"wrote {out / stem}.{{json,samples.json,report.json,report.md,heldout-steps.json}} "
+        f"({report['wall_s']:.0f} s in all"
         + ("" if report["complete"] else "; STOPPED: " + "; ".join(clock.stopped)) + ")")
     return report
 

@@ -71,6 +71,11 @@ def predict(specs: list[Any], config: Any, num_blocks: int, cost: Any, max_time_
     return simulate(specs, lambda _r: make_scheduler(config, num_blocks), lambda _r: cost, max_time_s=max_time_s)
 
 
+def predicted_step_times_s(cost: Any, shapes: Any) -> list[float]:
+    """The cost model's time of each step shape (``(num_new_tokens, num_computed_before)`` pairs)."""
+    return [cost.step_time_s(_Shape(n, c)) for n, c in shapes]
+
+
 def validate_loads(runner: Any, plan: SweepPlan, profile_path: str | Path, *, budget_s: float,
                    loads: tuple[float, ...] = LOADS, min_requests: int = 12, max_requests: int = 200,
                    keep_steps: bool = False, log=lambda *_: None) -> dict[str, Any]:
@@ -96,7 +101,7 @@ def validate_loads(runner: Any, plan: SweepPlan, profile_path: str | Path, *, bu
         predicted = predict(specs, config, num_blocks, cost, res.end_s if res.stopped_early else None)
         mm, pm = measured.metrics(), predicted.metrics()
         cmp = compare_metrics(mm, pm, HEADLINE_METRICS)
-        predicted_s = [cost.step_time_s(_Shape(s.num_new_tokens, s.num_computed_before)) for s in res.samples]
+        predicted_s = predicted_step_times_s(cost, ((s.num_new_tokens, s.num_computed_before) for s in res.samples))
         steps = step_time_residuals([s.median_s for s in res.samples], predicted_s)
         row = {"load": load, "offered_rate_per_s": rate, "requests_asked": n, "num_requests": len(specs),
                "completed": (mm.get("completed"), pm.get("completed")), "stopped_early": res.stopped_early,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from calibration.calibrate import refit
-from calibration.heldout import HEADLINE_METRICS, heldout_specs, predict
+from calibration.heldout import HEADLINE_METRICS, heldout_specs, predict, predicted_step_times_s
 from calibration.samples import load_samples
 from calibration.sweep_plan import SweepPlan
 from calibration.validate import compare_metrics, step_time_residuals
@@ -27,13 +27,6 @@ from twin.errors import TwinInputError
 from twin.yaml_input import load_json_file
 
 SHOWN = ("request_throughput", "mean_ttft_ms", "p90_ttft_ms", "mean_tpot_ms", "p90_tpot_ms")
-
-
-class _Shape:
-    __slots__ = ("num_new_tokens", "num_computed_before", "num_spec_tokens")
-
-    def __init__(self, n: list[int], c: list[int]) -> None:
-        self.num_new_tokens, self.num_computed_before, self.num_spec_tokens = n, c, [0] * len(n)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -100,7 +93,7 @@ def _revalidate(stem: Path) -> dict[str, Any]:
         if measured_steps:
             new["step_time"] = step_time_residuals(
                 [s["wall_s"] for s in measured_steps],
-                [cost.step_time_s(_Shape(s["n"], s["c"])) for s in measured_steps])
+                predicted_step_times_s(cost, ((s["n"], s["c"]) for s in measured_steps)))
             new["as_run_step_time"] = row["step_time"]
         rows.append(new)
     result = {"profile": str(profile_path), "coefficients": profile["cost_model"]["coefficients"],

@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from twin.cost.base import StepShape
-from twin.cost.profile_features import FEATURE_NAMES, MODEL_SHAPE_FIELDS, RANGE_FIELDS, decode_padded_slots, step_features
+from twin.cost.profile_features import (FEATURE_NAMES, MODEL_SHAPE_FIELDS, RANGE_FIELDS, decode_padded_slots,
+                                        step_features)
 from twin.cost.profile_file import read_decode_padding, read_profile, resolve_profile_path, validate_profile
 from twin.errors import TwinInputError
 class ProfileWarning(UserWarning):
