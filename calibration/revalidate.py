@@ -43,12 +43,12 @@ def revalidate(stem: str | Path) -> dict[str, Any]:
     stem = Path(stem)
     try:
         return _revalidate(stem)
+    except TwinInputError:
+        raise
     except KeyError as e:
         raise TwinInputError(f"{stem}.*.json: field {e} is missing (files written by calibration.gpu_run "
                              f"are expected)") from None
     except (TypeError, ValueError, AttributeError) as e:
-        if isinstance(e, TwinInputError):
-            raise
         raise TwinInputError(f"{stem}.*.json: a field has the wrong type or value ({e})") from None
 
 
