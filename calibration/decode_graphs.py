@@ -26,18 +26,16 @@ import numpy as np
 import torch
 
 from calibration.paged_attention import AttentionGroup, PagedAttention
+from twin.cost.profile_features import blocks_bucket
+from twin.cost.profile_features import batch_bucket as _smallest_bucket
 
 BATCH_BUCKETS: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256)
 
 
 def batch_bucket(batch: int, buckets: Sequence[int] = BATCH_BUCKETS) -> int | None:
-    """The smallest bucket holding ``batch`` sequences, or None if none does."""
-    return next((b for b in buckets if b >= batch), None)
-
-
-def blocks_bucket(blocks: int) -> int:
-    """The next power of two of ``blocks`` (at least 1)."""
-    return 1 << max(0, int(blocks) - 1).bit_length()
+    """The smallest bucket holding ``batch`` sequences, or None if none does (the rule the twin's profiles pad
+    decode steps by: ``twin.cost.profile_features``)."""
+    return _smallest_bucket(batch, buckets)
 
 
 def qualifies(seqs: Sequence[Any], default_temperature: float) -> bool:

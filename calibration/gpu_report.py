@@ -14,7 +14,7 @@ def si(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
-def _pct(x: float | None, signed: bool = True) -> str:
+def pct(x: float | None, signed: bool = True) -> str:
     if x is None:
         return "-"
     return f"{x * 100:+.1f}%" if signed else f"{x * 100:.1f}%"
@@ -37,8 +37,8 @@ def render_markdown(report: dict[str, Any]) -> str:
              f"| batch-1 decode / weight-read bound | "
              f"{'-' if h['decode_ratio'] is None else format(h['decode_ratio'], '.2f') + 'x'} | "
              f"<= {h['decode_target_ratio']}x |",
-             f"| held-out step-time MAPE (fit's test split) | {_pct(h['fit_test_mape'], signed=False)} | |",
-             f"| held-out workload step-time MAPE (all loads) | {_pct(h['heldout_step_mape'], signed=False)} | |"]
+             f"| held-out step-time MAPE (fit's test split) | {pct(h['fit_test_mape'], signed=False)} | |",
+             f"| held-out workload step-time MAPE (all loads) | {pct(h['heldout_step_mape'], signed=False)} | |"]
     lines.append("")
     d = report.get("decode_check")
     if d:
@@ -101,9 +101,9 @@ def render_markdown(report: dict[str, Any]) -> str:
             e = r["errors"]
             cut = " (cut)" if r["stopped_early"] else ""
             lines.append(f"| {r['load']:.0%}{cut} | {r['offered_rate_per_s']:.2f} | {r['num_requests']} | "
-                         f"{_pct(e['request_throughput'])} | {_pct(e['mean_ttft_ms'])} | {_pct(e['p90_ttft_ms'])} | "
-                         f"{_pct(e['mean_tpot_ms'])} | {_pct(e['p90_tpot_ms'])} | "
-                         f"{_pct(r['step_time'].get('mape'), signed=False)} |")
+                         f"{pct(e['request_throughput'])} | {pct(e['mean_ttft_ms'])} | {pct(e['p90_ttft_ms'])} | "
+                         f"{pct(e['mean_tpot_ms'])} | {pct(e['p90_tpot_ms'])} | "
+                         f"{pct(r['step_time'].get('mape'), signed=False)} |")
         lines.append("")
     lines += ["## Phases", "", "| phase | seconds |", "|---|---:|"]
     lines += [f"| {name} | {sec:.1f} |" for name, sec in report["phases_s"].items()]

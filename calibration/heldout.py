@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from calibration.gpu_report import pct
 from calibration.replay import replay_specs
 from calibration.sweep_plan import SweepPlan
 from calibration.validate import compare_metrics, step_time_residuals
@@ -118,14 +119,7 @@ def validate_loads(runner: Any, plan: SweepPlan, profile_path: str | Path, *, bu
         rows.append(row)
         log(f"held-out load {load:.0%} ({rate:.2f} req/s, {len(specs)} requests"
             f"{', cut by its time share' if res.stopped_early else ''}): " + ", ".join(
-                f"{m} {_pct(row['errors'][m])}" for m in ("request_throughput", "mean_ttft_ms", "mean_tpot_ms"))
-            + f"; step MAPE {_pct(steps.get('mape'), signed=False)}")
+                f"{m} {pct(row['errors'][m])}" for m in ("request_throughput", "mean_ttft_ms", "mean_tpot_ms"))
+            + f"; step MAPE {pct(steps.get('mape'), signed=False)}")
     return {"saturation_rate_per_s": sat, "scheduler_config": config.model_dump(), "num_kv_blocks": num_blocks,
-            "loads": rows,
-            "metrics": list(HEADLINE_METRICS)}
-
-
-def _pct(x: float | None, signed: bool = True) -> str:
-    if x is None:
-        return "-"
-    return f"{x * 100:+.1f}%" if signed else f"{x * 100:.1f}%"
+            "loads": rows, "metrics": list(HEADLINE_METRICS)}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from calibration.calibrate import refit
+from calibration.gpu_report import pct
 from calibration.heldout import HEADLINE_METRICS, heldout_specs, predict, predicted_step_times_s
 from calibration.samples import load_samples
 from calibration.sweep_plan import SweepPlan
@@ -102,10 +103,6 @@ def _revalidate(stem: Path) -> dict[str, Any]:
     return result
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x * 100:+.1f}%"
-
-
 def render(report: dict[str, Any], result: dict[str, Any]) -> str:
     fit = report.get("fit") or {}
     lines = [f"# {report['model']} on {report['device']}: the run's held-out loads, as run and refitted", "",
@@ -117,9 +114,8 @@ def render(report: dict[str, Any], result: dict[str, Any]) -> str:
     for r in result["loads"]:
         for name, errors, steps in (("as run", r["as_run_errors"], r.get("as_run_step_time")),
                                     ("refitted", r["errors"], r.get("step_time"))):
-            mape = "-" if not steps else f"{steps['mape'] * 100:.1f}%"
-            lines.append(f"| {r['load']:.0%} | {name} | " + " | ".join(_pct(errors.get(m)) for m in SHOWN)
-                         + f" | {mape} |")
+            lines.append(f"| {r['load']:.0%} | {name} | " + " | ".join(pct(errors.get(m)) for m in SHOWN)
+                         + f" | {pct((steps or {}).get('mape'), signed=False)} |")
     lines += ["", "Coefficients (refitted): " + ", ".join(f"{k} {v:.4g}" for k, v in result["coefficients"].items()),
               ""]
     return "\n".join(lines)

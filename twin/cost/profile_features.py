@@ -28,15 +28,25 @@ MODEL_SHAPE_FIELDS: tuple[str, ...] = ("hidden_size", "num_hidden_layers", "num_
 DecodePadding = tuple[tuple[int, ...], int]        # (batch buckets, ascending; block size in tokens)
 
 
+def batch_bucket(batch: int, buckets: Sequence[int]) -> int | None:
+    """The smallest of ``buckets`` (ascending) holding ``batch`` sequences, or None if none does."""
+    i = bisect_left(buckets, batch)
+    return buckets[i] if i < len(buckets) else None
+
+
+def blocks_bucket(blocks: int) -> int:
+    """The next power of two of ``blocks`` (at least 1)."""
+    return 1 << max(0, int(blocks) - 1).bit_length()
+
+
 def decode_padded_slots(seqs: int, longest: int, padding: DecodePadding) -> int:
     """KV slots a padded decode graph reads: ``seqs`` rounded up to the next batch bucket, times the longest
     sequence's blocks rounded up to a power of two; ``seqs x longest`` past the largest bucket."""
     buckets, block_size = padding
-    i = bisect_left(buckets, seqs)
-    if i == len(buckets):
+    rows = batch_bucket(seqs, buckets)
+    if rows is None:
         return seqs * longest
-    blocks = -(-longest // block_size)
-    return buckets[i] * (1 << max(0, blocks - 1).bit_length()) * block_size
+    return rows * blocks_bucket(-(-longest // block_size)) * block_size
 
 
 def step_features(num_new_tokens: Sequence[int], num_computed_before: Sequence[int],
