@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from twin.core.block_pool import BlockPool, FreeBlockQueue, KVCacheBlock
+from twin.core.block_pool import BlockPool
+from twin.core.free_block_queue import FreeBlockQueue, KVCacheBlock
 
 
 def free_ids(pool: BlockPool) -> list[int]:
@@ -310,7 +311,7 @@ def _private_pool(num_blocks: int = 10) -> tuple[BlockPool, list[KVCacheBlock]]:
 
 
 def test_private_blocks_freed_together_are_one_node_in_the_same_order():
-    from twin.core.block_pool import PRIVATE_HASH, PrivateRun
+    from twin.core.free_block_queue import PRIVATE_HASH, PrivateRun
 
     pool, b = _private_pool()
     pool.cache_block(b[5], 555)
@@ -327,7 +328,8 @@ def test_private_blocks_freed_together_are_one_node_in_the_same_order():
         node = node.next_free
     assert [type(n).__name__ for n in nodes] == ["KVCacheBlock", "PrivateRun", "KVCacheBlock", "PrivateRun"]
     assert isinstance(nodes[1], PrivateRun) and nodes[1].blocks == [b[8], b[7], b[6]]
-    assert all(x.block_hash is PRIVATE_HASH and x.ref_cnt == 0 for x in (b[8], b[7], b[6], b[4], b[3]))
+    # a run's blocks carry the state they leave it with; the pool's inspection view writes the queue's back
+    assert all(x.block_hash is None and x.ref_cnt == 1 for x in (b[8], b[7], b[6], b[4], b[3]))
     # popped across the nodes: a run split, then emptied; every private block popped is one eviction
     assert [x.block_id for x in pool.get_new_blocks(3)] == [9, 8, 7]
     assert pool.num_evictions == 2 and free_ids(pool) == [6, 5, 4, 3] and queue.num_free_blocks == 4
@@ -354,3 +356,35 @@ def test_reset_prefix_cache_links_private_runs_block_by_block():
     assert free_ids(pool) == [5, 4, 3, 0, 1, 2]
     assert all(x.block_hash is None and x.prev_free is not None for x in b)
     assert [x.block_id for x in pool.get_new_blocks(6)] == [5, 4, 3, 0, 1, 2] and pool.num_evictions == 0
+
+
+def test_inspecting_the_pool_shows_private_run_blocks_as_free_and_private_in_the_same_queue_order():
+    from twin.core.free_block_queue import PRIVATE_HASH, PrivateRun
+
+    pool, b = _private_pool(6)
+    pool.free_blocks([b[5], b[4], b[3]])
+    queue = pool.free_block_queue
+    assert isinstance(queue._head.next_free, PrivateRun)
+    assert all(x.ref_cnt == 0 and x.block_hash is PRIVATE_HASH for x in pool.blocks[3:])
+    assert free_ids(pool) == [5, 4, 3] and queue.num_free_blocks == 3
+    assert queue._head.next_free is b[5] and b[5].next_free is b[4]     # linked one by one now
+    assert [x.block_id for x in pool.get_new_blocks(2)] == [5, 4] and pool.num_evictions == 2
+    assert all(x.ref_cnt == 1 and x.block_hash is None for x in (b[5], b[4]))
+
+
+def test_a_private_run_given_to_free_blocks_joins_untouched_between_the_other_blocks():
+    from twin.core.free_block_queue import PrivateRun
+
+    pool = BlockPool(8, reserve_null_block=False, free_unhashed_to_head=True)
+    b = pool.get_new_blocks(8)
+    pool.cache_blocks([b[0], b[1]], [10, 11])
+    # a request's blocks freed last first: 7 (partial) to the head, 6 5 4 3 2 its private run, 1 0 hashed
+    pool.free_blocks([b[7]], [b[6], b[5], b[4], b[3], b[2]], [b[1], b[0]])
+    queue = pool.free_block_queue
+    assert free_ids(pool) == [7, 6, 5, 4, 3, 2, 1, 0] and queue.num_free_blocks == 8
+    run = queue._head.next_free.next_free
+    assert isinstance(run, PrivateRun) and run.blocks == [b[6], b[5], b[4], b[3], b[2]]
+    assert all(x.ref_cnt == 1 and x.block_hash is None for x in run.blocks)   # untouched
+    assert b[0].ref_cnt == b[1].ref_cnt == b[7].ref_cnt == 0
+    assert [x.block_id for x in pool.get_new_blocks(7)] == [7, 6, 5, 4, 3, 2, 1]
+    assert pool.num_evictions == 6 and pool.cached_block_hash_to_block == {10: b[0]}

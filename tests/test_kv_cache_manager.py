@@ -389,8 +389,8 @@ def test_block_identities_exact_values():
 
 
 # ---- private blocks (twin.workload.sharing) ------------------------------------------------------------
-def test_private_blocks_are_marked_not_hashed_and_registered_when_preempted():
-    from twin.core.block_pool import PRIVATE_HASH
+def test_private_blocks_are_counted_not_hashed_and_registered_when_preempted():
+    from twin.core.free_block_queue import PRIVATE_HASH
     from twin.core.request import RequestStatus
 
     kv = KVCacheManager(12, 4, reserve_null_block=False)
@@ -401,7 +401,7 @@ def test_private_blocks_are_marked_not_hashed_and_registered_when_preempted():
     admit(kv, r)
     assert kv_ids(kv, "a") == [0, 1, 2, 3]
     blocks = kv.get_blocks("a")
-    assert blocks[2].block_hash is PRIVATE_HASH and blocks[3].block_hash is None
+    assert blocks[2].block_hash is None and kv.num_cached_blocks["a"] == 3    # counted, not marked
     assert set(pool.cached_block_hash_to_block.values()) == {blocks[0], blocks[1]}
     assert len(r.block_hashes) == 2                      # the private block was never hashed
     # a preemption frees the blocks (tail first) and registers the private one under its real hash
@@ -414,17 +414,28 @@ def test_private_blocks_are_marked_not_hashed_and_registered_when_preempted():
     hit, num_hit, _ = admit(kv, r)
     assert [b.block_id for b in hit] == [0, 1, 2] and num_hit == 12
     assert kv_ids(kv, "a") == [0, 1, 2, 4]
+    # resumed, it marks the private blocks it fills (hit blocks among them keep their hashes) and frees
+    # them block by block: block 4 (private) and 5 (partial) after three output tokens fill 4 and start 5
+    r.num_output_tokens = 3
+    kv.allocate_slots(r, 3)
+    r.num_computed_tokens += 3
+    assert kv_ids(kv, "a") == [0, 1, 2, 4, 5]
+    assert blocks[2].block_hash == r.block_hashes[2] and kv.get_blocks("a")[3].block_hash is PRIVATE_HASH
+    r.status = RequestStatus.FINISHED_STOPPED
+    kv.free(r)
+    assert free_ids(kv) == [6, 7, 8, 9, 10, 11, 3, 5, 4, 2, 1, 0] and pool.num_evictions == 0
+    assert [x.block_id for x in pool.get_new_blocks(8)] == [6, 7, 8, 9, 10, 11, 3, 5]
+    assert [x.block_id for x in pool.get_new_blocks(2)] == [4, 2] and pool.num_evictions == 2
 
 
 def test_finished_private_blocks_are_evicted_without_a_hash():
-    from twin.core.block_pool import PRIVATE_HASH
     from twin.core.request import RequestStatus
 
     kv = KVCacheManager(5, 4, reserve_null_block=False)
     pool = kv.block_pool
     r = Request("a", 0.0, 9, 3, prompt_segments=[("u-a", 9)], private_from_token=0)
     admit(kv, r)
-    assert [b.block_hash for b in kv.get_blocks("a")] == [PRIVATE_HASH, PRIVATE_HASH, None]
+    assert [b.block_hash for b in kv.get_blocks("a")] == [None, None, None] and kv.num_cached_blocks["a"] == 2
     assert pool.cached_block_hash_to_block == {} and r.block_hashes == []
     r.status = RequestStatus.FINISHED_STOPPED
     kv.free(r)                                            # finished: nothing to register
@@ -432,4 +443,4 @@ def test_finished_private_blocks_are_evicted_without_a_hash():
     s = Request("b", 0.0, 17, 3, prompt_segments=[("u-b", 17)], private_from_token=0)
     admit(kv, s)                                          # takes every block: evicts the two private ones
     assert kv_ids(kv, "b") == [3, 4, 2, 1, 0] and pool.num_evictions == 2
-    assert [b.block_hash for b in kv.get_blocks("b")] == [PRIVATE_HASH] * 4 + [None]
+    assert [b.block_hash for b in kv.get_blocks("b")] == [None] * 5 and kv.num_cached_blocks["b"] == 4

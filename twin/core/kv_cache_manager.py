@@ -3,7 +3,8 @@ and release, and the prefix-cache counters."""
 
 from __future__ import annotations
 
-from twin.core.block_pool import BlockPool, KVCacheBlock
+from twin.core.block_pool import BlockPool
+from twin.core.free_block_queue import KVCacheBlock
 from twin.core.request import Request
 
 
@@ -145,7 +146,9 @@ class KVCacheManager:
 
     def _cache_full_blocks(self, request: Request, req_blocks: list[KVCacheBlock], num_tokens: int) -> None:
         """Register the blocks of ``req_blocks`` that the first ``num_tokens`` tokens fill and that are not
-        registered yet; private ones (see ``Request.private_from_token``) without hashing them."""
+        registered yet; private ones (see ``Request.private_from_token``) without hashing them: counted only,
+        while the request was never preempted (``free`` knows them by position), else marked
+        (``BlockPool.mark_private``: a resumed request may hold hit blocks among them)."""
         rid = request.request_id
         num_full = num_tokens // self.block_size
         num_cached = self.num_cached_blocks[rid]
@@ -154,7 +157,8 @@ class KVCacheManager:
         num_shared = num_full
         if request.private_from_token is not None:
             num_shared = min(num_full, max(num_cached, request.private_from_token // self.block_size))
-            self.block_pool.mark_private(req_blocks[num_shared:num_full])
+            if request.num_preemptions:
+                self.block_pool.mark_private(req_blocks[num_shared:num_full])
         if num_shared > num_cached:
             hashes = self._ensure_block_hashes(request, num_shared)
             self.block_pool.cache_blocks(req_blocks[num_cached:num_shared], hashes[num_cached:num_shared])
@@ -162,15 +166,22 @@ class KVCacheManager:
 
     def free(self, request: Request) -> None:
         """Release a finished or preempted request's blocks, last block first (evicted first later). A
-        preempted request will look its blocks up again: its private blocks get their real hashes first."""
+        preempted request will look its blocks up again: its private blocks get their real hashes first. A
+        finished one never preempted frees its private blocks, counted but never marked, as one private run."""
         blocks = self.req_to_blocks.pop(request.request_id, None)
         num_cached = self.num_cached_blocks.pop(request.request_id, 0)
         if not blocks:
             return
-        if request.private_from_token is not None and not request.is_finished and num_cached:
+        if request.private_from_token is not None and num_cached:
             first = min(num_cached, request.private_from_token // self.block_size)
-            hashes = self._ensure_block_hashes(request, num_cached)
-            self.block_pool.cache_blocks(blocks[first:num_cached], hashes[first:num_cached])
+            if not request.is_finished:
+                hashes = self._ensure_block_hashes(request, num_cached)
+                self.block_pool.cache_blocks(blocks[first:num_cached], hashes[first:num_cached])
+            elif not request.num_preemptions and first < num_cached:
+                private = blocks[first:num_cached]
+                private.reverse()
+                self.block_pool.free_blocks(reversed(blocks[num_cached:]), private, reversed(blocks[:first]))
+                return
         self.block_pool.free_blocks(reversed(blocks))
 
     @property

@@ -4,7 +4,8 @@ A block's identity is chained over the prompt segments up to the segment coverin
 (``twin.core.request``), so a block can be found by another request only if that request names the same
 segment key. A key named by one request alone (a unique user message, an output no later turn quotes) makes
 every block from its segment's start on private to that request: the prefix cache need not hash or index them
-(``BlockPool.mark_private``), which is most of its work on workloads without shared prefixes.
+(``KVCacheManager`` counts them; freed, they pass through the free queue as one ``PrivateRun``), which is most
+of its work on workloads without shared prefixes.
 
 Keys are compared by their Python hash; two keys with equal hashes count as shared (safe: shared is the
 exact, slower path).
