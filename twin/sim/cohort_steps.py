@@ -188,12 +188,7 @@ def _plan_decode_run(cohort: DecodeCohort, step_times, t: float, horizon: float,
         first_dt = step_times(n, context, 1)[0]
         if first_dt > 0:
             max_steps = min(max_steps, max(1, int((horizon - t) / first_dt) + 2))
-    # new blocks per step: the members whose last block is full before it, by phase (one cycle of phases)
-    bs = cohort.block_size
-    by_phase = cohort.by_phase
-    s0 = cohort.step
-    per_step = [len(by_phase.get((1 - s) % bs, ())) for s in range(s0, s0 + min(max_steps, bs))]
-    used = list(accumulate(islice(cycle(per_step), max_steps)))
+    used = list(accumulate(islice(cycle(cohort.new_blocks(max_steps)), max_steps)))
     k = bisect_right(used, num_free_blocks)
     dts = step_times(n, context, k)
     times = list(accumulate(dts, initial=t))
