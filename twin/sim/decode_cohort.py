@@ -18,7 +18,9 @@ only reader.
 from __future__ import annotations
 
 from array import array
+from collections import deque
 
+from twin.core.free_block_queue import KVCacheBlock
 from twin.core.kv_cache_manager import KVCacheManager
 from twin.core.request import Request
 
@@ -47,7 +49,7 @@ class DecodeCohort:
         self.block_size = kv.block_size
         self.max_model_len = max_model_len
         self.members: dict[Request, Member] = {}          # in running order
-        self.by_phase: dict[int, dict[Request, Member]] = {}
+        self.by_phase: dict[int, dict[Request, list[KVCacheBlock]]] = {}   # member -> its block table, by phase
         # members by phase, phases from block_size - 1 down to 0: the counts of the steps in order (see new_blocks)
         self.num_by_phase_down = [0] * self.block_size
         self.registering_by_phase: dict[int, dict[Request, Member]] = {}   # the members registering as they fill
@@ -56,6 +58,7 @@ class DecodeCohort:
         self.context_base = 0         # sum of (computed0 - join_step): the members' context at step s is this + n s
         self.end_times_s = array("d")  # end times of the completed steps from step number end_times_base on
         self.end_times_base = 0
+        self.forget_at = 0             # forget_end_times when more steps than this have completed
 
     def __len__(self) -> int:
         return len(self.members)
@@ -83,7 +86,7 @@ class DecodeCohort:
                               and self.kv.num_cached_blocks[req.request_id] >= private_from // self.block_size)
         member = Member(req, s, s + steps_left - 1, phase, registers_on_leave)
         self.members[req] = member
-        self.by_phase.setdefault(phase, {})[req] = member
+        self.by_phase.setdefault(phase, {})[req] = self.kv.req_to_blocks[req.request_id]
         self.num_by_phase_down[self.block_size - 1 - phase] += 1
         if not registers_on_leave:
             self.registering_by_phase.setdefault(phase, {})[req] = member
@@ -135,14 +138,13 @@ class DecodeCohort:
         registering_by_phase = self.registering_by_phase
         kv = self.kv
         req_to_blocks = kv.req_to_blocks
-        allocating: list[Request] = []
+        allocating: list[list[KVCacheBlock]] = []   # the block tables to append to, one per block
         for s in range(s0, s0 + num_steps):
             group = by_phase.get((1 - s) % bs)
             if group:
-                allocating += group
+                allocating += group.values()
         if allocating:
-            for req, block in zip(allocating, kv.block_pool.get_new_blocks(len(allocating))):
-                req_to_blocks[req.request_id].append(block)
+            deque(map(list.append, allocating, kv.block_pool.get_new_blocks(len(allocating))), 0)
         if registering_by_phase and kv.enable_caching:
             last = s0 + num_steps - 1
             cache_full_blocks = kv._cache_full_blocks
@@ -156,20 +158,22 @@ class DecodeCohort:
     def complete_run(self, ends_s: list[float]) -> None:
         """Steps scheduled by ``schedule`` ended at ``ends_s`` (no member finishes in them)."""
         self.end_times_s.extend(ends_s)
-        self._forget_when_due(len(ends_s))
+        if self.end_times_base + len(self.end_times_s) > self.forget_at:
+            self._forget()
 
-    def _forget_when_due(self, num_new: int) -> None:
-        """``forget_end_times`` if one of the ``num_new`` steps just completed is a multiple of
-        ``forget_every_steps``."""
-        last = self.end_times_base + len(self.end_times_s) - 1
-        if last // self.forget_every_steps > (last - num_new) // self.forget_every_steps:
-            self.forget_end_times()
+    def _forget(self) -> None:
+        """``forget_end_times``, due: one of the steps just completed is a multiple of ``forget_every_steps``
+        (``forget_at``, the next one once it is done)."""
+        self.forget_at = (self.end_times_base + len(self.end_times_s) - 1) // self.forget_every_steps \
+            * self.forget_every_steps + self.forget_every_steps
+        self.forget_end_times()
 
     def complete(self, end_s: float) -> list[Request]:
         """The step just scheduled ended at ``end_s``: every member emitted a token. Returns the members that
         emitted their last one (settled, left the cohort), in running order."""
         self.end_times_s.append(end_s)
-        self._forget_when_due(1)
+        if self.end_times_base + len(self.end_times_s) > self.forget_at:
+            self._forget()
         s = self.step - 1
         due = self.finishing.pop(s, None)
         if not due:
