@@ -92,13 +92,15 @@ class StepSummary:
         for r in np.unique(replica).tolist():
             mine = replica == r
             s = sec[mine]
-            table = self._table(r, int(s.max()))
+            first, last = int(s.min()), int(s.max())
+            table = self._table(r, last)[:, first:last + 1]    # the seconds these rows touch, not the whole run
+            s = s - first
             for i, name in enumerate(BUCKET_COLUMNS):
                 v = values[name][mine]
                 if name in _MAX_COLUMNS:
                     np.maximum.at(table[i], s, v)
                 else:
-                    table[i] += np.bincount(s, weights=v, minlength=table.shape[1])
+                    table[i] += np.bincount(s, weights=v, minlength=last + 1 - first)
         self.kv_usage_counts.update(dict(zip(*np.unique(kv, return_counts=True))))
         end = start + dur
         for r in np.unique(replica).tolist():
