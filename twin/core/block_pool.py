@@ -191,7 +191,8 @@ class BlockPool:
         """Register full blocks that no other request can name: they carry ``PRIVATE_HASH`` instead of a
         hash in the map. Eviction counts them as any cached block; ``cache_blocks`` gives them their real hash
         when their request is preempted (the only lookup that could find them), so every lookup, hit and
-        eviction is as if they had been registered when they filled."""
+        eviction is as if they had been registered when they filled. (A request never preempted does not
+        mark its own: ``KVCacheManager`` counts them and frees them as one run, see ``free_blocks``.)"""
         for block in blocks:
             if block.block_hash is None:
                 block.block_hash = PRIVATE_HASH
