@@ -3,7 +3,7 @@ summary) and records: {steps: aggregate} (per-second step sums), against the ful
 
 from __future__ import annotations
 
-from array import array
+import math
 
 import numpy as np
 import pytest
@@ -56,52 +56,61 @@ def test_emission_calls_give_exact_gaps_and_tokens():
     a.add_emission(1.0)            # first token: no gap
     a.add_emission(1.5, 3)         # gap 0.5 and two zero gaps
     b.add_emission(1.25)
-    run = array("d", [2.0, 2.25, 2.75])
-    a.add_emissions(run)           # gap 0.5, then 0.25, 0.5 shared ...
-    b.add_emissions(array("d", run))  # ... with b (gap 0.75 first): folded once, weight 2
-    assert (a.first_token_s, a.last_token_s, a.num_emissions) == (1.0, 2.75, 5)
+    # a and b each emit one token in steps ending at 2.0, 2.25, 2.75: the gaps within counted by step (0.25,
+    # 0.5, twice each), the ones before by the records (a 0.5, b 0.75)
+    itl.add_steps([math.nan, 2.0, 2.25], [2.0, 2.25, 2.75], [2, 2, 2])
+    a.add_counted_emissions(2.0, 2.75, 3, False)
+    b.add_counted_emissions(2.0, 2.75, 3, False)
+    itl.add_steps([2.75], [3.0], [1])   # a alone in the next step: its gap (0.25) counted by the step
+    a.add_counted_emissions(3.0, 3.0, 1, True)
+    assert (a.first_token_s, a.last_token_s, a.num_emissions) == (1.0, 3.0, 6)
     assert (b.first_token_s, b.last_token_s, b.num_emissions) == (1.25, 2.75, 4)
     out = itl.describe_itl([100])
-    gaps = [0.5, 0.0, 0.0, 0.5, 0.25, 0.5, 0.75, 0.25, 0.5]
-    assert (itl.num_gaps, itl.num_zero_gaps, itl.max_gap_s, itl.min_gap_s) == (7, 2, 0.75, 0.25)
+    gaps = [0.5, 0.0, 0.0, 0.5, 0.25, 0.5, 0.75, 0.25, 0.5, 0.25]
+    assert (itl.num_gaps, itl.num_zero_gaps, itl.max_gap_s, itl.min_gap_s) == (8, 2, 0.75, 0.25)
     assert out["mean_itl_ms"] == pytest.approx(np.mean(gaps) * 1000, rel=1e-12)
     assert out["std_itl_ms"] == pytest.approx(np.std(gaps) * 1000, rel=1e-12)
     assert out["p100_itl_ms"] == 750.0
-    # tokens per second from the first arrival (0.5): [0.5, 1.5) has 1 + 1, [1.5, 2.5) has 3 + 2 + 2
+    # tokens per second from the first arrival (0.5): [0.5, 1.5) has 1 + 1, [1.5, 2.5) has 3 + 2 + 2, then 2 + 1
     assert itl.max_output_tokens_per_s() == 7.0
+    assert list(itl._tokens[:3]) == [2, 7, 3]
 
 
 @pytest.mark.parametrize("flush_at", [5, 1 << 16])
-def test_runs_fold_as_their_emissions_one_by_one(flush_at, monkeypatch):
-    """Runs handed over whole (buffered, concatenated, repeats counted by weight, folded in bulk, also across
-    flushes mid-way) give the counts, histogram and per-second tokens of the same emissions one at a time."""
+def test_steps_fold_as_their_emissions_one_by_one(flush_at, monkeypatch):
+    """Steps handed over in runs (buffered, one entry per step whatever the requests in it, folded in bulk,
+    also across flushes mid-way) give the counts, histogram and per-second tokens of the same emissions one
+    at a time."""
     import twin.results.token_summary as summary_module
 
     monkeypatch.setattr(summary_module, "_FLUSH_AT", flush_at)
     rng = np.random.default_rng(11)
-    steps = np.cumsum(rng.exponential(0.3, 400)) + 1.0
-    runs, bulk, one_by_one = [], ItlSummary(), ItlSummary()
-    for _ in range(60):
-        start = int(rng.integers(0, 390))
-        run = array("d", steps[start:start + int(rng.integers(1, 12))])
-        runs += [run] * int(rng.integers(1, 4))        # consecutive requests in the same steps
+    ends = np.cumsum(rng.exponential(0.3, 400)) + 1.0
+    bulk, one_by_one = ItlSummary(), ItlSummary()
     for itl in (bulk, one_by_one):
         itl.add_record(0.25)
-    for run in runs:
-        bulk.add_run(run)
-        for prev, t in zip(run, run[1:]):
-            one_by_one.add_gap(t - prev)
-        for t in run:
-            one_by_one.add_tokens(t, 1)
+    num_tokens = 0
+    for _ in range(60):
+        start = int(rng.integers(0, 390))
+        run = [float(t) for t in ends[start:start + int(rng.integers(1, 12))]]
+        prev = float(ends[start - 1]) if start and rng.random() < 0.7 else None
+        count = int(rng.integers(1, 9))                 # requests emitting in every step of the run
+        bulk.add_steps([math.nan if prev is None else prev] + run[:-1], run, [count] * len(run))
+        for before, t in zip([prev] + run, run):
+            for _ in range(count):
+                if before is not None:
+                    one_by_one.add_gap(t - before)
+            one_by_one.add_tokens(t, count)
+        num_tokens += count * len(run)
     for itl in (bulk, one_by_one):
         itl.flush()
     assert (bulk.num_gaps, bulk.num_zero_gaps, bulk.max_gap_s, bulk.min_gap_s) == \
         (one_by_one.num_gaps, one_by_one.num_zero_gaps, one_by_one.max_gap_s, one_by_one.min_gap_s)
-    assert bulk.num_gaps == sum(len(r) - 1 for r in runs) > 0
+    assert bulk.num_gaps > 0
     assert np.array_equal(bulk._hist, one_by_one._hist)
-    assert list(bulk._tokens).count(0) < len(bulk._tokens)
     assert bulk.max_output_tokens_per_s() == one_by_one.max_output_tokens_per_s()
-    assert sum(bulk._tokens) == sum(one_by_one._tokens) == sum(len(r) for r in runs)
+    assert sum(bulk._tokens) == sum(one_by_one._tokens) == num_tokens
+    assert np.array_equal(np.trim_zeros(np.array(bulk._tokens), "b"), np.trim_zeros(np.array(one_by_one._tokens), "b"))
     assert bulk.describe_itl([50, 99]) == pytest.approx(one_by_one.describe_itl([50, 99]), rel=1e-12)
 
 

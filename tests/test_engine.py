@@ -63,6 +63,8 @@ def _run(data: dict, overrides: dict | None = None, *, fast_path: bool, wrap_cos
 
 
 def _record_fields(r: RequestRecord) -> dict:
+    if not dataclasses.is_dataclass(r):   # a summary record (twin.results.token_summary): its slots but the run's ITL
+        return {name: getattr(r, name) for name in type(r).__slots__ if name != "itl"}
     out = {f.name: getattr(r, f.name) for f in dataclasses.fields(r)}
     for key in ("emit_times_s", "emit_counts", "spec_accepted_per_position"):
         if out[key] is not None:
@@ -166,6 +168,34 @@ def test_fast_path_is_identical_when_it_forgets_old_step_end_times(monkeypatch, 
     fast = _run(MIXED, None, fast_path=True)
     assert fast_forward_steps["steps"] > 0.5 * len(fast.steps)
     _assert_same_results(fast, slow)
+
+
+@pytest.mark.parametrize("overrides", [None, {"workload": {"timeout_s": TIMEOUT_S}},
+                                       {"workload": {"arrivals": CLOSED_LOOP}}],
+                         ids=["open-loop", "client-timeouts", "closed-loop"])
+def test_summary_token_times_counted_by_step_as_emission_by_emission(overrides, monkeypatch, fast_forward_steps):
+    """Summary records: the fast path counts a step's tokens and gaps once for every request in it
+    (``ItlSummary.add_steps``), the step-by-step path emission by emission; the same records, gap counts,
+    histogram and per-second tokens (flushed mid-run too), the ITL mean and std up to summation order."""
+    import twin.results.token_summary as summary_module
+
+    monkeypatch.setattr(summary_module, "_FLUSH_AT", 101)
+    slow = _run(MIXED, overrides, fast_path=False, token_times="summary")
+    fast = _run(MIXED, overrides, fast_path=True, token_times="summary")
+    assert fast_forward_steps["decode_runs"] > 10
+    _assert_same_results(fast, slow)
+    a, b = fast.requests[0].itl, slow.requests[0].itl
+    a.flush(), b.flush()
+    assert (a.num_gaps, a.num_zero_gaps, a.max_gap_s, a.min_gap_s) == (b.num_gaps, b.num_zero_gaps, b.max_gap_s,
+                                                                       b.min_gap_s)
+    assert a.num_gaps > 50 * 101
+    assert np.array_equal(a._hist, b._hist)
+    assert np.array_equal(np.trim_zeros(np.array(a._tokens), "b"), np.trim_zeros(np.array(b._tokens), "b"))
+    fast_itl, slow_itl = a.describe_itl([50, 99]), b.describe_itl([50, 99])
+    assert fast_itl["mean_itl_ms"] == pytest.approx(slow_itl["mean_itl_ms"], rel=1e-9)
+    assert fast_itl["std_itl_ms"] == pytest.approx(slow_itl["std_itl_ms"], rel=1e-6)
+    assert {k: v for k, v in fast_itl.items() if "mean" not in k and "std" not in k} == \
+        {k: v for k, v in slow_itl.items() if "mean" not in k and "std" not in k}
 
 
 def test_aggregate_step_records_are_identical_when_folded_mid_run(monkeypatch, fast_forward_steps):

@@ -44,10 +44,10 @@ _FLUSH_AT = 1 << 16
 class ItlSummary:
     """Run-wide inter-token gaps and per-second output tokens (see the module docstring).
 
-    Gaps are buffered and folded into the histogram with numpy every ``_FLUSH_AT`` entries; so are runs of
-    one-token emissions (a request's decode steps, handed over when it finishes), concatenated, each with
-    its length and weight: a run equal to the one before it (several requests in the same decode steps) is
-    counted once more instead of stored again."""
+    Gaps are buffered and folded into the histogram with numpy every ``_FLUSH_AT`` entries; so are engine
+    steps in which several requests each emitted one token (a replica's decode cohort,
+    ``twin.sim.decode_cohort``): one entry per step, its end, the previous step's and how many requests
+    emitted in it, instead of one per request and token."""
 
     def __init__(self) -> None:
         self.origin_s: float | None = None      # the run's first arrival: the per-second buckets start there
@@ -63,10 +63,9 @@ class ItlSummary:
         self._gaps = array("d")
         self._weights = array("d")
         self._tokens = array("q")                # output tokens per second since origin_s
-        self._run_times = array("d")             # pending runs of emission times, concatenated ...
-        self._run_lens = array("q")              # ... their lengths ...
-        self._run_weights = array("q")           # ... and how many requests had each
-        self._last_run: array | None = None
+        self._step_ends = array("d")             # pending steps: their ends ...
+        self._step_prevs = array("d")            # ... the previous step's end (NaN: no gap counted) ...
+        self._step_counts = array("q")           # ... and how many requests emitted one token in each
 
     # ---- recording ------------------------------------------------------------------------------------
     def add_record(self, arrival_s: float) -> None:
@@ -91,37 +90,33 @@ class ItlSummary:
             tokens.extend(array("q", [0]) * (max(sec + 1, 2 * len(tokens)) - len(tokens)))
         return tokens
 
-    def add_run(self, times_s: array) -> None:
-        """One request's one-token emissions at ``times_s``: its gaps within the run and its tokens."""
-        if self._run_lens and (times_s is self._last_run or times_s == self._last_run):
-            self._run_weights[-1] += 1
-            return
-        self._last_run = times_s
-        self._run_times.extend(times_s)
-        self._run_lens.append(len(times_s))
-        self._run_weights.append(1)
-        if len(self._run_times) >= _FLUSH_AT:
-            self._flush_runs()
+    def add_steps(self, prevs_s, ends_s, counts) -> None:
+        """Engine steps ending at ``ends_s``, in step ``i`` of which ``counts[i]`` requests emitted one token
+        after their previous one at ``prevs_s[i]`` (the end of the step before; NaN: the gaps are not counted
+        here): ``counts[i]`` tokens at ``ends_s[i]`` and as many gaps of ``ends_s[i] - prevs_s[i]``."""
+        self._step_prevs.extend(prevs_s)
+        self._step_ends.extend(ends_s)
+        self._step_counts.extend(counts)
+        if len(self._step_ends) >= _FLUSH_AT:
+            self._flush_steps()
 
-    def _flush_runs(self) -> None:
-        if not self._run_lens:
+    def _flush_steps(self) -> None:
+        if not self._step_ends:
             return
-        times = np.frombuffer(self._run_times, np.float64)
-        lens = np.frombuffer(self._run_lens, np.int64)
-        weight_at = np.repeat(np.frombuffer(self._run_weights, np.int64), lens)   # per emission
-        secs = np.floor(times - self.origin_s).astype(np.int64)   # as add_tokens buckets them, in bulk
+        ends = np.frombuffer(self._step_ends, np.float64)
+        counts = np.frombuffer(self._step_counts, np.int64)
+        secs = np.floor(ends - self.origin_s).astype(np.int64)   # as add_tokens buckets them, in bulk
         first, last = int(secs.min()), int(secs.max())
         per_sec = np.frombuffer(self._tokens_through(last), np.int64)
-        per_sec[first:last + 1] += np.bincount(secs - first, weights=weight_at,
+        per_sec[first:last + 1] += np.bincount(secs - first, weights=counts,
                                                minlength=last + 1 - first).astype(np.int64)
         del per_sec                    # release the buffer so the array can grow again
-        within = np.ones(times.size - 1, bool)     # gap i (times[i] to times[i + 1]) stays within a run
-        within[np.cumsum(lens)[:-1] - 1] = False
-        self._fold(np.diff(times)[within], weight_at[1:][within].astype(np.float64))
-        self._run_times = array("d")
-        self._run_lens = array("q")
-        self._run_weights = array("q")
-        self._last_run = None
+        gaps = ends - np.frombuffer(self._step_prevs, np.float64)
+        counted = ~np.isnan(gaps)
+        self._fold(gaps[counted], counts[counted].astype(np.float64))
+        self._step_ends = array("d")
+        self._step_prevs = array("d")
+        self._step_counts = array("q")
 
     def _flush_gaps(self) -> None:
         if not self._gaps:
@@ -149,7 +144,7 @@ class ItlSummary:
             self._hist += np.bincount(bins, weights=w, minlength=_NUM_BINS).astype(np.int64)
 
     def flush(self) -> None:
-        self._flush_runs()
+        self._flush_steps()
         self._flush_gaps()
 
     # ---- reading --------------------------------------------------------------------------------------
@@ -239,18 +234,16 @@ class SummaryRequestRecord:
         self.last_token_s = time_s
         self.num_emissions += 1
 
-    def add_emissions(self, times_s) -> None:
-        if not isinstance(times_s, array) or times_s.typecode != "d":
-            times_s = array("d", times_s)
-        if not times_s:
-            return
+    def add_counted_emissions(self, first_s: float, last_s: float, num_emissions: int,
+                              first_gap_counted: bool) -> None:
+        """``num_emissions`` one-token emissions from ``first_s`` to ``last_s`` in consecutive steps whose gaps
+        and tokens ``itl.add_steps`` counted, the gap before the first too if ``first_gap_counted``."""
         if self.last_token_s is None:
-            self.first_token_s = times_s[0]
-        else:
-            self.itl.add_gap(times_s[0] - self.last_token_s)
-        self.itl.add_run(times_s)
-        self.last_token_s = times_s[-1]
-        self.num_emissions += len(times_s)
+            self.first_token_s = first_s
+        elif not first_gap_counted:
+            self.itl.add_gap(first_s - self.last_token_s)
+        self.last_token_s = last_s
+        self.num_emissions += num_emissions
 
     # the same definitions as a full record's (they read only fields both kinds have)
     is_finished = RequestRecord.is_finished

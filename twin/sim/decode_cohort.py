@@ -12,24 +12,28 @@ fills registered once, when it leaves; others as they fill.
 A member's counters and token times are written back to its request and record when it leaves: when it
 finishes, when the client aborts it, when the run stops, and when the replica falls back to the scheduler's
 step-by-step path (``settle_all``). In between, the request objects' counters are stale; the replica is the
-only reader.
+only reader. Members with summary records (``records: {token_times: summary}``) have their tokens and gaps
+counted by step instead, one entry per step in the run's ``ItlSummary`` however many emitted in it.
 """
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections import deque
 
 from twin.core.free_block_queue import KVCacheBlock
 from twin.core.kv_cache_manager import KVCacheManager
 from twin.core.request import Request
+from twin.results.token_summary import ItlSummary
 
 
 class Member:
-    __slots__ = ("request", "computed0", "output0", "join_step", "finish_step", "phase", "registers_on_leave")
+    __slots__ = ("request", "computed0", "output0", "join_step", "finish_step", "phase", "registers_on_leave",
+                 "counted_by_step")
 
     def __init__(self, request: Request, join_step: int, finish_step: int, phase: int,
-                 registers_on_leave: bool) -> None:
+                 registers_on_leave: bool, counted_by_step: bool) -> None:
         self.request = request
         self.computed0 = request.num_computed_tokens
         self.output0 = request.num_output_tokens
@@ -37,6 +41,7 @@ class Member:
         self.finish_step = finish_step
         self.phase = phase
         self.registers_on_leave = registers_on_leave
+        self.counted_by_step = counted_by_step   # a summary record: its tokens and gaps counted by step
 
 
 class DecodeCohort:
@@ -59,6 +64,11 @@ class DecodeCohort:
         self.end_times_s = array("d")  # end times of the completed steps from step number end_times_base on
         self.end_times_base = 0
         self.forget_at = 0             # forget_end_times when more steps than this have completed
+        self.itl: ItlSummary | None = None   # the summary records' ITL summary (one per run)
+        self.num_counted_by_step = 0   # members whose tokens and gaps the steps count
+        self.last_end_s = math.nan     # end of the last completed step (NaN: none)
+        # the steps counted for the ITL summary, handed to it in bulk (ItlSummary.add_steps)
+        self.counted_prevs_s, self.counted_ends_s, self.counted_requests = array("d"), array("d"), array("q")
 
     def __len__(self) -> int:
         return len(self.members)
@@ -84,7 +94,14 @@ class DecodeCohort:
         private_from = req.private_from_token
         registers_on_leave = (private_from is not None and self.kv.enable_caching
                               and self.kv.num_cached_blocks[req.request_id] >= private_from // self.block_size)
-        member = Member(req, s, s + steps_left - 1, phase, registers_on_leave)
+        itl = getattr(req.client_data, "itl", None)
+        if itl is not None:
+            if self.itl is None:
+                self.itl = itl
+            elif itl is not self.itl:
+                raise ValueError(f"request {req.request_id}: its record belongs to another run's ITL summary")
+            self.num_counted_by_step += 1
+        member = Member(req, s, s + steps_left - 1, phase, registers_on_leave, itl is not None)
         self.members[req] = member
         self.by_phase.setdefault(phase, {})[req] = self.kv.req_to_blocks[req.request_id]
         self.num_by_phase_down[self.block_size - 1 - phase] += 1
@@ -104,6 +121,8 @@ class DecodeCohort:
             if not group:   # empty: a run whose members all register on leave skips the registration pass
                 del self.registering_by_phase[member.phase]
         self.context_base -= member.computed0 - member.join_step
+        if member.counted_by_step:
+            self.num_counted_by_step -= 1
 
     # ---- one step ---------------------------------------------------------------------------------------------
     def num_new_blocks(self) -> int:
@@ -157,6 +176,12 @@ class DecodeCohort:
 
     def complete_run(self, ends_s: list[float]) -> None:
         """Steps scheduled by ``schedule`` ended at ``ends_s`` (no member finishes in them)."""
+        if self.num_counted_by_step:
+            self.counted_prevs_s.append(self.last_end_s)
+            self.counted_prevs_s.extend(ends_s[:-1])
+            self.counted_ends_s.extend(ends_s)
+            self.counted_requests.extend(array("q", (self.num_counted_by_step,)) * len(ends_s))
+        self.last_end_s = ends_s[-1]
         self.end_times_s.extend(ends_s)
         if self.end_times_base + len(self.end_times_s) > self.forget_at:
             self._forget()
@@ -167,10 +192,22 @@ class DecodeCohort:
         self.forget_at = (self.end_times_base + len(self.end_times_s) - 1) // self.forget_every_steps \
             * self.forget_every_steps + self.forget_every_steps
         self.forget_end_times()
+        self.hand_over_counted_steps()
+
+    def hand_over_counted_steps(self) -> None:
+        """Give the steps counted so far to the ITL summary."""
+        if self.counted_ends_s:
+            self.itl.add_steps(self.counted_prevs_s, self.counted_ends_s, self.counted_requests)
+            self.counted_prevs_s, self.counted_ends_s, self.counted_requests = array("d"), array("d"), array("q")
 
     def complete(self, end_s: float) -> list[Request]:
         """The step just scheduled ended at ``end_s``: every member emitted a token. Returns the members that
         emitted their last one (settled, left the cohort), in running order."""
+        if self.num_counted_by_step:
+            self.counted_prevs_s.append(self.last_end_s)
+            self.counted_ends_s.append(end_s)
+            self.counted_requests.append(self.num_counted_by_step)
+        self.last_end_s = end_s
         self.end_times_s.append(end_s)
         if self.end_times_base + len(self.end_times_s) > self.forget_at:
             self._forget()
@@ -204,7 +241,12 @@ class DecodeCohort:
             kv._cache_full_blocks(req, kv.req_to_blocks[req.request_id], req.num_computed_tokens)
         if num_done > 0:
             base = self.end_times_base
-            req.client_data.add_emissions(self.end_times_s[m.join_step - base:last_completed + 1 - base])
+            if m.counted_by_step:   # the gap before its first step is counted there unless the cohort began with it
+                req.client_data.add_counted_emissions(self.end_times_s[m.join_step - base],
+                                                      self.end_times_s[last_completed - base], num_done,
+                                                      m.join_step > 0)
+            else:
+                req.client_data.add_emissions(self.end_times_s[m.join_step - base:last_completed + 1 - base])
 
     def release(self, req: Request, in_step: bool) -> bool:
         """Settle and drop ``req`` (the client aborted it); ``in_step``: a step is running. False if it is
@@ -228,6 +270,8 @@ class DecodeCohort:
         self.registering_by_phase.clear()
         self.finishing.clear()
         self.context_base = 0
+        self.num_counted_by_step = 0
+        self.hand_over_counted_steps()
 
     def contexts(self) -> list[int]:
         """Each member's computed tokens before the next step, in running order (for cost models that need
