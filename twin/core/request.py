@@ -108,7 +108,8 @@ class Request:
                 raise ValueError(f"request {request_id}: prompt segments cover {total} tokens, "
                                  f"num_prompt_tokens={num_prompt_tokens}")
             segments.append((output_segment_key(request_id), 1 << 62))
-            self._set_segments(segments)
+            self._segments = segments
+            self._segment_ends = None   # with _segment_bases, made by _index_segments on the first hash
 
     # ---- counters -------------------------------------------------------------------------------------
     @property
@@ -131,18 +132,18 @@ class Request:
             self.output_token_ids.extend(token_ids)
 
     # ---- token identity -------------------------------------------------------------------------------
-    def _set_segments(self, segments: list[tuple[Hashable, int]]) -> None:
+    def _index_segments(self) -> None:
         # Prefix identity at a segment start: chained over the segments before it, so that
         # identity(T) = (identity at the covering segment's start, segment key, T - start) names the first
-        # T tokens exactly (equal content up to T <=> equal segments up to T).
+        # T tokens exactly (equal content up to T <=> equal segments up to T). Made when first needed: a
+        # request whose blocks are all private (twin.workload.sharing) is never hashed unless preempted.
         ends, bases = [], []
         pos, base = 0, NONE_HASH
-        for key, n in segments:
+        for key, n in self._segments:
             bases.append(base)
             pos += n
             ends.append(pos)
             base = hash((base, key, n))
-        self._segments = segments
         self._segment_ends = ends
         self._segment_bases = bases
 
@@ -174,6 +175,8 @@ class Request:
             return out
         # a block's identity depends only on the segment covering its end token: walk the segments once,
         # naming each one's blocks in one comprehension
+        if self._segment_ends is None:
+            self._index_segments()
         ends = self._segment_ends
         i = 0
         while first_end <= last_end:
