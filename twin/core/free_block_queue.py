@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+
 class _PrivateHash:
     """The hash of a full block that only its own request could ever look up (see ``BlockPool.mark_private``)."""
 
