@@ -59,19 +59,10 @@ class BlockPool:
         queue = self.free_block_queue
         if num_blocks > queue.num_free_blocks:
             raise ValueError(f"cannot get {num_blocks} free blocks, {queue.num_free_blocks} free")
-        head = queue._head
-        run = head.next_free
-        if run.block_id == PrivateRun.block_id and len(run.blocks) - run.start > num_blocks:
-            # the common case on workloads without shared prefixes: the head is a private run that stays
-            start = run.start
-            run.start = end = start + num_blocks
-            queue.num_free_blocks -= num_blocks
-            self.num_evictions += num_blocks
-            return run.blocks[start:end]
         # popleft inlined (this runs for every block of every request): the taken blocks are cut from the head
         # of the list in one go; never-used ids are taken as a range
         out: list[KVCacheBlock] = []
-        fresh = queue._fresh
+        head, fresh = queue._head, queue._fresh
         num_fresh = num_private_evicted = 0
         need = num_blocks
         block = head.next_free
