@@ -210,27 +210,44 @@ class StepRecords:
         """Write the pending decode runs' constant columns into their rows."""
         if not self._run_rows:
             return
+        for name, col in self._merged_columns().items():
+            setattr(self, "_" + name, array(col.dtype.char, col.tobytes()))
+        self._clear_runs()
+
+    def _merged_columns(self) -> dict[str, np.ndarray]:
+        """Every column but the per-step ones (start, duration) as a numpy array, with the pending decode runs'
+        values written into their rows."""
         num_rows = len(self._start_s)
         lengths = np.frombuffer(self._run_lengths, dtype=np.int64)
-        in_run = np.zeros(num_rows + 1, dtype=np.int64)   # +1 at a run's first row, -1 after its last
-        np.add.at(in_run, np.frombuffer(self._run_rows, dtype=np.int64), 1)
-        np.add.at(in_run, np.frombuffer(self._run_rows, dtype=np.int64) + lengths, -1)
-        run_row = np.cumsum(in_run[:-1]).astype(bool)
+        firsts = np.frombuffer(self._run_rows, dtype=np.int64)
+        # the runs' rows, run after run: a run's first row, then the ones after it
+        in_runs = np.arange(int(lengths.sum())) + np.repeat(firsts - (np.cumsum(lengths) - lengths), lengths)
+        one_by_one = np.ones(num_rows, dtype=bool)
+        one_by_one[in_runs] = False
         seqs = np.repeat(np.frombuffer(self._run_seqs, dtype=np.int64), lengths)
         replicas = np.repeat(np.frombuffer(self._run_replicas, dtype=np.int64), lengths)
         # the same operations as 1.0 - (free - taken) / usable on Python ints (exact in float64), so the same bits
         free_blocks = np.repeat(np.frombuffer(self._run_free_blocks, dtype=np.int64), lengths)
         usable_blocks = np.repeat(np.frombuffer(self._run_usable_blocks, dtype=np.int64), lengths)
         kv_usage = 1.0 - (free_blocks - np.frombuffer(self._run_blocks_taken, dtype=np.int64)) / usable_blocks
+        merged = {}
         for name, code in STEP_COLUMNS:
             if name in _PER_STEP_COLUMNS:
                 continue
             col = np.empty(num_rows, dtype=code)
-            col[~run_row] = np.frombuffer(getattr(self, "_" + name), dtype=code)
-            col[run_row] = (seqs if name in _DECODE_RUN_SEQS_COLUMNS else replicas if name == "replica"
+            col[one_by_one] = np.frombuffer(getattr(self, "_" + name), dtype=code)
+            col[in_runs] = (seqs if name in _DECODE_RUN_SEQS_COLUMNS else replicas if name == "replica"
                             else kv_usage if name == "kv_usage" else 0)
-            setattr(self, "_" + name, array(code, col.tobytes()))
-        self._clear_runs()
+            merged[name] = col
+        return merged
+
+    def column_views(self) -> dict[str, np.ndarray]:
+        """Every column as a numpy array, without copying what need not be copied (views of this log's arrays:
+        for a reader that drops the log before anything is appended to it again, as ``StepSummary`` does)."""
+        views = {name: np.frombuffer(getattr(self, "_" + name), dtype=code) for name, code in STEP_COLUMNS}
+        if self._run_rows:
+            views.update(self._merged_columns())
+        return views
 
     def append_step(self, start_s: float, duration_s: float, out: Any, replica: int = 0,
                     draft_s: float = 0.0) -> None:

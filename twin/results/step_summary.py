@@ -79,18 +79,20 @@ class StepSummary:
         n = len(buf)
         if not n:
             return
-        start, dur = buf.column("start_s"), buf.column("duration_s")
-        replica, kv = buf.column("replica"), buf.column("kv_usage")
-        waiting = buf.column("num_waiting").astype(float)
-        values = {"num_steps": np.ones(n), "duration_s": dur, "running_s": buf.column("num_running") * dur,
-                  "waiting_s": waiting * dur, "kv_usage_s": kv * dur, "draft_s": buf.column("draft_s"),
+        cols = buf.column_views()
+        start, dur, replica, kv = cols["start_s"], cols["duration_s"], cols["replica"], cols["kv_usage"]
+        waiting = cols["num_waiting"].astype(float)
+        values = {"num_steps": np.ones(n), "duration_s": dur, "running_s": cols["num_running"] * dur,
+                  "waiting_s": waiting * dur, "kv_usage_s": kv * dur, "draft_s": cols["draft_s"],
                   "max_kv_usage": kv, "max_num_waiting": waiting}
         for name in ("num_seqs", "num_new_tokens", "num_prefill_tokens", "num_decode_tokens", "num_spec_tokens",
                      "num_preempted"):
-            values[name] = buf.column(name).astype(float)
+            values[name] = cols[name].astype(float)
         sec = np.floor(start).astype(np.int64)
-        for r in np.unique(replica).tolist():
-            mine = replica == r
+        end = start + dur
+        one_replica = replica.min() == replica.max()
+        for r in [int(replica[0])] if one_replica else np.unique(replica).tolist():
+            mine = slice(None) if one_replica else replica == r
             s = sec[mine]
             first, last = int(s.min()), int(s.max())
             table = self._table(r, last)[:, first:last + 1]    # the seconds these rows touch, not the whole run
@@ -101,12 +103,10 @@ class StepSummary:
                     np.maximum.at(table[i], s, v)
                 else:
                     table[i] += np.bincount(s, weights=v, minlength=last + 1 - first)
-        self.kv_usage_counts.update(dict(zip(*np.unique(kv, return_counts=True))))
-        end = start + dur
-        for r in np.unique(replica).tolist():
-            mine = replica == r
             lo, hi = self._span.get(r, (np.inf, -np.inf))
             self._span[r] = (min(lo, float(start[mine].min())), max(hi, float(end[mine].max())))
+        usage_values, usage_counts = np.unique(kv, return_counts=True)
+        self.kv_usage_counts.update(dict(zip(usage_values.tolist(), usage_counts.tolist())))
         self._num_steps += n
         self._buffer = StepRecords()
         self._room = _FOLD_AT

@@ -21,6 +21,9 @@ from __future__ import annotations
 import math
 from array import array
 from collections import deque
+from itertools import repeat
+
+import numpy as np
 
 from twin.core.free_block_queue import KVCacheBlock
 from twin.core.kv_cache_manager import KVCacheManager
@@ -67,8 +70,11 @@ class DecodeCohort:
         self.itl: ItlSummary | None = None   # the summary records' ITL summary (one per run)
         self.num_counted_by_step = 0   # members whose tokens and gaps the steps count
         self.last_end_s = math.nan     # end of the last completed step (NaN: none)
-        # the steps counted for the ITL summary, handed to it in bulk (ItlSummary.add_steps)
-        self.counted_prevs_s, self.counted_ends_s, self.counted_requests = array("d"), array("d"), array("q")
+        # once a member counts by step: how many counting members emitted in each step completed from step
+        # counted_from on (their ends are in end_times_s), handed to the ITL summary in bulk (ItlSummary.add_steps)
+        self.counted_requests = array("q")
+        self.counted_from = 0
+        self.counted_prev_s = math.nan  # end of the step before counted_from (NaN: none)
 
     def __len__(self) -> int:
         return len(self.members)
@@ -98,6 +104,8 @@ class DecodeCohort:
         if itl is not None:
             if self.itl is None:
                 self.itl = itl
+                self.counted_from = self.end_times_base + len(self.end_times_s)
+                self.counted_prev_s = self.last_end_s
             elif itl is not self.itl:
                 raise ValueError(f"request {req.request_id}: its record belongs to another run's ITL summary")
             self.num_counted_by_step += 1
@@ -176,11 +184,8 @@ class DecodeCohort:
 
     def complete_run(self, ends_s: list[float]) -> None:
         """Steps scheduled by ``schedule`` ended at ``ends_s`` (no member finishes in them)."""
-        if self.num_counted_by_step:
-            self.counted_prevs_s.append(self.last_end_s)
-            self.counted_prevs_s.extend(ends_s[:-1])
-            self.counted_ends_s.extend(ends_s)
-            self.counted_requests.extend(array("q", (self.num_counted_by_step,)) * len(ends_s))
+        if self.itl is not None:
+            self.counted_requests.extend(repeat(self.num_counted_by_step, len(ends_s)))
         self.last_end_s = ends_s[-1]
         self.end_times_s.extend(ends_s)
         if self.end_times_base + len(self.end_times_s) > self.forget_at:
@@ -191,21 +196,29 @@ class DecodeCohort:
         (``forget_at``, the next one once it is done)."""
         self.forget_at = (self.end_times_base + len(self.end_times_s) - 1) // self.forget_every_steps \
             * self.forget_every_steps + self.forget_every_steps
-        self.forget_end_times()
         self.hand_over_counted_steps()
+        self.forget_end_times()
 
     def hand_over_counted_steps(self) -> None:
-        """Give the steps counted so far to the ITL summary."""
-        if self.counted_ends_s:
-            self.itl.add_steps(self.counted_prevs_s, self.counted_ends_s, self.counted_requests)
-            self.counted_prevs_s, self.counted_ends_s, self.counted_requests = array("d"), array("d"), array("q")
+        """Give the steps counted so far (those in which a counting member emitted) to the ITL summary."""
+        num_steps = len(self.counted_requests)
+        if not num_steps:
+            return
+        first = self.counted_from - self.end_times_base
+        ends = np.frombuffer(self.end_times_s, np.float64)[first:first + num_steps]
+        prevs = np.concatenate(([self.counted_prev_s], ends[:-1]))
+        counts = np.frombuffer(self.counted_requests, np.int64)
+        emitted = counts > 0
+        self.itl.add_steps(array("d", prevs[emitted].tobytes()), array("d", ends[emitted].tobytes()),
+                           array("q", counts[emitted].tobytes()))
+        self.counted_prev_s = float(ends[-1])
+        self.counted_from += num_steps
+        self.counted_requests = array("q")
 
     def complete(self, end_s: float) -> list[Request]:
         """The step just scheduled ended at ``end_s``: every member emitted a token. Returns the members that
         emitted their last one (settled, left the cohort), in running order."""
-        if self.num_counted_by_step:
-            self.counted_prevs_s.append(self.last_end_s)
-            self.counted_ends_s.append(end_s)
+        if self.itl is not None:
             self.counted_requests.append(self.num_counted_by_step)
         self.last_end_s = end_s
         self.end_times_s.append(end_s)
