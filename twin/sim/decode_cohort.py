@@ -196,7 +196,7 @@ class DecodeCohort:
         (``forget_at``, the next one once it is done)."""
         self.forget_at = (self.end_times_base + len(self.end_times_s) - 1) // self.forget_every_steps \
             * self.forget_every_steps + self.forget_every_steps
-        self.hand_over_counted_steps()
+        self.hand_over_counted_steps()   # first: it reads the counted steps' ends from the end times
         self.forget_end_times()
 
     def hand_over_counted_steps(self) -> None:
