@@ -15,10 +15,10 @@ of one extra, slower run). Target (issue 16): the hour in <= 1 s and <= 1 GB.
 ``--per-request`` compares the cost per request of the step-by-step path (``fast_path=False``: the scheduler
 walks every running request at every step) with the fast path (the decode cohort, ``twin/sim/cohort_steps.py``)
 on Llama-2-70B TP2 on A100, Poisson 2 req/s, 512 + 128 tokens, full records, both in this process, one after
-the other (issue target: >= 50x). It then prints the floor: three pieces of work every request costs any
-event-level twin in CPython, each timed alone on the same requests (its request and record objects, one event
-on the SimPy clock, its admission and release by the scheduler as the fast path admits: prefix lookup, block
-allocation, freeing), and compares their sum with the per-request budget the 50x target leaves.
+the other (issue target: >= 50x). It then prints the floor: three pieces of work each request costs the twin
+on either path, each timed alone on the same requests (its request and record objects, one event on the SimPy
+clock, its admission and release by the scheduler as the fast path admits: prefix lookup, block allocation,
+freeing), and compares their sum with the per-request budget the 50x target leaves.
 
 ``--records-check N`` instead runs N requests of Llama-2-70B TP2 on A100 (Poisson 2 req/s, 512 prompt + 128
 output tokens) with ``records: {token_times: summary, steps: aggregate}`` (or ``--token-times full``,
