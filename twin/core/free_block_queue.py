@@ -142,19 +142,17 @@ class FreeBlockQueue:
         self.num_free_blocks -= 1
 
     def append(self, block: KVCacheBlock) -> None:
-        last = self._tail.prev_free
-        last.next_free = block
-        block.prev_free = last
-        block.next_free = self._tail
-        self._tail.prev_free = block
-        self.num_free_blocks += 1
+        self._link_between(self._tail.prev_free, block, self._tail)
 
     def appendleft(self, block: KVCacheBlock) -> None:
-        first = self._head.next_free
-        first.prev_free = block
-        block.next_free = first
-        block.prev_free = self._head
-        self._head.next_free = block
+        self._link_between(self._head, block, self._head.next_free)
+
+    def _link_between(self, prev: KVCacheBlock | PrivateRun, block: KVCacheBlock,
+                      nxt: KVCacheBlock | PrivateRun) -> None:
+        prev.next_free = block
+        block.prev_free = prev
+        block.next_free = nxt
+        nxt.prev_free = block
         self.num_free_blocks += 1
 
     def prepend_n(self, blocks: list[KVCacheBlock]) -> None:
