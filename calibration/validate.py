@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from twin.analysis.measured import parse_request_rate
+from twin.results.bench_fields import parse_request_rate
 from twin.errors import TwinInputError
 from twin.workload.capped_open_loop import CappedOpenLoop
 from twin.workload.spec import RequestSpec

@@ -153,6 +153,20 @@ def test_caching_off():
     assert kv.block_pool.cached_block_hash_to_block == {}
     assert kv.get_computed_blocks(req("b", 40, prefix=("s", 32))) == ([], 0)
     assert kv.hit_rate == 0.0
+    kv.record_prefix_cache_stats(req("c", 40), 0)
+    assert (kv.num_lookups, kv.num_query_tokens, kv.num_hit_tokens) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("stats_at_admission", [False, True])
+def test_caching_off_scheduler_counts_no_queries(stats_at_admission):
+    # vLLM's get_computed_blocks returns before recording stats when caching is off: no queries, no hits
+    sched = make_sched(enable_prefix_caching=False, prefix_cache_stats_at_admission=stats_at_admission)
+    for rid in ("a", "b"):
+        sched.add_request(req(rid, 40, prefix=("s", 32)))
+    out, _ = step(sched)
+    assert ([r.request_id for r in out.requests], out.num_new_tokens) == (["a", "b"], [40, 40])
+    kv = sched.kv_cache_manager
+    assert (kv.num_lookups, kv.num_query_tokens, kv.num_hit_tokens) == (0, 0, 0)
 
 
 # ---- allocation -----------------------------------------------------------------------------------------

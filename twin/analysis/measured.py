@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from twin.errors import TwinInputError
+from twin.results.bench_fields import json_number as _number, parse_request_rate
 from twin.workload.trace_rows import MAX_TOKEN_COUNT
 from twin.yaml_input import load_json_file
 
@@ -71,24 +72,6 @@ class Measured:
         """Per request with more than one output token."""
         m = self.output_lens > 1
         return (self.e2el_s[m] - self.ttft_s[m]) / (self.output_lens[m] - 1)
-
-
-def _number(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    f = float(v)
-    return f if math.isfinite(f) else None
-
-
-def parse_request_rate(v: Any) -> float | None:
-    """A bench result's ``request_rate``: a number > 0, or inf (``"inf"``, as vLLM writes an unbounded rate,
-    or JSON's ``Infinity``); None when absent or not a rate."""
-    if isinstance(v, float) and v == math.inf:
-        return math.inf
-    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity"):
-        return math.inf
-    f = _number(v)
-    return f if f is not None and f > 0 else None
 
 
 def _closed_loop_arrivals(ttft: np.ndarray, e2el: np.ndarray, concurrency: int) -> np.ndarray:

@@ -77,7 +77,10 @@ class KVCacheManager:
         return min(num_blocks, private_from // self.block_size)
 
     def record_prefix_cache_stats(self, request: Request, num_hit_tokens: int) -> None:
-        """Count one prefix-cache query of ``request`` that hit ``num_hit_tokens`` tokens."""
+        """Count one prefix-cache query of ``request`` that hit ``num_hit_tokens`` tokens. With caching off
+        nothing is queried, so nothing is counted (vLLM's lookup returns before it records stats)."""
+        if not self.enable_caching:
+            return
         self.num_lookups += 1
         self.num_query_tokens += request.num_prompt_tokens + request.num_output_tokens
         self.num_hit_tokens += num_hit_tokens
