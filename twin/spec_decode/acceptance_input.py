@@ -45,7 +45,7 @@ AL_TOLERANCE = 1e-9
 
 def _finite(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} = {value!r}: must be a finite number")
+        raise ValueError(f"{name}: must be a finite number (got {value!r})")
     return float(value)
 
 
@@ -63,16 +63,16 @@ def rates_from_acceptance_lengths(lengths: Mapping[int, float]) -> list[float]:
     for k in ks:
         al = _finite(f".mean_acceptance_length.{k}", lengths[k])
         if not (1.0 - AL_TOLERANCE <= al <= k + 1 + AL_TOLERANCE):
-            raise ValueError(f".mean_acceptance_length.{k} = {al:g}: must be in [1, {k + 1}] (the target's own "
-                             f"token plus at most {k} accepted drafts)")
+            raise ValueError(f".mean_acceptance_length.{k}: must be in [1, {k + 1}] (the target's own token plus at "
+                             f"most {k} accepted drafts; got {al:g})")
         r = al - prev_len
         if r < -AL_TOLERANCE or r > 1 + AL_TOLERANCE:
-            raise ValueError(f".mean_acceptance_length.{k} = {al:g}: AL({k}) - AL({k - 1}) = {r:g} is the share of "
-                             f"verifications reaching position {k} and must be in [0, 1]")
+            raise ValueError(f".mean_acceptance_length.{k}: AL({k}) - AL({k - 1}) = {r:g} is the share of "
+                             f"verifications reaching position {k} and must be in [0, 1] (got AL({k}) = {al:g})")
         if r > prev_rate + AL_TOLERANCE:
-            raise ValueError(f".mean_acceptance_length.{k} = {al:g}: AL({k}) - AL({k - 1}) = {r:g} exceeds "
+            raise ValueError(f".mean_acceptance_length.{k}: AL({k}) - AL({k - 1}) = {r:g} exceeds "
                              f"AL({k - 1}) - AL({k - 2}) = {prev_rate:g}; a later position cannot be reached "
-                             f"more often than an earlier one")
+                             f"more often than an earlier one (got AL({k}) = {al:g})")
         r = min(max(r, 0.0), prev_rate)       # only rounding noise within AL_TOLERANCE is absorbed
         rates.append(r)
         prev_len, prev_rate = al, r
@@ -83,15 +83,15 @@ def rates_from_counters(num_drafts: float, accepted_per_position: Sequence[float
     """r_i = accepted_i / num_drafts from a server's per-position counters."""
     n = _finite(".counters.num_drafts", num_drafts)
     if n <= 0:
-        raise ValueError(f".counters.num_drafts = {num_drafts!r}: must be > 0 (verifications counted)")
+        raise ValueError(f".counters.num_drafts: must be > 0 (verifications counted; got {num_drafts!r})")
     if not accepted_per_position:
         raise ValueError(".counters.accepted_per_position: give one count per draft position")
     rates, prev = [], n
     for i, a in enumerate(accepted_per_position, start=1):
         a = _finite(f".counters.accepted_per_position[{i - 1}]", a)
         if a < 0 or a > prev:
-            raise ValueError(f".counters.accepted_per_position[{i - 1}] = {a:g}: must be in [0, {prev:g}] (no more "
-                             f"than num_drafts, nor than position {i - 1}'s count)")
+            raise ValueError(f".counters.accepted_per_position[{i - 1}]: must be in [0, {prev:g}] (no more than "
+                             f"num_drafts, nor than the previous position's count; got {a:g})")
         rates.append(a / n)
         prev = a
     return rates
@@ -101,7 +101,7 @@ def dataset_class_rates(name: str, method: str, num_positions: int) -> tuple[lis
     """(r_1..r_k, proposal rate) of a named dataset class for a drafting method."""
     entry = DATASET_CLASSES.get(name)
     if entry is None:
-        raise ValueError(f".dataset = {name!r}: not a known dataset class (known: {', '.join(DATASET_CLASSES)}); "
+        raise ValueError(f".dataset: {name!r} is not a known dataset class (known: {', '.join(DATASET_CLASSES)}); "
                          f"for natural text give mean_acceptance_length or counters as measured")
     rate, proposal = entry["ngram" if method == "ngram" else "model"]
     return [rate] * num_positions, proposal
@@ -110,7 +110,7 @@ def dataset_class_rates(name: str, method: str, num_positions: int) -> tuple[lis
 def synthetic_rates(k: int, rates: Sequence[float] | None, length: float | None) -> list[float]:
     """vLLM's ``synthetic_acceptance_rates`` / ``synthetic_acceptance_length`` as per-position rates."""
     if (rates is None) == (length is None):
-        raise ValueError(": rejection_sample_method synthetic needs exactly one of synthetic_acceptance_rates and "
+        raise ValueError(".rejection_sample_method: synthetic needs exactly one of synthetic_acceptance_rates and "
                          "synthetic_acceptance_length")
     if rates is not None:
         if len(rates) != k:
@@ -120,14 +120,14 @@ def synthetic_rates(k: int, rates: Sequence[float] | None, length: float | None)
         for i, r in enumerate(rates):
             r = _finite(f".synthetic_acceptance_rates[{i}]", r)
             if not 0.0 <= r <= prev:
-                raise ValueError(f".synthetic_acceptance_rates[{i}] = {r:g}: must be in [0, {prev:g}] "
-                                 f"(non-increasing rates in [0, 1])")
+                raise ValueError(f".synthetic_acceptance_rates[{i}]: must be in [0, {prev:g}] (non-increasing rates in "
+                                 f"[0, 1]; got {r:g})")
             prev = r
         return [float(r) for r in rates]
     length = _finite(".synthetic_acceptance_length", length)
     if not 1.0 <= length <= k + 1:
-        raise ValueError(f".synthetic_acceptance_length = {length:g}: must be in [1, {k + 1}] (the target's own "
-                         f"token plus at most num_speculative_tokens = {k} accepted drafts)")
+        raise ValueError(f".synthetic_acceptance_length: must be in [1, {k + 1}] (the target's own token plus at "
+                         f"most num_speculative_tokens = {k} accepted drafts; got {length:g})")
     extra = length - 1.0
     full = int(math.floor(extra + 1e-12))
     out = [1.0] * min(full, k)

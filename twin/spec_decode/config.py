@@ -89,6 +89,8 @@ class AcceptanceConfig(_Strict):
         if self.accepted_length is not None and not math.fsum(self.accepted_length) > 0:
             raise ValueError(".accepted_length: frequencies of accepting exactly 0, 1, ... drafts must not all be 0")
         self.measured_rates()          # one-line errors for AL(k) and counters at load time
+        if self.dataset is not None:
+            dataset_class_rates(self.dataset, "eagle", 1)
         if self.dataset is not None and "proposal_rate" in self.model_fields_set:
             raise ValueError(".proposal_rate: a dataset class sets its own proposal rate")
         return self
