@@ -80,8 +80,11 @@ def test_draft_model_passes_are_costed_by_the_roofline_of_the_draft():
     step = PassShape([5, 5, 300], [400, 600, 0], [4, 4, 0])
     times = d.pass_times_s(step, 4)
     assert len(times) == 4
-    assert times[0] == pytest.approx(ref.step_time_s(PassShape([5, 5, 300], [400, 600, 0], [0, 0, 0])))
-    assert times[1] == pytest.approx(ref.step_time_s(PassShape([1, 1, 1], [405, 605, 300], [0, 0, 0])))
+    # plus each sequence's row of logits written and read back for the argmax (2 x 2 bytes x vocabulary)
+    logits = 3 * 2 * 2 * draft.vocab_size / (gpu.memory_bandwidth_bytes_per_s * DEFAULT_MEMORY_EFFICIENCY)
+    assert d.logits_bytes_per_seq == 4 * draft.vocab_size
+    assert times[0] == pytest.approx(ref.step_time_s(PassShape([5, 5, 300], [400, 600, 0], [0, 0, 0])) + logits)
+    assert times[1] == pytest.approx(ref.step_time_s(PassShape([1, 1, 1], [405, 605, 300], [0, 0, 0])) + logits)
     assert d.draft_time_s(step, 4) == pytest.approx(sum(times))
     # batch 1 reads the draft's weights once per pass: ~2.3 GiB at 80 % of 3.35 TB/s, + the pass overhead
     one = d.pass_times_s(_shape(1), 2)[1]
@@ -107,6 +110,9 @@ def test_head_drafters_derive_from_the_target_shape():
     wide_qkv = h * (target.q_dim + 2 * target.kv_dim)
     assert eagle3.weight_bytes == pytest.approx(2 * (layer + 3 * h * h + wide_qkv + 32000 * h), rel=0.001)
     assert mtp2.kv_bytes_per_token == 2 * eagle.kv_bytes_per_token
+    # EAGLE-3's 32K-token logits are scattered into a -inf row of the target's vocabulary for the argmax
+    assert eagle3.logits_bytes_per_seq == 2 * (3 * 32000 + 2 * target.vocab_size)
+    assert eagle.logits_bytes_per_seq == 2 * 2 * target.vocab_size
     # batch 1: a pass streams one layer, the fc and the full LM head (GPU time; the host's share is the
     # step cost's, tests/test_spec_decode_cost.py)
     one = eagle.pass_times_s(_shape(1), 2)[1]

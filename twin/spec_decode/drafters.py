@@ -93,7 +93,8 @@ class ModelDrafter:
     target's hidden states)."""
 
     def __init__(self, method: str, cost: RooflineCostModel, weight_bytes: int, kv_bytes_per_token: int,
-                 extra_linear_params: int = 0, first_pass_linear_params: int = 0) -> None:
+                 extra_linear_params: int = 0, first_pass_linear_params: int = 0,
+                 logits_bytes_per_seq: int = 0) -> None:
         self.method = method
         self.cost = cost
         self.weight_bytes = int(weight_bytes)
@@ -108,11 +109,18 @@ class ModelDrafter:
         self._t_extra = linear_weight_bytes(extra_linear_params, cost.weight_dtype) / tp / bandwidth
         self._k_first = 2.0 * first_pass_linear_params / tp / peak
         self._t_first = linear_weight_bytes(first_pass_linear_params, cost.weight_dtype) / tp / bandwidth
+        # each pass writes one row of logits per sequence and reads it back for the argmax (EAGLE-3 with a reduced
+        # vocabulary also scatters its row into a target-vocabulary row filled with -inf first)
+        if not logits_bytes_per_seq:
+            logits_bytes_per_seq = 2 * DTYPE_BYTES[activation_dtype(cost.weight_dtype)] * cost.model.vocab_size
+        self.logits_bytes_per_seq = int(logits_bytes_per_seq)
+        self._k_logits = logits_bytes_per_seq / tp / bandwidth                  # per sequence and pass
 
     def pass_time_from_sums(self, n_seqs: int, tokens: int, context: int, new_x_context: int, new_squared: int,
                             first: bool) -> float:
         """One pass's GPU time from the pass's sums (as ``RooflineCostModel.step_time_from_sums``)."""
         t = self.cost.step_time_from_sums(n_seqs, tokens, context, new_x_context, new_squared, 0)
+        t += self._k_logits * n_seqs
         if self.extra_linear_params:
             extra = self._k_extra * tokens
             t += extra if extra > self._t_extra else self._t_extra
@@ -213,5 +221,10 @@ def head_drafter(target: ModelSpec, method: str, gpu: GpuSpec, tp: int = 1, weig
     small = draft_layers * (spec.attention_bias_params_per_layer + spec.norm_params_per_layer) + spec.hidden_size
     weights = (-(-linear_weight_bytes(layer_params + fc_params + wide_qkv, wd) // tp) + small * ab
                + (-(-spec.lm_head_matmul_params * ab // tp) if own_head else 0))
+    logits = 0
+    if own_head and spec.vocab_size < target.vocab_size:
+        # vLLM maps EAGLE-3's draft logits into the target's vocabulary: a row of -inf written, the draft row
+        # written and scattered into it, the full row read by the argmax
+        logits = ab * (3 * spec.vocab_size + 2 * target.vocab_size)
     return ModelDrafter(method, cost, weights, spec.kv_bytes_per_token(kd, tp), extra_linear_params=per_pass,
-                        first_pass_linear_params=first_pass)
+                        first_pass_linear_params=first_pass, logits_bytes_per_seq=logits)
