@@ -126,3 +126,11 @@ def test_bundled_random_token_eagle3_run_is_slower_at_every_load():
     assert m["baseline"]["spec_decode_acceptance_length"] == 1.0
     assert low < 0.8 and mid < low and capacity < 0.5, (low, mid, capacity)
     assert m["baseline"]["mean_ttft_ms"] > m["nospec"]["mean_ttft_ms"]
+
+
+def test_host_overheads_can_be_set_instead_of_the_priors():
+    dep, cost = _dep("eagle3", 4, "0.11", draft_pass_overhead_s=1e-3, spec_step_overhead_s=2e-3)
+    e = dep.drafter.explain(_verify(1, 4), 4, cost)
+    gpu = dep.drafter.drafter.pass_times_s(_verify(1, 4), 4)
+    assert e["spec_host_s"] == 2e-3
+    assert e["draft_host_s"] == pytest.approx(sum(1e-3 - g for g in gpu))

@@ -7,9 +7,10 @@ once batch x (1 + k) passes the roofline's ridge (about 200 tokens for an 8B mod
 sooner than decoding. ``SpecStepCost`` adds what the step does beyond that, each term in seconds:
 
 * ``draft_gpu_s``: the drafter's k forward passes on the GPU (``ModelDrafter``): pass 1 over every token the
-  target ran (its own KV of them), passes 2..k over one token per sequence; each streams the drafter's layers
-  and its LM head (the target's, or EAGLE-3's over ``draft_vocab_size``) and computes the logits of one
-  position per sequence.
+  target ran, rejected drafts included (vLLM's padded drafter batch: the drafter keeps its own KV of them and
+  needs no host round trip to drop them), passes 2..k over one token per sequence; each streams the drafter's
+  layers and its LM head (the target's, or EAGLE-3's over ``draft_vocab_size``), computes the logits of one
+  position per sequence and reads them back for the argmax.
 * ``draft_host_s``: the host's work to launch each pass that the GPU does not hide. vLLM's proposer advances
   positions, sequence lengths and slot mappings, builds the drafting attention metadata, replays the drafter's
   CUDA graph (piecewise: each layer's attention runs outside it) and takes the argmax: ``DRAFT_PASS_HOST_OPS +
@@ -75,7 +76,8 @@ class SpecStepCost:
 
     def __init__(self, drafter: Drafter, *, vocab_size: int, memory_bandwidth_bytes_per_s: float,
                  target_kv_bytes_per_token: int = 0, async_scheduling: bool = False, sampling: str = "random",
-                 draft_pass_overhead_s: float | None = None, host_op_s: float = HOST_OP_S,
+                 draft_pass_overhead_s: float | None = None, spec_step_overhead_s: float | None = None,
+                 host_op_s: float = HOST_OP_S,
                  graph_max_tokens: int = GRAPH_MAX_TOKENS) -> None:
         if sampling not in REJECTION_BYTES_PER_LOGIT:
             raise TwinInputError(f"speculative_decoding.sampling = {sampling!r}: allowed: "
@@ -97,7 +99,8 @@ class SpecStepCost:
             self.host_pass_s = float(draft_pass_overhead_s)
         self.host_pass_eager_s = self.host_pass_s + EAGER_OPS_PER_LAYER * layers * host_op_s
         self.graph_max_tokens = int(graph_max_tokens)
-        self.spec_host_s = SPEC_STEP_HOST_OPS * host_op_s
+        self.spec_host_s = (SPEC_STEP_HOST_OPS * host_op_s if spec_step_overhead_s is None
+                            else float(spec_step_overhead_s))
         self._exposed_step_host_s = 0.0 if self.async_scheduling else self.spec_host_s
         self._k_rejection = vocab_size * REJECTION_BYTES_PER_LOGIT[sampling] / memory_bandwidth_bytes_per_s
         self.ngram_lookup_s_per_seq = drafter.lookup_s_per_seq if isinstance(drafter, NgramDrafter) else 0.0
