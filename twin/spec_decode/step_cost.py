@@ -62,10 +62,10 @@ SPEC_STEP_HOST_OPS = 60             # spec metadata (~10), rejection sampler (~2
 GRAPH_MAX_TOKENS = 512
 #: bytes moved per (draft position, vocabulary entry) by the rejection sampler, by what requests ask for
 REJECTION_BYTES_PER_LOGIT = {
-    "greedy": 4.0,        # argmax over the fp32 logits
-    "random": 32.0,       # temperature (read + write 8), softmax to target_probs (3 passes, 12), recovery noise
-                          # written and read (8), probabilities read for the recovered token (4)
-    "top_k_top_p": 160.0,  # random + a radix sort of fp32 keys with int64 indices (4 digit passes x read+write
+    "greedy": 10.0,       # the model's bf16 logits cast to fp32 for sampling (2 + 4), the argmax read (4)
+    "random": 38.0,       # the cast (6), temperature (read + write 8), softmax to target_probs (3 passes, 12),
+                          # recovery noise written and read (8), probabilities read for the recovered token (4)
+    "top_k_top_p": 166.0,  # random + a radix sort of fp32 keys with int64 indices (4 digit passes x read+write
                            # x 12 B = 96), softmax/cumsum over the sorted row (16), the mask scattered back (16)
 }
 
