@@ -204,12 +204,16 @@ def _apply_spec(data: dict[str, Any], values: dict[str, Any], defaults: dict[str
     if method != "eagle3":
         section.pop("draft_vocab_size", None)
     rate = get("spec.acceptance_rate")
+    synthetic = section.get("rejection_sample_method") == "synthetic"
     if rate is not None:
         section["acceptance"] = {"default": {"rate": float(rate)}}
-    elif "acceptance" not in section:
+        for knob in ("rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length"):
+            section.pop(knob, None)          # the form's rate replaces vLLM's synthetic acceptance
+    elif "acceptance" not in section and not synthetic:
         section["acceptance"] = {"default": {"rate": DEFAULT_ACCEPTANCE}}
     if method != "ngram":  # proposal_rate is an n-gram notion; a model-based drafter proposes at every step
-        for entry in section["acceptance"].values() if isinstance(section["acceptance"], dict) else ():
+        acceptance = section.get("acceptance")
+        for entry in acceptance.values() if isinstance(acceptance, dict) else ():
             if isinstance(entry, dict):
                 entry.pop("proposal_rate", None)
     data["speculative_decoding"] = section

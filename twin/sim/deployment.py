@@ -113,7 +113,8 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
     drafter = None
     if body.speculative_decoding is not None:
         drafter = build_drafter(body.speculative_decoding, model, gpu, dep.tensor_parallel_size, dep.weight_dtype,
-                                dep.kv_dtype, cm.params if cm.kind == "roofline" else None, base_dir)
+                                dep.kv_dtype, cm.params if cm.kind == "roofline" else None, base_dir,
+                                async_scheduling=sched.async_scheduling)
     pool = kv_pool_breakdown(
         model, gpu, dep.tensor_parallel_size, sched.block_size, body.server.gpu_memory_utilization,
         dep.weight_dtype, dep.kv_dtype, sched.max_num_batched_tokens, body.server.num_gpu_blocks_override,

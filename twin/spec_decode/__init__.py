@@ -7,9 +7,10 @@ from twin.spec_decode.config import METHODS, AcceptanceConfig, SpeculativeDecodi
 from twin.spec_decode.drafters import Drafter, ModelDrafter, NgramDrafter, draft_model_drafter, head_drafter
 from twin.spec_decode.factory import build_drafter, speculator_factory
 from twin.spec_decode.speculator import SpecDecodeStats, Speculator
+from twin.spec_decode.step_cost import SpecStepCost
 
 __all__ = [
     "METHODS", "AcceptanceConfig", "AcceptanceModel", "Drafter", "ModelDrafter", "NgramDrafter", "SpecDecodeStats",
-    "SpeculativeDecodingConfig", "Speculator", "build_drafter", "check_task_classes", "draft_model_drafter",
+    "SpecStepCost", "SpeculativeDecodingConfig", "Speculator", "build_drafter", "check_task_classes", "draft_model_drafter",
     "head_drafter", "iid_expected_tokens", "speculator_factory",
 ]

@@ -157,5 +157,13 @@ class Speculator:
         self.stats.draft_time_s += dt
         return dt
 
+    def explain(self, out: SchedulerOutput, target=None) -> dict[str, float]:
+        """The step's speculative terms by name (``twin.spec_decode.step_cost``); with ``target``, the target's
+        cost model, the verification's extra time and the step's total too."""
+        explain = getattr(self.drafter, "explain", None)
+        if explain is None:
+            return {"spec_total_s": self.drafter.draft_time_s(out, self.k)}
+        return explain(out, self.k, target)
+
     def __repr__(self) -> str:
         return f"Speculator(k={self.k}, {self.drafter!r}, acceptance={self.acceptance})"
