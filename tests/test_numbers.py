@@ -47,6 +47,7 @@ def test_units_and_signed_changes():
     assert n.delta_ms(3.75) == "+3.75 ms" and n.delta_ms(-1022) == "-1.02 s" and n.delta_ms(0) == "0 ms"
     assert n.delta(0.43) == "+0.430" and n.delta(-144.2) == "-144" and n.delta(12345) == "+12.3k"
     assert n.percent_change(22.61) == "+22.6%" and n.percent_change(-48.8) == "-48.8%"
+    assert n.percent_change(-0.802) == "-0.8%" and n.percent_change(99.96) == "+100%"
     assert n.percent_change(105.7) == "+106%" and n.percent_change(1234.5) == "+1,234%"
     assert n.percent_change(272_610) == "+273k%"
     assert n.percent(0.232) == "23.2%" and n.percent(1.0) == "100.0%"

@@ -81,6 +81,12 @@ def run_scenario(data: dict[str, Any], base_dir: str | None = None) -> RunOutput
     return RunOutput(result, metrics, diagnosis, body.slo.as_dict() or None, info)
 
 
+def in_config_order(configs: dict[str, Any], runs: dict[str, Any]) -> dict[str, Any]:
+    """``runs`` in the order of ``configs`` (baseline first), whichever finished or came from the cache first:
+    the page's columns, charts and colours follow this order (the first run is drawn blue)."""
+    return {name: runs[name] for name in configs if name in runs}
+
+
 def offered_rate(body: Any) -> float | None:
     """The open-loop arrival rate asked of the server (req/s; ``None`` for closed loop or a trace)."""
     rate = getattr(body.workload.arrivals, "rate_per_s", None)

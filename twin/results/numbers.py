@@ -137,10 +137,13 @@ def delta(value: Any, digits: int = SIG_FIGS) -> str:
 
 
 def percent_change(value: Any) -> str:
-    """A signed relative change in percent: ``+22.6%``, ``-48.8%``, ``+106%``, ``+1,234%``, ``+12.3k%``."""
+    """A signed relative change in percent: ``-0.8%``, ``+22.6%``, ``-48.8%`` (one decimal below 100 %),
+    ``+106%``, ``+1,234%``, ``+12.3k%``."""
     v = _finite(value)
     if v is None:
         return "-" if value is None else str(value)
+    if abs(v) < 99.95:
+        return f"{v:+.1f}%"
     return signed(number(abs(v)), v) + "%"
 
 
