@@ -57,7 +57,7 @@ def test_comparison_shows_absolute_and_percent_deltas():
     console = _plain_console(160)
     render_comparison({"baseline-run": base, "what-if": new}, baseline="baseline-run", console=console)
     text = console.file.getvalue()
-    assert "baseline-run (baseline)" in text and "what-if" in text
+    assert "baseline-run (reference)" in text and "what-if" in text
     assert "700 ms (-133 ms, -16.0%)" in text  # TTFT mean 833.3 -> 700
     assert "1.00 (-0.200, -16.7%)" in text  # request throughput 1.2 -> 1.0
     assert "0 (-1, -100%)" in text  # preemptions 1 -> 0

@@ -334,7 +334,7 @@ def comparison_table(runs: Mapping[str, Mapping[str, Any]], baseline: str | None
     rows = compare_metrics(runs, baseline, keys)
     table = Table(title=title, box=box.MARKDOWN if plain else box.SIMPLE_HEAD, title_justify="left")
     table.add_column("metric")
-    table.add_column(str(baseline) if baseline == "baseline" else f"{baseline} (baseline)", justify="right")
+    table.add_column(str(baseline) if baseline == "baseline" else f"{baseline} (reference)", justify="right")
     others = [n for n in names if n != baseline]
     for name in others:
         table.add_column(str(name), justify="right")
