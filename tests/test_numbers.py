@@ -53,6 +53,11 @@ def test_units_and_signed_changes():
     assert n.percent(0.232) == "23.2%" and n.percent(1.0) == "100.0%"
 
 
+def test_given_values_read_as_typed():
+    assert n.given(8.0) == "8" and n.given(0.5) == "0.5" and n.given(12.75) == "12.75"
+    assert n.given(1e6) == "1,000,000" and n.given(2.5e-7) == "0.0000002500" and n.given(1234567.5) == "1.235M"
+
+
 def test_not_a_number_passes_through():
     assert n.number(None) == "-" and n.duration_ms(None) == "-" and n.count(None) == "-"
     assert n.number("n/a") == "n/a" and n.number(True) == "True"

@@ -23,7 +23,9 @@ from twin.cli.console import console, err_console
 
 
 def _fmt_ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.3g}"
+    from twin.results import numbers
+
+    return "-" if seconds is None else numbers.number(seconds * 1e3)
 
 
 def _metrics_table(fit: Any) -> Table:
@@ -43,15 +45,17 @@ def _metrics_table(fit: Any) -> Table:
 def _coef_table(fit: Any) -> Table:
     from twin.cost.profile_features import FEATURE_NAMES, FEATURE_UNITS
 
-    table = Table(title=f"Coefficients (knee at {fit.knee_tokens:g} tokens)")
+    from twin.results import numbers
+
+    table = Table(title=f"Coefficients (knee at {numbers.number(fit.knee_tokens)} tokens)")
     table.add_column("term")
     table.add_column("coefficient", justify="right")
     table.add_column("unit")
     table.add_column("fitted range", justify="right")
     for name in FEATURE_NAMES:
         rng = fit.range.get(name)
-        shown = f"{rng[0]:.4g} .. {rng[1]:.4g}" if rng else ""
-        table.add_row(name, f"{fit.coefficients[name]:.4g}", FEATURE_UNITS[name], shown)
+        shown = f"{numbers.number(rng[0], 4)} .. {numbers.number(rng[1], 4)}" if rng else ""
+        table.add_row(name, numbers.number(fit.coefficients[name], 4), FEATURE_UNITS[name], shown)
     return table
 
 

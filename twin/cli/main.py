@@ -319,6 +319,8 @@ def _print_per_replica(result: Any, body: Any) -> None:
 
 
 def _print_ci(ci: dict[str, Any]) -> None:
+    from twin.results.report import format_value, label
+
     table = Table(title="Replications: mean ± 95% half-width", show_header=True)
     table.add_column("metric")
     table.add_column("mean", justify="right")
@@ -328,7 +330,7 @@ def _print_ci(ci: dict[str, Any]) -> None:
         entry = ci.get(key)
         if entry and entry.get("mean") is not None:
             hw = entry.get("half_width")
-            table.add_row(key, f"{entry['mean']:.4g}", "-" if hw is None else f"{hw:.3g}")
+            table.add_row(label(key), format_value(key, entry["mean"]), "-" if hw is None else format_value(key, hw))
     console.print(table)
 
 
@@ -356,7 +358,7 @@ def list_cmd(what: str) -> None:
         for col in ("name", "bf16 TFLOP/s", "bandwidth TB/s", "memory GiB", "interconnect"):
             table.add_column(col)
         for g in list_gpus():
-            table.add_row(g.name, f"{g.flops('bf16') / 1e12:.0f}", f"{g.memory_bandwidth_bytes_per_s / 1e12:.3g}",
+            table.add_row(g.name, f"{g.flops('bf16') / 1e12:,.0f}", f"{g.memory_bandwidth_bytes_per_s / 1e12:.2f}",
                           f"{g.memory_gib:.0f}", g.interconnect)
         console.print(table)
     if what in ("models", "all"):

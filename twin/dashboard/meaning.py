@@ -43,7 +43,7 @@ def limit_line(run: RunOutput) -> str:
 
 def _bound(ms: float) -> str:
     """An SLO bound as the scenario gives it (``500 ms``), in a larger unit from 10 s (``2 min``)."""
-    return f"{ms:g} ms" if abs(ms) < 10_000 else numbers.duration_ms(ms)
+    return f"{numbers.given(ms)} ms" if abs(ms) < 10_000 else numbers.duration_ms(ms)
 
 
 def slo_line(run: RunOutput) -> str:

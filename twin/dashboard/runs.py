@@ -12,6 +12,7 @@ from typing import Any
 from twin.analysis.causes import Diagnosis, diagnose
 from twin.errors import TwinInputError
 from twin.dashboard.form import BASELINE_LABEL, WHATIF_LABEL, _arrivals_mode, validate
+from twin.results import numbers
 from twin.results.sim_result import SimResult
 from twin.sim.deployment import resolve_deployment
 from twin.sim.run import metrics_of, run_body
@@ -120,10 +121,10 @@ def load_of(raw: dict[str, Any]) -> tuple[str, float] | None:
 
 def load_label(kind: str, value: float) -> str:
     if kind == "rate":
-        return f"{value:g} req/s"
+        return f"{numbers.given(value)} req/s"
     if kind == "concurrency":
         return f"{int(value)} users"
-    return f"{value:g}× trace speed"
+    return f"{numbers.given(value)}× trace speed"
 
 
 def with_load(raw: dict[str, Any], kind: str, value: float, max_requests: int = SWEEP_REQUESTS) -> dict[str, Any]:

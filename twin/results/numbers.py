@@ -107,6 +107,19 @@ def duration_ms(value: Any, digits: int = SIG_FIGS) -> str:
     return f"{number(v / factor, digits)} {unit}"
 
 
+def given(value: Any) -> str:
+    """A value as a person gave it (a setting, a bound): ``8``, ``0.5``, ``12.75``, ``1,000,000`` rather than
+    ``1e+06``; a float that ``:g`` would write with an exponent is written whole (an integer) or to 4
+    significant figures."""
+    v = _finite(value)
+    if v is None:
+        return "-" if value is None else str(value)
+    text = f"{v:g}"
+    if "e" not in text:
+        return text
+    return f"{v:,.0f}" if v.is_integer() else number(v, 4)
+
+
 def duration_s(value: Any, digits: int = SIG_FIGS) -> str:
     """A time given in seconds: ``duration_ms(value * 1000)``."""
     v = _finite(value)
@@ -155,5 +168,5 @@ def percent(fraction: Any, decimals: int = 1) -> str:
     return f"{v * 100:.{decimals}f}%"
 
 
-__all__ = ["count", "delta", "delta_ms", "duration_ms", "duration_s", "number", "percent", "percent_change",
+__all__ = ["count", "given", "delta", "delta_ms", "duration_ms", "duration_s", "number", "percent", "percent_change",
            "signed", "with_unit"]

@@ -244,7 +244,7 @@ def per_replica_table(rows: Sequence[Mapping[str, Any]], imbalance: float | None
     """One row per replica (``twin.sim.cluster.per_replica_metrics``): its group and GPU, requests, output
     throughput, TTFT p50/p99 and TPOT p50 (ms), mean KV usage and prefix-cache hit rate; the title carries the
     load imbalance (max over mean requests per replica). At most ``max_rows`` rows; a note counts the rest."""
-    title = "per replica, latencies in ms"
+    title = "per replica"
     if imbalance is not None:
         title += f" (load imbalance {imbalance:.2f}: max / mean requests)"
     notes = []
@@ -267,15 +267,10 @@ def per_replica_table(rows: Sequence[Mapping[str, Any]], imbalance: float | None
 
 def render_per_replica(rows: Sequence[Mapping[str, Any]], imbalance: float | None = None,
                        console: Console | None = None) -> None:
-    """Print the per-replica table; to a file or pipe at its natural width (a Markdown table must not wrap)."""
+    """Print the per-replica table within the console's width (a console of `twin.cli.console` splits a table
+    too wide for it rather than cut a cell)."""
     console = console or Console()
-    table = per_replica_table(rows, imbalance, plain=not console.is_terminal)
-    if console.is_terminal:
-        console.print(table)
-    else:
-        natural = console.measure(table, options=console.options.update_width(1000)).maximum
-        wide = Console(file=console.file, width=max(console.width, natural), no_color=True, highlight=False)
-        wide.print(table)
+    console.print(per_replica_table(rows, imbalance, plain=not console.is_terminal))
 
 
 # --------------------------------------------------------------------------------------------------------
