@@ -211,3 +211,93 @@ def test_stop_ends_a_long_simulation(served, browser):
         assert idle < 0.05
     finally:
         page.close()
+
+
+# ---- laptop screens: every card's text whole, no exponent; baseline first and blue --------------------------
+NO_EXPONENT = r"\d(\.\d+)?e\+\d"
+CUT = """() => [...document.querySelectorAll('[data-testid="stMetric"] *')]
+           .filter(e => e.scrollWidth > e.clientWidth + 1 && e.textContent.trim())
+           .map(e => e.textContent)"""
+ROW_LABELS = """() => [...document.querySelectorAll('[data-testid="stMarkdownContainer"] strong')]
+           .filter(e => ['Baseline', 'What-if'].includes(e.textContent))
+           .map(e => [e.textContent, e.getClientRects().length])"""
+
+
+@pytest.mark.parametrize("width, height", [(1280, 720), (1366, 768)])
+def test_cards_fit_laptop_screens_whole_and_without_exponents(served, browser, width, height):
+    """An overloaded what-if (latencies of minutes, six-digit milliseconds) beside the default baseline: every
+    card's label, value and change is shown whole (no "…", nothing wider than its box), no number is written
+    with an exponent anywhere in the page, and the row labels do not wrap."""
+    import re
+
+    url = f"{served['url']}/?scenario=chat_shared_prompt&start=baseline&seed=0&w.rate_per_s=14.0"
+    page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        page.get_by_text("Changes: rate (req/s): 8 → 14").wait_for(timeout=120_000)
+        page.wait_for_selector('[data-testid="stMetric"]', timeout=180_000)
+        drive.wait_idle(page, 180_000)
+        _no_errors(page)
+        cards = page.locator('[data-testid="stMetric"]').all_inner_texts()
+        assert len(cards) >= 12
+        for text in cards:
+            assert "…" not in text and "..." not in text and not re.search(NO_EXPONENT, text), text
+        assert any(re.search(r"\d (s|min)\b", t) for t in cards), cards  # long latencies in their unit
+        assert page.evaluate(CUT) == []
+        labels = page.evaluate(ROW_LABELS)
+        assert labels and all(lines == 1 for _, lines in labels), labels
+        body = page.inner_text("body")
+        assert not re.search(NO_EXPONENT, body), re.search(NO_EXPONENT, body)
+        assert "min" in body or " s" in body
+    finally:
+        page.close()
+
+
+def _upload_scenario(page, path: Path) -> None:
+    page.get_by_text("Upload scenario YAML", exact=True).click()
+    uploader = page.locator('[data-testid="stFileUploader"]').filter(has_text="Scenario YAML")
+    uploader.locator('input[type="file"]').set_input_files(str(path))
+
+
+def _legend_and_first_colour(page) -> tuple[list[str], str]:
+    page.wait_for_selector(".js-plotly-plot .legendtext", timeout=120_000)
+    page.wait_for_timeout(500)
+    names = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot .legendtext')]
+                                     .map(e => e.textContent)""")
+    colour = page.evaluate("""() => getComputedStyle(document.querySelector(
+                                     '.js-plotly-plot .scatterlayer .trace path.js-line')).stroke""")
+    return names, colour
+
+
+def test_baseline_is_first_and_blue_when_the_whatif_finishes_first(served, browser, tmp_path):
+    """Two uploaded scenarios share a variant: after the first, the second's what-if (that variant) comes from
+    the run store at once while its baseline is still simulating. The chart still lists the baseline first,
+    in blue."""
+    common = """description: order check
+deployment: {{gpu: H100-SXM, model: llama-3.1-8b}}
+workload:
+  arrivals: {{process: poisson, rate_per_s: 4}}
+  num_requests: {n}
+  classes: [{{name: chat, share: 1.0, prompt: {{suffix_tokens: 200}}, output_tokens: 40}}]
+variants:
+  shared: {{workload: {{num_requests: 90}}}}
+"""
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    first.write_text("name: order-check\n" + common.format(n=60))
+    second.write_text("name: order-check\n" + common.format(n=75))
+    page = browser.new_page(viewport={"width": 1366, "height": 768}, device_scale_factor=1)
+    try:
+        page.goto(served["url"], wait_until="domcontentloaded")
+        page.wait_for_selector('[data-testid="stMetric"]', timeout=120_000)
+        drive.wait_idle(page)
+        for path, n in ((first, 60), (second, 75)):
+            _upload_scenario(page, path)
+            page.get_by_text(f"{n} and 90 requests").wait_for(timeout=120_000)
+            page.wait_for_selector('[data-testid="stMetric"]', timeout=120_000)
+            drive.wait_idle(page)
+            _no_errors(page)
+            names, colour = _legend_and_first_colour(page)
+            assert names[:2] == [dash.BASELINE_LABEL, dash.WHATIF_LABEL], names
+            assert colour == "rgb(31, 119, 180)", colour  # PALETTE[0], blue
+    finally:
+        page.close()
