@@ -301,3 +301,27 @@ variants:
             assert colour == "rgb(31, 119, 180)", colour  # PALETTE[0], blue
     finally:
         page.close()
+
+
+def test_an_uploaded_traces_error_names_the_file_as_written(served, browser, tmp_path):
+    """A trace whose header the page cannot read: the error names the file the user uploaded (not the server's
+    temporary copy), shows ``:x:`` as typed (no emoji), and advises what Upload trace lets them do."""
+    bad = tmp_path / "my :x: trace.csv"
+    bad.write_text("when,:x:,*tokens*\n1,2,3\n")
+    page = browser.new_page(viewport={"width": 1366, "height": 768}, device_scale_factor=1)
+    try:
+        page.goto(served["url"], wait_until="domcontentloaded")
+        page.wait_for_selector('[data-testid="stMetric"]', timeout=120_000)
+        drive.wait_idle(page)
+        page.get_by_text("Upload trace", exact=True).click()
+        uploader = page.locator('[data-testid="stFileUploader"]').filter(has_text="Trace")
+        uploader.locator('input[type="file"]').set_input_files(str(bad))
+        error = page.locator('[data-testid="stAlertContentError"]')
+        error.wait_for(timeout=120_000)
+        text = error.inner_text().replace("\u2060", "")
+        assert text.startswith("my :x: trace.csv:1: cannot tell the trace format"), text
+        assert "(when, :x:, *tokens*)" in text and "❌" not in text
+        assert dash.UPLOAD_DIR_NAME not in text and "upload a scenario YAML" in text
+        assert "set workload.trace.format to one of" not in text
+    finally:
+        page.close()
