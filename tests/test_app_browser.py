@@ -230,11 +230,11 @@ def test_cards_fit_laptop_screens_whole_and_without_exponents(served, browser, w
     with an exponent anywhere in the page, and the row labels do not wrap."""
     import re
 
-    url = f"{served['url']}/?scenario=chat_shared_prompt&start=baseline&seed=0&w.rate_per_s=14.0"
+    url = f"{served['url']}/?scenario=chat_shared_prompt&start=baseline&seed=0&w.rate_per_s=25.0"
     page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
     try:
         page.goto(url, wait_until="domcontentloaded")
-        page.get_by_text("Changes: rate (req/s): 8 → 14").wait_for(timeout=120_000)
+        page.get_by_text("Changes: rate (req/s): 8 → 25").wait_for(timeout=120_000)
         page.wait_for_selector('[data-testid="stMetric"]', timeout=180_000)
         drive.wait_idle(page, 180_000)
         _no_errors(page)
@@ -242,13 +242,12 @@ def test_cards_fit_laptop_screens_whole_and_without_exponents(served, browser, w
         assert len(cards) >= 12
         for text in cards:
             assert "…" not in text and "..." not in text and not re.search(NO_EXPONENT, text), text
-        assert any(re.search(r"\d (s|min)\b", t) for t in cards), cards  # long latencies in their unit
+        assert any(re.search(r"\d min\b", t) for t in cards), cards  # E2E p99 of minutes, in minutes
         assert page.evaluate(CUT) == []
         labels = page.evaluate(ROW_LABELS)
         assert labels and all(lines == 1 for _, lines in labels), labels
         body = page.inner_text("body")
         assert not re.search(NO_EXPONENT, body), re.search(NO_EXPONENT, body)
-        assert "min" in body or " s" in body
     finally:
         page.close()
 
