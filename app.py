@@ -17,7 +17,7 @@ from typing import Any
 import streamlit as st
 
 from twin.dashboard import page, share, sidebar, worker
-from twin.dashboard.messages import plain
+from twin.dashboard.messages import name_uploads, plain
 from twin.dashboard import state as dash
 from twin.errors import TwinInputError
 
@@ -43,7 +43,7 @@ def run_key(raw: dict[str, Any], base_dir: str | None) -> str:
 
 def fail(message: str) -> None:
     """Bad input: one message in the page, nothing below it (as written: Markdown in it is not rendered)."""
-    st.error(plain(message))
+    st.error(plain(name_uploads(message, st.session_state.get("_uploads", {}))))
     st.stop()
 
 

@@ -393,3 +393,13 @@ def test_runs_are_shown_baseline_first_and_blue_whichever_finishes_first():
         first = fig.data[0]
         assert first.name == dash.BASELINE_LABEL and first.line.color == PALETTE[0] == "#1f77b4"  # blue
         assert fig.data[-1].name == dash.WHATIF_LABEL and fig.data[-1].line.color != PALETTE[0]
+
+
+def test_messages_name_uploads_by_the_users_file_name(tmp_path):
+    from twin.dashboard.messages import name_uploads
+
+    saved = tmp_path / "twin-dashboard-uploads" / "0123abcd.json"
+    text = f"Baseline: cost_model.profile {saved}: not a profile (no 'format')"
+    assert name_uploads(text, {str(saved): "my profile.json"}) == \
+        "Baseline: cost_model.profile my profile.json: not a profile (no 'format')"
+    assert name_uploads(text, {}) == text

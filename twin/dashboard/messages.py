@@ -31,6 +31,15 @@ def plain(text: str) -> str:
     return re.sub(r":(?=[\w+\\-])", ":" + WORD_JOINER, escaped)
 
 
+def name_uploads(message: str, uploads: dict[str, str]) -> str:
+    """``message`` with each upload's server path (``uploads``: saved path -> the user's file name) replaced by
+    the name the user knows it by."""
+    for saved, name in uploads.items():
+        for form in {str(Path(saved).resolve()), str(saved)}:
+            message = message.replace(form, name)
+    return message
+
+
 def upload_error(message: str, saved: str | Path, filename: str) -> str:
     """An error about an uploaded trace as the user can act on it: the server's copy (a temporary path) named
     by the file they uploaded, and advice about settings Upload trace has no widget for replaced by what it
@@ -42,4 +51,4 @@ def upload_error(message: str, saved: str | Path, filename: str) -> str:
     return ZERO_OUTPUT_ADVICE.sub(UPLOAD_ZERO_OUTPUT, message)
 
 
-__all__ = ["plain", "upload_error"]
+__all__ = ["name_uploads", "plain", "upload_error"]
