@@ -110,7 +110,7 @@ def test_dashboard_renders_charts_in_chromium(served, browser, tmp_path):
         page.wait_for_timeout(800)  # let Plotly finish laying out
         _no_errors(page)
         text = page.inner_text("body")
-        assert ("Binding limit" in text or "No limit binds" in text) and "TTFT p99 (ms)" in text
+        assert ("Binding limit" in text or "No limit binds" in text) and "TTFT p99" in text
         assert "per million output tokens" in text and "Cost model: roofline" in text
         assert page.locator('[data-testid="stMetric"]').count() >= 12
         assert page.locator('[data-testid="stAlert"]').count() >= 2  # the two verdicts
