@@ -173,8 +173,8 @@ def _headline_parts(run: dict[str, Any]) -> list[str]:
         parts = [f"{body.deployment.model} on {dep.num_replicas} replicas in {len(dep.groups)} "
                  f"group{'s' if len(dep.groups) > 1 else ''}", f"{body.deployment.router} router"]
         for i, (g, gb, d) in enumerate(zip(dep.groups, dep.bodies, dep.deployments)):
-            parts.append(f"{g.name or f'group {i}'}: " + " ".join(_deployment_parts(gb, d)) +
-                         (f" weight {g.weight:g}" if g.weight != 1 else ""))
+            parts.append(f"  {g.name or f'group {i}'}: " + ", ".join(_deployment_parts(gb, d)) +
+                         (f", weight {g.weight:g}" if g.weight != 1 else ""))   # a line of its own
         return parts
     return [f"{body.deployment.model} on " + p if i == 0 else p
             for i, p in enumerate(_deployment_parts(body, dep))]
@@ -191,14 +191,20 @@ def _deployment_parts(body: Any, dep: Any) -> list[str]:
 def _print_headlines(runs: dict[str, dict[str, Any]]) -> None:
     """The first run's deployment in full, wrapped to the width; each other run only where it differs, and the
     runs that do not differ at all named on one line."""
+    def say(name: str, parts: list[str]) -> None:
+        console.print(f"{name}: " + ", ".join(p for p in parts if not p.startswith("  ")), highlight=False)
+        for part in parts:
+            if part.startswith("  "):    # a replica group
+                console.print(part, highlight=False)
+
     first, *others = runs
     ref = _headline_parts(runs[first])
-    console.print(f"{first}: " + ", ".join(ref), highlight=False)
+    say(first, ref)
     same = []
     for name in others:
         diff = [p for p in _headline_parts(runs[name]) if p not in ref]
         if diff:
-            console.print(f"{name}: " + ", ".join(diff), highlight=False)
+            say(name, diff)
         else:
             same.append(name)
     if same:

@@ -222,8 +222,8 @@ def render_summary(metrics: Mapping[str, Any], title: str = "Results", console: 
 # one run, replica by replica
 # --------------------------------------------------------------------------------------------------------
 PER_REPLICA_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("num_requests", "reqs"), ("output_throughput", "tok/s"), ("median_ttft_ms", "TTFT p50"),
-    ("p99_ttft_ms", "TTFT p99"), ("median_tpot_ms", "TPOT p50"), ("mean_kv_usage", "KV use"),
+    ("num_requests", "reqs"), ("output_throughput", "tok/s"), ("median_ttft_ms", "TTFT\np50"),
+    ("p99_ttft_ms", "TTFT\np99"), ("median_tpot_ms", "TPOT\np50"), ("mean_kv_usage", "KV\nuse"),
     ("prefix_cache_hit_rate", "hits"),
 )
 MAX_REPLICA_ROWS = 32
@@ -256,9 +256,9 @@ def per_replica_table(rows: Sequence[Mapping[str, Any]], imbalance: float | None
     table = Table(title=title, box=box.MARKDOWN if plain else box.SIMPLE_HEAD, title_justify="left",
                   caption="\n".join(notes) or None, caption_justify="left")
     table.add_column("#", justify="right")
-    table.add_column("group / GPU")
-    for _, head in PER_REPLICA_COLUMNS:
-        table.add_column(head, justify="right")
+    table.add_column("group / GPU", no_wrap=True)   # the row's name: wraps never split it
+    for _, head in PER_REPLICA_COLUMNS:   # a value and its unit stay on one line; a header may wrap
+        table.add_column(head, justify="right", no_wrap=True)
     for row in rows[:max_rows]:
         table.add_row(str(row.get("replica")), replica_label(row),
                       *(format_value(key, row.get(key)) for key, _ in PER_REPLICA_COLUMNS))
@@ -270,7 +270,11 @@ def render_per_replica(rows: Sequence[Mapping[str, Any]], imbalance: float | Non
     """Print the per-replica table within the console's width (a console of `twin.cli.console` splits a table
     too wide for it rather than cut a cell)."""
     console = console or Console()
-    console.print(per_replica_table(rows, imbalance, plain=not console.is_terminal))
+    table = per_replica_table(rows, imbalance, plain=not console.is_terminal)
+    notes, table.caption = table.caption, None     # below the table at the full width, however it is split
+    console.print(table)
+    if notes:
+        console.print(notes, highlight=False)
 
 
 # --------------------------------------------------------------------------------------------------------
