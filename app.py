@@ -17,6 +17,7 @@ from typing import Any
 import streamlit as st
 
 from twin.dashboard import page, share, sidebar, worker
+from twin.dashboard.messages import name_uploads, plain
 from twin.dashboard import state as dash
 from twin.errors import TwinInputError
 
@@ -41,8 +42,8 @@ def run_key(raw: dict[str, Any], base_dir: str | None) -> str:
 
 
 def fail(message: str) -> None:
-    """Bad input: one message in the page, nothing below it."""
-    st.error(message)
+    """Bad input: one message in the page, nothing below it (as written: Markdown in it is not rendered)."""
+    st.error(plain(name_uploads(message, st.session_state.get("_uploads", {}))))
     st.stop()
 
 
@@ -101,7 +102,7 @@ def simulate(configs: dict[str, dict], base_dir: str | None, columns: dict[str, 
             job.cancel()
     status.empty()
     stop_slot.empty()
-    return runs
+    return dash.in_config_order(configs, runs)   # baseline first (and blue) whichever run finished first
 
 
 def main() -> None:
@@ -141,12 +142,12 @@ def main() -> None:
     else:
         st.query_params.clear()
 
-    st.caption(scenario.baseline_data.get("description") or scenario.name)
+    st.caption(plain(scenario.baseline_data.get("description") or scenario.name))
     c1, c2 = st.columns(2)
     c1.subheader("Baseline")
     c2.subheader("What-if")
-    start = "" if exp["start"] == dash.BASELINE else f"variant **{exp['start']}**"
-    what = "; ".join(filter(None, [start, *changes]))
+    start = "" if exp["start"] == dash.BASELINE else f"variant **{plain(exp['start'])}**"
+    what = "; ".join(filter(None, [start, *map(plain, changes)]))
     c2.markdown(f"Changes: {what}" if what else "_No changes yet: the what-if is the baseline. Pick a variant "
                 "or change a setting in the sidebar._")
     t0 = time.perf_counter()

@@ -5,8 +5,9 @@ model or the fit is checked on real GPU data without a GPU.
     python -m calibration.revalidate calibration/profiles/h200-sxm-8b
 
 reads ``<stem>.samples.json``, ``<stem>.report.json`` and (if present) ``<stem>.heldout-steps.json`` as
-:mod:`calibration.gpu_run` wrote them, and writes the refitted profile ``<stem>.refit.json`` and the comparison
-``<stem>.refit.md`` (as run, then refitted). The held-out workloads are regenerated from the plan and the
+:mod:`calibration.gpu_run` wrote them, and writes the refitted profile ``<name>.refit.json`` and the comparison
+``<name>.refit.md`` (as run, then refitted) into ``--out-dir``: by default a new temporary folder, so the
+command never changes a checkout; ``--out-dir calibration/profiles`` refreshes the committed refit. The held-out workloads are regenerated from the plan and the
 seeds, so the twin's side is recomputed whole; the engine's side is the measurements in the report.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,13 +39,13 @@ def _read_json(path: Path) -> dict[str, Any]:
     return doc
 
 
-def revalidate(stem: str | Path) -> dict[str, Any]:
-    """Refit, re-predict every held-out load, write ``<stem>.refit.json`` and ``<stem>.refit.md``; returns the
-    comparison. A file that lacks a field the run writes, or holds one of the wrong type, is a
+def revalidate(stem: str | Path, out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Refit, re-predict every held-out load, write ``<name>.refit.json`` and ``<name>.refit.md`` into
+    ``out_dir`` (default: beside the run's files); returns the comparison. A file that lacks a field the run writes, or holds one of the wrong type, is a
     ``TwinInputError`` naming the file and the field."""
     stem = Path(stem)
     try:
-        return _revalidate(stem)
+        return _revalidate(stem, Path(out_dir) / stem.name if out_dir is not None else stem)
     except TwinInputError:
         raise
     except KeyError as e:
@@ -53,7 +55,7 @@ def revalidate(stem: str | Path) -> dict[str, Any]:
         raise TwinInputError(f"{stem}.*.json: a field has the wrong type or value ({e})") from None
 
 
-def _revalidate(stem: Path) -> dict[str, Any]:
+def _revalidate(stem: Path, out: Path) -> dict[str, Any]:
     from pydantic import ValidationError
 
     from twin.core.scheduler_config import SchedulerConfig
@@ -70,7 +72,7 @@ def _revalidate(stem: Path) -> dict[str, Any]:
         raise TwinInputError(str(e)) from None
     steps_path = Path(f"{stem}.heldout-steps.json")
     steps = _read_json(steps_path).get("loads", {}) if steps_path.exists() else {}
-    profile_path = Path(f"{stem}.refit.json")
+    profile_path = Path(f"{out}.refit.json")
     profile = refit(f"{stem}.samples.json", profile_path, model=report.get("model"))
     cost = ProfileCostModel(profile_path, check_range=False)
     try:
@@ -99,7 +101,7 @@ def _revalidate(stem: Path) -> dict[str, Any]:
         rows.append(new)
     result = {"profile": str(profile_path), "coefficients": profile["cost_model"]["coefficients"],
               "fit_test_mape_pct": profile["fit"]["metrics"]["test"].get("mape_pct"), "loads": rows}
-    Path(f"{stem}.refit.md").write_text(render(report, result), encoding="utf-8")
+    Path(f"{out}.refit.md").write_text(render(report, result), encoding="utf-8")
     return result
 
 
@@ -124,14 +126,22 @@ def render(report: dict[str, Any], result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("stem", help="the run's files without their suffix, e.g. calibration/profiles/h200-sxm-8b")
+    ap.add_argument("--out-dir", default=None,
+                    help="where to write <name>.refit.json and .refit.md (default: a new temporary folder; "
+                         "calibration/profiles refreshes the committed refit)")
     args = ap.parse_args(argv)
+    out_dir = Path(args.out_dir) if args.out_dir else Path(tempfile.mkdtemp(prefix="revalidate-"))
+    if not out_dir.is_dir():
+        print(f"error: --out-dir {out_dir}: no such folder", file=sys.stderr)
+        return 2
     try:
-        result = revalidate(args.stem)
+        result = revalidate(args.stem, out_dir)
     except TwinInputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(Path(f"{args.stem}.refit.md").read_text(encoding="utf-8"))
-    print(f"wrote {result['profile']} and {args.stem}.refit.md")
+    md = out_dir / f"{Path(args.stem).name}.refit.md"
+    print(md.read_text(encoding="utf-8"))
+    print(f"wrote {result['profile']} and {md}")
     return 0
 
 

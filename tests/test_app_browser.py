@@ -110,7 +110,7 @@ def test_dashboard_renders_charts_in_chromium(served, browser, tmp_path):
         page.wait_for_timeout(800)  # let Plotly finish laying out
         _no_errors(page)
         text = page.inner_text("body")
-        assert ("Binding limit" in text or "No limit binds" in text) and "TTFT p99 (ms)" in text
+        assert ("Binding limit" in text or "No limit binds" in text) and "TTFT p99" in text
         assert "per million output tokens" in text and "Cost model: roofline" in text
         assert page.locator('[data-testid="stMetric"]').count() >= 12
         assert page.locator('[data-testid="stAlert"]').count() >= 2  # the two verdicts
@@ -209,5 +209,118 @@ def test_stop_ends_a_long_simulation(served, browser):
         idle = (drive.cpu_seconds(pids) - idle0) / (time.monotonic() - t1)
         print(f"CPU while simulating {busy:.2f} cores, after Stop {idle:.3f} cores")
         assert idle < 0.05
+    finally:
+        page.close()
+
+
+# ---- laptop screens: every card's text whole, no exponent; baseline first and blue --------------------------
+NO_EXPONENT = r"\d(\.\d+)?e\+\d"
+CUT = """() => [...document.querySelectorAll('[data-testid="stMetric"] *')]
+           .filter(e => e.scrollWidth > e.clientWidth + 1 && e.textContent.trim())
+           .map(e => e.textContent)"""
+ROW_LABELS = """() => [...document.querySelectorAll('[data-testid="stMarkdownContainer"] strong')]
+           .filter(e => ['Baseline', 'What-if'].includes(e.textContent))
+           .map(e => [e.textContent, e.getClientRects().length])"""
+
+
+@pytest.mark.parametrize("width, height", [(1280, 720), (1366, 768)])
+def test_cards_fit_laptop_screens_whole_and_without_exponents(served, browser, width, height):
+    """An overloaded what-if (latencies of minutes, six-digit milliseconds) beside the default baseline: every
+    card's label, value and change is shown whole (no "…", nothing wider than its box), no number is written
+    with an exponent anywhere in the page, and the row labels do not wrap."""
+    import re
+
+    url = f"{served['url']}/?scenario=chat_shared_prompt&start=baseline&seed=0&w.rate_per_s=25.0"
+    page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        page.get_by_text("Changes: rate (req/s): 8 → 25").wait_for(timeout=120_000)
+        page.wait_for_selector('[data-testid="stMetric"]', timeout=180_000)
+        drive.wait_idle(page, 180_000)
+        _no_errors(page)
+        cards = page.locator('[data-testid="stMetric"]').all_inner_texts()
+        assert len(cards) >= 12
+        for text in cards:
+            assert "…" not in text and "..." not in text and not re.search(NO_EXPONENT, text), text
+        assert any(re.search(r"\d min\b", t) for t in cards), cards  # E2E p99 of minutes, in minutes
+        assert page.evaluate(CUT) == []
+        labels = page.evaluate(ROW_LABELS)
+        assert labels and all(lines == 1 for _, lines in labels), labels
+        body = page.inner_text("body")
+        assert not re.search(NO_EXPONENT, body), re.search(NO_EXPONENT, body)
+    finally:
+        page.close()
+
+
+def _upload_scenario(page, path: Path) -> None:
+    page.get_by_text("Upload scenario YAML", exact=True).click()
+    uploader = page.locator('[data-testid="stFileUploader"]').filter(has_text="Scenario YAML")
+    uploader.locator('input[type="file"]').set_input_files(str(path))
+
+
+def _legend_and_first_colour(page) -> tuple[list[str], str]:
+    page.wait_for_selector(".js-plotly-plot .legendtext", timeout=120_000)
+    page.wait_for_timeout(500)
+    names = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot .legendtext')]
+                                     .map(e => e.textContent)""")
+    colour = page.evaluate("""() => getComputedStyle(document.querySelector(
+                                     '.js-plotly-plot .scatterlayer .trace path.js-line')).stroke""")
+    return names, colour
+
+
+def test_baseline_is_first_and_blue_when_the_whatif_finishes_first(served, browser, tmp_path):
+    """Two uploaded scenarios share a variant: after the first, the second's what-if (that variant) comes from
+    the run store at once while its baseline is still simulating. The chart still lists the baseline first,
+    in blue."""
+    common = """description: order check
+deployment: {{gpu: H100-SXM, model: llama-3.1-8b}}
+workload:
+  arrivals: {{process: poisson, rate_per_s: 4}}
+  num_requests: {n}
+  classes: [{{name: chat, share: 1.0, prompt: {{suffix_tokens: 200}}, output_tokens: 40}}]
+variants:
+  shared: {{workload: {{num_requests: 90}}}}
+"""
+    first, second = tmp_path / "first.yaml", tmp_path / "second.yaml"
+    first.write_text("name: order-check\n" + common.format(n=60))
+    second.write_text("name: order-check\n" + common.format(n=75))
+    page = browser.new_page(viewport={"width": 1366, "height": 768}, device_scale_factor=1)
+    try:
+        page.goto(served["url"], wait_until="domcontentloaded")
+        page.wait_for_selector('[data-testid="stMetric"]', timeout=120_000)
+        drive.wait_idle(page)
+        for path, n in ((first, 60), (second, 75)):
+            _upload_scenario(page, path)
+            page.get_by_text(f"{n} and 90 requests").wait_for(timeout=120_000)
+            page.wait_for_selector('[data-testid="stMetric"]', timeout=120_000)
+            drive.wait_idle(page)
+            _no_errors(page)
+            names, colour = _legend_and_first_colour(page)
+            assert names[:2] == [dash.BASELINE_LABEL, dash.WHATIF_LABEL], names
+            assert colour == "rgb(31, 119, 180)", colour  # PALETTE[0], blue
+    finally:
+        page.close()
+
+
+def test_an_uploaded_traces_error_names_the_file_as_written(served, browser, tmp_path):
+    """A trace whose header the page cannot read: the error names the file the user uploaded (not the server's
+    temporary copy), shows ``:x:`` as typed (no emoji), and advises what Upload trace lets them do."""
+    bad = tmp_path / "my :x: trace.csv"
+    bad.write_text("when,:x:,*tokens*\n1,2,3\n")
+    page = browser.new_page(viewport={"width": 1366, "height": 768}, device_scale_factor=1)
+    try:
+        page.goto(served["url"], wait_until="domcontentloaded")
+        page.wait_for_selector('[data-testid="stMetric"]', timeout=120_000)
+        drive.wait_idle(page)
+        page.get_by_text("Upload trace", exact=True).click()
+        uploader = page.locator('[data-testid="stFileUploader"]').filter(has_text="Trace")
+        uploader.locator('input[type="file"]').set_input_files(str(bad))
+        error = page.locator('[data-testid="stAlertContentError"]')
+        error.wait_for(timeout=120_000)
+        text = error.inner_text().replace("\u2060", "")
+        assert text.startswith("my :x: trace.csv:1: cannot tell the trace format"), text
+        assert "(when, :x:, *tokens*)" in text and "❌" not in text
+        assert dash.UPLOAD_DIR_NAME not in text and "upload a scenario YAML" in text
+        assert "set workload.trace.format to one of" not in text
     finally:
         page.close()

@@ -302,8 +302,12 @@ def test_numbers_fit_a_card():
 
     assert meaning.fit("output_throughput", 1916.4) == "1,916"
     assert meaning.fit("output_throughput", 123456789.0) == "123M"
-    assert meaning.fit("p99_e2el_ms", 45678.9) == "45,679"
-    assert meaning.fit("p99_e2el_ms", 4567890.0) == "4.57M"
+    assert meaning.fit("p99_e2el_ms", 45678.9) == "45.7 s"
+    assert meaning.fit("p99_e2el_ms", 239832.0) == "4.00 min"
+    assert meaning.fit("p99_e2el_ms", 4567890.0) == "1.27 h"
+    assert meaning.fit("completed", 239832) == "240k"
+    assert meaning.exact("p99_e2el_ms", 239832.4171) == "239,832.417 ms"
+    assert meaning.exact("output_throughput", 1916.4) == "1,916.4 tok/s"
 
 
 # ------------------------------------------------------------------------------------------------ sharing
@@ -346,3 +350,56 @@ def test_a_length_only_trace_runs_without_a_replay_window():
     raw = dash.with_experiment(sc.raw(), seed=0, trace_window_s=300.0)
     assert "window_s" not in raw["workload"]["trace"]
     assert dash.run_scenario(raw).metrics["completed"] == 30
+
+
+def test_messages_render_as_written():
+    from twin.dashboard.messages import WORD_JOINER, plain
+
+    assert plain("header (a, :x:)") == f"header (a, :{WORD_JOINER}x:)"    # no emoji shortcode left
+    assert plain("*bold* `code` [link](u) $x$ _em_") == r"\*bold\* \`code\` \[link\](u) \$x\$ \_em\_"
+    assert plain("max_num_seqs: 4 → 16") == "max_num_seqs: 4 → 16"        # underscores inside words stay
+    assert plain("# not a heading") == r"\# not a heading" and plain("1. x") == r"1\. x"
+
+
+def test_an_uploaded_traces_error_names_the_users_file_and_advice_that_mode_allows(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    path = dash.save_upload(b"when,:x:,tokens\n1,2,3\n", "my trace.csv")
+    with pytest.raises(TwinInputError) as err:
+        dash.trace_scenario(path, "my trace.csv")
+    text = str(err.value)
+    assert text.startswith("my trace.csv:1: cannot tell the trace format") and str(tmp_path) not in text
+    assert "workload.trace.format to one of" not in text and "upload a scenario YAML" in text
+    zero = dash.save_upload(b"num_prefill_tokens,num_decode_tokens\n10,0\n", "zeros.csv")
+    with pytest.raises(TwinInputError, match=r"^zeros\.csv:2: .*Upload trace refuses such rows") as err:
+        dash.trace_scenario(zero, "zeros.csv")
+    assert str(tmp_path) not in str(err.value)
+
+
+def test_runs_are_shown_baseline_first_and_blue_whichever_finishes_first():
+    from twin.results.figures import PALETTE, latency_cdfs
+
+    base = dash.run_scenario(SMALL)
+    whatif = dash.run_scenario(dash.apply_form(SMALL, dict(dash.form_defaults(SMALL), max_num_seqs=2),
+                                               dash.form_defaults(SMALL)))
+    configs = {dash.BASELINE_LABEL: SMALL, dash.WHATIF_LABEL: {}}
+    for finished in ({dash.WHATIF_LABEL: whatif, dash.BASELINE_LABEL: base},
+                     {dash.BASELINE_LABEL: base, dash.WHATIF_LABEL: whatif}):
+        runs = dash.in_config_order(configs, finished)
+        assert list(runs) == [dash.BASELINE_LABEL, dash.WHATIF_LABEL]
+        fig = latency_cdfs({name: run.result for name, run in runs.items()})
+        first = fig.data[0]
+        assert first.name == dash.BASELINE_LABEL and first.line.color == PALETTE[0] == "#1f77b4"  # blue
+        assert fig.data[-1].name == dash.WHATIF_LABEL and fig.data[-1].line.color != PALETTE[0]
+
+
+def test_messages_name_uploads_by_the_users_file_name(tmp_path):
+    from twin.dashboard.messages import name_uploads
+
+    saved = tmp_path / "twin-dashboard-uploads" / "0123abcd.json"
+    text = f"Baseline: cost_model.profile {saved}: not a profile (no 'format')"
+    assert name_uploads(text, {str(saved): "my profile.json"}) == \
+        "Baseline: cost_model.profile my profile.json: not a profile (no 'format')"
+    assert name_uploads(text, {}) == text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,12 +120,20 @@ variants:
 {variants}
 """)
     env = {**os.environ, "COLUMNS": "80"}
-    proc = subprocess.run([*TWIN, "compare", str(path), "-q"], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=120)
+    proc = subprocess.run([*TWIN, "compare", str(path), "-q", "--full"], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
+    assert max(map(len, proc.stdout.splitlines())) <= 80
     tables = [line for line in proc.stdout.splitlines() if line.startswith("|")]
-    assert tables and max(map(len, tables)) <= 80
     assert "…" not in proc.stdout
+    # more than four variants: the summary first, one row per run ...
+    summary = [line for line in tables if re.match(r"^\| (baseline \(ref\)|seqs-\d+) ", line)]
+    assert [line.split("|")[1].strip() for line in summary[:7]] == \
+        ["baseline (ref)", *(f"seqs-{n}" for n in (1, 2, 4, 16, 32, 64))]
+    # ... then (--full) every metric, a few variants at a time beside the baseline
     headers = [line for line in tables if line.startswith("| metric")]
     for n in (1, 2, 4, 16, 32, 64):
         assert any(f" seqs-{n} |" in line for line in headers), n
+    short = subprocess.run([*TWIN, "compare", str(path), "-q"], capture_output=True, text=True, cwd=ROOT, env=env,
+                           timeout=120)
+    assert short.returncode == 0 and "| metric" not in short.stdout and "--full" in short.stdout

@@ -3,3 +3,18 @@
 
 class TwinInputError(ValueError):
     """Bad input: the message names the field (or file and line), the value, and what is allowed."""
+
+
+def did_you_mean(name: object, choices: "list[str] | tuple[str, ...]") -> str:
+    """``"; did you mean 'eagle-c16'?"`` for the closest of ``choices`` to a mistyped ``name`` (case and
+    ``-``/``_`` ignored; ``difflib``'s ratio of 0.6 or more), else ``""``."""
+    import difflib
+
+    def key(text: object) -> str:
+        return str(text).lower().replace("_", "-")
+
+    by_key = {key(c): c for c in choices}
+    close = difflib.get_close_matches(key(name), list(by_key), n=2, cutoff=0.6)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(by_key[c]) for c in close) + "?"

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from twin.errors import TwinInputError
+from twin.errors import TwinInputError, did_you_mean
 from twin.core.scheduler_config import SchedulerKnobs
 from twin.core.vllm_versions import NEWEST_VLLM_VERSION, vllm_release
 from twin.yaml_input import parse_yaml, read_text
@@ -280,7 +280,8 @@ class Scenario:
 
     def raw(self, variant: str = BASELINE, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         if variant != BASELINE and variant not in self.variant_data:
-            raise TwinInputError(f"{self.source}: no variant {variant!r} (variants: {', '.join(self.names())})")
+            raise TwinInputError(f"{self.source}: no variant {variant!r}{did_you_mean(variant, self.names())} "
+                                 f"(variants: {', '.join(self.names())})")
         data = copy.deepcopy(self.baseline_data)
         if variant != BASELINE:
             data = deep_merge(data, self.variant_data[variant])
@@ -359,5 +360,9 @@ def resolve_scenario_path(path: str | Path) -> Path:
     for candidate in (scenarios_dir() / p, scenarios_dir() / f"{p}.yaml"):
         if candidate.exists():
             return candidate
-    known = ", ".join(s.stem for s in list_scenarios())
-    raise TwinInputError(f"{path}: no such scenario file (bundled scenarios: {known or 'none'})")
+    names = [s.stem for s in list_scenarios()]
+    hint = did_you_mean(Path(path).stem, names)
+    if hint:   # one suggestion rather than every name
+        raise TwinInputError(f"{path}: no such scenario file or bundled scenario{hint} (twin list scenarios lists "
+                             f"all {len(names)})")
+    raise TwinInputError(f"{path}: no such scenario file (bundled scenarios: {', '.join(names) or 'none'})")

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from twin.results import numbers
 from twin.analysis.cap_fit import Fit, fit_max_num_seqs, scenario_shared_prefix
 from twin.analysis.measured import Measured
 from twin.analysis.measured_profile import QUEUED_SHARE, STALL_FACTOR, Profile, profile
@@ -75,7 +76,7 @@ class DiagnoseReport:
 
 
 def _ms(s: float | None) -> str:
-    return "-" if s is None else f"{s * 1e3:,.0f} ms" if s >= 0.01 else f"{s * 1e3:.2f} ms"
+    return "-" if s is None else numbers.duration_s(s)
 
 
 def _waves_text(prof: Profile) -> str:
@@ -186,7 +187,7 @@ def diagnose_measured(m: Measured, body: Any = None, base_dir: Path | None = Non
             levels = [k for k in prof.waves if k >= 1]
             counts = [str(prof.waves[k]) for k in levels]
             ev.append(f"TTFT staircase: waits cluster at {', '.join(f'{k}x' for k in levels)} the "
-                      f"{prof.service_s:.3g} s service time ({', '.join(counts)} requests; {prof.on_step_share:.0%} "
+                      f"{numbers.duration_s(prof.service_s)} service time ({', '.join(counts)} requests; {prof.on_step_share:.0%} "
                       f"of all requests sit on a step)")
         if prof.burst_size > prof.burst_fast > 0:
             ev.append(f"of the {prof.burst_size} requests sent at the start, {prof.burst_fast} got a first token "

@@ -16,6 +16,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from twin.analysis.report_render import Block, write_reports
+from twin.results import numbers
 from twin.results.figures import PALETTE, quantile_curve
 
 
@@ -25,10 +26,11 @@ def diagnose_blocks(rep: Any) -> list[Block]:
     m = rep.measured
     b.append(("p", f"**{rep.num_requests} completed requests**"
                    + (f" ({m.num_failed} failed, left out)" if m.num_failed else "")
-                   + f" over {p.span_s:.1f} s; "
+                   + f" over {numbers.duration_s(p.span_s)}; "
                    + (f"closed loop at max_concurrency {m.max_concurrency}; " if m.max_concurrency else "")
-                   + f"TTFT p50 {np.median(m.ttft_s) * 1e3:,.0f} ms, p99 {np.percentile(m.ttft_s, 99) * 1e3:,.0f} ms; "
-                   + (f"TPOT p50 {p.median_tpot_s * 1e3:.2f} ms. " if p.median_tpot_s else "")
+                   + f"TTFT p50 {numbers.duration_s(np.median(m.ttft_s))}, "
+                   f"p99 {numbers.duration_s(np.percentile(m.ttft_s, 99))}; "
+                   + (f"TPOT p50 {numbers.duration_s(p.median_tpot_s)}. " if p.median_tpot_s else "")
                    + (f"Twin fitted on **{rep.scenario}**." if rep.scenario else
                       "No scenario given: measurements only, no fit.")))
     b.append(("h2", f"Verdict: {rep.summary}"))
@@ -40,7 +42,7 @@ def diagnose_blocks(rep: Any) -> list[Block]:
     b.append(("figure", "concurrency", "requests in flight and decoding over time"))
     b.append(("h2", "What the measurements say"))
     rows = [["TTFT floor (fastest, no queue)", f"{p.ttft_floor_s * 1e3:,.1f} ms"],
-            ["service time (floor + median decode)", f"{p.service_s:.3g} s"],
+            ["service time (floor + median decode)", numbers.duration_s(p.service_s)],
             ["max in flight / max decoding at once", f"{p.max_in_flight} / {p.max_decoding}"],
             ["share of time with requests queued", f"{p.queued_share:.0%}"],
             ["... with the decoding count at its ceiling", f"{p.pinned_share:.0%}"],

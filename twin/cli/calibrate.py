@@ -23,7 +23,9 @@ from twin.cli.console import console, err_console
 
 
 def _fmt_ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.3g}"
+    from twin.results import numbers
+
+    return "-" if seconds is None else numbers.number(seconds * 1e3)
 
 
 def _metrics_table(fit: Any) -> Table:
@@ -43,15 +45,17 @@ def _metrics_table(fit: Any) -> Table:
 def _coef_table(fit: Any) -> Table:
     from twin.cost.profile_features import FEATURE_NAMES, FEATURE_UNITS
 
-    table = Table(title=f"Coefficients (knee at {fit.knee_tokens:g} tokens)")
+    from twin.results import numbers
+
+    table = Table(title=f"Coefficients (knee at {numbers.number(fit.knee_tokens)} tokens)")
     table.add_column("term")
     table.add_column("coefficient", justify="right")
     table.add_column("unit")
     table.add_column("fitted range", justify="right")
     for name in FEATURE_NAMES:
         rng = fit.range.get(name)
-        shown = f"{rng[0]:.4g} .. {rng[1]:.4g}" if rng else ""
-        table.add_row(name, f"{fit.coefficients[name]:.4g}", FEATURE_UNITS[name], shown)
+        shown = f"{numbers.number(rng[0], 4)} .. {numbers.number(rng[1], 4)}" if rng else ""
+        table.add_row(name, numbers.number(fit.coefficients[name], 4), FEATURE_UNITS[name], shown)
     return table
 
 
@@ -65,11 +69,14 @@ def _read_plan(path: str) -> dict[str, Any]:
 
 
 @click.command()
+@click.argument("more_results", nargs=-1, type=click.Path(), metavar="[RESULT]...")
 @click.option("--from-results", "from_results", multiple=True, type=click.Path(),
-              help="Fit to a real server's benchmark results instead of measuring the engine: inference-perf "
-                   "results (folder or stage file). Repeat for several files.")
+              help="Fit to a real server's benchmark results instead of measuring the engine: result files, "
+                   "folders of them or globs, several after one flag (--from-results a.json b.json results/ "
+                   "'rate-*.json') or the flag repeated.")
 @click.option("--plan", "bench_plan", is_flag=True,
-              help="Print the vllm bench serve commands (about 30 GPU minutes) whose results --from-results fits.")
+              help="Print the vllm bench serve commands (about 30 GPU minutes) whose results --from-results fits "
+                   "(with --model and --gpu filled in).")
 @click.option("--gpu", default=None, help="With --from-results: the GPU the server ran on (twin list gpus).")
 @click.option("--tp", "tensor_parallel_size", type=click.IntRange(min=1, max=64), default=None,
               help="With --from-results: tensor-parallel size, when the results do not say.")
@@ -103,7 +110,7 @@ def _read_plan(path: str) -> dict[str, Any]:
 @click.option("--no-replay", is_flag=True, help="Skip the served-workload replay (sweeps only).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the weights, random points, split.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def calibrate(from_results: tuple[str, ...], bench_plan: bool, gpu: str | None, tensor_parallel_size: int | None,
+def calibrate(more_results: tuple[str, ...], from_results: tuple[str, ...], bench_plan: bool, gpu: str | None, tensor_parallel_size: int | None,
               max_sim_s: float, workers: int, model: str | None, device: str, dtype: str, budget_s: float | None,
               quick: bool, output: str | None, samples_out: str | None, threads: int | None,
               max_pool_gib: float | None, plan_path: str | None, no_replay: bool, seed: int, quiet: bool) -> None:
@@ -111,15 +118,18 @@ def calibrate(from_results: tuple[str, ...], bench_plan: bool, gpu: str | None, 
     machine, fit a per-step cost model and write it as a profile for ``cost_model: {kind: profile}``.
 
     With --from-results, fit the twin to a real vLLM server's benchmark results instead (see --plan)."""
+    if more_results and not from_results:
+        raise TwinInputError(f"twin calibrate: unexpected argument {more_results[0]!r}; result files go after "
+                             "--from-results")
     if bench_plan:
         from twin.cli.calibrate_results import print_bench_plan
 
-        print_bench_plan(model or "MODEL")
+        print_bench_plan(model, gpu)
         return
     if from_results:
         from twin.cli.calibrate_results import calibrate_from_results
 
-        calibrate_from_results(from_results, output=output, gpu=gpu, model=model, tp=tensor_parallel_size,
+        calibrate_from_results(from_results + more_results, output=output, gpu=gpu, model=model, tp=tensor_parallel_size,
                                max_sim_s=max_sim_s, workers=workers, seed=seed, quiet=quiet)
         return
     model = model or "tiny-llama"

@@ -7,7 +7,9 @@ ones (``twin.fitting.fit``). The profile written is used with ``cost_model: {kin
 
 from __future__ import annotations
 
+import glob
 import math
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,13 +22,15 @@ from twin.errors import TwinInputError
 from twin.fitting.fit import Case, fit, identifiable_parameters
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.profile_doc import profile_document
-from twin.fitting.readers import read_results
+from twin.fitting.readers import READERS, read_results
 from twin.fitting.replay import Target
+from twin.results import numbers
 from twin.hardware.catalog import resolve_gpu, resolve_model
 
 BENCH_PLAN = """\
 # About 30 minutes of GPU time. Start the server as in production (same vLLM version, flags, GPU), then:
-MODEL={model}
+MODEL={model}   # the served model
+GPU={gpu}   # the GPU it runs on (twin list gpus)
 for C in 1 4 16 64 128; do
   vllm bench serve --model $MODEL --dataset-name random --random-input-len 512 --random-output-len 256 \\
     --ignore-eos --max-concurrency $C --num-prompts $((C * 8 > 64 ? C * 8 : 64)) \\
@@ -42,11 +46,52 @@ for R in 2 8; do
     --ignore-eos --request-rate $R --num-prompts $((R * 120)) \\
     --save-result --save-detailed --result-filename rate-$R-in512.json
 done
-# then: twin calibrate --from-results conc-*.json rate-*.json --gpu GPU -o my-server.json"""
+# then, in this folder:
+twin calibrate --from-results conc-*.json rate-*.json --gpu $GPU -o my-server.json"""
+DEFAULT_PLAN_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+DEFAULT_PLAN_GPU = "H100-SXM"
+RESULT_SUFFIXES = (".json", ".jsonl", ".csv")
+GLOB_CHARS = ("*", "?", "[")
 
 
-def print_bench_plan(model: str) -> None:
-    console.print(BENCH_PLAN.format(model=model), highlight=False, soft_wrap=True, markup=False)
+def print_bench_plan(model: str | None, gpu: str | None) -> None:
+    """The benchmark runs to make, as a shell script that works as printed (edit MODEL and GPU)."""
+    if gpu is not None:
+        gpu = resolve_gpu(gpu).name
+    text = BENCH_PLAN.format(model=model or DEFAULT_PLAN_MODEL, gpu=gpu or DEFAULT_PLAN_GPU)
+    console.print(text, highlight=False, soft_wrap=True, markup=False)
+
+
+def _recognised(path: Path) -> bool:
+    return any(recognise(path) for _, recognise, _ in READERS)
+
+
+def expand_result_paths(items: Sequence[str]) -> list[Path]:
+    """The result files named by ``items``: files as given, a folder of result files as each file in it that a
+    reader recognises (an inference-perf results folder stays one folder), a glob (quoted, or left unexpanded
+    by the shell) as what it matches. Each path once, in the order given."""
+    out: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if not p.exists() and any(c in str(item) for c in GLOB_CHARS):
+            matches = sorted(glob.glob(str(item)))
+            if not matches:
+                raise TwinInputError(f"--from-results {item}: matches no file")
+            out += expand_result_paths(matches)
+        elif p.is_dir() and not _recognised(p):
+            files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in RESULT_SUFFIXES)
+            found = [f for f in files if _recognised(f)]
+            if not found:
+                raise TwinInputError(f"--from-results {item}: a folder with no result file twin reads "
+                                     f"({', '.join(n for n, _, _ in READERS)})")
+            skipped = [f.name for f in files if f not in found]
+            if skipped:
+                warnings.warn(f"--from-results {item}: left out {len(skipped)} file(s) no reader recognises: "
+                              + ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""), stacklevel=2)
+            out += found
+        else:
+            out.append(p)
+    return list(dict.fromkeys(out))
 
 
 def _target(run, gpu: str | None, model: str | None, tp: int | None) -> Target:
@@ -71,7 +116,8 @@ def _params_table(result) -> Table:
         p = PARAMETERS_BY_NAME.get(name)
         scale = p.scale if p else 1.0
         err = result.std.get(name)
-        table.add_row(name, f"{value / scale:.4g}", "" if err is None or math.isnan(err) else f"{err / scale:.2g}",
+        table.add_row(name, numbers.number(value / scale, 4),
+                      "" if err is None or math.isnan(err) else numbers.number(err / scale, 2),
                       p.unit if p else "")
     return table
 
@@ -92,6 +138,7 @@ def calibrate_from_results(paths: Sequence[str], *, output: str | None, gpu: str
                            tp: int | None, max_sim_s: float, workers: int, seed: int, quiet: bool) -> None:
     if output is not None and not Path(output).resolve().parent.exists():
         raise TwinInputError(f"--output {output}: folder {Path(output).parent} does not exist")
+    paths = expand_result_paths(paths)
     runs = [run for p in paths for run in read_results(p)]
     if not runs:
         raise TwinInputError("--from-results: the files hold no run")

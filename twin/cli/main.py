@@ -21,6 +21,8 @@ from twin.errors import TwinInputError
 
 from twin.cli.console import console, err_console
 
+SUMMARY_FROM = 4   # more variants than this: a summary table first (twin.results.compare_summary)
+
 
 def _say_error(message: str) -> None:
     """One line on stderr. escape: messages carry brackets ("[variant x]", "[and 2 more problems]") that are
@@ -162,26 +164,51 @@ def _run_variants(scenario_path: str, variants: list[str], sets: tuple[str, ...]
     return scenario, runs
 
 
-def _headline(name: str, run: dict[str, Any]) -> str:
-    """One line per run; a mixed cluster adds one indented line per replica group."""
+def _headline_parts(run: dict[str, Any]) -> list[str]:
+    """A run's deployment as parts (``llama-3.1-8b on 1x1 H100-SXM``, ``max_num_seqs=4``, ...); a mixed
+    cluster adds one part per replica group."""
     dep = run["deployment"]
     body = run["body"]
     if body.deployment.groups is not None:  # a ClusterDeployment
-        lines = [f"{name}: {body.deployment.model} on {dep.num_replicas} replicas in {len(dep.groups)} "
-                 f"group{'s' if len(dep.groups) > 1 else ''}, {body.deployment.router} router"]
+        parts = [f"{body.deployment.model} on {dep.num_replicas} replicas in {len(dep.groups)} "
+                 f"group{'s' if len(dep.groups) > 1 else ''}", f"{body.deployment.router} router"]
         for i, (g, gb, d) in enumerate(zip(dep.groups, dep.bodies, dep.deployments)):
-            lines.append(f"  {g.name or f'group {i}'}: " + _deployment_line(gb, d) +
-                         (f" | weight {g.weight:g}" if g.weight != 1 else ""))
-        return "\n".join(lines)
-    return f"{name}: {body.deployment.model} on " + _deployment_line(body, dep)
+            parts.append(f"  {g.name or f'group {i}'}: " + ", ".join(_deployment_parts(gb, d)) +
+                         (f", weight {g.weight:g}" if g.weight != 1 else ""))   # a line of its own
+        return parts
+    return [f"{body.deployment.model} on " + p if i == 0 else p
+            for i, p in enumerate(_deployment_parts(body, dep))]
 
 
-def _deployment_line(body: Any, dep: Any) -> str:
+def _deployment_parts(body: Any, dep: Any) -> list[str]:
     sc = dep.scheduler_config
-    return (f"{body.deployment.replicas}x{body.deployment.tensor_parallel_size}"
-            f" {dep.gpu.name} | {sc.scheduler} max_num_seqs={sc.max_num_seqs} "
-            f"max_num_batched_tokens={sc.max_num_batched_tokens} prefix_caching={'on' if sc.enable_prefix_caching else 'off'}"
-            f" | KV pool {dep.kv_pool.capacity_tokens:,} tokens")
+    return [f"{body.deployment.replicas}x{body.deployment.tensor_parallel_size} {dep.gpu.name}", sc.scheduler,
+            f"max_num_seqs={sc.max_num_seqs}", f"max_num_batched_tokens={sc.max_num_batched_tokens}",
+            f"prefix_caching={'on' if sc.enable_prefix_caching else 'off'}",
+            f"KV pool {dep.kv_pool.capacity_tokens:,} tokens"]
+
+
+def _print_headlines(runs: dict[str, dict[str, Any]]) -> None:
+    """The first run's deployment in full, wrapped to the width; each other run only where it differs, and the
+    runs that do not differ at all named on one line."""
+    def say(name: str, parts: list[str]) -> None:
+        console.print(f"{name}: " + ", ".join(p for p in parts if not p.startswith("  ")), highlight=False)
+        for part in parts:
+            if part.startswith("  "):    # a replica group
+                console.print(part, highlight=False)
+
+    first, *others = runs
+    ref = _headline_parts(runs[first])
+    say(first, ref)
+    same = []
+    for name in others:
+        diff = [p for p in _headline_parts(runs[name]) if p not in ref]
+        if diff:
+            say(name, diff)
+        else:
+            same.append(name)
+    if same:
+        console.print(f"same deployment as {first}: " + ", ".join(same), highlight=False)
 
 
 @main.command()
@@ -221,29 +248,53 @@ def run(scenario: str, variants: tuple[str, ...], all_variants: bool, sets: tupl
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a field in every variant.")
 @click.option("--seed", type=int, help="Override the scenario's seed.")
 @click.option("--replications", type=click.IntRange(1, 1000), help="Independent replications per variant.")
+@click.option("--reference", "-r", default="baseline", show_default=True,
+              help="The run every other is compared against (the baseline or a variant's name).")
+@click.option("--full", is_flag=True,
+              help="With many variants: the full per-metric tables after the summary.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help='Write all results as one JSON file: {"variants": {name: <vllm bench serve result>}}.')
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def compare(scenario: str, variant_list: str | None, sets: tuple[str, ...], seed: int | None,
-            replications: int | None, json_path: str | None, quiet: bool) -> None:
-    """Run the baseline and variants of SCENARIO and show them side by side with deltas."""
+            replications: int | None, reference: str, full: bool, json_path: str | None, quiet: bool) -> None:
+    """Run the baseline and variants of SCENARIO and show them side by side with deltas against the reference
+    (the baseline unless --reference names a variant); more than a few variants: a summary first."""
+    from twin.errors import did_you_mean
     from twin.scenario import load_scenario
 
-    names = load_scenario(scenario).names()
+    sc = load_scenario(scenario)
+    names = sc.names()
     if variant_list:
         wanted = [v.strip() for v in variant_list.split(",") if v.strip()]
         names = ["baseline"] + [v for v in wanted if v != "baseline"]
+    if reference not in sc.names():
+        raise TwinInputError(f"--reference {reference!r}: not a run of {sc.source}"
+                             f"{did_you_mean(reference, sc.names())} (runs: {', '.join(sc.names())})")
+    if reference not in names:
+        names.append(reference)
+    names = [reference] + [n for n in names if n != reference]
     _, runs = _run_variants(scenario, names, sets, seed, replications, not quiet and console.is_terminal)
-    _report(runs, json_path, None, None, one_json_file=True)
+    _report(runs, json_path, None, None, one_json_file=True, full=full)
 
 
 def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out: str | None,
-            steps_out: str | None, *, one_json_file: bool = False) -> None:
+            steps_out: str | None, *, one_json_file: bool = False, full: bool = False) -> None:
     from twin.results.report import render_comparison, render_summary
 
-    for name, run in runs.items():
-        console.print(_headline(name, run), highlight=False, soft_wrap=True)
-    if len(runs) == 1:
+    _print_headlines(runs)
+    many = len(runs) - 1 > SUMMARY_FROM
+    if many:
+        from twin.results.compare_summary import summary_table
+
+        reference = next(iter(runs))
+        console.print(summary_table({name: run["replications"][0][1] for name, run in runs.items()}, reference,
+                                    plain=not console.is_terminal))
+        if not full:
+            console.print(f"Every metric of each variant against {reference}: --full; a few variants side by "
+                          "side: --variants a,b", highlight=False)
+    if many and not full:
+        pass                       # the summary stands for the full tables
+    elif len(runs) == 1:
         (name, run), = runs.items()
         result, metrics = run["replications"][0]
         render_summary(metrics, title=name, console=console)
@@ -274,6 +325,8 @@ def _print_per_replica(result: Any, body: Any) -> None:
 
 
 def _print_ci(ci: dict[str, Any]) -> None:
+    from twin.results.report import format_value, label
+
     table = Table(title="Replications: mean ± 95% half-width", show_header=True)
     table.add_column("metric")
     table.add_column("mean", justify="right")
@@ -283,7 +336,7 @@ def _print_ci(ci: dict[str, Any]) -> None:
         entry = ci.get(key)
         if entry and entry.get("mean") is not None:
             hw = entry.get("half_width")
-            table.add_row(key, f"{entry['mean']:.4g}", "-" if hw is None else f"{hw:.3g}")
+            table.add_row(label(key), format_value(key, entry["mean"]), "-" if hw is None else format_value(key, hw))
     console.print(table)
 
 
@@ -311,7 +364,7 @@ def list_cmd(what: str) -> None:
         for col in ("name", "bf16 TFLOP/s", "bandwidth TB/s", "memory GiB", "interconnect"):
             table.add_column(col)
         for g in list_gpus():
-            table.add_row(g.name, f"{g.flops('bf16') / 1e12:.0f}", f"{g.memory_bandwidth_bytes_per_s / 1e12:.3g}",
+            table.add_row(g.name, f"{g.flops('bf16') / 1e12:,.0f}", f"{g.memory_bandwidth_bytes_per_s / 1e12:.2f}",
                           f"{g.memory_gib:.0f}", g.interconnect)
         console.print(table)
     if what in ("models", "all"):

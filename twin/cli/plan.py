@@ -103,12 +103,15 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
     )
     planner = Planner(spec)
     feasible = sum(c.error is None for c in planner.candidates)
-    console.print(f"target {planner.target_rate:.4g} req/s = {planner.target_scale:.4g} x the scenario's "
-                  f"{planner.base_rate:.4g} req/s | {len(planner.candidates)} candidates ({feasible} feasible) | "
+    from twin.results import numbers
+
+    console.print(f"target {numbers.with_unit(planner.target_rate, 'req/s')} = "
+                  f"{numbers.number(planner.target_scale)} x the scenario's "
+                  f"{numbers.with_unit(planner.base_rate, 'req/s')} | {len(planner.candidates)} candidates "
+                  f"({feasible} feasible) | "
                   f"SLO {json.dumps(criteria.as_dict()['slo'])}"
                   + (f", goodput >= {criteria.effective_goodput:g}" if criteria.effective_goodput else "")
-                  + f" | router {spec.router} | {planner.replications} replications", highlight=False,
-                  soft_wrap=True)
+                  + f" | router {spec.router} | {planner.replications} replications", highlight=False)
     with make_executor(backend, workers, ray_address) as executor, \
             progress_bar(not quiet and err_console.is_terminal, "simulations") as progress:
         task = progress.add_task("plan", total=None)

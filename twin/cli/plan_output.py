@@ -17,6 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 from twin.cli.console import console, err_console
+from twin.results import numbers
 
 
 def progress_bar(enabled: bool, what: str) -> Progress:
@@ -31,13 +32,15 @@ def write_table_file(frame, path: str) -> None:
     console.print(f"wrote {path}", highlight=False)
 
 
-def fmt(v: Any, digits: int = 4) -> str:
+def fmt(v: Any, digits: int = 3, key: str = "") -> str:
+    """A table cell (`twin.results.numbers`): latencies (``key`` ending ``_ms``) in their unit, other floats to
+    ``digits`` significant figures, never an exponent."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        return f"{v:.{digits}g}"
+        return numbers.duration_ms(v, digits) if key.endswith("_ms") else numbers.number(v, digits)
     return str(v)
 
 
@@ -64,10 +67,11 @@ def print_plan(result) -> None:
                      "-", "-", "-", "-", "-"]
             table.add_row(*(cells if has_spec else cells[:6] + cells[7:]))
             continue
-        ci = "-" if c.get("max_rate_ci_low") is None else f"{c['max_rate_ci_low']:.4g}..{c['max_rate_ci_high']:.4g}"
+        ci = "-" if c.get("max_rate_ci_low") is None else \
+            f"{numbers.number(c['max_rate_ci_low'])}..{numbers.number(c['max_rate_ci_high'])}"
         rate = fmt(c.get("max_rate_per_s"))
         if c["status"] == "pruned":
-            rate = f"< {c['max_rate_upper_bound']:.4g}"
+            rate = f"< {numbers.number(c['max_rate_upper_bound'])}"
         cells = [str(c["candidate"]), c["gpu"], str(c["tensor_parallel_size"]), str(c["max_num_seqs"]),
                  str(c["max_num_batched_tokens"]), "on" if c["enable_prefix_caching"] else "off",
                  c.get("speculative_decoding") or "-", c["status"], rate, ci,
@@ -78,8 +82,8 @@ def print_plan(result) -> None:
     for c in result.candidates:
         if c["status"] in ("infeasible", "never", "error", "unbounded"):
             console.print(f"  candidate {c['candidate']} ({c['overrides']}): {c['status']}: {c['note']}",
-                          highlight=False, soft_wrap=True)
-    table = Table(title=f"Deployments simulated at {result.target_rate:.4g} req/s (router {result.spec.router}); "
+                          highlight=False)
+    table = Table(title=f"Deployments simulated at {numbers.with_unit(result.target_rate, 'req/s')} (router {result.spec.router}); "
                         f"# is the candidate")
     short = {"p99_ttft_ms": "p99 TTFT", "p99_tpot_ms": "p99 TPOT", "p99_e2el_ms": "p99 E2EL"}
     for col in ("#", "N", "GPU", "TP", "GPUs", "$/h", "ok", short.get(key, key), "p99 TPOT", "goodput",
@@ -92,21 +96,21 @@ def print_plan(result) -> None:
             continue
         mark = "[green]yes[/]" if d["passed"] else "[red]no[/]"
         table.add_row(str(d["candidate"]), str(d["replicas"]), d["gpu"], str(d["tensor_parallel_size"]),
-                      str(d["gpus"]), f"{d['cost_per_hour']:.2f}", mark, fmt(d.get(key)),
-                      fmt(d.get("p99_tpot_ms")), fmt(d.get("goodput_fraction"), 3),
+                      str(d["gpus"]), f"{d['cost_per_hour']:.2f}", mark, fmt(d.get(key), key=key),
+                      fmt(d.get("p99_tpot_ms"), key="p99_tpot_ms"), fmt(d.get("goodput_fraction"), 3),
                       fmt(d.get("usd_per_million_output_tokens"), 3))
     console.print(table)
     for d in result.deployments:
         if not d.get("replicas") and d.get("note"):
-            console.print(f"  candidate {d['candidate']}: {d['note']}", highlight=False, soft_wrap=True)
+            console.print(f"  candidate {d['candidate']}: {d['note']}", highlight=False)
     if result.best:
         b = result.best
         console.print(f"[bold]cheapest:[/] {b['replicas']} x {_describe(b)} = {b['gpus']} GPUs, "
                       f"${b['cost_per_hour']:.2f}/h, ${fmt(b.get('usd_per_million_output_tokens'))} per million "
-                      f"output tokens, {key} {fmt(b.get(key))}", highlight=False, soft_wrap=True)
+                      f"output tokens, {key} {fmt(b.get(key), key=key)}", highlight=False)
         console.print("frontier (cost -> " + key + "): " + "; ".join(
-            f"${d['cost_per_hour']:.2f}/h {d['replicas']}x{d['gpu']} -> {fmt(d.get(key))}" for d in result.frontier),
-            highlight=False, soft_wrap=True)
+            f"${d['cost_per_hour']:.2f}/h {d['replicas']}x{d['gpu']} -> {fmt(d.get(key), key=key)}"
+            for d in result.frontier), highlight=False)
     else:
         console.print("[bold red]no deployment in the search space meets the SLOs[/] (raise max_replicas, "
                       "widen the search, or relax the SLOs)")
@@ -133,7 +137,7 @@ def print_sweep(summary, knob_keys, spec) -> None:
                 cells.append("-" if v is None or (isinstance(v, float) and math.isnan(v)) else
                              ("[green]yes[/]" if v else "[red]no[/]"))
             else:
-                cells.append(fmt(v.item() if hasattr(v, "item") else v))
+                cells.append(fmt(v.item() if hasattr(v, "item") else v, key=c))
         table.add_row(*cells)
     console.print(table)
     if len(summary) > 200:

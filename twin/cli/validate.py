@@ -113,9 +113,14 @@ def print_comparison(rows, title: str) -> None:
     for col in ("metric", "measured", "predicted", "error"):
         table.add_column(col, justify="left" if col == "metric" else "right")
     for metric, measured, predicted, err in rows:
-        table.add_row(metric, _fmt(measured), _fmt(predicted), "-" if err is None else f"{err:+.1%}")
+        table.add_row(metric, _fmt(metric, measured), _fmt(metric, predicted), "-" if err is None else f"{err:+.1%}")
     console.print(table)
 
 
-def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4g}"
+def _fmt(metric: str, v: float | None) -> str:
+    """4 significant figures (`twin.results.numbers`), latencies in their unit; never an exponent."""
+    from twin.results import numbers
+
+    if v is None:
+        return "-"
+    return numbers.duration_ms(v, 4) if str(metric).endswith("_ms") else numbers.number(v, 4)

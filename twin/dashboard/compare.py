@@ -7,7 +7,8 @@ from typing import Any
 
 from twin.analysis.causes import diagnosis_to_dict
 from twin.dashboard.form import BASELINE_LABEL, WHATIF_LABEL
-from twin.dashboard.meaning import fit
+from twin.dashboard.meaning import exact, fit
+from twin.results import numbers
 from twin.dashboard.runs import RunOutput
 from twin.results.report import COMPARISON_KEYS, compare_metrics, direction, format_delta, format_value, label
 
@@ -17,14 +18,15 @@ HEADLINE_KEYS = ("request_throughput", "output_throughput", "p99_ttft_ms", "p99_
 CARD_ABSOLUTE_DELTA = {"prefix_cache_hit_rate", "num_preemptions", "spec_decode_acceptance_length"}
 HEADLINE_LABELS = {
     "request_throughput": "Throughput (req/s)", "output_throughput": "Output (tok/s)",
-    "p99_ttft_ms": "TTFT p99 (ms)", "p99_tpot_ms": "TPOT p99 (ms)", "p99_e2el_ms": "E2E p99 (ms)",
+    "p99_ttft_ms": "TTFT p99", "p99_tpot_ms": "TPOT p99", "p99_e2el_ms": "E2E p99",
     "request_goodput": "Goodput (req/s)", "prefix_cache_hit_rate": "Prefix hit rate",
     "num_preemptions": "Preemptions", "spec_decode_acceptance_length": "Tokens per verify",
 }
 
 
 def headline_cards(base: dict[str, Any], whatif: dict[str, Any]) -> list[dict[str, Any]]:
-    """Metric cards: ``label``, ``baseline`` and ``whatif`` text, ``delta`` text (None when equal or
+    """Metric cards: ``label``, ``baseline`` and ``whatif`` text (short: ``twin.results.numbers``) and their
+    exact values for a tooltip (``baseline_exact``, ``whatif_exact``), ``delta`` text (None when equal or
     undefined) and ``delta_color`` for ``st.metric`` ("normal": up is good, "inverse": down is good)."""
     cards = []
     for key in HEADLINE_KEYS:
@@ -39,10 +41,11 @@ def headline_cards(base: dict[str, Any], whatif: dict[str, Any]) -> list[dict[st
             if pct is None or key in CARD_ABSOLUTE_DELTA:
                 delta = format_delta(key, w - b, None)
             else:
-                delta = f"{pct:+,.1f}%" if abs(pct) < 100 else f"{pct:+,.0f}%"
+                delta = numbers.percent_change(pct)
         sign = direction(key)
         cards.append({"key": key, "label": HEADLINE_LABELS.get(key, label(key)),
                       "baseline": fit(key, b), "whatif": fit(key, w), "delta": delta,
+                      "baseline_exact": exact(key, b), "whatif_exact": exact(key, w),
                       "delta_color": "normal" if sign >= 0 else "inverse"})
     return cards
 

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from twin.results import numbers
 from twin.dashboard.sources import profile_supported, speculative_supported
 from twin.errors import TwinInputError
 from twin.hardware.catalog import list_gpus, list_models
@@ -291,7 +292,7 @@ def describe_changes(defaults: dict[str, Any], values: dict[str, Any], classes: 
         if v is None:
             return "unset"
         if isinstance(v, float):
-            return f"{v:g}"
+            return numbers.given(v)
         return str(v)
 
     out = []

@@ -4,13 +4,13 @@ and goodput, cost per million tokens from the bundled price table, and numbers s
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from twin.dashboard.runs import RunOutput
 from twin.errors import TwinInputError
 from twin.hardware.pricing import PriceTable, hourly_cost, usd_per_million_tokens
-from twin.results.report import format_value
+from twin.results import numbers
+from twin.results.report import _INTEGERS, format_value
 
 OVERLOAD_RATIO = 0.95      # served below 95 % of offered (with a queue): the offered load is the binding limit
 SLO_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "E2E"}
@@ -34,11 +34,16 @@ def limit_line(run: RunOutput) -> str:
     d = run.diagnosis
     if load["overloaded"]:
         tail = f"; under it, {d.limit_name}" if d.binding else ""
-        return (f"**Binding limit: offered load ({load['offered']:.3g} req/s) above what this server sustains "
-                f"({load['served']:.3g} req/s){tail}**")
+        return (f"**Binding limit: offered load ({numbers.with_unit(load['offered'], 'req/s')}) above what this "
+                f"server sustains ({numbers.with_unit(load['served'], 'req/s')}){tail}**")
     if d.binding:
         return f"**Binding limit: {d.limit_name}**"
     return f"**No limit binds** · the step time is set by {d.limit_name}"
+
+
+def _bound(ms: float) -> str:
+    """An SLO bound as the scenario gives it (``500 ms``), in a larger unit from 10 s (``2 min``)."""
+    return f"{numbers.given(ms)} ms" if abs(ms) < 10_000 else numbers.duration_ms(ms)
 
 
 def slo_line(run: RunOutput) -> str:
@@ -47,13 +52,13 @@ def slo_line(run: RunOutput) -> str:
     slo = run.slo or {}
     m = run.metrics
     parts = []
-    bounds = ", ".join(f"{SLO_NAMES.get(k, k)} ≤ {v:g} ms" for k, v in slo.items()
+    bounds = ", ".join(f"{SLO_NAMES.get(k, k)} ≤ {_bound(v)}" for k, v in slo.items()
                        if isinstance(v, (int, float)) and not isinstance(v, bool))
     if bounds:
         done, good = m.get("completed") or 0, m.get("num_good_requests")
         share = f"{good / done:.0%} of requests meet it" if done and good is not None else "no request completed"
         goodput = m.get("request_goodput")
-        gp = f" · goodput {goodput:.3g} req/s" if isinstance(goodput, (int, float)) else ""
+        gp = f" · goodput {numbers.with_unit(goodput, 'req/s')}" if isinstance(goodput, (int, float)) else ""
         parts.append(f"SLO {bounds}: **{share}**{gp}")
     for key, stats in slo.items():
         if not isinstance(stats, dict):
@@ -63,8 +68,8 @@ def slo_line(run: RunOutput) -> str:
             value = m.get(metric)
             met = (m.get("slo_met") or {}).get(metric)
             verdict = "not measured" if met is None else ("met" if met else "**missed**")
-            shown = f" ({value:,.4g} ms)" if isinstance(value, (int, float)) else ""
-            parts.append(f"SLO {stat} {SLO_NAMES.get(key, key)} ≤ {bound:g} ms: {verdict}{shown}")
+            shown = f" ({numbers.duration_ms(value)})" if isinstance(value, (int, float)) else ""
+            parts.append(f"SLO {stat} {SLO_NAMES.get(key, key)} ≤ {_bound(bound)}: {verdict}{shown}")
     if not parts:
         return "No SLO in the scenario: every completed request counts as good (goodput = throughput)."
     return " · ".join(parts)
@@ -91,8 +96,9 @@ def cost_line(run: RunOutput) -> str:
     if c is None or c["usd_per_m_output"] is None:
         return f"Cost: no price for {run.info['gpu']} in the bundled table."
     n = run.info["tensor_parallel_size"] * run.info["replicas"]
-    return (f"Cost: **${c['usd_per_m_output']:.3g} per million output tokens** (${c['usd_per_m_total']:.3g} per "
-            f"million tokens in and out) at ${c['usd_per_gpu_hour']:g}/GPU-hour × "
+    return (f"Cost: **${numbers.number(c['usd_per_m_output'])} per million output tokens** "
+            f"(${numbers.number(c['usd_per_m_total'])} per million tokens in and out) at "
+            f"${numbers.number(c['usd_per_gpu_hour'])}/GPU-hour × "
             f"{n} GPU{'s' if n != 1 else ''} (bundled price table, approximate)")
 
 
@@ -100,14 +106,24 @@ def model_line(run: RunOutput) -> str:
     return f"Cost model: {run.info.get('cost_model', 'roofline')}"
 
 
-def fit(key: str, value: Any, width: int = 8) -> str:
-    """A value short enough for a metric card: ``format_value`` unless it is longer than ``width``
-    characters, then ``12.3k`` / ``4.56M`` style."""
-    text = format_value(key, value)
-    if len(text) <= width or not isinstance(value, (int, float)) or isinstance(value, bool):
-        return text
-    v = float(value)
-    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= div:
-            return f"{v / div:.3g}{suffix}"
-    return f"{v:.3g}" if math.isfinite(v) else text
+def fit(key: str, value: Any) -> str:
+    """A value short enough for a metric card (``twin.results.numbers``): counts shortened from 10,000
+    (``240k``), latencies in their unit (``4.00 min``), anything else to 3 significant figures."""
+    if key in _INTEGERS and not isinstance(value, bool):
+        return numbers.count(value, short=True)
+    return format_value(key, value)
+
+
+def exact(key: str, value: Any) -> str:
+    """The exact value behind a card, for its tooltip: ``239,832.417 ms``, ``23.184%``, ``1,916.4 tok/s``."""
+    v = numbers._finite(value)
+    if v is None:
+        return "no value" if value is None else str(value)
+    if key.endswith("_ms"):
+        return f"{v:,.3f} ms"
+    if key in ("prefix_cache_hit_rate", "mean_kv_usage", "busy_fraction"):
+        return f"{v * 100:,.3f}%"
+    if key in _INTEGERS:
+        return f"{v:,.0f}"
+    unit = {"request_throughput": " req/s", "request_goodput": " req/s", "output_throughput": " tok/s"}.get(key, "")
+    return f"{v:,.4f}".rstrip("0").rstrip(".") + unit

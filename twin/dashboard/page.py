@@ -31,18 +31,32 @@ def show_run(run: dash.RunOutput, profile_name: str | None = None) -> None:
         st.caption(note)
 
 
+CARDS_PER_ROW = 5
+# metric cards sized for a 1280 px window with the sidebar open: a smaller value font than Streamlit's 2.25rem,
+# labels that may wrap between words rather than be cut short
+CARD_CSS = """<style>
+[data-testid="stMetricValue"] { font-size: 1.6rem; }
+[data-testid="stMetricLabel"] p, [data-testid="stMetricLabel"] div { white-space: normal; overflow: visible; }
+</style>"""
+
+
 def show_cards(base: dict[str, Any], whatif: dict[str, Any]) -> None:
-    """Two rows of metric cards, baseline above what-if; the what-if's carry the change."""
+    """The metric cards, at most `CARDS_PER_ROW` a row: for each group a baseline row above a what-if row
+    (the what-if's cards carry the change); each card's tooltip holds the exact value."""
+    st.html(CARD_CSS)
     cards = dash.headline_cards(base, whatif)
-    for title, which in (("Baseline", "baseline"), ("What-if", "whatif")):
-        cols = st.columns([0.7] + [1] * len(cards), vertical_alignment="center")
-        cols[0].markdown(f"**{title}**")
-        for col, card in zip(cols[1:], cards):
-            if which == "baseline":
-                col.metric(card["label"], card["baseline"])
-            else:
-                col.metric(card["label"], card["whatif"], delta=card["delta"],
-                           delta_color=card["delta_color"] if card["delta"] else "off")
+    for start in range(0, len(cards), CARDS_PER_ROW):
+        group = cards[start:start + CARDS_PER_ROW]
+        for title, which in (("Baseline", "baseline"), ("What-if", "whatif")):
+            cols = st.columns([1] * (CARDS_PER_ROW + 1), vertical_alignment="center")
+            cols[0].markdown(f"**{title}**")
+            for col, card in zip(cols[1:], group):
+                tip = f"{title}: {card[which + '_exact']}"
+                if which == "baseline":
+                    col.metric(card["label"], card["baseline"], help=tip)
+                else:
+                    col.metric(card["label"], card["whatif"], delta=card["delta"], help=tip,
+                               delta_color=card["delta_color"] if card["delta"] else "off")
 
 
 def _figures():

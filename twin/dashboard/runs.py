@@ -12,6 +12,7 @@ from typing import Any
 from twin.analysis.causes import Diagnosis, diagnose
 from twin.errors import TwinInputError
 from twin.dashboard.form import BASELINE_LABEL, WHATIF_LABEL, _arrivals_mode, validate
+from twin.results import numbers
 from twin.results.sim_result import SimResult
 from twin.sim.deployment import resolve_deployment
 from twin.sim.run import metrics_of, run_body
@@ -81,6 +82,12 @@ def run_scenario(data: dict[str, Any], base_dir: str | None = None) -> RunOutput
     return RunOutput(result, metrics, diagnosis, body.slo.as_dict() or None, info)
 
 
+def in_config_order(configs: dict[str, Any], runs: dict[str, Any]) -> dict[str, Any]:
+    """``runs`` in the order of ``configs`` (baseline first), whichever finished or came from the cache first:
+    the page's columns, charts and colours follow this order (the first run is drawn blue)."""
+    return {name: runs[name] for name in configs if name in runs}
+
+
 def offered_rate(body: Any) -> float | None:
     """The open-loop arrival rate asked of the server (req/s; ``None`` for closed loop or a trace)."""
     rate = getattr(body.workload.arrivals, "rate_per_s", None)
@@ -114,10 +121,10 @@ def load_of(raw: dict[str, Any]) -> tuple[str, float] | None:
 
 def load_label(kind: str, value: float) -> str:
     if kind == "rate":
-        return f"{value:g} req/s"
+        return f"{numbers.given(value)} req/s"
     if kind == "concurrency":
         return f"{int(value)} users"
-    return f"{value:g}× trace speed"
+    return f"{numbers.given(value)}× trace speed"
 
 
 def with_load(raw: dict[str, Any], kind: str, value: float, max_requests: int = SWEEP_REQUESTS) -> dict[str, Any]:

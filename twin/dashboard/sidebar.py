@@ -38,6 +38,12 @@ def ek(gen: str, name: str) -> str:
     return f"e:{gen}:{name}"
 
 
+def remember_upload(saved, name: str) -> None:
+    """The server's copy of an upload and the user's name for it: messages name the user's file
+    (`twin.dashboard.messages.name_uploads`)."""
+    st.session_state.setdefault("_uploads", {})[str(saved)] = name
+
+
 def _index(options, value, key: str) -> int:
     if value not in options:
         raise TwinInputError(f"setting {key}: {value!r} is not one of {', '.join(map(str, options))}")
@@ -71,6 +77,7 @@ def choose_scenario(url: dict[str, str]):
         st.info("Upload a trace file in the sidebar; it is replayed on the default deployment.")
         st.stop()
     path = dash.save_upload(up.getvalue(), up.name)
+    remember_upload(path, up.name)
     return dash.trace_scenario(path, up.name), None, f"trace:{path.name}", None
 
 
@@ -96,6 +103,7 @@ def experiment_settings(scenario, scenario_id: str, url: dict[str, str]) -> dict
                                       help="Replaces the cost model in both runs.")
         if up is not None:
             profile_path, profile_name = str(dash.save_upload(up.getvalue(), up.name)), up.name
+            remember_upload(profile_path, up.name)
     names = dash.start_points(scenario)
     start0 = url.get("start") if url.get("start") in names else dash.default_start(scenario)
     start = st.sidebar.selectbox("What-if starts from", names, index=names.index(start0), key=ek(gen, "start"),

@@ -103,8 +103,13 @@ def trace_scenario(path: str | Path, name: str | None = None) -> Scenario:
     gets Poisson arrivals at 4 req/s, which the rate setting changes."""
     from twin.workload.traces import read_trace
 
+    from twin.dashboard.messages import upload_error
+
     path = Path(path)
-    trace = read_trace(path)
+    try:
+        trace = read_trace(path)
+    except TwinInputError as exc:   # name the user's file, not the server's copy of it
+        raise TwinInputError(upload_error(str(exc), path, name)) if name else exc from None
     workload: dict[str, Any] = {"trace": {"path": str(path)}}
     if not trace.has_timestamps:
         workload["arrivals"] = {"process": "poisson", "rate_per_s": 4.0}

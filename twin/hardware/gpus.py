@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from twin.errors import TwinInputError
+from twin.errors import TwinInputError, did_you_mean
 from twin.hardware.dtypes import norm_name, normalize_dtype
 from twin.hardware.spec_input import SubfieldError, parse_quantity, positive, validation_message
 from twin.yaml_input import load_packaged_yaml, parse_yaml, read_text
@@ -170,4 +170,5 @@ def resolve_gpu(name_or_path: str | Path | GpuSpec) -> GpuSpec:
             raise TwinInputError(f"gpu: spec file {str(name_or_path)!r} does not exist")
         return load_gpu_spec(p)
     known = ", ".join(g.name for g in list_gpus())
-    raise TwinInputError(f"gpu: unknown GPU {str(name_or_path)!r}; known: {known}; or give a YAML spec file path")
+    hint = did_you_mean(name_or_path, [g.name for g in list_gpus()])
+    raise TwinInputError(f"gpu: unknown GPU {str(name_or_path)!r}{hint}; known: {known}; or give a YAML spec file path")

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from twin.errors import TwinInputError
+from twin.errors import TwinInputError, did_you_mean
 from twin.hardware.dtypes import norm_name
 from twin.hardware.models import ModelSpec
 from twin.hardware.spec_input import validation_message
@@ -178,5 +178,6 @@ def resolve_model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     if p.is_file() or (p.is_dir() and (p / "config.json").is_file()):
         return model_from_hf_config(p)
     known = ", ".join(m.name for m in list_models())
-    raise TwinInputError(f"model: unknown model {str(name_or_path)!r}; known: {known}; "
+    hint = did_you_mean(name_or_path, [m.name for m in list_models()])
+    raise TwinInputError(f"model: unknown model {str(name_or_path)!r}{hint}; known: {known}; "
                          f"or give a path to a Hugging Face config.json")

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.errors import TwinInputError
+from twin.results.report import format_value
 
 # the metrics a job hands back (scalars; the full set stays in the worker)
 RESULT_KEYS = (
@@ -198,7 +199,8 @@ def judge(metrics: Mapping[str, Any], criteria: Criteria | None) -> tuple[bool |
             reasons.append(f"{key} undefined")
         elif not met:
             value = metrics.get(key)
-            reasons.append(f"{key} = {value:.4g}" if isinstance(value, (int, float)) else f"{key} missed")
+            reasons.append(f"{key} = {format_value(key, value)}" if isinstance(value, (int, float))
+                           else f"{key} missed")
     g = criteria.effective_goodput
     if g is not None:
         good = metrics.get("num_good_requests")

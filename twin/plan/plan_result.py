@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from twin.results import numbers
 from twin.hardware.pricing import usd_per_million_tokens
 from twin.plan.capacity import Capacity
 from twin.plan.plan_spec import PlanSpec
@@ -209,7 +210,7 @@ class PlanResult:
                 marker={"size": 10, "symbol": "circle" if ok else "x"},
                 text=[f"{d['replicas']}x {d['gpu']} TP{d['tensor_parallel_size']} max_num_seqs={d['max_num_seqs']}"
                       for d in sel],
-                hovertemplate="%{text}<br>$%{x:.2f}/h<br>" + key + "=%{y:.4g}<extra></extra>"))
+                hovertemplate="%{text}<br>$%{x:.2f}/h<br>" + key + "=%{y:,.4r}<extra></extra>"))
         if self.frontier:
             fig.add_trace(go.Scatter(x=[d["cost_per_hour"] for d in self.frontier],
                                      y=[d.get(key) for d in self.frontier], mode="lines", name="frontier",
@@ -217,6 +218,6 @@ class PlanResult:
         if self.best:
             fig.add_trace(go.Scatter(x=[self.best["cost_per_hour"]], y=[self.best.get(key)], mode="markers",
                                      name="cheapest", marker={"size": 18, "symbol": "star"}))
-        fig.update_layout(title=f"Cost-latency frontier at {self.target_rate:.4g} req/s",
+        fig.update_layout(title=f"Cost-latency frontier at {numbers.with_unit(self.target_rate, 'req/s')}",
                           xaxis_title="USD per hour", yaxis_title=key, template="plotly_white")
         return fig

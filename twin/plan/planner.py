@@ -29,6 +29,7 @@ import math
 import time
 from typing import Any
 
+from twin.results import numbers
 from twin.plan.candidates import Candidate, expand_candidates
 from twin.plan.capacity import Bracket, Capacity, bisect_scale
 from twin.plan.evaluate import SimJob, effective_replications, offered_rate
@@ -73,7 +74,7 @@ class Planner:
                 (los if res.get("passed") else his)[r] = (probe, res)
             if not los:
                 return Capacity([Bracket(None, probe, None, his[r][1], trail=[(probe, False)]) for r in reps],
-                                "pruned", f"fails at {probe * self.base_rate:.4g} req/s, above the best "
+                                "pruned", f"fails at {numbers.with_unit(probe * self.base_rate, 'req/s')}, above the best "
                                           f"candidate on this hardware")
         searches = []
         for r in reps:
@@ -87,7 +88,7 @@ class Planner:
             return Capacity(brackets, "error", errors[0])
         if any(b.lo is None for b in brackets):
             lowest = min(s for b in brackets for s, _ in b.trail) * self.base_rate
-            return Capacity(brackets, "never", f"misses the SLOs even at {lowest:.3g} req/s (the lowest rate "
+            return Capacity(brackets, "never", f"misses the SLOs even at {numbers.with_unit(lowest, 'req/s')} (the lowest rate "
                                                f"tried): out of reach for this configuration")
         if any(b.hi is None for b in brackets):
             return Capacity(brackets, "unbounded", "meets the SLOs at every rate tried")

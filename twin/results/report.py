@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from twin.errors import TwinInputError
+from twin.results import numbers
 
 # +1: higher is better, -1: lower is better, 0: neither
 _HIGHER = {
@@ -36,7 +37,7 @@ _LATENCY_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
 _STAT_NAMES = {"mean": "mean", "median": "p50", "std": "std"}
 
 LABELS: dict[str, str] = {
-    "duration": "duration (s)",
+    "duration": "duration",
     "completed": "completed requests",
     "failed": "failed (rejected or timed out)",
     "total_input_tokens": "input tokens",
@@ -84,7 +85,7 @@ def label(key: str) -> str:
     parts = key.split("_")
     if len(parts) == 3 and parts[2] == "ms" and parts[1] in _LATENCY_NAMES:
         stat = _STAT_NAMES.get(parts[0], parts[0])
-        return f"{_LATENCY_NAMES[parts[1]]} {stat} (ms)"
+        return f"{_LATENCY_NAMES[parts[1]]} {stat}"   # the value carries its unit (ms, s, min)
     return key.replace("_", " ")
 
 
@@ -109,25 +110,29 @@ def finite_number(v: Any) -> float | None:
 
 
 def format_value(key: str, value: Any) -> str:
+    """A metric's value as a table or card shows it (``twin.results.numbers``): latencies (``*_ms``) and the
+    duration with their scaled unit (``812 ms``, ``4.51 s``, ``4.00 min``), shares in percent, counts exact,
+    anything else to 3 significant figures (``12.3k`` from 10,000)."""
     if isinstance(value, bool):
         return "yes" if value else "no"
     v = finite_number(value)
     if v is None:
         return "-" if value is None else str(value)
     if key in _FRACTIONS:
-        return f"{v * 100:.1f}%"
+        return numbers.percent(v)
     if key in _PERCENT:
         return f"{v:.1f}%"
     if key in _INTEGERS:
-        return f"{v:,.0f}"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if abs(v) >= 100:
-        return f"{v:.1f}"
-    return f"{v:.2f}" if abs(v) >= 0.01 or v == 0 else f"{v:.3g}"
+        return numbers.count(v)
+    if key.endswith("_ms"):
+        return numbers.duration_ms(v)
+    if key == "duration":
+        return numbers.duration_s(v)
+    return numbers.number(v)
 
 
 def format_delta(key: str, delta: float, pct: float | None) -> str:
+    """A change against the baseline: ``+3.75 ms, +22.6%``; shares in percentage points, counts exact."""
     if delta == 0:
         return "="
     if key in _FRACTIONS:
@@ -136,12 +141,14 @@ def format_delta(key: str, delta: float, pct: float | None) -> str:
         text = f"{delta:+.1f} pp"
     elif key in _INTEGERS:
         text = f"{delta:+,.0f}"
-    elif abs(delta) >= 100:
-        text = f"{delta:+,.0f}"
+    elif key.endswith("_ms"):
+        text = numbers.delta_ms(delta)
+    elif key == "duration":
+        text = numbers.signed(numbers.duration_s(abs(delta)), delta)
     else:
-        text = f"{delta:+.2f}" if abs(delta) >= 0.01 or delta == 0 else f"{delta:+.3g}"
+        text = numbers.delta(delta)
     if pct is not None:
-        text += f", {pct:+,.1f}%"
+        text += f", {numbers.percent_change(pct)}"
     return text
 
 
@@ -155,7 +162,7 @@ def _box(console: Console) -> box.Box:
 def summary_tables(metrics: Mapping[str, Any], title: str = "Results", *, plain: bool = False) -> Group:
     """The summary as rich renderables (a latency table and a throughput/server table)."""
     style = box.MARKDOWN if plain else box.SIMPLE_HEAD
-    lat = Table(title=f"{title}: latency (ms)", box=style, title_justify="left")
+    lat = Table(title=f"{title}: latency", box=style, title_justify="left")
     lat.add_column("")
     for col in ("mean", "p50", "p90", "p99"):
         lat.add_column(col, justify="right")
@@ -215,8 +222,8 @@ def render_summary(metrics: Mapping[str, Any], title: str = "Results", console: 
 # one run, replica by replica
 # --------------------------------------------------------------------------------------------------------
 PER_REPLICA_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("num_requests", "reqs"), ("output_throughput", "tok/s"), ("median_ttft_ms", "TTFT p50"),
-    ("p99_ttft_ms", "TTFT p99"), ("median_tpot_ms", "TPOT p50"), ("mean_kv_usage", "KV use"),
+    ("num_requests", "reqs"), ("output_throughput", "tok/s"), ("median_ttft_ms", "TTFT\np50"),
+    ("p99_ttft_ms", "TTFT\np99"), ("median_tpot_ms", "TPOT\np50"), ("mean_kv_usage", "KV\nuse"),
     ("prefix_cache_hit_rate", "hits"),
 )
 MAX_REPLICA_ROWS = 32
@@ -237,7 +244,7 @@ def per_replica_table(rows: Sequence[Mapping[str, Any]], imbalance: float | None
     """One row per replica (``twin.sim.cluster.per_replica_metrics``): its group and GPU, requests, output
     throughput, TTFT p50/p99 and TPOT p50 (ms), mean KV usage and prefix-cache hit rate; the title carries the
     load imbalance (max over mean requests per replica). At most ``max_rows`` rows; a note counts the rest."""
-    title = "per replica, latencies in ms"
+    title = "per replica"
     if imbalance is not None:
         title += f" (load imbalance {imbalance:.2f}: max / mean requests)"
     notes = []
@@ -249,9 +256,9 @@ def per_replica_table(rows: Sequence[Mapping[str, Any]], imbalance: float | None
     table = Table(title=title, box=box.MARKDOWN if plain else box.SIMPLE_HEAD, title_justify="left",
                   caption="\n".join(notes) or None, caption_justify="left")
     table.add_column("#", justify="right")
-    table.add_column("group / GPU")
-    for _, head in PER_REPLICA_COLUMNS:
-        table.add_column(head, justify="right")
+    table.add_column("group / GPU", no_wrap=True)   # the row's name: wraps never split it
+    for _, head in PER_REPLICA_COLUMNS:   # a value and its unit stay on one line; a header may wrap
+        table.add_column(head, justify="right", no_wrap=True)
     for row in rows[:max_rows]:
         table.add_row(str(row.get("replica")), replica_label(row),
                       *(format_value(key, row.get(key)) for key, _ in PER_REPLICA_COLUMNS))
@@ -260,15 +267,14 @@ def per_replica_table(rows: Sequence[Mapping[str, Any]], imbalance: float | None
 
 def render_per_replica(rows: Sequence[Mapping[str, Any]], imbalance: float | None = None,
                        console: Console | None = None) -> None:
-    """Print the per-replica table; to a file or pipe at its natural width (a Markdown table must not wrap)."""
+    """Print the per-replica table within the console's width (a console of `twin.cli.console` splits a table
+    too wide for it rather than cut a cell)."""
     console = console or Console()
     table = per_replica_table(rows, imbalance, plain=not console.is_terminal)
-    if console.is_terminal:
-        console.print(table)
-    else:
-        natural = console.measure(table, options=console.options.update_width(1000)).maximum
-        wide = Console(file=console.file, width=max(console.width, natural), no_color=True, highlight=False)
-        wide.print(table)
+    notes, table.caption = table.caption, None     # below the table at the full width, however it is split
+    console.print(table)
+    if notes:
+        console.print(notes, highlight=False)
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -327,7 +333,7 @@ def comparison_table(runs: Mapping[str, Mapping[str, Any]], baseline: str | None
     rows = compare_metrics(runs, baseline, keys)
     table = Table(title=title, box=box.MARKDOWN if plain else box.SIMPLE_HEAD, title_justify="left")
     table.add_column("metric")
-    table.add_column(str(baseline) if baseline == "baseline" else f"{baseline} (baseline)", justify="right")
+    table.add_column(str(baseline) if baseline == "baseline" else f"{baseline} (reference)", justify="right")
     others = [n for n in names if n != baseline]
     for name in others:
         table.add_column(str(name), justify="right")
