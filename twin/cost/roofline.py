@@ -36,6 +36,11 @@ Kernels run one after another, so the step time is the sum of those parts. ``exp
 ``max(compute, memory)`` into the compute time and the *exposed* memory time beyond it (0 when compute-bound),
 so its components add up to the total.
 
+Production layouts and formats (``twin.cost.deployment_terms``): weight formats per layer group, each on its
+tensor-core path; MLA's absorbed decode and expanded prefill; sliding-window layers, attention sinks and a
+sparse-attention indexer; with data parallelism the MoE layers' dispatch and combine (``moe_all2all_s``), the
+routed experts sharded over tp x dp GPUs and read for the tokens of every DP rank.
+
 Efficiencies (``compute_efficiency``, ``memory_efficiency``) turn datasheet peaks into what kernels reach; a
 calibrated profile replaces them and the overheads with fitted values.
 """
@@ -46,10 +51,14 @@ import functools
 import math
 from operator import mul
 
-from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, compute_dtype, normalize_dtype,
+from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype,
                                   normalize_weight_dtype, resolve_gpu, resolve_model)
 from twin.cost.base import StepShape
+from twin.cost.deployment_terms import (attention_terms, describe_roofline, linear_seconds_per_token,
+                                       moe_collective_terms)
 from twin.errors import TwinInputError
+from twin.hardware.parallel import ParallelLayout
+from twin.hardware.weight_formats import WeightFormats, resolve_formats
 
 # Defaults. The serving terms are fitted on real vLLM (V1, async scheduling, CUDA graphs) on one H100 SXM: 20
 # inference-perf runs of Llama-2-7B TP1, CodeLlama-34B TP2, Mixtral-8x7B TP2 and Llama-2-70B TP4 at 5-20 req/s
@@ -121,12 +130,20 @@ class RooflineCostModel:
         per_token_overhead_s: float = DEFAULT_PER_TOKEN_OVERHEAD_S,
         request_path_s: float = DEFAULT_REQUEST_PATH_S,
         request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
+        layout: ParallelLayout | None = None,
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
         model.check_tensor_parallel(tensor_parallel_size)
         tp = self.tensor_parallel_size = tensor_parallel_size
-        self.weight_dtype = wd = normalize_weight_dtype(weight_dtype)
+        self.layout = layout = layout or ParallelLayout(tensor_parallel_size=tp)
+        if layout.tp != tp:
+            raise TwinInputError(f"layout.tensor_parallel_size = {layout.tp}: differs from tensor_parallel_size {tp}")
+        layout.check(model)
+        self.weight_formats = formats = resolve_formats(
+            weight_dtype if isinstance(weight_dtype, WeightFormats) else normalize_weight_dtype(weight_dtype))
+        # one name for the format: the uniform one, else the attention layers' (what a drafter's layers share)
+        self.weight_dtype = formats.attention
         self.kv_dtype = normalize_dtype(kv_dtype, "kv_dtype")
         self.compute_efficiency = _check_fraction("compute_efficiency", compute_efficiency)
         self.memory_efficiency = _check_fraction("memory_efficiency", memory_efficiency)
@@ -141,19 +158,25 @@ class RooflineCostModel:
             allreduce_latency_s = default_allreduce_latency_s(gpu)
         self.allreduce_latency_s = _check_nonneg("allreduce_latency_s", allreduce_latency_s)
 
-        act = activation_dtype(self.weight_dtype)
-        peak_linear = gpu.flops(compute_dtype(wd)) * self.compute_efficiency   # W8A8 where the GPU has it
+        act = formats.activation
         peak_act = gpu.flops(act) * self.compute_efficiency                   # LM head, attention
         bandwidth = gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency
+        shards, dp = layout.moe_shards, layout.dp
 
-        # seconds per unit of work, per GPU
-        self._k_linear = model.linear_flops_per_token(False) / tp / peak_linear   # per scheduled token
+        # seconds per unit of work, per GPU; each layer group on its format's path (W8A8, FP4 where the GPU has it)
+        self._k_linear = linear_seconds_per_token(model, gpu, formats, tp, self.compute_efficiency)
         self._k_lm_head = 2.0 * model.lm_head_matmul_params / tp / peak_act       # per logit position
-        self._t_weights = model.weight_read_bytes(wd, tp) / bandwidth
+        self._t_weights = model.weight_read_bytes(formats, tp, moe_shards=shards) / bandwidth
         self._moe_weights_s = None if not model.is_moe else functools.lru_cache(maxsize=8192)(
-            lambda tokens: model.weight_read_bytes(wd, tp, tokens) / bandwidth)     # MoE: by the step's tokens
-        self._k_attn = model.attention_flops_per_position() / tp / peak_act       # per (query, key) pair
-        self._k_kv = model.kv_bytes_per_token(self.kv_dtype, tp) / bandwidth       # per KV token read/written
+            lambda tokens: model.weight_read_bytes(formats, tp, tokens, moe_shards=shards, moe_tokens=tokens * dp)
+            / bandwidth)     # MoE: by the step's tokens (every DP rank's reach the shared experts' GPUs)
+        at = self._attention = attention_terms(model, gpu, act, self.kv_dtype, tp, self.compute_efficiency,
+                                               bandwidth)
+        self._k_attn = at.k_attn_decode                                            # per (query, key) pair
+        self._k_attn_mixed = at.k_attn_mixed                                       # MLA prefill: expanded form
+        self._k_kv = at.k_kv                                                       # per KV token read/written
+        self._window = at.window
+        self._k_kv_write = at.k_kv + at.k_sink                                     # KV write (+ sink logits)
         if tp > 1:
             link = gpu.interconnect_bytes_per_s / 2.0 * self.interconnect_efficiency   # one direction
             n_allreduce = 2 * model.num_hidden_layers
@@ -163,6 +186,14 @@ class RooflineCostModel:
         else:
             self._t_allreduce = 0.0
             self._k_allreduce = 0.0
+        if allreduce_latency_s == default_allreduce_latency_s(gpu) and layout.moe_shards > gpu.nvlink_domain_gpus:
+            a2a_latency = ALLREDUCE_LATENCY_PCIE_S                 # across domains: the network's latency (prior)
+        else:
+            a2a_latency = self.allreduce_latency_s
+        self._t_a2a, self._k_a2a = moe_collective_terms(model, gpu, layout, act, self.interconnect_efficiency,
+                                                        a2a_latency)
+        self._t_allreduce += self._t_a2a     # folded into one term on the hot path; explain() splits them
+        self._k_allreduce += self._k_a2a
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
         self._t_step = self.step_overhead_s
         self._k_seq = self.per_seq_overhead_s
@@ -196,12 +227,26 @@ class RooflineCostModel:
         t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(tokens)
         if linear < t_weights:
             linear = t_weights
-        attention = self._k_attn * pairs
-        kv_read = self._k_kv * (context + tokens)
+        if self._window:
+            attention, kv_read = self._windowed(n_seqs, tokens, context, pairs)
+        else:
+            attention = (self._k_attn if tokens == n_seqs else self._k_attn_mixed) * pairs
+            kv_read = self._k_kv * (context + tokens)
         if attention < kv_read:
             attention = kv_read
-        return (linear + attention + self._k_kv * tokens + (self._t_allreduce + self._k_allreduce * tokens)
+        return (linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce * tokens)
                 + (self._t_step + self._k_seq * n_seqs + self._k_tok * tokens))
+
+    def _windowed(self, n_seqs: int, tokens: int, context: float, pairs: float) -> tuple[float, float]:
+        """(attention compute, KV read) of a model with sliding-window (or top-k sparse) layers."""
+        at = self._attention
+        w = self._window
+        win_pairs = tokens * w if tokens * w < pairs else pairs
+        kv_tokens = context + tokens
+        win_kv = n_seqs * w + tokens if n_seqs * w + tokens < kv_tokens else kv_tokens
+        k_full = at.k_attn_decode if tokens == n_seqs else at.k_attn_mixed
+        return (k_full * pairs + at.k_attn_win * win_pairs + at.k_index * pairs,
+                at.k_kv_full * kv_tokens + at.k_kv_win * win_kv)
 
     def decode_step_times_s(self, n_seqs: int, context: int, num_steps: int) -> list[float]:
         """``step_time_from_sums`` of ``num_steps`` consecutive pure-decode steps of ``n_seqs`` sequences (one new
@@ -210,6 +255,9 @@ class RooflineCostModel:
         read terms is the one with the larger coefficient at every step: rounding a product is monotone.)"""
         if not n_seqs:
             return [0.0] * num_steps
+        if self._window:      # the windowed layers' work stops growing with the context: step by step
+            return [self.step_time_from_sums(n_seqs, n_seqs, context + i * n_seqs, 0, n_seqs, 0)
+                    for i in range(num_steps)]
         linear, k_pairs, kv_write, allreduce, overhead = (self._decode_terms.get(n_seqs)
                                                           or self._decode_terms_of(n_seqs))
         first = context + n_seqs
@@ -224,7 +272,7 @@ class RooflineCostModel:
         if linear < t_weights:
             linear = t_weights
         k_pairs = self._k_attn if self._k_attn > self._k_kv else self._k_kv   # per (context + new) token
-        terms = self._decode_terms[n_seqs] = (linear, k_pairs, self._k_kv * n_seqs,
+        terms = self._decode_terms[n_seqs] = (linear, k_pairs, self._k_kv_write * n_seqs,
                                               self._t_allreduce + self._k_allreduce * n_seqs,
                                               self._t_step + self._k_seq * n_seqs + self._k_tok * n_seqs)
         return terms
@@ -244,8 +292,17 @@ class RooflineCostModel:
             t_weights = np.array([self._moe_weights_s(int(t)) for t in unique])[inverse]
         linear = np.maximum(self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * np.asarray(logits),
                             t_weights)
-        attention = np.maximum(self._k_attn * np.asarray(pairs), self._k_kv * (np.asarray(context) + tokens))
-        return (linear + attention + self._k_kv * tokens + (self._t_allreduce + self._k_allreduce * tokens)
+        seqs_a, pairs_a, kv_tokens = np.asarray(seqs), np.asarray(pairs), np.asarray(context) + tokens
+        k_attn = np.where(tokens > seqs_a, self._k_attn_mixed, self._k_attn)
+        if self._window:
+            at, w = self._attention, self._window
+            k_full = np.where(tokens > seqs_a, at.k_attn_mixed, at.k_attn_decode)
+            attn_c = (k_full * pairs_a + at.k_attn_win * np.minimum(tokens * w, pairs_a) + at.k_index * pairs_a)
+            kv_r = at.k_kv_full * kv_tokens + at.k_kv_win * np.minimum(seqs_a * w + tokens, kv_tokens)
+            attention = np.maximum(attn_c, kv_r)
+        else:
+            attention = np.maximum(k_attn * pairs_a, self._k_kv * kv_tokens)
+        return (linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce * tokens)
                 + (self._t_step + self._k_seq * np.asarray(seqs) + self._k_tok * tokens))
 
     # ------------------------------------------------------------------------------------------------ reports
@@ -259,8 +316,11 @@ class RooflineCostModel:
             tokens = sum(nn)
             pairs = sum(map(mul, nn, cc)) + 0.5 * (sum(map(mul, nn, nn)) + tokens)
             lin_c = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * (n_seqs + sum(step.num_spec_tokens))
-            attn_c = self._k_attn * pairs
-            kv_r = self._k_kv * (sum(cc) + tokens)
+            if self._window:
+                attn_c, kv_r = self._windowed(n_seqs, tokens, sum(cc), pairs)
+            else:
+                attn_c = (self._k_attn if tokens == n_seqs else self._k_attn_mixed) * pairs
+                kv_r = self._k_kv * (sum(cc) + tokens)
             parts.update(
                 linear_compute_s=lin_c,
                 weight_read_s=max(0.0, (self._t_weights if self._moe_weights_s is None
@@ -271,8 +331,20 @@ class RooflineCostModel:
                 allreduce_s=self._t_allreduce + self._k_allreduce * tokens,
                 overhead_s=self._t_step + self._k_seq * n_seqs + self._k_tok * tokens,
             )
+            if self._t_a2a or self._k_a2a:    # MoE dispatch + combine across DP ranks, apart from TP's all-reduce
+                parts["moe_all2all_s"] = self._t_a2a + self._k_a2a * tokens
+                parts["allreduce_s"] -= parts["moe_all2all_s"]
+            if self._attention.k_sink:        # attention-sink logits, apart from the KV write
+                parts["attention_sink_s"] = self._attention.k_sink * tokens
+                parts["kv_write_s"] = self._k_kv * tokens
+        elif self._t_a2a or self._k_a2a:
+            parts["moe_all2all_s"] = 0.0
         parts["total_s"] = self.step_time_s(step)
         return parts
+
+    def describe(self) -> dict[str, object]:
+        """The deployment's per-GPU constants behind the step costs, each named with its unit."""
+        return describe_roofline(self)
 
     def bounds(self, step: StepShape) -> dict[str, float]:
         """Physical lower bounds at 100 % efficiency and no overhead: bytes / bandwidth and FLOPs / peak."""
@@ -280,13 +352,13 @@ class RooflineCostModel:
         tokens = sum(nn)
         pairs = sum(n * c + n * (n + 1) / 2 for n, c in zip(nn, cc))
         logits = len(nn) + sum(step.num_spec_tokens)
-        m, tp = self.model, self.tensor_parallel_size
-        act = activation_dtype(self.weight_dtype)
-        flop_time = ((m.linear_flops_per_token(False) * tokens) / self.gpu.flops(compute_dtype(self.weight_dtype))
+        m, tp, f = self.model, self.tensor_parallel_size, self.weight_formats
+        flop_time = (linear_seconds_per_token(m, self.gpu, f, tp, 1.0) * tokens
                      + (2.0 * m.lm_head_matmul_params * logits + m.attention_flops_per_position() * pairs)
-                     / self.gpu.flops(act)) / tp
+                     / self.gpu.flops(f.activation) / tp)
         kv = m.kv_bytes_per_token(self.kv_dtype, tp)
-        read_bytes = m.weight_read_bytes(self.weight_dtype, tp, tokens) + kv * (sum(cc) + 2 * tokens)
+        read_bytes = m.weight_read_bytes(f, tp, tokens, moe_shards=self.layout.moe_shards,
+                                         moe_tokens=tokens * self.layout.dp) + kv * (sum(cc) + 2 * tokens)
         return {"flop_bound_s": flop_time, "memory_bound_s": read_bytes / self.gpu.memory_bandwidth_bytes_per_s}
 
     def parameters(self) -> dict[str, object]:
@@ -299,6 +371,8 @@ class RooflineCostModel:
             "interconnect_efficiency": self.interconnect_efficiency, "gemm_half_tokens": self.gemm_half_tokens,
             "per_token_overhead_s": self.per_token_overhead_s, "request_path_s": self.request_path_s,
             "request_path_jitter_s": self.request_path_jitter_s,
+            **({} if self.weight_formats.is_uniform else {"weight_formats": self.weight_formats.as_dict()}),
+            **({} if self.layout.is_trivial else {"layout": self.layout.as_dict()}),
         }
 
     def __repr__(self) -> str:
