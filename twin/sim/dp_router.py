@@ -1,7 +1,8 @@
 """The API front end of one vLLM server with data parallelism: it sends each request to the DP rank (engine
 core) with the lowest load score, waiting x 4 + running (vLLM's DP load balancer, ``DPLBAsyncMPClient``, scores
 engines by their waiting and running request counts, a waiting request counting four times); ties go to the
-lowest rank."""
+lowest rank. Like vLLM's front end, which counts a request against its engine as soon as it sends it, a request
+still on its way down the request path counts as waiting on the rank it was sent to."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from typing import Any, Sequence
 WAITING_WEIGHT = 4
 
 
-def dp_load_score(replica: Any) -> int:
+def dp_load_score(replica: Any, en_route: int = 0) -> int:
     waiting = len(replica.scheduler.waiting) + len(getattr(replica, "_deferred", ()))
     running = replica.num_outstanding - waiting
-    return WAITING_WEIGHT * waiting + running
+    return WAITING_WEIGHT * (waiting + en_route) + running
 
 
 class DataParallelRouter:
@@ -22,5 +23,14 @@ class DataParallelRouter:
     name = "dp_least_loaded"
     reads_replica_state = True
 
+    def __init__(self) -> None:
+        self.routed: list[int] = []
+
     def route(self, request: Any, replicas: Sequence[Any]) -> int:
-        return min(range(len(replicas)), key=lambda i: (dp_load_score(replicas[i]), i))
+        if len(self.routed) != len(replicas):
+            self.routed = [0] * len(replicas)
+        routed = self.routed
+        i = min(range(len(replicas)), key=lambda j: (
+            dp_load_score(replicas[j], routed[j] - getattr(replicas[j], "num_submitted", routed[j])), j))
+        routed[i] += 1
+        return i
