@@ -1,0 +1,397 @@
+"""The vLLM silicon measurements (``../shared/ground-truth/vllm-silicon-h100-b200/measurements.csv``): mean TTFT
+and mean TPOT of real vLLM servers on H100 and B200, one row per (model, GPU, weight format, layout, ISL x OSL,
+concurrency), read as fit cases.
+
+Per row, what the twin is told (facts from that folder's README, which read them from the public benchmark
+scripts in force on each row's measurement date):
+
+* the client: ``vllm bench serve``-style closed loop, ``CONC`` in flight (``silicon_concurrency``), ``10 x
+  CONC`` prompts, lengths uniform on ``[int(0.8 L), L]`` for ISL and OSL, ``ignore_eos``; the ``2 x CONC``
+  warm-up requests are not measured and not simulated (prefix caching is off, or the warm-up prompt is not the
+  measured ones', so they leave no state that matters). Rows from ``aic-auto-gap-analysis`` have no published
+  client: fixed lengths and a short closed loop (``GAP_ANALYSIS_WAVES x CONC`` requests), weighed less;
+* the server, per model: Llama-3.1-70B FP8 (2025-10-29, v0.10.2): FP8 KV, async scheduling on, prefix caching
+  off, ``max_num_batched_tokens`` 8192, ``gpu_memory_utilization`` 0.9, ``max_num_seqs`` = CONC on H100, 512 on
+  B200; MiniMax-M2.5 FP8 on B200: block size 32, 0.95 (March) or 0.90 with FP8 KV, ``max_num_batched_tokens`` =
+  2 x ISL and prefix caching off (April); Kimi-K2.5 INT4: 0.95, ``max_num_seqs`` = CONC; others vLLM's defaults;
+* the vLLM release: ``backend_version`` (blank Llama rows: 0.10.2), mapped onto the newest release the twin
+  models that is not newer (``twin.core.vllm_versions``; the oldest modelled one for older releases, with the
+  row's known flags such as async scheduling set explicitly).
+
+Rows the twin cannot run today get a reason from ``not_expressible`` (FP4 weights, expert or attention data
+parallelism, pipeline parallelism, disaggregated serving, per-layer-group quantisation, an unknown model or
+GPU). The measured TPOT is the mean over requests of (E2E - TTFT) / (OSL - 1); E2E and throughput are not in
+the file and are derived from the means (``derived_metrics``).
+
+Simulated size: a closed loop's mean latencies settle after a few rounds of CONC requests, while its cost grows
+with CONC x OSL. ``row_run(max_requests=...)`` caps the requests simulated per row (default
+``DEFAULT_MAX_REQUESTS``), never below ``MIN_WAVES x CONC``; the cap is reported per case (``MeasuredRun.server``
+is untouched; ``num_requests`` is the simulated count and the name ends in ``[n/N]`` when capped).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from twin.core.vllm_versions import VLLM_RELEASES
+from twin.errors import TwinInputError
+from twin.fitting.fit import Case
+from twin.fitting.measured_run import LengthSample, MeasuredRun
+from twin.fitting.replay import Target
+
+SILICON_FOLDER = "vllm-silicon-h100-b200"
+CSV_NAME = "measurements.csv"
+REQUIRED_COLUMNS = ("id", "silicon_data_source", "backend", "backend_version", "model_path", "system", "precision",
+                    "mode", "isl", "osl", "gemm_quant_mode", "moe_quant_mode", "batch_size", "tp_size", "pp_size",
+                    "attention_dp_size", "moe_tp_size", "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms")
+GPUS = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}
+# HF id -> the twin's model: a catalog name, or the config.json the folder ships
+MODELS = {
+    "meta-llama/Llama-3.1-70B": "llama-3.1-70b",
+    "Qwen/Qwen3-32B": "Qwen--Qwen3-32B_config.json",
+    "Qwen/Qwen3-235B-A22B-FP8": "Qwen--Qwen3-235B-A22B-FP8_config.json",
+    "MiniMaxAI/MiniMax-M2.5": "MiniMaxAI--MiniMax-M2.5_config.json",
+    "moonshotai/Kimi-K2.5": "moonshotai--Kimi-K2.5_config.json",
+    "openai/gpt-oss-120b": "openai--gpt-oss-120b_config.json",
+}
+LENGTH_LOW_FRACTION = 0.8            # --random-range-ratio 0.8: lengths uniform on [int(0.8 L), L]
+PROMPTS_PER_CONCURRENCY = 10         # --num-prompts 10 x CONC
+GAP_ANALYSIS_WAVES = 2               # rows without a published client: a short closed loop (our assumption)
+GAP_ANALYSIS_WEIGHT = 0.5
+DEFAULT_MAX_REQUESTS = 640           # simulated requests per row (see the module docstring)
+MIN_WAVES = 3
+LLAMA_DEFAULT_VERSION = "0.10.2"     # blank backend_version on the Llama rows of 2025-10-29
+
+
+@dataclass(frozen=True)
+class SiliconRow:
+    """One validated row. ``line``: its line in the file (the header is line 1)."""
+
+    line: int
+    id: str
+    source: str                       # the provenance's first field (source file or db dump)
+    measured: str | None              # YYYY-MM-DD, when the provenance says
+    image: str | None                 # container image, when it says
+    backend: str
+    vllm_version: str | None          # as the row gives it (or inferred for the blank Llama rows)
+    model_path: str
+    system: str
+    precision: str | None
+    gemm_quant: str | None
+    moe_quant: str | None
+    mode: str
+    isl: int
+    osl: int
+    concurrency: int                  # the client's (silicon_concurrency), else batch_size x attention DP
+    batch_size: int
+    tp: int
+    pp: int
+    attention_dp: int
+    moe_tp: int
+    moe_ep: int
+    ttft_ms: float
+    tpot_ms: float
+
+    @property
+    def published_client(self) -> bool:
+        """False for ``aic-auto-gap-analysis`` rows: no client or server flags published."""
+        return "aic-auto-gap-analysis" not in self.source and "gap-analysis" not in self.source
+
+    @property
+    def month(self) -> str:
+        return (self.measured or "")[:7]
+
+
+def _fail(path: Path, line: int, field: str, value: object, allowed: str) -> TwinInputError:
+    return TwinInputError(f"{path}: line {line}: {field} = {value!r}: {allowed}")
+
+
+def _int(raw: dict, field: str, path: Path, line: int, *, required: bool = True, default: int = 1,
+         minimum: int = 1) -> int:
+    text = (raw.get(field) or "").strip()
+    if not text:
+        if required:
+            raise _fail(path, line, field, text, "required, an integer >= %d" % minimum)
+        return default
+    try:
+        v = float(text)
+    except ValueError:
+        raise _fail(path, line, field, text, f"must be an integer >= {minimum}") from None
+    if not math.isfinite(v) or v != int(v) or v < minimum:
+        raise _fail(path, line, field, text, f"must be an integer >= {minimum}")
+    return int(v)
+
+
+def _ms(raw: dict, field: str, path: Path, line: int) -> float:
+    text = (raw.get(field) or "").strip()
+    try:
+        v = float(text)
+    except ValueError:
+        raise _fail(path, line, field, text, "must be a number of ms > 0") from None
+    if not math.isfinite(v) or v <= 0:
+        raise _fail(path, line, field, text, "must be a finite number of ms > 0")
+    return v
+
+
+def _provenance(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for i, part in enumerate(p.strip() for p in text.split(";")):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            out.setdefault(k.strip(), v.strip())
+        elif part.startswith(("vllm/", "nvcr.io/")):
+            out.setdefault("image", part)
+        elif i == 0 and part:
+            out.setdefault("source_file", part)
+    return out
+
+
+def _row(raw: dict, path: Path, line: int) -> SiliconRow:
+    ident = (raw.get("id") or "").strip()
+    if not ident:
+        raise _fail(path, line, "id", raw.get("id"), "required")
+    prov = _provenance(raw.get("silicon_data_source") or "")
+    mode = (raw.get("mode") or "").strip()
+    if mode not in ("agg", "disagg"):
+        raise _fail(path, line, "mode", mode, "must be agg or disagg")
+    agg = mode == "agg"
+    batch = _int(raw, "batch_size", path, line, required=agg)
+    dp = _int(raw, "attention_dp_size", path, line, required=False)
+    conc_text = prov.get("silicon_concurrency")
+    if conc_text is not None:
+        if not conc_text.isdigit() or int(conc_text) < 1:
+            raise _fail(path, line, "silicon_data_source.silicon_concurrency", conc_text, "must be an integer >= 1")
+        conc = int(conc_text)
+    else:
+        conc = batch * dp
+    measured = prov.get("measured")
+    if measured is not None and not re.match(r"^\d{4}-\d{2}-\d{2}", measured):
+        raise _fail(path, line, "silicon_data_source.measured", measured, "must be a date YYYY-MM-DD...")
+    model = (raw.get("model_path") or "").strip()
+    if not model:
+        raise _fail(path, line, "model_path", raw.get("model_path"), "required (a Hugging Face model id)")
+    version = (raw.get("backend_version") or "").strip() or None
+    if version is None and model == "meta-llama/Llama-3.1-70B" and (measured or "").startswith("2025-10-29"):
+        version = LLAMA_DEFAULT_VERSION
+    source = prov.get("source_file", "")
+    return SiliconRow(
+        line=line, id=ident, source=source, measured=measured[:10] if measured else None, image=prov.get("image"),
+        backend=(raw.get("backend") or "").strip(), vllm_version=version, model_path=model,
+        system=(raw.get("system") or "").strip(), precision=(raw.get("precision") or "").strip() or None,
+        gemm_quant=(raw.get("gemm_quant_mode") or "").strip() or None,
+        moe_quant=(raw.get("moe_quant_mode") or "").strip() or None, mode=mode,
+        isl=_int(raw, "isl", path, line, minimum=2), osl=_int(raw, "osl", path, line, minimum=2),
+        concurrency=conc, batch_size=batch,
+        tp=_int(raw, "tp_size", path, line, required=agg), pp=_int(raw, "pp_size", path, line, required=agg),
+        attention_dp=dp, moe_tp=_int(raw, "moe_tp_size", path, line, required=False, minimum=0),
+        moe_ep=_int(raw, "moe_ep_size", path, line, required=False, minimum=0),
+        ttft_ms=_ms(raw, "silicon_ttft_ms", path, line), tpot_ms=_ms(raw, "silicon_tpot_ms", path, line))
+
+
+def silicon_dir(ground_truth: Path | None = None) -> Path:
+    from twin.fitting.ground_truth import ground_truth_dir
+    return (ground_truth or ground_truth_dir()) / SILICON_FOLDER
+
+
+def read_silicon(path: Path | None = None) -> list[SiliconRow]:
+    """Every row of ``measurements.csv`` (``path``: the file or its folder), validated: a missing column, a
+    non-numeric or out-of-range number, an unknown mode is one ``TwinInputError`` naming file, line and field."""
+    path = Path(path) if path is not None else silicon_dir() / CSV_NAME
+    if path.is_dir():
+        path = path / CSV_NAME
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TwinInputError(f"{path}: cannot read as UTF-8 text ({exc.__class__.__name__})") from None
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise TwinInputError(f"{path}: line 1: missing column {missing[0]!r} (needs {', '.join(REQUIRED_COLUMNS)})")
+    rows = [_row(raw, path, i) for i, raw in enumerate(reader, start=2)]
+    if not rows:
+        raise TwinInputError(f"{path}: no data rows")
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- what the twin runs
+def model_family(model: str) -> str:
+    """A model family for leave-one-family-out folds: llama (Llama-2/3, CodeLlama), mixtral, qwen3, minimax,
+    kimi, gpt-oss; else the name itself."""
+    key = model.lower()
+    for fam, marks in (("llama", ("llama",)), ("mixtral", ("mixtral",)), ("qwen3", ("qwen3",)),
+                       ("minimax", ("minimax",)), ("kimi", ("kimi",)), ("gpt-oss", ("gpt-oss", "gpt_oss"))):
+        if any(m in key for m in marks):
+            return fam
+    return key
+
+
+def weight_dtype(row: SiliconRow) -> str | None:
+    """The twin's weight format for the row's checkpoint, or None when it has none (FP4, mixed per layer)."""
+    p = (row.precision or "").lower()
+    if p == "" and row.gemm_quant is None:
+        return "bf16"
+    if p == "fp8":
+        return "fp8"
+    return None
+
+
+def modelled_release(version: str | None, measured: str | None = None) -> str:
+    """The newest release the twin models that is not newer than ``version`` (the oldest modelled one for older
+    releases). A nightly build counts as the release current at its measurement date's month (>= 2026-03:
+    0.18)."""
+    def key(v: str) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", v)[:2])
+    known = sorted(VLLM_RELEASES, key=key)
+    if not version:
+        return known[-1]
+    if version.startswith("nightly"):
+        version = "0.18" if (measured or "") >= "2026-03" else known[-1]
+    v = key(version)
+    older = [k for k in known if key(k) <= v]
+    return older[-1] if older else known[0]
+
+
+def not_expressible(row: SiliconRow) -> str | None:
+    """Why the twin cannot run ``row`` today, or None when it can."""
+    if row.backend.lower() != "vllm":
+        return f"backend {row.backend!r} (the twin models vLLM)"
+    if row.mode != "agg":
+        return "disaggregated serving (prefill and decode engines)"
+    if row.system not in GPUS:
+        return f"GPU {row.system!r} is not in the catalog"
+    if row.model_path not in MODELS:
+        return f"model {row.model_path!r} has no config"
+    p = (row.precision or "").lower()
+    if p == "fp4" or "fp4" in (row.gemm_quant or "").lower():
+        return "FP4 weights (NVFP4/MXFP4)"
+    if p == "int4" and model_family(row.model_path) == "kimi":
+        return "per-layer-group quantisation (INT4 routed experts, 16-bit other layers)"
+    if weight_dtype(row) is None:
+        return f"weight format {row.precision!r}"
+    if row.moe_ep > 1:
+        return f"expert parallelism (EP {row.moe_ep})"
+    if row.attention_dp > 1:
+        return f"attention data parallelism (DP {row.attention_dp})"
+    if row.pp > 1:
+        return f"pipeline parallelism (PP {row.pp})"
+    return None
+
+
+def row_server(row: SiliconRow) -> dict:
+    """The row's vLLM settings as the twin's ``server:`` knobs (README facts per model; vLLM defaults else)."""
+    fam = model_family(row.model_path)
+    server: dict = {"vllm_version": modelled_release(row.vllm_version, row.measured)}
+    if fam == "llama" and row.vllm_version == LLAMA_DEFAULT_VERSION:
+        server.update(async_scheduling=True, enable_prefix_caching=False, max_num_batched_tokens=8192,
+                      gpu_memory_utilization=0.9,
+                      max_num_seqs=row.concurrency if row.system == "h100_sxm" else 512)
+    elif fam == "minimax" and row.system == "b200_sxm":
+        server["block_size"] = 32
+        if row.month >= "2026-04":
+            server.update(gpu_memory_utilization=0.90, max_num_batched_tokens=2 * row.isl, enable_prefix_caching=False)
+        else:
+            server.update(gpu_memory_utilization=0.95)
+    elif fam == "kimi" and row.month.startswith("2026-03"):
+        server.update(gpu_memory_utilization=0.95, max_num_seqs=row.concurrency)
+    return server
+
+
+def kv_dtype(row: SiliconRow) -> str:
+    fam = model_family(row.model_path)
+    if fam == "llama" and row.vllm_version == LLAMA_DEFAULT_VERSION:
+        return "fp8"
+    if fam == "minimax" and row.system == "b200_sxm" and row.month >= "2026-04":
+        return "fp8"
+    return "bf16"
+
+
+def row_target(row: SiliconRow, folder: Path | None = None) -> Target:
+    model = MODELS[row.model_path]
+    if model.endswith(".json"):
+        model = str((folder or silicon_dir()) / "model_configs" / model)
+    return Target(model, GPUS[row.system], row.tp, weight_dtype(row) or "bf16", kv_dtype(row))
+
+
+def lengths(row: SiliconRow) -> tuple[LengthSample, LengthSample]:
+    """(prompt, output) lengths: uniform on [int(0.8 L), L], or fixed for rows without a published client."""
+    if not row.published_client:
+        return LengthSample.constant(row.isl), LengthSample.constant(row.osl)
+
+    def uniform(n: int) -> LengthSample:
+        return LengthSample(quantiles=((0.0, float(int(LENGTH_LOW_FRACTION * n))), (1.0, float(n))))
+    return uniform(row.isl), uniform(row.osl)
+
+
+def measured_requests(row: SiliconRow) -> int:
+    waves = PROMPTS_PER_CONCURRENCY if row.published_client else GAP_ANALYSIS_WAVES
+    return waves * row.concurrency
+
+
+def derived_metrics(row: SiliconRow) -> dict[str, float]:
+    """Measured means, and E2E and throughput derived from them: E2E = TTFT + (mean OSL - 1) x TPOT; a closed
+    loop of CONC users each sending a request per E2E serves CONC / E2E requests per second (Little's law)."""
+    osl = lengths(row)[1].mean
+    e2e_ms = row.ttft_ms + (osl - 1.0) * row.tpot_ms
+    rps = row.concurrency / (e2e_ms / 1e3)
+    return {"mean_ttft_ms": row.ttft_ms, "mean_tpot_ms": row.tpot_ms, "mean_e2el_ms": e2e_ms,
+            "request_throughput": rps, "output_throughput": rps * osl}
+
+
+def row_run(row: SiliconRow, max_requests: int | None = DEFAULT_MAX_REQUESTS) -> MeasuredRun:
+    """The row as a closed-loop run of its client: CONC in flight, 10 x CONC requests (at most ``max_requests``,
+    never fewer than ``MIN_WAVES`` x CONC), all sent at t = 0 and held to CONC in flight."""
+    prompt, output = lengths(row)
+    total = measured_requests(row)
+    n = total if max_requests is None else min(total, max(max_requests, MIN_WAVES * row.concurrency))
+    name = row.id if n == total else f"{row.id} [{n}/{total}]"
+    return MeasuredRun(name=name, source=str(row.source or SILICON_FOLDER), num_requests=n, prompt_tokens=prompt,
+                       output_tokens=output, metrics=derived_metrics(row), rate_per_s=math.inf,
+                       max_concurrency=row.concurrency, model=row.model_path, gpu=GPUS.get(row.system, row.system),
+                       tensor_parallel_size=row.tp, server=row_server(row), experiment=row.id)
+
+
+def row_scenario(row: SiliconRow, folder: Path | None = None, max_requests: int | None = None) -> dict:
+    """The row as a twin scenario (``ScenarioBody`` fields): deployment, server, and the client's workload."""
+    t = row_target(row, folder)
+    prompt, output = lengths(row)
+    lo_in, lo_out = (int(prompt.quantiles[0][1]), int(output.quantiles[0][1]))
+    run = row_run(row, max_requests)
+    return {
+        "name": row.id,
+        "deployment": {"gpu": t.gpu, "model": t.model, "tensor_parallel_size": t.tensor_parallel_size,
+                       "weight_dtype": t.weight_dtype, "kv_dtype": t.kv_dtype},
+        "server": row_server(row),
+        "workload": {"arrivals": {"process": "poisson", "rate_per_s": math.inf, "max_concurrency": row.concurrency},
+                     "num_requests": run.num_requests,
+                     "classes": [{"name": "random", "share": 1.0,
+                                  "prompt": {"suffix_tokens": {"uniform": [lo_in, row.isl]}},
+                                  "output_tokens": {"uniform": [lo_out, row.osl]}}]},
+    }
+
+
+@dataclass(frozen=True)
+class SiliconCase(Case):
+    """A fit case from a silicon row (``weight``: how much the fit trusts it)."""
+
+    row: SiliconRow | None = None
+    weight: float = 1.0
+
+
+def silicon_cases(ground_truth: Path | None = None, *, max_requests: int | None = DEFAULT_MAX_REQUESTS,
+                  rows: list[SiliconRow] | None = None) -> tuple[list[SiliconCase], list[tuple[SiliconRow, str]]]:
+    """(cases the twin can run, (row, reason) for those it cannot)."""
+    folder = silicon_dir(ground_truth)
+    rows = rows if rows is not None else read_silicon(folder / CSV_NAME)
+    cases, skipped = [], []
+    for row in rows:
+        reason = not_expressible(row)
+        if reason:
+            skipped.append((row, reason))
+            continue
+        cases.append(SiliconCase(row_run(row, max_requests), row_target(row, folder), row=row,
+                                 weight=1.0 if row.published_client else GAP_ANALYSIS_WEIGHT))
+    return cases, skipped
