@@ -74,18 +74,34 @@ def test_a_missing_column_and_an_empty_file_are_named(tmp_path):
 
 
 @pytest.mark.parametrize("change, reason", [
-    ({"precision": "fp4", "gemm_quant_mode": "nvfp4"}, "FP4 weights"),
-    ({"moe_ep_size": "4"}, "expert parallelism (EP 4)"),
-    ({"attention_dp_size": "4", "batch_size": "4"}, "attention data parallelism (DP 4)"),
     ({"mode": "disagg"}, "disaggregated serving"),
     ({"system": "gb300"}, "GPU 'gb300' is not in the catalog"),
     ({"model_path": "org/unknown"}, "model 'org/unknown' has no config"),
-    ({"model_path": "moonshotai/Kimi-K2.5", "precision": "int4"}, "per-layer-group quantisation"),
-    ({"pp_size": "2"}, "pipeline parallelism (PP 2)"),
+    ({"precision": "int2"}, "weight format 'int2'"),
+    ({"attention_dp_size": "2", "moe_tp_size": "1", "moe_ep_size": "8", "batch_size": "8"},
+     "expert layout moe_tp 1 x moe_ep 8 is not tp 2 x attention DP 2"),
 ])
 def test_rows_the_twin_cannot_run_say_why(tmp_path, change, reason):
     (row,) = read_silicon(_write(tmp_path, [{**BASE, **change}]))
     assert reason in not_expressible(row)
+
+
+@pytest.mark.parametrize("change, fmt, layout", [
+    ({"precision": "fp4", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4"}, "nvfp4", {}),
+    ({"model_path": "openai/gpt-oss-120b", "precision": "fp4", "gemm_quant_mode": "nvfp4"}, "auto", {}),
+    ({"model_path": "moonshotai/Kimi-K2.5", "precision": "int4", "gemm_quant_mode": "int4_wo", "tp_size": "8"},
+     "auto", {}),
+    ({"model_path": "MiniMaxAI/MiniMax-M2.5", "attention_dp_size": "2", "moe_tp_size": "1", "moe_ep_size": "4",
+      "batch_size": "8"}, "fp8", {"data_parallel_size": 2, "enable_expert_parallel": True}),
+    ({"pp_size": "2"}, "fp8", {"pipeline_parallel_size": 2}),
+])
+def test_fp4_per_group_and_parallel_rows_become_scenarios(tmp_path, change, fmt, layout):
+    (row,) = read_silicon(_write(tmp_path, [{**BASE, **change}]))
+    assert not_expressible(row) is None
+    body = ScenarioBody.model_validate(row_scenario(row, max_requests=None))
+    assert body.deployment.weight_dtype == fmt
+    for key, value in layout.items():
+        assert getattr(body.deployment, key) == value
 
 
 def test_server_facts_per_model(tmp_path):
@@ -144,10 +160,10 @@ def test_the_shipped_file_reads_whole_and_splits_as_counted():
     rows = read_silicon()
     assert len(rows) == 863
     cases, skipped = silicon_cases()
-    assert len(cases) == 350
+    # issue 34: FP4 weights, per-group formats (Kimi INT4 experts), EP and attention DP are expressible
+    assert len(cases) == 860
     reasons = collections.Counter(r.split(" (")[0] for _, r in skipped)
-    assert reasons == {"FP4 weights": 392, "per-layer-group quantisation": 45, "expert parallelism": 73,
-                       "disaggregated serving": 3}
+    assert reasons == {"disaggregated serving": 3}
 
 
 @needs_data

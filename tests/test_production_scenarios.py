@@ -9,6 +9,7 @@ tp) + max_num_seqs x vocab x 4 bytes x 3)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from fractions import Fraction
 
 import pytest
@@ -164,3 +165,32 @@ def test_scenario_runs(name):
     body = sc.body(overrides={"workload": {"num_requests": 24}})
     m = metrics_of(run_body(body, sc.base_dir), body)
     assert m["completed"] == 24 and m["failed"] == 0
+
+
+SILICON = Path("/work/shared/ground-truth/vllm-silicon-h100-b200/measurements.csv")
+
+
+@pytest.mark.skipif(not SILICON.is_file(), reason="silicon measurements not present")
+def test_every_aggregated_silicon_row_is_a_scenario_that_resolves():
+    from twin.fitting.silicon import not_expressible, read_silicon, row_scenario, silicon_dir
+    from twin.scenario import ScenarioBody
+    rows = [r for r in read_silicon() if r.mode != "disagg"]
+    assert len(rows) == 860
+    layouts = set()
+    for row in rows:
+        assert not_expressible(row) is None, row.id
+        dep = resolve_deployment(ScenarioBody.model_validate(row_scenario(row, silicon_dir(), max_requests=None)))
+        assert dep.num_gpu_blocks > 1
+        layouts.add((dep.layout.dp > 1, dep.layout.enable_expert_parallel, dep.weight_formats.routed_experts))
+    assert {(True, True, "nvfp4"), (False, True, "fp8"), (False, False, "mxfp4"),
+            (False, False, "int4-g32-sym")} <= layouts
+
+
+@pytest.mark.skipif(not SILICON.is_file(), reason="silicon measurements not present")
+def test_a_dp_ep_silicon_row_replays_for_the_fit():
+    from twin.fitting.replay import replay
+    from twin.fitting.silicon import silicon_cases
+    cases, _ = silicon_cases(max_requests=24)
+    case = next(c for c in cases if c.row.attention_dp == 2 and c.row.concurrency <= 16)
+    out = replay(case.run, case.target, {})
+    assert out.metrics["completed"] > 0 and math.isfinite(out.metrics["mean_tpot_ms"])

@@ -18,9 +18,16 @@ scripts in force on each row's measurement date):
   models that is not newer (``twin.core.vllm_versions``; the oldest modelled one for older releases, with the
   row's known flags such as async scheduling set explicitly).
 
-Rows the twin cannot run today get a reason from ``not_expressible`` (FP4 weights, expert or attention data
-parallelism, pipeline parallelism, disaggregated serving, per-layer-group quantisation, an unknown model or
-GPU). The measured TPOT is the mean over requests of (E2E - TTFT) / (OSL - 1); E2E and throughput are not in
+Weight formats and layouts (issue 34): FP8 rows run every decoder linear layer in FP8; FP4 rows run NVFP4
+(``gemm_quant_mode`` for attention, dense and shared layers, ``moe_quant_mode`` for the routed experts), except
+gpt-oss, whose published checkpoint is MXFP4 experts with bf16 attention (the README: "gpt-oss is MXFP4"); the
+Kimi-K2.5 INT4 rows run the checkpoint's own formats (INT4 group-32 routed experts, 16-bit elsewhere, read from
+its config.json). The layout is the row's: TP ``tp_size``, PP ``pp_size``, attention DP ``attention_dp_size``
+(``--data-parallel-size``: DP engine cores behind one front end; ``batch_size`` is the concurrency per rank) and
+expert parallelism when ``moe_ep_size`` > 1 (``--enable-expert-parallel``, experts over tp x dp GPUs).
+
+Rows the twin cannot run get a reason from ``not_expressible`` (disaggregated serving, an unknown model or GPU,
+an expert layout that is not tp x dp). The measured TPOT is the mean over requests of (E2E - TTFT) / (OSL - 1); E2E and throughput are not in
 the file and are derived from the means (``derived_metrics``).
 
 Simulated size: a closed loop's mean latencies settle after a few rounds of CONC requests, while its cost grows
@@ -230,12 +237,27 @@ def model_family(model: str) -> str:
 
 
 def weight_dtype(row: SiliconRow) -> str | None:
-    """The twin's weight format for the row's checkpoint, or None when it has none (FP4, mixed per layer)."""
+    """The twin's weight format for the row's checkpoint ("auto": the checkpoint's own formats per layer
+    group, from its config.json), or None when it has none."""
     p = (row.precision or "").lower()
+    fam = model_family(row.model_path)
     if p == "" and row.gemm_quant is None:
         return "bf16"
     if p == "fp8":
         return "fp8"
+    if p == "fp4" and fam == "gpt-oss":
+        return "auto"                    # MXFP4 experts, bf16 attention (the published checkpoint)
+    if p == "fp4" and (row.gemm_quant or "nvfp4").lower() == "nvfp4":
+        return "nvfp4"
+    if p == "int4" and fam == "kimi":
+        return "auto"                    # INT4 group-32 routed experts, 16-bit elsewhere
+    return None
+
+
+def weight_formats(row: SiliconRow) -> dict[str, str] | None:
+    """Layer groups whose format differs from ``weight_dtype``: NVFP4 rows whose MoE format is not the GEMMs'."""
+    if weight_dtype(row) == "nvfp4" and row.moe_quant and row.moe_quant.lower() != "nvfp4":
+        return {"routed_experts": row.moe_quant.lower()}
     return None
 
 
@@ -265,20 +287,18 @@ def not_expressible(row: SiliconRow) -> str | None:
         return f"GPU {row.system!r} is not in the catalog"
     if row.model_path not in MODELS:
         return f"model {row.model_path!r} has no config"
-    p = (row.precision or "").lower()
-    if p == "fp4" or "fp4" in (row.gemm_quant or "").lower():
-        return "FP4 weights (NVFP4/MXFP4)"
-    if p == "int4" and model_family(row.model_path) == "kimi":
-        return "per-layer-group quantisation (INT4 routed experts, 16-bit other layers)"
     if weight_dtype(row) is None:
         return f"weight format {row.precision!r}"
-    if row.moe_ep > 1:
-        return f"expert parallelism (EP {row.moe_ep})"
-    if row.attention_dp > 1:
-        return f"attention data parallelism (DP {row.attention_dp})"
-    if row.pp > 1:
-        return f"pipeline parallelism (PP {row.pp})"
+    if row.moe_ep > 1 and row.moe_tp * row.moe_ep != row.tp * row.attention_dp:
+        return (f"expert layout moe_tp {row.moe_tp} x moe_ep {row.moe_ep} is not tp {row.tp} x attention DP "
+                f"{row.attention_dp} (vLLM spreads the experts over tp x dp GPUs)")
     return None
+
+
+def row_layout(row: SiliconRow) -> dict:
+    """The row's parallel layout as ``deployment:`` fields."""
+    return {"tensor_parallel_size": row.tp, "pipeline_parallel_size": row.pp,
+            "data_parallel_size": row.attention_dp, "enable_expert_parallel": row.moe_ep > 1}
 
 
 def row_server(row: SiliconRow) -> dict:
@@ -313,7 +333,9 @@ def row_target(row: SiliconRow, folder: Path | None = None) -> Target:
     model = MODELS[row.model_path]
     if model.endswith(".json"):
         model = str((folder or silicon_dir()) / "model_configs" / model)
-    return Target(model, GPUS[row.system], row.tp, weight_dtype(row) or "bf16", kv_dtype(row))
+    return Target(model, GPUS[row.system], row.tp, weight_dtype(row) or "bf16", kv_dtype(row),
+                  weight_formats=weight_formats(row), pipeline_parallel_size=row.pp,
+                  data_parallel_size=row.attention_dp, enable_expert_parallel=row.moe_ep > 1)
 
 
 def lengths(row: SiliconRow) -> tuple[LengthSample, LengthSample]:
@@ -362,8 +384,8 @@ def row_scenario(row: SiliconRow, folder: Path | None = None, max_requests: int 
     run = row_run(row, max_requests)
     return {
         "name": row.id,
-        "deployment": {"gpu": t.gpu, "model": t.model, "tensor_parallel_size": t.tensor_parallel_size,
-                       "weight_dtype": t.weight_dtype, "kv_dtype": t.kv_dtype},
+        "deployment": {"gpu": t.gpu, "model": t.model, "weight_dtype": t.weight_dtype, "kv_dtype": t.kv_dtype,
+                       **({"weight_formats": t.weight_formats} if t.weight_formats else {}), **row_layout(row)},
         "server": row_server(row),
         "workload": {"arrivals": {"process": "poisson", "rate_per_s": math.inf, "max_concurrency": row.concurrency},
                      "num_requests": run.num_requests,
