@@ -110,3 +110,24 @@ def test_scenario_fields_validate_in_one_line():
     assert (f.attention, f.routed_experts) == ("fp8", "mxfp4")
     with pytest.raises(TwinInputError, match="enable_expert_parallel"):
         resolve_layout(_body({"enable_expert_parallel": True}), resolve_model("llama-3.1-8b"))
+
+
+def test_sparse_indexer_bounds_attention_by_top_k():
+    from twin.core.scheduler_output import SchedulerOutput
+    v32, v3 = resolve_model("deepseek-v3.2"), resolve_model("deepseek-v3")
+    # the indexer's fp8 key (128 values + one fp32 scale) joins the 576-value latent in every layer's KV
+    assert v32.kv_bytes_per_token("bf16") == v3.kv_bytes_per_token("bf16") + 61 * (128 + 4)
+    cm = RooflineCostModel(v32, "H200-SXM", 8, weight_dtype="fp8")
+    at = cm._attention
+    assert at.window == 2048 and at.k_attn_decode == 0.0 and at.k_index > 0
+
+    def attn(context):
+        e = cm.explain(SchedulerOutput(0, num_new_tokens=[1] * 8, num_computed_before=[context] * 8,
+                                       num_spec_tokens=[0] * 8))
+        return e["attention_compute_s"] + e["kv_read_s"]
+    # past 2048 tokens only the indexer's scores and keys grow with the context
+    grow = attn(60000) - attn(30000)
+    assert grow == pytest.approx(max(at.k_index, at.k_kv_full) * 8 * 30000, rel=1e-9)
+    assert grow < 0.2 * (RooflineCostModel(v3, "H200-SXM", 8, weight_dtype="fp8")._k_kv * 8 * 30000)
+    b = kv_pool_breakdown(v32, "H200-SXM", 8, 64, 0.9, v32.checkpoint_formats, "bf16")
+    assert b.kv_bytes_per_token == v32.kv_bytes_per_token("bf16", 8)

@@ -49,6 +49,7 @@ from twin.errors import TwinInputError
 from twin.fitting.fit import Case
 from twin.fitting.measured_run import LengthSample, MeasuredRun
 from twin.fitting.replay import Target
+from twin.fitting.silicon_layout import row_layout, weight_dtype, weight_formats  # noqa: F401 (re-exported)
 
 SILICON_FOLDER = "vllm-silicon-h100-b200"
 CSV_NAME = "measurements.csv"
@@ -236,31 +237,6 @@ def model_family(model: str) -> str:
     return key
 
 
-def weight_dtype(row: SiliconRow) -> str | None:
-    """The twin's weight format for the row's checkpoint ("auto": the checkpoint's own formats per layer
-    group, from its config.json), or None when it has none."""
-    p = (row.precision or "").lower()
-    fam = model_family(row.model_path)
-    if p == "" and row.gemm_quant is None:
-        return "bf16"
-    if p == "fp8":
-        return "fp8"
-    if p == "fp4" and fam == "gpt-oss":
-        return "auto"                    # MXFP4 experts, bf16 attention (the published checkpoint)
-    if p == "fp4" and (row.gemm_quant or "nvfp4").lower() == "nvfp4":
-        return "nvfp4"
-    if p == "int4" and fam == "kimi":
-        return "auto"                    # INT4 group-32 routed experts, 16-bit elsewhere
-    return None
-
-
-def weight_formats(row: SiliconRow) -> dict[str, str] | None:
-    """Layer groups whose format differs from ``weight_dtype``: NVFP4 rows whose MoE format is not the GEMMs'."""
-    if weight_dtype(row) == "nvfp4" and row.moe_quant and row.moe_quant.lower() != "nvfp4":
-        return {"routed_experts": row.moe_quant.lower()}
-    return None
-
-
 def modelled_release(version: str | None, measured: str | None = None) -> str:
     """The newest release the twin models that is not newer than ``version`` (the oldest modelled one for older
     releases). A nightly build counts as the release current at its measurement date's month (>= 2026-03:
@@ -293,12 +269,6 @@ def not_expressible(row: SiliconRow) -> str | None:
         return (f"expert layout moe_tp {row.moe_tp} x moe_ep {row.moe_ep} is not tp {row.tp} x attention DP "
                 f"{row.attention_dp} (vLLM spreads the experts over tp x dp GPUs)")
     return None
-
-
-def row_layout(row: SiliconRow) -> dict:
-    """The row's parallel layout as ``deployment:`` fields."""
-    return {"tensor_parallel_size": row.tp, "pipeline_parallel_size": row.pp,
-            "data_parallel_size": row.attention_dp, "enable_expert_parallel": row.moe_ep > 1}
 
 
 def row_server(row: SiliconRow) -> dict:

@@ -113,7 +113,16 @@ class KvPoolBreakdown:
             f"{g(self.memory_bytes)} x {self.gpu_memory_utilization} - weights {g(self.weight_bytes)} - {draft}"
             f"activations {g(self.activation_reserve_bytes)} - runtime {g(self.runtime_reserve_bytes)} = "
             f"{g(self.available_kv_bytes)}")
-        return (f"KV pool for {self.model} on {self.gpu} (tp={self.tensor_parallel_size}): {src}; "
+        lay = self.layout or {}
+        where = f"tp={self.tensor_parallel_size}" + "".join(
+            f", {k}={lay[v]}" for k, v in (("pp", "pipeline_parallel_size"), ("dp", "data_parallel_size"),
+                                           ("ep", "expert_parallel_size")) if lay.get(v, 1) > 1)
+        per = " per DP rank" if lay.get("data_parallel_size", 1) > 1 else ""
+        if self.vllm_num_blocks is not None and not self.overridden:
+            src += (f" (vLLM's hybrid allocator: {self.vllm_num_blocks} blocks shared by the full and sliding-"
+                    f"window layer groups, {self.sliding_window_reserved_blocks} of them set aside for the "
+                    f"windows of max_num_seqs requests)")
+        return (f"KV pool for {self.model} on {self.gpu} ({where}){per}: {src}; "
                 f"{self.num_gpu_blocks} blocks of {self.block_size} tokens ({self.capacity_tokens} tokens usable)")
 
 
