@@ -49,6 +49,9 @@ from operator import mul
 from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, compute_dtype, normalize_dtype,
                                   normalize_weight_dtype, resolve_gpu, resolve_model)
 from twin.cost.base import StepShape
+from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
+from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor, routed_expert_flops_per_token,
+                                 routed_expert_read_bytes)
 from twin.errors import TwinInputError
 
 # Defaults. The serving terms are fitted on real vLLM (V1, async scheduling, CUDA graphs) on one H100 SXM: 20
@@ -69,8 +72,8 @@ from twin.errors import TwinInputError
 #   synchronisation of tensor parallelism. Over PCIe the same ratio as NCCL's small-message latencies (PCIe ~25
 #   us vs NVLink ~8 us) gives 77 us. Interconnect efficiency 0.75 of one direction's bandwidth (NCCL bus
 #   bandwidth on 8x H100 ~ 350 of 450 GB/s per direction).
-DEFAULT_COMPUTE_EFFICIENCY = 0.6
-DEFAULT_MEMORY_EFFICIENCY = 0.978
+# (the Hopper efficiencies; other generations' are in twin.cost.generations)
+DEFAULT_MEMORY_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY = GENERATION_DEFAULTS[REFERENCE_GENERATION]
 DEFAULT_STEP_OVERHEAD_S = 1.74e-3
 DEFAULT_PER_SEQ_OVERHEAD_S = 18.7e-6
 DEFAULT_INTERCONNECT_EFFICIENCY = 0.75
@@ -111,8 +114,8 @@ class RooflineCostModel:
         tensor_parallel_size: int = 1,
         weight_dtype: str = "bf16",
         kv_dtype: str = "bf16",
-        compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
-        memory_efficiency: float = DEFAULT_MEMORY_EFFICIENCY,
+        compute_efficiency: float | None = None,      # None: the GPU generation's (twin.cost.generations)
+        memory_efficiency: float | None = None,
         step_overhead_s: float = DEFAULT_STEP_OVERHEAD_S,
         per_seq_overhead_s: float = DEFAULT_PER_SEQ_OVERHEAD_S,
         allreduce_latency_s: float | None = None,
@@ -121,6 +124,8 @@ class RooflineCostModel:
         per_token_overhead_s: float = DEFAULT_PER_TOKEN_OVERHEAD_S,
         request_path_s: float = DEFAULT_REQUEST_PATH_S,
         request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
+        moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms
+        kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
@@ -128,6 +133,12 @@ class RooflineCostModel:
         tp = self.tensor_parallel_size = tensor_parallel_size
         self.weight_dtype = wd = normalize_weight_dtype(weight_dtype)
         self.kv_dtype = normalize_dtype(kv_dtype, "kv_dtype")
+        gen_memory, gen_compute = default_efficiencies(gpu)
+        compute_efficiency = gen_compute if compute_efficiency is None else compute_efficiency
+        memory_efficiency = gen_memory if memory_efficiency is None else memory_efficiency
+        self.moe_expert_efficiency = _check_fraction("moe_expert_efficiency", moe_expert_efficiency)
+        self.kv_memory_efficiency = _check_fraction(
+            "kv_memory_efficiency", memory_efficiency if kv_memory_efficiency is None else kv_memory_efficiency)
         self.compute_efficiency = _check_fraction("compute_efficiency", compute_efficiency)
         self.memory_efficiency = _check_fraction("memory_efficiency", memory_efficiency)
         self.interconnect_efficiency = _check_fraction("interconnect_efficiency", interconnect_efficiency)
@@ -152,8 +163,18 @@ class RooflineCostModel:
         self._t_weights = model.weight_read_bytes(wd, tp) / bandwidth
         self._moe_weights_s = None if not model.is_moe else functools.lru_cache(maxsize=8192)(
             lambda tokens: model.weight_read_bytes(wd, tp, tokens) / bandwidth)     # MoE: by the step's tokens
+        self._moe_extra = extra_factor(self.moe_expert_efficiency) if model.is_moe else 0.0
+        self._k_linear_dense_eff, self._moe_weights_dense_eff = self._k_linear, self._moe_weights_s
+        if self._moe_extra:       # the routed experts' GEMMs at moe_expert_efficiency of the dense ones' rate
+            x = self._moe_extra
+            self._k_linear += x * routed_expert_flops_per_token(model, tp) / peak_linear
+            self._moe_weights_s = functools.lru_cache(maxsize=8192)(
+                lambda tokens: (model.weight_read_bytes(wd, tp, tokens)
+                                + x * routed_expert_read_bytes(model, wd, tp, tokens)) / bandwidth)
         self._k_attn = model.attention_flops_per_position() / tp / peak_act       # per (query, key) pair
-        self._k_kv = model.kv_bytes_per_token(self.kv_dtype, tp) / bandwidth       # per KV token read/written
+        kv_bandwidth = bandwidth if kv_memory_efficiency is None else \
+            gpu.memory_bandwidth_bytes_per_s * self.kv_memory_efficiency
+        self._k_kv = model.kv_bytes_per_token(self.kv_dtype, tp) / kv_bandwidth    # per KV token read/written
         if tp > 1:
             link = gpu.interconnect_bytes_per_s / 2.0 * self.interconnect_efficiency   # one direction
             n_allreduce = 2 * model.num_hidden_layers
@@ -254,17 +275,25 @@ class RooflineCostModel:
         cc = list(step.num_computed_before)
         n_seqs = len(nn)
         parts = dict.fromkeys(("linear_compute_s", "attention_compute_s", "weight_read_s", "kv_read_s",
-                               "kv_write_s", "allreduce_s", "overhead_s"), 0.0)
+                               "kv_write_s", "allreduce_s", "overhead_s", "moe_expert_compute_extra_s",
+                               "moe_expert_read_extra_s"), 0.0)
         if n_seqs:
             tokens = sum(nn)
             pairs = sum(map(mul, nn, cc)) + 0.5 * (sum(map(mul, nn, nn)) + tokens)
-            lin_c = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * (n_seqs + sum(step.num_spec_tokens))
+            logits = n_seqs + sum(step.num_spec_tokens)
+            lin_c = self._k_linear_dense_eff * tokens + self._k_linear_dense_eff * self.gemm_half_tokens \
+                + self._k_lm_head * logits
+            w1 = self._t_weights if self._moe_weights_s is None else self._moe_weights_dense_eff(tokens)
+            if self._moe_extra:   # the expert GEMMs' time beyond dense efficiency, on the side that binds
+                c_eff = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * logits
+                w_eff = self._moe_weights_s(tokens)
+                extra = max(c_eff, w_eff) - max(lin_c, w1)
+                parts["moe_expert_compute_extra_s" if c_eff >= w_eff else "moe_expert_read_extra_s"] = extra
             attn_c = self._k_attn * pairs
             kv_r = self._k_kv * (sum(cc) + tokens)
             parts.update(
                 linear_compute_s=lin_c,
-                weight_read_s=max(0.0, (self._t_weights if self._moe_weights_s is None
-                                        else self._moe_weights_s(tokens)) - lin_c),
+                weight_read_s=max(0.0, w1 - lin_c),
                 attention_compute_s=attn_c,
                 kv_read_s=max(0.0, kv_r - attn_c),
                 kv_write_s=self._k_kv * tokens,
@@ -299,6 +328,7 @@ class RooflineCostModel:
             "interconnect_efficiency": self.interconnect_efficiency, "gemm_half_tokens": self.gemm_half_tokens,
             "per_token_overhead_s": self.per_token_overhead_s, "request_path_s": self.request_path_s,
             "request_path_jitter_s": self.request_path_jitter_s,
+            "moe_expert_efficiency": self.moe_expert_efficiency, "kv_memory_efficiency": self.kv_memory_efficiency,
         }
 
     def __repr__(self) -> str:

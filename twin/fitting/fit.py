@@ -101,13 +101,14 @@ def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: n
     prior = np.array([PARAMETERS_BY_NAME[n].prior for n in names])
     span = upper - lower
     targets = [_measured(c) for c in cases]
+    case_weights = [math.sqrt(getattr(c, "weight", 1.0)) for c in cases]   # a case's share of the cost
 
     def residuals(x: np.ndarray) -> np.ndarray:
         params = {**fixed, **to_model_params(x, names)}
         res = []
-        for sur, tgt in zip(surrogates, targets):
+        for sur, tgt, cw in zip(surrogates, targets, case_weights):
             pred = sur.predict(params)
-            res.extend(w * math.log(max(pred[k], 1e-9) / v) for k, v, w in tgt)
+            res.extend(cw * w * math.log(max(pred[k], 1e-9) / v) for k, v, w in tgt)
         res.extend(PRIOR_WEIGHT * (x - prior) / span)
         return np.asarray(res)
 
