@@ -5,9 +5,10 @@ vLLM runs the routed experts of a MoE layer as one fused / grouped GEMM over the
 sent to. Against a dense GEMM of the same size it loses on both sides of the roofline: each expert is a small
 GEMM (few tokens per expert, tiles padded, fewer CTAs per weight matrix, so its weight stream does not saturate
 HBM), tokens must be permuted to and from expert order, and experts are not loaded evenly within a step (the
-busiest expert's tiles set the kernel's tail). ``moe_expert_efficiency`` is the fraction of the dense GEMMs'
-achieved rate the expert GEMMs reach, in both compute and weight streaming (dimensionless, in (0, 1]); 1 is the
-pure roofline. Prior 1 (no penalty) before a fit; the fitted value is in docs/fidelity.md.
+busiest expert's tiles set the kernel's tail). Two fractions of the dense GEMMs' achieved rate (dimensionless,
+in (0, 1]; 1 is the pure roofline): ``moe_expert_efficiency`` for the experts' weight streams (decode: few
+tokens per expert, bandwidth bound) and ``moe_expert_compute_efficiency`` for their FLOPs (prefill: tiles padded
+to the tokens each expert got, imbalance). Prior 1 (no penalty) before a fit; fitted values in docs/fidelity.md.
 
 Units: FLOPs per scheduled token and bytes per step, both per GPU (tensor parallelism splits each expert).
 """

@@ -124,7 +124,9 @@ class RooflineCostModel:
         per_token_overhead_s: float = DEFAULT_PER_TOKEN_OVERHEAD_S,
         request_path_s: float = DEFAULT_REQUEST_PATH_S,
         request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
-        moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms
+        moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms: weight streams
+        moe_expert_compute_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # ... and grouped-GEMM FLOPs
+        layer_overhead_s: float = 0.0,                # per decoder layer per step (kernel latencies; s)
         kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
     ) -> None:
         self.model = model = resolve_model(model)
@@ -137,6 +139,9 @@ class RooflineCostModel:
         compute_efficiency = gen_compute if compute_efficiency is None else compute_efficiency
         memory_efficiency = gen_memory if memory_efficiency is None else memory_efficiency
         self.moe_expert_efficiency = _check_fraction("moe_expert_efficiency", moe_expert_efficiency)
+        self.moe_expert_compute_efficiency = _check_fraction("moe_expert_compute_efficiency",
+                                                             moe_expert_compute_efficiency)
+        self.layer_overhead_s = _check_nonneg("layer_overhead_s", layer_overhead_s)
         self.kv_memory_efficiency = _check_fraction(
             "kv_memory_efficiency", memory_efficiency if kv_memory_efficiency is None else kv_memory_efficiency)
         self.compute_efficiency = _check_fraction("compute_efficiency", compute_efficiency)
@@ -164,10 +169,13 @@ class RooflineCostModel:
         self._moe_weights_s = None if not model.is_moe else functools.lru_cache(maxsize=8192)(
             lambda tokens: model.weight_read_bytes(wd, tp, tokens) / bandwidth)     # MoE: by the step's tokens
         self._moe_extra = extra_factor(self.moe_expert_efficiency) if model.is_moe else 0.0
+        moe_compute_extra = extra_factor(self.moe_expert_compute_efficiency) if model.is_moe else 0.0
         self._k_linear_dense_eff, self._moe_weights_dense_eff = self._k_linear, self._moe_weights_s
-        if self._moe_extra:       # the routed experts' GEMMs at moe_expert_efficiency of the dense ones' rate
+        if moe_compute_extra:     # the routed experts' GEMMs at a fraction of the dense ones' rate
+            self._k_linear += moe_compute_extra * routed_expert_flops_per_token(model, tp) / peak_linear
+        self._moe_any_extra = bool(self._moe_extra or moe_compute_extra)
+        if self._moe_extra:
             x = self._moe_extra
-            self._k_linear += x * routed_expert_flops_per_token(model, tp) / peak_linear
             self._moe_weights_s = functools.lru_cache(maxsize=8192)(
                 lambda tokens: (model.weight_read_bytes(wd, tp, tokens)
                                 + x * routed_expert_read_bytes(model, wd, tp, tokens)) / bandwidth)
@@ -185,7 +193,7 @@ class RooflineCostModel:
             self._t_allreduce = 0.0
             self._k_allreduce = 0.0
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
-        self._t_step = self.step_overhead_s
+        self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers
         self._k_seq = self.per_seq_overhead_s
         self._k_tok = self.per_token_overhead_s
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
@@ -284,7 +292,7 @@ class RooflineCostModel:
             lin_c = self._k_linear_dense_eff * tokens + self._k_linear_dense_eff * self.gemm_half_tokens \
                 + self._k_lm_head * logits
             w1 = self._t_weights if self._moe_weights_s is None else self._moe_weights_dense_eff(tokens)
-            if self._moe_extra:   # the expert GEMMs' time beyond dense efficiency, on the side that binds
+            if self._moe_any_extra:   # the expert GEMMs' time beyond dense efficiency, on the side that binds
                 c_eff = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * logits
                 w_eff = self._moe_weights_s(tokens)
                 extra = max(c_eff, w_eff) - max(lin_c, w1)
@@ -329,6 +337,8 @@ class RooflineCostModel:
             "per_token_overhead_s": self.per_token_overhead_s, "request_path_s": self.request_path_s,
             "request_path_jitter_s": self.request_path_jitter_s,
             "moe_expert_efficiency": self.moe_expert_efficiency, "kv_memory_efficiency": self.kv_memory_efficiency,
+            "moe_expert_compute_efficiency": self.moe_expert_compute_efficiency,
+            "layer_overhead_s": self.layer_overhead_s,
         }
 
     def __repr__(self) -> str:

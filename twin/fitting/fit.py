@@ -120,11 +120,13 @@ def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: n
 def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: tuple[str, ...] = PARAMETER_NAMES,
         fixed: dict[str, float] | None = None, outer_iterations: int = 3, seed: int = 0,
         max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1, tol: float = 0.002,
-        progress: Callable[[int], None] | None = None, first: list[Replayed] | None = None) -> FitResult:
+        progress: Callable[[int], None] | None = None, first: list[Replayed] | None = None,
+        final_simulation: bool = True) -> FitResult:
     """Fit ``names`` (the others stay at ``fixed`` or the model's defaults) to ``cases``; runs that queue
     (``MeasuredRun.queueing``) are left out of the fit, and ``predicted`` follows the cases that were fitted.
 
-    ``first``: the cases already simulated at ``start`` (saves one simulation of every case)."""
+    ``first``: the cases already simulated at ``start`` (saves one simulation of every case).
+    ``final_simulation=False``: no simulation at the final parameters (``predicted`` is then empty)."""
     if first is not None:
         first = [r for c, r in zip(cases, first) if not c.run.queueing]
     cases = [c for c in cases if not c.run.queueing]
@@ -148,6 +150,9 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
         x = sol.x
         params = {**fixed, **to_model_params(x, names)}
         history.append(dict(params))
+        if not final_simulation and (it == outer_iterations or moved < tol):
+            replayed = []
+            break
         replayed = simulate_cases(cases, params, seed=seed, max_sim_s=max_sim_s, workers=workers,
                                   progress=progress)
         if moved < tol:

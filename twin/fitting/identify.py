@@ -49,7 +49,10 @@ def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence |
             held[name] = f"no run{where} prefills long uncached prompts (GEMMs stay weight-read bound)"
         elif base == "allreduce_latency_s" and all(c.target.tensor_parallel_size == 1 for c, _ in mine):
             held[name] = "every run is on one GPU (no all-reduce)"
-        elif base == "moe_expert_efficiency" and not any(d.model.is_moe for _, d in mine):
+        elif base == "request_path_jitter_s" and not any(
+                "median_ttft_ms" in c.run.metrics or "p90_ttft_ms" in c.run.metrics for c, _ in mine):
+            held[name] = "no run measured a TTFT percentile (a mean alone does not split fixed from variable)"
+        elif base.startswith("moe_expert") and not any(d.model.is_moe for _, d in mine):
             held[name] = "no run serves a MoE model"
         elif base == "kv_memory_efficiency" and not any(
                 c.run.prompt_tokens.mean + c.run.output_tokens.mean >= LONG_CONTEXT_TOKENS for c, _ in mine):

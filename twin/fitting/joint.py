@@ -33,7 +33,8 @@ from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME
 from twin.fitting.silicon import SiliconCase, model_family, silicon_cases
 
 JOINT_NAMES: tuple[str, ...] = PARAMETER_NAMES + ("memory_efficiency@blackwell", "compute_efficiency@blackwell",
-                                                  "moe_expert_efficiency", "kv_memory_efficiency",
+                                                  "moe_expert_efficiency", "moe_expert_compute_efficiency",
+                                                  "layer_overhead_s", "kv_memory_efficiency",
                                                   "step_overhead_s@sync", "per_seq_overhead_s@sync")
 METRICS = (("mean_ttft_ms", "TTFT mean"), ("median_ttft_ms", "TTFT p50"), ("mean_tpot_ms", "TPOT"),
            ("mean_e2el_ms", "E2E mean"), ("request_throughput", "throughput"))
@@ -135,7 +136,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     # fitted fractions, a server without async scheduling the async overheads), the others to the model's
     result = fit(train_cases, names=fit_names, start=start,
                  outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
-                 first=[first[i] for i in train])
+                 first=[first[i] for i in train], final_simulation=False)
     predicted = [r.metrics for r in simulate_cases(test, result.params, seed=seed, max_sim_s=eval_sim_s,
                                                    workers=workers)]
     return FoldResult(kind, group, result.params, result.std, identification(fit_names, result.std, held), test,
@@ -166,6 +167,7 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
               "request_path_s": r.DEFAULT_REQUEST_PATH_S, "request_path_jitter_s": r.DEFAULT_REQUEST_PATH_JITTER_S,
               "allreduce_latency_s": r.ALLREDUCE_LATENCY_FAST_S, "memory_efficiency@blackwell": bw_mem,
               "compute_efficiency@blackwell": bw_comp, "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY,
+              "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY, "layer_overhead_s": 0.0,
               "kv_memory_efficiency": mem, "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
               "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S}
     return {n: values[n] for n in names if n in values}
