@@ -136,7 +136,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     # fitted fractions, a server without async scheduling the async overheads), the others to the model's
     result = fit(train_cases, names=fit_names, start=start,
                  outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
-                 first=[first[i] for i in train], final_simulation=False)
+                 first=[first[i] for i in train], final_simulation=False, priors=start)
     predicted = [r.metrics for r in simulate_cases(test, result.params, seed=seed, max_sim_s=eval_sim_s,
                                                    workers=workers)]
     return FoldResult(kind, group, result.params, result.std, identification(fit_names, result.std, held), test,
