@@ -62,6 +62,8 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
                  "fixed GPU time per layer and step (kernel latencies a CUDA graph does not hide)"),
     FitParameter("kv_memory_efficiency", "fraction of datasheet HBM bandwidth", 1.0, 0.2, 1.0, 0.978,
                  "KV streamed by paged decode attention (grows with context)"),
+    FitParameter("request_path_s@blackwell", "ms per request", 1e-3, 0.0, 200.0, 4.8,
+                 "request path (HTTP, tokenisation, hand-off, streaming) on the Blackwell systems measured"),
     FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
                  "engine-core CPU time per step exposed without async scheduling"),
     FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,

@@ -22,6 +22,7 @@ import numpy as np
 
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.replay import Replayed, Target, cost_model_for
+from twin.fitting.scoped import params_for
 from twin.sim.deployment import Deployment
 from twin.sim.request_path import path_draws
 
@@ -85,6 +86,7 @@ class Surrogate:
         return self._cost.step_times_s(tokens, seqs, logits, context, pairs)
 
     def _path_s(self, params: dict[str, float]) -> np.ndarray:
+        params = params_for(params, self.deployment)      # scoped values (name@scope) where they apply
         return params.get("request_path_s", 0.0) + params.get("request_path_jitter_s", 0.0) * self._draws
 
     def _at(self, params: dict[str, float], scale: float) -> dict[str, float]:
