@@ -140,3 +140,32 @@ def describe_roofline(cm) -> dict[str, object]:
         out["attention_sink_s_per_token"] = at.k_sink
     out["memory_bandwidth_bytes_per_s_effective"] = bw
     return out
+
+
+def roofline_bounds(cm, step) -> dict[str, float]:
+    """Physical lower bounds of a roofline cost model's step at 100 % efficiency and no overhead: bytes /
+    bandwidth and FLOPs / peak."""
+    nn, cc = list(step.num_new_tokens), list(step.num_computed_before)
+    tokens = sum(nn)
+    pairs = sum(n * c + n * (n + 1) / 2 for n, c in zip(nn, cc))
+    logits = len(nn) + sum(step.num_spec_tokens)
+    m, tp, f = cm.model, cm.tensor_parallel_size, cm.weight_formats
+    flop_time = (linear_seconds_per_token(m, cm.gpu, f, tp, 1.0) * tokens
+                 + (2.0 * m.lm_head_matmul_params * logits + m.attention_flops_per_position() * pairs)
+                 / cm.gpu.flops(f.activation) / tp)
+    kv = m.kv_bytes_per_token(cm.kv_dtype, tp)
+    read_bytes = m.weight_read_bytes(f, tp, tokens, moe_shards=cm.layout.moe_shards,
+                                     moe_tokens=tokens * cm.layout.dp) + kv * (sum(cc) + 2 * tokens)
+    return {"flop_bound_s": flop_time, "memory_bound_s": read_bytes / cm.gpu.memory_bandwidth_bytes_per_s}
+
+
+def windowed_attention(at: AttentionTerms, n_seqs: int, tokens: int, context: float,
+                       pairs: float) -> tuple[float, float]:
+    """(attention compute, KV read) seconds of a step of a model with sliding-window (or top-k sparse) layers."""
+    w = at.window
+    win_pairs = tokens * w if tokens * w < pairs else pairs
+    kv_tokens = context + tokens
+    win_kv = n_seqs * w + tokens if n_seqs * w + tokens < kv_tokens else kv_tokens
+    k_full = at.k_attn_decode if tokens == n_seqs else at.k_attn_mixed
+    return (k_full * pairs + at.k_attn_win * win_pairs + at.k_index * pairs,
+            at.k_kv_full * kv_tokens + at.k_kv_win * win_kv)

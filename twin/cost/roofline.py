@@ -36,10 +36,8 @@ Kernels run one after another, so the step time is the sum of those parts. ``exp
 ``max(compute, memory)`` into the compute time and the *exposed* memory time beyond it (0 when compute-bound),
 so its components add up to the total.
 
-Production layouts and formats (``twin.cost.deployment_terms``): weight formats per layer group, each on its
-tensor-core path; MLA's absorbed decode and expanded prefill; sliding-window layers, attention sinks and a
-sparse-attention indexer; with data parallelism the MoE layers' dispatch and combine (``moe_all2all_s``), the
-routed experts sharded over tp x dp GPUs and read for the tokens of every DP rank.
+Formats per layer group, MLA, sliding windows, sinks, a sparse indexer and data/expert parallelism (the MoE
+dispatch and combine, ``moe_all2all_s``): ``twin.cost.deployment_terms``.
 
 Efficiencies (``compute_efficiency``, ``memory_efficiency``) turn datasheet peaks into what kernels reach; a
 calibrated profile replaces them and the overheads with fitted values.
@@ -54,8 +52,11 @@ from operator import mul
 from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype,
                                   normalize_weight_dtype, resolve_gpu, resolve_model)
 from twin.cost.base import StepShape
-from twin.cost.deployment_terms import (attention_terms, describe_roofline, linear_seconds_per_token,
-                                       moe_collective_terms)
+from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
+                                       linear_seconds_per_token, roofline_bounds, windowed_attention)
+from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
+from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor, routed_expert_flops_per_token,
+                                 routed_expert_read_bytes)
 from twin.errors import TwinInputError
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import WeightFormats, resolve_formats
@@ -78,8 +79,8 @@ from twin.hardware.weight_formats import WeightFormats, resolve_formats
 #   synchronisation of tensor parallelism. Over PCIe the same ratio as NCCL's small-message latencies (PCIe ~25
 #   us vs NVLink ~8 us) gives 77 us. Interconnect efficiency 0.75 of one direction's bandwidth (NCCL bus
 #   bandwidth on 8x H100 ~ 350 of 450 GB/s per direction).
-DEFAULT_COMPUTE_EFFICIENCY = 0.6
-DEFAULT_MEMORY_EFFICIENCY = 0.978
+# (the Hopper efficiencies; other generations' are in twin.cost.generations)
+DEFAULT_MEMORY_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY = GENERATION_DEFAULTS[REFERENCE_GENERATION]
 DEFAULT_STEP_OVERHEAD_S = 1.74e-3
 DEFAULT_PER_SEQ_OVERHEAD_S = 18.7e-6
 DEFAULT_INTERCONNECT_EFFICIENCY = 0.75
@@ -120,8 +121,8 @@ class RooflineCostModel:
         tensor_parallel_size: int = 1,
         weight_dtype: str = "bf16",
         kv_dtype: str = "bf16",
-        compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
-        memory_efficiency: float = DEFAULT_MEMORY_EFFICIENCY,
+        compute_efficiency: float | None = None,      # None: the GPU generation's (twin.cost.generations)
+        memory_efficiency: float | None = None,
         step_overhead_s: float = DEFAULT_STEP_OVERHEAD_S,
         per_seq_overhead_s: float = DEFAULT_PER_SEQ_OVERHEAD_S,
         allreduce_latency_s: float | None = None,
@@ -130,7 +131,11 @@ class RooflineCostModel:
         per_token_overhead_s: float = DEFAULT_PER_TOKEN_OVERHEAD_S,
         request_path_s: float = DEFAULT_REQUEST_PATH_S,
         request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
-        layout: ParallelLayout | None = None,
+        moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms: weight streams
+        moe_expert_compute_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # ... and grouped-GEMM FLOPs
+        layer_overhead_s: float = 0.0,                # per decoder layer per step (kernel latencies; s)
+        kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
+        layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
@@ -145,6 +150,15 @@ class RooflineCostModel:
         # one name for the format: the uniform one, else the attention layers' (what a drafter's layers share)
         self.weight_dtype = formats.attention
         self.kv_dtype = normalize_dtype(kv_dtype, "kv_dtype")
+        gen_memory, gen_compute = default_efficiencies(gpu)
+        compute_efficiency = gen_compute if compute_efficiency is None else compute_efficiency
+        memory_efficiency = gen_memory if memory_efficiency is None else memory_efficiency
+        self.moe_expert_efficiency = _check_fraction("moe_expert_efficiency", moe_expert_efficiency)
+        self.moe_expert_compute_efficiency = _check_fraction("moe_expert_compute_efficiency",
+                                                             moe_expert_compute_efficiency)
+        self.layer_overhead_s = _check_nonneg("layer_overhead_s", layer_overhead_s)
+        self.kv_memory_efficiency = _check_fraction(
+            "kv_memory_efficiency", memory_efficiency if kv_memory_efficiency is None else kv_memory_efficiency)
         self.compute_efficiency = _check_fraction("compute_efficiency", compute_efficiency)
         self.memory_efficiency = _check_fraction("memory_efficiency", memory_efficiency)
         self.interconnect_efficiency = _check_fraction("interconnect_efficiency", interconnect_efficiency)
@@ -170,8 +184,22 @@ class RooflineCostModel:
         self._moe_weights_s = None if not model.is_moe else functools.lru_cache(maxsize=8192)(
             lambda tokens: model.weight_read_bytes(formats, tp, tokens, moe_shards=shards, moe_tokens=tokens * dp)
             / bandwidth)     # MoE: by the step's tokens (every DP rank's reach the shared experts' GPUs)
+        self._moe_extra = extra_factor(self.moe_expert_efficiency) if model.is_moe else 0.0
+        moe_compute_extra = extra_factor(self.moe_expert_compute_efficiency) if model.is_moe else 0.0
+        self._k_linear_dense_eff, self._moe_weights_dense_eff = self._k_linear, self._moe_weights_s
+        if moe_compute_extra:     # the routed experts' GEMMs at a fraction of the dense ones' rate
+            peak_routed = gpu.flops(formats.compute_dtype("routed_experts")) * self.compute_efficiency
+            self._k_linear += moe_compute_extra * routed_expert_flops_per_token(model, tp) / peak_routed
+        self._moe_any_extra = bool(self._moe_extra or moe_compute_extra)
+        if self._moe_extra:
+            x, routed_format = self._moe_extra, formats.routed_experts
+            self._moe_weights_s = functools.lru_cache(maxsize=8192)(
+                lambda tokens: (model.weight_read_bytes(formats, tp, tokens, moe_shards=shards, moe_tokens=tokens * dp)
+                                + x * routed_expert_read_bytes(model, routed_format, shards, tokens * dp)) / bandwidth)
+        kv_bandwidth = bandwidth if kv_memory_efficiency is None else \
+            gpu.memory_bandwidth_bytes_per_s * self.kv_memory_efficiency
         at = self._attention = attention_terms(model, gpu, act, self.kv_dtype, tp, self.compute_efficiency,
-                                               bandwidth)
+                                               kv_bandwidth)
         self._k_attn = at.k_attn_decode                                            # per (query, key) pair
         self._k_attn_mixed = at.k_attn_mixed                                       # MLA prefill: expanded form
         self._k_kv = at.k_kv                                                       # per KV token read/written
@@ -195,7 +223,7 @@ class RooflineCostModel:
         self._t_allreduce += self._t_a2a     # folded into one term on the hot path; explain() splits them
         self._k_allreduce += self._k_a2a
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
-        self._t_step = self.step_overhead_s
+        self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers
         self._k_seq = self.per_seq_overhead_s
         self._k_tok = self.per_token_overhead_s
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
@@ -228,7 +256,7 @@ class RooflineCostModel:
         if linear < t_weights:
             linear = t_weights
         if self._window:
-            attention, kv_read = self._windowed(n_seqs, tokens, context, pairs)
+            attention, kv_read = windowed_attention(self._attention, n_seqs, tokens, context, pairs)
         else:
             attention = (self._k_attn if tokens == n_seqs else self._k_attn_mixed) * pairs
             kv_read = self._k_kv * (context + tokens)
@@ -236,17 +264,6 @@ class RooflineCostModel:
             attention = kv_read
         return (linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce * tokens)
                 + (self._t_step + self._k_seq * n_seqs + self._k_tok * tokens))
-
-    def _windowed(self, n_seqs: int, tokens: int, context: float, pairs: float) -> tuple[float, float]:
-        """(attention compute, KV read) of a model with sliding-window (or top-k sparse) layers."""
-        at = self._attention
-        w = self._window
-        win_pairs = tokens * w if tokens * w < pairs else pairs
-        kv_tokens = context + tokens
-        win_kv = n_seqs * w + tokens if n_seqs * w + tokens < kv_tokens else kv_tokens
-        k_full = at.k_attn_decode if tokens == n_seqs else at.k_attn_mixed
-        return (k_full * pairs + at.k_attn_win * win_pairs + at.k_index * pairs,
-                at.k_kv_full * kv_tokens + at.k_kv_win * win_kv)
 
     def decode_step_times_s(self, n_seqs: int, context: int, num_steps: int) -> list[float]:
         """``step_time_from_sums`` of ``num_steps`` consecutive pure-decode steps of ``n_seqs`` sequences (one new
@@ -311,20 +328,28 @@ class RooflineCostModel:
         cc = list(step.num_computed_before)
         n_seqs = len(nn)
         parts = dict.fromkeys(("linear_compute_s", "attention_compute_s", "weight_read_s", "kv_read_s",
-                               "kv_write_s", "allreduce_s", "overhead_s"), 0.0)
+                               "kv_write_s", "allreduce_s", "overhead_s", "moe_expert_compute_extra_s",
+                               "moe_expert_read_extra_s"), 0.0)
         if n_seqs:
             tokens = sum(nn)
             pairs = sum(map(mul, nn, cc)) + 0.5 * (sum(map(mul, nn, nn)) + tokens)
-            lin_c = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * (n_seqs + sum(step.num_spec_tokens))
+            logits = n_seqs + sum(step.num_spec_tokens)
+            lin_c = self._k_linear_dense_eff * tokens + self._k_linear_dense_eff * self.gemm_half_tokens \
+                + self._k_lm_head * logits
+            w1 = self._t_weights if self._moe_weights_s is None else self._moe_weights_dense_eff(tokens)
+            if self._moe_any_extra:   # the expert GEMMs' time beyond dense efficiency, on the side that binds
+                c_eff = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * logits
+                w_eff = self._moe_weights_s(tokens)
+                extra = max(c_eff, w_eff) - max(lin_c, w1)
+                parts["moe_expert_compute_extra_s" if c_eff >= w_eff else "moe_expert_read_extra_s"] = extra
             if self._window:
-                attn_c, kv_r = self._windowed(n_seqs, tokens, sum(cc), pairs)
+                attn_c, kv_r = windowed_attention(self._attention, n_seqs, tokens, sum(cc), pairs)
             else:
                 attn_c = (self._k_attn if tokens == n_seqs else self._k_attn_mixed) * pairs
                 kv_r = self._k_kv * (sum(cc) + tokens)
             parts.update(
                 linear_compute_s=lin_c,
-                weight_read_s=max(0.0, (self._t_weights if self._moe_weights_s is None
-                                        else self._moe_weights_s(tokens)) - lin_c),
+                weight_read_s=max(0.0, w1 - lin_c),
                 attention_compute_s=attn_c,
                 kv_read_s=max(0.0, kv_r - attn_c),
                 kv_write_s=self._k_kv * tokens,
@@ -348,18 +373,7 @@ class RooflineCostModel:
 
     def bounds(self, step: StepShape) -> dict[str, float]:
         """Physical lower bounds at 100 % efficiency and no overhead: bytes / bandwidth and FLOPs / peak."""
-        nn, cc = list(step.num_new_tokens), list(step.num_computed_before)
-        tokens = sum(nn)
-        pairs = sum(n * c + n * (n + 1) / 2 for n, c in zip(nn, cc))
-        logits = len(nn) + sum(step.num_spec_tokens)
-        m, tp, f = self.model, self.tensor_parallel_size, self.weight_formats
-        flop_time = (linear_seconds_per_token(m, self.gpu, f, tp, 1.0) * tokens
-                     + (2.0 * m.lm_head_matmul_params * logits + m.attention_flops_per_position() * pairs)
-                     / self.gpu.flops(f.activation) / tp)
-        kv = m.kv_bytes_per_token(self.kv_dtype, tp)
-        read_bytes = m.weight_read_bytes(f, tp, tokens, moe_shards=self.layout.moe_shards,
-                                         moe_tokens=tokens * self.layout.dp) + kv * (sum(cc) + 2 * tokens)
-        return {"flop_bound_s": flop_time, "memory_bound_s": read_bytes / self.gpu.memory_bandwidth_bytes_per_s}
+        return roofline_bounds(self, step)
 
     def parameters(self) -> dict[str, object]:
         return {
@@ -371,6 +385,9 @@ class RooflineCostModel:
             "interconnect_efficiency": self.interconnect_efficiency, "gemm_half_tokens": self.gemm_half_tokens,
             "per_token_overhead_s": self.per_token_overhead_s, "request_path_s": self.request_path_s,
             "request_path_jitter_s": self.request_path_jitter_s,
+            "moe_expert_efficiency": self.moe_expert_efficiency, "kv_memory_efficiency": self.kv_memory_efficiency,
+            "moe_expert_compute_efficiency": self.moe_expert_compute_efficiency,
+            "layer_overhead_s": self.layer_overhead_s,
             **({} if self.weight_formats.is_uniform else {"weight_formats": self.weight_formats.as_dict()}),
             **({} if self.layout.is_trivial else {"layout": self.layout.as_dict()}),
         }

@@ -18,6 +18,7 @@ from twin.core.schedulers import make_scheduler
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
+from twin.fitting.scoped import params_for
 from twin.scenario import ScenarioBody
 from twin.sim.deployment import Deployment, resolve_deployment
 from twin.sim.dp_router import DataParallelRouter
@@ -131,9 +132,11 @@ class Replayed:
 
 
 def cost_model_for(dep: Deployment, target: Target, params: dict[str, float]) -> RooflineCostModel:
+    """The roofline at ``params`` on ``dep``: scoped parameters (``name@scope``, ``twin.fitting.scoped``) apply
+    where their scope covers the deployment."""
     return RooflineCostModel(dep.model, dep.gpu, tensor_parallel_size=target.tensor_parallel_size,
                              weight_dtype=dep.weight_formats or target.weight_dtype, kv_dtype=target.kv_dtype,
-                             layout=dep.layout, **params)
+                             layout=dep.layout, **params_for(params, dep))
 
 
 def requests_to_simulate(run: MeasuredRun, max_sim_s: float | None) -> int | None:

@@ -9,7 +9,10 @@ scripts in force on each row's measurement date):
   CONC`` prompts, lengths uniform on ``[int(0.8 L), L]`` for ISL and OSL, ``ignore_eos``; the ``2 x CONC``
   warm-up requests are not measured and not simulated (prefix caching is off, or the warm-up prompt is not the
   measured ones', so they leave no state that matters). Rows from ``aic-auto-gap-analysis`` have no published
-  client: fixed lengths and a short closed loop (``GAP_ANALYSIS_WAVES x CONC`` requests), weighed less;
+  client: fixed lengths (as that README says) and the same 10 x CONC closed loop, weighed half, and their TTFT is
+  left out: it measures the unknown client's bursts (fixed lengths keep the users in lock-step, each round a
+  burst of CONC prefills; the twin's mean TTFT on these rows moves from +53 % to -37 % between fixed and
+  uniform lengths, while its TPOT moves from -9 % to -7 %), so only their TPOT is compared;
 * the server, per model: Llama-3.1-70B FP8 (2025-10-29, v0.10.2): FP8 KV, async scheduling on, prefix caching
   off, ``max_num_batched_tokens`` 8192, ``gpu_memory_utilization`` 0.9, ``max_num_seqs`` = CONC on H100, 512 on
   B200; MiniMax-M2.5 FP8 on B200: block size 32, 0.95 (March) or 0.90 with FP8 KV, ``max_num_batched_tokens`` =
@@ -18,17 +21,11 @@ scripts in force on each row's measurement date):
   models that is not newer (``twin.core.vllm_versions``; the oldest modelled one for older releases, with the
   row's known flags such as async scheduling set explicitly).
 
-Weight formats and layouts (issue 34): FP8 rows run every decoder linear layer in FP8; FP4 rows run NVFP4
-(``gemm_quant_mode`` for attention, dense and shared layers, ``moe_quant_mode`` for the routed experts), except
-gpt-oss, whose published checkpoint is MXFP4 experts with bf16 attention (the README: "gpt-oss is MXFP4"); the
-Kimi-K2.5 INT4 rows run the checkpoint's own formats (INT4 group-32 routed experts, 16-bit elsewhere, read from
-its config.json). The layout is the row's: TP ``tp_size``, PP ``pp_size``, attention DP ``attention_dp_size``
-(``--data-parallel-size``: DP engine cores behind one front end; ``batch_size`` is the concurrency per rank) and
-expert parallelism when ``moe_ep_size`` > 1 (``--enable-expert-parallel``, experts over tp x dp GPUs).
-
-Rows the twin cannot run get a reason from ``not_expressible`` (disaggregated serving, an unknown model or GPU,
-an expert layout that is not tp x dp). The measured TPOT is the mean over requests of (E2E - TTFT) / (OSL - 1); E2E and throughput are not in
-the file and are derived from the means (``derived_metrics``).
+Weight formats (FP8, NVFP4, gpt-oss's MXFP4 and Kimi-K2.5's INT4-expert checkpoints) and the TP/PP/DP/EP layout
+of each row: ``twin.fitting.silicon_layout``. Rows the twin cannot run get a reason from ``not_expressible``
+(disaggregated serving, an unknown model or GPU, an expert layout that is not tp x dp). The measured TPOT is
+the mean over requests of (E2E - TTFT) / (OSL - 1); E2E and throughput are not in the file and are derived
+from the means (``derived_metrics``).
 
 Simulated size: a closed loop's mean latencies settle after a few rounds of CONC requests, while its cost grows
 with CONC x OSL. ``row_run(max_requests=...)`` caps the requests simulated per row (default
@@ -38,24 +35,20 @@ is untouched; ``num_requests`` is the simulated count and the name ends in ``[n/
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from twin.core.vllm_versions import VLLM_RELEASES
-from twin.errors import TwinInputError
 from twin.fitting.fit import Case
 from twin.fitting.measured_run import LengthSample, MeasuredRun
 from twin.fitting.replay import Target
 from twin.fitting.silicon_layout import row_layout, weight_dtype, weight_formats  # noqa: F401 (re-exported)
+from twin.fitting.silicon_rows import (CSV_NAME, LLAMA_DEFAULT_VERSION, REQUIRED_COLUMNS, SILICON_FOLDER,  # noqa: F401
+                                       SiliconRow,
+                                       read_silicon, silicon_dir)
 
-SILICON_FOLDER = "vllm-silicon-h100-b200"
-CSV_NAME = "measurements.csv"
-REQUIRED_COLUMNS = ("id", "silicon_data_source", "backend", "backend_version", "model_path", "system", "precision",
-                    "mode", "isl", "osl", "gemm_quant_mode", "moe_quant_mode", "batch_size", "tp_size", "pp_size",
-                    "attention_dp_size", "moe_tp_size", "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms")
 GPUS = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}
 # HF id -> the twin's model: a catalog name, or the config.json the folder ships
 MODELS = {
@@ -68,161 +61,10 @@ MODELS = {
 }
 LENGTH_LOW_FRACTION = 0.8            # --random-range-ratio 0.8: lengths uniform on [int(0.8 L), L]
 PROMPTS_PER_CONCURRENCY = 10         # --num-prompts 10 x CONC
-GAP_ANALYSIS_WAVES = 2               # rows without a published client: a short closed loop (our assumption)
 GAP_ANALYSIS_WEIGHT = 0.5
 DEFAULT_MAX_REQUESTS = 640           # simulated requests per row (see the module docstring)
 MIN_WAVES = 3
-LLAMA_DEFAULT_VERSION = "0.10.2"     # blank backend_version on the Llama rows of 2025-10-29
 
-
-@dataclass(frozen=True)
-class SiliconRow:
-    """One validated row. ``line``: its line in the file (the header is line 1)."""
-
-    line: int
-    id: str
-    source: str                       # the provenance's first field (source file or db dump)
-    measured: str | None              # YYYY-MM-DD, when the provenance says
-    image: str | None                 # container image, when it says
-    backend: str
-    vllm_version: str | None          # as the row gives it (or inferred for the blank Llama rows)
-    model_path: str
-    system: str
-    precision: str | None
-    gemm_quant: str | None
-    moe_quant: str | None
-    mode: str
-    isl: int
-    osl: int
-    concurrency: int                  # the client's (silicon_concurrency), else batch_size x attention DP
-    batch_size: int
-    tp: int
-    pp: int
-    attention_dp: int
-    moe_tp: int
-    moe_ep: int
-    ttft_ms: float
-    tpot_ms: float
-
-    @property
-    def published_client(self) -> bool:
-        """False for ``aic-auto-gap-analysis`` rows: no client or server flags published."""
-        return "aic-auto-gap-analysis" not in self.source and "gap-analysis" not in self.source
-
-    @property
-    def month(self) -> str:
-        return (self.measured or "")[:7]
-
-
-def _fail(path: Path, line: int, field: str, value: object, allowed: str) -> TwinInputError:
-    return TwinInputError(f"{path}: line {line}: {field} = {value!r}: {allowed}")
-
-
-def _int(raw: dict, field: str, path: Path, line: int, *, required: bool = True, default: int = 1,
-         minimum: int = 1) -> int:
-    text = (raw.get(field) or "").strip()
-    if not text:
-        if required:
-            raise _fail(path, line, field, text, "required, an integer >= %d" % minimum)
-        return default
-    try:
-        v = float(text)
-    except ValueError:
-        raise _fail(path, line, field, text, f"must be an integer >= {minimum}") from None
-    if not math.isfinite(v) or v != int(v) or v < minimum:
-        raise _fail(path, line, field, text, f"must be an integer >= {minimum}")
-    return int(v)
-
-
-def _ms(raw: dict, field: str, path: Path, line: int) -> float:
-    text = (raw.get(field) or "").strip()
-    try:
-        v = float(text)
-    except ValueError:
-        raise _fail(path, line, field, text, "must be a number of ms > 0") from None
-    if not math.isfinite(v) or v <= 0:
-        raise _fail(path, line, field, text, "must be a finite number of ms > 0")
-    return v
-
-
-def _provenance(text: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for i, part in enumerate(p.strip() for p in text.split(";")):
-        if "=" in part:
-            k, v = part.split("=", 1)
-            out.setdefault(k.strip(), v.strip())
-        elif part.startswith(("vllm/", "nvcr.io/")):
-            out.setdefault("image", part)
-        elif i == 0 and part:
-            out.setdefault("source_file", part)
-    return out
-
-
-def _row(raw: dict, path: Path, line: int) -> SiliconRow:
-    ident = (raw.get("id") or "").strip()
-    if not ident:
-        raise _fail(path, line, "id", raw.get("id"), "required")
-    prov = _provenance(raw.get("silicon_data_source") or "")
-    mode = (raw.get("mode") or "").strip()
-    if mode not in ("agg", "disagg"):
-        raise _fail(path, line, "mode", mode, "must be agg or disagg")
-    agg = mode == "agg"
-    batch = _int(raw, "batch_size", path, line, required=agg)
-    dp = _int(raw, "attention_dp_size", path, line, required=False)
-    conc_text = prov.get("silicon_concurrency")
-    if conc_text is not None:
-        if not conc_text.isdigit() or int(conc_text) < 1:
-            raise _fail(path, line, "silicon_data_source.silicon_concurrency", conc_text, "must be an integer >= 1")
-        conc = int(conc_text)
-    else:
-        conc = batch * dp
-    measured = prov.get("measured")
-    if measured is not None and not re.match(r"^\d{4}-\d{2}-\d{2}", measured):
-        raise _fail(path, line, "silicon_data_source.measured", measured, "must be a date YYYY-MM-DD...")
-    model = (raw.get("model_path") or "").strip()
-    if not model:
-        raise _fail(path, line, "model_path", raw.get("model_path"), "required (a Hugging Face model id)")
-    version = (raw.get("backend_version") or "").strip() or None
-    if version is None and model == "meta-llama/Llama-3.1-70B" and (measured or "").startswith("2025-10-29"):
-        version = LLAMA_DEFAULT_VERSION
-    source = prov.get("source_file", "")
-    return SiliconRow(
-        line=line, id=ident, source=source, measured=measured[:10] if measured else None, image=prov.get("image"),
-        backend=(raw.get("backend") or "").strip(), vllm_version=version, model_path=model,
-        system=(raw.get("system") or "").strip(), precision=(raw.get("precision") or "").strip() or None,
-        gemm_quant=(raw.get("gemm_quant_mode") or "").strip() or None,
-        moe_quant=(raw.get("moe_quant_mode") or "").strip() or None, mode=mode,
-        isl=_int(raw, "isl", path, line, minimum=2), osl=_int(raw, "osl", path, line, minimum=2),
-        concurrency=conc, batch_size=batch,
-        tp=_int(raw, "tp_size", path, line, required=agg), pp=_int(raw, "pp_size", path, line, required=agg),
-        attention_dp=dp, moe_tp=_int(raw, "moe_tp_size", path, line, required=False, minimum=0),
-        moe_ep=_int(raw, "moe_ep_size", path, line, required=False, minimum=0),
-        ttft_ms=_ms(raw, "silicon_ttft_ms", path, line), tpot_ms=_ms(raw, "silicon_tpot_ms", path, line))
-
-
-def silicon_dir(ground_truth: Path | None = None) -> Path:
-    from twin.fitting.ground_truth import ground_truth_dir
-    return (ground_truth or ground_truth_dir()) / SILICON_FOLDER
-
-
-def read_silicon(path: Path | None = None) -> list[SiliconRow]:
-    """Every row of ``measurements.csv`` (``path``: the file or its folder), validated: a missing column, a
-    non-numeric or out-of-range number, an unknown mode is one ``TwinInputError`` naming file, line and field."""
-    path = Path(path) if path is not None else silicon_dir() / CSV_NAME
-    if path.is_dir():
-        path = path / CSV_NAME
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TwinInputError(f"{path}: cannot read as UTF-8 text ({exc.__class__.__name__})") from None
-    reader = csv.DictReader(text.splitlines())
-    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise TwinInputError(f"{path}: line 1: missing column {missing[0]!r} (needs {', '.join(REQUIRED_COLUMNS)})")
-    rows = [_row(raw, path, i) for i, raw in enumerate(reader, start=2)]
-    if not rows:
-        raise TwinInputError(f"{path}: no data rows")
-    return rows
 
 
 # ---------------------------------------------------------------------------------------------- what the twin runs
@@ -319,13 +161,15 @@ def lengths(row: SiliconRow) -> tuple[LengthSample, LengthSample]:
 
 
 def measured_requests(row: SiliconRow) -> int:
-    waves = PROMPTS_PER_CONCURRENCY if row.published_client else GAP_ANALYSIS_WAVES
-    return waves * row.concurrency
+    return PROMPTS_PER_CONCURRENCY * row.concurrency
 
 
 def derived_metrics(row: SiliconRow) -> dict[str, float]:
     """Measured means, and E2E and throughput derived from them: E2E = TTFT + (mean OSL - 1) x TPOT; a closed
-    loop of CONC users each sending a request per E2E serves CONC / E2E requests per second (Little's law)."""
+    loop of CONC users each sending a request per E2E serves CONC / E2E requests per second (Little's law).
+    A row without a published client: its TPOT only (see the module docstring)."""
+    if not row.published_client:
+        return {"mean_tpot_ms": row.tpot_ms}
     osl = lengths(row)[1].mean
     e2e_ms = row.ttft_ms + (osl - 1.0) * row.tpot_ms
     rps = row.concurrency / (e2e_ms / 1e3)
