@@ -169,3 +169,24 @@ def windowed_attention(at: AttentionTerms, n_seqs: int, tokens: int, context: fl
     k_full = at.k_attn_decode if tokens == n_seqs else at.k_attn_mixed
     return (k_full * pairs + at.k_attn_win * win_pairs + at.k_index * pairs,
             at.k_kv_full * kv_tokens + at.k_kv_win * win_kv)
+
+
+def windowed_step_time(cm, n_seqs: int, tokens: int, context: int, new_x_context: int, new_squared: int,
+                       spec_tokens: int) -> float:
+    """``RooflineCostModel.step_time_from_sums`` of a model with sliding-window or top-k sparse layers: the
+    same terms, with the attention of ``windowed_attention``."""
+    if not n_seqs:
+        return 0.0
+    if tokens == n_seqs == new_squared:
+        pairs = context + tokens
+    else:
+        pairs = new_x_context + 0.5 * (new_squared + tokens)
+    linear = cm._k_linear * tokens + cm._t_gemm_knee + cm._k_lm_head * (n_seqs + spec_tokens)
+    t_weights = cm._t_weights if cm._moe_weights_s is None else cm._moe_weights_s(tokens)
+    if linear < t_weights:
+        linear = t_weights
+    attention, kv_read = windowed_attention(cm._attention, n_seqs, tokens, context, pairs)
+    if attention < kv_read:
+        attention = kv_read
+    return (linear + attention + cm._k_kv_write * tokens + (cm._t_allreduce + cm._k_allreduce * tokens)
+            + (cm._t_step + cm._k_seq * n_seqs + cm._k_tok * tokens))

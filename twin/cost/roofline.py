@@ -53,7 +53,8 @@ from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dt
                                   normalize_weight_dtype, resolve_gpu, resolve_model)
 from twin.cost.base import StepShape
 from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
-                                       linear_seconds_per_token, roofline_bounds, windowed_attention)
+                                       linear_seconds_per_token, roofline_bounds, windowed_attention,
+                                       windowed_step_time)
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
 from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor, routed_expert_flops_per_token,
                                  routed_expert_read_bytes)
@@ -205,6 +206,8 @@ class RooflineCostModel:
         self._k_kv = at.k_kv                                                       # per KV token read/written
         self._window = at.window
         self._k_kv_write = at.k_kv + at.k_sink                                     # KV write (+ sink logits)
+        if at.window:         # windowed / top-k layers: their own step time (keeps the plain path unchanged)
+            self.step_time_from_sums = functools.partial(windowed_step_time, self)
         if tp > 1:
             link = gpu.interconnect_bytes_per_s / 2.0 * self.interconnect_efficiency   # one direction
             n_allreduce = 2 * model.num_hidden_layers
@@ -249,17 +252,15 @@ class RooflineCostModel:
             return 0.0
         if tokens == n_seqs == new_squared:              # pure decode
             pairs = context + tokens                     # sum(c + 1)
+            attention = self._k_attn * pairs
         else:
             pairs = new_x_context + 0.5 * (new_squared + tokens)
+            attention = self._k_attn_mixed * pairs       # MLA: the expanded (prefill) form
         linear = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * (n_seqs + spec_tokens)
         t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(tokens)
         if linear < t_weights:
             linear = t_weights
-        if self._window:
-            attention, kv_read = windowed_attention(self._attention, n_seqs, tokens, context, pairs)
-        else:
-            attention = (self._k_attn if tokens == n_seqs else self._k_attn_mixed) * pairs
-            kv_read = self._k_kv * (context + tokens)
+        kv_read = self._k_kv * (context + tokens)
         if attention < kv_read:
             attention = kv_read
         return (linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce * tokens)
