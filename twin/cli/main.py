@@ -178,10 +178,14 @@ def _headline(name: str, run: dict[str, Any]) -> str:
 
 def _deployment_line(body: Any, dep: Any) -> str:
     sc = dep.scheduler_config
-    return (f"{body.deployment.replicas}x{body.deployment.tensor_parallel_size}"
+    d = body.deployment
+    layout = "".join(f"x{k}{v}" for k, v in (("pp", d.pipeline_parallel_size), ("dp", d.data_parallel_size))
+                     if v > 1) + ("+ep" if d.enable_expert_parallel else "")
+    per_rank = f" per DP rank (x{d.data_parallel_size})" if d.data_parallel_size > 1 else ""
+    return (f"{d.replicas}x{d.tensor_parallel_size}{layout}"
             f" {dep.gpu.name} | {sc.scheduler} max_num_seqs={sc.max_num_seqs} "
             f"max_num_batched_tokens={sc.max_num_batched_tokens} prefix_caching={'on' if sc.enable_prefix_caching else 'off'}"
-            f" | KV pool {dep.kv_pool.capacity_tokens:,} tokens")
+            f" | KV pool {dep.kv_pool.capacity_tokens:,} tokens{per_rank}")
 
 
 @main.command()
