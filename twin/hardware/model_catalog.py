@@ -79,7 +79,10 @@ def _read_config(path_or_dict: str | Path | dict[str, Any], name: str | None) ->
         raise TwinInputError(f"model config {source}: cannot read file ({e.strerror or e})") from None
     except json.JSONDecodeError as e:
         raise TwinInputError(f"model config {source} line {e.lineno}: not valid JSON ({e.msg})") from None
-    return cfg, source, name if name is not None else (p.parent.name or p.stem)
+    if name is None:   # a folder's config.json: the folder's name; "org--Model_config.json": "model"
+        name = (p.parent.name or p.stem) if p.name == "config.json" else \
+            p.stem.removesuffix("_config").split("--")[-1].lower()
+    return cfg, source, name
 
 
 def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | None = None) -> ModelSpec:
