@@ -194,3 +194,24 @@ def test_a_dp_ep_silicon_row_replays_for_the_fit():
     case = next(c for c in cases if c.row.attention_dp == 2 and c.row.concurrency <= 16)
     out = replay(case.run, case.target, {})
     assert out.metrics["completed"] > 0 and math.isfinite(out.metrics["mean_tpot_ms"])
+
+
+@pytest.mark.skipif(not SILICON.is_file(), reason="silicon measurements not present")
+def test_the_silicon_benchmark_counts_zero_rows_it_cannot_express():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "benchmarks/silicon_scenarios.py", "--every", "100000"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "cannot be expressed: 0" in out.stdout and "failed to resolve or run: 0" in out.stdout
+    assert "860 aggregated" in out.stdout
+
+
+def test_dp_ranks_share_the_load_like_vllms_front_end():
+    sc = load_scenario("minimax_m2_5_fp8_b200_dp4_ep4")
+    body = sc.body(overrides={"workload": {"num_requests": 96}})
+    result = run_body(body, sc.base_dir)
+    counts = [0] * 4
+    for r in result.requests:
+        counts[r.replica] += 1
+    assert sum(counts) == 96 and max(counts) - min(counts) <= 3, counts
