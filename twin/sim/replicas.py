@@ -36,6 +36,10 @@ def run_single(body: ScenarioBody, base_dir: Path | None = None, *, replication:
         "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
         "cost_model": body.cost_model.model_dump(),
     }
+    if dep.weight_formats is not None:        # what weight_dtype "auto" and weight_formats resolved to
+        summary["weight_formats"] = dep.weight_formats.as_dict()
+    if dep.layout is not None and not dep.layout.is_trivial:
+        summary["layout"] = dep.layout.as_dict()
     if body.speculative_decoding is not None:
         summary["speculative_decoding"] = body.speculative_decoding.model_dump()
     engines = body.deployment.replicas * dep.engines_per_replica
