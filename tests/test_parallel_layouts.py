@@ -131,3 +131,14 @@ def test_sparse_indexer_bounds_attention_by_top_k():
     assert grow < 0.2 * (RooflineCostModel(v3, "H200-SXM", 8, weight_dtype="fp8")._k_kv * 8 * 30000)
     b = kv_pool_breakdown(v32, "H200-SXM", 8, 64, 0.9, v32.checkpoint_formats, "bf16")
     assert b.kv_bytes_per_token == v32.kv_bytes_per_token("bf16", 8)
+
+
+def test_moe_collectives_leave_nvlink_beyond_its_domain():
+    from twin.cost.deployment_terms import moe_link_bytes_per_s
+    wide = ParallelLayout(4, data_parallel_size=4, enable_expert_parallel=True)    # 16 GPUs
+    assert moe_link_bytes_per_s(resolve_gpu("B200"), wide) == 50e9                 # two HGX boards: the NICs
+    assert moe_link_bytes_per_s(resolve_gpu("GB200"), wide) == 900e9               # one NVL72 domain
+    assert moe_link_bytes_per_s(resolve_gpu("B200"), ParallelLayout(2, data_parallel_size=4)) == 900e9
+    b200 = RooflineCostModel("minimax-m2.5", "B200", 4, weight_dtype="fp8", layout=wide)
+    gb200 = RooflineCostModel("minimax-m2.5", "GB200", 4, weight_dtype="fp8", layout=wide)
+    assert b200._k_a2a == pytest.approx(18 * gb200._k_a2a)
