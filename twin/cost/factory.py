@@ -62,9 +62,10 @@ def _build_constant(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, 
     return ConstantCostModel(**params)
 
 
-def _build_profile(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, kv_dtype: str,
-                   params: dict[str, Any]) -> CostModel:
-    """An engine profile (``twin calibrate``) or a server profile (``twin calibrate --from-results``)."""
+def _build_profile(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: Any, kv_dtype: str,
+                   params: dict[str, Any], layout: ParallelLayout | None = None) -> CostModel:
+    """An engine profile (``twin calibrate``) or a server profile (``twin calibrate --from-results``; a fitted
+    roofline, so it takes the weight formats per layer group and the parallel layout)."""
     path = params.get("path")
     if path and set(params) == {"path"}:
         resolved = resolve_profile_path(path)
@@ -73,7 +74,13 @@ def _build_profile(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, k
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             doc = None      # the engine-profile reader gives the precise one-line error
         if is_server_profile(doc):
-            return server_profile_cost_model(doc, f"profile {resolved}", model, gpu, tp, weight_dtype, kv_dtype)
+            return server_profile_cost_model(doc, f"profile {resolved}", model, gpu, tp, weight_dtype, kv_dtype,
+                                             layout)
+    if layout is not None and not layout.is_trivial:
+        raise TwinInputError("cost_model.kind: a calibrated engine profile does not model data, pipeline or expert "
+                             "parallelism; use kind roofline (or a server profile) for such a layout")
+    if isinstance(weight_dtype, WeightFormats):
+        weight_dtype = weight_dtype.attention     # an engine profile takes one format name
     return build_profile_cost_model(model, gpu, tp, weight_dtype, kv_dtype, params)
 
 
@@ -136,6 +143,6 @@ def build_cost_model(
             raise TwinInputError(f"cost_model.kind: {kind!r} does not model data, pipeline or expert parallelism; "
                                  f"use kind roofline for such a layout")
         return builder(resolve_model(model), resolve_gpu(gpu), tp, weight_dtype, kv_dtype, params, layout=layout)
-    if isinstance(weight_dtype, WeightFormats) and key != "roofline":
-        weight_dtype = weight_dtype.attention     # other kinds take one format name
+    if isinstance(weight_dtype, WeightFormats) and "layout" not in inspect.signature(builder).parameters:
+        weight_dtype = weight_dtype.attention     # kinds without formats and layouts take one format name
     return builder(resolve_model(model), resolve_gpu(gpu), tp, weight_dtype, kv_dtype, params)
