@@ -65,6 +65,8 @@ def test_terms_the_data_cannot_identify_are_held_at_their_prior_and_say_why():
     assert held["moe_expert_compute_efficiency"] == "no run serves a MoE model"
     assert held["allreduce_latency_s"] == "every run is on one GPU (no all-reduce)"
     assert held["step_overhead_s@sync"] == "no run (sync) in the data"
+    assert held["quant_weight_efficiency@int4"] == "no run (int4) in the data"
+    assert held["request_path_s@blackwell"] == "no run (blackwell) in the data"
     assert "prefills long uncached prompts" in held["compute_efficiency"]
     assert "memory_efficiency" not in held and "step_overhead_s" not in held
     report = identification([n for n in JOINT_NAMES if n not in held], {}, held)

@@ -127,6 +127,7 @@ class RooflineCostModel:
         moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms: weight streams
         moe_expert_compute_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # ... and grouped-GEMM FLOPs
         layer_overhead_s: float = 0.0,                # per decoder layer per step (kernel latencies; s)
+        quant_weight_efficiency: float = 1.0,         # quantized GEMMs' rate vs 16-bit ones (dequant, scales)
         kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
     ) -> None:
         self.model = model = resolve_model(model)
@@ -142,6 +143,7 @@ class RooflineCostModel:
         self.moe_expert_compute_efficiency = _check_fraction("moe_expert_compute_efficiency",
                                                              moe_expert_compute_efficiency)
         self.layer_overhead_s = _check_nonneg("layer_overhead_s", layer_overhead_s)
+        self.quant_weight_efficiency = _check_fraction("quant_weight_efficiency", quant_weight_efficiency)
         self.kv_memory_efficiency = _check_fraction(
             "kv_memory_efficiency", memory_efficiency if kv_memory_efficiency is None else kv_memory_efficiency)
         self.compute_efficiency = _check_fraction("compute_efficiency", compute_efficiency)
@@ -159,8 +161,14 @@ class RooflineCostModel:
 
         act = activation_dtype(self.weight_dtype)
         peak_linear = gpu.flops(compute_dtype(wd)) * self.compute_efficiency   # W8A8 where the GPU has it
+        # a quantized checkpoint's GEMMs (activation quantization, scales, in-kernel dequantization) reach
+        # quant_weight_efficiency of a 16-bit GEMM's rate on both sides of the roofline
+        q = self.quant_weight_efficiency if wd != act else 1.0
+        peak_linear = peak_linear * q if q != 1.0 else peak_linear
         peak_act = gpu.flops(act) * self.compute_efficiency                   # LM head, attention
         bandwidth = gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency
+        kv_base_bandwidth = bandwidth
+        bandwidth = bandwidth * q if q != 1.0 else bandwidth                  # the weight streams
 
         # seconds per unit of work, per GPU
         self._k_linear = model.linear_flops_per_token(False) / tp / peak_linear   # per scheduled token
@@ -180,7 +188,7 @@ class RooflineCostModel:
                 lambda tokens: (model.weight_read_bytes(wd, tp, tokens)
                                 + x * routed_expert_read_bytes(model, wd, tp, tokens)) / bandwidth)
         self._k_attn = model.attention_flops_per_position() / tp / peak_act       # per (query, key) pair
-        kv_bandwidth = bandwidth if kv_memory_efficiency is None else \
+        kv_bandwidth = kv_base_bandwidth if kv_memory_efficiency is None else \
             gpu.memory_bandwidth_bytes_per_s * self.kv_memory_efficiency
         self._k_kv = model.kv_bytes_per_token(self.kv_dtype, tp) / kv_bandwidth    # per KV token read/written
         if tp > 1:
@@ -338,7 +346,7 @@ class RooflineCostModel:
             "request_path_jitter_s": self.request_path_jitter_s,
             "moe_expert_efficiency": self.moe_expert_efficiency, "kv_memory_efficiency": self.kv_memory_efficiency,
             "moe_expert_compute_efficiency": self.moe_expert_compute_efficiency,
-            "layer_overhead_s": self.layer_overhead_s,
+            "layer_overhead_s": self.layer_overhead_s, "quant_weight_efficiency": self.quant_weight_efficiency,
         }
 
     def __repr__(self) -> str:
