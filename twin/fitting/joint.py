@@ -181,7 +181,11 @@ def parameter_table(fold: FoldResult) -> list[tuple[str, str, str, str]]:
     for name, status in fold.identification.items():
         p = PARAMETERS_BY_NAME[name]
         value = fold.params.get(name)
-        v = f"{p.from_model(value):.4g} {p.unit}" if value is not None else f"{p.prior:.4g} {p.unit} (prior)"
+        if value is None:      # held: the embedded default it keeps (a scoped one falls back to the unscoped)
+            value = default_start((name,)).get(name)
+            v = f"{p.from_model(value):.4g} {p.unit} (prior)" if value is not None else "-"
+        else:
+            v = f"{p.from_model(value):.4g} {p.unit}"
         sd = fold.std.get(name)
         rows.append((name, v, f"{p.from_model(sd):.2g}" if sd is not None and math.isfinite(sd) else "-", status))
     return rows
