@@ -119,3 +119,24 @@ def test_layer_overhead_is_per_layer_per_step():
     s = step([1] * 4, [100] * 4)
     assert b.step_time_s(s) - a.step_time_s(s) == pytest.approx(80 * 5e-6, rel=1e-9)
     assert b.explain(s)["overhead_s"] - a.explain(s)["overhead_s"] == pytest.approx(80 * 5e-6, rel=1e-9)
+
+
+def test_quantized_weight_efficiency_slows_quantized_gemms_only():
+    s = step([1] * 8, [100] * 8)
+    f8 = [RooflineCostModel("llama-3.1-70b", "H100-SXM", tensor_parallel_size=4, weight_dtype="fp8",
+                            kv_dtype="fp8", quant_weight_efficiency=q) for q in (1.0, 0.5)]
+    bf = [RooflineCostModel("llama-3.1-70b", "H100-SXM", tensor_parallel_size=4, quant_weight_efficiency=q)
+          for q in (1.0, 0.5)]
+    assert bf[0].step_time_s(s) == bf[1].step_time_s(s)
+    assert f8[1].explain(s)["weight_read_s"] + f8[1].explain(s)["linear_compute_s"] == pytest.approx(
+        2 * (f8[0].explain(s)["weight_read_s"] + f8[0].explain(s)["linear_compute_s"]), rel=0.02)
+    assert f8[1].explain(s)["kv_read_s"] == f8[0].explain(s)["kv_read_s"]
+
+
+def test_weight_format_scopes():
+    class Pool:
+        weight_dtype = "fp8"
+    dep = _Dep("H100-SXM", True)
+    dep.kv_pool = Pool()
+    assert params_for({"quant_weight_efficiency@fp8": 0.7, "quant_weight_efficiency@int4": 0.5}, dep) == \
+        {"quant_weight_efficiency": 0.7}

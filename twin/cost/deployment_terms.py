@@ -48,15 +48,18 @@ class AttentionTerms:
 
 
 def linear_seconds_per_token(model: ModelSpec, gpu: GpuSpec, formats: WeightFormats, tp: int,
-                             compute_efficiency: float) -> float:
+                             compute_efficiency: float, quant_efficiency: float = 1.0) -> float:
     """Seconds one scheduled token takes through the decoder's linear layers on one GPU (LM head apart),
-    each group at its format's tensor rate. Groups sharing a rate are summed before dividing."""
+    each group at its format's tensor rate (a quantized group's at ``quant_efficiency`` of it). Groups sharing
+    a rate are summed before dividing."""
     active = model.active_group_params()
     by_peak: dict[float, int] = {}
     for g in GROUPS:
         if g == "lm_head" or not active[g]:
             continue
         peak = gpu.flops(formats.compute_dtype(g)) * compute_efficiency
+        if quant_efficiency != 1.0 and getattr(formats, g) != formats.activation:
+            peak = peak * quant_efficiency
         by_peak[peak] = by_peak.get(peak, 0) + active[g]
     return sum(2 * params / tp / peak for peak, params in by_peak.items())
 

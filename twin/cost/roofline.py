@@ -49,8 +49,7 @@ import functools
 import math
 from operator import mul
 
-from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype,
-                                  normalize_weight_dtype, resolve_gpu, resolve_model)
+from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import StepShape
 from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
                                        linear_seconds_per_token, roofline_bounds, windowed_attention,
@@ -60,7 +59,7 @@ from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor, ro
                                  routed_expert_read_bytes)
 from twin.errors import TwinInputError
 from twin.hardware.parallel import ParallelLayout
-from twin.hardware.weight_formats import WeightFormats, resolve_formats
+from twin.hardware.weight_formats import resolve_formats
 
 # Defaults. The serving terms are fitted on real vLLM (V1, async scheduling, CUDA graphs) on one H100 SXM: 20
 # inference-perf runs of Llama-2-7B TP1, CodeLlama-34B TP2, Mixtral-8x7B TP2 and Llama-2-70B TP4 at 5-20 req/s
@@ -135,6 +134,7 @@ class RooflineCostModel:
         moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms: weight streams
         moe_expert_compute_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # ... and grouped-GEMM FLOPs
         layer_overhead_s: float = 0.0,                # per decoder layer per step (kernel latencies; s)
+        quant_weight_efficiency: float = 1.0,         # quantized GEMMs' rate vs 16-bit ones (dequant, scales)
         kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
     ) -> None:
@@ -142,14 +142,9 @@ class RooflineCostModel:
         self.gpu = gpu = resolve_gpu(gpu)
         model.check_tensor_parallel(tensor_parallel_size)
         tp = self.tensor_parallel_size = tensor_parallel_size
-        self.layout = layout = layout or ParallelLayout(tensor_parallel_size=tp)
-        if layout.tp != tp:
-            raise TwinInputError(f"layout.tensor_parallel_size = {layout.tp}: differs from tensor_parallel_size {tp}")
-        layout.check(model)
-        self.weight_formats = formats = resolve_formats(
-            weight_dtype if isinstance(weight_dtype, WeightFormats) else normalize_weight_dtype(weight_dtype))
-        # one name for the format: the uniform one, else the attention layers' (what a drafter's layers share)
-        self.weight_dtype = formats.attention
+        self.layout = layout = ParallelLayout.for_model(layout, tp, model)
+        self.weight_formats = formats = resolve_formats(weight_dtype)
+        self.weight_dtype = formats.attention      # one name: the uniform format, else the attention layers
         self.kv_dtype = normalize_dtype(kv_dtype, "kv_dtype")
         gen_memory, gen_compute = default_efficiencies(gpu)
         compute_efficiency = gen_compute if compute_efficiency is None else compute_efficiency
@@ -158,6 +153,7 @@ class RooflineCostModel:
         self.moe_expert_compute_efficiency = _check_fraction("moe_expert_compute_efficiency",
                                                              moe_expert_compute_efficiency)
         self.layer_overhead_s = _check_nonneg("layer_overhead_s", layer_overhead_s)
+        self.quant_weight_efficiency = _check_fraction("quant_weight_efficiency", quant_weight_efficiency)
         self.kv_memory_efficiency = _check_fraction(
             "kv_memory_efficiency", memory_efficiency if kv_memory_efficiency is None else kv_memory_efficiency)
         self.compute_efficiency = _check_fraction("compute_efficiency", compute_efficiency)
@@ -177,9 +173,13 @@ class RooflineCostModel:
         peak_act = gpu.flops(act) * self.compute_efficiency                   # LM head, attention
         bandwidth = gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency
         shards, dp = layout.moe_shards, layout.dp
+        # quantized GEMMs reach quant_weight_efficiency of 16-bit ones: their groups' FLOPs and the weight streams
+        q = self.quant_weight_efficiency if formats.is_quantized else 1.0
+        kv_base_bandwidth = bandwidth
+        bandwidth = bandwidth * q if q != 1.0 else bandwidth                  # the weight streams
 
         # seconds per unit of work, per GPU; each layer group on its format's path (W8A8, FP4 where the GPU has it)
-        self._k_linear = linear_seconds_per_token(model, gpu, formats, tp, self.compute_efficiency)
+        self._k_linear = linear_seconds_per_token(model, gpu, formats, tp, self.compute_efficiency, q)
         self._k_lm_head = 2.0 * model.lm_head_matmul_params / tp / peak_act       # per logit position
         self._t_weights = model.weight_read_bytes(formats, tp, moe_shards=shards) / bandwidth
         self._moe_weights_s = None if not model.is_moe else functools.lru_cache(maxsize=8192)(
@@ -189,7 +189,8 @@ class RooflineCostModel:
         moe_compute_extra = extra_factor(self.moe_expert_compute_efficiency) if model.is_moe else 0.0
         self._k_linear_dense_eff, self._moe_weights_dense_eff = self._k_linear, self._moe_weights_s
         if moe_compute_extra:     # the routed experts' GEMMs at a fraction of the dense ones' rate
-            peak_routed = gpu.flops(formats.compute_dtype("routed_experts")) * self.compute_efficiency
+            peak_routed = gpu.flops(formats.compute_dtype("routed_experts")) * self.compute_efficiency \
+                * (q if formats.routed_experts != act else 1.0)
             self._k_linear += moe_compute_extra * routed_expert_flops_per_token(model, tp) / peak_routed
         self._moe_any_extra = bool(self._moe_extra or moe_compute_extra)
         if self._moe_extra:
@@ -197,7 +198,7 @@ class RooflineCostModel:
             self._moe_weights_s = functools.lru_cache(maxsize=8192)(
                 lambda tokens: (model.weight_read_bytes(formats, tp, tokens, moe_shards=shards, moe_tokens=tokens * dp)
                                 + x * routed_expert_read_bytes(model, routed_format, shards, tokens * dp)) / bandwidth)
-        kv_bandwidth = bandwidth if kv_memory_efficiency is None else \
+        kv_bandwidth = kv_base_bandwidth if kv_memory_efficiency is None else \
             gpu.memory_bandwidth_bytes_per_s * self.kv_memory_efficiency
         at = self._attention = attention_terms(model, gpu, act, self.kv_dtype, tp, self.compute_efficiency,
                                                kv_bandwidth)
@@ -388,7 +389,7 @@ class RooflineCostModel:
             "request_path_jitter_s": self.request_path_jitter_s,
             "moe_expert_efficiency": self.moe_expert_efficiency, "kv_memory_efficiency": self.kv_memory_efficiency,
             "moe_expert_compute_efficiency": self.moe_expert_compute_efficiency,
-            "layer_overhead_s": self.layer_overhead_s,
+            "layer_overhead_s": self.layer_overhead_s, "quant_weight_efficiency": self.quant_weight_efficiency,
             **({} if self.weight_formats.is_uniform else {"weight_formats": self.weight_formats.as_dict()}),
             **({} if self.layout.is_trivial else {"layout": self.layout.as_dict()}),
         }

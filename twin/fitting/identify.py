@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from twin.cost.generations import gpu_generation
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.scoped import in_scope, split
 
@@ -30,18 +29,21 @@ def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence |
     """{name: why the runs cannot identify it} for those of ``names`` they cannot."""
     deps = list(deployments) if deployments is not None else _deployments(cases)
     held: dict[str, str] = {}
-    scoped_gens = {split(n)[1] for n in names if split(n)[1] not in (None, "sync")}
+    scopes_of: dict[str, list[str]] = {}
+    for n in names:
+        base, scope = split(n)
+        if scope is not None:
+            scopes_of.setdefault(base, []).append(scope)
 
-    def covered(case_dep, scope):
-        if scope is None:      # unscoped generation-dependent values hold where no scoped one overrides them
-            return gpu_generation(case_dep.gpu) not in scoped_gens
+    def covered(case_dep, base, scope):
+        if scope is None:      # an unscoped value holds where no scoped one of the same name overrides it
+            return not any(in_scope(s, case_dep) for s in scopes_of.get(base, ()))
         return in_scope(scope, case_dep)
 
     for name in names:
         base, scope = split(name)
-        mine = [(c, d) for c, d in zip(cases, deps) if covered(d, scope)] if (
-            scope is not None or base in ("memory_efficiency", "compute_efficiency")) else list(zip(cases, deps))
-        where = f" ({scope})" if scope else ""
+        mine = [(c, d) for c, d in zip(cases, deps) if covered(d, base, scope)]
+        where = f" ({scope})" if scope else (f" (outside {', '.join(scopes_of[base])})" if base in scopes_of else "")
         if not mine:
             held[name] = f"no run{where} in the data"
         elif base == "compute_efficiency" and not any(

@@ -35,7 +35,8 @@ from twin.fitting.silicon import SiliconCase, model_family, silicon_cases
 JOINT_NAMES: tuple[str, ...] = PARAMETER_NAMES + (
     "memory_efficiency@blackwell", "compute_efficiency@blackwell", "request_path_s@blackwell",
     "moe_expert_efficiency", "moe_expert_compute_efficiency", "layer_overhead_s", "kv_memory_efficiency",
-    "step_overhead_s@sync", "per_seq_overhead_s@sync")
+    "quant_weight_efficiency@fp8", "quant_weight_efficiency@int4", "step_overhead_s@sync",
+    "per_seq_overhead_s@sync")
 METRICS = (("mean_ttft_ms", "TTFT mean"), ("median_ttft_ms", "TTFT p50"), ("mean_tpot_ms", "TPOT"),
            ("mean_e2el_ms", "E2E mean"), ("request_throughput", "throughput"))
 SOURCE_INFERENCE_PERF = "inference-perf"
@@ -168,7 +169,8 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
               "allreduce_latency_s": r.ALLREDUCE_LATENCY_FAST_S, "memory_efficiency@blackwell": bw_mem,
               "compute_efficiency@blackwell": bw_comp, "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY,
               "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY, "layer_overhead_s": 0.0,
-              "kv_memory_efficiency": mem, "request_path_s@blackwell": r.DEFAULT_REQUEST_PATH_S, "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
+              "kv_memory_efficiency": mem, "request_path_s@blackwell": r.DEFAULT_REQUEST_PATH_S,
+              "quant_weight_efficiency@fp8": 1.0, "quant_weight_efficiency@int4": 1.0, "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
               "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S}
     return {n: values[n] for n in names if n in values}
 
@@ -179,7 +181,11 @@ def parameter_table(fold: FoldResult) -> list[tuple[str, str, str, str]]:
     for name, status in fold.identification.items():
         p = PARAMETERS_BY_NAME[name]
         value = fold.params.get(name)
-        v = f"{p.from_model(value):.4g} {p.unit}" if value is not None else f"{p.prior:.4g} {p.unit} (prior)"
+        if value is None:      # held: the embedded default it keeps (a scoped one falls back to the unscoped)
+            value = default_start((name,)).get(name)
+            v = f"{p.from_model(value):.4g} {p.unit} (prior)" if value is not None else "-"
+        else:
+            v = f"{p.from_model(value):.4g} {p.unit}"
         sd = fold.std.get(name)
         rows.append((name, v, f"{p.from_model(sd):.2g}" if sd is not None and math.isfinite(sd) else "-", status))
     return rows

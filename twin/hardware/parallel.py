@@ -88,6 +88,16 @@ class ParallelLayout:
     def is_trivial(self) -> bool:
         return self.pp == 1 and self.dp == 1 and not self.enable_expert_parallel
 
+    @classmethod
+    def for_model(cls, layout: "ParallelLayout | None", tensor_parallel_size: int, model: Any) -> "ParallelLayout":
+        """``layout`` (default: tensor parallelism only) checked against ``tensor_parallel_size`` and ``model``."""
+        layout = layout or cls(tensor_parallel_size=tensor_parallel_size)
+        if layout.tp != tensor_parallel_size:
+            raise TwinInputError(f"layout.tensor_parallel_size = {layout.tp}: differs from tensor_parallel_size "
+                                 f"{tensor_parallel_size}")
+        layout.check(model)
+        return layout
+
     def check(self, model: Any) -> None:
         model.check_tensor_parallel(self.tp)
         if self.enable_expert_parallel and not model.is_moe:

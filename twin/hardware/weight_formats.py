@@ -59,6 +59,12 @@ class WeightFormats:
         return len({self.attention, self.dense_mlp, self.routed_experts, self.shared_experts, self.router}) == 1
 
     @property
+    def is_quantized(self) -> bool:
+        """Any decoder layer group stored in a format other than the activation dtype."""
+        return any(getattr(self, g) != self.activation for g in ("attention", "dense_mlp", "routed_experts",
+                                                                 "shared_experts"))
+
+    @property
     def label(self) -> str:
         """A short name: the one format of a uniform layout, else ``group=format`` for the quantized groups."""
         if self.is_uniform and self.lm_head == self.activation:
