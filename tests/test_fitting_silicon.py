@@ -173,3 +173,17 @@ def test_a_row_simulates_and_lands_near_its_measurement():
     m = replay(case.run, case.target, {}).metrics
     for key in ("mean_ttft_ms", "mean_tpot_ms"):
         assert math.isfinite(m[key]) and 0.3 < m[key] / case.run.metrics[key] < 3.0, key
+
+
+def test_rows_without_a_published_client_compare_tpot_only_at_half_weight(tmp_path):
+    gap = {**BASE, "model_path": "Qwen/Qwen3-32B", "precision": "", "gemm_quant_mode": "", "moe_quant_mode": "",
+           "backend_version": "0.12.0", "isl": "1024", "osl": "128",
+           "silicon_data_source": "source_file=/x/aic-auto-gap-analysis/data/Qwen_Qwen3-32B.csv; silicon_concurrency=8"}
+    (row,) = read_silicon(_write(tmp_path, [gap]))
+    assert not row.published_client and not_expressible(row) is None
+    run = row_run(row, max_requests=None)
+    assert run.metrics == {"mean_tpot_ms": 20.0} and run.num_requests == 80
+    assert run.prompt_tokens.quantiles == ((0.0, 1024.0), (1.0, 1024.0))
+    assert run.server == {"vllm_version": "0.11"}          # vLLM 0.12's defaults: no async scheduling
+    (case,), skipped = silicon_cases(rows=[row])
+    assert case.weight == 0.5 and skipped == []

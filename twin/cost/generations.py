@@ -9,7 +9,9 @@ Fitted values (benchmarks/fit_defaults.py on ../shared/ground-truth; figures and
 docs/fidelity.md):
 * Hopper (H100/H200/H20): memory 0.978 (+/- 0.04), from the inference-perf H100 runs; compute 0.6, the prior
   (bf16 GEMMs on H100 run at ~600-700 of 989 dense TFLOP/s, measured prefill MFU ~50-60 %).
-* Blackwell (B200, ...): as Hopper unless a fit on B200 rows says otherwise (see ``GENERATION_DEFAULTS``).
+* Blackwell (B200, ...) and every other generation: Hopper's fractions. The joint fit over the B200 silicon rows
+  (``twin.fitting.joint``) finds bandwidth ~1.0 (weakly identified) and compute 0.24-0.58, but its held-out
+  figures are no better than these defaults' (docs/fidelity.md), so they are not adopted.
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ REFERENCE_GENERATION = "hopper"
 GENERATION_DEFAULTS: dict[str, tuple[float, float]] = {
     "hopper": (0.978, 0.6),
 }
-# which generations the shipped measurements identify (the others are held at the reference's values)
-IDENTIFIED_GENERATIONS: frozenset[str] = frozenset({"hopper"})
 
 
 def gpu_generation(gpu: GpuSpec | str) -> str:
