@@ -67,7 +67,7 @@ def test_decode_is_weight_bound_and_prefill_compute_bound(l8):
 
 def test_explain_sums_to_total(l8):
     keys = {"linear_compute_s", "attention_compute_s", "weight_read_s", "kv_read_s", "kv_write_s", "allreduce_s",
-            "overhead_s", "total_s"}
+            "overhead_s", "moe_expert_compute_extra_s", "moe_expert_read_extra_s", "total_s"}
     tp4 = RooflineCostModel("llama-3.1-70b", "H100-SXM", tensor_parallel_size=4)
     for cm, s in itertools.product([l8, tp4], [decode(1, 10), decode(64, 3000), step([4000], [0]),
                                                step([300, 1, 1, 4], [0, 50, 9000, 120], [0, 0, 0, 3])]):

@@ -8,7 +8,8 @@ import pytest
 
 from core_helpers import block_ids, free_ids, ids, make_sched, req, step
 from twin.core.request import RequestStatus
-from twin.core.vllm_versions import (NEWEST_VLLM_VERSION, VERSIONED_KNOBS, VLLM_RELEASES, default_limits,
+from twin.core.vllm_versions import (BEHAVIOURS, NEWEST_VLLM_VERSION, VERSIONED_KNOBS, VLLM_RELEASES,
+                                     default_block_size, default_limits, has_behaviour, parse_vllm_version,
                                      vllm_release)
 from twin.errors import TwinInputError
 from twin.scenario import Scenario
@@ -115,9 +116,30 @@ def test_prefix_cache_counters(at_admission, lookups, queries, hits):
 def test_release_lookup_and_patch_levels():
     assert vllm_release("0.19.1") is VLLM_RELEASES["0.19"]
     assert vllm_release("v0.28.0") is VLLM_RELEASES["0.28"]
-    for bad in ("0.9", "1.0", "latest", "0.19.x"):
+    for bad in ("0.7.3", "latest", "0.19.x", "0.2", "nightly build"):
         with pytest.raises(ValueError, match="not a modelled vLLM release"):
             vllm_release(bad)
+
+
+@pytest.mark.parametrize("version, row", [
+    ("0.10.2", "0.11"), ("0.9", "0.11"), ("0.13.0", "0.11"), ("0.15.1", "0.14"), ("0.16.0", "0.14"),
+    ("0.17.0", "0.14"), ("0.18.0", "0.14"), ("v0.19.0-cu130", "0.19"), ("0.19.0", "0.19"), ("0.20.1rc1", "0.19"),
+    ("0.27.2", "0.19"), ("0.28.1", "0.28"), ("nightly", "0.28"), ("nightly-5b8c30d62b754b57", "0.28"),
+])
+def test_any_release_string_takes_every_behaviour_of_its_release(version, row):
+    assert vllm_release(version) == VLLM_RELEASES[row]
+    key = parse_vllm_version(version)
+    for behaviour, since in BEHAVIOURS.items():
+        assert has_behaviour(version, behaviour) is (key >= since)
+
+
+def test_default_block_size_by_backend():
+    # 16 unless an MLA backend forces its own: FlashMLA (Hopper) 64; Blackwell CUTLASS MLA 128, FlashInfer MLA 64
+    assert default_block_size("0.19", False, False, True) == 16
+    assert default_block_size("0.19", True, False, False) == 64
+    assert default_block_size("0.11.2", True, False, True) == 128
+    assert default_block_size("0.12.0", True, False, True) == 64
+    assert default_block_size("0.11.0", True, True, True) == 64       # sparse MLA (DeepSeek-V3.2)
 
 
 @pytest.mark.parametrize("version, large, entrypoint, limits", [
@@ -182,12 +204,12 @@ def test_async_default_skips_unsupported_speculative_methods():
     assert _sched_config({"vllm_version": "0.11"}, spec=eagle).async_scheduling is False
 
 
-@pytest.mark.parametrize("value", ["0.9", "0.2", "latest"])
+@pytest.mark.parametrize("value", ["0.7", "0.2", "latest"])
 def test_unknown_version_is_one_line_naming_the_field(value):
     with pytest.raises(TwinInputError) as err:
         _sched_config({"vllm_version": value})
     msg = str(err.value)
-    assert "\n" not in msg and "server.vllm_version" in msg and "0.11, 0.14, 0.19, 0.28" in msg
+    assert "\n" not in msg and "server.vllm_version" in msg and "releases from 0.8" in msg and "nightly" in msg
 
 
 # ---- a fully cached prompt's first step padded to 1 + k (pad_spec_decode_first_step) ----------------------

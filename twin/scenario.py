@@ -17,6 +17,8 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from twin.errors import TwinInputError, did_you_mean
 from twin.core.scheduler_config import SchedulerKnobs
 from twin.core.vllm_versions import NEWEST_VLLM_VERSION, vllm_release
+from twin.hardware.quant import normalize_weight_dtype
+from twin.hardware.weight_formats import WeightFormats
 from twin.yaml_input import parse_yaml, read_text
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig
@@ -50,7 +52,8 @@ class ReplicaGroup(StrictModel):
     @classmethod
     def _shared_fields(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            for key in ("model", "router", "weight_dtype", "kv_dtype", "groups"):
+            for key in ("model", "router", "weight_dtype", "kv_dtype", "groups", "weight_formats",
+                        "data_parallel_size", "pipeline_parallel_size", "enable_expert_parallel"):
                 if key in data:
                     raise ValueError(f".{key}: every group shares deployment.{key}; a group sets only "
                                      f"{', '.join(cls.model_fields)}")
@@ -68,8 +71,16 @@ class DeploymentConfig(StrictModel):
     model: str = "llama-3.1-8b"
     tensor_parallel_size: int = Field(1, ge=1, le=64)
     replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
-    weight_dtype: Literal["bf16", "fp16", "fp8", "fp32", "int8", "int4", "awq", "gptq", "nf4", "bnb-4bit"] = "bf16"
+    # "auto": the checkpoint's formats (the model's quantization_config), bf16 for a plain checkpoint; a format
+    # name puts every decoder linear layer in it; weight_formats then overrides single layer groups
+    weight_dtype: str = "auto"
+    weight_formats: dict[str, str] | None = None
     kv_dtype: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
+    # vLLM's parallel layout per server (twin.hardware.parallel): GPUs per replica = tp x pp x dp
+    pipeline_parallel_size: int = Field(1, ge=1, le=64)
+    data_parallel_size: int = Field(1, ge=1, le=1024)
+    enable_expert_parallel: bool = False
+    all2all_backend: Literal["allgather_reducescatter", "naive", "deepep"] = "allgather_reducescatter"
     router: Literal["round_robin", "least_outstanding", "least_kv_usage", "prefix_affinity",
                     "kv_cache_aware"] = "round_robin"
     groups: list[ReplicaGroup] | None = None
@@ -101,6 +112,26 @@ class DeploymentConfig(StrictModel):
             raise ValueError(f".groups: {total} replicas in all; at most {MAX_REPLICAS}")
         return {**data, "groups": filled, "replicas": total}
 
+    @field_validator("weight_dtype", mode="before")
+    @classmethod
+    def _weight_dtype(cls, value: Any) -> str:
+        if str(value).strip().lower() == "auto":
+            return "auto"
+        try:
+            return normalize_weight_dtype(value, "weight_dtype")
+        except TwinInputError as exc:
+            raise ValueError(str(exc).split(": ", 1)[1]) from None
+
+    @field_validator("weight_formats", mode="before")
+    @classmethod
+    def _weight_formats(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            try:
+                WeightFormats().with_groups(value, "weight_formats")
+            except TwinInputError as exc:
+                raise ValueError(str(exc).split("weight_formats", 1)[1]) from None
+        return value
+
     @model_validator(mode="after")
     def _check_groups(self) -> "DeploymentConfig":
         names: dict[str, int] = {}
@@ -123,6 +154,8 @@ class ServerConfig(StrictModel, SchedulerKnobs):
     max_model_len: int | None = Field(None, ge=2)
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
     num_gpu_blocks_override: int | None = Field(None, ge=2)
+    # None: vLLM's default for the release, model and GPU (16; MLA backends force 64 or 128)
+    block_size: int | None = Field(None, ge=1, le=1024)
     # the vLLM release whose behaviours and defaults to model (twin.core.vllm_versions); the knobs below left
     # None take that release's default
     vllm_version: str = NEWEST_VLLM_VERSION
@@ -360,8 +393,7 @@ def resolve_scenario_path(path: str | Path) -> Path:
     for candidate in (scenarios_dir() / p, scenarios_dir() / f"{p}.yaml"):
         if candidate.exists():
             return candidate
-    names = [s.stem for s in list_scenarios()]
-    hint = did_you_mean(Path(path).stem, names)
+    hint = did_you_mean(p.stem, names := [s.stem for s in list_scenarios()])
     if hint:   # one suggestion rather than every name
         raise TwinInputError(f"{path}: no such scenario file or bundled scenario{hint} (twin list scenarios lists "
                              f"all {len(names)})")

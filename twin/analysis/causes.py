@@ -231,8 +231,10 @@ def roofline_of(deployment: Any) -> Any:
     from twin.cost.roofline import RooflineCostModel
 
     pool = deployment.kv_pool
+    formats = getattr(deployment, "weight_formats", None)      # per layer group (a label is not a format)
     return RooflineCostModel(deployment.model, deployment.gpu, tensor_parallel_size=pool.tensor_parallel_size,
-                             weight_dtype=pool.weight_dtype, kv_dtype=pool.kv_dtype)
+                             weight_dtype=formats or pool.weight_dtype, kv_dtype=pool.kv_dtype,
+                             layout=getattr(deployment, "layout", None))
 
 
 def step_split(result: SimResult, cost_model: Any) -> StepSplit | None:

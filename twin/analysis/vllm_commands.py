@@ -43,6 +43,12 @@ def serve_command(body: ScenarioBody, deployment: Any) -> str:
     parts = ["vllm", "serve", model_id(body, deployment)]
     if dep.tensor_parallel_size > 1:
         parts += ["--tensor-parallel-size", str(dep.tensor_parallel_size)]
+    if dep.pipeline_parallel_size > 1:
+        parts += ["--pipeline-parallel-size", str(dep.pipeline_parallel_size)]
+    if dep.data_parallel_size > 1:
+        parts += ["--data-parallel-size", str(dep.data_parallel_size)]
+    if dep.enable_expert_parallel:
+        parts.append("--enable-expert-parallel")
     parts += ["--max-num-seqs", str(sc.max_num_seqs), "--max-num-batched-tokens", str(sc.max_num_batched_tokens)]
     if body.server.max_model_len is not None:
         parts += ["--max-model-len", str(sc.max_model_len)]

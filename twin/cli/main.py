@@ -182,10 +182,14 @@ def _headline_parts(run: dict[str, Any]) -> list[str]:
 
 def _deployment_parts(body: Any, dep: Any) -> list[str]:
     sc = dep.scheduler_config
-    return [f"{body.deployment.replicas}x{body.deployment.tensor_parallel_size} {dep.gpu.name}", sc.scheduler,
+    d = body.deployment
+    layout = "".join(f"x{k}{v}" for k, v in (("pp", d.pipeline_parallel_size), ("dp", d.data_parallel_size))
+                     if v > 1) + ("+ep" if d.enable_expert_parallel else "")
+    per_rank = f" per DP rank (x{d.data_parallel_size})" if d.data_parallel_size > 1 else ""
+    return [f"{d.replicas}x{d.tensor_parallel_size}{layout} {dep.gpu.name}", sc.scheduler,
             f"max_num_seqs={sc.max_num_seqs}", f"max_num_batched_tokens={sc.max_num_batched_tokens}",
             f"prefix_caching={'on' if sc.enable_prefix_caching else 'off'}",
-            f"KV pool {dep.kv_pool.capacity_tokens:,} tokens"]
+            f"KV pool {dep.kv_pool.capacity_tokens:,} tokens{per_rank}"]
 
 
 def _print_headlines(runs: dict[str, dict[str, Any]]) -> None:

@@ -28,6 +28,8 @@ from twin.cost.profile_file import resolve_profile_path
 from twin.cost.server_profile import is_server_profile, server_profile_cost_model
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
+from twin.hardware.parallel import ParallelLayout
+from twin.hardware.weight_formats import WeightFormats
 
 Builder = Callable[[ModelSpec, GpuSpec, int, str, str, dict[str, Any]], CostModel]
 
@@ -41,14 +43,14 @@ def _check_params(kind: str, params: Mapping[str, Any], allowed: Sequence[str]) 
 
 _ROOFLINE_PARAMS = tuple(
     p for p in inspect.signature(RooflineCostModel.__init__).parameters
-    if p not in ("self", "model", "gpu", "tensor_parallel_size", "weight_dtype", "kv_dtype"))
+    if p not in ("self", "model", "gpu", "tensor_parallel_size", "weight_dtype", "kv_dtype", "layout"))
 
 
 def _build_roofline(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, kv_dtype: str,
-                    params: dict[str, Any]) -> CostModel:
+                    params: dict[str, Any], layout: ParallelLayout | None = None) -> CostModel:
     _check_params("roofline", params, _ROOFLINE_PARAMS)
     return RooflineCostModel(model, gpu, tensor_parallel_size=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                             **params)
+                             layout=layout, **params)
 
 
 def _build_constant(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, kv_dtype: str,
@@ -60,9 +62,10 @@ def _build_constant(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, 
     return ConstantCostModel(**params)
 
 
-def _build_profile(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, kv_dtype: str,
-                   params: dict[str, Any]) -> CostModel:
-    """An engine profile (``twin calibrate``) or a server profile (``twin calibrate --from-results``)."""
+def _build_profile(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: Any, kv_dtype: str,
+                   params: dict[str, Any], layout: ParallelLayout | None = None) -> CostModel:
+    """An engine profile (``twin calibrate``) or a server profile (``twin calibrate --from-results``; a fitted
+    roofline, so it takes the weight formats per layer group and the parallel layout)."""
     path = params.get("path")
     if path and set(params) == {"path"}:
         resolved = resolve_profile_path(path)
@@ -71,7 +74,13 @@ def _build_profile(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str, k
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             doc = None      # the engine-profile reader gives the precise one-line error
         if is_server_profile(doc):
-            return server_profile_cost_model(doc, f"profile {resolved}", model, gpu, tp, weight_dtype, kv_dtype)
+            return server_profile_cost_model(doc, f"profile {resolved}", model, gpu, tp, weight_dtype, kv_dtype,
+                                             layout)
+    if layout is not None and not layout.is_trivial:
+        raise TwinInputError("cost_model.kind: a calibrated engine profile does not model data, pipeline or expert "
+                             "parallelism; use kind roofline (or a server profile) for such a layout")
+    if isinstance(weight_dtype, WeightFormats):
+        weight_dtype = weight_dtype.attention     # an engine profile takes one format name
     return build_profile_cost_model(model, gpu, tp, weight_dtype, kv_dtype, params)
 
 
@@ -99,9 +108,11 @@ def _dtypes(dtypes: Mapping[str, str] | Sequence[str] | str | None) -> tuple[str
             raise TwinInputError(f"dtypes: unknown key {sorted(unknown)[0]!r}; allowed: weight_dtype, kv_dtype")
         w = dtypes.get("weight_dtype", dtypes.get("weight", dtypes.get("dtype", "bf16")))
         kv = dtypes.get("kv_dtype", dtypes.get("kv", dtypes.get("kv_cache_dtype", "auto")))
-        w = normalize_weight_dtype(w)
+        if not isinstance(w, WeightFormats):
+            w = normalize_weight_dtype(w)
         # vLLM's kv_cache_dtype "auto" means: the model's dtype (the activation dtype for quantized weights)
-        kv = activation_dtype(w) if str(kv).lower() == "auto" else normalize_dtype(kv, "kv_dtype")
+        act = w.activation if isinstance(w, WeightFormats) else activation_dtype(w)
+        kv = act if str(kv).lower() == "auto" else normalize_dtype(kv, "kv_dtype")
         return w, kv
     w, kv = dtypes
     return normalize_weight_dtype(w), normalize_dtype(kv, "kv_dtype")
@@ -114,6 +125,7 @@ def build_cost_model(
     tp: int = 1,
     dtypes: Mapping[str, str] | Sequence[str] | str | None = None,
     params: Mapping[str, Any] | None = None,
+    layout: ParallelLayout | None = None,
 ) -> CostModel:
     """A cost model of `kind` ("roofline", "constant", or a registered kind) for the deployment.
 
@@ -125,4 +137,12 @@ def build_cost_model(
         raise TwinInputError(f"cost_model.kind: unknown kind {kind!r}; allowed: {', '.join(COST_MODEL_BUILDERS)}")
     params = dict(params or {})
     weight_dtype, kv_dtype = _dtypes(dtypes)
-    return COST_MODEL_BUILDERS[key](resolve_model(model), resolve_gpu(gpu), tp, weight_dtype, kv_dtype, params)
+    builder = COST_MODEL_BUILDERS[key]
+    if layout is not None and not layout.is_trivial:
+        if "layout" not in inspect.signature(builder).parameters:
+            raise TwinInputError(f"cost_model.kind: {kind!r} does not model data, pipeline or expert parallelism; "
+                                 f"use kind roofline for such a layout")
+        return builder(resolve_model(model), resolve_gpu(gpu), tp, weight_dtype, kv_dtype, params, layout=layout)
+    if isinstance(weight_dtype, WeightFormats) and "layout" not in inspect.signature(builder).parameters:
+        weight_dtype = weight_dtype.attention     # kinds without formats and layouts take one format name
+    return builder(resolve_model(model), resolve_gpu(gpu), tp, weight_dtype, kv_dtype, params)

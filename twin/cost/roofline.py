@@ -36,6 +36,9 @@ Kernels run one after another, so the step time is the sum of those parts. ``exp
 ``max(compute, memory)`` into the compute time and the *exposed* memory time beyond it (0 when compute-bound),
 so its components add up to the total.
 
+Formats per layer group, MLA, sliding windows, sinks, a sparse indexer and data/expert parallelism (the MoE
+dispatch and combine, ``moe_all2all_s``): ``twin.cost.deployment_terms``.
+
 Efficiencies (``compute_efficiency``, ``memory_efficiency``) turn datasheet peaks into what kernels reach; a
 calibrated profile replaces them and the overheads with fitted values.
 """
@@ -46,10 +49,17 @@ import functools
 import math
 from operator import mul
 
-from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, compute_dtype, normalize_dtype,
-                                  normalize_weight_dtype, resolve_gpu, resolve_model)
+from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import StepShape
+from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
+                                       linear_seconds_per_token, roofline_bounds, windowed_attention,
+                                       windowed_step_time)
+from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
+from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor, routed_expert_flops_per_token,
+                                 routed_expert_read_bytes)
 from twin.errors import TwinInputError
+from twin.hardware.parallel import ParallelLayout
+from twin.hardware.weight_formats import resolve_formats
 
 # Defaults. The serving terms are fitted on real vLLM (V1, async scheduling, CUDA graphs) on one H100 SXM: 20
 # inference-perf runs of Llama-2-7B TP1, CodeLlama-34B TP2, Mixtral-8x7B TP2 and Llama-2-70B TP4 at 5-20 req/s
@@ -69,8 +79,8 @@ from twin.errors import TwinInputError
 #   synchronisation of tensor parallelism. Over PCIe the same ratio as NCCL's small-message latencies (PCIe ~25
 #   us vs NVLink ~8 us) gives 77 us. Interconnect efficiency 0.75 of one direction's bandwidth (NCCL bus
 #   bandwidth on 8x H100 ~ 350 of 450 GB/s per direction).
-DEFAULT_COMPUTE_EFFICIENCY = 0.6
-DEFAULT_MEMORY_EFFICIENCY = 0.978
+# (the Hopper efficiencies; other generations' are in twin.cost.generations)
+DEFAULT_MEMORY_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY = GENERATION_DEFAULTS[REFERENCE_GENERATION]
 DEFAULT_STEP_OVERHEAD_S = 1.74e-3
 DEFAULT_PER_SEQ_OVERHEAD_S = 18.7e-6
 DEFAULT_INTERCONNECT_EFFICIENCY = 0.75
@@ -111,8 +121,8 @@ class RooflineCostModel:
         tensor_parallel_size: int = 1,
         weight_dtype: str = "bf16",
         kv_dtype: str = "bf16",
-        compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
-        memory_efficiency: float = DEFAULT_MEMORY_EFFICIENCY,
+        compute_efficiency: float | None = None,      # None: the GPU generation's (twin.cost.generations)
+        memory_efficiency: float | None = None,
         step_overhead_s: float = DEFAULT_STEP_OVERHEAD_S,
         per_seq_overhead_s: float = DEFAULT_PER_SEQ_OVERHEAD_S,
         allreduce_latency_s: float | None = None,
@@ -121,13 +131,31 @@ class RooflineCostModel:
         per_token_overhead_s: float = DEFAULT_PER_TOKEN_OVERHEAD_S,
         request_path_s: float = DEFAULT_REQUEST_PATH_S,
         request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
+        moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms: weight streams
+        moe_expert_compute_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # ... and grouped-GEMM FLOPs
+        layer_overhead_s: float = 0.0,                # per decoder layer per step (kernel latencies; s)
+        quant_weight_efficiency: float = 1.0,         # quantized GEMMs' rate vs 16-bit ones (dequant, scales)
+        kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
+        layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
         model.check_tensor_parallel(tensor_parallel_size)
         tp = self.tensor_parallel_size = tensor_parallel_size
-        self.weight_dtype = wd = normalize_weight_dtype(weight_dtype)
+        self.layout = layout = ParallelLayout.for_model(layout, tp, model)
+        self.weight_formats = formats = resolve_formats(weight_dtype)
+        self.weight_dtype = formats.attention      # one name: the uniform format, else the attention layers
         self.kv_dtype = normalize_dtype(kv_dtype, "kv_dtype")
+        gen_memory, gen_compute = default_efficiencies(gpu)
+        compute_efficiency = gen_compute if compute_efficiency is None else compute_efficiency
+        memory_efficiency = gen_memory if memory_efficiency is None else memory_efficiency
+        self.moe_expert_efficiency = _check_fraction("moe_expert_efficiency", moe_expert_efficiency)
+        self.moe_expert_compute_efficiency = _check_fraction("moe_expert_compute_efficiency",
+                                                             moe_expert_compute_efficiency)
+        self.layer_overhead_s = _check_nonneg("layer_overhead_s", layer_overhead_s)
+        self.quant_weight_efficiency = _check_fraction("quant_weight_efficiency", quant_weight_efficiency)
+        self.kv_memory_efficiency = _check_fraction(
+            "kv_memory_efficiency", memory_efficiency if kv_memory_efficiency is None else kv_memory_efficiency)
         self.compute_efficiency = _check_fraction("compute_efficiency", compute_efficiency)
         self.memory_efficiency = _check_fraction("memory_efficiency", memory_efficiency)
         self.interconnect_efficiency = _check_fraction("interconnect_efficiency", interconnect_efficiency)
@@ -141,19 +169,46 @@ class RooflineCostModel:
             allreduce_latency_s = default_allreduce_latency_s(gpu)
         self.allreduce_latency_s = _check_nonneg("allreduce_latency_s", allreduce_latency_s)
 
-        act = activation_dtype(self.weight_dtype)
-        peak_linear = gpu.flops(compute_dtype(wd)) * self.compute_efficiency   # W8A8 where the GPU has it
+        act = formats.activation
         peak_act = gpu.flops(act) * self.compute_efficiency                   # LM head, attention
         bandwidth = gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency
+        shards, dp = layout.moe_shards, layout.dp
+        # quantized GEMMs reach quant_weight_efficiency of 16-bit ones: their groups' FLOPs and the weight streams
+        q = self.quant_weight_efficiency if formats.is_quantized else 1.0
+        kv_base_bandwidth = bandwidth
+        bandwidth = bandwidth * q if q != 1.0 else bandwidth                  # the weight streams
 
-        # seconds per unit of work, per GPU
-        self._k_linear = model.linear_flops_per_token(False) / tp / peak_linear   # per scheduled token
+        # seconds per unit of work, per GPU; each layer group on its format's path (W8A8, FP4 where the GPU has it)
+        self._k_linear = linear_seconds_per_token(model, gpu, formats, tp, self.compute_efficiency, q)
         self._k_lm_head = 2.0 * model.lm_head_matmul_params / tp / peak_act       # per logit position
-        self._t_weights = model.weight_read_bytes(wd, tp) / bandwidth
+        self._t_weights = model.weight_read_bytes(formats, tp, moe_shards=shards) / bandwidth
         self._moe_weights_s = None if not model.is_moe else functools.lru_cache(maxsize=8192)(
-            lambda tokens: model.weight_read_bytes(wd, tp, tokens) / bandwidth)     # MoE: by the step's tokens
-        self._k_attn = model.attention_flops_per_position() / tp / peak_act       # per (query, key) pair
-        self._k_kv = model.kv_bytes_per_token(self.kv_dtype, tp) / bandwidth       # per KV token read/written
+            lambda tokens: model.weight_read_bytes(formats, tp, tokens, moe_shards=shards, moe_tokens=tokens * dp)
+            / bandwidth)     # MoE: by the step's tokens (every DP rank's reach the shared experts' GPUs)
+        self._moe_extra = extra_factor(self.moe_expert_efficiency) if model.is_moe else 0.0
+        moe_compute_extra = extra_factor(self.moe_expert_compute_efficiency) if model.is_moe else 0.0
+        self._k_linear_dense_eff, self._moe_weights_dense_eff = self._k_linear, self._moe_weights_s
+        if moe_compute_extra:     # the routed experts' GEMMs at a fraction of the dense ones' rate
+            peak_routed = gpu.flops(formats.compute_dtype("routed_experts")) * self.compute_efficiency \
+                * (q if formats.routed_experts != act else 1.0)
+            self._k_linear += moe_compute_extra * routed_expert_flops_per_token(model, tp) / peak_routed
+        self._moe_any_extra = bool(self._moe_extra or moe_compute_extra)
+        if self._moe_extra:
+            x, routed_format = self._moe_extra, formats.routed_experts
+            self._moe_weights_s = functools.lru_cache(maxsize=8192)(
+                lambda tokens: (model.weight_read_bytes(formats, tp, tokens, moe_shards=shards, moe_tokens=tokens * dp)
+                                + x * routed_expert_read_bytes(model, routed_format, shards, tokens * dp)) / bandwidth)
+        kv_bandwidth = kv_base_bandwidth if kv_memory_efficiency is None else \
+            gpu.memory_bandwidth_bytes_per_s * self.kv_memory_efficiency
+        at = self._attention = attention_terms(model, gpu, act, self.kv_dtype, tp, self.compute_efficiency,
+                                               kv_bandwidth)
+        self._k_attn = at.k_attn_decode                                            # per (query, key) pair
+        self._k_attn_mixed = at.k_attn_mixed                                       # MLA prefill: expanded form
+        self._k_kv = at.k_kv                                                       # per KV token read/written
+        self._window = at.window
+        self._k_kv_write = at.k_kv + at.k_sink                                     # KV write (+ sink logits)
+        if at.window:         # windowed / top-k layers: their own step time (keeps the plain path unchanged)
+            self.step_time_from_sums = functools.partial(windowed_step_time, self)
         if tp > 1:
             link = gpu.interconnect_bytes_per_s / 2.0 * self.interconnect_efficiency   # one direction
             n_allreduce = 2 * model.num_hidden_layers
@@ -163,8 +218,16 @@ class RooflineCostModel:
         else:
             self._t_allreduce = 0.0
             self._k_allreduce = 0.0
+        if allreduce_latency_s == default_allreduce_latency_s(gpu) and layout.moe_shards > gpu.nvlink_domain_gpus:
+            a2a_latency = ALLREDUCE_LATENCY_PCIE_S                 # across domains: the network's latency (prior)
+        else:
+            a2a_latency = self.allreduce_latency_s
+        self._t_a2a, self._k_a2a = moe_collective_terms(model, gpu, layout, act, self.interconnect_efficiency,
+                                                        a2a_latency)
+        self._t_allreduce += self._t_a2a     # folded into one term on the hot path; explain() splits them
+        self._k_allreduce += self._k_a2a
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
-        self._t_step = self.step_overhead_s
+        self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers
         self._k_seq = self.per_seq_overhead_s
         self._k_tok = self.per_token_overhead_s
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
@@ -190,17 +253,18 @@ class RooflineCostModel:
             return 0.0
         if tokens == n_seqs == new_squared:              # pure decode
             pairs = context + tokens                     # sum(c + 1)
+            attention = self._k_attn * pairs
         else:
             pairs = new_x_context + 0.5 * (new_squared + tokens)
+            attention = self._k_attn_mixed * pairs       # MLA: the expanded (prefill) form
         linear = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * (n_seqs + spec_tokens)
         t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(tokens)
         if linear < t_weights:
             linear = t_weights
-        attention = self._k_attn * pairs
         kv_read = self._k_kv * (context + tokens)
         if attention < kv_read:
             attention = kv_read
-        return (linear + attention + self._k_kv * tokens + (self._t_allreduce + self._k_allreduce * tokens)
+        return (linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce * tokens)
                 + (self._t_step + self._k_seq * n_seqs + self._k_tok * tokens))
 
     def decode_step_times_s(self, n_seqs: int, context: int, num_steps: int) -> list[float]:
@@ -210,6 +274,9 @@ class RooflineCostModel:
         read terms is the one with the larger coefficient at every step: rounding a product is monotone.)"""
         if not n_seqs:
             return [0.0] * num_steps
+        if self._window:      # the windowed layers' work stops growing with the context: step by step
+            return [self.step_time_from_sums(n_seqs, n_seqs, context + i * n_seqs, 0, n_seqs, 0)
+                    for i in range(num_steps)]
         linear, k_pairs, kv_write, allreduce, overhead = (self._decode_terms.get(n_seqs)
                                                           or self._decode_terms_of(n_seqs))
         first = context + n_seqs
@@ -224,7 +291,7 @@ class RooflineCostModel:
         if linear < t_weights:
             linear = t_weights
         k_pairs = self._k_attn if self._k_attn > self._k_kv else self._k_kv   # per (context + new) token
-        terms = self._decode_terms[n_seqs] = (linear, k_pairs, self._k_kv * n_seqs,
+        terms = self._decode_terms[n_seqs] = (linear, k_pairs, self._k_kv_write * n_seqs,
                                               self._t_allreduce + self._k_allreduce * n_seqs,
                                               self._t_step + self._k_seq * n_seqs + self._k_tok * n_seqs)
         return terms
@@ -244,8 +311,17 @@ class RooflineCostModel:
             t_weights = np.array([self._moe_weights_s(int(t)) for t in unique])[inverse]
         linear = np.maximum(self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * np.asarray(logits),
                             t_weights)
-        attention = np.maximum(self._k_attn * np.asarray(pairs), self._k_kv * (np.asarray(context) + tokens))
-        return (linear + attention + self._k_kv * tokens + (self._t_allreduce + self._k_allreduce * tokens)
+        seqs_a, pairs_a, kv_tokens = np.asarray(seqs), np.asarray(pairs), np.asarray(context) + tokens
+        k_attn = np.where(tokens > seqs_a, self._k_attn_mixed, self._k_attn)
+        if self._window:
+            at, w = self._attention, self._window
+            k_full = np.where(tokens > seqs_a, at.k_attn_mixed, at.k_attn_decode)
+            attn_c = (k_full * pairs_a + at.k_attn_win * np.minimum(tokens * w, pairs_a) + at.k_index * pairs_a)
+            kv_r = at.k_kv_full * kv_tokens + at.k_kv_win * np.minimum(seqs_a * w + tokens, kv_tokens)
+            attention = np.maximum(attn_c, kv_r)
+        else:
+            attention = np.maximum(k_attn * pairs_a, self._k_kv * kv_tokens)
+        return (linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce * tokens)
                 + (self._t_step + self._k_seq * np.asarray(seqs) + self._k_tok * tokens))
 
     # ------------------------------------------------------------------------------------------------ reports
@@ -254,40 +330,52 @@ class RooflineCostModel:
         cc = list(step.num_computed_before)
         n_seqs = len(nn)
         parts = dict.fromkeys(("linear_compute_s", "attention_compute_s", "weight_read_s", "kv_read_s",
-                               "kv_write_s", "allreduce_s", "overhead_s"), 0.0)
+                               "kv_write_s", "allreduce_s", "overhead_s", "moe_expert_compute_extra_s",
+                               "moe_expert_read_extra_s"), 0.0)
         if n_seqs:
             tokens = sum(nn)
             pairs = sum(map(mul, nn, cc)) + 0.5 * (sum(map(mul, nn, nn)) + tokens)
-            lin_c = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * (n_seqs + sum(step.num_spec_tokens))
-            attn_c = self._k_attn * pairs
-            kv_r = self._k_kv * (sum(cc) + tokens)
+            logits = n_seqs + sum(step.num_spec_tokens)
+            lin_c = self._k_linear_dense_eff * tokens + self._k_linear_dense_eff * self.gemm_half_tokens \
+                + self._k_lm_head * logits
+            w1 = self._t_weights if self._moe_weights_s is None else self._moe_weights_dense_eff(tokens)
+            if self._moe_any_extra:   # the expert GEMMs' time beyond dense efficiency, on the side that binds
+                c_eff = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * logits
+                w_eff = self._moe_weights_s(tokens)
+                extra = max(c_eff, w_eff) - max(lin_c, w1)
+                parts["moe_expert_compute_extra_s" if c_eff >= w_eff else "moe_expert_read_extra_s"] = extra
+            if self._window:
+                attn_c, kv_r = windowed_attention(self._attention, n_seqs, tokens, sum(cc), pairs)
+            else:
+                attn_c = (self._k_attn if tokens == n_seqs else self._k_attn_mixed) * pairs
+                kv_r = self._k_kv * (sum(cc) + tokens)
             parts.update(
                 linear_compute_s=lin_c,
-                weight_read_s=max(0.0, (self._t_weights if self._moe_weights_s is None
-                                        else self._moe_weights_s(tokens)) - lin_c),
+                weight_read_s=max(0.0, w1 - lin_c),
                 attention_compute_s=attn_c,
                 kv_read_s=max(0.0, kv_r - attn_c),
                 kv_write_s=self._k_kv * tokens,
                 allreduce_s=self._t_allreduce + self._k_allreduce * tokens,
                 overhead_s=self._t_step + self._k_seq * n_seqs + self._k_tok * tokens,
             )
+            if self._t_a2a or self._k_a2a:    # MoE dispatch + combine across DP ranks, apart from TP's all-reduce
+                parts["moe_all2all_s"] = self._t_a2a + self._k_a2a * tokens
+                parts["allreduce_s"] -= parts["moe_all2all_s"]
+            if self._attention.k_sink:        # attention-sink logits, apart from the KV write
+                parts["attention_sink_s"] = self._attention.k_sink * tokens
+                parts["kv_write_s"] = self._k_kv * tokens
+        elif self._t_a2a or self._k_a2a:
+            parts["moe_all2all_s"] = 0.0
         parts["total_s"] = self.step_time_s(step)
         return parts
 
+    def describe(self) -> dict[str, object]:
+        """The deployment's per-GPU constants behind the step costs, each named with its unit."""
+        return describe_roofline(self)
+
     def bounds(self, step: StepShape) -> dict[str, float]:
         """Physical lower bounds at 100 % efficiency and no overhead: bytes / bandwidth and FLOPs / peak."""
-        nn, cc = list(step.num_new_tokens), list(step.num_computed_before)
-        tokens = sum(nn)
-        pairs = sum(n * c + n * (n + 1) / 2 for n, c in zip(nn, cc))
-        logits = len(nn) + sum(step.num_spec_tokens)
-        m, tp = self.model, self.tensor_parallel_size
-        act = activation_dtype(self.weight_dtype)
-        flop_time = ((m.linear_flops_per_token(False) * tokens) / self.gpu.flops(compute_dtype(self.weight_dtype))
-                     + (2.0 * m.lm_head_matmul_params * logits + m.attention_flops_per_position() * pairs)
-                     / self.gpu.flops(act)) / tp
-        kv = m.kv_bytes_per_token(self.kv_dtype, tp)
-        read_bytes = m.weight_read_bytes(self.weight_dtype, tp, tokens) + kv * (sum(cc) + 2 * tokens)
-        return {"flop_bound_s": flop_time, "memory_bound_s": read_bytes / self.gpu.memory_bandwidth_bytes_per_s}
+        return roofline_bounds(self, step)
 
     def parameters(self) -> dict[str, object]:
         return {
@@ -299,6 +387,11 @@ class RooflineCostModel:
             "interconnect_efficiency": self.interconnect_efficiency, "gemm_half_tokens": self.gemm_half_tokens,
             "per_token_overhead_s": self.per_token_overhead_s, "request_path_s": self.request_path_s,
             "request_path_jitter_s": self.request_path_jitter_s,
+            "moe_expert_efficiency": self.moe_expert_efficiency, "kv_memory_efficiency": self.kv_memory_efficiency,
+            "moe_expert_compute_efficiency": self.moe_expert_compute_efficiency,
+            "layer_overhead_s": self.layer_overhead_s, "quant_weight_efficiency": self.quant_weight_efficiency,
+            **({} if self.weight_formats.is_uniform else {"weight_formats": self.weight_formats.as_dict()}),
+            **({} if self.layout.is_trivial else {"layout": self.layout.as_dict()}),
         }
 
     def __repr__(self) -> str:

@@ -72,8 +72,8 @@ def write_server_profile(path: str | Path, doc: dict[str, Any]) -> None:
     Path(path).write_text(json.dumps(out, indent=2, sort_keys=False) + "\n", encoding="utf-8")
 
 
-def server_profile_cost_model(doc: dict[str, Any], source: str, model: Any, gpu: Any, tp: int, weight_dtype: str,
-                              kv_dtype: str) -> RooflineCostModel:
+def server_profile_cost_model(doc: dict[str, Any], source: str, model: Any, gpu: Any, tp: int, weight_dtype: Any,
+                              kv_dtype: str, layout: Any = None) -> RooflineCostModel:
     params = validate_server_profile(doc, source)
     gpus = (doc.get("fitted_on") or {}).get("gpus") or []
     if gpus and getattr(gpu, "name", None) not in gpus:
@@ -81,4 +81,4 @@ def server_profile_cost_model(doc: dict[str, Any], source: str, model: Any, gpu:
                       f"efficiencies carry over by datasheet ratio, host overheads only as far as the host is alike",
                       ProfileWarning, stacklevel=2)
     return RooflineCostModel(model, gpu, tensor_parallel_size=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                             **params)
+                             layout=layout, **params)

@@ -95,19 +95,21 @@ def _measured(case: Case) -> list[tuple[str, float, float]]:
 
 
 def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: np.ndarray,
-                       names: tuple[str, ...], fixed: dict[str, float]):
+                       names: tuple[str, ...], fixed: dict[str, float], priors: dict[str, float] | None = None):
     lower = np.array([PARAMETERS_BY_NAME[n].lower for n in names])
     upper = np.array([PARAMETERS_BY_NAME[n].upper for n in names])
-    prior = np.array([PARAMETERS_BY_NAME[n].prior for n in names])
+    prior = from_model_params(priors, names) if priors is not None else \
+        np.array([PARAMETERS_BY_NAME[n].prior for n in names])
     span = upper - lower
     targets = [_measured(c) for c in cases]
+    case_weights = [math.sqrt(getattr(c, "weight", 1.0)) for c in cases]   # a case's share of the cost
 
     def residuals(x: np.ndarray) -> np.ndarray:
         params = {**fixed, **to_model_params(x, names)}
         res = []
-        for sur, tgt in zip(surrogates, targets):
+        for sur, tgt, cw in zip(surrogates, targets, case_weights):
             pred = sur.predict(params)
-            res.extend(w * math.log(max(pred[k], 1e-9) / v) for k, v, w in tgt)
+            res.extend(cw * w * math.log(max(pred[k], 1e-9) / v) for k, v, w in tgt)
         res.extend(PRIOR_WEIGHT * (x - prior) / span)
         return np.asarray(res)
 
@@ -119,11 +121,14 @@ def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: n
 def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: tuple[str, ...] = PARAMETER_NAMES,
         fixed: dict[str, float] | None = None, outer_iterations: int = 3, seed: int = 0,
         max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1, tol: float = 0.002,
-        progress: Callable[[int], None] | None = None, first: list[Replayed] | None = None) -> FitResult:
+        progress: Callable[[int], None] | None = None, first: list[Replayed] | None = None,
+        final_simulation: bool = True, priors: dict[str, float] | None = None) -> FitResult:
     """Fit ``names`` (the others stay at ``fixed`` or the model's defaults) to ``cases``; runs that queue
     (``MeasuredRun.queueing``) are left out of the fit, and ``predicted`` follows the cases that were fitted.
 
-    ``first``: the cases already simulated at ``start`` (saves one simulation of every case)."""
+    ``first``: the cases already simulated at ``start`` (saves one simulation of every case).
+    ``final_simulation=False``: no simulation at the final parameters (``predicted`` is then empty).
+    ``priors``: the values (model units) the weak priors pull towards; default each parameter's stated prior."""
     if first is not None:
         first = [r for c, r in zip(cases, first) if not c.run.queueing]
     cases = [c for c in cases if not c.run.queueing]
@@ -142,11 +147,14 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
     it = 0
     for it in range(1, outer_iterations + 1):
         surrogates = [Surrogate(c.run, c.target, d, r, params, seed) for c, d, r in zip(cases, deployments, replayed)]
-        sol = _fit_on_surrogates(surrogates, cases, x, names, fixed)
+        sol = _fit_on_surrogates(surrogates, cases, x, names, fixed, priors)
         moved = np.max(np.abs(sol.x - x) / spans)        # as a share of each parameter's plausible range
         x = sol.x
         params = {**fixed, **to_model_params(x, names)}
         history.append(dict(params))
+        if not final_simulation and (it == outer_iterations or moved < tol):
+            replayed = []
+            break
         replayed = simulate_cases(cases, params, seed=seed, max_sim_s=max_sim_s, workers=workers,
                                   progress=progress)
         if moved < tol:

@@ -121,7 +121,10 @@ class MeasuredRun:
     def queueing(self) -> bool:
         """The server could not keep up: requests waited many decode steps for their first token (mean TTFT over
         ``QUEUEING_TTFT_STEPS`` mean TPOTs). Such a run's latencies grow with its length, so it is simulated in
-        full, and the fit leaves it to the evaluation."""
+        full, and the fit leaves it to the evaluation. A closed loop cannot queue that way (each user waits for
+        its answer before sending again): its TTFT is the wait for a batch slot, bounded, and it stays in the fit."""
+        if self.closed_loop:
+            return False
         ttft, tpot = self.metrics.get("mean_ttft_ms"), self.metrics.get("mean_tpot_ms")
         return bool(ttft and tpot and ttft > QUEUEING_TTFT_STEPS * tpot)
 

@@ -45,8 +45,37 @@ FIT_PARAMETERS: tuple[FitParameter, ...] = (
     FitParameter("allreduce_latency_s", "us per all-reduce", 1e-6, 0.0, 200.0, 8.0,
                  "fixed cost of one tensor-parallel all-reduce (NVLink here)"),
 )
+# terms the multi-source fit adds (twin.fitting.joint): each a physical quantity; the scoped ones
+# (``name@scope``, twin.fitting.scoped) hold on one GPU generation or on servers without async scheduling.
+# Priors: what the cost model assumes without them (Blackwell kernels reach Hopper's fractions, MoE expert GEMMs
+# the dense GEMMs' rate, paged attention streams KV like the weights, no async scheduling costs what it does).
+EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
+    FitParameter("memory_efficiency@blackwell", "fraction of datasheet HBM bandwidth", 1.0, 0.3, 1.0, 0.978,
+                 "weights streamed per step on Blackwell GPUs"),
+    FitParameter("compute_efficiency@blackwell", "fraction of datasheet dense tensor peak", 1.0, 0.1, 1.0, 0.6,
+                 "large GEMMs and attention on Blackwell GPUs"),
+    FitParameter("moe_expert_efficiency", "fraction of the dense GEMMs' achieved rate", 1.0, 0.1, 1.0, 1.0,
+                 "routed-expert grouped GEMMs (small per-expert GEMMs, token permutation, load imbalance)"),
+    FitParameter("moe_expert_compute_efficiency", "fraction of the dense GEMMs' achieved rate", 1.0, 0.05, 1.0,
+                 1.0, "routed-expert grouped-GEMM FLOPs (tiles padded per expert, load imbalance)"),
+    FitParameter("layer_overhead_s", "us per decoder layer per step", 1e-6, 0.0, 100.0, 0.0,
+                 "fixed GPU time per layer and step (kernel latencies a CUDA graph does not hide)"),
+    FitParameter("kv_memory_efficiency", "fraction of datasheet HBM bandwidth", 1.0, 0.2, 1.0, 0.978,
+                 "KV streamed by paged decode attention (grows with context)"),
+    FitParameter("quant_weight_efficiency@fp8", "fraction of a 16-bit GEMM's achieved rate", 1.0, 0.2, 1.0, 1.0,
+                 "FP8 W8A8 GEMMs: activation quantization and scaling around the FP8 tensor-core GEMM"),
+    FitParameter("quant_weight_efficiency@int4", "fraction of a 16-bit GEMM's achieved rate", 1.0, 0.2, 1.0, 1.0,
+                 "INT4 weight-only GEMMs (Marlin): in-kernel dequantization"),
+    FitParameter("request_path_s@blackwell", "ms per request", 1e-3, 0.0, 200.0, 4.8,
+                 "request path (HTTP, tokenisation, hand-off, streaming) on the Blackwell systems measured"),
+    FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
+                 "engine-core CPU time per step exposed without async scheduling"),
+    FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,
+                 "per-sequence CPU time per step exposed without async scheduling"),
+)
+ALL_PARAMETERS = FIT_PARAMETERS + EXTRA_PARAMETERS
 PARAMETER_NAMES = tuple(p.name for p in FIT_PARAMETERS)
-PARAMETERS_BY_NAME = {p.name: p for p in FIT_PARAMETERS}
+PARAMETERS_BY_NAME = {p.name: p for p in FIT_PARAMETERS + EXTRA_PARAMETERS}
 
 
 def to_model_params(x: np.ndarray, names: tuple[str, ...] = PARAMETER_NAMES) -> dict[str, float]:

@@ -18,8 +18,10 @@ from twin.core.schedulers import make_scheduler
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
+from twin.fitting.scoped import params_for
 from twin.scenario import ScenarioBody
 from twin.sim.deployment import Deployment, resolve_deployment
+from twin.sim.dp_router import DataParallelRouter
 from twin.sim.simulate import simulate
 from twin.workload.capped_open_loop import CappedOpenLoop
 from twin.workload.rng import stream
@@ -28,13 +30,18 @@ from twin.workload.spec import RequestSpec
 
 @dataclass(frozen=True)
 class Target:
-    """The deployment a run was measured on: catalog (or config.json) model, GPU, TP and dtypes."""
+    """The deployment a run was measured on: catalog (or config.json) model, GPU, TP and dtypes; per-group
+    weight formats and the data/pipeline/expert layout where the run had them (``twin.hardware.parallel``)."""
 
     model: str
     gpu: str
     tensor_parallel_size: int = 1
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
+    weight_formats: dict[str, str] | None = None
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
 
 
 def deployment_for(run: MeasuredRun, target: Target) -> Deployment:
@@ -42,7 +49,11 @@ def deployment_for(run: MeasuredRun, target: Target) -> Deployment:
     body = ScenarioBody.model_validate({
         "name": run.name,
         "deployment": {"gpu": target.gpu, "model": target.model, "tensor_parallel_size": target.tensor_parallel_size,
-                       "weight_dtype": target.weight_dtype, "kv_dtype": target.kv_dtype},
+                       "weight_dtype": target.weight_dtype, "kv_dtype": target.kv_dtype,
+                       "weight_formats": target.weight_formats,
+                       "pipeline_parallel_size": target.pipeline_parallel_size,
+                       "data_parallel_size": target.data_parallel_size,
+                       "enable_expert_parallel": target.enable_expert_parallel},
         "server": dict(run.server),
         "workload": {"arrivals": {"process": "poisson", "rate_per_s": 1.0}, "num_requests": 1,
                      "classes": [{"name": "x", "share": 1.0, "prompt": {"suffix_tokens": 1}, "output_tokens": 1}]},
@@ -121,8 +132,11 @@ class Replayed:
 
 
 def cost_model_for(dep: Deployment, target: Target, params: dict[str, float]) -> RooflineCostModel:
+    """The roofline at ``params`` on ``dep``: scoped parameters (``name@scope``, ``twin.fitting.scoped``) apply
+    where their scope covers the deployment."""
     return RooflineCostModel(dep.model, dep.gpu, tensor_parallel_size=target.tensor_parallel_size,
-                             weight_dtype=target.weight_dtype, kv_dtype=target.kv_dtype, **params)
+                             weight_dtype=dep.weight_formats or target.weight_dtype, kv_dtype=target.kv_dtype,
+                             layout=dep.layout, **params_for(params, dep))
 
 
 def requests_to_simulate(run: MeasuredRun, max_sim_s: float | None) -> int | None:
@@ -158,8 +172,10 @@ def replay(run: MeasuredRun, target: Target, params: dict[str, float], *, seed: 
     specs = build_requests(run, seed, requests_to_simulate(run, max_sim_s))
     log = StepLog(cost_model_for(dep, target, params))
     traffic = CappedOpenLoop(specs, run.max_concurrency) if run.max_concurrency else specs
+    dp = dep.engines_per_replica      # data parallelism: DP engine cores behind vLLM's DP load balancer
     result = simulate(traffic, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
-                      lambda i: log, seed=seed)
+                      lambda i: log, seed=seed, num_replicas=dp,
+                      **({"router": DataParallelRouter()} if dp > 1 else {}))
     if not result.requests:
         raise TwinInputError(f"{run.name}: the replay simulated no request")
     cut = warmup_cut(specs, run)

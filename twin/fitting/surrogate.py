@@ -22,10 +22,34 @@ import numpy as np
 
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.replay import Replayed, Target, cost_model_for
+from twin.fitting.scoped import params_for
 from twin.sim.deployment import Deployment
 from twin.sim.request_path import path_draws
 
 TTFT_STATS = (("mean_ttft_ms", None), ("median_ttft_ms", 50.0), ("p90_ttft_ms", 90.0), ("p99_ttft_ms", 99.0))
+
+
+def compress_steps(steps: dict[str, np.ndarray]):
+    """The recorded steps with every run of pure-decode steps of one shape (sequences, tokens, logits, decodes)
+    folded into one row at its mean context: a pure decode step's time is linear in its context (the larger of
+    the attention and KV-read terms is set by their coefficients alone, as ``pairs = context + tokens``), so
+    count x time(mean context) is the sum of their times, exactly up to rounding. Mixed steps stay as they are.
+    Returns ((tokens, seqs, logits, context, pairs), decodes, count)."""
+    tokens, seqs, logits = steps["tokens"], steps["seqs"], steps["logits"]
+    context, pairs, decodes = steps["context"], steps["pairs"], steps["decodes"]
+    pure = (tokens == seqs) & (decodes == seqs) & (pairs == context + tokens) & (seqs > 0)
+    keep = ~pure
+    if not pure.any():
+        return (tokens, seqs, logits, context, pairs), decodes, np.ones_like(tokens)
+    keys = np.stack([seqs[pure], logits[pure]], axis=1)
+    uniq, inverse, count = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    ctx = np.bincount(inverse, weights=context[pure]) / count
+    g_seqs, g_logits = uniq[:, 0].astype(float), uniq[:, 1].astype(float)
+    cat = np.concatenate
+    features = (cat([tokens[keep], g_seqs]), cat([seqs[keep], g_seqs]), cat([logits[keep], g_logits]),
+                cat([context[keep], ctx]), cat([pairs[keep], ctx + g_seqs]))
+    return features, cat([decodes[keep], g_seqs]), cat([np.ones(int(keep.sum())), count.astype(float)])
 
 
 class Surrogate:
@@ -33,12 +57,10 @@ class Surrogate:
                  params: dict[str, float], seed: int = 0) -> None:
         self.run, self.target, self.deployment = run, target, deployment
         self.metrics = replayed.metrics
-        s = replayed.steps
-        self._features = (s["tokens"], s["seqs"], s["logits"], s["context"], s["pairs"])
-        self._decodes = s["decodes"]
+        self._features, self._decodes, self._count = compress_steps(replayed.steps)
         base = self.step_times(params)
-        self._base_tpot_time = float(self._decodes @ base) or 1.0
-        self._base_step_time = float(base.sum()) or 1.0
+        self._base_tpot_time = float((self._decodes * self._count) @ base) or 1.0
+        self._base_step_time = float(self._count @ base) or 1.0
         draws = path_draws(seed, int(replayed.request_index.max()) + 1) if len(replayed.request_index) else \
             np.zeros(0)
         self._draws = draws[replayed.request_index] if len(draws) else draws
@@ -47,7 +69,7 @@ class Surrogate:
 
         seqs = self._features[1]
         busy = seqs > 0
-        mean_seqs = float(seqs[busy].mean()) if busy.any() else 1.0
+        mean_seqs = float(np.average(seqs[busy], weights=self._count[busy])) if busy.any() else 1.0
         self._max_scale = max(1.0, deployment.scheduler_config.max_num_seqs / max(mean_seqs, 1.0))
 
     def step_times(self, params: dict[str, float], scale: float = 1.0) -> np.ndarray:
@@ -58,16 +80,19 @@ class Surrogate:
             tokens, seqs, logits = tokens + extra, seqs + extra, logits + extra
             context = context * (1.0 + (scale - 1.0) * frac)
             pairs = pairs * (1.0 + (scale - 1.0) * frac)
-        return cost_model_for(self.deployment, self.target, params).step_times_s(tokens, seqs, logits, context,
-                                                                                  pairs)
+        key = tuple(sorted(params.items()))
+        if getattr(self, "_cost_key", None) != key:      # one cost model per parameter set (predict iterates)
+            self._cost_key, self._cost = key, cost_model_for(self.deployment, self.target, params)
+        return self._cost.step_times_s(tokens, seqs, logits, context, pairs)
 
     def _path_s(self, params: dict[str, float]) -> np.ndarray:
+        params = params_for(params, self.deployment)      # scoped values (name@scope) where they apply
         return params.get("request_path_s", 0.0) + params.get("request_path_jitter_s", 0.0) * self._draws
 
     def _at(self, params: dict[str, float], scale: float) -> dict[str, float]:
         dt = self.step_times(params, scale)
-        r_tpot = float(self._decodes @ dt) / self._base_tpot_time
-        r_step = float(dt.sum()) / self._base_step_time
+        r_tpot = float((self._decodes * self._count) @ dt) / self._base_tpot_time
+        r_step = float(self._count @ dt) / self._base_step_time
         out = {"mean_tpot_ms": self.metrics["mean_tpot_ms"] * r_tpot}
         ttft_ms = 1e3 * (self._path_s(params) + np.maximum(self._engine_ttft_s, 0.0) * r_step)
         for key, q in TTFT_STATS:

@@ -1,5 +1,7 @@
 """Hardware and model catalog: one import point for GPU specs (`gpus`), model shapes (`models`, `model_catalog`,
-with mixture-of-experts routing in `moe`), activation/KV dtypes (`dtypes`) and weight formats (`quant`).
+with mixture-of-experts routing in `moe`), activation/KV dtypes (`dtypes`) and weight formats (`quant`; per
+layer group in `weight_formats`, read from a checkpoint's quantization_config by `hf_quant`). Parallel layouts
+(TP, PP, DP, EP) are in `parallel`.
 
 The catalogued entries live in `twin/hardware/data/gpus.yaml` and `twin/hardware/data/models.yaml`. Users add a
 GPU with a small YAML spec file (`load_gpu_spec`) and a model with any Hugging Face `config.json`

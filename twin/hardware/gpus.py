@@ -9,7 +9,7 @@ import functools
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from twin.errors import TwinInputError, did_you_mean
 from twin.hardware.dtypes import norm_name, normalize_dtype
@@ -17,13 +17,16 @@ from twin.hardware.spec_input import SubfieldError, parse_quantity, positive, va
 from twin.yaml_input import load_packaged_yaml, parse_yaml, read_text
 
 _DATA = Path(__file__).parent / "data"
-RATE_DTYPES = ("bf16", "fp16", "fp8", "int8", "fp32")
+RATE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8", "fp32")
 _RATE_ALIASES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
-                 "fp8": "fp8", "float8": "fp8", "int8": "int8", "fp32": "fp32", "float32": "fp32"}
+                 "fp8": "fp8", "float8": "fp8", "fp4": "fp4", "nvfp4": "fp4", "int8": "int8", "fp32": "fp32",
+                 "float32": "fp32"}
 # dtype of a matmul -> the rates that can run it, best first: fp16 and bf16 stand in for each other; fp8 or int8
 # weights on a GPU without that tensor path run weight-only (dequantized to bf16, as vLLM's Marlin kernels do).
+# FP4 (NVFP4, MXFP4) runs on the FP4 tensor cores of Blackwell; elsewhere (Hopper, Ampere) vLLM serves it with
+# dequantising kernels (Marlin FP4, the Triton MXFP4 MoE), at the bf16 rate.
 _FALLBACK = {"bf16": ("bf16", "fp16"), "fp16": ("fp16", "bf16"), "fp8": ("fp8", "bf16", "fp16"),
-             "int8": ("int8", "bf16", "fp16"), "fp32": ("fp32",)}
+             "fp4": ("fp4", "bf16", "fp16"), "int8": ("int8", "bf16", "fp16"), "fp32": ("fp32",)}
 
 
 class Datasheet(BaseModel):
@@ -54,6 +57,10 @@ class GpuSpec(BaseModel):
     memory_bytes: float
     interconnect_bytes_per_s: float              # per GPU, aggregate bidirectional (datasheet figure)
     interconnect: str = ""
+    # GPUs one `interconnect` domain joins (an HGX board or a PCIe server: 8; a GB200 NVL72 rack: 72); traffic
+    # between GPUs of different domains goes over the scale-out network at scale_out_bytes_per_s
+    nvlink_domain_gpus: int = Field(8, ge=1, le=576)
+    scale_out_bytes_per_s: float = 50.0e9          # one 400 Gb/s NIC per GPU, one direction
     notes: str = ""
     datasheet: Datasheet | None = None
 
@@ -64,7 +71,8 @@ class GpuSpec(BaseModel):
             raise ValueError("must not be empty")
         return v.strip()
 
-    @field_validator("memory_bandwidth_bytes_per_s", "interconnect_bytes_per_s", mode="before")
+    @field_validator("memory_bandwidth_bytes_per_s", "interconnect_bytes_per_s", "scale_out_bytes_per_s",
+                     mode="before")
     @classmethod
     def _bw(cls, v: Any) -> float:
         return positive(parse_quantity(v, "bytes_per_s"))
@@ -83,7 +91,7 @@ class GpuSpec(BaseModel):
         for k, rate in v.items():
             key = str(k).strip().lower()
             if key not in _RATE_ALIASES:
-                raise SubfieldError(k, rate, "unknown dtype; allowed: bf16, fp16, fp8, int8, fp32")
+                raise SubfieldError(k, rate, "unknown dtype; allowed: bf16, fp16, fp8, fp4, int8, fp32")
             try:
                 out[_RATE_ALIASES[key]] = positive(parse_quantity(rate, "flops"))
             except ValueError as e:
@@ -91,8 +99,9 @@ class GpuSpec(BaseModel):
         return out
 
     def flops(self, dtype: str) -> float:
-        """Peak FLOP/s for matmuls in `dtype` (bf16, fp16, fp8, int8, fp32), with the fallbacks above."""
-        dt = "int8" if str(dtype).strip().lower() == "int8" else normalize_dtype(dtype)
+        """Peak FLOP/s for matmuls in `dtype` (bf16, fp16, fp8, fp4, int8, fp32), with the fallbacks above."""
+        key = str(dtype).strip().lower()
+        dt = key if key in ("int8", "fp4") else normalize_dtype(dtype)
         for d in _FALLBACK[dt]:
             if d in self.peak_flops:
                 return self.peak_flops[d]

@@ -32,6 +32,19 @@ drafter's layers are extra layers of every block), so ``draft_weight_bytes`` com
 ``draft_kv_bytes_per_token`` is added to every token's KV:
 
     num_gpu_blocks = floor((budget - weights - draft weights - reserves) / (block_size x (KV + draft KV)))
+
+Parallel layouts (``layout``, `twin.hardware.parallel`): the pool is sized per GPU of one DP rank (each DP rank
+is its own engine with its own pool). Weights per GPU: the tensor-parallel share of attention, dense layers,
+shared experts and embeddings, plus 1 / (tp x dp) of the routed experts, all over pp stages (a stage holds
+ceil(layers / pp) layers' weights and KV).
+
+Sliding-window layers (gpt-oss) follow vLLM's hybrid allocator: the layers are split into KV-cache groups of
+equal size (full-attention groups and sliding-window groups), one block of the shared pool holds block_size
+tokens of one group's layers, so num_blocks = available / (block_size x group layers x KV per token per layer);
+a request holds ceil(tokens / block_size) blocks in each full group but at most ceil((window - 1) /
+block_size) + 1 in each sliding group (the blocks that slide out of the window are freed). The twin keeps one
+block table per request, for the full-attention tokens: its pool is vLLM's blocks, less the sliding groups'
+share for max_num_seqs running requests (``sliding_window_reserved_blocks``), divided by the full groups.
 """
 
 from __future__ import annotations
@@ -41,9 +54,11 @@ from typing import Any
 import math
 from dataclasses import asdict, dataclass
 
-from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, activation_dtype, normalize_dtype,
-                                  normalize_weight_dtype, resolve_gpu, resolve_model)
+from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, normalize_weight_dtype,
+                                  resolve_gpu, resolve_model)
 from twin.errors import TwinInputError
+from twin.hardware.parallel import ParallelLayout
+from twin.hardware.weight_formats import WeightFormats, resolve_formats
 
 GIB = 2**30
 DEFAULT_RUNTIME_RESERVE_BYTES = {"gpu": 1 * GIB, "cpu": 256 * 2**20}
@@ -73,6 +88,9 @@ class KvPoolBreakdown:
     overridden: bool = False          # num_gpu_blocks_override was given
     draft_weight_bytes: int = 0       # speculative-decoding drafter's weights per GPU (0: none)
     draft_kv_bytes_per_token: int = 0  # drafter's KV per token per GPU, held in the same blocks
+    layout: dict | None = None        # the parallel layout (None: tensor parallelism only)
+    vllm_num_blocks: int | None = None  # hybrid (sliding-window) models: vLLM's own block count
+    sliding_window_reserved_blocks: int = 0   # of those, the sliding groups' share set aside
 
     @property
     def usable_blocks(self) -> int:
@@ -95,14 +113,23 @@ class KvPoolBreakdown:
             f"{g(self.memory_bytes)} x {self.gpu_memory_utilization} - weights {g(self.weight_bytes)} - {draft}"
             f"activations {g(self.activation_reserve_bytes)} - runtime {g(self.runtime_reserve_bytes)} = "
             f"{g(self.available_kv_bytes)}")
-        return (f"KV pool for {self.model} on {self.gpu} (tp={self.tensor_parallel_size}): {src}; "
+        lay = self.layout or {}
+        where = f"tp={self.tensor_parallel_size}" + "".join(
+            f", {k}={lay[v]}" for k, v in (("pp", "pipeline_parallel_size"), ("dp", "data_parallel_size"),
+                                           ("ep", "expert_parallel_size")) if lay.get(v, 1) > 1)
+        per = " per DP rank" if lay.get("data_parallel_size", 1) > 1 else ""
+        if self.vllm_num_blocks is not None and not self.overridden:
+            src += (f" (vLLM's hybrid allocator: {self.vllm_num_blocks} blocks shared by the full and sliding-"
+                    f"window layer groups, {self.sliding_window_reserved_blocks} of them set aside for the "
+                    f"windows of max_num_seqs requests)")
+        return (f"KV pool for {self.model} on {self.gpu} ({where}){per}: {src}; "
                 f"{self.num_gpu_blocks} blocks of {self.block_size} tokens ({self.capacity_tokens} tokens usable)")
 
 
 def estimate_activation_bytes(model: ModelSpec, tensor_parallel_size: int, max_num_batched_tokens: int,
-                              max_num_seqs: int, weight_dtype: str = "bf16") -> int:
+                              max_num_seqs: int, weight_dtype: "str | WeightFormats" = "bf16") -> int:
     """The profile run's activation peak, per GPU (see the module docstring)."""
-    ab = DTYPE_BYTES[activation_dtype(weight_dtype)]
+    ab = DTYPE_BYTES[resolve_formats(weight_dtype).activation]
     per_token = ab * (2 * model.hidden_size + 3 * -(-model.mlp_activation_width // tensor_parallel_size))
     sampler = max_num_seqs * model.vocab_size * 4 * SAMPLER_COPIES
     return max_num_batched_tokens * per_token + sampler
@@ -124,11 +151,12 @@ def kv_pool_breakdown(
     tp: int = 1,
     block_size: int = 16,
     gpu_memory_utilization: float = 0.9,
-    weight_dtype: str = "bf16",
+    weight_dtype: "str | WeightFormats" = "bf16",
     kv_dtype: str = "bf16",
     max_num_batched_tokens: int = 8192,
     num_gpu_blocks_override: int | None = None,
     *,
+    layout: ParallelLayout | None = None,
     max_num_seqs: int = 256,
     activation_reserve_bytes: int | None = None,
     runtime_reserve_bytes: int | None = None,
@@ -141,22 +169,27 @@ def kv_pool_breakdown(
     refuses to start then). ``draft_weight_bytes`` / ``draft_kv_bytes_per_token``: a speculative-decoding
     drafter's weights and per-token KV on each GPU (see the module docstring)."""
     model, gpu = resolve_model(model), resolve_gpu(gpu)
-    model.check_tensor_parallel(tp)
+    layout = layout or ParallelLayout(tensor_parallel_size=tp)
+    if layout.tp != tp:
+        raise TwinInputError(f"layout.tensor_parallel_size = {layout.tp}: differs from tp = {tp}")
+    layout.check(model)
     _positive_int("block_size", block_size)
     _positive_int("max_num_batched_tokens", max_num_batched_tokens)
     _positive_int("max_num_seqs", max_num_seqs)
     u = gpu_memory_utilization
     if isinstance(u, bool) or not isinstance(u, (int, float)) or not (0.0 < u <= 1.0):
         raise TwinInputError(f"gpu_memory_utilization = {u!r}: must be a number in (0, 1]")
-    weight_dtype = normalize_weight_dtype(weight_dtype)
+    formats = resolve_formats(weight_dtype if isinstance(weight_dtype, WeightFormats)
+                              else normalize_weight_dtype(weight_dtype))
+    weight_dtype = formats.label
     kv_dtype = normalize_dtype(kv_dtype, "kv_dtype")
 
     memory = int(gpu.memory_bytes)
     budget = math.floor(memory * u)
-    weights = model.weight_bytes(weight_dtype, tp)
+    weights = -(-model.weight_bytes(formats, tp, moe_shards=layout.moe_shards) // layout.pp)
     if activation_reserve_bytes is None:
         activation_reserve_bytes = estimate_activation_bytes(model, tp, max_num_batched_tokens, max_num_seqs,
-                                                             weight_dtype)
+                                                             formats)
     elif isinstance(activation_reserve_bytes, bool) or not isinstance(activation_reserve_bytes, int) \
             or activation_reserve_bytes < 0:
         raise TwinInputError(f"activation_reserve_bytes = {activation_reserve_bytes!r}: must be an integer >= 0")
@@ -169,9 +202,21 @@ def kv_pool_breakdown(
                     ("draft_kv_bytes_per_token", draft_kv_bytes_per_token)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise TwinInputError(f"{name} = {v!r}: must be an integer >= 0")
-    kv_token = model.kv_bytes_per_token(kv_dtype, tp)
-    kv_block = block_size * (kv_token + draft_kv_bytes_per_token)
     available = budget - weights - draft_weight_bytes - activation_reserve_bytes - runtime_reserve_bytes
+    per_layer = model.kv_bytes_per_token_per_layer(kv_dtype, tp)
+    groups = hybrid_kv_groups(model, layout.pp)
+    if groups is None:
+        kv_token = -(-model.num_hidden_layers // layout.pp) * per_layer
+        kv_block = block_size * (kv_token + draft_kv_bytes_per_token)
+        vllm_blocks, reserved, full_groups = None, 0, 1
+    else:
+        group_layers, full_groups, sliding_groups = groups
+        kv_token = full_groups * group_layers * per_layer      # the twin's block: every full group's layers
+        kv_block = block_size * (kv_token + draft_kv_bytes_per_token)
+        vllm_block = block_size * (group_layers * per_layer + draft_kv_bytes_per_token)
+        vllm_blocks = available // vllm_block if available > 0 else 0
+        window_blocks = -(-(model.sliding_window - 1) // block_size) + 1
+        reserved = min(vllm_blocks, sliding_groups * max_num_seqs * window_blocks)
 
     where = f"model {model.name} needs {_gib(weights)} of {weight_dtype} weights per GPU at tensor_parallel_size={tp}"
     if num_gpu_blocks_override is not None:
@@ -188,6 +233,8 @@ def kv_pool_breakdown(
                 f"{where}{extra}; the GPU {gpu.name} has {_gib(memory)} x gpu_memory_utilization {u} = "
                 f"{_gib(budget)}: raise tensor_parallel_size, use fp8 weights or a larger GPU")
         n = available // kv_block if available > 0 else 0
+        if vllm_blocks is not None:
+            n = (vllm_blocks - reserved) // full_groups
         if n < 2:
             extra = f"{_gib(draft_weight_bytes)} draft weights - " if draft_weight_bytes else ""
             raise TwinInputError(
@@ -203,6 +250,8 @@ def kv_pool_breakdown(
         runtime_reserve_bytes=runtime_reserve_bytes, available_kv_bytes=available, kv_bytes_per_token=kv_token,
         kv_bytes_per_block=kv_block, num_gpu_blocks=n, overridden=overridden,
         draft_weight_bytes=draft_weight_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token,
+        layout=None if layout.is_trivial else layout.as_dict(), vllm_num_blocks=vllm_blocks,
+        sliding_window_reserved_blocks=reserved,
     )
     if max_model_len is not None:
         _positive_int("max_model_len", max_model_len)
@@ -212,6 +261,19 @@ def kv_pool_breakdown(
                 f"({out.usable_blocks} usable blocks of {block_size}); lower max_model_len or give the KV cache "
                 f"more memory")
     return out
+
+
+def hybrid_kv_groups(model: ModelSpec, pp: int = 1) -> tuple[int, int, int] | None:
+    """vLLM's KV-cache groups of a model with full and sliding-window layers, per pipeline stage: (layers per
+    group, full groups, sliding groups); None when every layer has the same attention. Groups are as large as
+    the smaller kind's layer count (vLLM's uniform-page-size grouping); a kind whose count is not a multiple
+    takes one more group."""
+    full, sliding = model.full_attention_layers, model.sliding_window_layers
+    if not full or not sliding:
+        return None
+    full, sliding = -(-full // pp), -(-sliding // pp)
+    size = min(full, sliding)
+    return size, -(-full // size), -(-sliding // size)
 
 
 def num_gpu_blocks(*args: Any, **kwargs: Any) -> int:

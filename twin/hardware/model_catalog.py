@@ -12,7 +12,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from twin.errors import TwinInputError, did_you_mean
 from twin.hardware.dtypes import norm_name
+from twin.hardware.hf_quant import formats_from_quantization_config
 from twin.hardware.models import ModelSpec
+from twin.hardware.weight_formats import WeightFormats
 from twin.hardware.spec_input import validation_message
 from twin.yaml_input import load_packaged_yaml
 
@@ -45,11 +47,21 @@ class _ModelEntry(BaseModel):
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    sliding_window: int = 0
+    sliding_window_layers: int = 0
+    attention_sinks: bool = False
+    index_topk: int = 0
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    # the checkpoint's weight format per layer group (twin.hardware.weight_formats.GROUPS); the groups left
+    # out stay in the activation dtype
+    quantization: dict[str, str] | None = None
 
 
 # model_type -> the config class's default for tie_word_embeddings, when config.json leaves it out
 _UNTIED_BY_DEFAULT = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "granite", "qwen2_moe", "qwen3_moe",
-                      "deepseek_v2", "deepseek_v3"}
+                      "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "gpt_oss", "minimax_m2"}
+_SINK_MODELS = {"gpt_oss"}        # learned per-head attention-sink logits
 _BIASED_QKV = {"qwen2", "qwen2_moe"}
 _MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
 
@@ -67,7 +79,10 @@ def _read_config(path_or_dict: str | Path | dict[str, Any], name: str | None) ->
         raise TwinInputError(f"model config {source}: cannot read file ({e.strerror or e})") from None
     except json.JSONDecodeError as e:
         raise TwinInputError(f"model config {source} line {e.lineno}: not valid JSON ({e.msg})") from None
-    return cfg, source, name if name is not None else (p.parent.name or p.stem)
+    if name is None:   # a folder's config.json: the folder's name; "org--Model_config.json": "model"
+        name = (p.parent.name or p.stem) if p.name == "config.json" else \
+            p.stem.removesuffix("_config").split("--")[-1].lower()
+    return cfg, source, name
 
 
 def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | None = None) -> ModelSpec:
@@ -76,7 +91,10 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
     if not isinstance(cfg, dict):
         raise TwinInputError(f"model config {source}: expected a JSON object")
     if "hidden_size" not in cfg and isinstance(cfg.get("text_config"), dict):
+        outer = cfg
         cfg = {**cfg["text_config"], "_name_or_path": cfg.get("_name_or_path")}
+        if "quantization_config" not in cfg and "quantization_config" in outer:
+            cfg["quantization_config"] = outer["quantization_config"]
 
     def need(key: str, *alts: str) -> int:
         for k in (key, *alts):
@@ -124,6 +142,23 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         mla = dict(kv_lora_rank=need("kv_lora_rank"), q_lora_rank=opt("q_lora_rank"),
                    qk_rope_head_dim=need("qk_rope_head_dim"), qk_nope_head_dim=need("qk_nope_head_dim"),
                    v_head_dim=need("v_head_dim"))
+    window: dict[str, Any] = {}
+    layer_types = cfg.get("layer_types")
+    if isinstance(cfg.get("sliding_window"), int) and cfg["sliding_window"] > 0:
+        if isinstance(layer_types, list):
+            n_sliding = sum(1 for t in layer_types if t == "sliding_attention")
+        else:
+            n_sliding = 0 if cfg.get("use_sliding_window") is False else need("num_hidden_layers")
+        if n_sliding:
+            window = dict(sliding_window=need("sliding_window"), sliding_window_layers=n_sliding)
+    if cfg.get("index_topk"):
+        window.update(index_topk=need("index_topk"), index_n_heads=need("index_n_heads"),
+                      index_head_dim=need("index_head_dim"))
+    formats = None
+    if cfg.get("quantization_config") is not None:
+        formats = formats_from_quantization_config(
+            cfg["quantization_config"], source, first_dense=moe.get("first_k_dense_layers", 0),
+            layers=need("num_hidden_layers"), torch_dtype=cfg.get("torch_dtype", cfg.get("dtype")))
     hf_id = cfg.get("_name_or_path") or None
     return ModelSpec(
         name=name or (hf_id.split("/")[-1].lower() if hf_id else "custom-model"),
@@ -138,7 +173,9 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         tie_word_embeddings=bool(tie),
         attention_bias=bool(bias),
         hf_id=hf_id,
-        **moe, **mla,
+        attention_sinks=model_type in _SINK_MODELS,
+        checkpoint_formats=formats,
+        **moe, **mla, **window,
     )
 
 
@@ -150,7 +187,12 @@ def _model_catalog() -> dict[str, ModelSpec]:
             entry = _ModelEntry.model_validate(e)
         except ValidationError as err:
             raise TwinInputError(validation_message(err, f"models.yaml entry {i}", _ModelEntry.model_fields)) from None
-        out[entry.name] = ModelSpec(**entry.model_dump())
+        fields = entry.model_dump()
+        quant = fields.pop("quantization")
+        formats = None
+        if quant is not None:
+            formats = WeightFormats().with_groups(quant, f"models.yaml entry {entry.name}: quantization")
+        out[entry.name] = ModelSpec(**fields, checkpoint_formats=formats)
     return out
 
 

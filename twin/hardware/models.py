@@ -10,13 +10,14 @@ from typing import Any
 from twin.errors import TwinInputError
 from twin.hardware.dtypes import dtype_bytes
 from twin.hardware.moe import touched_fraction
-from twin.hardware.quant import activation_bytes, linear_weight_bytes
+from twin.hardware.weight_formats import WeightFormats, ceil_div, group_bytes, resolve_formats
 
 _REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
              "intermediate_size", "vocab_size", "max_position_embeddings")
 _OPTIONAL = ("num_experts", "num_experts_per_tok", "num_shared_experts", "moe_intermediate_size",
              "shared_expert_intermediate_size", "first_k_dense_layers", "kv_lora_rank", "q_lora_rank",
-             "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+             "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sliding_window", "sliding_window_layers",
+             "index_topk", "index_n_heads", "index_head_dim")
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,13 @@ class ModelSpec:
     ``num_experts_per_tok`` run per token, plus ``num_shared_experts`` that always run (their total width
     ``shared_expert_intermediate_size``, or num_shared_experts x moe_intermediate_size when 0); the first
     ``first_k_dense_layers`` layers keep a dense MLP of ``intermediate_size``.
-    MLA: ``kv_lora_rank`` > 0 caches one compressed latent (kv_lora_rank + qk_rope_head_dim) per token per layer."""
+    MLA: ``kv_lora_rank`` > 0 caches one compressed latent (kv_lora_rank + qk_rope_head_dim) per token per layer.
+    Sliding window: ``sliding_window_layers`` of the layers attend over the last ``sliding_window`` tokens only
+    (gpt-oss: every other layer, window 128); ``attention_sinks``: a learned per-head sink logit in the softmax
+    (gpt-oss). Sparse attention (DeepSeek-V3.2): an indexer of ``index_n_heads`` x ``index_head_dim`` scores every
+    context token and each query attends over the ``index_topk`` best.
+    ``checkpoint_formats``: the published checkpoint's weight format per layer group (from its
+    ``quantization_config``), None for a plain 16-bit checkpoint."""
 
     name: str
     hidden_size: int
@@ -53,6 +60,13 @@ class ModelSpec:
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
+    sliding_window: int = 0
+    sliding_window_layers: int = 0
+    attention_sinks: bool = False
+    index_topk: int = 0
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    checkpoint_formats: WeightFormats | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for f in _REQUIRED:
@@ -80,6 +94,13 @@ class ModelSpec:
         if self.kv_lora_rank and not (self.qk_rope_head_dim and self.qk_nope_head_dim and self.v_head_dim):
             raise TwinInputError(f"model {self.name}: kv_lora_rank = {self.kv_lora_rank} (MLA) needs "
                                  f"qk_rope_head_dim, qk_nope_head_dim and v_head_dim > 0")
+        if self.sliding_window_layers > self.num_hidden_layers or (self.sliding_window_layers
+                                                                   and not self.sliding_window):
+            raise TwinInputError(f"model {self.name}: sliding_window_layers = {self.sliding_window_layers}: must be "
+                                 f"at most num_hidden_layers ({self.num_hidden_layers}), with sliding_window > 0")
+        if self.index_topk and not (self.index_n_heads and self.index_head_dim):
+            raise TwinInputError(f"model {self.name}: index_topk = {self.index_topk} (sparse attention) needs "
+                                 f"index_n_heads and index_head_dim > 0")
 
     # --- shape ------------------------------------------------------------------------------------------
     @property
@@ -89,6 +110,11 @@ class ModelSpec:
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    @property
+    def full_attention_layers(self) -> int:
+        """Layers that attend over the whole context (the rest use the sliding window)."""
+        return self.num_hidden_layers - self.sliding_window_layers
 
     @property
     def q_dim(self) -> int:
@@ -199,6 +225,15 @@ class ModelSpec:
         moe = self.num_experts_per_tok * self.moe_intermediate_size + self.shared_expert_width if self.is_moe else 0
         return max(self.intermediate_size if self.dense_layers else 0, moe)
 
+    def active_group_params(self) -> dict[str, int]:
+        """Weights of each layer group one token multiplies through (its top-k routed experts only)."""
+        return {"attention": self.num_hidden_layers * self.attention_weight_params_per_layer,
+                "dense_mlp": self.dense_layers * self.mlp_params_per_layer,
+                "routed_experts": self.moe_layers * self.num_experts_per_tok * self.expert_params,
+                "shared_experts": self.moe_layers * 3 * self.hidden_size * self.shared_expert_width,
+                "router": self.moe_layers * self.hidden_size * self.num_experts,
+                "lm_head": self.lm_head_matmul_params}
+
     def linear_flops_per_token(self, include_lm_head: bool = True) -> int:
         """2 FLOPs per active weight per token through the linear layers (bias adds and norms are negligible)."""
         return 2 * (self.active_linear_params + (self.lm_head_matmul_params if include_lm_head else 0))
@@ -230,41 +265,61 @@ class ModelSpec:
         """KV heads each GPU holds: kv_heads / tp, at least 1 (vLLM replicates KV heads when tp > kv_heads)."""
         return max(1, -(-self.num_key_value_heads // tensor_parallel_size))
 
-    def kv_bytes_per_token(self, kv_dtype: str = "bf16", tensor_parallel_size: int = 1) -> int:
-        """KV-cache bytes one token takes on one GPU: 2 (K, V) x layers x kv heads per GPU x head_dim x bytes.
-        MLA: layers x (kv_lora_rank + qk_rope_head_dim) x bytes, the same on every rank (vLLM replicates the
-        latent cache across tensor-parallel ranks)."""
+    def kv_bytes_per_token_per_layer(self, kv_dtype: str = "bf16", tensor_parallel_size: int = 1) -> int:
+        """KV-cache bytes one token takes in one layer on one GPU: 2 (K, V) x kv heads per GPU x head_dim x
+        bytes; MLA: (kv_lora_rank + qk_rope_head_dim) x bytes on every rank (vLLM replicates the latent cache
+        across tensor-parallel ranks), plus with sparse attention the indexer's key (index_head_dim fp8 values
+        and one fp32 scale per 128, vLLM's indexer cache)."""
         b = dtype_bytes(kv_dtype, "kv_dtype")
         if self.is_mla:
-            return self.num_hidden_layers * (self.kv_lora_rank + self.qk_rope_head_dim) * b
-        return 2 * self.num_hidden_layers * self.kv_heads_per_gpu(tensor_parallel_size) * self.head_dim * b
+            indexer = self.index_head_dim + 4 * -(-self.index_head_dim // 128) if self.index_topk else 0
+            return (self.kv_lora_rank + self.qk_rope_head_dim) * b + indexer
+        return 2 * self.kv_heads_per_gpu(tensor_parallel_size) * self.head_dim * b
 
-    def weight_bytes(self, weight_dtype: str = "bf16", tensor_parallel_size: int = 1) -> int:
-        """Weight bytes on one GPU. The decoder's linear weights are stored in `weight_dtype` (see `quant`);
-        embedding, LM head, biases and norms in the activation dtype. Everything but the norms is sharded
-        across tensor-parallel ranks (vocab-parallel embedding; each expert split tp ways)."""
+    def kv_bytes_per_token(self, kv_dtype: str = "bf16", tensor_parallel_size: int = 1) -> int:
+        """KV-cache bytes one token takes on one GPU over all layers (sliding-window layers included: a token
+        inside the window is held by every layer)."""
+        return self.num_hidden_layers * self.kv_bytes_per_token_per_layer(kv_dtype, tensor_parallel_size)
+
+    def weight_bytes(self, weight_dtype: "str | WeightFormats" = "bf16", tensor_parallel_size: int = 1,
+                     moe_shards: int | None = None) -> int:
+        """Weight bytes on one GPU. The decoder's linear weights are stored in the format of their layer group
+        (`weight_formats`; a plain dtype name puts them all in it); embedding, biases and norms in the activation
+        dtype. Everything but the norms is sharded across tensor-parallel ranks (vocab-parallel embedding); the
+        routed experts are sharded over ``moe_shards`` GPUs (default: tensor_parallel_size; with data or expert
+        parallelism vLLM spreads them over all tp x dp ranks)."""
         tp = tensor_parallel_size
-        ab = activation_bytes(weight_dtype)
-        sharded_linear = linear_weight_bytes(self.linear_params, weight_dtype)
-        sharded_other = (self.embedding_params + self.lm_head_params
-                         + self.num_hidden_layers * self.attention_bias_params_per_layer) * ab
+        w = moe_shards or tp
+        f = resolve_formats(weight_dtype)
+        ab = dtype_bytes(f.activation)
+        gb = group_bytes(self, f)
+        linear = sum(gb[g] for g in ("attention", "dense_mlp", "routed_experts", "shared_experts", "router"))
+        sharded_other = (self.embedding_params + self.num_hidden_layers * self.attention_bias_params_per_layer) * ab \
+            + gb["lm_head"]
         replicated = (self.num_hidden_layers * self.norm_params_per_layer + self.hidden_size) * ab
-        return -(-sharded_linear // tp) + -(-sharded_other // tp) + replicated
+        sharded_linear = ceil_div(linear, tp) if w == tp else (ceil_div(linear - gb["routed_experts"], tp)
+                                                                + ceil_div(gb["routed_experts"], w))
+        return sharded_linear + ceil_div(sharded_other, tp) + replicated
 
-    def weight_read_bytes(self, weight_dtype: str = "bf16", tensor_parallel_size: int = 1,
-                          tokens: int | None = None) -> int:
+    def weight_read_bytes(self, weight_dtype: "str | WeightFormats" = "bf16", tensor_parallel_size: int = 1,
+                          tokens: int | None = None, moe_shards: int | None = None,
+                          moe_tokens: int | None = None) -> int:
         """Bytes of weights one forward pass of `tokens` tokens streams from memory on one GPU: all weights
         except the embedding table (only looked-up rows are read; a tied LM head is read as the LM head) and,
         in a MoE model, except the routed experts no token was sent to (see `moe`). tokens=None: every expert
-        (the all-parameter bound); the active-parameter bound is tokens=1."""
+        (the all-parameter bound); the active-parameter bound is tokens=1. ``moe_tokens``: the tokens the MoE
+        layers route (with data parallelism, every DP rank's: the experts are shared), default `tokens`."""
         tp = tensor_parallel_size
-        ab = activation_bytes(weight_dtype)
+        w = moe_shards or tp
+        f = resolve_formats(weight_dtype)
+        ab = dtype_bytes(f.activation)
         not_streamed = 0 if self.tie_word_embeddings else self.embedding_params * ab
-        total = self.weight_bytes(weight_dtype, tp) - not_streamed // tp
+        total = self.weight_bytes(f, tp, w) - not_streamed // tp
         if not self.is_moe or tokens is None:
             return total
-        untouched = 1.0 - touched_fraction(self.num_experts, self.num_experts_per_tok, tokens)
-        return total - int(untouched * linear_weight_bytes(self.routed_expert_params, weight_dtype) / tp)
+        routed_tokens = tokens if moe_tokens is None else moe_tokens
+        untouched = 1.0 - touched_fraction(self.num_experts, self.num_experts_per_tok, routed_tokens)
+        return total - int(untouched * ceil_div(group_bytes(self, f)["routed_experts"], 1) / w)
 
     # --- conversions --------------------------------------------------------------------------------------
     def to_hf_config(self) -> dict[str, Any]:

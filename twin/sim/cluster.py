@@ -109,6 +109,9 @@ def resolve_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | 
             deps.append(resolve_deployment(b, base))
         except TwinInputError as exc:
             raise TwinInputError(f"{where}: {exc}") from None
+        if deps[-1].engines_per_replica > 1:
+            raise TwinInputError(f"{where}: deployment.data_parallel_size > 1 with replica groups is not modelled; "
+                                 f"leave groups out to run a data-parallel server")
         bodies.append(b)
     return ClusterDeployment(loaded, bodies, deps)
 

@@ -15,9 +15,12 @@ from twin.cost.factory import build_cost_model
 from twin.errors import TwinInputError
 from twin.hardware.catalog import GpuSpec, ModelSpec, resolve_gpu, resolve_model
 from twin.hardware.kv_sizing import KvPoolBreakdown, kv_pool_breakdown
+from twin.hardware.parallel import ParallelLayout
+from twin.hardware.weight_formats import WeightFormats, resolve_formats
 from twin.scenario import ScenarioBody
 from twin.core.scheduler_config import SchedulerConfig
-from twin.core.vllm_versions import NEWEST_VLLM_VERSION, VERSIONED_KNOBS, Entrypoint, default_limits, vllm_release
+from twin.core.vllm_versions import (NEWEST_VLLM_VERSION, VERSIONED_KNOBS, Entrypoint, default_block_size,
+                                     default_limits, vllm_release)
 from twin.sim.routing import make_router as make_named_router
 from twin.spec_decode import Drafter, build_drafter
 
@@ -44,6 +47,13 @@ class Deployment:
     kv_pool: KvPoolBreakdown
     cost_model_factory: Callable[[], CostModel]
     drafter: Drafter | None = None
+    layout: ParallelLayout | None = None
+    weight_formats: WeightFormats | None = None
+
+    @property
+    def engines_per_replica(self) -> int:
+        """Engine cores one server runs: its data-parallel ranks (each its own scheduler and KV pool)."""
+        return self.layout.dp if self.layout is not None else 1
 
     @property
     def num_gpu_blocks(self) -> int:
@@ -71,6 +81,10 @@ def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec)
         max_tokens = max(max_tokens, max_num_seqs)
     fields = server.model_dump(exclude={"gpu_memory_utilization", "num_gpu_blocks_override", "vllm_version",
                                         "entrypoint"})
+    if fields["block_size"] is None:
+        # vLLM's default: 16, or what the MLA attention backend forces (FP4 tensor cores: a datacenter Blackwell)
+        fields["block_size"] = default_block_size(server.vllm_version, model.is_mla, bool(model.index_topk),
+                                                  "fp4" in gpu.peak_flops)
     fields.update(max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_tokens)
     spec = body.speculative_decoding
     for knob in VERSIONED_KNOBS:
@@ -101,24 +115,49 @@ def require_single_deployment(body: ScenarioBody, what: str, where: str | None =
                              f"replica groups; leave groups out (twin run and twin compare run mixed clusters)")
 
 
+def resolve_weight_formats(body: ScenarioBody, model: ModelSpec) -> WeightFormats:
+    """The deployment's weight format per layer group: ``weight_dtype`` ("auto": the checkpoint's formats, bf16
+    for a plain checkpoint) with ``weight_formats`` overriding single groups."""
+    dep = body.deployment
+    if dep.weight_dtype == "auto":
+        formats = model.checkpoint_formats or WeightFormats()
+    else:
+        formats = resolve_formats(dep.weight_dtype)
+    if dep.weight_formats:
+        formats = formats.with_groups(dep.weight_formats, "deployment.weight_formats")
+    return formats
+
+
+def resolve_layout(body: ScenarioBody, model: ModelSpec) -> ParallelLayout:
+    dep = body.deployment
+    layout = ParallelLayout(dep.tensor_parallel_size, dep.pipeline_parallel_size, dep.data_parallel_size,
+                            dep.enable_expert_parallel, dep.all2all_backend)
+    layout.check(model)
+    return layout
+
+
 def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Deployment:
     """The one deployment of ``body``; a mixed cluster is an error (see ``resolve_for_run``)."""
     require_single_deployment(body, "this step")
     dep = body.deployment
     model = resolve_model(_relative(dep.model, base_dir))
     gpu = resolve_gpu(_relative(dep.gpu, base_dir))
-    model.check_tensor_parallel(dep.tensor_parallel_size)
+    layout = resolve_layout(body, model)
+    formats = resolve_weight_formats(body, model)
     sched = resolve_scheduler_config(body, model, gpu)
     cm = body.cost_model
     drafter = None
     if body.speculative_decoding is not None:
-        drafter = build_drafter(body.speculative_decoding, model, gpu, dep.tensor_parallel_size, dep.weight_dtype,
+        if not layout.is_trivial:
+            raise TwinInputError("speculative_decoding: with data, pipeline or expert parallelism is not modelled; "
+                                 "leave data_parallel_size, pipeline_parallel_size at 1 and enable_expert_parallel off")
+        drafter = build_drafter(body.speculative_decoding, model, gpu, dep.tensor_parallel_size, formats.attention,
                                 dep.kv_dtype, cm.params if cm.kind == "roofline" else None, base_dir,
                                 async_scheduling=sched.async_scheduling)
     pool = kv_pool_breakdown(
         model, gpu, dep.tensor_parallel_size, sched.block_size, body.server.gpu_memory_utilization,
-        dep.weight_dtype, dep.kv_dtype, sched.max_num_batched_tokens, body.server.num_gpu_blocks_override,
-        max_num_seqs=sched.max_num_seqs, max_model_len=sched.max_model_len,
+        formats, dep.kv_dtype, sched.max_num_batched_tokens, body.server.num_gpu_blocks_override,
+        layout=layout, max_num_seqs=sched.max_num_seqs, max_model_len=sched.max_model_len,
         draft_weight_bytes=drafter.weight_bytes if drafter else 0,
         draft_kv_bytes_per_token=drafter.kv_bytes_per_token if drafter else 0)
     params: dict[str, Any] = dict(cm.params)
@@ -127,10 +166,10 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
 
     def cost_model_factory() -> CostModel:
         return build_cost_model(cm.kind, model, gpu, dep.tensor_parallel_size,
-                                {"weight_dtype": dep.weight_dtype, "kv_dtype": dep.kv_dtype}, params)
+                                {"weight_dtype": formats, "kv_dtype": dep.kv_dtype}, params, layout=layout)
 
     cost_model_factory()  # fail on bad parameters before any run
-    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter)
+    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter, layout, formats)
 
 
 def _relative(value: str, base_dir: Path | None) -> str:

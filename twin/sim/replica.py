@@ -56,6 +56,7 @@ class Replica:
         # its next request, the run drains); unknown: assume it could
         self.finish_wakes_anyone = finish_wakes_anyone or (lambda: True)
         self.num_outstanding = 0
+        self.num_submitted = 0          # requests handed to this replica so far (the DP front end's count)
         # async scheduling: requests that arrived while a step ran wait for the schedule after the next one
         self.async_scheduling = bool(getattr(scheduler.config, "async_scheduling", False))
         self._in_step = False
@@ -69,6 +70,7 @@ class Replica:
     def submit(self, request: Request) -> None:
         record = request.client_data
         record.replica = self.index
+        self.num_submitted += 1
         if self.async_scheduling and self._in_step:
             self._deferred.append(request)
             self.num_outstanding += 1

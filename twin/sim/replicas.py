@@ -15,6 +15,7 @@ from twin.errors import TwinInputError
 from twin.results.sim_result import SimResult
 from twin.scenario import ScenarioBody
 from twin.sim.deployment import Deployment, make_router, resolve_deployment
+from twin.sim.dp_router import DataParallelRouter
 from twin.sim.simulate import simulate
 from twin.spec_decode import SpecDecodeStats, Speculator, speculator_factory
 from twin.workload.generate import build_workload
@@ -35,10 +36,21 @@ def run_single(body: ScenarioBody, base_dir: Path | None = None, *, replication:
         "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
         "cost_model": body.cost_model.model_dump(),
     }
+    if dep.weight_formats is not None:        # what weight_dtype "auto" and weight_formats resolved to
+        summary["weight_formats"] = dep.weight_formats.as_dict()
+    if dep.layout is not None and not dep.layout.is_trivial:
+        summary["layout"] = dep.layout.as_dict()
     if body.speculative_decoding is not None:
         summary["speculative_decoding"] = body.speculative_decoding.model_dump()
-    return simulate_replicas(body, [body], [dep], [0] * body.deployment.replicas,
-                             make_router(body.deployment.router), seed=seed, base_dir=base_dir,
+    engines = body.deployment.replicas * dep.engines_per_replica
+    if dep.engines_per_replica > 1:
+        # data parallelism: every DP rank is an engine core of its own; one server's front end balances them
+        # as vLLM does, several servers are flattened behind the deployment's router
+        summary["data_parallel_engines"] = engines
+        router = DataParallelRouter() if body.deployment.replicas == 1 else make_router(body.deployment.router)
+    else:
+        router = make_router(body.deployment.router)
+    return simulate_replicas(body, [body], [dep], [0] * engines, router, seed=seed, base_dir=base_dir,
                              summary=summary, progress=progress)
 
 

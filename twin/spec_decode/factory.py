@@ -9,7 +9,7 @@ from typing import Any
 from twin.hardware.catalog import GpuSpec, ModelSpec, resolve_model
 from twin.errors import TwinInputError
 from twin.spec_decode.config import HEAD_METHODS, SpeculativeDecodingConfig
-from twin.cost.roofline import DEFAULT_MEMORY_EFFICIENCY
+from twin.cost.generations import default_efficiencies
 from twin.hardware.catalog import normalize_dtype
 from twin.spec_decode.drafters import Drafter, NgramDrafter, draft_model_drafter, head_drafter
 from twin.spec_decode.speculator import Speculator
@@ -25,7 +25,10 @@ def build_drafter(cfg: SpeculativeDecodingConfig, target: ModelSpec, gpu: GpuSpe
     the defaults; the host's share as the release runs it, ``async_scheduling``; the rejection sampler)."""
     params = dict(target_cost_params or {})
     drafter = _model_or_ngram(cfg, target, gpu, tp, weight_dtype, kv_dtype, params, base_dir)
-    bandwidth = gpu.memory_bandwidth_bytes_per_s * float(params.get("memory_efficiency", DEFAULT_MEMORY_EFFICIENCY))
+    memory_efficiency = params.get("memory_efficiency")
+    if memory_efficiency is None:
+        memory_efficiency = default_efficiencies(gpu)[0]     # the GPU generation's, as the target's roofline takes
+    bandwidth = gpu.memory_bandwidth_bytes_per_s * float(memory_efficiency)
     return SpecStepCost(drafter, vocab_size=target.vocab_size, memory_bandwidth_bytes_per_s=bandwidth,
                         target_kv_bytes_per_token=target.kv_bytes_per_token(normalize_dtype(kv_dtype, "kv_dtype"), tp),
                         async_scheduling=async_scheduling, sampling=cfg.sampling,

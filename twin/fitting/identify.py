@@ -1,0 +1,75 @@
+"""Which cost parameters a set of measured runs can pin down, and how well a fit pinned them.
+
+Before the fit (``held_at_prior``): a parameter no run is sensitive to is held at its prior, with the reason:
+a generation's efficiencies need runs on that generation (its compute efficiency, long prompts not served
+from a prefix cache, else GEMMs never leave the weight-read bound), the MoE expert efficiency a MoE model, the
+KV-read efficiency long contexts, the all-reduce latency tensor parallelism, the ``@sync`` overheads a server
+without async scheduling. After the fit (``identification``): a parameter whose standard error spans more than
+``WEAK_SHARE`` of its plausible range is reported as weakly identified."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from twin.fitting.parameters import PARAMETERS_BY_NAME
+from twin.fitting.scoped import in_scope, split
+
+PREFILL_HEAVY_TOKENS = 1024
+LONG_CONTEXT_TOKENS = 2048
+WEAK_SHARE = 0.25
+HELD = "not identified, held at prior"
+
+
+def _deployments(cases):
+    from twin.fitting.replay import deployment_for
+    return [deployment_for(c.run, c.target) for c in cases]
+
+
+def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence | None = None) -> dict[str, str]:
+    """{name: why the runs cannot identify it} for those of ``names`` they cannot."""
+    deps = list(deployments) if deployments is not None else _deployments(cases)
+    held: dict[str, str] = {}
+    scopes_of: dict[str, list[str]] = {}
+    for n in names:
+        base, scope = split(n)
+        if scope is not None:
+            scopes_of.setdefault(base, []).append(scope)
+
+    def covered(case_dep, base, scope):
+        if scope is None:      # an unscoped value holds where no scoped one of the same name overrides it
+            return not any(in_scope(s, case_dep) for s in scopes_of.get(base, ()))
+        return in_scope(scope, case_dep)
+
+    for name in names:
+        base, scope = split(name)
+        mine = [(c, d) for c, d in zip(cases, deps) if covered(d, base, scope)]
+        where = f" ({scope})" if scope else (f" (outside {', '.join(scopes_of[base])})" if base in scopes_of else "")
+        if not mine:
+            held[name] = f"no run{where} in the data"
+        elif base == "compute_efficiency" and not any(
+                c.run.prompt_pool is None and c.run.prompt_tokens.mean >= PREFILL_HEAVY_TOKENS for c, _ in mine):
+            held[name] = f"no run{where} prefills long uncached prompts (GEMMs stay weight-read bound)"
+        elif base == "allreduce_latency_s" and all(c.target.tensor_parallel_size == 1 for c, _ in mine):
+            held[name] = "every run is on one GPU (no all-reduce)"
+        elif base == "request_path_jitter_s" and not any(
+                "median_ttft_ms" in c.run.metrics or "p90_ttft_ms" in c.run.metrics for c, _ in mine):
+            held[name] = "no run measured a TTFT percentile (a mean alone does not split fixed from variable)"
+        elif base.startswith("moe_expert") and not any(d.model.is_moe for _, d in mine):
+            held[name] = "no run serves a MoE model"
+        elif base == "kv_memory_efficiency" and not any(
+                c.run.prompt_tokens.mean + c.run.output_tokens.mean >= LONG_CONTEXT_TOKENS for c, _ in mine):
+            held[name] = f"no run reaches {LONG_CONTEXT_TOKENS}-token contexts"
+    return held
+
+
+def identification(names: Sequence[str], std: dict[str, float], held: dict[str, str]) -> dict[str, str]:
+    """Per parameter: ``identified``, ``weakly identified (+/- x of its range)`` or the held-at-prior reason."""
+    out = {}
+    for name in list(names) + [n for n in held if n not in names]:
+        if name in held:
+            out[name] = f"{HELD}: {held[name]}"
+            continue
+        p = PARAMETERS_BY_NAME[name]
+        share = p.from_model(std.get(name, float("nan"))) / (p.upper - p.lower)
+        out[name] = "identified" if share <= WEAK_SHARE else f"weakly identified (+/- {share:.0%} of its range)"
+    return out
