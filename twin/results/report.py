@@ -7,7 +7,6 @@ with colour; printed to a file or pipe the same tables come out as plain Markdow
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ from rich.text import Text
 
 from twin.errors import TwinInputError
 from twin.results import numbers
+from twin.results.numbers import finite_number
 
 # +1: higher is better, -1: lower is better, 0: neither
 _HIGHER = {
@@ -96,17 +96,6 @@ def direction(key: str) -> int:
     if key in _LOWER or (key.endswith("_ms") and key.split("_")[0] != "std"):
         return -1
     return 0
-
-
-def finite_number(v: Any) -> float | None:
-    """A metric value as a finite float, or None (missing, NaN, infinite, a flag, not a number)."""
-    if isinstance(v, bool) or v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def format_value(key: str, value: Any) -> str:
