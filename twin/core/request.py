@@ -131,6 +131,12 @@ class Request:
                 raise ValueError(f"request {self.request_id}: real-token request needs {count} token ids")
             self.output_token_ids.extend(token_ids)
 
+    @property
+    def segments(self) -> list[tuple[Hashable, int]] | None:
+        """The prompt's ``(segment_key, num_tokens)`` pieces followed by the open-ended output segment (read
+        only); None for a real-token request (its content is ``prompt_token_ids``)."""
+        return self._segments
+
     # ---- token identity -------------------------------------------------------------------------------
     def _index_segments(self) -> None:
         # Prefix identity at a segment start: chained over the segments before it, so that

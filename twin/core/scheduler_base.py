@@ -27,7 +27,9 @@ class SchedulerBase:
         self.num_finished = 0
         self.num_aborted = 0
         self.rejected: list[Request] = []
-        self._rejected_unreported: list[Request] = []
+        # requests refused at add_request, reported with the next schedule() (public: the fast path, which
+        # reports none, drops them)
+        self.rejected_unreported: list[Request] = []
 
     # ---- admission ------------------------------------------------------------------------------------
     def reject_reason(self, request: Request) -> str | None:
@@ -59,7 +61,7 @@ class SchedulerBase:
             request.status = RequestStatus.FINISHED_REJECTED
             request.reject_reason = reason
             self.rejected.append(request)
-            self._rejected_unreported.append(request)
+            self.rejected_unreported.append(request)
             return False
         request.status = RequestStatus.WAITING
         self.waiting.add(request)
@@ -90,9 +92,9 @@ class SchedulerBase:
     def _new_output(self) -> SchedulerOutput:
         out = SchedulerOutput(step_index=self.step_index)
         self.step_index += 1
-        if self._rejected_unreported:
-            out.rejected = self._rejected_unreported
-            self._rejected_unreported = []
+        if self.rejected_unreported:
+            out.rejected = self.rejected_unreported
+            self.rejected_unreported = []
         return out
 
     def _finish_output(self, out: SchedulerOutput) -> SchedulerOutput:

@@ -25,7 +25,7 @@ MS_UNITS = ((0.001, "µs"), (1.0, "ms"), (1_000.0, "s"), (60_000.0, "min"), (3_6
 SMALLEST = 1e-9          # below this (in absolute value) a number reads 0
 
 
-def _finite(value: Any) -> float | None:
+def finite(value: Any) -> float | None:
     if isinstance(value, bool) or value is None:
         return None
     try:
@@ -60,7 +60,7 @@ def _rounded(v: float, digits: int) -> float:
 
 def number(value: Any, digits: int = SIG_FIGS) -> str:
     """``0.0123``, ``1.23``, ``123``, ``1,234``, ``12.3k``, ``4.57M``; never an exponent."""
-    v = _finite(value)
+    v = finite(value)
     if v is None:
         return "-" if value is None else str(value)
     text = _plain(v, digits)
@@ -75,7 +75,7 @@ def number(value: Any, digits: int = SIG_FIGS) -> str:
 
 def count(value: Any, short: bool = False) -> str:
     """An exact count: ``239,832``; ``short``: ``240k`` from 10,000 up (a card's width)."""
-    v = _finite(value)
+    v = finite(value)
     if v is None:
         return "-" if value is None else str(value)
     if short and abs(v) >= 9_999.5:
@@ -85,7 +85,7 @@ def count(value: Any, short: bool = False) -> str:
 
 def with_unit(value: Any, unit: str, digits: int = SIG_FIGS) -> str:
     """``number(value)`` and its unit: ``950 tok/s``, ``12.3k tok/s``, ``2.35 req/s``."""
-    v = _finite(value)
+    v = finite(value)
     if v is None:
         return "-" if value is None else str(value)
     return f"{number(v, digits)} {unit}"
@@ -94,7 +94,7 @@ def with_unit(value: Any, unit: str, digits: int = SIG_FIGS) -> str:
 def duration_ms(value: Any, digits: int = SIG_FIGS) -> str:
     """A time given in milliseconds, in the unit it reads best in: ``30.0 µs``, ``812 ms``, ``4.51 s``,
     ``4.00 min``, ``1.50 h`` (the rounded value decides: 999.7 ms reads ``1.00 s``)."""
-    v = _finite(value)
+    v = finite(value)
     if v is None:
         return "-" if value is None else str(value)
     if v == 0:
@@ -111,7 +111,7 @@ def given(value: Any) -> str:
     """A value as a person gave it (a setting, a bound): ``8``, ``0.5``, ``12.75``, ``1,000,000`` rather than
     ``1e+06``; a float that ``:g`` would write with an exponent is written whole (an integer) or to 4
     significant figures."""
-    v = _finite(value)
+    v = finite(value)
     if v is None:
         return "-" if value is None else str(value)
     text = f"{v:g}"
@@ -122,7 +122,7 @@ def given(value: Any) -> str:
 
 def duration_s(value: Any, digits: int = SIG_FIGS) -> str:
     """A time given in seconds: ``duration_ms(value * 1000)``."""
-    v = _finite(value)
+    v = finite(value)
     if v is None:
         return "-" if value is None else str(value)
     return duration_ms(v * 1000.0, digits)
@@ -135,7 +135,7 @@ def signed(text: str, value: float) -> str:
 
 def delta_ms(value: Any) -> str:
     """A signed change of a latency in ms: ``+3.75 ms``, ``-1.02 s``."""
-    v = _finite(value)
+    v = finite(value)
     if v is None:
         return "-" if value is None else str(value)
     return signed(duration_ms(abs(v)), v)
@@ -143,7 +143,7 @@ def delta_ms(value: Any) -> str:
 
 def delta(value: Any, digits: int = SIG_FIGS) -> str:
     """A signed change without a unit: ``+0.43``, ``-1,022``, ``+12.3k``."""
-    v = _finite(value)
+    v = finite(value)
     if v is None:
         return "-" if value is None else str(value)
     return signed(number(abs(v), digits), v)
@@ -152,7 +152,7 @@ def delta(value: Any, digits: int = SIG_FIGS) -> str:
 def percent_change(value: Any) -> str:
     """A signed relative change in percent: ``-0.8%``, ``+22.6%``, ``-48.8%`` (one decimal below 100 %),
     ``+106%``, ``+1,234%``, ``+12.3k%``."""
-    v = _finite(value)
+    v = finite(value)
     if v is None:
         return "-" if value is None else str(value)
     if abs(v) < 99.95:
@@ -162,7 +162,7 @@ def percent_change(value: Any) -> str:
 
 def percent(fraction: Any, decimals: int = 1) -> str:
     """A share given as a fraction: ``23.2%``, ``100.0%``."""
-    v = _finite(fraction)
+    v = finite(fraction)
     if v is None:
         return "-" if fraction is None else str(fraction)
     return f"{v * 100:.{decimals}f}%"

@@ -174,7 +174,7 @@ class DecodeCohort:
             deque(map(list.append, allocating, kv.block_pool.get_new_blocks(len(allocating))), 0)
         if registering_by_phase and kv.enable_caching:
             last = s0 + num_steps - 1
-            cache_full_blocks = kv._cache_full_blocks
+            cache_full_blocks = kv.cache_full_blocks
             for s in range(s0, s0 + min(num_steps, bs)):
                 filling = registering_by_phase.get(-s % bs)
                 if filling:
@@ -251,7 +251,7 @@ class DecodeCohort:
         req.num_output_tokens = m.output0 + num_done
         if m.registers_on_leave:   # what the scheduled steps filled: its computed tokens
             kv = self.kv
-            kv._cache_full_blocks(req, kv.req_to_blocks[req.request_id], req.num_computed_tokens)
+            kv.cache_full_blocks(req, kv.req_to_blocks[req.request_id], req.num_computed_tokens)
         if num_done > 0:
             base = self.end_times_base
             if m.counted_by_step:   # the gap before its first step is counted there unless the cohort began with it

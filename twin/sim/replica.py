@@ -59,20 +59,20 @@ class Replica:
         self.num_submitted = 0          # requests handed to this replica so far (the DP front end's count)
         # async scheduling: requests that arrived while a step ran wait for the schedule after the next one
         self.async_scheduling = bool(getattr(scheduler.config, "async_scheduling", False))
-        self._in_step = False
-        self._deferred: list[Request] = []
+        self.in_step = False              # a step is running (public: the fast path sets it too)
+        self.deferred: list[Request] = []  # async scheduling: arrived during a step, admitted after it
         # runs of decode-only steps between events skip schedule()/update_from_output(); same results
         self.fast_path = fast_path and speculator is None and type(scheduler) is Scheduler
         self._wake: simpy.Event | None = None
-        self._cohort: DecodeCohort | None = None     # the running decodes while the fast path has them
+        self.cohort: DecodeCohort | None = None     # the running decodes while the fast path has them
         self.process = env.process(self._run())
 
     def submit(self, request: Request) -> None:
         record = request.client_data
         record.replica = self.index
         self.num_submitted += 1
-        if self.async_scheduling and self._in_step:
-            self._deferred.append(request)
+        if self.async_scheduling and self.in_step:
+            self.deferred.append(request)
             self.num_outstanding += 1
             return
         self._admit(request)
@@ -96,11 +96,11 @@ class Replica:
     def abort(self, request: Request) -> None:
         """The client gave up on a request submitted here and not yet finished: the server drops it and frees
         its KV blocks (vLLM's abort); the record is counted as failed."""
-        if request in self._deferred:
-            self._deferred.remove(request)
+        if request in self.deferred:
+            self.deferred.remove(request)
         else:
-            if self._cohort is not None:
-                self._cohort.release(request, self._in_step)
+            if self.cohort is not None:
+                self.cohort.release(request, self.in_step)
             self.scheduler.finish_requests([request], RequestStatus.FINISHED_ABORTED)
         record: RequestRecord = request.client_data
         record.finish_s = self.env.now
@@ -112,8 +112,8 @@ class Replica:
         if self.on_finish is not None:
             self.on_finish(request)
 
-    def _admit_deferred(self) -> None:
-        deferred, self._deferred = self._deferred, []
+    def admit_deferred(self) -> None:
+        deferred, self.deferred = self.deferred, []
         for request in deferred:
             self._admit(request, counted=True)
 
@@ -121,7 +121,7 @@ class Replica:
     def kv_usage(self) -> float:
         return self.scheduler.kv_cache_manager.usage
 
-    def _sleep_until_work(self):
+    def sleep_until_work(self):
         self._wake = self.env.event()
         wakeup = getattr(self.scheduler, "next_wakeup_s", None)
         if wakeup is not None and wakeup > self.env.now:
@@ -137,28 +137,28 @@ class Replica:
         replica = self.index
         while True:
             if not sched.has_unfinished_requests():
-                if self._deferred:          # the engine went idle: nothing to overlap with
-                    self._admit_deferred()
+                if self.deferred:          # the engine went idle: nothing to overlap with
+                    self.admit_deferred()
                     continue
-                yield self._sleep_until_work()
+                yield self.sleep_until_work()
                 continue
             now = env.now
             out = sched.schedule(now)
-            if self._deferred:
-                self._admit_deferred()     # seen by the next schedule, as under async scheduling
+            if self.deferred:
+                self.admit_deferred()     # seen by the next schedule, as under async scheduling
                 if not out.requests:
                     continue
             if not out.requests:
                 if sched.running:
                     raise RuntimeError(f"replica {replica}: scheduler produced an empty step with "
                                        f"{len(sched.running)} running requests")
-                yield self._sleep_until_work()
+                yield self.sleep_until_work()
                 continue
             draft_s = spec.draft_time_s(out) if spec is not None else 0.0
             dt = cost.step_time_s(out) + draft_s
-            self._in_step = True
+            self.in_step = True
             yield env.timeout(dt)
-            self._in_step = False
+            self.in_step = False
             end = env.now
             num_generated = spec.num_generated(out) if spec is not None else None
             result = sched.update_from_output(out, num_generated)
@@ -212,6 +212,11 @@ class Replica:
             for j in range(a):
                 pos[j] += 1
 
+    def finish(self, req: Request, now: float) -> None:
+        """Public seam for the fast path: the request finished at ``now`` (its tokens all emitted): close its
+        record and tell the client. (Calls go through ``_finish``, which tests patch to count finishes.)"""
+        self._finish(req, now)
+
     def _finish(self, req: Request, now: float) -> None:
         record: RequestRecord = req.client_data
         record.finish_s = now
@@ -229,8 +234,8 @@ class Replica:
 
     def close(self) -> None:
         """Mark requests still in flight when the run stopped."""
-        if self._cohort is not None:
-            self._cohort.settle_all(self._in_step)
+        if self.cohort is not None:
+            self.cohort.settle_all(self.in_step)
         for req in list(self.scheduler.running) + list(self.scheduler.waiting):
             record = req.client_data
             if record.status == FINISHED and record.finish_s is None:
