@@ -86,6 +86,18 @@ class SchedulerBase:
             if status == RequestStatus.FINISHED_ABORTED:
                 self.num_aborted += 1
 
+    def retire(self, finished: list[Request]) -> None:
+        """The one finishing routine: requests that emitted their last token (``Request.output_tokens_left``
+        reached 0) take their finish status, free their KV blocks in the given order, leave ``running`` and are
+        counted. ``update_from_output`` and the fast path's decode cohort both end requests here."""
+        free = self.kv_cache_manager.free
+        for req in finished:
+            req.status = req.finish_status()
+            free(req)
+        done = set(map(id, finished))
+        self.running = [r for r in self.running if id(r) not in done]
+        self.num_finished += len(finished)
+
     def has_unfinished_requests(self) -> bool:
         return bool(self.running) or bool(self.waiting)
 
@@ -186,24 +198,15 @@ class SchedulerBase:
                 accepted_spec[i] = accepted
             if gen == 0:
                 continue
-            num_tokens = req.num_prompt_tokens + req.num_output_tokens
-            stop_at = req.target_output_tokens if req.target_output_tokens < req.max_tokens else req.max_tokens
-            emit = min(gen, stop_at - req.num_output_tokens, max_model_len - num_tokens)
+            left = req.output_tokens_left(max_model_len)
+            emit = gen if gen < left else left
             if sampled_token_ids is not None:
                 req.append_output_tokens(emit, list(sampled_token_ids[i][:emit]))
             else:
                 req.num_output_tokens += emit
             num_emitted[i] = emit
-            if req.num_output_tokens >= stop_at or num_tokens + emit >= max_model_len:
-                if req.num_output_tokens >= req.target_output_tokens:
-                    req.status = RequestStatus.FINISHED_STOPPED
-                else:
-                    req.status = RequestStatus.FINISHED_LENGTH_CAPPED
+            if emit >= left:
                 finished.append(req)
         if finished:
-            for req in finished:
-                self.kv_cache_manager.free(req)
-            done = set(id(r) for r in finished)
-            self.running = [r for r in self.running if id(r) not in done]
-            self.num_finished += len(finished)
+            self.retire(finished)
         return StepResult(num_emitted=num_emitted, finished=finished, num_accepted_spec=accepted_spec)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from itertools import accumulate, cycle, filterfalse, islice
+from itertools import accumulate, cycle, islice
 from operator import mul
 
 from twin.core.request import Request, RequestStatus
@@ -106,7 +106,7 @@ def cohort_steps(replica):
             # they come first in running order); the admissions as update_from_output has them
             finished = cohort.complete(end)
             if finished:
-                _release(sched, finished)
+                sched.retire(finished)
             partial = False
             if new_reqs:
                 result = sched.update_from_output(SchedulerOutput(0, new_reqs, new_tokens, new_before,
@@ -170,7 +170,7 @@ def _decode_steps(replica, cohort: DecodeCohort, step_times, t: float, unyielded
         steps.append_decode_run(times, dts, n, index, num_free, num_usable, taken)
     finished = cohort.complete(t)
     if finished:
-        _release(sched, finished)
+        sched.retire(finished)
         for req in finished:
             replica.finish(req, t)
     return t, unyielded
@@ -198,20 +198,6 @@ def _plan_decode_run(cohort: DecodeCohort, step_times, t: float, horizon: float,
         del dts[k:], times[k + 1:]
     del used[k:]
     return dts, times, used
-
-
-def _release(sched, finished: list[Request]) -> None:
-    """Finished cohort members leave the engine, as ``update_from_output`` lets finished requests leave."""
-    for req in finished:
-        if req.num_output_tokens >= req.target_output_tokens:
-            req.status = RequestStatus.FINISHED_STOPPED
-        else:
-            req.status = RequestStatus.FINISHED_LENGTH_CAPPED
-    kv = sched.kv_cache_manager
-    for req in finished:
-        kv.free(req)
-    sched.running = list(filterfalse(set(finished).__contains__, sched.running))   # requests hash by identity
-    sched.num_finished += len(finished)
 
 
 def _in_step_until(replica, end: float, earlier_dts: list[float], last_dt: float | None):

@@ -93,8 +93,7 @@ class DecodeCohort:
         """Add a decode that is first scheduled in step ``self.step`` (after every current member)."""
         s = self.step
         num_tokens = req.num_prompt_tokens + req.num_output_tokens
-        stop_at = req.target_output_tokens if req.target_output_tokens < req.max_tokens else req.max_tokens
-        steps_left = min(stop_at - req.num_output_tokens, self.max_model_len - num_tokens)
+        steps_left = req.output_tokens_left(self.max_model_len)
         # tokens before step t: num_tokens + t - s; a block fills when that is a multiple of the block size
         phase = (num_tokens - s) % self.block_size
         private_from = req.private_from_token
