@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import filterfalse
 
 from twin.core.kv_cache_manager import KVCacheManager
 from twin.core.request import Request, RequestStatus
@@ -94,8 +95,7 @@ class SchedulerBase:
         for req in finished:
             req.status = req.finish_status()
             free(req)
-        done = set(map(id, finished))
-        self.running = [r for r in self.running if id(r) not in done]
+        self.running = list(filterfalse(set(finished).__contains__, self.running))   # requests hash by identity
         self.num_finished += len(finished)
 
     def has_unfinished_requests(self) -> bool:
