@@ -1,11 +1,12 @@
 """Serve requests on the real engine, step by step, with the serving core's own scheduler and block pool.
 
-The same loop as the twin's replica (``twin.sim.replica.Replica``), with the cost model replaced by a measurement::
+The same step as the twin's replica (``twin.sim.replica.Replica``), with the cost model replaced by a
+measurement, in the one loop of ``calibration.engine_loop`` on the engine's clock::
 
-    out = scheduler.schedule(now)
+    out = core.schedule(now)
     step = runner.execute(out, kv_cache_manager=scheduler.kv_cache_manager)     # real forward pass, timed
     now += step.elapsed_s
-    scheduler.update_from_output(out, sampled_token_ids=step.sampled_token_ids)
+    core.update(out, sampled_token_ids=step.sampled_token_ids)
 
 Because the scheduler, the KV cache manager and the block pool are the very objects the twin drives, the
 batches (which requests, how many tokens, which blocks, preemptions, prefix hits) are the twin's for the same
@@ -30,8 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from calibration.samples import StepSample
+from calibration.engine_loop import EngineClock, serve_loop
+from twin.core.engine_core import EngineCore
 from twin.sim.replica import new_record
-from twin.results.records import FINISHED, INCOMPLETE, REJECTED, RequestRecord, StepRecords
+from twin.results.records import REJECTED, RequestRecord, StepRecords
+from twin.results.request_log import close_record
 from twin.results.sim_result import SimResult
 from twin.core.request import Request
 from twin.core.scheduler_base import SchedulerBase
@@ -94,92 +98,71 @@ def serve(runner: Any, requests: Sequence[Any], config: SchedulerConfig | None =
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     wall0 = time.perf_counter()
     reqs = sorted((_as_request(r) for r in requests), key=lambda r: r.arrival_time_s)
-    records: list[RequestRecord] = []
-    res = ServeResult(StepRecords(), records, [], [], config=dict(config.model_dump() if config else {}))
+    res = ServeResult(StepRecords(), [], [], [], config=dict(config.model_dump() if config else {}))
     kv = scheduler.kv_cache_manager
-    now = 0.0
-    pending = 0
-    outstanding = 0
+    measured: dict[str, Any] = {}
 
-    def admit_until(t: float) -> None:
-        nonlocal pending, outstanding
-        while pending < len(reqs) and (not honor_arrivals or reqs[pending].arrival_time_s <= t):
-            req = reqs[pending]
-            pending += 1
-            record = new_record(req)
-            records.append(record)
-            if scheduler.add_request(req):
-                outstanding += 1
-            else:
-                record.status = REJECTED
-                record.reject_reason = req.reject_reason
-                record.finish_s = max(t, req.arrival_time_s if honor_arrivals else 0.0)
-
-    while True:
-        admit_until(now)
-        if not scheduler.has_unfinished_requests():
-            if pending >= len(reqs):
-                break
-            now = max(now, reqs[pending].arrival_time_s)   # idle: jump to the next arrival
-            continue
-        if (max_steps is not None and len(res.samples) >= max_steps) or \
-                (deadline_s is not None and time.perf_counter() >= deadline_s):
-            res.stopped_early = True
-            break
-        out = scheduler.schedule(now)
-        n_real = len(out.requests) - out.num_padding
-        if n_real <= 0:
-            wake = getattr(scheduler, "next_wakeup_s", None)
-            if wake is not None and wake > now:
-                now = wake
-                continue
-            if pending < len(reqs):
-                now = max(now, reqs[pending].arrival_time_s)
-                continue
-            raise RuntimeError(f"the scheduler produced an empty step with {len(scheduler.running)} running "
-                               f"and {len(scheduler.waiting)} waiting requests")
-        real = _RealPart(out, n_real)
+    def execute(out: SchedulerOutput):
+        real = _RealPart(out, len(out.requests) - out.num_padding)
         times, dev_times = [], []
         for _ in range(repeats):
             step = runner.execute(real, kv_cache_manager=kv)
             times.append(step.elapsed_s)
             if step.device_s is not None:
                 dev_times.append(step.device_s)
-        dt = statistics.median(times)
-        start = now
-        now += dt
-        sampled = list(step.sampled_token_ids) + [[] for _ in range(out.num_padding)]
-        result = scheduler.update_from_output(out, sampled_token_ids=sampled)
-        for i in range(n_real):
-            k = result.num_emitted[i]
-            if k:
-                out.requests[i].client_data.add_emission(now, k)
-        for req in result.finished:
-            record = req.client_data
-            record.finish_s = now
-            record.status = FINISHED
-            _copy_counters(req, record)
-            outstanding -= 1
-        res.steps.append_step(start, dt, out)
-        res.samples.append(StepSample(kind, list(real.num_new_tokens), list(real.num_computed_before), times,
-                                      dev_times or None, {"step_index": out.step_index, "graph": step.graph,
-                                                          "attention_calls": step.num_attention_calls}))
+        measured.update(real=real, times=times, dev_times=dev_times, step=step)
+        return list(step.sampled_token_ids) + [[] for _ in range(out.num_padding)], statistics.median(times)
+
+    def record_sample(out: SchedulerOutput, start: float, dt: float) -> None:
+        real, step = measured["real"], measured["step"]
+        res.samples.append(StepSample(kind, list(real.num_new_tokens), list(real.num_computed_before),
+                                      measured["times"], measured["dev_times"] or None,
+                                      {"step_index": out.step_index, "graph": step.graph,
+                                       "attention_calls": step.num_attention_calls}))
         res.batches.append([(out.requests[i].request_id, out.num_new_tokens[i], out.num_computed_before[i])
                             for i in range(len(out.requests))])
         if on_step is not None:
             on_step(len(res.samples), res)
 
-    for req in list(scheduler.running) + list(scheduler.waiting):
-        record = req.client_data
-        if record.status == FINISHED and record.finish_s is None:
-            record.status = INCOMPLETE
-            _copy_counters(req, record)
-    res.end_s = now
+    feed = _ListFeed(reqs, res, honor_arrivals, max_steps, deadline_s)
+    res.end_s = serve_loop(EngineCore(scheduler), feed, EngineClock(), execute, res.steps, record_sample)
     res.wall_s = time.perf_counter() - wall0
     res.num_preemptions = scheduler.num_preemptions
     res.prefix_cache_hit_tokens = kv.num_hit_tokens
     res.prefix_cache_query_tokens = kv.num_query_tokens
     return res
+
+
+class _ListFeed:
+    """Requests sorted by arrival (all at time 0 without ``honor_arrivals``); stops early after ``max_steps``
+    steps or at the ``time.perf_counter()`` value ``deadline_s`` (asked only while there is work)."""
+
+    def __init__(self, reqs: list[Request], res: ServeResult, honor_arrivals: bool, max_steps: int | None,
+                 deadline_s: float | None) -> None:
+        self.reqs, self.res, self.honor_arrivals = reqs, res, honor_arrivals
+        self.max_steps, self.deadline_s = max_steps, deadline_s
+        self.pending = 0
+
+    def admit(self, core: EngineCore, t: float) -> None:
+        reqs = self.reqs
+        while self.pending < len(reqs) and (not self.honor_arrivals or reqs[self.pending].arrival_time_s <= t):
+            req = reqs[self.pending]
+            self.pending += 1
+            self.res.requests.append(new_record(req))
+            if not core.add(req):
+                close_record(req, max(t, req.arrival_time_s if self.honor_arrivals else 0.0), REJECTED)
+
+    def stop(self, t: float, has_work: bool) -> bool:
+        if has_work and ((self.max_steps is not None and len(self.res.samples) >= self.max_steps)
+                         or (self.deadline_s is not None and time.perf_counter() >= self.deadline_s)):
+            self.res.stopped_early = True
+        return self.res.stopped_early
+
+    def next_s(self) -> float | None:
+        return self.reqs[self.pending].arrival_time_s if self.pending < len(self.reqs) else None
+
+    def finished(self, req: Request, t: float) -> None:
+        pass
 
 
 class _RealPart:
@@ -197,9 +180,3 @@ class _RealPart:
             self.num_new_tokens = out.num_new_tokens[:n_real]
             self.num_computed_before = out.num_computed_before[:n_real]
             self.num_spec_tokens = out.num_spec_tokens[:n_real]
-
-
-def _copy_counters(req: Request, record: RequestRecord) -> None:
-    record.num_output_tokens = req.num_output_tokens
-    record.num_cached_tokens = max(req.num_cached_tokens, 0)
-    record.num_preemptions = req.num_preemptions

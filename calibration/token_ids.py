@@ -64,7 +64,7 @@ def request_token_ids(request: Any, start: int, end: int, vocab_size: int) -> li
     """
     from twin.core.request import output_segment_key
 
-    segments = getattr(request, "_segments", None)
+    segments = getattr(request, "segments", None)
     if segments is not None:
         return synthetic_token_ids(segments, start, end, vocab_size)
     ids = list(request.prompt_token_ids) + list(request.output_token_ids or ()) + list(request.spec_token_ids)

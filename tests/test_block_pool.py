@@ -322,8 +322,8 @@ def test_private_blocks_freed_together_are_one_node_in_the_same_order():
     queue = pool.free_block_queue
     assert free_ids(pool) == [9, 8, 7, 6, 5, 4, 3]
     assert queue.num_free_blocks == 7
-    nodes, node = [], queue._head.next_free
-    while node is not queue._tail:
+    nodes, node = [], queue.head.next_free
+    while node is not queue.tail:
         nodes.append(node)
         node = node.next_free
     assert [type(n).__name__ for n in nodes] == ["KVCacheBlock", "PrivateRun", "KVCacheBlock", "PrivateRun"]
@@ -364,10 +364,10 @@ def test_inspecting_the_pool_shows_private_run_blocks_as_free_and_private_in_the
     pool, b = _private_pool(6)
     pool.free_blocks([b[5], b[4], b[3]])
     queue = pool.free_block_queue
-    assert isinstance(queue._head.next_free, PrivateRun)
+    assert isinstance(queue.head.next_free, PrivateRun)
     assert all(x.ref_cnt == 0 and x.block_hash is PRIVATE_HASH for x in pool.blocks[3:])
     assert free_ids(pool) == [5, 4, 3] and queue.num_free_blocks == 3
-    assert queue._head.next_free is b[5] and b[5].next_free is b[4]     # linked one by one now
+    assert queue.head.next_free is b[5] and b[5].next_free is b[4]     # linked one by one now
     assert [x.block_id for x in pool.get_new_blocks(2)] == [5, 4] and pool.num_evictions == 2
     assert all(x.ref_cnt == 1 and x.block_hash is None for x in (b[5], b[4]))
 
@@ -382,7 +382,7 @@ def test_a_private_run_given_to_free_blocks_joins_untouched_between_the_other_bl
     pool.free_blocks([b[7]], [b[6], b[5], b[4], b[3], b[2]], [b[1], b[0]])
     queue = pool.free_block_queue
     assert free_ids(pool) == [7, 6, 5, 4, 3, 2, 1, 0] and queue.num_free_blocks == 8
-    run = queue._head.next_free.next_free
+    run = queue.head.next_free.next_free
     assert isinstance(run, PrivateRun) and run.blocks == [b[6], b[5], b[4], b[3], b[2]]
     assert all(x.ref_cnt == 1 and x.block_hash is None for x in run.blocks)   # untouched
     assert b[0].ref_cnt == b[1].ref_cnt == b[7].ref_cnt == 0

@@ -84,7 +84,7 @@ def test_sliding_window_caps_the_attention_work():
 
 def test_dp_router_scores_waiting_four_times_and_counts_requests_on_their_way():
     def rank(waiting, running, submitted=0):
-        return SimpleNamespace(scheduler=SimpleNamespace(waiting=[0] * waiting), _deferred=[],
+        return SimpleNamespace(scheduler=SimpleNamespace(waiting=[0] * waiting), deferred=[],
                                num_outstanding=waiting + running, num_submitted=submitted)
     assert dp_load_score(rank(1, 0)) == 4 and dp_load_score(rank(0, 3)) == 3
     r = DataParallelRouter()

@@ -62,7 +62,7 @@ class BlockPool:
         # popleft inlined (this runs for every block of every request): the taken blocks are cut from the head
         # of the list in one go; never-used ids are taken as a range
         out: list[KVCacheBlock] = []
-        head, fresh = queue._head, queue._fresh
+        head, fresh = queue.head, queue.fresh
         num_fresh = num_private_evicted = 0
         need = num_blocks
         block = head.next_free
@@ -128,7 +128,7 @@ class BlockPool:
         in the order freed), those join next as one private run, untouched, and ``then_blocks`` after them."""
         queue = self.free_block_queue
         to_head: list[KVCacheBlock] | None = [] if self.free_unhashed_to_head else None
-        tail = queue._tail
+        tail = queue.tail
         last, num_appended = self._append_freed(ordered_blocks, tail.prev_free, to_head)
         if then_private:
             last = link_run(last, then_private)

@@ -63,34 +63,39 @@ class PrivateRun:
 
 class FreeBlockQueue:
     """Doubly linked list of free blocks through the blocks' own pointers, with sentinel head and tail; runs
-    of private blocks freed together are one node (``PrivateRun``)."""
+    of private blocks freed together are one node (``PrivateRun``).
 
-    __slots__ = ("num_free_blocks", "_head", "_tail", "_fresh", "_store", "_next_fresh", "_end_fresh")
+    Public seams for the block pool's inlined pops and appends: ``head`` and ``tail`` are the sentinel nodes
+    (``head.next_free`` is the LRU end, ``tail.prev_free`` the MRU end); ``fresh`` is the node standing for
+    the never-used ids while any are left (its ``block_id`` is -3). A caller that relinks nodes between them
+    keeps ``num_free_blocks`` right itself."""
+
+    __slots__ = ("num_free_blocks", "head", "tail", "fresh", "_store", "_next_fresh", "_end_fresh")
 
     def __init__(self, blocks: Iterable[KVCacheBlock] = (), *, store: list[KVCacheBlock] | None = None,
                  num_fresh: int = 0) -> None:
         """The queue of ``blocks``; or, with ``store`` and ``num_fresh``, of the never-used blocks
         ``0 .. num_fresh - 1``, made on first use and kept in ``store`` (indexed by id)."""
-        self._head = KVCacheBlock(-1)
-        self._tail = KVCacheBlock(-2)
-        self._head.next_free = self._tail
-        self._tail.prev_free = self._head
+        self.head = KVCacheBlock(-1)
+        self.tail = KVCacheBlock(-2)
+        self.head.next_free = self.tail
+        self.tail.prev_free = self.head
         self.num_free_blocks = 0
-        self._fresh = KVCacheBlock(-3)  # stands for the ids _next_fresh .. _end_fresh - 1 while in the list
+        self.fresh = KVCacheBlock(-3)  # stands for the ids _next_fresh .. _end_fresh - 1 while in the list
         self._store = store if store is not None else []
         self._next_fresh = self._end_fresh = len(self._store)
         if num_fresh > 0:
             self._end_fresh = self._next_fresh + num_fresh
-            self.append(self._fresh)
+            self.append(self.fresh)
             self.num_free_blocks = num_fresh
         for block in blocks:
             self.append(block)
 
     def popleft(self) -> KVCacheBlock:
-        block = self._head.next_free
-        if block is self._tail:
+        block = self.head.next_free
+        if block is self.tail:
             raise ValueError("no free blocks")
-        if block is self._fresh:
+        if block is self.fresh:
             return self._pop_fresh()
         if block.block_id < 0:     # a private run: its first block, with the state it has in the queue
             run, block = block, block.blocks[block.start]
@@ -118,7 +123,7 @@ class FreeBlockQueue:
         take = min(num_blocks, self._end_fresh - first)
         self._next_fresh = first + take
         if self._next_fresh == self._end_fresh:
-            self.remove(self._fresh)  # counted one free block less
+            self.remove(self.fresh)  # counted one free block less
             self.num_free_blocks -= take - 1
         else:
             self.num_free_blocks -= take
@@ -142,10 +147,10 @@ class FreeBlockQueue:
         self.num_free_blocks -= 1
 
     def append(self, block: KVCacheBlock) -> None:
-        self._link_between(self._tail.prev_free, block, self._tail)
+        self._link_between(self.tail.prev_free, block, self.tail)
 
     def appendleft(self, block: KVCacheBlock) -> None:
-        self._link_between(self._head, block, self._head.next_free)
+        self._link_between(self.head, block, self.head.next_free)
 
     def _link_between(self, prev: KVCacheBlock | PrivateRun, block: KVCacheBlock,
                       nxt: KVCacheBlock | PrivateRun) -> None:
@@ -161,9 +166,9 @@ class FreeBlockQueue:
             self.appendleft(block)
 
     def block_ids(self) -> list[int]:
-        ids, block = [], self._head.next_free
-        while block is not self._tail:
-            if block is self._fresh:
+        ids, block = [], self.head.next_free
+        while block is not self.tail:
+            if block is self.fresh:
                 ids.extend(range(self._next_fresh, self._end_fresh))
             elif block.block_id < 0:
                 ids.extend(b.block_id for b in block.blocks[block.start:])
@@ -175,10 +180,10 @@ class FreeBlockQueue:
     def link_private_runs(self) -> None:
         """Link every block of the private runs one by one, in place of its run (queue order unchanged), each
         with the state it has in the queue (ref count 0, ``PRIVATE_HASH``)."""
-        block = self._head.next_free
-        while block is not self._tail:
+        block = self.head.next_free
+        while block is not self.tail:
             nxt = block.next_free
-            if block.block_id < 0 and block is not self._fresh:
+            if block.block_id < 0 and block is not self.fresh:
                 last = block.prev_free
                 self._unlink(block)
                 for b in block.blocks[block.start:]:

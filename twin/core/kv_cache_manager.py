@@ -38,7 +38,7 @@ class KVCacheManager:
         return self.req_to_blocks.get(request_id, [])
 
     # ---- hashes ---------------------------------------------------------------------------------------
-    def _ensure_block_hashes(self, request: Request, num_blocks: int) -> list[int]:
+    def ensure_block_hashes(self, request: Request, num_blocks: int) -> list[int]:
         """Extend ``request.block_hashes`` to ``num_blocks`` full blocks (hashes are computed lazily)."""
         hashes = request.block_hashes
         n = len(hashes)
@@ -55,7 +55,7 @@ class KVCacheManager:
             return [], 0
         num_tokens = request.num_prompt_tokens + request.num_output_tokens
         max_hit_blocks = self.num_findable_blocks(request, (num_tokens - 1) // self.block_size)
-        hashes = self._ensure_block_hashes(request, max_hit_blocks)
+        hashes = self.ensure_block_hashes(request, max_hit_blocks)
         lookup = self.block_pool.cached_block_hash_to_block.get
         hit: list[KVCacheBlock] = []
         for i in range(max_hit_blocks):
@@ -145,9 +145,9 @@ class KVCacheManager:
         at the request's real tokens)."""
         if self.enable_caching:
             num_tokens = request.num_prompt_tokens + request.num_output_tokens
-            self._cache_full_blocks(request, req_blocks, num_computed if num_computed < num_tokens else num_tokens)
+            self.cache_full_blocks(request, req_blocks, num_computed if num_computed < num_tokens else num_tokens)
 
-    def _cache_full_blocks(self, request: Request, req_blocks: list[KVCacheBlock], num_tokens: int) -> None:
+    def cache_full_blocks(self, request: Request, req_blocks: list[KVCacheBlock], num_tokens: int) -> None:
         """Register the blocks of ``req_blocks`` that the first ``num_tokens`` tokens fill and that are not
         registered yet; private ones (see ``Request.private_from_token``) without hashing them: counted only,
         while the request was never preempted (``free`` knows them by position), else marked
@@ -163,7 +163,7 @@ class KVCacheManager:
             if request.num_preemptions:
                 self.block_pool.mark_private(req_blocks[num_shared:num_full])
         if num_shared > num_cached:
-            hashes = self._ensure_block_hashes(request, num_shared)
+            hashes = self.ensure_block_hashes(request, num_shared)
             self.block_pool.cache_blocks(req_blocks[num_cached:num_shared], hashes[num_cached:num_shared])
         self.num_cached_blocks[rid] = num_full
 
@@ -178,7 +178,7 @@ class KVCacheManager:
         if request.private_from_token is not None and num_cached:
             first = min(num_cached, request.private_from_token // self.block_size)
             if not request.is_finished:
-                hashes = self._ensure_block_hashes(request, num_cached)
+                hashes = self.ensure_block_hashes(request, num_cached)
                 self.block_pool.cache_blocks(blocks[first:num_cached], hashes[first:num_cached])
             elif not request.num_preemptions and first < num_cached:
                 private = blocks[first:num_cached]

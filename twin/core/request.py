@@ -44,7 +44,7 @@ class Request:
     """One request's scheduling state. Counters carry vLLM's names and meanings."""
 
     __slots__ = (
-        "request_id", "arrival_time_s", "num_prompt_tokens", "target_output_tokens", "max_tokens",
+        "request_id", "arrival_time_s", "num_prompt_tokens", "target_output_tokens", "max_tokens", "stop_at_tokens",
         "task_class", "priority", "num_output_tokens", "num_computed_tokens", "num_cached_tokens",
         "num_preemptions", "status", "spec_token_ids", "num_spec_tokens", "block_hashes",
         "prompt_token_ids", "output_token_ids", "_segments", "_segment_ends", "_segment_bases",
@@ -75,6 +75,8 @@ class Request:
         self.num_prompt_tokens = int(num_prompt_tokens)
         self.target_output_tokens = int(target_output_tokens)
         self.max_tokens = int(max_tokens) if max_tokens is not None else self.target_output_tokens
+        # output tokens at which the request stops: its target, or max_tokens when that is smaller
+        self.stop_at_tokens = min(self.target_output_tokens, self.max_tokens)
         self.task_class = task_class
         self.priority = priority
         self.client_data = client_data
@@ -130,6 +132,27 @@ class Request:
             if token_ids is None or len(token_ids) != count:
                 raise ValueError(f"request {self.request_id}: real-token request needs {count} token ids")
             self.output_token_ids.extend(token_ids)
+
+    # ---- the finishing rule (the step-by-step path and the fast path both finish requests by it) ---------
+    def output_tokens_left(self, max_model_len: int) -> int:
+        """Output tokens this request may still emit: up to ``stop_at_tokens`` outputs or ``max_model_len``
+        tokens in all, whichever comes first. The step whose emission brings this to 0 finishes the request."""
+        by_stop = self.stop_at_tokens - self.num_output_tokens
+        by_len = max_model_len - self.num_prompt_tokens - self.num_output_tokens
+        return by_stop if by_stop < by_len else by_len
+
+    def finish_status(self) -> RequestStatus:
+        """The status of a request that emitted its last token: STOPPED when its output reached its target
+        (vLLM: EOS/stop), LENGTH_CAPPED when ``max_tokens`` or ``max_model_len`` cut it first."""
+        if self.num_output_tokens >= self.target_output_tokens:
+            return RequestStatus.FINISHED_STOPPED
+        return RequestStatus.FINISHED_LENGTH_CAPPED
+
+    @property
+    def segments(self) -> list[tuple[Hashable, int]] | None:
+        """The prompt's ``(segment_key, num_tokens)`` pieces followed by the open-ended output segment (read
+        only); None for a real-token request (its content is ``prompt_token_ids``)."""
+        return self._segments
 
     # ---- token identity -------------------------------------------------------------------------------
     def _index_segments(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import filterfalse
 
 from twin.core.kv_cache_manager import KVCacheManager
 from twin.core.request import Request, RequestStatus
@@ -27,7 +28,9 @@ class SchedulerBase:
         self.num_finished = 0
         self.num_aborted = 0
         self.rejected: list[Request] = []
-        self._rejected_unreported: list[Request] = []
+        # requests refused at add_request, reported with the next schedule() (public: the fast path, which
+        # reports none, drops them)
+        self.rejected_unreported: list[Request] = []
 
     # ---- admission ------------------------------------------------------------------------------------
     def reject_reason(self, request: Request) -> str | None:
@@ -59,7 +62,7 @@ class SchedulerBase:
             request.status = RequestStatus.FINISHED_REJECTED
             request.reject_reason = reason
             self.rejected.append(request)
-            self._rejected_unreported.append(request)
+            self.rejected_unreported.append(request)
             return False
         request.status = RequestStatus.WAITING
         self.waiting.add(request)
@@ -84,15 +87,26 @@ class SchedulerBase:
             if status == RequestStatus.FINISHED_ABORTED:
                 self.num_aborted += 1
 
+    def retire(self, finished: list[Request]) -> None:
+        """The one finishing routine: requests that emitted their last token (``Request.output_tokens_left``
+        reached 0) take their finish status, free their KV blocks in the given order, leave ``running`` and are
+        counted. ``update_from_output`` and the fast path's decode cohort both end requests here."""
+        free = self.kv_cache_manager.free
+        for req in finished:
+            req.status = req.finish_status()
+            free(req)
+        self.running = list(filterfalse(set(finished).__contains__, self.running))   # requests hash by identity
+        self.num_finished += len(finished)
+
     def has_unfinished_requests(self) -> bool:
         return bool(self.running) or bool(self.waiting)
 
     def _new_output(self) -> SchedulerOutput:
         out = SchedulerOutput(step_index=self.step_index)
         self.step_index += 1
-        if self._rejected_unreported:
-            out.rejected = self._rejected_unreported
-            self._rejected_unreported = []
+        if self.rejected_unreported:
+            out.rejected = self.rejected_unreported
+            self.rejected_unreported = []
         return out
 
     def _finish_output(self, out: SchedulerOutput) -> SchedulerOutput:
@@ -184,24 +198,15 @@ class SchedulerBase:
                 accepted_spec[i] = accepted
             if gen == 0:
                 continue
-            num_tokens = req.num_prompt_tokens + req.num_output_tokens
-            stop_at = req.target_output_tokens if req.target_output_tokens < req.max_tokens else req.max_tokens
-            emit = min(gen, stop_at - req.num_output_tokens, max_model_len - num_tokens)
+            left = req.output_tokens_left(max_model_len)
+            emit = gen if gen < left else left
             if sampled_token_ids is not None:
                 req.append_output_tokens(emit, list(sampled_token_ids[i][:emit]))
             else:
                 req.num_output_tokens += emit
             num_emitted[i] = emit
-            if req.num_output_tokens >= stop_at or num_tokens + emit >= max_model_len:
-                if req.num_output_tokens >= req.target_output_tokens:
-                    req.status = RequestStatus.FINISHED_STOPPED
-                else:
-                    req.status = RequestStatus.FINISHED_LENGTH_CAPPED
+            if emit >= left:
                 finished.append(req)
         if finished:
-            for req in finished:
-                self.kv_cache_manager.free(req)
-            done = set(id(r) for r in finished)
-            self.running = [r for r in self.running if id(r) not in done]
-            self.num_finished += len(finished)
+            self.retire(finished)
         return StepResult(num_emitted=num_emitted, finished=finished, num_accepted_spec=accepted_spec)

@@ -116,7 +116,7 @@ def fit(key: str, value: Any) -> str:
 
 def exact(key: str, value: Any) -> str:
     """The exact value behind a card, for its tooltip: ``239,832.417 ms``, ``23.184%``, ``1,916.4 tok/s``."""
-    v = numbers._finite(value)
+    v = numbers.finite_number(value)
     if v is None:
         return "no value" if value is None else str(value)
     if key.endswith("_ms"):

@@ -59,7 +59,7 @@ class SweepSpec:
     prune: str = "monotone"
     prices: PriceTable | None = None
     per_replica: bool = False
-    _offered: dict[str, float] = field(default_factory=dict, repr=False)
+    offered_cache: dict[str, float] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.grid = check_grid(self.grid)
@@ -91,12 +91,12 @@ class SweepSpec:
     def offered(self, data: Mapping[str, Any]) -> float | None:
         """The configuration's offered rate at scale 1 (cached per workload section and seed)."""
         key = json.dumps([data.get("workload"), data.get("seed", 0)], sort_keys=True, default=repr)
-        if key not in self._offered:
+        if key not in self.offered_cache:
             try:
-                self._offered[key] = offered_rate(data, self.base_dir)
+                self.offered_cache[key] = offered_rate(data, self.base_dir)
             except TwinInputError:
-                self._offered[key] = None
-        return self._offered[key]
+                self.offered_cache[key] = None
+        return self.offered_cache[key]
 
     def levels(self, data: Mapping[str, Any]) -> list[tuple[float, float | None]]:
         """(rate_scale, offered req/s) per rate level, ascending; one level at scale 1 without a rate axis."""

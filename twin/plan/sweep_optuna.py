@@ -50,7 +50,7 @@ def optuna_search(spec: SweepSpec, *, trials: int, objective: str = "output_thro
         for point in points:
             config = {k: v for k, v in point.items() if k not in RATE_KEYS}
             sub = SweepSpec(spec.data, [(k, [v]) for k, v in point.items()], spec.base_dir, spec.replications,
-                            spec.criteria, "none", spec.prices, spec.per_replica, spec._offered)
+                            spec.criteria, "none", spec.prices, spec.per_replica, spec.offered_cache)
             searches.append(config_search(sub, 0, config))
         answers = yield from gather(searches)
         for t, point, ans in zip(asked, points, answers):
@@ -72,6 +72,6 @@ def optuna_search(spec: SweepSpec, *, trials: int, objective: str = "output_thro
         idx, point, ans = tried[key]
         config = {k: v for k, v in point.items() if k not in RATE_KEYS}
         sub = SweepSpec(spec.data, [(k, [v]) for k, v in point.items()], spec.base_dir, spec.replications,
-                        spec.criteria, "none", spec.prices, spec.per_replica, spec._offered)
+                        spec.criteria, "none", spec.prices, spec.per_replica, spec.offered_cache)
         rows.extend(sweep_rows(sub, idx, config, ans))
     return rows

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from itertools import accumulate, cycle, filterfalse, islice
+from itertools import accumulate, cycle, islice
 from operator import mul
 
 from twin.core.request import Request, RequestStatus
@@ -34,7 +34,7 @@ def cohort_steps(replica):
     kv = sched.kv_cache_manager
     pool = kv.block_pool
     free_queue = pool.free_block_queue
-    cohort = replica._cohort = DecodeCohort(kv, sched.max_model_len)
+    cohort = replica.cohort = DecodeCohort(kv, sched.max_model_len)
     for req in sched.running:
         cohort.join(req)
     cost = replica.cost_model
@@ -52,7 +52,7 @@ def cohort_steps(replica):
             n_dec = len(cohort)
             if (not n_dec and not waiting) or n_dec > budget or cohort.num_new_blocks() > free_queue.num_free_blocks:
                 break
-            if (not waiting and not replica._deferred and decode_step_times is not None
+            if (not waiting and not replica.deferred and decode_step_times is not None
                     and cohort.step not in finishing):
                 t, unyielded = yield from _decode_steps(replica, cohort, decode_step_times, t, unyielded)
                 continue
@@ -62,8 +62,8 @@ def cohort_steps(replica):
             finishes = cohort.step in finishing
             cohort.schedule()
             sched.step_index += 1
-            if sched._rejected_unreported:
-                sched._rejected_unreported = []
+            if sched.rejected_unreported:
+                sched.rejected_unreported = []
             new_reqs: list[Request] = []
             new_tokens: list[int] = []
             if waiting:
@@ -73,13 +73,13 @@ def cohort_steps(replica):
                 new_before[j] = req.num_computed_tokens
                 req.num_computed_tokens += new_tokens[j]
             row_waiting, row_running, row_usage = len(sched.waiting), len(sched.running), pool.get_usage()
-            if replica._deferred:
-                replica._admit_deferred()
+            if replica.deferred:
+                replica.admit_deferred()
             if not n_dec and not new_reqs:   # nothing scheduled (admissions blocked): as the scheduler's path
-                if not replica._deferred:
+                if not replica.deferred:
                     yield from _clock_to(env, t, unyielded, None)
                     unyielded = []
-                    yield replica._sleep_until_work()
+                    yield replica.sleep_until_work()
                 break
             n_seqs = n_dec + len(new_reqs)
             tokens = n_dec + sum(new_tokens)
@@ -106,7 +106,7 @@ def cohort_steps(replica):
             # they come first in running order); the admissions as update_from_output has them
             finished = cohort.complete(end)
             if finished:
-                _release(sched, finished)
+                sched.retire(finished)
             partial = False
             if new_reqs:
                 result = sched.update_from_output(SchedulerOutput(0, new_reqs, new_tokens, new_before,
@@ -118,7 +118,7 @@ def cohort_steps(replica):
                         partial = True             # a prefill chunk: the step-by-step path takes over
                 finished += result.finished
             for req in finished:
-                replica._finish(req, end)
+                replica.finish(req, end)
             steps_append(start, dt, n_seqs, prefill_seqs, n_seqs - prefill_seqs, tokens, prefill_tokens,
                          tokens - prefill_tokens, 0, 0, row_waiting, row_running, row_usage, index, 0.0)
             for req in new_reqs:
@@ -132,8 +132,8 @@ def cohort_steps(replica):
         if unyielded:              # the loop stopped after steps run on the local clock: catch SimPy up
             yield from _in_step_until(replica, t, unyielded, None)
     finally:
-        replica._cohort = None
-        cohort.settle_all(replica._in_step)
+        replica.cohort = None
+        cohort.settle_all(replica.in_step)
 
 
 def _decode_steps(replica, cohort: DecodeCohort, step_times, t: float, unyielded: list[float]):
@@ -145,8 +145,8 @@ def _decode_steps(replica, cohort: DecodeCohort, step_times, t: float, unyielded
     one go, their rows appended together. Returns the local clock and the durations not yet yielded."""
     sched = replica.scheduler
     pool = sched.kv_cache_manager.block_pool
-    if sched._rejected_unreported:
-        sched._rejected_unreported = []
+    if sched.rejected_unreported:
+        sched.rejected_unreported = []
     horizon = replica.env.peek()
     max_steps = min(cohort.finishing) - cohort.step + (not replica.finish_wakes_anyone())
     num_free = pool.free_block_queue.num_free_blocks
@@ -170,9 +170,9 @@ def _decode_steps(replica, cohort: DecodeCohort, step_times, t: float, unyielded
         steps.append_decode_run(times, dts, n, index, num_free, num_usable, taken)
     finished = cohort.complete(t)
     if finished:
-        _release(sched, finished)
+        sched.retire(finished)
         for req in finished:
-            replica._finish(req, t)
+            replica.finish(req, t)
     return t, unyielded
 
 
@@ -200,25 +200,11 @@ def _plan_decode_run(cohort: DecodeCohort, step_times, t: float, horizon: float,
     return dts, times, used
 
 
-def _release(sched, finished: list[Request]) -> None:
-    """Finished cohort members leave the engine, as ``update_from_output`` lets finished requests leave."""
-    for req in finished:
-        if req.num_output_tokens >= req.target_output_tokens:
-            req.status = RequestStatus.FINISHED_STOPPED
-        else:
-            req.status = RequestStatus.FINISHED_LENGTH_CAPPED
-    kv = sched.kv_cache_manager
-    for req in finished:
-        kv.free(req)
-    sched.running = list(filterfalse(set(finished).__contains__, sched.running))   # requests hash by identity
-    sched.num_finished += len(finished)
-
-
 def _in_step_until(replica, end: float, earlier_dts: list[float], last_dt: float | None):
     """``_clock_to`` while the replica is inside a step (a client abort meanwhile sees the step running)."""
-    replica._in_step = True
+    replica.in_step = True
     yield from _clock_to(replica.env, end, earlier_dts, last_dt)
-    replica._in_step = False
+    replica.in_step = False
 
 
 def _clock_to(env, end: float, earlier_dts: list[float], last_dt: float | None):

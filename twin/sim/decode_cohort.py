@@ -93,8 +93,7 @@ class DecodeCohort:
         """Add a decode that is first scheduled in step ``self.step`` (after every current member)."""
         s = self.step
         num_tokens = req.num_prompt_tokens + req.num_output_tokens
-        stop_at = req.target_output_tokens if req.target_output_tokens < req.max_tokens else req.max_tokens
-        steps_left = min(stop_at - req.num_output_tokens, self.max_model_len - num_tokens)
+        steps_left = req.output_tokens_left(self.max_model_len)
         # tokens before step t: num_tokens + t - s; a block fills when that is a multiple of the block size
         phase = (num_tokens - s) % self.block_size
         private_from = req.private_from_token
@@ -174,7 +173,7 @@ class DecodeCohort:
             deque(map(list.append, allocating, kv.block_pool.get_new_blocks(len(allocating))), 0)
         if registering_by_phase and kv.enable_caching:
             last = s0 + num_steps - 1
-            cache_full_blocks = kv._cache_full_blocks
+            cache_full_blocks = kv.cache_full_blocks
             for s in range(s0, s0 + min(num_steps, bs)):
                 filling = registering_by_phase.get(-s % bs)
                 if filling:
@@ -251,7 +250,7 @@ class DecodeCohort:
         req.num_output_tokens = m.output0 + num_done
         if m.registers_on_leave:   # what the scheduled steps filled: its computed tokens
             kv = self.kv
-            kv._cache_full_blocks(req, kv.req_to_blocks[req.request_id], req.num_computed_tokens)
+            kv.cache_full_blocks(req, kv.req_to_blocks[req.request_id], req.num_computed_tokens)
         if num_done > 0:
             base = self.end_times_base
             if m.counted_by_step:   # the gap before its first step is counted there unless the cohort began with it

@@ -12,7 +12,7 @@ WAITING_WEIGHT = 4
 
 
 def dp_load_score(replica: Any, en_route: int = 0) -> int:
-    waiting = len(replica.scheduler.waiting) + len(getattr(replica, "_deferred", ()))
+    waiting = len(replica.scheduler.waiting) + len(getattr(replica, "deferred", ()))
     running = replica.num_outstanding - waiting
     return WAITING_WEIGHT * (waiting + en_route) + running
 

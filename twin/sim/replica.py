@@ -14,8 +14,10 @@ from typing import Protocol
 import simpy
 
 from twin.cost.base import CostModel
-from twin.results.records import ABORTED, FINISHED, INCOMPLETE, REJECTED, RequestRecord, StepRecords
-from twin.core.request import Request, RequestStatus
+from twin.results.records import ABORTED, REJECTED, RequestRecord, StepRecords
+from twin.results.request_log import close_record, close_unfinished, stamp_emissions
+from twin.core.engine_core import EngineCore
+from twin.core.request import Request
 from twin.core.scheduler import Scheduler
 from twin.core.scheduler_base import SchedulerBase
 from twin.core.scheduler_output import SchedulerOutput
@@ -46,6 +48,7 @@ class Replica:
         self.env = env
         self.index = index
         self.scheduler = scheduler
+        self.core = EngineCore(scheduler, speculator)
         self.cost_model = cost_model
         self.request_path_s = float(getattr(cost_model, "request_path_s", 0.0))
         self.request_path_jitter_s = float(getattr(cost_model, "request_path_jitter_s", 0.0))
@@ -59,32 +62,29 @@ class Replica:
         self.num_submitted = 0          # requests handed to this replica so far (the DP front end's count)
         # async scheduling: requests that arrived while a step ran wait for the schedule after the next one
         self.async_scheduling = bool(getattr(scheduler.config, "async_scheduling", False))
-        self._in_step = False
-        self._deferred: list[Request] = []
+        self.in_step = False              # a step is running (public: the fast path sets it too)
+        self.deferred: list[Request] = []  # async scheduling: arrived during a step, admitted after it
         # runs of decode-only steps between events skip schedule()/update_from_output(); same results
         self.fast_path = fast_path and speculator is None and type(scheduler) is Scheduler
         self._wake: simpy.Event | None = None
-        self._cohort: DecodeCohort | None = None     # the running decodes while the fast path has them
+        self.cohort: DecodeCohort | None = None     # the running decodes while the fast path has them
         self.process = env.process(self._run())
 
     def submit(self, request: Request) -> None:
         record = request.client_data
         record.replica = self.index
         self.num_submitted += 1
-        if self.async_scheduling and self._in_step:
-            self._deferred.append(request)
+        if self.async_scheduling and self.in_step:
+            self.deferred.append(request)
             self.num_outstanding += 1
             return
         self._admit(request)
 
     def _admit(self, request: Request, counted: bool = False) -> None:
-        record = request.client_data
-        if not self.scheduler.add_request(request):
+        if not self.core.add(request):
             if counted:
                 self.num_outstanding -= 1
-            record.status = REJECTED
-            record.reject_reason = request.reject_reason
-            record.finish_s = self.env.now
+            close_record(request, self.env.now, REJECTED)
             if self.on_finish is not None:
                 self.on_finish(request)
             return
@@ -96,32 +96,29 @@ class Replica:
     def abort(self, request: Request) -> None:
         """The client gave up on a request submitted here and not yet finished: the server drops it and frees
         its KV blocks (vLLM's abort); the record is counted as failed."""
-        if request in self._deferred:
-            self._deferred.remove(request)
+        if request in self.deferred:
+            self.deferred.remove(request)
         else:
-            if self._cohort is not None:
-                self._cohort.release(request, self._in_step)
-            self.scheduler.finish_requests([request], RequestStatus.FINISHED_ABORTED)
-        record: RequestRecord = request.client_data
-        record.finish_s = self.env.now
-        record.status = ABORTED
-        self._copy_counters(request, record)
-        if request.num_cached_tokens < 0:
-            record.num_cached_tokens = -1   # never admitted: no prefix-cache query to count
+            if self.cohort is not None:
+                self.cohort.release(request, self.in_step)
+            self.core.abort(request)
+        close_record(request, self.env.now, ABORTED)
         self.num_outstanding -= 1
         if self.on_finish is not None:
             self.on_finish(request)
 
-    def _admit_deferred(self) -> None:
-        deferred, self._deferred = self._deferred, []
+    def admit_deferred(self) -> bool:
+        """Admit the requests that arrived during the last step (async scheduling); True (some were there)."""
+        deferred, self.deferred = self.deferred, []
         for request in deferred:
             self._admit(request, counted=True)
+        return True
 
     @property
     def kv_usage(self) -> float:
         return self.scheduler.kv_cache_manager.usage
 
-    def _sleep_until_work(self):
+    def sleep_until_work(self):
         self._wake = self.env.event()
         wakeup = getattr(self.scheduler, "next_wakeup_s", None)
         if wakeup is not None and wakeup > self.env.now:
@@ -129,58 +126,53 @@ class Replica:
         return self._wake
 
     def _run(self):
-        env = self.env
-        sched = self.scheduler
-        cost = self.cost_model
-        append_step = self.steps.append_step
-        spec = self.speculator
-        replica = self.index
+        env, core = self.env, self.core
         while True:
-            if not sched.has_unfinished_requests():
-                if self._deferred:          # the engine went idle: nothing to overlap with
-                    self._admit_deferred()
-                    continue
-                yield self._sleep_until_work()
+            if not core.has_work():
+                if self.deferred:          # the engine went idle: nothing to overlap with
+                    self.admit_deferred()
+                else:
+                    yield self.sleep_until_work()
                 continue
             now = env.now
-            out = sched.schedule(now)
-            if self._deferred:
-                self._admit_deferred()     # seen by the next schedule, as under async scheduling
-                if not out.requests:
-                    continue
+            out = core.schedule(now)
+            admitted = self.admit_deferred() if self.deferred else False   # seen by the next schedule
             if not out.requests:
-                if sched.running:
-                    raise RuntimeError(f"replica {replica}: scheduler produced an empty step with "
-                                       f"{len(sched.running)} running requests")
-                yield self._sleep_until_work()
+                if not admitted:
+                    yield self._idle_after_empty_step()
                 continue
-            draft_s = spec.draft_time_s(out) if spec is not None else 0.0
-            dt = cost.step_time_s(out) + draft_s
-            self._in_step = True
-            yield env.timeout(dt)
-            self._in_step = False
-            end = env.now
-            num_generated = spec.num_generated(out) if spec is not None else None
-            result = sched.update_from_output(out, num_generated)
-            if spec is not None:
-                self._record_spec(out, result.num_accepted_spec)
-
-            for i, k in enumerate(result.num_emitted):
-                if k:
-                    out.requests[i].client_data.add_emission(end, k)
-            for req in result.finished:
-                self._finish(req, end)
-            if spec is not None:
-                release = getattr(spec, "release", None)
-                if release is not None:
-                    for req in result.finished:
-                        release(req)
-                for req in sched.running:
-                    if req.num_computed_tokens == req.num_prompt_tokens + req.num_output_tokens - 1:
-                        req.num_spec_tokens = spec.num_draft_tokens(req)
-            append_step(now, dt, out, replica, draft_s)
+            dt, draft_s = self._clock(out)
+            yield from self._in_step_for(dt)
+            self._record_step(out, core.update(out), now, dt, draft_s)
             if self.fast_path and self._cohort_can_run():
                 yield from cohort_steps(self)
+
+    def _clock(self, out: SchedulerOutput) -> tuple[float, float]:
+        """The step's duration (the cost model's step time plus the drafter's) and the drafter's part."""
+        draft_s = self.speculator.draft_time_s(out) if self.speculator is not None else 0.0
+        return self.cost_model.step_time_s(out) + draft_s, draft_s
+
+    def _idle_after_empty_step(self):
+        """The scheduler scheduled nothing: only possible with nothing running (else a bug)."""
+        if self.scheduler.running:
+            raise RuntimeError(f"replica {self.index}: scheduler produced an empty step with "
+                               f"{len(self.scheduler.running)} running requests")
+        return self.sleep_until_work()
+
+    def _in_step_for(self, dt: float):
+        self.in_step = True
+        yield self.env.timeout(dt)
+        self.in_step = False
+
+    def _record_step(self, out: SchedulerOutput, result, start: float, dt: float, draft_s: float) -> None:
+        """What a step did, stamped at its end: emissions, finished requests, speculation counters, the row."""
+        end = self.env.now
+        if self.speculator is not None:
+            self._record_spec(out, result.num_accepted_spec)
+        stamp_emissions(out.requests, result.num_emitted, end)
+        for req in result.finished:
+            self._finish(req, end)
+        self.steps.append_step(start, dt, out, self.index, draft_s)
 
     def _cohort_can_run(self) -> bool:
         sched = self.scheduler
@@ -212,30 +204,22 @@ class Replica:
             for j in range(a):
                 pos[j] += 1
 
+    def finish(self, req: Request, now: float) -> None:
+        """Public seam for the fast path: the request finished at ``now`` (its tokens all emitted): close its
+        record and tell the client. (Calls go through ``_finish``, which tests patch to count finishes.)"""
+        self._finish(req, now)
+
     def _finish(self, req: Request, now: float) -> None:
-        record: RequestRecord = req.client_data
-        record.finish_s = now
-        record.status = FINISHED
-        self._copy_counters(req, record)
+        close_record(req, now)
         self.num_outstanding -= 1
         if self.on_finish is not None:
             self.on_finish(req)
 
-    @staticmethod
-    def _copy_counters(req: Request, record: RequestRecord) -> None:
-        record.num_output_tokens = req.num_output_tokens
-        record.num_cached_tokens = max(req.num_cached_tokens, 0)
-        record.num_preemptions = req.num_preemptions
-
     def close(self) -> None:
         """Mark requests still in flight when the run stopped."""
-        if self._cohort is not None:
-            self._cohort.settle_all(self._in_step)
-        for req in list(self.scheduler.running) + list(self.scheduler.waiting):
-            record = req.client_data
-            if record.status == FINISHED and record.finish_s is None:
-                record.status = INCOMPLETE
-                self._copy_counters(req, record)
+        if self.cohort is not None:
+            self.cohort.settle_all(self.in_step)
+        close_unfinished(list(self.scheduler.running) + list(self.scheduler.waiting))
 
 
 class Router(Protocol):

@@ -46,7 +46,7 @@ def prefix_key(request: Request, num_tokens: int) -> tuple:
     """What names the content of the request's first ``num_tokens`` prompt tokens (capped at the prompt):
     the prompt segments covering them (the last one cut), or the token ids themselves."""
     n = max(1, min(num_tokens, request.num_prompt_tokens))
-    segments = getattr(request, "_segments", None)
+    segments = getattr(request, "segments", None)
     if segments is None:
         ids = request.prompt_token_ids
         return ("ids", tuple(ids[:n])) if ids is not None else ("req", request.request_id)
@@ -222,7 +222,7 @@ def cached_prefix_blocks(replica: Replica, request: Request) -> int:
     if n <= 0:
         return 0
     # the same hashes the replica's own lookup computes (and caches on the request) when it admits it
-    hashes = kv._ensure_block_hashes(request, n)
+    hashes = kv.ensure_block_hashes(request, n)
     lookup = kv.block_pool.cached_block_hash_to_block
     hit = 0
     for i in range(n):
