@@ -100,9 +100,25 @@ def open_text(path: str | Path, what: str = "trace", max_bytes: int = MAX_TRACE_
     return io.TextIOWrapper(raw, encoding=encoding, newline=newline)
 
 
-def parse_yaml(text: str, source: str) -> Any:
+class UntaggedLoader(yaml.SafeLoader):
+    """A safe loader that refuses every explicit YAML tag (``!!binary``, ``!!str``, ``!custom``, even ``!``):
+    for files from people the server does not trust (dashboard uploads), where a tag would turn a scalar
+    into a type (bytes, a set, a timestamp) that the checks on plain text never see."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        tag = getattr(event, "tag", None)
+        if tag is not None:
+            tag = tag.replace("tag:yaml.org,2002:", "!!")
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the YAML tag {tag!r} is not allowed here (write plain values)", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def parse_yaml(text: str, source: str, *, tags: bool = True) -> Any:
+    """YAML text from a user as plain data; ``tags=False`` refuses every explicit tag (``UntaggedLoader``)."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=yaml.SafeLoader if tags else UntaggedLoader)  # noqa: S506 (safe loaders)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
