@@ -178,16 +178,3 @@ def check_expanded_size(data: Any, source: str, limit: int = MAX_YAML_NODES) -> 
 def load_yaml_file(path: str | Path, what: str = "file") -> Any:
     """Read and parse a user's YAML file (size, encoding and syntax checked)."""
     return parse_yaml(read_text(path, what), str(path))
-
-
-def load_json_file(path: str | Path, what: str = "file") -> Any:
-    """Read and parse a user's JSON file (size, encoding and syntax checked)."""
-    import json
-
-    text = read_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TwinInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise TwinInputError(f"{path}: not valid JSON (nested too deeply)") from None

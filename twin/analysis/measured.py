@@ -23,7 +23,7 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.workload.trace_rows import MAX_TOKEN_COUNT
-from twin.yaml_input import load_json_file
+from twin.json_input import load_json_path
 
 BENCH_ARRAYS = ("input_lens", "output_lens", "ttfts", "latencies")
 
@@ -269,7 +269,7 @@ def load_measured(path: str | Path) -> Measured:
         raise TwinInputError(f"{path}: no such file")
     if p.suffix.lower() == ".csv" or p.name.lower().endswith(".csv.gz"):
         return measured_from_csv(p)
-    return measured_from_bench(load_json_file(p, "bench result"), str(path))
+    return measured_from_bench(load_json_path(p, "bench result"), str(path))
 
 
 __all__ = ["BENCH_ARRAYS", "CSV_ALIASES", "Measured", "load_measured", "measured_from_bench", "measured_from_csv"]

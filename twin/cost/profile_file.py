@@ -3,7 +3,6 @@ and where a profile named by its bundled name lives."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 from twin.cost.profile_features import (FEATURE_NAMES, MODEL_SHAPE_FIELDS, PROFILE_FORMAT, RANGE_FIELDS,
                                         SUPPORTED_VERSIONS, DecodePadding)
 from twin.errors import TwinInputError
+from twin.json_input import JsonSyntaxError, parse_json
 from twin.yaml_input import read_text
 
 
@@ -43,11 +43,9 @@ def read_profile(path: str | Path) -> dict[str, Any]:
     source = f"profile {p}"
     text = read_text(p, "profile")
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
+        doc = parse_json(text, source)
+    except JsonSyntaxError as e:
         raise TwinInputError(f"{source} line {e.lineno}: not valid JSON ({e.msg})") from None
-    except RecursionError:
-        raise TwinInputError(f"{source}: not valid JSON (nested too deeply)") from None
     validate_profile(doc, source)
     return doc
 

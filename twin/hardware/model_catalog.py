@@ -4,7 +4,6 @@ DeepSeek-V2/V3 with MLA). `resolve_model` takes a catalog name, alias or HF id (
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,8 @@ from twin.errors import TwinInputError
 from twin.hardware.dtypes import norm_name
 from twin.hardware.models import ModelSpec
 from twin.hardware.spec_input import validation_message
-from twin.yaml_input import load_packaged_yaml
+from twin.json_input import JsonSyntaxError, parse_json
+from twin.yaml_input import load_packaged_yaml, read_text
 
 _DATA = Path(__file__).parent / "data"
 
@@ -61,11 +61,10 @@ def _read_config(path_or_dict: str | Path | dict[str, Any], name: str | None) ->
     if p.is_dir():
         p = p / "config.json"
     source = str(p)
+    # size, encoding, nesting depth and duplicate keys checked as for every user JSON (twin.json_input)
     try:
-        cfg = json.loads(p.read_text())
-    except OSError as e:
-        raise TwinInputError(f"model config {source}: cannot read file ({e.strerror or e})") from None
-    except json.JSONDecodeError as e:
+        cfg = parse_json(read_text(p, "model config"), f"model config {source}")
+    except JsonSyntaxError as e:
         raise TwinInputError(f"model config {source} line {e.lineno}: not valid JSON ({e.msg})") from None
     return cfg, source, name if name is not None else (p.parent.name or p.stem)
 

@@ -4,7 +4,6 @@ present, a number is finite and in range, a per-request list is as long as its s
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from functools import lru_cache
@@ -14,11 +13,16 @@ from typing import Any
 import numpy as np
 
 from twin.errors import TwinInputError
+from twin.json_input import JsonSyntaxError, parse_json
+from twin.yaml_input import MAX_INPUT_BYTES
 
 
 def read_text(path: Path) -> str:
-    """The file's text; an error for an unreadable, empty or non-UTF-8 file."""
+    """The file's text; an error for an unreadable, too large, empty or non-UTF-8 file."""
     try:
+        size = path.stat().st_size
+        if size > MAX_INPUT_BYTES:
+            raise TwinInputError(f"{path}: {size:,} bytes; a result file may be at most {MAX_INPUT_BYTES:,} bytes")
         raw = path.read_bytes()
     except OSError as exc:
         raise TwinInputError(f"{path}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
@@ -35,8 +39,8 @@ def _parsed(path: str, mtime_ns: int, size: int) -> Any:
     p = Path(path)
     text = read_text(p)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return parse_json(text, str(p))
+    except JsonSyntaxError as exc:
         if exc.msg == "Extra data":      # several documents, one per line (vllm bench serve --append-result)
             return json_lines(p, text)
         raise TwinInputError(f"{p}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
@@ -67,8 +71,8 @@ def json_lines(path: Path, text: str | None = None) -> JsonLines:
         if not line.strip():
             continue
         try:
-            docs.append(json.loads(line))
-        except json.JSONDecodeError as exc:
+            docs.append(parse_json(line, f"{path}, line {i}"))
+        except JsonSyntaxError as exc:
             raise TwinInputError(f"{path}, line {i}: not valid JSON ({exc.msg})") from None
         lines.append(i)
     return JsonLines(docs, lines)
