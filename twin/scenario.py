@@ -30,6 +30,8 @@ PERCENTILE_KEYS = ("mean", "median", "p50", "p90", "p95", "p99")
 # the routers that take per-replica weights (twin.sim.routing)
 WEIGHTED_ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity", "kv_cache_aware")
 MAX_REPLICAS = 4096
+# the block sizes vLLM's --block-size accepts (vllm/config/cache.py, BlockSize); the scheduler itself takes any
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 ROUTERS = ("round_robin", "least_outstanding", "least_kv_usage", "prefix_affinity", "kv_cache_aware")
 
 
@@ -133,6 +135,14 @@ class ServerConfig(StrictModel, SchedulerKnobs):
     prefix_cache_stats_at_admission: bool | None = None
     pad_spec_decode_first_step: bool | None = None
 
+    @field_validator("block_size")
+    @classmethod
+    def _vllm_block_size(cls, value: int) -> int:
+        if value not in VLLM_BLOCK_SIZES:
+            raise ValueError(f"must be one of vLLM's block sizes {', '.join(map(str, VLLM_BLOCK_SIZES))} "
+                             f"(got {value})")
+        return value
+
     @field_validator("vllm_version", mode="before")
     @classmethod
     def _modelled_release(cls, value: Any) -> str:
@@ -214,8 +224,8 @@ class ScenarioBody(StrictModel):
     slo: SLOConfig = Field(default_factory=SLOConfig)
     seed: int = Field(0, ge=0)
     replications: int = Field(1, ge=1, le=1000)
-    warmup_s: float = Field(0.0, ge=0.0)
-    max_sim_time_s: float | None = Field(None, gt=0)
+    warmup_s: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    max_sim_time_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     records: RecordsConfig = Field(default_factory=RecordsConfig)
 
     @model_validator(mode="after")

@@ -63,6 +63,13 @@ def check(case: Case) -> None:
     else:
         kind, problem = ("refused" if out.exit_code == 2 else "ran"), None
     fuzz_tally.record(case.category, kind)
+    log = os.environ.get("TWIN_FUZZ_LOG")   # every finding as a JSON line, for sorting them by cause
+    if log and problem is not None:
+        import json
+
+        with open(log, "a") as fh:
+            fh.write(json.dumps({"category": case.category, "kind": kind, "args": shown, "problem": problem,
+                                 "must_fail": case.must_fail}) + "\n")
     return None if problem is None else f"{kind}: twin {shown}: {problem}"
 
 

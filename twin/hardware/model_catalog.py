@@ -52,6 +52,7 @@ _UNTIED_BY_DEFAULT = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "granite"
                       "deepseek_v2", "deepseek_v3"}
 _BIASED_QKV = {"qwen2", "qwen2_moe"}
 _MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
+_MAX_CONFIG_INT = 2**31 - 1     # a config's sizes are int32 in the frameworks that read them
 
 
 def _read_config(path_or_dict: str | Path | dict[str, Any], name: str | None) -> tuple[dict, str, str | None]:
@@ -81,8 +82,9 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         for k in (key, *alts):
             if cfg.get(k) is not None:
                 v = cfg[k]
-                if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                    raise TwinInputError(f"model config {source}: {k} = {v!r}: must be a positive integer")
+                if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= _MAX_CONFIG_INT:
+                    raise TwinInputError(f"model config {source}: {k} = {v!r}: must be a positive integer "
+                                         f"(at most {_MAX_CONFIG_INT:,})")
                 return v
         raise TwinInputError(f"model config {source}: field '{key}' is required")
 
@@ -103,7 +105,11 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         bias = model_type in _BIASED_QKV
     moe: dict[str, int] = {}
     for k in _MOE_KEYS:
-        if isinstance(cfg.get(k), int) and not isinstance(cfg[k], bool) and cfg[k] > 1:
+        v = cfg.get(k)
+        if v is None or (type(v) is int and v in (0, 1)):    # absent, or one expert: dense
+            continue
+        need(k)     # 8.0 or "8" is an error, not a dense model
+        if cfg[k] > 1:
             if not isinstance(cfg.get("num_experts_per_tok"), int):
                 raise TwinInputError(f"model config {source}: {k} = {cfg[k]}: a mixture-of-experts config needs "
                                      f"num_experts_per_tok (the experts each token is routed to)")
