@@ -30,6 +30,7 @@ PERCENTILE_KEYS = ("mean", "median", "p50", "p90", "p95", "p99")
 # the routers that take per-replica weights (twin.sim.routing)
 WEIGHTED_ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity", "kv_cache_aware")
 MAX_REPLICAS = 4096
+MAX_SIM_TIME_S = 1e9      # simulated seconds in one run (31 years): a longer horizon is a typo, not a study
 # the block sizes vLLM's --block-size accepts (vllm/config/cache.py, BlockSize); the scheduler itself takes any
 VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 ROUTERS = ("round_robin", "least_outstanding", "least_kv_usage", "prefix_affinity", "kv_cache_aware")
@@ -225,7 +226,7 @@ class ScenarioBody(StrictModel):
     seed: int = Field(0, ge=0)
     replications: int = Field(1, ge=1, le=1000)
     warmup_s: float = Field(0.0, ge=0.0, allow_inf_nan=False)
-    max_sim_time_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    max_sim_time_s: float | None = Field(None, gt=0, le=MAX_SIM_TIME_S)
     records: RecordsConfig = Field(default_factory=RecordsConfig)
 
     @model_validator(mode="after")

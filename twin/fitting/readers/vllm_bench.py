@@ -105,6 +105,10 @@ def _lengths(doc: dict[str, Any], completed: int, where: str) -> tuple[LengthSam
     if doc.get("input_lens") is not None:
         prompt = number_list(doc["input_lens"], "input_lens", where)
         output = number_list(get(doc, "output_lens", where), "output_lens", where, length=prompt.size)
+        for key in ("ttfts", "latencies", "itls", "start_times", "generated_texts"):
+            if isinstance(doc.get(key), list) and len(doc[key]) != prompt.size:
+                raise TwinInputError(f"{where}: {key} has {len(doc[key])} entries, expected {prompt.size} (one per "
+                                     f"request, as input_lens)")
         ok = _completed_mask(doc, output, prompt.size, where)
         if not ok.any():
             raise TwinInputError(f"{where}: errors: every request failed; nothing to calibrate on")
@@ -158,6 +162,10 @@ def read_run(doc: Any, name: str, where: str, experiment: str | None = None) -> 
     max_c = None if max_c is None else whole(max_c, "max_concurrency", where, low=1)
     prompt, output, ok = _lengths(doc, completed, where)
     n = completed + failed
+    if ok is not None and (int(ok.sum()) != completed or ok.size != n):
+        # vllm bench serve writes one entry per request sent, and completed + failed = requests sent
+        raise TwinInputError(f"{where}: completed = {completed}, failed = {failed} but the per-request arrays "
+                             f"hold {ok.size} requests of which {int(ok.sum())} completed; the counts must agree")
     duration = doc.get("duration")
     tp = doc.get("tensor_parallel_size")
     return MeasuredRun(
