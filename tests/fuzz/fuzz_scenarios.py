@@ -43,6 +43,7 @@ SCENARIO_FIELDS: dict[tuple, Spec] = {
     ("server", "num_gpu_blocks_override"): Spec("int", 2, nullable=True),
     ("workload", "num_requests"): Spec("int", 1, MAX_REQUESTS),
     ("workload", "arrivals", "rate_per_s"): Spec("float", 0, lo_open=True, finite=False),
+    ("workload", "arrivals", "max_concurrency"): Spec("int", 1, MAX_REQUESTS, nullable=True),
     ("workload", "duration_s"): Spec("float", 0, lo_open=True, nullable=True),
     ("workload", "header_tokens"): Spec("int", 1),
     ("workload", "classes", 0, "share"): Spec("float", 1, 1),

@@ -144,6 +144,10 @@ def test_model_configs():
     run_surface(fuzz_results.model_config_cases(), 15)
 
 
+def test_gpu_spec_files():
+    run_surface(fuzz_results.gpu_spec_cases(), 6)
+
+
 def test_the_valid_seeds_of_every_category_run():
     """The unmutated inputs the cases start from run (so a refusal is the mutation's doing)."""
     import json
