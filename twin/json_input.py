@@ -26,7 +26,9 @@ class JsonSyntaxError(TwinInputError):
         self.msg, self.lineno = msg, lineno
 
 
-def _object_hook(source: str):
+def no_duplicate_keys(source: str):
+    """An ``object_pairs_hook`` for ``json.loads`` that refuses a key given twice in one object."""
+
     def pairs_to_dict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out = dict(pairs)
         if len(out) != len(pairs):
@@ -58,7 +60,7 @@ def check_depth(doc: Any, source: str, max_depth: int = MAX_JSON_DEPTH) -> None:
 def parse_json(text: str, source: str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """One JSON document from ``text``; ``source`` names it (a file, a file and line) in errors."""
     try:
-        doc = json.loads(text, object_pairs_hook=_object_hook(source))
+        doc = json.loads(text, object_pairs_hook=no_duplicate_keys(source))
     except json.JSONDecodeError as exc:
         raise JsonSyntaxError(f"{source}:{exc.lineno}: not valid JSON ({exc.msg})", exc.msg, exc.lineno) from None
     except RecursionError:

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from twin.errors import TwinInputError
+from twin.json_input import no_duplicate_keys
 from twin.workload.trace_data import Trace
 from twin.yaml_input import open_text, stream_decode_error
 
@@ -269,7 +270,7 @@ def jsonl_rows(path: Path):
             if "\x00" in text:
                 raise TwinInputError(f"{path}:{line}: a NUL character; not a text file")
             try:
-                obj = json.loads(text)
+                obj = json.loads(text, object_pairs_hook=no_duplicate_keys(f"{path}:{line}"))
             except json.JSONDecodeError as e:
                 raise TwinInputError(f"{path}:{line}: not valid JSON ({e.msg} at column {e.colno})") from None
             except RecursionError:
