@@ -1,13 +1,17 @@
 """Fuzz the ``twin`` command line with malformed inputs: mutated scenarios and ``--set`` overrides, traces in
 the four formats, calibration profiles, bench results, sweep grids and plan files (``fuzz_scenarios``,
-``fuzz_traces``, ``fuzz_files``, ``fuzz_grids``).
+``fuzz_traces``, ``fuzz_files``, ``fuzz_grids``), and every result format ``twin calibrate --from-results``
+reads, Hugging Face ``config.json`` models and GPU spec files (``fuzz_results``). The dashboard's upload path
+is fuzzed in-process by ``test_fuzz_upload``.
 
 Every case runs the real CLI entry under a time and memory bound (``fuzz_runner``) and must end in exit 0
-or exit 2 with one line on stderr: never a traceback, never a hang, and never exit 0 for an input the design
-says is invalid (a silent acceptance).
+or exit 2 with one line on stderr: never a traceback, never a hang, never an out-of-memory error (the child's
+address space is capped), and never exit 0 for an input the design says is invalid (a silent acceptance).
+Every case of a surface runs (a finding does not stop the rest), so the summary counts per surface are
+complete; then the surface's test fails on any finding. ``TWIN_FUZZ_LOG=file.jsonl`` writes each finding.
 
 CI runs a fixed corpus (hypothesis derandomized, no example database: the same cases on every machine) of
-``TWIN_FUZZ_EXAMPLES`` cases per category (the defaults below: 160 cases, under a minute on 2 shared
+``TWIN_FUZZ_EXAMPLES`` cases per surface (the defaults below: about 290 cases, about 40 s on 2 shared
 cores). A longer local run::
 
     TWIN_FUZZ_EXAMPLES=2000 TWIN_HYPOTHESIS_RANDOM=1 python -m pytest -q -p no:cacheprovider tests/fuzz
