@@ -69,11 +69,14 @@ def check(case: Case) -> None:
     fuzz_tally.record(case.category, kind)
     log = os.environ.get("TWIN_FUZZ_LOG")   # every finding as a JSON line, for sorting them by cause
     if log and problem is not None:
+        import base64
         import json
 
         with open(log, "a") as fh:
             fh.write(json.dumps({"category": case.category, "kind": kind, "args": shown, "problem": problem,
-                                 "must_fail": case.must_fail}) + "\n")
+                                 "must_fail": case.must_fail,
+                                 "files": {n: base64.b64encode(b[:65536]).decode() for n, b in case.files.items()}})
+                     + "\n")
     return None if problem is None else f"{kind}: twin {shown}: {problem}"
 
 

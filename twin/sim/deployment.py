@@ -142,6 +142,9 @@ def _relative(value: str, base_dir: Path | None) -> str:
     return value
 
 
+relative_to = _relative   # for the plan's up-front checks of grid values
+
+
 def make_router(name: str, **params: Any):
     """A fresh router by name; see ``twin.sim.routing``."""
     return make_named_router(name, **params)
