@@ -11,6 +11,7 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, MeasuredRun
+from twin.scenario import MAX_SIM_TIME_S
 from twin.workload.limits import MAX_REQUESTS
 from twin.workload.trace_rows import MAX_TOKEN_COUNT
 
@@ -40,14 +41,16 @@ def _lengths(sample: LengthSample, field: str, where: str) -> None:
 
 
 def _finite(value: float | None, field: str, where: str, *, low: float = 0.0, open_low: bool = False,
-            allow_inf: bool = False) -> None:
+            allow_inf: bool = False, high: float = math.inf) -> None:
     if value is None:
         return
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value) \
-        and (allow_inf or math.isfinite(value)) and (value > low if open_low else value >= low)
+        and (allow_inf or math.isfinite(value)) and (value > low if open_low else value >= low) \
+        and (value <= high or (allow_inf and math.isinf(value)))
     if not ok:
+        bound = f" and at most {high:g}" if math.isfinite(high) else ""
         raise TwinInputError(f"{where}: {field} = {value!r}: must be a finite number {'>' if open_low else '>='} "
-                             f"{low:g}")
+                             f"{low:g}{bound}")
 
 
 def check_run(run: MeasuredRun, where: str) -> None:
@@ -61,12 +64,13 @@ def check_run(run: MeasuredRun, where: str) -> None:
     if run.max_concurrency is not None and not 1 <= run.max_concurrency <= MAX_REQUESTS:
         raise TwinInputError(f"{where}: max_concurrency = {run.max_concurrency!r}: must be 1 to {MAX_REQUESTS:,}")
     _finite(run.burstiness, "burstiness", where, open_low=True)
-    _finite(run.duration_s, "duration", where)
+    _finite(run.duration_s, "duration", where, high=MAX_SIM_TIME_S)
     _finite(run.timeout_s, "timeout", where, open_low=True)
     if run.tensor_parallel_size is not None and not 1 <= run.tensor_parallel_size <= 64:
         raise TwinInputError(f"{where}: tensor_parallel_size = {run.tensor_parallel_size!r}: must be 1 to 64")
     for key, value in run.metrics.items():
-        _finite(value, key, where)
+        # a latency past the longest run the twin simulates is not a measurement
+        _finite(value, key, where, high=1e3 * MAX_SIM_TIME_S if key.endswith("_ms") else math.inf)
     completed = run.metrics.get("completed")
     if completed is not None and completed > run.num_requests:
         raise TwinInputError(f"{where}: completed = {completed:g} but the run sent {run.num_requests:,} requests")
