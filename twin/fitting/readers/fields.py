@@ -103,10 +103,16 @@ def get(d: Any, dotted: str, where: str, *, required: bool = True) -> Any:
     return cur
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a 5,000-digit cell stays one readable line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def number(value: Any, field: str, where: str, *, low: float = 0.0) -> float:
     """A finite number >= ``low``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
-        raise TwinInputError(f"{where}: {field} = {value!r}: must be a finite number >= {low:g}")
+        raise TwinInputError(f"{where}: {field} = {shown(value)}: must be a finite number >= {low:g}")
     return float(value)
 
 
@@ -120,7 +126,7 @@ def whole(value: Any, field: str, where: str, *, low: int = 0) -> int:
             pass
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value != int(value) or value < low:
-        raise TwinInputError(f"{where}: {field} = {value!r}: must be a whole number >= {low}")
+        raise TwinInputError(f"{where}: {field} = {shown(value)}: must be a whole number >= {low}")
     return int(value)
 
 

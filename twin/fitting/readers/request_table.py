@@ -36,7 +36,7 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
-from twin.fitting.readers.fields import JsonLines, load_json, read_text, whole
+from twin.fitting.readers.fields import JsonLines, load_json, read_text, shown, whole
 from twin.fitting.readers.request_times import RequestTimes, run_from_requests
 
 ROLES: dict[str, tuple[str, ...]] = {
@@ -129,7 +129,7 @@ def _time(row: dict[str, Any], col: tuple[str, float] | None, where: str) -> flo
     except (TypeError, ValueError, OverflowError):
         f = math.nan
     if not math.isfinite(f) or f < 0 or not math.isfinite(f * scale):
-        raise TwinInputError(f"{where}: {name} = {v!r}: must be a finite number >= 0 (the column name's ending "
+        raise TwinInputError(f"{where}: {name} = {shown(v)}: must be a finite number >= 0 (the column name's ending "
                              f"gives the unit: _ms, _us, _ns, else seconds)")
     return f * scale
 
