@@ -226,7 +226,7 @@ def inference_perf_cases(draw) -> Case:
         elif op == "huge":
             path = draw(st.sampled_from(STAGE_NUMBERS[:4] + [("successes", "prompt_len", "max")]))
             _set(doc, path, draw(st.sampled_from(HUGE_COUNTS)))
-            if path != ("load_summary", "send_duration"):
+            if path != ("load_summary", "requested_rate"):   # a rate of 1e300 is an unbounded rate: either way
                 why = why or f"{'.'.join(path)} = {_get(doc, path)!r} beyond the limits"
         elif op == "config":
             cfg = yaml.safe_load(files["res/results_config.yaml"])
@@ -249,7 +249,7 @@ def inference_perf_cases(draw) -> Case:
 @st.composite
 def inference_perf_request_cases(draw) -> Case:
     reqs = lifecycle_requests()
-    why = None
+    planted = []    # (request, field path, value, why): judged on the final document
     for _ in range(draw(st.integers(0, 2))):
         op = draw(st.sampled_from(["number", "number", "reverse", "any"]))
         i = draw(st.sampled_from([0, 1]))
@@ -257,13 +257,22 @@ def inference_perf_request_cases(draw) -> Case:
             key = draw(st.sampled_from([("start_time",), ("end_time",), ("info", "input_tokens"),
                                         ("info", "output_tokens"), ("info", "output_token_times", 0)]))
             _set(reqs[i], key, draw(st.sampled_from(BAD_NUMBERS)))
-            why = why or f"request [{i}].{'.'.join(map(str, key))} = {_get(reqs[i], key)!r}"
+            planted.append((i, key, _get(reqs[i], key),
+                            f"request [{i}].{'.'.join(map(str, key))} = {_get(reqs[i], key)!r}"))
         elif op == "reverse":
             reqs[i]["start_time"], reqs[i]["end_time"] = reqs[i]["end_time"] + 1, reqs[i]["start_time"]
-            why = why or f"request [{i}] ends before it starts"
+            planted.append((i, ("start_time",), reqs[i]["start_time"], f"request [{i}] ends before it starts"))
         else:
             path = draw(st.sampled_from([p for p in _leaves(reqs) if p]))
             _set(reqs, path, draw(st.sampled_from(VALUES)))
+    why = None
+    for i, key, value, reason in planted:
+        # a request the reader reads (still an object, still without an error) that still holds the value
+        try:
+            still = isinstance(reqs[i], dict) and reqs[i].get("error") is None and _get(reqs[i], key) is value
+        except (KeyError, IndexError, TypeError):
+            still = False
+        why = why or (reason if still else None)
     text, text_why = text_mutation(draw, dumps(reqs))
     data, enc_why, intact = draw(encoded(text))
     case = Case("results-inference-perf-requests", calibrate_args("{d}/exp/per_request_lifecycle_metrics.json"),
