@@ -232,3 +232,24 @@ def test_an_output_past_max_model_len(entrypoint, completed):
     result = run_body(body)
     finished = [r for r in result.requests if r.first_token_s is not None]
     assert len(finished) == completed
+
+
+def test_a_trace_row_with_a_key_twice_or_a_huge_integer(tmp_path):
+    from twin.workload.trace_rows import jsonl_rows
+
+    p = write(tmp_path, "t.jsonl", '{"timestamp": 1, "input_length": 5, "output_length": 3}\n'
+                                   '{"timestamp": 2, "input_length": 5, "input_length": 9, "output_length": 3}\n')
+    with pytest.raises(TwinInputError, match=r"t.jsonl:2: key 'input_length' appears twice"):
+        list(jsonl_rows(p))
+    p = write(tmp_path, "u.jsonl", '{"timestamp": ' + "9" * 5000 + "}\n")
+    with pytest.raises(TwinInputError, match=r"u.jsonl:1: not valid JSON \(Exceeds the limit"):
+        list(jsonl_rows(p))
+
+
+def test_a_sweep_grid_value_must_name_a_known_gpu():
+    from twin.plan.grid import parse_grid_options
+    from twin.plan.sweep import SweepSpec
+
+    with pytest.raises(TwinInputError) as err:
+        SweepSpec(dict(SCENARIO), parse_grid_options(["deployment.gpu=[H100-SXM, 1e+308]"]))
+    assert one_line(err).startswith("grid deployment.gpu=1e+308: gpu: unknown GPU '1e+308'")
