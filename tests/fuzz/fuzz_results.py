@@ -54,6 +54,15 @@ def _set(doc, path, value) -> None:
     _get(doc, path[:-1])[path[-1]] = value
 
 
+def _try_set(doc, path, value) -> bool:
+    """``_set`` where an earlier mutation may have replaced a parent: whether the value landed."""
+    try:
+        _set(doc, path, value)
+        return True
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
 def _leaves(doc, path=()):
     if isinstance(doc, dict):
         for k, v in doc.items():
@@ -88,10 +97,32 @@ BENCH_METRICS = ("mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms"
 BENCH_OK = (0, 1, 3)  # the seed's completed requests (request 2 failed)
 
 
+def _still(doc, path, value) -> bool:
+    """Whether ``doc`` still holds the planted ``value`` at ``path`` (a later mutation may have replaced it)."""
+    try:
+        return _get(doc, path) is value
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
+def _judged(doc, planted, completed=lambda doc, i: True) -> str | None:
+    """The first planted reason that still holds in the final document (for a per-request entry, only while
+    that request still counts as completed)."""
+    for path, value, reason, request in planted:
+        if _still(doc, path, value) and (request is None or completed(doc, request)):
+            return reason
+    return None
+
+
+def _bench_completed(doc, i: int) -> bool:
+    errors = doc.get("errors")
+    return isinstance(errors, list) and i < len(errors) and errors[i] == ""
+
+
 @st.composite
 def bench_result_cases(draw) -> Case:
     doc = bench_doc(detailed=draw(st.booleans()))
-    why = None
+    planted = []      # (path, value, why the design must refuse it, the request it belongs to or None)
     for _ in range(draw(st.integers(0, 3))):
         op = draw(st.sampled_from(["element", "element", "metric", "count", "huge", "append", "rate", "any",
                                    "delete"]))
@@ -101,33 +132,35 @@ def bench_result_cases(draw) -> Case:
             i = draw(st.sampled_from(BENCH_OK))
             if isinstance(doc.get(key), list) and i < len(doc[key]):
                 doc[key][i] = draw(st.sampled_from(BAD_NUMBERS))
-                why = why or f"{key}[{i}] = {doc[key][i]!r}"
+                planted.append(((key, i), doc[key][i], f"{key}[{i}] = {doc[key][i]!r}", i))
         elif op == "metric":
             key = draw(st.sampled_from(BENCH_METRICS))
             doc[key] = draw(st.sampled_from(BAD_NUMBERS))
-            why = why or f"{key} = {doc[key]!r}"
+            planted.append(((key,), doc[key], f"{key} = {doc[key]!r}", None))
         elif op == "count" and detailed:
             doc["completed"] = draw(st.sampled_from([1, 2, 4, 40]))
-            why = why or f"completed = {doc['completed']} disagrees with the arrays (3 completed)"
+            planted.append((("completed",), doc["completed"],
+                            f"completed = {doc['completed']} disagrees with the arrays (3 completed)", None))
         elif op == "huge":
             key = draw(st.sampled_from(["completed", "failed", "num_prompts", "total_input_tokens",
                                         "total_output_tokens", "max_concurrency", "random_prefix_len"]))
             doc[key] = draw(st.sampled_from(HUGE_COUNTS))
             if key != "max_concurrency" and (key != "num_prompts" or not detailed):
-                why = why or f"{key} = {doc[key]!r} beyond the limits"
+                planted.append(((key,), doc[key], f"{key} = {doc[key]!r} beyond the limits", None))
         elif op == "append" and detailed:
             key = draw(st.sampled_from(BENCH_ARRAYS))
             if isinstance(doc.get(key), list):
                 doc[key].append(1.0)
-                why = why or f"{key} has one entry more than the others"
+                planted.append(((key, len(doc[key]) - 1), doc[key][-1], f"{key} has one entry more", None))
         elif op == "rate":
             doc["request_rate"] = draw(st.sampled_from([0, -1, math.nan, "abc", None, [], True]))
-            why = why or f"request_rate = {doc['request_rate']!r}"
+            planted.append((("request_rate",), doc["request_rate"], f"request_rate = {doc['request_rate']!r}", None))
         elif op == "delete":
             doc.pop(draw(st.sampled_from(sorted(doc))), None)
         else:
             path = draw(st.sampled_from([p for p in _leaves(doc) if p]))
             _set(doc, path, draw(st.sampled_from(VALUES)))
+    why = _judged(doc, planted, _bench_completed)
     text, text_why = text_mutation(draw, dumps(doc))
     data, enc_why, intact = draw(encoded(text))
     case = Case("results-vllm-bench", calibrate_args("{d}/b.json"), {"b.json": data, "out/.keep": b""})
@@ -146,7 +179,9 @@ def guidellm_cases(draw) -> Case:
     why = None
     for _ in range(draw(st.integers(0, 3))):
         op = draw(st.sampled_from(["request", "request", "reverse", "count", "huge", "any", "delete"]))
-        ok = bench["requests"]["successful"]
+        ok = bench.get("requests", {}).get("successful") if isinstance(bench.get("requests"), dict) else None
+        if not isinstance(ok, list) or not all(isinstance(r, dict) for r in ok):
+            ok = []         # an earlier mutation replaced the request list
         if op == "request" and ok:
             i = draw(st.integers(0, len(ok) - 1))
             key = draw(st.sampled_from(["prompt_tokens", "output_tokens", "request_start_time",
@@ -156,11 +191,13 @@ def guidellm_cases(draw) -> Case:
         elif op == "reverse" and ok:
             i = draw(st.integers(0, len(ok) - 1))
             r = ok[i]
-            r["request_start_time"], r["request_end_time"] = r["request_end_time"] + 5, r["request_start_time"]
-            why = why or f"requests.successful[{i}] ends before it starts"
+            if all(isinstance(r.get(k), float) for k in ("request_start_time", "request_end_time")):
+                r["request_start_time"], r["request_end_time"] = r["request_end_time"] + 5, r["request_start_time"]
+                why = why or f"requests.successful[{i}] ends before it starts"
         elif op == "count":
-            bench["metrics"]["request_totals"]["successful"] = draw(st.sampled_from([0, 7, 10**12]))
-            bench["scheduler_metrics"]["requests_made"]["successful"] = bench["metrics"]["request_totals"]["successful"]
+            value = draw(st.sampled_from([0, 7, 10**12]))
+            _try_set(bench, ("metrics", "request_totals", "successful"), value)
+            _try_set(bench, ("scheduler_metrics", "requests_made", "successful"), value)
         elif op == "huge":
             path = draw(st.sampled_from([("metrics", "request_totals", "total"),
                                          ("metrics", "prompt_token_count", "successful", "mean"),
@@ -216,26 +253,30 @@ def inference_perf_cases(draw) -> Case:
     files = _stage_folder()
     stage_name = next(n for n in files if "results_stage_0" in n)
     doc = json.loads(files[stage_name])
-    why = None
+    planted = []
     for _ in range(draw(st.integers(0, 2))):
         op = draw(st.sampled_from(["number", "number", "huge", "any", "config"]))
         if op == "number":
             path = draw(st.sampled_from(STAGE_NUMBERS))
-            _set(doc, path, draw(st.sampled_from(BAD_NUMBERS)))
-            why = why or f"{'.'.join(path)} = {_get(doc, path)!r}"
+            value = draw(st.sampled_from(BAD_NUMBERS))
+            if path == ("load_summary", "requested_rate") and value == 10**30:
+                continue      # a finite rate of 1e30 is an unbounded rate: either way
+            if _try_set(doc, path, value):
+                planted.append((path, value, f"{'.'.join(path)} = {value!r}", None))
         elif op == "huge":
             path = draw(st.sampled_from(STAGE_NUMBERS[:4] + [("successes", "prompt_len", "max")]))
-            _set(doc, path, draw(st.sampled_from(HUGE_COUNTS)))
-            if path != ("load_summary", "requested_rate"):   # a rate of 1e300 is an unbounded rate: either way
-                why = why or f"{'.'.join(path)} = {_get(doc, path)!r} beyond the limits"
+            value = draw(st.sampled_from(HUGE_COUNTS))
+            if _try_set(doc, path, value) and path != ("load_summary", "requested_rate"):
+                planted.append((path, value, f"{'.'.join(path)} = {value!r} beyond the limits", None))
         elif op == "config":
             cfg = yaml.safe_load(files["res/results_config.yaml"])
             key = draw(st.sampled_from(["num_groups", "num_prompts_per_group", "system_prompt_len", "output_len"]))
             cfg["data"]["shared_prefix"][key] = draw(st.sampled_from(BAD_NUMBERS[:5] + HUGE_COUNTS))
             files["res/results_config.yaml"] = yaml.safe_dump(cfg).encode()
         else:
-            path = draw(st.sampled_from([p for p in _leaves(doc) if p]))
-            _set(doc, path, draw(st.sampled_from(VALUES)))
+            path = draw(st.sampled_from([p for p in _leaves(doc) if p] or [("x",)]))
+            _try_set(doc, path, draw(st.sampled_from(VALUES)))
+    why = _judged(doc, planted)
     text, text_why = text_mutation(draw, dumps(doc))
     data, enc_why, intact = draw(encoded(text))
     files = {**files, stage_name: data, "out/.keep": b""}
@@ -256,15 +297,17 @@ def inference_perf_request_cases(draw) -> Case:
         if op == "number":
             key = draw(st.sampled_from([("start_time",), ("end_time",), ("info", "input_tokens"),
                                         ("info", "output_tokens"), ("info", "output_token_times", 0)]))
-            _set(reqs[i], key, draw(st.sampled_from(BAD_NUMBERS)))
-            planted.append((i, key, _get(reqs[i], key),
-                            f"request [{i}].{'.'.join(map(str, key))} = {_get(reqs[i], key)!r}"))
-        elif op == "reverse":
+            if _try_set(reqs[i], key, draw(st.sampled_from(BAD_NUMBERS))):
+                planted.append((i, key, _get(reqs[i], key),
+                                f"request [{i}].{'.'.join(map(str, key))} = {_get(reqs[i], key)!r}"))
+        elif op == "reverse" and isinstance(reqs[i], dict) and all(
+                isinstance(reqs[i].get(k), (int, float)) and not isinstance(reqs[i].get(k), bool)
+                and math.isfinite(reqs[i][k]) for k in ("start_time", "end_time")):
             reqs[i]["start_time"], reqs[i]["end_time"] = reqs[i]["end_time"] + 1, reqs[i]["start_time"]
             planted.append((i, ("start_time",), reqs[i]["start_time"], f"request [{i}] ends before it starts"))
-        else:
+        elif op == "any":
             path = draw(st.sampled_from([p for p in _leaves(reqs) if p]))
-            _set(reqs, path, draw(st.sampled_from(VALUES)))
+            _try_set(reqs, path, draw(st.sampled_from(VALUES)))
     why = None
     for i, key, value, reason in planted:
         # a request the reader reads (still an object, still without an error) that still holds the value
@@ -418,12 +461,13 @@ def gpu_spec_cases(draw) -> Case:
         op = draw(st.sampled_from(["number", "number", "unit", "any", "delete"]))
         if op == "number":
             path = draw(st.sampled_from(GPU_NUMBERS))
-            _set(spec, path, draw(st.sampled_from([-1, 0, math.nan, math.inf, "abc", [], "-5 GB", "1e400 TB/s"])))
-            why = why or f"{'.'.join(path)} = {_get(spec, path)!r}"
+            if _try_set(spec, path, draw(st.sampled_from([-1, 0, math.nan, math.inf, "abc", [], "-5 GB",
+                                                          "1e400 TB/s"]))):
+                why = why or f"{'.'.join(path)} = {_get(spec, path)!r}"
         elif op == "unit":
             path = draw(st.sampled_from(GPU_NUMBERS))
-            _set(spec, path, draw(st.sampled_from(["80 parsecs", "TB/s", "1 2 GB", "nan GB", "inf TB/s"])))
-            why = why or f"{'.'.join(path)} = {_get(spec, path)!r}"
+            if _try_set(spec, path, draw(st.sampled_from(["80 parsecs", "TB/s", "1 2 GB", "nan GB", "inf TB/s"]))):
+                why = why or f"{'.'.join(path)} = {_get(spec, path)!r}"
         elif op == "delete":
             spec.pop(draw(st.sampled_from(sorted(spec))), None)
         else:

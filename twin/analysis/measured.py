@@ -164,6 +164,8 @@ def measured_from_bench(doc: Any, source: str = "bench JSON") -> Measured:
                              f"{cols['latencies'][i]:g} s: a first token cannot come after the last")
     notes: list[str] = ["latencies derived as TTFT + the sum of the ITLs"] if derived_latency else []
     rate = parse_request_rate(doc.get("request_rate"))
+    if rate is None and doc.get("request_rate") is not None:   # given but not a rate: an error, not absent
+        raise TwinInputError(f"{source}: request_rate = {doc['request_rate']!r}: must be a number > 0 or \"inf\"")
     max_c = doc.get("max_concurrency")
     if max_c is not None and (isinstance(max_c, bool) or not isinstance(max_c, (int, float))
                               or not math.isfinite(max_c) or not float(max_c).is_integer() or max_c < 1):
