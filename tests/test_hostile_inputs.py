@@ -91,9 +91,11 @@ def test_moe_expert_count_as_a_float_is_refused_not_dense():
 
 # ---------------------------------------------------------------------------------------------- result files
 @pytest.mark.parametrize("edit, message", [
-    (dict(completed=10**12, failed=0, total_input_tokens=10**14, total_output_tokens=10**13), "requests; a run replays 1 to 1,000,000"),      # 29.8 GiB in draw
+    (dict(completed=10**12, failed=0, num_prompts=10**12, total_input_tokens=10**14, total_output_tokens=10**13),
+     "requests; a run replays 1 to 1,000,000"),      # 29.8 GiB in draw
     (dict(total_input_tokens=math.inf), "total_input_tokens = inf"),
     (dict(mean_ttft_ms=math.nan), "mean_ttft_ms = nan"),
+    (dict(num_prompts=10**12), "num_prompts = 1000000000000 but completed + failed = 4"),
     (dict(median_ttft_ms=1e30), "median_ttft_ms = 1e+30: must be a finite number >= 0 and at most 1e+12"),
 ])
 def test_summary_only_results_beyond_the_limits(tmp_path, edit, message):

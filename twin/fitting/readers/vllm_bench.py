@@ -179,6 +179,10 @@ def read_run(doc: Any, name: str, where: str, experiment: str | None = None) -> 
         # vllm bench serve writes one entry per request sent, and completed + failed = requests sent
         raise TwinInputError(f"{where}: completed = {completed}, failed = {failed} but the per-request arrays "
                              f"hold {ok.size} requests of which {int(ok.sum())} completed; the counts must agree")
+    if doc.get("num_prompts") is not None and whole(doc["num_prompts"], "num_prompts", where) != n:
+        # vllm bench serve sends num_prompts requests; each completes or fails
+        raise TwinInputError(f"{where}: num_prompts = {doc['num_prompts']!r} but completed + failed = {n}; the "
+                             f"counts must agree")
     duration = doc.get("duration")
     tp = doc.get("tensor_parallel_size")
     return MeasuredRun(
