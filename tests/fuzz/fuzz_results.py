@@ -456,22 +456,24 @@ GPU_NUMBERS = (("peak_flops", "bf16"), ("memory_bandwidth_bytes_per_s",), ("memo
 @st.composite
 def gpu_spec_cases(draw) -> Case:
     spec = copy.deepcopy(GPU_SPEC)
-    why = None
+    planted = []
     for _ in range(draw(st.integers(0, 2))):
         op = draw(st.sampled_from(["number", "number", "unit", "any", "delete"]))
         if op == "number":
             path = draw(st.sampled_from(GPU_NUMBERS))
-            if _try_set(spec, path, draw(st.sampled_from([-1, 0, math.nan, math.inf, "abc", [], "-5 GB",
-                                                          "1e400 TB/s"]))):
-                why = why or f"{'.'.join(path)} = {_get(spec, path)!r}"
+            value = draw(st.sampled_from([-1, 0, math.nan, math.inf, "abc", [], "-5 GB", "1e400 TB/s", 10**30]))
+            if _try_set(spec, path, value):
+                planted.append((path, value, f"{'.'.join(path)} = {value!r}", None))
         elif op == "unit":
             path = draw(st.sampled_from(GPU_NUMBERS))
-            if _try_set(spec, path, draw(st.sampled_from(["80 parsecs", "TB/s", "1 2 GB", "nan GB", "inf TB/s"]))):
-                why = why or f"{'.'.join(path)} = {_get(spec, path)!r}"
+            value = draw(st.sampled_from(["80 parsecs", "TB/s", "1 2 GB", "nan GB", "inf TB/s"]))
+            if _try_set(spec, path, value):
+                planted.append((path, value, f"{'.'.join(path)} = {value!r}", None))
         elif op == "delete":
             spec.pop(draw(st.sampled_from(sorted(spec))), None)
         else:
             spec[draw(st.sampled_from(sorted(spec)))] = draw(st.sampled_from(VALUES))
+    why = _judged(spec, planted)
     data, enc_why, intact = draw(encoded(yaml.safe_dump(spec, allow_unicode=True)))
     case = Case("gpu-spec", ["run", "{d}/s.yaml", "-q"],
                 {"gpu.yaml": data, "s.yaml": yaml.safe_dump(GPU_SCENARIO).encode()})
