@@ -95,6 +95,7 @@ def test_moe_expert_count_as_a_float_is_refused_not_dense():
      "requests; a run replays 1 to 1,000,000"),      # 29.8 GiB in draw
     (dict(total_input_tokens=math.inf), "total_input_tokens = inf"),
     (dict(mean_ttft_ms=math.nan), "mean_ttft_ms = nan"),
+    (dict(output_throughput=1e30), "output_throughput = 1e+30: must be a finite number >= 0 and at most"),
     (dict(num_prompts=10**12), "num_prompts = 1000000000000 but completed + failed = 4"),
     (dict(median_ttft_ms=1e30), "median_ttft_ms = 1e+30: must be a finite number >= 0 and at most 1e+12"),
 ])

@@ -16,6 +16,9 @@ from twin.workload.limits import MAX_REQUESTS
 from twin.workload.trace_rows import MAX_TOKEN_COUNT
 
 
+MAX_METRIC = MAX_REQUESTS * MAX_TOKEN_COUNT * 1e3
+
+
 def _lengths(sample: LengthSample, field: str, where: str) -> None:
     if sample.values is not None:
         if not sample.values:
@@ -69,8 +72,9 @@ def check_run(run: MeasuredRun, where: str) -> None:
     if run.tensor_parallel_size is not None and not 1 <= run.tensor_parallel_size <= 64:
         raise TwinInputError(f"{where}: tensor_parallel_size = {run.tensor_parallel_size!r}: must be 1 to 64")
     for key, value in run.metrics.items():
-        # a latency past the longest run the twin simulates is not a measurement
-        _finite(value, key, where, high=1e3 * MAX_SIM_TIME_S if key.endswith("_ms") else math.inf)
+        # a latency past the longest run the twin simulates is not a measurement, nor a count or throughput
+        # past what MAX_REQUESTS requests of MAX_TOKEN_COUNT tokens give over a millisecond
+        _finite(value, key, where, high=1e3 * MAX_SIM_TIME_S if key.endswith("_ms") else MAX_METRIC)
     completed = run.metrics.get("completed")
     if completed is not None and completed > run.num_requests:
         raise TwinInputError(f"{where}: completed = {completed:g} but the run sent {run.num_requests:,} requests")
