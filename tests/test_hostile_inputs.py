@@ -256,3 +256,13 @@ def test_a_sweep_grid_value_must_name_a_known_gpu():
     with pytest.raises(TwinInputError) as err:
         SweepSpec(dict(SCENARIO), parse_grid_options(["deployment.gpu=[H100-SXM, 1e+308]"]))
     assert one_line(err).startswith("grid deployment.gpu=1e+308: gpu: unknown GPU '1e+308'")
+
+
+def test_diagnose_refuses_an_empty_prompt_of_a_completed_request(tmp_path):
+    """A zero prompt length reached the simulation as a bare ValueError."""
+    from twin.analysis.measured import load_measured
+
+    doc = bench_doc(input_lens=[0, 200, 300, 400])
+    with pytest.raises(TwinInputError) as err:
+        load_measured(write(tmp_path, "b.json", doc))
+    assert "input_lens[0] = 0 for a completed request" in one_line(err)

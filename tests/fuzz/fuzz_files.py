@@ -65,7 +65,9 @@ def profile_refusal(doc) -> str | None:
                 continue
             if not isinstance(pair, list) or len(pair) != 2:
                 return f"range.{name} = {pair!r} is not a pair"
-            if any(refusal(v, Spec("float", 0)) for v in pair) or pair[1] < pair[0]:
+            if any(refusal(v, Spec("float", 0)) for v in pair):
+                return f"range.{name} = {pair!r}"
+            if all(isinstance(v, (int, float)) for v in pair) and pair[1] < pair[0]:   # ("1e3" is left open)
                 return f"range.{name} = {pair!r}"
     model = doc.get("model")
     if model is not None:

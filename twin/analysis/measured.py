@@ -157,6 +157,10 @@ def measured_from_bench(doc: Any, source: str = "bench JSON") -> Measured:
         cols[key] = arr
     errors = doc.get("errors") or [""] * n
     ok = (cols["output_lens"] > 0) & np.array([not e for e in errors], bool)
+    empty = np.flatnonzero(ok & (cols["input_lens"] < 1))
+    if empty.size:      # vLLM refuses an empty prompt: a completed request had one or more prompt tokens
+        i = int(empty[0])
+        raise TwinInputError(f"{source}: input_lens[{i}] = 0 for a completed request: a prompt has at least 1 token")
     bad = np.flatnonzero(ok & (cols["ttfts"] > cols["latencies"] + 1e-9))
     if bad.size:
         i = int(bad[0])
