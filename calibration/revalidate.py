@@ -27,13 +27,13 @@ from calibration.samples import load_samples
 from calibration.sweep_plan import SweepPlan
 from calibration.validate import compare_metrics, step_time_residuals
 from twin.errors import TwinInputError
-from twin.yaml_input import load_json_file
+from twin.json_input import load_json_path
 
 SHOWN = ("request_throughput", "mean_ttft_ms", "p90_ttft_ms", "mean_tpot_ms", "p90_tpot_ms")
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    doc = load_json_file(path, "GPU run file")
+    doc = load_json_path(path, "GPU run file")
     if not isinstance(doc, dict):
         raise TwinInputError(f"{path}: expected a JSON object, got {type(doc).__name__}")
     return doc

@@ -114,7 +114,7 @@ def test_twin_requests_table_reads_back_with_the_twin_metrics(tmp_path):
     (["send_time", "prompt_tokens", "output_tokens", "end_time"], [0, 5, 5, 1],
      "no first-token time or TTFT column (accepted names: first_token_time, first_token, ttft, time_to_first_token)"),
     (["send_time_ms", "ttft_ms", "e2el_ms", "prompt_tokens", "output_tokens"], ["soon", 1, 2, 5, 5],
-     "row 2: send_time_ms = 'soon': must be a number (the column name's ending gives the unit"),
+     "row 2: send_time_ms = 'soon': must be a finite number >= 0 (the column name's ending gives the unit"),
     (["send_time", "first_token_time", "end_time", "prompt_tokens", "output_tokens"], [5, 4, 6, 5, 5],
      "row 2: times out of order (send 5 s, first token 4 s, end 6 s)"),
     (["send_time", "first_token_time", "end_time", "prompt_tokens", "output_tokens"], [0, 1, 2, -1, 5],

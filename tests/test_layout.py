@@ -15,7 +15,7 @@ PACKAGES = ("twin", "calibration")
 
 # Bottom to top. A module may import from its own layer or any layer below it, never above.
 LAYERS = [
-    ("errors", "yaml_input"),
+    ("errors", "yaml_input", "json_input"),
     ("core",),
     ("hardware",),
     ("cost",),

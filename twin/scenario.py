@@ -11,7 +11,6 @@ import copy
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from twin.errors import TwinInputError, did_you_mean
@@ -19,7 +18,7 @@ from twin.core.scheduler_config import SchedulerKnobs
 from twin.core.vllm_versions import NEWEST_VLLM_VERSION, vllm_release
 from twin.hardware.quant import normalize_weight_dtype
 from twin.hardware.weight_formats import WeightFormats
-from twin.yaml_input import parse_yaml, read_text
+from twin.yaml_input import deep_merge, parse_set_options, parse_yaml, read_text  # noqa: F401 (re-exported)
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig
 from twin.workload.strict_model import StrictModel
@@ -32,6 +31,9 @@ PERCENTILE_KEYS = ("mean", "median", "p50", "p90", "p95", "p99")
 # the routers that take per-replica weights (twin.sim.routing)
 WEIGHTED_ROUTERS = ("round_robin", "least_outstanding", "prefix_affinity", "kv_cache_aware")
 MAX_REPLICAS = 4096
+MAX_SIM_TIME_S = 1e9      # simulated seconds in one run (31 years): a longer horizon is a typo, not a study
+# the block sizes vLLM's --block-size accepts (vllm/config/cache.py, BlockSize); the scheduler itself takes any
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 ROUTERS = ("round_robin", "least_outstanding", "least_kv_usage", "prefix_affinity", "kv_cache_aware")
 
 
@@ -166,6 +168,14 @@ class ServerConfig(StrictModel, SchedulerKnobs):
     prefix_cache_stats_at_admission: bool | None = None
     pad_spec_decode_first_step: bool | None = None
 
+    @field_validator("block_size")
+    @classmethod
+    def _vllm_block_size(cls, value: int | None) -> int | None:
+        if value is not None and value not in VLLM_BLOCK_SIZES:
+            raise ValueError(f"must be one of vLLM's block sizes {', '.join(map(str, VLLM_BLOCK_SIZES))} "
+                             f"(got {value})")
+        return value
+
     @field_validator("vllm_version", mode="before")
     @classmethod
     def _modelled_release(cls, value: Any) -> str:
@@ -247,8 +257,8 @@ class ScenarioBody(StrictModel):
     slo: SLOConfig = Field(default_factory=SLOConfig)
     seed: int = Field(0, ge=0)
     replications: int = Field(1, ge=1, le=1000)
-    warmup_s: float = Field(0.0, ge=0.0)
-    max_sim_time_s: float | None = Field(None, gt=0)
+    warmup_s: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    max_sim_time_s: float | None = Field(None, gt=0, le=MAX_SIM_TIME_S)
     records: RecordsConfig = Field(default_factory=RecordsConfig)
 
     @model_validator(mode="after")
@@ -329,46 +339,6 @@ class Scenario:
             return ScenarioBody.model_validate(data)
         except ValidationError as exc:
             raise TwinInputError(f"{where}: {format_validation_error(exc)}") from None
-
-
-REPLACE_MARKER = "_replace"
-
-
-def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """Merge ``overrides`` into ``base`` key by key; a mapping with ``_replace: true`` replaces instead
-    (e.g. switching ``workload.arrivals`` from poisson to closed_loop)."""
-    out = dict(base)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and value.get(REPLACE_MARKER) is True:
-            out[key] = {k: copy.deepcopy(v) for k, v in value.items() if k != REPLACE_MARKER}
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def parse_set_options(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """``--set server.max_num_seqs=4`` style overrides -> a nested mapping (values parsed as YAML scalars)."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise TwinInputError(f"--set {item!r}: expected key.path=value")
-        path, raw = item.split("=", 1)
-        keys = [k for k in path.strip().split(".") if k]
-        if not keys:
-            raise TwinInputError(f"--set {item!r}: empty key path")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        node = out
-        for key in keys[:-1]:
-            node = node.setdefault(key, {})
-            if not isinstance(node, dict):
-                raise TwinInputError(f"--set {item!r}: {key} is set twice")
-        node[keys[-1]] = value
-    return out
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -5,6 +5,7 @@ malformed file reported as one line: where, and what the parser found."""
 from __future__ import annotations
 
 import codecs
+import copy
 import io
 from pathlib import Path
 from typing import IO, Any
@@ -100,9 +101,25 @@ def open_text(path: str | Path, what: str = "trace", max_bytes: int = MAX_TRACE_
     return io.TextIOWrapper(raw, encoding=encoding, newline=newline)
 
 
-def parse_yaml(text: str, source: str) -> Any:
+class UntaggedLoader(yaml.SafeLoader):
+    """A safe loader that refuses every explicit YAML tag (``!!binary``, ``!!str``, ``!custom``, even ``!``):
+    for files from people the server does not trust (dashboard uploads), where a tag would turn a scalar
+    into a type (bytes, a set, a timestamp) that the checks on plain text never see."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        tag = getattr(event, "tag", None)
+        if tag is not None:
+            tag = tag.replace("tag:yaml.org,2002:", "!!")
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the YAML tag {tag!r} is not allowed here (write plain values)", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def parse_yaml(text: str, source: str, *, tags: bool = True) -> Any:
+    """YAML text from a user as plain data; ``tags=False`` refuses every explicit tag (``UntaggedLoader``)."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=yaml.SafeLoader if tags else UntaggedLoader)  # noqa: S506 (safe loaders)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
@@ -164,14 +181,41 @@ def load_yaml_file(path: str | Path, what: str = "file") -> Any:
     return parse_yaml(read_text(path, what), str(path))
 
 
-def load_json_file(path: str | Path, what: str = "file") -> Any:
-    """Read and parse a user's JSON file (size, encoding and syntax checked)."""
-    import json
+REPLACE_MARKER = "_replace"
 
-    text = read_text(path, what)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TwinInputError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise TwinInputError(f"{path}: not valid JSON (nested too deeply)") from None
+
+def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``overrides`` into ``base`` key by key; a mapping with ``_replace: true`` replaces instead
+    (e.g. switching ``workload.arrivals`` from poisson to closed_loop)."""
+    out = dict(base)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and value.get(REPLACE_MARKER) is True:
+            out[key] = {k: copy.deepcopy(v) for k, v in value.items() if k != REPLACE_MARKER}
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def parse_set_options(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``--set server.max_num_seqs=4`` style overrides -> a nested mapping (values parsed as YAML scalars)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise TwinInputError(f"--set {item!r}: expected key.path=value")
+        path, raw = item.split("=", 1)
+        keys = [k for k in path.strip().split(".") if k]
+        if not keys:
+            raise TwinInputError(f"--set {item!r}: empty key path")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise TwinInputError(f"--set {item!r}: {key} is set twice")
+        node[keys[-1]] = value
+    return out

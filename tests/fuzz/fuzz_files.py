@@ -65,7 +65,9 @@ def profile_refusal(doc) -> str | None:
                 continue
             if not isinstance(pair, list) or len(pair) != 2:
                 return f"range.{name} = {pair!r} is not a pair"
-            if any(refusal(v, Spec("float", 0)) for v in pair) or pair[1] < pair[0]:
+            if any(refusal(v, Spec("float", 0)) for v in pair):
+                return f"range.{name} = {pair!r}"
+            if all(isinstance(v, (int, float)) for v in pair) and pair[1] < pair[0]:   # ("1e3" is left open)
                 return f"range.{name} = {pair!r}"
     model = doc.get("model")
     if model is not None:
@@ -151,7 +153,9 @@ def bench_refusal(doc: dict) -> str | None:
             if not isinstance(row, list) or any(refusal(x, Spec("float", 0)) for x in row):
                 return f"itls[{i}] = {row!r} is not a list of seconds >= 0"
     for i, (t, lat) in enumerate(zip(doc["ttfts"], doc["latencies"])):
-        if doc["output_lens"][i] > 0 and t > lat + 1e-9:
+        out = doc["output_lens"][i]
+        if isinstance(out, (int, float)) and isinstance(t, (int, float)) and isinstance(lat, (int, float)) \
+                and out > 0 and t > lat + 1e-9:   # (a numeric string such as "1e3" is left open)
             return f"ttfts[{i}] exceeds latencies[{i}]"
     mc = doc.get("max_concurrency")
     if mc is not None and refusal(mc, Spec("int", 1)):

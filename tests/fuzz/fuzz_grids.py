@@ -52,7 +52,7 @@ def sweep_cases(draw) -> Case:
 PLAN_BASE = {"scenario": "s.yaml", "target_rate_per_s": 40, "search": {"server.max_num_seqs": [8]},
              "replications": 1, "max_replicas": 4, "slo": {"ttft_ms": {"p99": 2000}}, "rel_tol": 0.2}
 PLAN_FIELDS = {
-    ("target_rate_per_s",): Spec("float", 0, lo_open=True),
+    ("target_rate_per_s",): Spec("float", 0, lo_open=True, nullable=True),  # null: the scenario's own rate
     ("replications",): Spec("int", 1, 1000),
     ("max_replicas",): Spec("int", 1, 4096),
     ("rel_tol",): Spec("float", 0, 1, lo_open=True),

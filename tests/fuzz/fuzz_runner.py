@@ -58,7 +58,9 @@ def _child(args: list[str], conn) -> None:
 
 _CONTEXT = mp.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(["twin.cli.main", "twin.sim.run", "twin.plan.planner", "twin.plan.sweep",
-                                 "twin.analysis.diagnose", "twin.cli.validate", "fuzz_runner"])
+                                 "twin.analysis.diagnose", "twin.cli.validate", "twin.cli.calibrate",
+                                 "twin.cli.calibrate_results", "twin.fitting.fit", "twin.fitting.readers",
+                                 "fuzz_runner"])
 
 
 def run_cli(args: list[str], timeout_s: float) -> Outcome:

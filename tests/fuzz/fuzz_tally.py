@@ -12,17 +12,20 @@ def record(category: str, kind: str) -> None:
     CASES[category][kind] += 1
 
 
+FINDINGS = ("traceback", "hang", "oom", "silent", "exit", "lines")
+
+
 def summary() -> str | None:
+    """One line per surface: cases, refused, ran, and the count of each finding (0 when none)."""
     if not CASES:
         return None
-    total = sum(sum(c.values()) for c in CASES.values())
-    findings = Counter()
-    for c in CASES.values():
-        for kind, n in c.items():
-            if kind not in ("refused", "ran"):
-                findings[kind] += n
-    per = ", ".join(f"{cat} {sum(c.values())} ({c['refused']} refused, {c['ran']} ran)"
-                    for cat, c in sorted(CASES.items()))
-    found = ", ".join(f"{k} {n}" for k, n in sorted(findings.items())) or "none"
-    return (f"fuzz: {total} cases in {len(CASES)} categories: {per}; findings: {found} "
-            f"(tracebacks {findings['traceback']}, hangs {findings['hang']}, silent acceptances {findings['silent']})")
+    lines = []
+    totals = Counter()
+    for cat, c in sorted(CASES.items()):
+        totals.update(c)
+        lines.append(f"  {cat}: {sum(c.values())} cases ({c['refused']} refused, {c['ran']} ran); "
+                     + ", ".join(f"{k} {c[k]}" for k in FINDINGS))
+    head = (f"fuzz: {sum(totals.values())} cases on {len(CASES)} surfaces; tracebacks {totals['traceback']}, "
+            f"hangs {totals['hang']}, out-of-memory {totals['oom']}, silent acceptances {totals['silent']}, "
+            f"bad exit {totals['exit']}, multi-line errors {totals['lines']}")
+    return "\n".join([head, *lines])

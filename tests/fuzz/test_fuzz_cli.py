@@ -1,13 +1,17 @@
 """Fuzz the ``twin`` command line with malformed inputs: mutated scenarios and ``--set`` overrides, traces in
 the four formats, calibration profiles, bench results, sweep grids and plan files (``fuzz_scenarios``,
-``fuzz_traces``, ``fuzz_files``, ``fuzz_grids``).
+``fuzz_traces``, ``fuzz_files``, ``fuzz_grids``), and every result format ``twin calibrate --from-results``
+reads, Hugging Face ``config.json`` models and GPU spec files (``fuzz_results``). The dashboard's upload path
+is fuzzed in-process by ``test_fuzz_upload``.
 
 Every case runs the real CLI entry under a time and memory bound (``fuzz_runner``) and must end in exit 0
-or exit 2 with one line on stderr: never a traceback, never a hang, and never exit 0 for an input the design
-says is invalid (a silent acceptance).
+or exit 2 with one line on stderr: never a traceback, never a hang, never an out-of-memory error (the child's
+address space is capped), and never exit 0 for an input the design says is invalid (a silent acceptance).
+Every case of a surface runs (a finding does not stop the rest), so the summary counts per surface are
+complete; then the surface's test fails on any finding. ``TWIN_FUZZ_LOG=file.jsonl`` writes each finding.
 
 CI runs a fixed corpus (hypothesis derandomized, no example database: the same cases on every machine) of
-``TWIN_FUZZ_EXAMPLES`` cases per category (the defaults below: 160 cases, under a minute on 2 shared
+``TWIN_FUZZ_EXAMPLES`` cases per surface (the defaults below: about 290 cases, about 40 s on 2 shared
 cores). A longer local run::
 
     TWIN_FUZZ_EXAMPLES=2000 TWIN_HYPOTHESIS_RANDOM=1 python -m pytest -q -p no:cacheprovider tests/fuzz
@@ -23,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 
 import fuzz_files
 import fuzz_grids
+import fuzz_results
 import fuzz_scenarios
 import fuzz_traces
 import fuzz_tally
@@ -42,12 +47,15 @@ def fuzz(default_examples: int):
 def check(case: Case) -> None:
     with tempfile.TemporaryDirectory(prefix="twin-fuzz-") as d:
         for name, data in case.files.items():
+            Path(d, name).parent.mkdir(parents=True, exist_ok=True)
             Path(d, name).write_bytes(data)
         args = [a.replace("{d}", d) for a in case.args]
         out = run_cli(args, TIMEOUT_S)
     shown = " ".join(case.args)
     if out.hung:
         kind, problem = "hang", f"still running after {TIMEOUT_S:g} s"
+    elif out.traceback is not None and ("MemoryError" in out.traceback or out.exit_code is None):
+        kind, problem = "oom", out.traceback[-3000:]
     elif out.traceback is not None:
         kind, problem = "traceback", out.traceback[-3000:]
     elif out.exit_code not in (0, 2):
@@ -59,55 +67,92 @@ def check(case: Case) -> None:
     else:
         kind, problem = ("refused" if out.exit_code == 2 else "ran"), None
     fuzz_tally.record(case.category, kind)
-    assert problem is None, f"{kind}: twin {shown}: {problem}"
+    log = os.environ.get("TWIN_FUZZ_LOG")   # every finding as a JSON line, for sorting them by cause
+    if log and problem is not None:
+        import base64
+        import json
+
+        with open(log, "a") as fh:
+            fh.write(json.dumps({"category": case.category, "kind": kind, "args": shown, "problem": problem,
+                                 "must_fail": case.must_fail,
+                                 "files": {n: base64.b64encode(b[:65536]).decode() for n, b in case.files.items()}})
+                     + "\n")
+    return None if problem is None else f"{kind}: twin {shown}: {problem}"
 
 
-@fuzz(30)
-@given(fuzz_scenarios.scenario_cases())
-def test_mutated_scenarios(case):
-    check(case)
+def run_surface(strategy, default_examples: int) -> None:
+    """Every case of ``strategy`` (all of them, so the counts are complete), then fail on any finding."""
+    problems: list[str] = []
+
+    @fuzz(default_examples)
+    @given(strategy)
+    def one(case):
+        problem = check(case)
+        if problem is not None:
+            problems.append(problem)
+
+    one()
+    assert not problems, f"{len(problems)} findings; the first: {problems[0]}"
 
 
-@fuzz(25)
-@given(fuzz_scenarios.set_cases())
-def test_set_overrides(case):
-    check(case)
+def test_mutated_scenarios():
+    run_surface(fuzz_scenarios.scenario_cases(), 30)
 
 
-@fuzz(35)
-@given(fuzz_traces.csv_trace_cases())
-def test_csv_traces(case):
-    check(case)
+def test_set_overrides():
+    run_surface(fuzz_scenarios.set_cases(), 25)
 
 
-@fuzz(15)
-@given(fuzz_traces.mooncake_cases())
-def test_mooncake_traces(case):
-    check(case)
+def test_csv_traces():
+    run_surface(fuzz_traces.csv_trace_cases(), 35)
 
 
-@fuzz(15)
-@given(fuzz_files.profile_cases())
-def test_profiles(case):
-    check(case)
+def test_mooncake_traces():
+    run_surface(fuzz_traces.mooncake_cases(), 15)
 
 
-@fuzz(20)
-@given(fuzz_files.bench_cases())
-def test_bench_results(case):
-    check(case)
+def test_profiles():
+    run_surface(fuzz_files.profile_cases(), 15)
 
 
-@fuzz(12)
-@given(fuzz_grids.sweep_cases())
-def test_sweep_grids(case):
-    check(case)
+def test_bench_results():
+    run_surface(fuzz_files.bench_cases(), 20)
 
 
-@fuzz(8)
-@given(fuzz_grids.plan_cases())
-def test_plan_files(case):
-    check(case)
+def test_sweep_grids():
+    run_surface(fuzz_grids.sweep_cases(), 12)
+
+
+def test_plan_files():
+    run_surface(fuzz_grids.plan_cases(), 8)
+
+
+def test_vllm_bench_results():
+    run_surface(fuzz_results.bench_result_cases(), 20)
+
+
+def test_guidellm_reports():
+    run_surface(fuzz_results.guidellm_cases(), 12)
+
+
+def test_inference_perf_folders():
+    run_surface(fuzz_results.inference_perf_cases(), 10)
+
+
+def test_inference_perf_request_files():
+    run_surface(fuzz_results.inference_perf_request_cases(), 10)
+
+
+def test_request_tables():
+    run_surface(fuzz_results.table_cases(), 15)
+
+
+def test_model_configs():
+    run_surface(fuzz_results.model_config_cases(), 15)
+
+
+def test_gpu_spec_files():
+    run_surface(fuzz_results.gpu_spec_cases(), 6)
 
 
 def test_the_valid_seeds_of_every_category_run():
@@ -123,9 +168,11 @@ def test_the_valid_seeds_of_every_category_run():
                                        "s.yaml": yaml.safe_dump(fuzz_files.PROFILE_SCENARIO).encode()}),
         (["plan", "{d}/plan.yaml", "--backend", "serial", "-q"],
          {"plan.yaml": yaml.safe_dump(fuzz_grids.PLAN_BASE).encode(), "s.yaml": base}),
+        *fuzz_results.seeds(),
     ]:
         with tempfile.TemporaryDirectory(prefix="twin-fuzz-") as d:
             for name, data in files.items():
+                Path(d, name).parent.mkdir(parents=True, exist_ok=True)
                 Path(d, name).write_bytes(data)
             out = run_cli([a.replace("{d}", d) for a in args], TIMEOUT_S)
         assert out.exit_code == 0 and out.traceback is None, (args, out.stderr, out.traceback)

@@ -53,6 +53,7 @@ class _ClosedReplay:
     def __init__(self, specs: list[RequestSpec], concurrency: int) -> None:
         self.specs = specs
         self.concurrency = concurrency
+        self.max_users = len(specs)     # streams past the requests never send one (not started)
         self._next = 0
 
     def next_request(self, user_index: int, now_s: float) -> RequestSpec | None:

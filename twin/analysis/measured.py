@@ -24,7 +24,7 @@ import numpy as np
 from twin.errors import TwinInputError
 from twin.results.bench_fields import json_number as _number, parse_request_rate
 from twin.workload.trace_rows import MAX_TOKEN_COUNT
-from twin.yaml_input import load_json_file
+from twin.json_input import load_json_path
 
 BENCH_ARRAYS = ("input_lens", "output_lens", "ttfts", "latencies")
 
@@ -140,6 +140,10 @@ def measured_from_bench(doc: Any, source: str = "bench JSON") -> Measured:
         cols[key] = arr
     errors = doc.get("errors") or [""] * n
     ok = (cols["output_lens"] > 0) & np.array([not e for e in errors], bool)
+    empty = np.flatnonzero(ok & (cols["input_lens"] < 1))
+    if empty.size:      # vLLM refuses an empty prompt: a completed request had one or more prompt tokens
+        i = int(empty[0])
+        raise TwinInputError(f"{source}: input_lens[{i}] = 0 for a completed request: a prompt has at least 1 token")
     bad = np.flatnonzero(ok & (cols["ttfts"] > cols["latencies"] + 1e-9))
     if bad.size:
         i = int(bad[0])
@@ -147,6 +151,8 @@ def measured_from_bench(doc: Any, source: str = "bench JSON") -> Measured:
                              f"{cols['latencies'][i]:g} s: a first token cannot come after the last")
     notes: list[str] = ["latencies derived as TTFT + the sum of the ITLs"] if derived_latency else []
     rate = parse_request_rate(doc.get("request_rate"))
+    if rate is None and doc.get("request_rate") is not None:   # given but not a rate: an error, not absent
+        raise TwinInputError(f"{source}: request_rate = {doc['request_rate']!r}: must be a number > 0 or \"inf\"")
     max_c = doc.get("max_concurrency")
     if max_c is not None and (isinstance(max_c, bool) or not isinstance(max_c, (int, float))
                               or not math.isfinite(max_c) or not float(max_c).is_integer() or max_c < 1):
@@ -252,7 +258,7 @@ def load_measured(path: str | Path) -> Measured:
         raise TwinInputError(f"{path}: no such file")
     if p.suffix.lower() == ".csv" or p.name.lower().endswith(".csv.gz"):
         return measured_from_csv(p)
-    return measured_from_bench(load_json_file(p, "bench result"), str(path))
+    return measured_from_bench(load_json_path(p, "bench result"), str(path))
 
 
 __all__ = ["BENCH_ARRAYS", "CSV_ALIASES", "Measured", "load_measured", "measured_from_bench", "measured_from_csv"]

@@ -60,9 +60,9 @@ def _coef_table(fit: Any) -> Table:
 
 
 def _read_plan(path: str) -> dict[str, Any]:
-    from twin.yaml_input import load_json_file
+    from twin.json_input import load_json_path
 
-    doc = load_json_file(path, "calibration plan")
+    doc = load_json_path(path, "calibration plan")
     if not isinstance(doc, dict):
         raise TwinInputError(f"--plan {path}: expected a JSON object of plan fields")
     return doc

@@ -90,11 +90,11 @@ def _validate_bench(body, base_dir, path: Path) -> dict[str, Any]:
     from twin.sim.deployment import make_router
     from twin.core.schedulers import make_scheduler
 
-    from twin.yaml_input import load_json_file
+    from twin.json_input import load_json_path
 
     from twin.analysis.measured import measured_from_bench
 
-    doc = load_json_file(path, "bench result")
+    doc = load_json_path(path, "bench result")
     measured_from_bench(doc, str(path))  # every per-request field checked before any of it is used
     traffic = bench_traffic(doc, str(path))
     dep = resolve_deployment(body, base_dir)

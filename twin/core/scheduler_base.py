@@ -38,6 +38,9 @@ class SchedulerBase:
         if request.num_prompt_tokens >= self.max_model_len:
             return (f"prompt of {request.num_prompt_tokens} tokens leaves no room to generate within "
                     f"max_model_len={self.max_model_len}")
+        if self.config.reject_over_context and request.num_prompt_tokens + request.max_tokens > self.max_model_len:
+            return (f"prompt of {request.num_prompt_tokens} tokens plus max_tokens {request.max_tokens} exceeds "
+                    f"max_model_len={self.max_model_len} (vllm serve answers 400)")
         peak_tokens = min(request.num_prompt_tokens + request.max_tokens, self.max_model_len)
         peak_tokens += self.config.num_lookahead_tokens
         if not self.kv_cache_manager.can_fit(peak_tokens):

@@ -45,6 +45,9 @@ class SchedulerConfig(SchedulerKnobs):
     max_model_len: int = Field(8192, ge=2)
     num_lookahead_tokens: int = Field(0, ge=0)
     num_speculative_tokens: int = Field(0, ge=0)   # k of speculative decoding (0: off)
+    # `vllm serve` answers 400 to a request whose prompt plus max_tokens exceeds max_model_len (its OpenAI
+    # server's input validation); the offline LLM class serves it and stops at max_model_len
+    reject_over_context: bool = False
 
     @model_validator(mode="after")
     def _consistent(self) -> "SchedulerConfig":

@@ -14,8 +14,6 @@ TwinInputError for parameters it does not know.
 from __future__ import annotations
 
 import inspect
-import json
-from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,6 +28,7 @@ from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import WeightFormats
+from twin.json_input import load_json_path
 
 Builder = Callable[[ModelSpec, GpuSpec, int, str, str, dict[str, Any]], CostModel]
 
@@ -70,8 +69,8 @@ def _build_profile(model: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: Any, k
     if path and set(params) == {"path"}:
         resolved = resolve_profile_path(path)
         try:
-            doc = json.loads(Path(resolved).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            doc = load_json_path(resolved, "profile")
+        except TwinInputError:
             doc = None      # the engine-profile reader gives the precise one-line error
         if is_server_profile(doc):
             return server_profile_cost_model(doc, f"profile {resolved}", model, gpu, tp, weight_dtype, kv_dtype,

@@ -3,7 +3,6 @@ and where a profile named by its bundled name lives."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 from twin.cost.profile_features import (FEATURE_NAMES, MODEL_SHAPE_FIELDS, PROFILE_FORMAT, RANGE_FIELDS,
                                         SUPPORTED_VERSIONS, DecodePadding)
 from twin.errors import TwinInputError
+from twin.json_input import JsonSyntaxError, parse_json
 from twin.yaml_input import read_text
 
 
@@ -31,10 +31,17 @@ def _mapping(doc: Mapping[str, Any], key: str, source: str, prefix: str = "") ->
     return value
 
 
-def _number(value: Any, field: str, source: str, *, minimum: float = 0.0) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum:
-        raise _bad(source, field, value, f"must be a finite number >= {minimum:g}")
+def _number(value: Any, field: str, source: str, *, minimum: float = 0.0, maximum: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum \
+            or value > maximum:
+        bound = f" and <= {maximum:g}" if math.isfinite(maximum) else ""
+        raise _bad(source, field, value, f"must be a finite number >= {minimum:g}{bound}")
     return float(value)
+
+
+# seconds per unit of a feature (a step, a token, a pair): an hour is far past any engine; 1e308 overflowed the
+# simulated clock
+MAX_COEFFICIENT_S = 3600.0
 
 
 def read_profile(path: str | Path) -> dict[str, Any]:
@@ -43,11 +50,9 @@ def read_profile(path: str | Path) -> dict[str, Any]:
     source = f"profile {p}"
     text = read_text(p, "profile")
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
+        doc = parse_json(text, source)
+    except JsonSyntaxError as e:
         raise TwinInputError(f"{source} line {e.lineno}: not valid JSON ({e.msg})") from None
-    except RecursionError:
-        raise TwinInputError(f"{source}: not valid JSON (nested too deeply)") from None
     validate_profile(doc, source)
     return doc
 
@@ -68,7 +73,7 @@ def validate_profile(doc: Any, source: str = "profile") -> None:
         if name not in FEATURE_NAMES:
             raise _bad(source, f"cost_model.coefficients.{name}", value,
                        f"unknown feature; allowed: {', '.join(FEATURE_NAMES)}")
-        _number(value, f"cost_model.coefficients.{name}", source)
+        _number(value, f"cost_model.coefficients.{name}", source, maximum=MAX_COEFFICIENT_S)
     if "step" not in coefs:
         raise TwinInputError(f"{source}: field 'cost_model.coefficients.step' is required")
     _number(cm.get("knee_tokens", 0), "cost_model.knee_tokens", source)

@@ -22,6 +22,7 @@ from typing import Any
 from twin.cost.profile import ProfileWarning
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
+from twin.json_input import load_json_path
 
 SERVER_PROFILE_FORMAT = "twin-server-profile"
 SERVER_PROFILE_VERSION = 1
@@ -55,10 +56,7 @@ def validate_server_profile(doc: Any, source: str) -> dict[str, float]:
 
 def read_server_profile(path: str | Path) -> dict[str, Any]:
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TwinInputError(f"profile {p}: not a readable JSON file ({exc.__class__.__name__})") from None
+    doc = load_json_path(p, "profile")
     if not is_server_profile(doc):
         raise TwinInputError(f"profile {p}: format = {doc.get('format') if isinstance(doc, dict) else None!r}: "
                              f"must be {SERVER_PROFILE_FORMAT!r}")

@@ -1,57 +1,23 @@
 """Where the dashboard's scenarios come from: the bundled ones, an uploaded scenario YAML, an uploaded trace.
 
-An uploaded file may name only uploaded content or bundled data (see `check_upload_paths`), never an
-arbitrary path on the server.
+An uploaded scenario is read with every YAML tag refused and may name only catalog entries, uploaded content
+or bundled data (`twin.dashboard.upload_paths`), never another path on the server.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from twin.errors import TwinInputError
-from twin.workload.paths import TRACES_TOKEN, expand_path, traces_dir
+from twin.dashboard.upload_paths import (UPLOAD_DIR_NAME, allowed_roots, check_scenario_paths,  # noqa: F401
+                                        confine_upload_paths, upload_dir)
 from twin.scenario import BASELINE, Scenario, ScenarioBody, list_scenarios, load_scenario
 from twin.yaml_input import decode_text, parse_yaml
 
 DEFAULT_SCENARIO = "chat_shared_prompt"
-UPLOAD_DIR_NAME = "twin-dashboard-uploads"
-PATH_KEYS = ("path", "profile", "gpu", "model", "draft_model")  # scenario fields that may name a file
-PATH_SUFFIXES = (".yaml", ".yml", ".json", ".jsonl", ".csv", ".gz", ".txt")
-
-
-def allowed_roots() -> list[Path]:
-    """Where an uploaded scenario may point: the shared traces, the bundled scenarios and the uploads."""
-    from twin.scenario import scenarios_dir
-
-    return [traces_dir().resolve(), scenarios_dir().resolve(), upload_dir().resolve()]
-
-
-def _looks_like_path(text: str) -> bool:
-    return ("/" in text or "\\" in text or text.startswith("~") or TRACES_TOKEN in text
-            or text.lower().endswith(PATH_SUFFIXES))
-
-
-def check_upload_paths(data: Any, source: str = "uploaded scenario", where: str = "") -> None:
-    """Refuse an uploaded mapping that names a file outside `allowed_roots` (``/etc/passwd`` as a trace, a
-    GPU file in someone's home): one line naming the field and what is allowed."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            field = f"{where}.{key}" if where else str(key)
-            if key in PATH_KEYS and isinstance(value, str) and _looks_like_path(value):
-                target = expand_path(value, upload_dir()).resolve()
-                if not any(target.is_relative_to(root) for root in allowed_roots()):
-                    raise TwinInputError(
-                        f"{source}: {field} {value!r} is not allowed: a scenario uploaded to the dashboard may name "
-                        "only bundled data ('{traces}/...', the bundled scenarios) or a file uploaded in the sidebar")
-            else:
-                check_upload_paths(value, source, field)
-    elif isinstance(data, list):
-        for i, value in enumerate(data):
-            check_upload_paths(value, source, f"{where}.{i}")
 
 
 def bundled_scenarios() -> dict[str, Path]:
@@ -74,17 +40,13 @@ def scenario_from_yaml(text: str | bytes, source: str = "uploaded scenario") -> 
 
     if isinstance(text, bytes):
         text = decode_text(text, source)
-    data = parse_yaml(text, source)
+    data = parse_yaml(text, source, tags=False)
     if data is None:
         raise TwinInputError(f"{source}: the file is empty; a scenario needs at least a workload section")
-    check_upload_paths(data, source)
-    return Scenario(data, source=source)
-
-
-def upload_dir() -> Path:
-    d = Path(tempfile.gettempdir()) / UPLOAD_DIR_NAME
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    data = confine_upload_paths(data, source)
+    scenario = Scenario(data, source=source, base_dir=upload_dir())
+    check_scenario_paths(scenario, source)
+    return scenario
 
 
 def save_upload(data: bytes, filename: str) -> Path:

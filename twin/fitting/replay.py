@@ -16,6 +16,8 @@ import numpy as np
 
 from twin.core.schedulers import make_scheduler
 from twin.cost.roofline import RooflineCostModel
+from pydantic import ValidationError
+
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.scoped import params_for
@@ -26,6 +28,7 @@ from twin.sim.simulate import simulate
 from twin.workload.capped_open_loop import CappedOpenLoop
 from twin.workload.rng import stream
 from twin.workload.spec import RequestSpec
+from twin.workload.validation_errors import format_validation_error
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,9 @@ class Target:
 
 
 def deployment_for(run: MeasuredRun, target: Target) -> Deployment:
-    """The run's server (its known vLLM settings over vLLM's defaults) on ``target``."""
-    body = ScenarioBody.model_validate({
+    """The run's server (its known vLLM settings over vLLM's defaults) on ``target``; a setting out of range, or
+    a request longer than the server's context (vLLM refuses those before serving them), is a one-line error."""
+    data = {
         "name": run.name,
         "deployment": {"gpu": target.gpu, "model": target.model, "tensor_parallel_size": target.tensor_parallel_size,
                        "weight_dtype": target.weight_dtype, "kv_dtype": target.kv_dtype,
@@ -57,8 +61,32 @@ def deployment_for(run: MeasuredRun, target: Target) -> Deployment:
         "server": dict(run.server),
         "workload": {"arrivals": {"process": "poisson", "rate_per_s": 1.0}, "num_requests": 1,
                      "classes": [{"name": "x", "share": 1.0, "prompt": {"suffix_tokens": 1}, "output_tokens": 1}]},
-    })
-    return resolve_deployment(body)
+    }
+    try:
+        body = ScenarioBody.model_validate(data)
+    except ValidationError as exc:
+        raise TwinInputError(f"{run.name}: the server settings the result file gives: "
+                             f"{format_validation_error(exc)}") from None
+    dep = resolve_deployment(body)
+    check_context(run, dep.scheduler_config.max_model_len)
+    return dep
+
+
+def _longest(sample) -> int:
+    return int(max(sample.values)) if sample.values is not None else int(math.ceil(sample.quantiles[-1][1]))
+
+
+def check_context(run: MeasuredRun, max_model_len: int) -> None:
+    """vLLM refuses a request whose prompt plus output exceeds ``max_model_len``, so a measured run that
+    completed one was served with a longer context than the twin would give it: an error, not a silent cap."""
+    prompt, output = _longest(run.prompt_tokens), _longest(run.output_tokens)
+    pool = run.prompt_pool
+    if pool is not None:
+        prompt = max(prompt, pool.system_prompt_tokens + 1)
+    if prompt + output > max_model_len:
+        raise TwinInputError(f"{run.name}: a request of {prompt:,} prompt + {output:,} output tokens exceeds "
+                             f"max_model_len = {max_model_len:,}; give the server's max_model_len (--metadata "
+                             f"max_model_len=N) or check the token counts")
 
 
 def build_requests(run: MeasuredRun, seed: int, max_requests: int | None = None) -> list[RequestSpec]:
@@ -146,10 +174,10 @@ def requests_to_simulate(run: MeasuredRun, max_sim_s: float | None) -> int | Non
         return None
     rate = run.rate_per_s
     if rate is None or math.isinf(rate):
-        per_s = (run.num_requests / run.duration_s) if run.duration_s else None
-        n = run.num_requests if per_s is None else math.ceil(per_s * max_sim_s)
-    else:
-        n = math.ceil(rate * max_sim_s)
+        rate = (run.num_requests / run.duration_s) if run.duration_s else None
+    # in floats, capped at the run's own count: a rate of 1e308 asks for no more than the run sent
+    wanted = float(run.num_requests) if rate is None else min(float(rate) * max_sim_s, float(run.num_requests))
+    n = math.ceil(wanted) if math.isfinite(wanted) else run.num_requests
     if run.prompt_pool is not None:
         n = max(n, 2 * run.prompt_pool.size)
     return max(1, n)

@@ -93,20 +93,23 @@ class Surrogate:
         dt = self.step_times(params, scale)
         r_tpot = float((self._decodes * self._count) @ dt) / self._base_tpot_time
         r_step = float(self._count @ dt) / self._base_step_time
-        out = {"mean_tpot_ms": self.metrics["mean_tpot_ms"] * r_tpot}
+        # a replay whose requests all had one output token has no TPOT (None): no decode steps to scale
+        out = {"mean_tpot_ms": (self.metrics.get("mean_tpot_ms") or 0.0) * r_tpot}
         ttft_ms = 1e3 * (self._path_s(params) + np.maximum(self._engine_ttft_s, 0.0) * r_step)
         for key, q in TTFT_STATS:
             if len(ttft_ms):
                 out[key] = float(ttft_ms.mean() if q is None else np.percentile(ttft_ms, q))
             else:
-                out[key] = self.metrics[key]
+                out[key] = self.metrics.get(key) or 0.0
         out["mean_e2el_ms"] = out["mean_ttft_ms"] + (self.output_tokens - 1) * out["mean_tpot_ms"]
         return out
 
     def predict(self, params: dict[str, float], iterations: int = 6) -> dict[str, float]:
-        base_e2e = self.metrics["mean_e2el_ms"]
+        base_e2e = self.metrics.get("mean_e2el_ms")
         scale = 1.0
         out = self._at(params, scale)
+        if not base_e2e:        # nothing finished in the replay: no latency to scale the concurrency by
+            return out
         for _ in range(iterations):
             target = min(max(out["mean_e2el_ms"] / base_e2e, 0.2), self._max_scale)
             if abs(target - scale) < 1e-3:

@@ -4,7 +4,6 @@ DeepSeek-V2/V3 with MLA). `resolve_model` takes a catalog name, alias or HF id (
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,8 @@ from twin.hardware.hf_quant import formats_from_quantization_config
 from twin.hardware.models import ModelSpec
 from twin.hardware.weight_formats import WeightFormats
 from twin.hardware.spec_input import validation_message
-from twin.yaml_input import load_packaged_yaml
+from twin.json_input import JsonSyntaxError, parse_json
+from twin.yaml_input import load_packaged_yaml, read_text
 
 _DATA = Path(__file__).parent / "data"
 
@@ -64,6 +64,7 @@ _UNTIED_BY_DEFAULT = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "granite"
 _SINK_MODELS = {"gpt_oss"}        # learned per-head attention-sink logits
 _BIASED_QKV = {"qwen2", "qwen2_moe"}
 _MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
+_MAX_CONFIG_INT = 2**31 - 1     # a config's sizes are int32 in the frameworks that read them
 
 
 def _read_config(path_or_dict: str | Path | dict[str, Any], name: str | None) -> tuple[dict, str, str | None]:
@@ -73,11 +74,10 @@ def _read_config(path_or_dict: str | Path | dict[str, Any], name: str | None) ->
     if p.is_dir():
         p = p / "config.json"
     source = str(p)
+    # size, encoding, nesting depth and duplicate keys checked as for every user JSON (twin.json_input)
     try:
-        cfg = json.loads(p.read_text())
-    except OSError as e:
-        raise TwinInputError(f"model config {source}: cannot read file ({e.strerror or e})") from None
-    except json.JSONDecodeError as e:
+        cfg = parse_json(read_text(p, "model config"), f"model config {source}")
+    except JsonSyntaxError as e:
         raise TwinInputError(f"model config {source} line {e.lineno}: not valid JSON ({e.msg})") from None
     if name is None:   # a folder's config.json: the folder's name; "org--Model_config.json": "model"
         name = (p.parent.name or p.stem) if p.name == "config.json" else \
@@ -100,8 +100,9 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         for k in (key, *alts):
             if cfg.get(k) is not None:
                 v = cfg[k]
-                if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                    raise TwinInputError(f"model config {source}: {k} = {v!r}: must be a positive integer")
+                if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= _MAX_CONFIG_INT:
+                    raise TwinInputError(f"model config {source}: {k} = {v!r}: must be a positive integer "
+                                         f"(at most {_MAX_CONFIG_INT:,})")
                 return v
         raise TwinInputError(f"model config {source}: field '{key}' is required")
 
@@ -122,7 +123,11 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         bias = model_type in _BIASED_QKV
     moe: dict[str, int] = {}
     for k in _MOE_KEYS:
-        if isinstance(cfg.get(k), int) and not isinstance(cfg[k], bool) and cfg[k] > 1:
+        v = cfg.get(k)
+        if v is None or (type(v) is int and v in (0, 1)):    # absent, or one expert: dense
+            continue
+        need(k)     # 8.0 or "8" is an error, not a dense model
+        if cfg[k] > 1:
             if not isinstance(cfg.get("num_experts_per_tok"), int):
                 raise TwinInputError(f"model config {source}: {k} = {cfg[k]}: a mixture-of-experts config needs "
                                      f"num_experts_per_tok (the experts each token is routed to)")

@@ -13,8 +13,19 @@ _PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15,
 _QTY = re.compile(r"^\s*([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z/]*)\s*$")
 
 
+MAX_QUANTITY = 1e21   # bytes, bytes/s or FLOPS: a thousand times any accelerator's (an absurd value is a typo)
+
+
 def parse_quantity(value: Any, unit_kind: str) -> float:
-    """A number, or a string with a unit: '3.35 TB/s', '80 GB', '80GiB', '989 TFLOPS', '989e12'."""
+    """A number, or a string with a unit: '3.35 TB/s', '80 GB', '80GiB', '989 TFLOPS', '989e12'; at most
+    ``MAX_QUANTITY`` and finite."""
+    x = _parse_quantity(value, unit_kind)
+    if math.isnan(x) or abs(x) > MAX_QUANTITY:
+        raise ValueError(f"{value!r} is not a plausible amount (at most {MAX_QUANTITY:g})")
+    return x
+
+
+def _parse_quantity(value: Any, unit_kind: str) -> float:
     if isinstance(value, bool):
         raise ValueError("must be a number")
     if isinstance(value, (int, float)):

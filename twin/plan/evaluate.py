@@ -126,18 +126,32 @@ def validate_body(data: Mapping[str, Any], where: str = "scenario"):
         raise TwinInputError(f"{where}: {format_validation_error(exc)}") from None
 
 
-def check_axis_values(data: Mapping[str, Any], axes, what: str = "grid") -> None:
-    """Each value of each knob axis, set alone over the scenario, must make a valid scenario, so a typo or an
-    impossible value is an error before anything runs (combinations are still checked point by point)."""
+def check_axis_values(data: Mapping[str, Any], axes, what: str = "grid",
+                      base_dir: str | Path | None = None) -> None:
+    """Each value of each knob axis, set alone over the scenario, must make a valid scenario, and a GPU or
+    model must name one the twin knows (a catalog name or a spec file), so a typo or an impossible value is an
+    error before anything runs (combinations, and whether a model fits a GPU, are still checked point by
+    point)."""
+    from twin.hardware.catalog import resolve_gpu, resolve_model
     from twin.plan.grid import GROUPS_KEY, RATE_KEYS
     from twin.plan.overrides import apply_overrides, label
+    from twin.sim.deployment import relative_to
 
     validate_body(data)
+    base = Path(base_dir) if base_dir is not None else None
     for key, values in axes:
         if key in RATE_KEYS or key == GROUPS_KEY:
             continue
         for value in values:
-            validate_body(apply_overrides(data, {key: value}), f"{what} {key}={label(value)}")
+            where = f"{what} {key}={label(value)}"
+            body = validate_body(apply_overrides(data, {key: value}), where)
+            try:
+                if key == "deployment.gpu":
+                    resolve_gpu(relative_to(body.deployment.gpu, base))
+                elif key == "deployment.model":
+                    resolve_model(relative_to(body.deployment.model, base))
+            except TwinInputError as exc:
+                raise TwinInputError(f"{where}: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -66,9 +66,10 @@ class PlanSpec:
         if isinstance(deployment, Mapping) and deployment.get("groups") is not None:
             raise TwinInputError("deployment.groups: twin plan sizes replicas of one GPU type per candidate, not "
                                  "replica groups; leave groups out (its candidates pick the GPU)")
-        check_axis_values(self.data, self.space, "search")
+        check_axis_values(self.data, self.space, "search", base_dir=self.base_dir)
         for i, cand in enumerate(self.candidates or []):
-            check_axis_values(self.data, [(str(k), [v]) for k, v in cand.items()], f"candidates[{i}]")
+            check_axis_values(self.data, [(str(k), [v]) for k, v in cand.items()], f"candidates[{i}]",
+                              base_dir=self.base_dir)
 
 
 def default_space(data: Mapping[str, Any]) -> list[tuple[str, list[Any]]]:

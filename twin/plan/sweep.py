@@ -63,7 +63,7 @@ class SweepSpec:
 
     def __post_init__(self) -> None:
         self.grid = check_grid(self.grid)
-        check_axis_values(self.data, self.grid)
+        check_axis_values(self.data, self.grid, base_dir=self.base_dir)
         if self.prune not in PRUNE_MODES:
             raise TwinInputError(f"prune: {self.prune!r}: allowed: {', '.join(PRUNE_MODES)}")
         if isinstance(self.replications, bool) or not isinstance(self.replications, int) or self.replications < 1:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from twin.errors import TwinInputError
+from twin.json_input import JsonSyntaxError, load_json_path
 from twin.results.metric_keys import BENCH_SERVE_SCALAR_KEYS, SPEC_DECODE_KEYS, TWIN_KEYS
 from twin.results.per_request import per_request_arrays
 from twin.results.sim_result import SimResult
@@ -144,12 +145,11 @@ def write_json(data: SimResult | Mapping[str, Any], path: str | Path, *, slo: An
 def read_json(path: str | Path) -> dict:
     """Read a result JSON (the twin's or `vllm bench serve`'s)."""
     path = Path(path)
+    if not path.is_file():
+        raise TwinInputError(f"result file {str(path)!r}: no such file")
     try:
-        with path.open(encoding="utf-8") as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise TwinInputError(f"result file {str(path)!r}: no such file") from None
-    except json.JSONDecodeError as exc:
+        data = load_json_path(path, "result file")
+    except JsonSyntaxError as exc:
         raise TwinInputError(f"result file {str(path)!r}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
     if not isinstance(data, dict):
         raise TwinInputError(f"result file {str(path)!r}: expected a JSON object, got {type(data).__name__}")

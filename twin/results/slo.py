@@ -35,8 +35,9 @@ class SLO:
 
 
 def _slo_number(field: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise TwinInputError(f"slo.{field}: {value!r} is not allowed; give a non-negative number of milliseconds")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        # 0 ms is no objective any server meets (the scenario's slo: section refuses it too)
+        raise TwinInputError(f"slo.{field}: {value!r} is not allowed; give a number of milliseconds > 0")
     return float(value)
 
 

@@ -187,7 +187,9 @@ def _plan_decode_run(cohort: DecodeCohort, step_times, t: float, horizon: float,
     if horizon != math.inf:   # steps enough to reach it (none is shorter than the first; a run may end early)
         first_dt = step_times(n, context, 1)[0]
         if first_dt > 0:
-            max_steps = min(max_steps, max(1, int((horizon - t) / first_dt) + 2))
+            reach = (horizon - t) / first_dt   # compared as a float: a far horizon may exceed any integer
+            if reach + 2 < max_steps:
+                max_steps = max(1, int(reach) + 2)
     used = list(accumulate(islice(cycle(cohort.new_blocks(max_steps)), max_steps)))
     k = bisect_right(used, num_free_blocks)
     dts = step_times(n, context, k)

@@ -85,7 +85,8 @@ def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec)
         # vLLM's default: 16, or what the MLA attention backend forces (FP4 tensor cores: a datacenter Blackwell)
         fields["block_size"] = default_block_size(server.vllm_version, model.is_mla, bool(model.index_topk),
                                                   "fp4" in gpu.peak_flops)
-    fields.update(max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_tokens)
+    fields.update(max_model_len=max_model_len, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_tokens,
+                  reject_over_context=server.entrypoint == "serve")
     spec = body.speculative_decoding
     for knob in VERSIONED_KNOBS:
         if fields[knob] is None:
@@ -179,6 +180,9 @@ def _relative(value: str, base_dir: Path | None) -> str:
         if not p.is_absolute() and (base_dir / p).exists():
             return str(base_dir / p)
     return value
+
+
+relative_to = _relative   # for the plan's up-front checks of grid values
 
 
 def make_router(name: str, **params: Any):

@@ -216,7 +216,9 @@ def simulate(
             yield event
 
     if closed:
-        drivers = [env.process(user(u)) for u in range(traffic.concurrency)]
+        # a user that can never get a request is not started (a cap of 10**6 slots over 100 requests)
+        users = min(traffic.concurrency, getattr(traffic, "max_users", None) or traffic.concurrency)
+        drivers = [env.process(user(u)) for u in range(users)]
     elif (one_event_arrivals and max_time_s is None
           and (num_replicas == 1 or not getattr(router, "reads_replica_state", True))
           and all(spec.timeout_s is None for spec in traffic)):

@@ -14,11 +14,14 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, model_validator
 
 from twin.workload.distribution_config import TimeDist
+from twin.workload.limits import MAX_REQUESTS
 from twin.workload.strict_model import StrictModel, one_of
 
 # ---- arrivals --------------------------------------------------------------------------------------------
 _Rate = Annotated[float, Field(gt=0)]  # .inf allowed: all requests at t=0
-_MaxConcurrency = Annotated[int | None, Field(None, ge=1)]
+# a run holds at most MAX_REQUESTS requests, so more users or slots than that never send one (and each costs a
+# simulation process)
+_MaxConcurrency = Annotated[int | None, Field(None, ge=1, le=MAX_REQUESTS)]
 
 
 class PoissonArrivals(StrictModel):
@@ -120,7 +123,7 @@ class ClosedLoopArrivals(StrictModel):
     """``concurrency`` users; each sends a request when its previous one finishes (after ``think_time_s``)."""
 
     process: Literal["closed_loop"]
-    concurrency: int = Field(ge=1)
+    concurrency: int = Field(ge=1, le=MAX_REQUESTS)
     think_time_s: TimeDist = TimeDist(fixed=0.0)
 
 

@@ -17,6 +17,7 @@ class CappedOpenLoop:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
         self.concurrency = max_concurrency
+        self.max_users = len(specs)     # slots beyond the requests never send one (twin.sim.simulate starts fewer)
         self._specs = specs
         self._next = 0
 

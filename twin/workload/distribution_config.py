@@ -15,13 +15,17 @@ from pydantic import Field, model_validator
 
 from twin.workload.strict_model import StrictModel, check_min_max, one_distribution
 
+# tokens in one prompt or output, as twin.workload.trace_rows.MAX_TOKEN_COUNT (vLLM counts positions in int32)
+_MAX_TOKENS = 2**31 - 1
+_Tokens = Annotated[int, Field(ge=0, le=_MAX_TOKENS)]
+
 
 # ---- length distributions (integer token counts) -------------------------------------------------------
 class LognormalLength(StrictModel):
     median: float = Field(gt=0, allow_inf_nan=False)
     sigma: float = Field(ge=0, allow_inf_nan=False)
-    min: int = Field(1, ge=0)
-    max: int | None = Field(None, ge=1)
+    min: int = Field(1, ge=0, le=_MAX_TOKENS)
+    max: int | None = Field(None, ge=1, le=_MAX_TOKENS)
 
     @model_validator(mode="after")
     def _bounds(self):
@@ -32,8 +36,8 @@ class LognormalLength(StrictModel):
 class NormalLength(StrictModel):
     mean: float = Field(allow_inf_nan=False)
     std: float = Field(ge=0, allow_inf_nan=False)
-    min: int = Field(1, ge=0)
-    max: int | None = Field(None, ge=1)
+    min: int = Field(1, ge=0, le=_MAX_TOKENS)
+    max: int | None = Field(None, ge=1, le=_MAX_TOKENS)
 
     @model_validator(mode="after")
     def _bounds(self):
@@ -52,8 +56,8 @@ LENGTH_KINDS = ("fixed", "uniform", "lognormal", "normal", "empirical")
 class LengthDist(StrictModel):
     """A token-count distribution; exactly one of the kinds is set (a bare integer means ``fixed``)."""
 
-    fixed: int | None = Field(None, ge=0)
-    uniform: tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]] | None = None
+    fixed: int | None = Field(None, ge=0, le=_MAX_TOKENS)
+    uniform: tuple[_Tokens, _Tokens] | None = None
     lognormal: LognormalLength | None = None
     normal: NormalLength | None = None
     empirical: EmpiricalLength | None = None

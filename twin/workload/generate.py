@@ -283,6 +283,8 @@ class ClosedLoopWorkload:
         self.concurrency: int = cfg.arrivals.concurrency
         self.duration_s: float | None = cfg.duration_s
         self.num_requests: int | None = cfg.num_requests
+        # users past num_requests never send one (twin.sim.simulate starts only the first max_users)
+        self.max_users: int | None = cfg.num_requests
         self._base_dir = base_dir
         self._trace = trace
         if cfg.trace is not None and trace is None:

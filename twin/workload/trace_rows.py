@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from twin.errors import TwinInputError
+from twin.json_input import STRICT_JSON, DuplicateKeyError, duplicate_key
 from twin.workload.trace_data import Trace
 from twin.yaml_input import open_text, stream_decode_error
 
@@ -269,11 +270,15 @@ def jsonl_rows(path: Path):
             if "\x00" in text:
                 raise TwinInputError(f"{path}:{line}: a NUL character; not a text file")
             try:
-                obj = json.loads(text)
+                obj = STRICT_JSON.decode(text)
+            except DuplicateKeyError as e:
+                raise duplicate_key(f"{path}:{line}", e) from None
             except json.JSONDecodeError as e:
                 raise TwinInputError(f"{path}:{line}: not valid JSON ({e.msg} at column {e.colno})") from None
             except RecursionError:
                 raise TwinInputError(f"{path}:{line}: not valid JSON (nested too deeply)") from None
+            except ValueError as e:     # an integer past Python's digit limit
+                raise TwinInputError(f"{path}:{line}: not valid JSON ({str(e).split(';')[0]})") from None
             if not isinstance(obj, dict):
                 raise TwinInputError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
             yield line, obj

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
+from twin.fitting.run_checks import check_run
 from twin.fitting.readers.fields import load_json, read_text
 from twin.fitting.readers.guidellm import is_guidellm, read_guidellm
 from twin.fitting.readers.inference_perf import is_inference_perf, read_inference_perf
@@ -38,7 +39,10 @@ def read_results(path: str | Path) -> list[MeasuredRun]:
         raise TwinInputError(f"--from-results {p}: no such file or folder")
     for name, recognise, read in READERS:
         if recognise(p):
-            return read(p)
+            runs = read(p)
+            for run in runs:
+                check_run(run, str(p))
+            return runs
     if p.is_file():
         text = read_text(p)                      # empty or not UTF-8: say so
         if p.suffix.lower() in (".csv", ".jsonl"):

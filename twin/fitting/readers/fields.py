@@ -4,7 +4,6 @@ present, a number is finite and in range, a per-request list is as long as its s
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from functools import lru_cache
@@ -14,11 +13,16 @@ from typing import Any
 import numpy as np
 
 from twin.errors import TwinInputError
+from twin.json_input import JsonSyntaxError, parse_json
+from twin.yaml_input import MAX_INPUT_BYTES
 
 
 def read_text(path: Path) -> str:
-    """The file's text; an error for an unreadable, empty or non-UTF-8 file."""
+    """The file's text; an error for an unreadable, too large, empty or non-UTF-8 file."""
     try:
+        size = path.stat().st_size
+        if size > MAX_INPUT_BYTES:
+            raise TwinInputError(f"{path}: {size:,} bytes; a result file may be at most {MAX_INPUT_BYTES:,} bytes")
         raw = path.read_bytes()
     except OSError as exc:
         raise TwinInputError(f"{path}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
@@ -35,8 +39,8 @@ def _parsed(path: str, mtime_ns: int, size: int) -> Any:
     p = Path(path)
     text = read_text(p)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return parse_json(text, str(p))
+    except JsonSyntaxError as exc:
         if exc.msg == "Extra data":      # several documents, one per line (vllm bench serve --append-result)
             return json_lines(p, text)
         raise TwinInputError(f"{p}, line {exc.lineno}: not valid JSON ({exc.msg})") from None
@@ -67,8 +71,8 @@ def json_lines(path: Path, text: str | None = None) -> JsonLines:
         if not line.strip():
             continue
         try:
-            docs.append(json.loads(line))
-        except json.JSONDecodeError as exc:
+            docs.append(parse_json(line, f"{path}, line {i}"))
+        except JsonSyntaxError as exc:
             raise TwinInputError(f"{path}, line {i}: not valid JSON ({exc.msg})") from None
         lines.append(i)
     return JsonLines(docs, lines)
@@ -99,10 +103,16 @@ def get(d: Any, dotted: str, where: str, *, required: bool = True) -> Any:
     return cur
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a 5,000-digit cell stays one readable line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def number(value: Any, field: str, where: str, *, low: float = 0.0) -> float:
     """A finite number >= ``low``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < low:
-        raise TwinInputError(f"{where}: {field} = {value!r}: must be a finite number >= {low:g}")
+        raise TwinInputError(f"{where}: {field} = {shown(value)}: must be a finite number >= {low:g}")
     return float(value)
 
 
@@ -116,7 +126,7 @@ def whole(value: Any, field: str, where: str, *, low: int = 0) -> int:
             pass
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or value != int(value) or value < low:
-        raise TwinInputError(f"{where}: {field} = {value!r}: must be a whole number >= {low}")
+        raise TwinInputError(f"{where}: {field} = {shown(value)}: must be a whole number >= {low}")
     return int(value)
 
 

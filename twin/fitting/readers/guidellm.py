@@ -18,7 +18,6 @@ first token) / (output tokens - 1), vLLM's TPOT), E2EL from ``request_latency`` 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from twin.errors import TwinInputError
+from twin.json_input import parse_json
 from twin.fitting.measured_run import LengthSample, MeasuredRun, PromptPool
 from twin.fitting.readers.fields import get, load_json, number, try_json, whole
 from twin.fitting.readers.request_times import MAX_BURSTINESS, RequestTimes, measured_metrics
@@ -175,9 +175,9 @@ def _data_args(doc: dict[str, Any]) -> dict[str, Any]:
         if isinstance(item, str):
             text = item.strip()
             try:
-                item = json.loads(text) if text.startswith("{") else \
+                item = parse_json(text, "args.data") if text.startswith("{") else \
                     dict(kv.split("=", 1) for kv in text.split(",") if "=" in kv)
-            except (json.JSONDecodeError, ValueError):
+            except ValueError:      # TwinInputError is one: a data string that is not JSON says nothing
                 continue
         if isinstance(item, dict):
             out.update(item)

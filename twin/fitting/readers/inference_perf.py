@@ -15,11 +15,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, MeasuredRun, PromptPool
 from twin.fitting.readers.fields import get, load_json, number
+from twin.yaml_input import parse_yaml, read_text
 
 STAGE_FILE = re.compile(r"results_stage_(\d+)_lifecycle_metrics\.json$")
 QUANTILE_KEYS = (("min", 0.0), ("p0.1", 0.001), ("p1", 0.01), ("p5", 0.05), ("p10", 0.1), ("p25", 0.25),
@@ -40,10 +39,8 @@ def is_inference_perf(path: Path) -> bool:
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise TwinInputError(f"{path}: not a readable YAML file ({exc.__class__.__name__})") from None
+    # size, encoding, syntax and alias expansion checked as for every user YAML
+    data = parse_yaml(read_text(path, "inference-perf config"), str(path))
     return data if isinstance(data, dict) else {}
 
 

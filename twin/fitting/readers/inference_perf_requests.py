@@ -20,7 +20,7 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
-from twin.fitting.readers.fields import get, load_json, number, number_list, try_json, whole
+from twin.fitting.readers.fields import get, load_json, number, number_list, shown, try_json, whole
 from twin.fitting.readers.request_times import RequestTimes, run_from_requests
 
 
@@ -44,6 +44,10 @@ def read_inference_perf_requests(path: Path) -> list[MeasuredRun]:
             raise TwinInputError(f"{where}: must be an object")
         start = number(get(r, "start_time", where), "start_time", where)
         info = r.get("info")
+        if r.get("end_time") is not None and number(r["end_time"], "end_time", where) < start:
+            raise TwinInputError(f"{where}: end_time = {r['end_time']!r} is before start_time = {start!r}")
+        if not r.get("error") and info is not None and not isinstance(info, dict):
+            raise TwinInputError(f"{where}: info = {shown(info)}: a request without an error needs an info object")
         done = not r.get("error") and isinstance(info, dict) and r.get("end_time") is not None
         send.append(start)
         if not done:

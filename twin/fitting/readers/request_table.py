@@ -36,7 +36,7 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
-from twin.fitting.readers.fields import JsonLines, load_json, read_text, whole
+from twin.fitting.readers.fields import JsonLines, load_json, read_text, shown, whole
 from twin.fitting.readers.request_times import RequestTimes, run_from_requests
 
 ROLES: dict[str, tuple[str, ...]] = {
@@ -59,7 +59,7 @@ OK_STATUS = {"ok", "success", "succeeded", "finished", "completed", "true", "1",
 
 def _columns(names: list[str]) -> dict[str, tuple[str, float]]:
     """role -> (the file's column name, seconds per unit) for every role the names cover."""
-    lower = {n.strip().lower(): n for n in names}
+    lower = {n.strip().lower(): n for n in names if isinstance(n, str)}
     found: dict[str, tuple[str, float]] = {}
     for role, bases in ROLES.items():
         suffixes = UNIT_S if role in TIME_ROLES else {"": 1.0}
@@ -91,9 +91,19 @@ def _rows(path: Path) -> tuple[list[dict[str, Any]], list[int], str]:
         return doc, [i + 1 for i in range(len(doc))], "JSON list"
     if doc is not None:
         raise TwinInputError(f"{path}: expected a per-request table (CSV, JSON Lines or a JSON list of objects)")
-    reader = csv.DictReader(io.StringIO(read_text(path)))
-    rows = list(reader)
-    return rows, [i + 2 for i in range(len(rows))], "CSV"
+    reader = csv.DictReader(io.StringIO(read_text(path), newline=""))
+    rows, lines = [], []
+    try:
+        for row in reader:
+            extra = row.pop(None, None)
+            if extra and any(str(cell).strip() for cell in extra):   # more cells than the header names
+                raise TwinInputError(f"{path}, line {reader.line_num}: {len(row) + len(extra)} cells; the "
+                                     f"header names {len(reader.fieldnames or [])} columns")
+            rows.append(row)
+            lines.append(reader.line_num)
+    except csv.Error as exc:      # a cell over the csv module's size limit, a stray quote or carriage return
+        raise TwinInputError(f"{path}, line {reader.line_num}: not a valid CSV row ({exc})") from None
+    return rows, lines, "CSV"
 
 
 def is_request_table(path: Path) -> bool:
@@ -116,11 +126,11 @@ def _time(row: dict[str, Any], col: tuple[str, float] | None, where: str) -> flo
         return math.nan
     try:
         f = float(v) if not isinstance(v, bool) else math.nan
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         f = math.nan
-    if not math.isfinite(f):
-        raise TwinInputError(f"{where}: {name} = {v!r}: must be a number (the column name's ending gives the "
-                             f"unit: _ms, _us, _ns, else seconds)")
+    if not math.isfinite(f) or f < 0 or not math.isfinite(f * scale):
+        raise TwinInputError(f"{where}: {name} = {shown(v)}: must be a finite number >= 0 (the column name's ending "
+                             f"gives the unit: _ms, _us, _ns, else seconds)")
     return f * scale
 
 

@@ -28,6 +28,7 @@ from twin.fitting.measured_run import METRIC_KEYS, LengthSample, MeasuredRun, Pr
 from twin.fitting.readers.fields import JsonLines, get, load_json, number, number_list, try_json, whole
 from twin.fitting.readers.inference_perf import SERVER_KNOBS
 from twin.results.metrics import describe
+from twin.scenario import MAX_SIM_TIME_S
 
 # keys only `vllm bench serve` results carry together (the twin's own --json writes them too)
 SIGNATURE = ("completed", "request_throughput", "mean_ttft_ms")
@@ -105,6 +106,22 @@ def _lengths(doc: dict[str, Any], completed: int, where: str) -> tuple[LengthSam
     if doc.get("input_lens") is not None:
         prompt = number_list(doc["input_lens"], "input_lens", where)
         output = number_list(get(doc, "output_lens", where), "output_lens", where, length=prompt.size)
+        for key in ("ttfts", "latencies", "itls", "start_times", "generated_texts"):
+            if isinstance(doc.get(key), list) and len(doc[key]) != prompt.size:
+                raise TwinInputError(f"{where}: {key} has {len(doc[key])} entries, expected {prompt.size} (one per "
+                                     f"request, as input_lens)")
+        # times in seconds, if given: finite, >= 0, latencies no longer than the longest run the twin simulates
+        # and send times (perf_counter or epoch seconds) below 1e11
+        for key, high in (("ttfts", MAX_SIM_TIME_S), ("latencies", MAX_SIM_TIME_S), ("start_times", 1e11)):
+            if doc.get(key) is not None:
+                arr = number_list(doc[key], key, where, length=prompt.size)
+                over = np.flatnonzero(arr > high)
+                if over.size:
+                    i = int(over[0])
+                    raise TwinInputError(f"{where}: {key}[{i}] = {arr[i]:g} s: at most {high:g} s")
+        for i, row in enumerate(doc.get("itls") or []):
+            if max(number_list(row, f"itls[{i}]", where), default=0.0) > MAX_SIM_TIME_S:
+                raise TwinInputError(f"{where}: itls[{i}]: a gap over {MAX_SIM_TIME_S:g} s")
         ok = _completed_mask(doc, output, prompt.size, where)
         if not ok.any():
             raise TwinInputError(f"{where}: errors: every request failed; nothing to calibrate on")
@@ -158,6 +175,14 @@ def read_run(doc: Any, name: str, where: str, experiment: str | None = None) -> 
     max_c = None if max_c is None else whole(max_c, "max_concurrency", where, low=1)
     prompt, output, ok = _lengths(doc, completed, where)
     n = completed + failed
+    if ok is not None and (int(ok.sum()) != completed or ok.size != n):
+        # vllm bench serve writes one entry per request sent, and completed + failed = requests sent
+        raise TwinInputError(f"{where}: completed = {completed}, failed = {failed} but the per-request arrays "
+                             f"hold {ok.size} requests of which {int(ok.sum())} completed; the counts must agree")
+    if doc.get("num_prompts") is not None and whole(doc["num_prompts"], "num_prompts", where) != n:
+        # vllm bench serve sends num_prompts requests; each completes or fails
+        raise TwinInputError(f"{where}: num_prompts = {doc['num_prompts']!r} but completed + failed = {n}; the "
+                             f"counts must agree")
     duration = doc.get("duration")
     tp = doc.get("tensor_parallel_size")
     return MeasuredRun(
