@@ -21,7 +21,8 @@ import numpy as np
 from twin.errors import TwinInputError
 from twin.results.replications import replicate_summary
 from twin.results.sim_result import SimResult
-from twin.scenario import REPLACE_MARKER, Scenario, ScenarioBody
+from twin.scenario import Scenario, ScenarioBody
+from twin.yaml_input import REPLACE_MARKER
 from twin.sim.deployment import Deployment, resolve_deployment
 from twin.sim.run import metrics_of, run_body
 
