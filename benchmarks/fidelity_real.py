@@ -49,6 +49,20 @@ def _header(first: str) -> str:
     return f"{first:<34} {'n':>4} | " + " | ".join(f"{t:>14}" for _, t in METRICS)
 
 
+def _case_record(case, predicted: dict) -> dict:
+    """One case's attributes (for slicing the errors: GPU, family, format, layout, lengths, load) and its
+    signed errors at the predicted metrics."""
+    rec = {"name": case.run.name, "source": FOLDS["source"](case), "gpu": FOLDS["GPU"](case),
+           "family": FOLDS["family"](case), "errors": errors(case, predicted),
+           "measured": {k: case.run.metrics.get(k) for k, _ in METRICS}, "predicted": dict(predicted)}
+    row = getattr(case, "row", None)
+    if row is not None:
+        rec.update(model=row.model_path, version=row.vllm_version, gemm_quant=row.gemm_quant,
+                   moe_quant=row.moe_quant, isl=row.isl, osl=row.osl, conc=row.concurrency, tp=row.tp,
+                   ep=row.moe_ep, dp=row.attention_dp, client=row.published_client, system=row.system)
+    return rec
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
@@ -99,6 +113,7 @@ def main() -> None:
             print(f"{label:<34} {len(part):4d} | {_cells(summarize(part))}")
         print(f"{'all':<34} {len(pairs):4d} | {_cells(summarize(pairs))}")
         print(f"\n({time.perf_counter() - t0:.0f} s)")
+        report["cases"] = [_case_record(c, p) for c, p in pairs]
         if args.json:
             args.json.write_text(json.dumps(report, indent=1, default=str))
         return
