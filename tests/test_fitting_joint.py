@@ -122,3 +122,21 @@ def test_the_fit_recovers_a_per_token_cost_from_generated_runs():
               fixed={k: v for k, v in start.items() if k != "per_token_overhead_s"}, outer_iterations=3)
     # stated tolerance: 20 % (four runs, one GPU)
     assert res.params["per_token_overhead_s"] == pytest.approx(6.0e-6, rel=0.20)
+
+
+def test_a_weight_scope_covers_a_checkpoint_quantised_in_one_layer_group():
+    """Kimi-K2.5's checkpoint: INT4 routed experts, bf16 elsewhere. ``@int4`` covers it (the roofline runs every
+    quantised group at ``quant_weight_efficiency``), ``@fp8`` does not; a uniform FP8 one is ``@fp8`` only."""
+    from types import SimpleNamespace
+
+    from twin.fitting.scoped import in_scope, params_for
+    from twin.hardware.weight_formats import WeightFormats
+
+    kimi = SimpleNamespace(weight_formats=WeightFormats(routed_experts="int4-g32-sym"),
+                           kv_pool=SimpleNamespace(weight_dtype="routed_experts=int4-g32-sym"))
+    fp8 = SimpleNamespace(weight_formats=WeightFormats.uniform("fp8"), kv_pool=SimpleNamespace(weight_dtype="fp8"))
+    assert in_scope("int4", kimi) and not in_scope("fp8", kimi)
+    assert in_scope("fp8", fp8) and not in_scope("int4", fp8)
+    params = {"quant_weight_efficiency": 1.0, "quant_weight_efficiency@int4": 0.6}
+    assert params_for(params, kimi) == {"quant_weight_efficiency": 0.6}
+    assert params_for(params, fp8) == {"quant_weight_efficiency": 1.0}
