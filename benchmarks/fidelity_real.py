@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import (FOLDS, JOINT_NAMES, METRICS, all_cases, default_start, errors,  # noqa: E402
                                 parameter_table, run_fold, summarize)
+from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.hardware.catalog import resolve_model  # noqa: E402
 
@@ -49,6 +50,20 @@ def _header(first: str) -> str:
     return f"{first:<34} {'n':>4} | " + " | ".join(f"{t:>14}" for _, t in METRICS)
 
 
+def _case_record(case, predicted: dict) -> dict:
+    """One case's attributes (for slicing the errors: GPU, family, format, layout, lengths, load) and its
+    signed errors at the predicted metrics."""
+    rec = {"name": case.run.name, "source": FOLDS["source"](case), "gpu": FOLDS["GPU"](case),
+           "family": FOLDS["family"](case), "errors": errors(case, predicted),
+           "measured": {k: case.run.metrics.get(k) for k, _ in METRICS}, "predicted": dict(predicted)}
+    row = getattr(case, "row", None)
+    if row is not None:
+        rec.update(model=row.model_path, version=row.vllm_version, gemm_quant=row.gemm_quant,
+                   moe_quant=row.moe_quant, isl=row.isl, osl=row.osl, conc=row.concurrency, tp=row.tp,
+                   ep=row.moe_ep, dp=row.attention_dp, client=row.published_client, system=row.system)
+    return rec
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
@@ -62,9 +77,19 @@ def main() -> None:
     ap.add_argument("--defaults-only", action="store_true",
                     help="no folds: the embedded defaults' errors by source, GPU and family (all in-sample for "
                          "the inference-perf runs, which they were fitted on)")
+    ap.add_argument("--add-terms", default="", help="comma-separated parameters to fit besides JOINT_NAMES "
+                    "(e.g. per_token_overhead_s)")
+    ap.add_argument("--drop-terms", default="", help="comma-separated JOINT_NAMES to hold at their defaults")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     t0 = time.perf_counter()
+    drop = {t.strip() for t in args.drop_terms.split(",") if t.strip()}
+    names = tuple(n for n in JOINT_NAMES if n not in drop) + tuple(
+        t.strip() for t in args.add_terms.split(",") if t.strip() and t.strip() not in JOINT_NAMES)
+    unknown = [n for n in names + tuple(drop) if n not in PARAMETERS_BY_NAME]
+    if unknown:
+        raise SystemExit(f"--add-terms/--drop-terms: unknown parameter {unknown[0]!r}; allowed: "
+                         + ", ".join(PARAMETERS_BY_NAME))
     _, skipped = silicon_cases(args.ground_truth, max_requests=args.silicon_max_requests)
     cases = all_cases(args.ground_truth, silicon_max_requests=args.silicon_max_requests,
                       silicon_every=args.silicon_every)
@@ -72,7 +97,7 @@ def main() -> None:
     print(f"{len(cases)} cases: " + ", ".join(f"{k} {v}" for k, v in collections.Counter(
         FOLDS['source'](c) for c in cases).items()) + f" (silicon every {args.silicon_every}); silicon rows the "
           f"twin cannot run: {len(skipped)} (" + ", ".join(f"{k} {v}" for k, v in reasons.items()) + ")")
-    start = default_start()
+    start = default_start(names)
     print("simulating every case at the embedded defaults ...", flush=True)
     first = simulate_cases(cases, start, max_sim_s=args.fit_sim_s, workers=args.workers)
     # a closed loop (a silicon row) is simulated whole either way: its fit simulation is its prediction
@@ -99,6 +124,7 @@ def main() -> None:
             print(f"{label:<34} {len(part):4d} | {_cells(summarize(part))}")
         print(f"{'all':<34} {len(pairs):4d} | {_cells(summarize(pairs))}")
         print(f"\n({time.perf_counter() - t0:.0f} s)")
+        report["cases"] = [_case_record(c, p) for c, p in pairs]
         if args.json:
             args.json.write_text(json.dumps(report, indent=1, default=str))
         return
@@ -114,7 +140,7 @@ def main() -> None:
         print(_header("held out"))
         pooled, pooled_default, fold_docs = [], [], []
         for g in groups:
-            fold = run_fold(kind, g, cases, group_of, first, names=JOINT_NAMES, outer_iterations=args.outer,
+            fold = run_fold(kind, g, cases, group_of, first, names=names, outer_iterations=args.outer,
                             fit_sim_s=args.fit_sim_s, eval_sim_s=args.eval_sim_s, workers=args.workers)
             pairs = list(zip(fold.cases, fold.predicted))
             dpairs = [(c, default_by_name[c.run.name]) for c in fold.cases]

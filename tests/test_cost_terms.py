@@ -40,7 +40,12 @@ def test_per_token_overhead_is_seconds_per_scheduled_token():
     b = RooflineCostModel("llama-3.1-8b", "H100-SXM", per_token_overhead_s=2e-6)
     s = _step([300, 1, 1], [0, 40, 90])
     assert b.step_time_s(s) - a.step_time_s(s) == pytest.approx(302 * 2e-6)
-    assert b.explain(s)["overhead_s"] - a.explain(s)["overhead_s"] == pytest.approx(302 * 2e-6)
+    # named apart in explain(): 302 scheduled tokens x 2 us; the per-step and per-sequence part is unchanged
+    assert b.explain(s)["per_token_overhead_s"] == pytest.approx(302 * 2e-6, rel=1e-12)
+    assert b.explain(s)["overhead_s"] == pytest.approx(a.explain(s)["overhead_s"], rel=1e-12)
+    assert "per_token_overhead_s" not in a.explain(s)
+    parts = b.explain(s)
+    assert sum(v for k, v in parts.items() if k != "total_s") == pytest.approx(parts["total_s"], rel=1e-9)
 
 
 def test_request_path_is_no_step_cost_and_is_reported():

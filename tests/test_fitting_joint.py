@@ -89,3 +89,54 @@ def test_a_fold_reports_what_its_training_set_cannot_identify():
     s = summarize(list(zip(fold.cases, fold.predicted)))
     assert s["mean_tpot_ms"]["n"] == 2 and abs(s["mean_tpot_ms"]["signed"]) < 0.05   # generated at the defaults
     assert set(errors(fold.cases[0], fold.predicted[0])) >= {"mean_ttft_ms", "mean_tpot_ms"}
+
+
+def _cases_at_prompts(prompts: tuple[int, ...]) -> list[Case]:
+    return [Case(_run(f"p{p}-c{conc}", conc, prompt=p), TARGETS["h100"]) for p in prompts for conc in (4, 32)]
+
+
+def test_a_per_token_cost_is_held_at_prior_unless_prompt_lengths_differ():
+    """One prompt length: a cost per scheduled token moves every step as the per-step constant does, so the data
+    cannot split them; prompts 4x apart (uncached) can."""
+    names = ("step_overhead_s", "per_token_overhead_s")
+    held = held_at_prior(_cases_at_prompts((512,)), names)
+    assert held == {"per_token_overhead_s": "no two runs prefill uncached prompts of lengths 2x apart (a cost per "
+                                            "token is not split from the per-step and per-request ones)"}
+    assert held_at_prior(_cases_at_prompts((512, 2048)), names) == {}
+    assert default_start(names)["per_token_overhead_s"] == 0.0     # its prior: the pure roofline
+
+
+@pytest.mark.slow
+def test_the_fit_recovers_a_per_token_cost_from_generated_runs():
+    true = {**default_start(), "per_token_overhead_s": 6.0e-6}
+    cases = []
+    for p in (512, 2048):
+        for conc in (4, 32):
+            run = _run(f"p{p}-c{conc}", conc, prompt=p)
+            m = replay(run, TARGETS["h100"], true).metrics
+            cases.append(Case(dataclasses.replace(run, metrics={k: m[k] for k in (
+                "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "mean_tpot_ms", "mean_e2el_ms",
+                "request_throughput") if m.get(k) is not None}), TARGETS["h100"]))
+    start = default_start()
+    res = fit(cases, names=("per_token_overhead_s",), start=start,
+              fixed={k: v for k, v in start.items() if k != "per_token_overhead_s"}, outer_iterations=3)
+    # stated tolerance: 20 % (four runs, one GPU)
+    assert res.params["per_token_overhead_s"] == pytest.approx(6.0e-6, rel=0.20)
+
+
+def test_a_weight_scope_covers_a_checkpoint_quantised_in_one_layer_group():
+    """Kimi-K2.5's checkpoint: INT4 routed experts, bf16 elsewhere. ``@int4`` covers it (the roofline runs every
+    quantised group at ``quant_weight_efficiency``), ``@fp8`` does not; a uniform FP8 one is ``@fp8`` only."""
+    from types import SimpleNamespace
+
+    from twin.fitting.scoped import in_scope, params_for
+    from twin.hardware.weight_formats import WeightFormats
+
+    kimi = SimpleNamespace(weight_formats=WeightFormats(routed_experts="int4-g32-sym"),
+                           kv_pool=SimpleNamespace(weight_dtype="routed_experts=int4-g32-sym"))
+    fp8 = SimpleNamespace(weight_formats=WeightFormats.uniform("fp8"), kv_pool=SimpleNamespace(weight_dtype="fp8"))
+    assert in_scope("int4", kimi) and not in_scope("fp8", kimi)
+    assert in_scope("fp8", fp8) and not in_scope("int4", fp8)
+    params = {"quant_weight_efficiency": 1.0, "quant_weight_efficiency@int4": 0.6}
+    assert params_for(params, kimi) == {"quant_weight_efficiency": 0.6}
+    assert params_for(params, fp8) == {"quant_weight_efficiency": 1.0}

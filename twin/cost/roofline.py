@@ -78,8 +78,7 @@ from twin.hardware.weight_formats import resolve_formats
 # - all-reduce latency 24.7 us (+/- 3.1) per all-reduce over NVLink: vLLM's custom all-reduce plus the per-layer
 #   synchronisation of tensor parallelism. Over PCIe the same ratio as NCCL's small-message latencies (PCIe ~25
 #   us vs NVLink ~8 us) gives 77 us. Interconnect efficiency 0.75 of one direction's bandwidth (NCCL bus
-#   bandwidth on 8x H100 ~ 350 of 450 GB/s per direction).
-# (the Hopper efficiencies; other generations' are in twin.cost.generations)
+#   bandwidth on 8x H100 ~ 350 of 450 GB/s per direction). (Hopper efficiencies; others: twin.cost.generations)
 DEFAULT_MEMORY_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY = GENERATION_DEFAULTS[REFERENCE_GENERATION]
 DEFAULT_STEP_OVERHEAD_S = 1.74e-3
 DEFAULT_PER_SEQ_OVERHEAD_S = 18.7e-6
@@ -361,6 +360,7 @@ class RooflineCostModel:
             if self._t_a2a or self._k_a2a:    # MoE dispatch + combine across DP ranks, apart from TP's all-reduce
                 parts["moe_all2all_s"] = self._t_a2a + self._k_a2a * tokens
                 parts["allreduce_s"] -= parts["moe_all2all_s"]
+            parts["overhead_s"] -= parts.setdefault("per_token_overhead_s", self._k_tok * tokens) if self._k_tok else 0
             if self._attention.k_sink:        # attention-sink logits, apart from the KV write
                 parts["attention_sink_s"] = self._attention.k_sink * tokens
                 parts["kv_write_s"] = self._k_kv * tokens

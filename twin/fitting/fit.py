@@ -89,6 +89,9 @@ def simulate_cases(cases: Sequence[Case], params: dict[str, float], *, seed: int
             pool.shutdown()
 
 
+START_INSET = 1e-3       # share of a parameter's range the optimiser starts inside its bounds
+
+
 def _measured(case: Case) -> list[tuple[str, float, float]]:
     return [(k, case.run.metrics[k], w) for k, w in FIT_METRICS.items()
             if k in case.run.metrics and case.run.metrics[k] > 0]
@@ -113,7 +116,9 @@ def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: n
         res.extend(PRIOR_WEIGHT * (x - prior) / span)
         return np.asarray(res)
 
-    x0 = np.clip(x0, lower, upper)
+    # start strictly inside the bounds: scipy's trust-region reflective method stops at once when it starts on
+    # a bound (a prior of 0 or 1 is often one), so such a parameter could never leave its prior
+    x0 = np.clip(x0, lower + START_INSET * span, upper - START_INSET * span)
     sol = least_squares(residuals, x0, bounds=(lower, upper), x_scale=span, method="trf", max_nfev=60 * len(names))
     return sol
 

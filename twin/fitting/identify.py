@@ -25,6 +25,14 @@ def _deployments(cases):
     return [deployment_for(c.run, c.target) for c in cases]
 
 
+PROMPT_LENGTH_RATIO = 2.0     # a per-token cost needs uncached prompts at least this far apart in mean length
+
+
+def _prompt_lengths_vary(cases) -> bool:
+    lengths = [c.run.prompt_tokens.mean for c in cases if c.run.prompt_pool is None]
+    return bool(lengths) and max(lengths) >= PROMPT_LENGTH_RATIO * min(lengths) > 0
+
+
 def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence | None = None) -> dict[str, str]:
     """{name: why the runs cannot identify it} for those of ``names`` they cannot."""
     deps = list(deployments) if deployments is not None else _deployments(cases)
@@ -56,6 +64,9 @@ def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence |
             held[name] = "no run measured a TTFT percentile (a mean alone does not split fixed from variable)"
         elif base.startswith("moe_expert") and not any(d.model.is_moe for _, d in mine):
             held[name] = "no run serves a MoE model"
+        elif base == "per_token_overhead_s" and not _prompt_lengths_vary(c for c, _ in mine):
+            held[name] = (f"no two runs{where} prefill uncached prompts of lengths {PROMPT_LENGTH_RATIO:g}x apart "
+                          "(a cost per token is not split from the per-step and per-request ones)")
         elif base == "kv_memory_efficiency" and not any(
                 c.run.prompt_tokens.mean + c.run.output_tokens.mean >= LONG_CONTEXT_TOKENS for c, _ in mine):
             held[name] = f"no run reaches {LONG_CONTEXT_TOKENS}-token contexts"

@@ -171,7 +171,8 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
               "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY, "layer_overhead_s": 0.0,
               "kv_memory_efficiency": mem, "request_path_s@blackwell": r.DEFAULT_REQUEST_PATH_S,
               "quant_weight_efficiency@fp8": 1.0, "quant_weight_efficiency@int4": 1.0, "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
-              "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S}
+              "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S,
+              "per_token_overhead_s": r.DEFAULT_PER_TOKEN_OVERHEAD_S}
     return {n: values[n] for n in names if n in values}
 
 

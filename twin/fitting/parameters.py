@@ -68,6 +68,12 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
                  "INT4 weight-only GEMMs (Marlin): in-kernel dequantization"),
     FitParameter("request_path_s@blackwell", "ms per request", 1e-3, 0.0, 200.0, 4.8,
                  "request path (HTTP, tokenisation, hand-off, streaming) on the Blackwell systems measured"),
+    # issue 33, round 2: the silicon rows' light-load TTFT grows with the prompt by far more than the twin's
+    # prefill FLOPs at any TP size (gpt-oss-120b on B200 at C=4, TP8: 25 ms at 1k tokens, 74 ms at 8k, against a
+    # compute-bound ~2 ms for the extra 7k), i.e. a cost per token that tensor parallelism does not split.
+    FitParameter("per_token_overhead_s", "us per scheduled token per step", 1e-6, 0.0, 50.0, 0.0,
+                 "work per token every TP rank repeats (embedding, norms, rotary, activation quantisation, "
+                 "MoE token permutation, input preparation); prior 0 = the pure roofline"),
     FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
                  "engine-core CPU time per step exposed without async scheduling"),
     FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,
