@@ -155,7 +155,7 @@ class ServerConfig(StrictModel, SchedulerKnobs):
     max_num_batched_tokens: int | None = Field(None, ge=1)
     max_model_len: int | None = Field(None, ge=2)
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
-    num_gpu_blocks_override: int | None = Field(None, ge=2)
+    num_gpu_blocks_override: int | None = Field(None, ge=2, le=2**31 - 1)   # block ids are int32 in vLLM
     # None: vLLM's default for the release, model and GPU (16; MLA backends force 64 or 128)
     block_size: int | None = Field(None, ge=1, le=1024)
     # the vLLM release whose behaviours and defaults to model (twin.core.vllm_versions); the knobs below left
@@ -170,8 +170,8 @@ class ServerConfig(StrictModel, SchedulerKnobs):
 
     @field_validator("block_size")
     @classmethod
-    def _vllm_block_size(cls, value: int | None) -> int | None:
-        if value is not None and value not in VLLM_BLOCK_SIZES:
+    def _vllm_block_size(cls, value: int) -> int:
+        if value not in VLLM_BLOCK_SIZES:
             raise ValueError(f"must be one of vLLM's block sizes {', '.join(map(str, VLLM_BLOCK_SIZES))} "
                              f"(got {value})")
         return value

@@ -63,13 +63,17 @@ def _try_set(doc, path, value) -> bool:
         return False
 
 
-def _leaves(doc, path=()):
+def _leaves(doc, path=(), ancestors=()):
+    # a mutation may put a container inside itself: a cycle has no leaves below the repeat
+    if isinstance(doc, (dict, list)) and any(doc is a for a in ancestors):
+        return
+    inner = ancestors + (doc,)
     if isinstance(doc, dict):
         for k, v in doc.items():
-            yield from _leaves(v, path + (k,))
+            yield from _leaves(v, path + (k,), inner)
     elif isinstance(doc, list):
         for i, v in enumerate(doc):
-            yield from _leaves(v, path + (i,))
+            yield from _leaves(v, path + (i,), inner)
     yield path
 
 

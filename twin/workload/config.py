@@ -73,7 +73,7 @@ TRACE_FORMATS = ("auto", "azure", "mooncake", "burstgpt", "lengths")
 
 # ---- request classes -------------------------------------------------------------------------------------
 class FewShotConfig(StrictModel):
-    num_templates: int = Field(ge=1)
+    num_templates: int = Field(ge=1, le=MAX_REQUESTS)
     tokens: int = Field(ge=1)
 
 
@@ -83,7 +83,7 @@ class PromptPoolConfig(StrictModel):
     entry, the order shuffled once (``shuffle``); the class's k-th request sends entry k mod pool size.
     ``multi_turn``: each entry is a user whose prompt grows by its last answer and the question each round."""
 
-    prompts_per_group: int = Field(ge=1)
+    prompts_per_group: int = Field(ge=1, le=MAX_REQUESTS)
     shuffle: bool = True
     multi_turn: bool = False
 
@@ -93,7 +93,7 @@ class PromptConfig(StrictModel):
     + one few-shot template + a unique suffix (or, with ``pool``, its pool entry's question)."""
 
     shared_prefix_tokens: int = Field(0, ge=0)
-    num_prefix_groups: int = Field(1, ge=1)
+    num_prefix_groups: int = Field(1, ge=1, le=MAX_REQUESTS)   # at most one group per request
     group_zipf_s: float | None = Field(None, gt=0, allow_inf_nan=False)
     few_shot: FewShotConfig | None = None
     sections: int = Field(4, ge=1)
