@@ -170,8 +170,8 @@ class ServerConfig(StrictModel, SchedulerKnobs):
 
     @field_validator("block_size")
     @classmethod
-    def _vllm_block_size(cls, value: int) -> int:
-        if value not in VLLM_BLOCK_SIZES:
+    def _vllm_block_size(cls, value: int | None) -> int | None:
+        if value is not None and value not in VLLM_BLOCK_SIZES:     # None: vLLM's default for the backend
             raise ValueError(f"must be one of vLLM's block sizes {', '.join(map(str, VLLM_BLOCK_SIZES))} "
                              f"(got {value})")
         return value

@@ -38,9 +38,10 @@ SCENARIO_FIELDS: dict[tuple, Spec] = {
     ("server", "max_num_seqs"): Spec("int", 1, nullable=True),
     ("server", "max_num_batched_tokens"): Spec("int", 1, nullable=True),
     ("server", "max_model_len"): Spec("int", 2, nullable=True),
-    ("server", "block_size"): Spec("choice", choices=(1, 8, 16, 32, 64, 128, 256)),
+    # null: vLLM's default block size for the release and attention backend
+    ("server", "block_size"): Spec("choice", choices=(1, 8, 16, 32, 64, 128, 256), nullable=True),
     ("server", "gpu_memory_utilization"): Spec("float", 0, 1, lo_open=True),
-    ("server", "num_gpu_blocks_override"): Spec("int", 2, nullable=True),
+    ("server", "num_gpu_blocks_override"): Spec("int", 2, 2**31 - 1, nullable=True),
     ("workload", "num_requests"): Spec("int", 1, MAX_REQUESTS),
     ("workload", "arrivals", "rate_per_s"): Spec("float", 0, lo_open=True, finite=False),
     ("workload", "arrivals", "max_concurrency"): Spec("int", 1, MAX_REQUESTS, nullable=True),
