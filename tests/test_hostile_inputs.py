@@ -271,3 +271,11 @@ def test_diagnose_refuses_an_empty_prompt_of_a_completed_request(tmp_path):
     with pytest.raises(TwinInputError) as err:
         load_measured(write(tmp_path, "b.json", doc))
     assert "input_lens[0] = 0 for a completed request" in one_line(err)
+
+
+def test_an_infinite_token_count_in_a_trace_row_is_one_line():
+    # found by TWIN_FUZZ_EXAMPLES=2000 on Mooncake rows: int(inf) raised OverflowError
+    from twin.workload.trace_rows import token_count
+
+    with pytest.raises(TwinInputError, match="input_length' must be a whole number of tokens"):
+        token_count(math.inf, Path("t.jsonl"), 1, "input_length")

@@ -54,6 +54,12 @@ def _set(doc, path, value) -> None:
     _get(doc, path[:-1])[path[-1]] = value
 
 
+def _fresh_value(draw):
+    """A hostile value, copied: VALUES holds lists and dicts that a later mutation could grow (the strategy's
+    own state would then change from one example to the next)."""
+    return copy.deepcopy(draw(st.sampled_from(VALUES)))
+
+
 def _try_set(doc, path, value) -> bool:
     """``_set`` where an earlier mutation may have replaced a parent: whether the value landed."""
     try:
@@ -163,7 +169,7 @@ def bench_result_cases(draw) -> Case:
             doc.pop(draw(st.sampled_from(sorted(doc))), None)
         else:
             path = draw(st.sampled_from([p for p in _leaves(doc) if p]))
-            _set(doc, path, draw(st.sampled_from(VALUES)))
+            _set(doc, path, _fresh_value(draw))
     why = _judged(doc, planted, _bench_completed)
     text, text_why = text_mutation(draw, dumps(doc))
     data, enc_why, intact = draw(encoded(text))
@@ -221,7 +227,7 @@ def guidellm_cases(draw) -> Case:
                 pass
         else:
             path = draw(st.sampled_from([p for p in _leaves(bench) if p]))
-            _set(bench, path, draw(st.sampled_from(VALUES)))
+            _set(bench, path, _fresh_value(draw))
     text, text_why = text_mutation(draw, dumps(doc))
     data, enc_why, intact = draw(encoded(text))
     case = Case("results-guidellm", calibrate_args("{d}/benchmarks.json"),
@@ -279,7 +285,7 @@ def inference_perf_cases(draw) -> Case:
             files["res/results_config.yaml"] = yaml.safe_dump(cfg).encode()
         else:
             path = draw(st.sampled_from([p for p in _leaves(doc) if p] or [("x",)]))
-            _try_set(doc, path, draw(st.sampled_from(VALUES)))
+            _try_set(doc, path, _fresh_value(draw))
     why = _judged(doc, planted)
     text, text_why = text_mutation(draw, dumps(doc))
     data, enc_why, intact = draw(encoded(text))
@@ -311,7 +317,7 @@ def inference_perf_request_cases(draw) -> Case:
             planted.append((i, ("start_time",), reqs[i]["start_time"], f"request [{i}] ends before it starts"))
         elif op == "any":
             path = draw(st.sampled_from([p for p in _leaves(reqs) if p]))
-            _try_set(reqs, path, draw(st.sampled_from(VALUES)))
+            _try_set(reqs, path, _fresh_value(draw))
     why = None
     for i, key, value, reason in planted:
         # a request the reader reads (still an object, still without an error) that still holds the value
@@ -417,7 +423,7 @@ def model_config_cases(draw) -> Case:
         elif op == "delete":
             cfg.pop(draw(st.sampled_from(sorted(cfg))), None)
         else:
-            cfg[draw(st.sampled_from(sorted(cfg)))] = draw(st.sampled_from(VALUES))
+            cfg[draw(st.sampled_from(sorted(cfg)))] = _fresh_value(draw)
     text, text_why = text_mutation(draw, dumps(cfg))
     data, enc_why, intact = draw(encoded(text))
     case = Case("model-config", ["run", "{d}/s.yaml", "-q"],
@@ -476,7 +482,7 @@ def gpu_spec_cases(draw) -> Case:
         elif op == "delete":
             spec.pop(draw(st.sampled_from(sorted(spec))), None)
         else:
-            spec[draw(st.sampled_from(sorted(spec)))] = draw(st.sampled_from(VALUES))
+            spec[draw(st.sampled_from(sorted(spec)))] = _fresh_value(draw)
     why = _judged(spec, planted)
     data, enc_why, intact = draw(encoded(yaml.safe_dump(spec, allow_unicode=True)))
     case = Case("gpu-spec", ["run", "{d}/s.yaml", "-q"],

@@ -42,7 +42,7 @@ def token_count(raw, path: Path, line: int, column: str) -> int:
             raise TwinInputError(f"{_where(path, line)}: column {column!r} is empty")
         try:
             v = int(text)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):   # OverflowError: a float infinity
             try:
                 f = float(text)
             except (TypeError, ValueError):
