@@ -9,11 +9,11 @@ tp) + max_num_seqs x vocab x 4 bytes x 3)."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from fractions import Fraction
 
 import pytest
 
+from twin.fitting.ground_truth import ground_truth_dir
 from twin.cost.base import StepShape
 from twin.scenario import load_scenario
 from twin.sim.deployment import resolve_deployment
@@ -167,7 +167,7 @@ def test_scenario_runs(name):
     assert m["completed"] == 24 and m["failed"] == 0
 
 
-SILICON = Path("/work/shared/ground-truth/vllm-silicon-h100-b200/measurements.csv")
+SILICON = ground_truth_dir() / "vllm-silicon-h100-b200" / "measurements.csv"
 
 
 @pytest.mark.skipif(not SILICON.is_file(), reason="silicon measurements not present")

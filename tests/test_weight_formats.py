@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 
+from twin.fitting.ground_truth import ground_truth_dir
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
 from twin.hardware.catalog import model_from_hf_config, normalize_weight_dtype, resolve_gpu, resolve_model
@@ -16,7 +16,7 @@ from twin.hardware.hf_quant import formats_from_quantization_config
 from twin.hardware.quant import bytes_per_weight, compute_dtype, linear_weight_bytes
 from twin.hardware.weight_formats import WeightFormats, group_params
 
-CONFIGS = Path("/work/shared/ground-truth/vllm-silicon-h100-b200/model_configs")
+CONFIGS = ground_truth_dir() / "vllm-silicon-h100-b200" / "model_configs"
 needs_configs = pytest.mark.skipif(not CONFIGS.is_dir(), reason="ground-truth model configs not present")
 
 
