@@ -60,6 +60,8 @@ def test_forms_and_shorthands():
      "speculative_decoding: unknown field 'speculative_tokens'"),
     ({"method": "ngram", "num_speculative_tokens": 2, "acceptance": 0.5, "draft_layers": 2},
      "speculative_decoding.draft_layers: only for methods eagle, eagle3, mtp"),
+    ({"method": "eagle3", "num_speculative_tokens": 2, "acceptance": 0.5, "spec_seq_overhead_s": -1e-6},
+     "speculative_decoding.spec_seq_overhead_s"),
 ])
 def test_errors_are_one_line_and_name_the_field(spec, message):
     with pytest.raises(TwinInputError) as err:

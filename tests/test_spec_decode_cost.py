@@ -14,7 +14,7 @@ from twin.sim.deployment import resolve_deployment
 from twin.spec_decode.drafters import PassShape
 from twin.spec_decode.step_cost import (DRAFT_ATTN_OPS_PER_LAYER, DRAFT_PASS_HOST_OPS, EAGER_OPS_PER_LAYER,
                                         GRAPH_MAX_TOKENS, HOST_OP_S, REJECTION_BYTES_PER_LOGIT,
-                                        SPEC_STEP_HOST_OPS)
+                                        SPEC_SEQ_HOST_S, SPEC_STEP_HOST_OPS)
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "speculative_random_tokens.yaml"
 
@@ -67,9 +67,11 @@ def test_explain_terms_add_up_and_are_priced_from_the_priors():
     spec = dep.drafter.draft_time_s(step, 4)
     assert e["spec_total_s"] == pytest.approx(spec, rel=1e-12)
     assert e["total_s"] == pytest.approx(cost.step_time_s(step) + spec, rel=1e-12)
-    parts = ("draft_gpu_s", "draft_host_s", "spec_host_s", "rejection_sampling_s", "ngram_lookup_s")
+    parts = ("draft_gpu_s", "draft_host_s", "spec_host_s", "spec_seq_host_s", "rejection_sampling_s",
+             "ngram_lookup_s")
     assert sum(e[p] for p in parts) == pytest.approx(e["spec_total_s"], rel=1e-12)
     assert e["spec_host_s"] == SPEC_STEP_HOST_OPS * HOST_OP_S                 # no async scheduling in 0.11
+    assert e["spec_seq_host_s"] == 32 * SPEC_SEQ_HOST_S                       # per sequence, exposed in 0.11
     vocab, bw = dep.model.vocab_size, dep.gpu.memory_bandwidth_bytes_per_s * cost.memory_efficiency
     assert e["rejection_sampling_s"] == pytest.approx(32 * 4 * vocab * REJECTION_BYTES_PER_LOGIT["top_k_top_p"] / bw)
     assert e["draft_kv_write_bytes"] > 0
@@ -94,6 +96,7 @@ def test_async_scheduling_hides_the_host_and_big_passes_lose_the_graph():
     step = _verify(4, 4)
     e_sync, e_async = sync.drafter.explain(step, 4, cost), asynch.drafter.explain(step, 4, cost)
     assert e_async["spec_host_s"] == 0 == e_async["draft_host_s"] < e_sync["draft_host_s"]
+    assert e_async["spec_seq_host_s"] == 0 < e_sync["spec_seq_host_s"] == 4 * SPEC_SEQ_HOST_S
     assert e_async["spec_total_s"] < e_sync["spec_total_s"]
     # a draft model (16 layers) over more tokens than the largest CUDA graph runs its first pass eagerly
     draft, _ = _dep("draft_model", 4, "0.11")
@@ -129,8 +132,11 @@ def test_bundled_random_token_eagle3_run_is_slower_at_every_load():
 
 
 def test_host_overheads_can_be_set_instead_of_the_priors():
-    dep, cost = _dep("eagle3", 4, "0.11", draft_pass_overhead_s=1e-3, spec_step_overhead_s=2e-3)
+    dep, cost = _dep("eagle3", 4, "0.11", draft_pass_overhead_s=1e-3, spec_step_overhead_s=2e-3,
+                     spec_seq_overhead_s=3e-5)
     e = dep.drafter.explain(_verify(1, 4), 4, cost)
     gpu = dep.drafter.drafter.pass_times_s(_verify(1, 4), 4)
     assert e["spec_host_s"] == 2e-3
+    assert e["spec_seq_host_s"] == 3e-5
+    assert dep.drafter.explain(_verify(10, 4), 4, cost)["spec_seq_host_s"] == pytest.approx(3e-4, rel=1e-12)
     assert e["draft_host_s"] == pytest.approx(sum(1e-3 - g for g in gpu))

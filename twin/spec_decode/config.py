@@ -23,6 +23,7 @@
                                      # rejection sampler's work, twin.spec_decode.step_cost)
       draft_pass_overhead_s: null    # host time per draft pass; null: the prior of twin.spec_decode.step_cost
       spec_step_overhead_s: null     # host time per step (spec metadata, rejection sampler, drafter inputs); null: prior
+      spec_seq_overhead_s: null      # host time per sequence and step (spec bookkeeping); null: prior
       ngram_lookup_s_per_seq: 5.0e-6 # CPU n-gram matching per sequence and step
 
 A variant turns speculation off with ``speculative_decoding: null``.
@@ -154,6 +155,7 @@ class SpeculativeDecodingConfig(_Strict):
     sampling: Literal["greedy", "random", "top_k_top_p"] = "random"
     draft_pass_overhead_s: float | None = Field(None, ge=0, allow_inf_nan=False)
     spec_step_overhead_s: float | None = Field(None, ge=0, allow_inf_nan=False)
+    spec_seq_overhead_s: float | None = Field(None, ge=0, allow_inf_nan=False)
     ngram_lookup_s_per_seq: float = Field(5.0e-6, ge=0, allow_inf_nan=False)
 
     @field_validator("acceptance", mode="before")

@@ -33,7 +33,8 @@ def build_drafter(cfg: SpeculativeDecodingConfig, target: ModelSpec, gpu: GpuSpe
                         target_kv_bytes_per_token=target.kv_bytes_per_token(normalize_dtype(kv_dtype, "kv_dtype"), tp),
                         async_scheduling=async_scheduling, sampling=cfg.sampling,
                         draft_pass_overhead_s=cfg.draft_pass_overhead_s,
-                        spec_step_overhead_s=cfg.spec_step_overhead_s)
+                        spec_step_overhead_s=cfg.spec_step_overhead_s,
+                        spec_seq_overhead_s=cfg.spec_seq_overhead_s)
 
 
 def _model_or_ngram(cfg: SpeculativeDecodingConfig, target: ModelSpec, gpu: GpuSpec, tp: int, weight_dtype: str,

@@ -22,6 +22,12 @@ sooner than decoding. ``SpecStepCost`` adds what the step does beyond that, each
 * ``spec_host_s``: the per-step host work of speculation that blocks the GPU without async scheduling: the
   verification's spec-decode metadata, the rejection sampler's launches and the drafter's input preparation
   (``SPEC_STEP_HOST_OPS`` operations); hidden behind the GPU with async scheduling.
+* ``spec_seq_host_s``: the per-request bookkeeping of speculation that blocks the GPU without async scheduling,
+  ``SPEC_SEQ_HOST_S`` per sequence and step: the scheduler records each request's drafts, reconciles the
+  accepted ones (rolling back the rejected, counting per-position acceptance) and stores the next drafts; the
+  model runner writes the drafts into its token table, parses each verified row into a list and, for the
+  padded drafter batch, looks up each request's backup next token (a Python loop over the batch). It grows with
+  the batch, as the engine's own per-sequence overhead does; hidden behind the GPU with async scheduling.
 * ``rejection_sampling_s``: the rejection sampler's passes over the target's full-vocabulary logits of every
   draft position: ``draft tokens x vocab x REJECTION_BYTES_PER_LOGIT[sampling]`` bytes at the GPU's memory
   bandwidth. Greedy requests take an argmax; random sampling materialises the target's probabilities and the
@@ -42,6 +48,11 @@ values until a calibration does):
 * operation counts per draft pass, per step and per eager layer: counted from vLLM's EAGLE proposer loop
   (positions, clamping, sequence lengths, block-table gather and slot mapping, two input-buffer copies, the
   drafting attention metadata, the graph replay, LM head, argmax) and rejection sampler, rounded.
+* ``SPEC_SEQ_HOST_S`` = 5 us per sequence and step: ``benchmarks/spec_host_bookkeeping.py`` re-enacts those
+  per-request statements of vLLM 0.11 (scheduler ``schedule``/``update_from_output``/``update_draft_token_ids``,
+  model runner ``_update_states``, ``parse_output``, the EAGLE proposer's backup next tokens, the drafts' list)
+  with Python objects of the same kinds and measures 4.9-5.7 us per sequence at 8-256 sequences on this
+  project's CPU. A lower bound: vLLM's objects carry more state than the re-enactment's.
 * ``GRAPH_MAX_TOKENS`` = 512: vLLM's largest captured CUDA-graph batch by default.
 * bytes per logit: fp32 reads and writes of each pass over a [draft tokens x vocab] matrix (below).
 """
@@ -59,6 +70,7 @@ DRAFT_PASS_HOST_OPS = 30            # per draft pass with its CUDA graph (see th
 DRAFT_ATTN_OPS_PER_LAYER = 3        # attention outside the piecewise graph: metadata, the kernel, the KV write
 EAGER_OPS_PER_LAYER = 12            # a decoder layer run eagerly: norms, qkv, rope, attention, o, gate-up, act, down
 SPEC_STEP_HOST_OPS = 60             # spec metadata (~10), rejection sampler (~25), drafter input preparation (~25)
+SPEC_SEQ_HOST_S = 5.0e-6            # per sequence and step: spec bookkeeping (benchmarks/spec_host_bookkeeping.py)
 GRAPH_MAX_TOKENS = 512
 #: bytes moved per (draft position, vocabulary entry) by the rejection sampler, by what requests ask for
 REJECTION_BYTES_PER_LOGIT = {
@@ -77,7 +89,7 @@ class SpecStepCost:
     def __init__(self, drafter: Drafter, *, vocab_size: int, memory_bandwidth_bytes_per_s: float,
                  target_kv_bytes_per_token: int = 0, async_scheduling: bool = False, sampling: str = "random",
                  draft_pass_overhead_s: float | None = None, spec_step_overhead_s: float | None = None,
-                 host_op_s: float = HOST_OP_S,
+                 spec_seq_overhead_s: float | None = None, host_op_s: float = HOST_OP_S,
                  graph_max_tokens: int = GRAPH_MAX_TOKENS) -> None:
         if sampling not in REJECTION_BYTES_PER_LOGIT:
             raise TwinInputError(f"speculative_decoding.sampling = {sampling!r}: allowed: "
@@ -102,6 +114,8 @@ class SpecStepCost:
         self.spec_host_s = (SPEC_STEP_HOST_OPS * host_op_s if spec_step_overhead_s is None
                             else float(spec_step_overhead_s))
         self._exposed_step_host_s = 0.0 if self.async_scheduling else self.spec_host_s
+        self.spec_seq_host_s = SPEC_SEQ_HOST_S if spec_seq_overhead_s is None else float(spec_seq_overhead_s)
+        self._exposed_seq_host_s = 0.0 if self.async_scheduling else self.spec_seq_host_s
         self._k_rejection = vocab_size * REJECTION_BYTES_PER_LOGIT[sampling] / memory_bandwidth_bytes_per_s
         self.ngram_lookup_s_per_seq = drafter.lookup_s_per_seq if isinstance(drafter, NgramDrafter) else 0.0
 
@@ -111,7 +125,8 @@ class SpecStepCost:
         n_seqs = len(nn)
         if not n_seqs:
             return 0.0
-        t = self._exposed_step_host_s + self._k_rejection * sum(step.num_spec_tokens)
+        t = (self._exposed_step_host_s + self._exposed_seq_host_s * n_seqs
+             + self._k_rejection * sum(step.num_spec_tokens))
         model = self.model
         if model is None:
             return t + self.ngram_lookup_s_per_seq * n_seqs
@@ -136,11 +151,12 @@ class SpecStepCost:
         target's cost model) also the verification's extra time and the whole step's ``total_s``."""
         nn, cc, spec = list(step.num_new_tokens), list(step.num_computed_before), list(step.num_spec_tokens)
         n_seqs, drafts = len(nn), sum(spec)
-        parts = dict.fromkeys(("draft_gpu_s", "draft_host_s", "spec_host_s", "rejection_sampling_s",
-                               "ngram_lookup_s"), 0.0)
+        parts = dict.fromkeys(("draft_gpu_s", "draft_host_s", "spec_host_s", "spec_seq_host_s",
+                               "rejection_sampling_s", "ngram_lookup_s"), 0.0)
         parts["draft_kv_write_bytes"] = 0.0
         if n_seqs:
             parts["spec_host_s"] = self._exposed_step_host_s
+            parts["spec_seq_host_s"] = self._exposed_seq_host_s * n_seqs
             parts["rejection_sampling_s"] = self._k_rejection * drafts
             if self.model is None:
                 parts["ngram_lookup_s"] = self.ngram_lookup_s_per_seq * n_seqs
@@ -165,4 +181,5 @@ class SpecStepCost:
     def __repr__(self) -> str:
         mode = "async" if self.async_scheduling else "sync"
         return (f"SpecStepCost({self.drafter!r}, {mode}, sampling={self.sampling}, "
-                f"host {self.host_pass_s * 1e6:.0f} us/pass + {self.spec_host_s * 1e6:.0f} us/step)")
+                f"host {self.host_pass_s * 1e6:.0f} us/pass + {self.spec_host_s * 1e6:.0f} us/step + "
+                f"{self.spec_seq_host_s * 1e6:g} us/seq)")
