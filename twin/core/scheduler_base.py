@@ -122,8 +122,14 @@ class SchedulerBase:
     def _lookup_prefix(self, req: Request) -> tuple[list, int]:
         """The prefix hit of a waiting request; with ``prefix_cache_stats_at_admission`` the counters wait for
         ``_admit``, so a request that fails to allocate and retries next step is counted once."""
-        return self.kv_cache_manager.get_computed_blocks(
+        hit = self.kv_cache_manager.get_computed_blocks(
             req, record_stats=not self.config.prefix_cache_stats_at_admission)
+        ext = req.num_external_computed_tokens
+        if ext > hit[1] and not req.num_preemptions:
+            # KV a connector delivered (P/D): computed, in fresh blocks past the local hit; after a preemption
+            # it is gone and recomputed
+            return hit[0], ext
+        return hit
 
     def _admit(self, req: Request, num_hit: int, out: SchedulerOutput, looked_up: bool = True) -> None:
         """Move the waiting queue's head to running, its prefix hit counted as computed (``looked_up``: the

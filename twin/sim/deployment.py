@@ -111,6 +111,9 @@ def require_single_deployment(body: ScenarioBody, what: str, where: str | None =
     """A one-line error when ``body`` is a mixed cluster (``deployment.groups``) and ``what`` needs one
     deployment (e.g. ``"twin validate (the calibration engine serves one replica)"``); ``where`` (the scenario
     file) leads the line."""
+    if getattr(body, "disaggregation", None) is not None:
+        raise TwinInputError(f"{where + ': ' if where else ''}disaggregation: {what} needs one deployment, not "
+                             f"prefill/decode pools (twin run and twin compare run them)")
     if body.deployment.groups is not None:
         raise TwinInputError(f"{where + ': ' if where else ''}deployment.groups: {what} needs one deployment, not "
                              f"replica groups; leave groups out (twin run and twin compare run mixed clusters)")
