@@ -99,6 +99,7 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
     records: list[RequestRecord] = []
     leg_records: list[RequestRecord] = []
     clients: list[Request] = []
+    legs: list[Request] = []
     transfers = PdTransfers()
     link = pd.link
     kv_bpt = pd.kv_bytes_per_token
@@ -179,6 +180,7 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
                       prompt_segments=spec.prompt_segments, task_class=spec.task_class, priority=spec.priority,
                       max_tokens=1, private_from_token=private)
         leg_records.append(new_leg_record(leg))
+        legs.append(leg)
         leg_client[id(leg)] = client
         outstanding[0] += 1
         engine = prefill[prefill_router.route(leg, prefill)]
@@ -224,6 +226,7 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
     for replica in prefill + decode:
         replica.close()
     close_unfinished(clients)
+    close_unfinished(legs)        # on their request path when the run stopped
     for client in clients:       # the client's prefix-cache hit is the prefill's (the decode's is the KV it got)
         cached = leg_cached.get(id(client))
         record = client.client_data
