@@ -307,7 +307,7 @@ def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out
         (name, run), = runs.items()
         result, metrics = run["replications"][0]
         render_summary(metrics, title=name, console=console)
-        if (result.num_replicas or 1) > 1:
+        if (result.num_replicas or 1) > 1 and "disaggregation" not in result.config:   # P/D: per pool below
             _print_per_replica(result, run["body"])
         if run["ci"]:
             _print_ci(run["ci"])
