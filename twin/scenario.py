@@ -17,6 +17,7 @@ from twin.errors import TwinInputError, did_you_mean
 from twin.core.scheduler_config import SchedulerKnobs
 from twin.core.vllm_versions import NEWEST_VLLM_VERSION, vllm_release
 from twin.hardware.quant import normalize_weight_dtype
+from twin.hardware.kv_offload_sizing import KvOffloadingKnobs
 from twin.hardware.weight_formats import WeightFormats
 from twin.disaggregation import DisaggregationConfig
 from twin.yaml_input import deep_merge, parse_set_options, parse_yaml, read_text  # noqa: F401 (re-exported)
@@ -149,7 +150,7 @@ class DeploymentConfig(StrictModel):
         return self
 
 
-class ServerConfig(StrictModel, SchedulerKnobs):
+class ServerConfig(StrictModel, SchedulerKnobs, KvOffloadingKnobs):
     """vLLM's serving knobs. ``None`` means vLLM's default for the deployment (resolved in twin.sim.deployment)."""
 
     max_num_seqs: int | None = Field(None, ge=1)

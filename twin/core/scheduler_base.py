@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from itertools import filterfalse
 
 from twin.core.kv_cache_manager import KVCacheManager
+from twin.core.kv_offload import OffloadingKVCacheManager
 from twin.core.request import Request, RequestStatus
 from twin.core.request_queue import make_queue
 from twin.core.scheduler_config import SchedulerConfig
@@ -17,10 +18,11 @@ class SchedulerBase:
         self.config = config
         self.block_size = config.block_size
         self.max_model_len = config.max_model_len
-        self.kv_cache_manager = KVCacheManager(
+        kv_kwargs = {"offload_tiers": config.kv_offload_tiers} if config.kv_offload_tiers else {}
+        self.kv_cache_manager = (OffloadingKVCacheManager if kv_kwargs else KVCacheManager)(
             num_gpu_blocks, config.block_size, enable_caching=config.enable_prefix_caching,
             max_model_len=config.max_model_len, reserve_null_block=config.reserve_null_block,
-            free_unhashed_to_head=config.free_unhashed_blocks_to_head)
+            free_unhashed_to_head=config.free_unhashed_blocks_to_head, **kv_kwargs)
         self.waiting = make_queue(config.policy)
         self.running: list[Request] = []
         self.step_index = 0

@@ -44,8 +44,7 @@ def _ms(values: list[float], q: float | None = None) -> float | None:
 
 
 def pd_metrics(result: SimResult, leg_records: list[RequestRecord], transfers: Any, pd: PdDeployment, *,
-               slo: Any = None, window: tuple[float | None, float | None] | None = None,
-               decode_kv: list | None = None) -> dict[str, Any]:
+               slo: Any = None, window: tuple[float | None, float | None] | None = None) -> dict[str, Any]:
     """``{"pools": {"prefill": ..., "decode": ...}, "kv_transfer": ...}`` plus the deployment's summary."""
     summary = pd.summary()
     pools: dict[str, Any] = {}
@@ -54,9 +53,6 @@ def pd_metrics(result: SimResult, leg_records: list[RequestRecord], transfers: A
         m = compute_metrics(recs, steps_of_engines(result.steps, engines), slo=slo if name == "decode" else None,
                             window=window, num_replicas=len(engines))
         pools[name] = {"engines": len(engines), "gpus": summary[name]["gpus"], **{k: m.get(k) for k in POOL_KEYS}}
-    if decode_kv:
-        q = sum(k.num_query_tokens for k in decode_kv)
-        pools["decode"]["local_prefix_cache_hit_rate"] = sum(k.num_hit_tokens for k in decode_kv) / q if q else None
     n = len(transfers.bytes)
     summary.update(pools=pools, kv_transfer={
         "num_transfers": n, "total_bytes": int(sum(transfers.bytes)),

@@ -244,6 +244,5 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
     )
     window = (body.warmup_s, None) if body.warmup_s > 0 else None
     result.config.setdefault("disaggregation", {}).update(
-        pd_metrics(result, leg_records, transfers, pd, slo=body.slo.as_dict() or None, window=window,
-                   decode_kv=[r.scheduler.kv_cache_manager for r in decode]))
+        pd_metrics(result, leg_records, transfers, pd, slo=body.slo.as_dict() or None, window=window))
     return result
