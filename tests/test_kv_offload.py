@@ -169,3 +169,14 @@ def test_the_bundled_scenario_shows_what_host_offloading_buys():
     assert big[1]["tiers"][0]["hit_rate"] > 2 * small[1]["tiers"][0]["hit_rate"]
     assert big[1]["total_hit_rate"] > big[1]["gpu_hit_rate"] + 0.1
     assert big[0]["p99_ttft_ms"] < 0.5 * base[0]["p99_ttft_ms"]
+
+
+def test_a_runs_tier_hit_rates_in_one_line():
+    from twin.results.offload_text import tier_hit_line
+
+    body = ScenarioBody.model_validate({**BODY, "server": {"kv_offloading_size": 8}})
+    off = run_body(body).config["kv_offload"]
+    assert off["tiers"][0]["tier"] == "host" and off["tiers"][0]["capacity_blocks"] == 8 * 2**30 // (16 * 131072)
+    assert off["total_hit_rate"] == off["gpu_hit_rate"] + off["tiers"][0]["hit_rate"]
+    line = tier_hit_line(off)
+    assert line.startswith("GPU ") and ", host " in line and "; total " in line

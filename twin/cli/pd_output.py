@@ -40,15 +40,9 @@ def print_pd_pools(runs: dict[str, dict[str, Any]], console: Any) -> None:
 
 def print_kv_offload(runs: dict[str, dict[str, Any]], console: Any) -> None:
     """Per run with KV offload tiers: the GPU prefix cache's hit rate and each tier's."""
+    from twin.results.offload_text import tier_hit_line
+
     for name, run in runs.items():
         off = run["replications"][0][0].config.get("kv_offload")
-        if not off:
-            continue
-        parts = [f"GPU {_f(off['gpu_hit_rate'] and off['gpu_hit_rate'] * 100, '.1f', '%')}"]
-        for t in off["tiers"]:
-            parts.append(f"{t['tier']} {_f(t['hit_rate'] and t['hit_rate'] * 100, '.1f', '%')} "
-                         f"({t['loaded_blocks']:,} blocks loaded, {t['stored_blocks']:,} stored, "
-                         f"{t['evicted_blocks']:,} evicted)")
-        console.print(f"{name} KV hit rate by tier: " + ", ".join(parts)
-                      + f"; total {_f(off['total_hit_rate'] and off['total_hit_rate'] * 100, '.1f', '%')}, "
-                      f"load time {off['load_s']:.2f} s", highlight=False, soft_wrap=True)
+        if off:
+            console.print(f"{name} KV hit rate by tier: {tier_hit_line(off)}", highlight=False, soft_wrap=True)
