@@ -63,6 +63,32 @@ def test_ttft_is_prefill_plus_transfer_plus_first_decode_step():
     assert rec.replica == 1          # engines: 0 prefill, 1 decode
 
 
+def test_layerwise_ttft_exposes_only_what_the_prefill_step_could_not_hide():
+    link = {"kind": "infiniband", "bandwidth_gb_s": BW_GB_S, "latency_us": LAT_US, "layerwise": True}
+    rec, = run_body(pd_body(prompt=1000, output=2, link=link)).requests
+    prefill_s = STEP_S + PER_TOKEN_S * 1000
+    wire_s = 1000 * 131072 / (BW_GB_S * 1e9)              # 5.2 ms, less than the 20 ms step hides
+    exposed_s = LAT_US * 1e-6 + max(wire_s / 32, wire_s - prefill_s * 31 / 32)
+    assert exposed_s == LAT_US * 1e-6 + wire_s / 32
+    assert rec.first_token_s - rec.arrival_s == pytest.approx(prefill_s + exposed_s + STEP_S + PER_TOKEN_S,
+                                                              rel=1e-12)
+
+
+def test_closed_loop_clients_wait_for_their_answer_across_the_pools():
+    data = pd_body(2, 1, num_requests=40, prompt=300, output=5).model_dump(exclude_none=True)
+    data["workload"]["arrivals"] = {"process": "closed_loop", "concurrency": 4}
+    result = run_body(ScenarioBody.model_validate(data))
+    recs = sorted(result.requests, key=lambda r: r.arrival_s)
+    assert len(recs) == 40 and all(r.status == FINISHED for r in recs)
+    # never more than 4 in flight: each client sends its next request when the last one finished
+    events = sorted([(r.arrival_s, 1) for r in recs] + [(r.finish_s, -1) for r in recs], key=lambda e: (e[0], e[1]))
+    live = peak = 0
+    for _, d in events:
+        live += d
+        peak = max(peak, live)
+    assert peak == 4
+
+
 def test_layerwise_transfer_hides_behind_the_last_prefill_step():
     link = KvLink("infiniband", 10e9, 5e-6, 1, True, 32)
     wire = 1e9 / 10e9                     # 0.1 s on the wire
