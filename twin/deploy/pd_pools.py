@@ -97,7 +97,5 @@ def resolve_pd(body: ScenarioBody, base_dir: Path | None = None) -> PdDeployment
     link = resolve_link(lk.kind, deps["prefill"].gpu, deps["decode"].gpu, deps["prefill"].model,
                         p.tensor_parallel_size, d.tensor_parallel_size, gpus, lk.bandwidth_gb_s, lk.latency_us,
                         lk.layerwise)
-    if p.kv_dtype != d.kv_dtype:
-        raise TwinInputError("disaggregation: the pools must share deployment.kv_dtype")
     return PdDeployment(cfg, bodies, deps, engines, link,
                         kv_transfer_bytes_per_token(deps["prefill"].model, p.kv_dtype))

@@ -42,6 +42,7 @@ from twin.results.token_summary import record_factory
 from twin.scenario import ScenarioBody
 from twin.sim.deployment import make_router
 from twin.sim.gc_pacing import paced_gc
+from twin.sim.kv_load_clock import offload_summary
 from twin.sim.replica import Replica
 from twin.sim.request_path import PathDraws
 from twin.sim.simulate import sort_by_arrival
@@ -242,6 +243,8 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
         num_preemptions=sum(r.scheduler.num_preemptions for r in prefill + decode),
         num_replicas=n_p + n_d, wall_time_s=time.perf_counter() - wall_start,
     )
+    if any(hasattr(m, "offload_stats") for m in kv_p):   # the prefill pool's offload tiers (its prefix hits)
+        result.config["kv_offload"] = offload_summary(kv_p)
     window = (body.warmup_s, None) if body.warmup_s > 0 else None
     result.config.setdefault("disaggregation", {}).update(
         pd_metrics(result, leg_records, transfers, pd, slo=body.slo.as_dict() or None, window=window))
