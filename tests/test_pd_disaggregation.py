@@ -198,3 +198,12 @@ def test_the_bundled_scenario_shows_where_disaggregation_helps_and_where_it_lose
     assert pd1["median_ttft_ms"] > 10 * pd2["median_ttft_ms"]
     assert runs["1p1d-nvlink"][1]["kv_transfer"]["mean_transfer_ms"] < 0.2 * runs["1p1d"][1]["kv_transfer"]["mean_transfer_ms"]
     assert nv["median_ttft_ms"] == pytest.approx(pd1["median_ttft_ms"], rel=0.01)
+
+
+def test_one_seed_one_result():
+    body = pd_body(2, 2, num_requests=120, rate=30.0, prompt=500, output=8,
+                   link={"kind": "roce", "bandwidth_gb_s": 10, "layerwise": True})
+    a, b = run_body(body), run_body(body)
+    assert [(r.first_token_s, r.finish_s, r.replica) for r in a.requests] == \
+        [(r.first_token_s, r.finish_s, r.replica) for r in b.requests]
+    assert a.config["disaggregation"] == b.config["disaggregation"]
