@@ -21,9 +21,10 @@ LAYERS = [
     ("cost",),
     ("workload",),
     ("spec_decode",),
-    ("scenario",),
+    ("scenario", "disaggregation"),
     ("results",),
     ("sim",),
+    ("deploy",),           # deployments: one server is a cluster of one; P/D pools
     ("calibration",),
     ("analysis", "fitting"),
     ("plan",),

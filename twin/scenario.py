@@ -17,7 +17,9 @@ from twin.errors import TwinInputError, did_you_mean
 from twin.core.scheduler_config import SchedulerKnobs
 from twin.core.vllm_versions import NEWEST_VLLM_VERSION, vllm_release
 from twin.hardware.quant import normalize_weight_dtype
+from twin.hardware.kv_offload_sizing import KvOffloadingKnobs
 from twin.hardware.weight_formats import WeightFormats
+from twin.disaggregation import DisaggregationConfig
 from twin.yaml_input import deep_merge, parse_set_options, parse_yaml, read_text  # noqa: F401 (re-exported)
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig
@@ -148,7 +150,7 @@ class DeploymentConfig(StrictModel):
         return self
 
 
-class ServerConfig(StrictModel, SchedulerKnobs):
+class ServerConfig(StrictModel, SchedulerKnobs, KvOffloadingKnobs):
     """vLLM's serving knobs. ``None`` means vLLM's default for the deployment (resolved in twin.sim.deployment)."""
 
     max_num_seqs: int | None = Field(None, ge=1)
@@ -260,6 +262,8 @@ class ScenarioBody(StrictModel):
     warmup_s: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     max_sim_time_s: float | None = Field(None, gt=0, le=MAX_SIM_TIME_S)
     records: RecordsConfig = Field(default_factory=RecordsConfig)
+    # prefill/decode disaggregation (twin.disaggregation; run by twin.deploy)
+    disaggregation: DisaggregationConfig | None = None
 
     @model_validator(mode="after")
     def _spec_classes(self) -> "ScenarioBody":
@@ -274,14 +278,19 @@ class ScenarioBody(StrictModel):
     def _group_servers(self) -> "ScenarioBody":
         """Each group's server overrides, merged over ``server``, must make a valid server section."""
         base = self.server.model_dump()
-        for i, g in enumerate(self.deployment.groups or []):
-            if not g.server:
+        pd = self.disaggregation
+        servers = [(f"deployment.groups[{i}].server", g.server) for i, g in enumerate(self.deployment.groups or [])]
+        servers += [(f"disaggregation.{k}.server", getattr(pd, k).server) for k in ("prefill", "decode")] if pd else []
+        for where, server in servers:
+            if not server:
                 continue
             try:
-                ServerConfig.model_validate(deep_merge(base, g.server))
+                ServerConfig.model_validate(deep_merge(base, server))
             except ValidationError as exc:
-                line = format_validation_error(exc, f"deployment.groups[{i}].server")
-                raise ValueError(f".{line}") from None
+                raise ValueError(f".{format_validation_error(exc, where)}") from None
+        if pd is not None and (self.deployment.groups is not None or self.speculative_decoding is not None):
+            other = "deployment.groups" if self.deployment.groups is not None else "speculative_decoding"
+            raise ValueError(f".disaggregation: with {other} is not modelled; the pools are the replica groups")
         return self
 
     @property

@@ -128,7 +128,7 @@ def _progress(enabled: bool) -> Any:
 
 def _run_variants(scenario_path: str, variants: list[str], sets: tuple[str, ...], seed: int | None,
                   replications: int | None, show_progress: bool):
-    from twin.sim.run import metrics_of, resolve_for_run, run_body
+    from twin.deploy.run import metrics_of, resolve_for_run, run_body
     from twin.results.replications import replicate_summary
     from twin.scenario import load_scenario, parse_set_options
 
@@ -169,6 +169,11 @@ def _headline_parts(run: dict[str, Any]) -> list[str]:
     cluster adds one part per replica group."""
     dep = run["deployment"]
     body = run["body"]
+    if body.disaggregation is not None:  # a PdDeployment: one line per pool
+        return [f"{body.deployment.model} disaggregated {dep.engines['prefill']}P{dep.engines['decode']}D",
+                f"KV link {dep.link.kind} {dep.link.bandwidth_bytes_per_s / 1e9:g} GB/s"
+                + (" layer-wise" if dep.link.layerwise else "")] + [
+            f"  {n}: " + ", ".join(_deployment_parts(dep.bodies[n], dep.deployments[n])) for n in ("prefill", "decode")]
     if body.deployment.groups is not None:  # a ClusterDeployment
         parts = [f"{body.deployment.model} on {dep.num_replicas} replicas in {len(dep.groups)} "
                  f"group{'s' if len(dep.groups) > 1 else ''}", f"{body.deployment.router} router"]
@@ -302,7 +307,7 @@ def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out
         (name, run), = runs.items()
         result, metrics = run["replications"][0]
         render_summary(metrics, title=name, console=console)
-        if (result.num_replicas or 1) > 1:
+        if (result.num_replicas or 1) > 1 and "disaggregation" not in result.config:   # P/D: per pool below
             _print_per_replica(result, run["body"])
         if run["ci"]:
             _print_ci(run["ci"])
@@ -310,7 +315,10 @@ def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out
         render_comparison({name: run["replications"][0][1] for name, run in runs.items()},
                           baseline=next(iter(runs)), console=console)
     from twin.cli.outputs import write_json_outputs, write_table_outputs
+    from twin.cli.pd_output import print_kv_offload, print_pd_pools
 
+    print_pd_pools(runs, console)
+    print_kv_offload(runs, console)
     if json_path:
         for path in write_json_outputs(runs, json_path, one_file=one_json_file):
             console.print(f"wrote {path}", highlight=False)

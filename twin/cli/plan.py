@@ -89,6 +89,15 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
     prices = prices_from_options(price_items, prices_file, pf.get("prices"))
     space = parse_grid_options(search_items) if search_items else check_grid(
         [(str(k), list(v)) for k, v in (pf.get("search") or {}).items()])
+    if data.get("disaggregation") is not None:    # prefill/decode pools: the P:D grid (twin.plan.pd_plan)
+        from twin.cli.plan_pd import run_pd_plan
+
+        with make_executor(backend, workers, ray_address) as executor:
+            run_pd_plan(data, base_dir, criteria, prices,
+                        target_rate if target_rate is not None else pf.get("target_rate_per_s"), space,
+                        replications or pf.get("replications", 2),
+                        latency_metric or pf.get("latency_metric", "p99_ttft_ms"), executor, json_path)
+        return
     spec = PlanSpec(
         data=data, criteria=criteria, base_dir=base_dir, prices=prices,
         target_rate=target_rate if target_rate is not None else pf.get("target_rate_per_s"),

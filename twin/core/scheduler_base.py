@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from itertools import filterfalse
 
 from twin.core.kv_cache_manager import KVCacheManager
+from twin.core.kv_offload import OffloadingKVCacheManager
 from twin.core.request import Request, RequestStatus
 from twin.core.request_queue import make_queue
 from twin.core.scheduler_config import SchedulerConfig
@@ -17,10 +18,11 @@ class SchedulerBase:
         self.config = config
         self.block_size = config.block_size
         self.max_model_len = config.max_model_len
-        self.kv_cache_manager = KVCacheManager(
+        kv_kwargs = {"offload_tiers": config.kv_offload_tiers} if config.kv_offload_tiers else {}
+        self.kv_cache_manager = (OffloadingKVCacheManager if kv_kwargs else KVCacheManager)(
             num_gpu_blocks, config.block_size, enable_caching=config.enable_prefix_caching,
             max_model_len=config.max_model_len, reserve_null_block=config.reserve_null_block,
-            free_unhashed_to_head=config.free_unhashed_blocks_to_head)
+            free_unhashed_to_head=config.free_unhashed_blocks_to_head, **kv_kwargs)
         self.waiting = make_queue(config.policy)
         self.running: list[Request] = []
         self.step_index = 0
@@ -122,8 +124,14 @@ class SchedulerBase:
     def _lookup_prefix(self, req: Request) -> tuple[list, int]:
         """The prefix hit of a waiting request; with ``prefix_cache_stats_at_admission`` the counters wait for
         ``_admit``, so a request that fails to allocate and retries next step is counted once."""
-        return self.kv_cache_manager.get_computed_blocks(
+        hit = self.kv_cache_manager.get_computed_blocks(
             req, record_stats=not self.config.prefix_cache_stats_at_admission)
+        ext = req.num_external_computed_tokens
+        if ext > hit[1] and not req.num_preemptions:
+            # KV a connector delivered (P/D): computed, in fresh blocks past the local hit; after a preemption
+            # it is gone and recomputed
+            return hit[0], ext
+        return hit
 
     def _admit(self, req: Request, num_hit: int, out: SchedulerOutput, looked_up: bool = True) -> None:
         """Move the waiting queue's head to running, its prefix hit counted as computed (``looked_up``: the

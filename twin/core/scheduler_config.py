@@ -48,6 +48,9 @@ class SchedulerConfig(SchedulerKnobs):
     # `vllm serve` answers 400 to a request whose prompt plus max_tokens exceeds max_model_len (its OpenAI
     # server's input validation); the offline LLM class serves it and stops at max_model_len
     reject_over_context: bool = False
+    # KV offload tiers under the prefix cache, host first: (capacity in blocks, seconds to load one block)
+    # (twin.core.kv_offload; resolved from the server's kv_offloading_* knobs); (): no offloading
+    kv_offload_tiers: tuple[tuple[int, float], ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> "SchedulerConfig":

@@ -111,6 +111,12 @@ def show_chart(runs: dict[str, dash.RunOutput], base_raw: dict, whatif_raw: dict
     elif which == "Prefix cache":
         overall = {name: run.metrics.get("prefix_cache_hit_rate") for name, run in runs.items()}
         st.plotly_chart(figures.prefix_hit_rate(results, overall), key="fig:prefix")
+        from twin.results.offload_text import tier_hit_line
+
+        for name, run in runs.items():      # KV offload tiers (server.kv_offloading_size): hits per tier
+            off = run.result.config.get("kv_offload")
+            if off:
+                st.caption(f"{name}, hit rate by tier: {tier_hit_line(off)}")
     elif which == "Throughput vs latency":
         show_sweep(base_raw, whatif_raw, base_dir, sweep_point)
     else:

@@ -300,7 +300,12 @@ def evaluate(job: SimJob) -> dict[str, Any]:
     try:
         body = job_body(job)
         base = Path(job.base_dir) if job.base_dir else None
-        result = run_cluster(body, job.groups, base_dir=base, replication=job.replication, router=job.router)
+        if body.disaggregation is not None and job.groups is None:   # prefill/decode pools (twin.deploy)
+            from twin.deploy.run import run_body
+
+            result = run_body(body, base, replication=job.replication)
+        else:
+            result = run_cluster(body, job.groups, base_dir=base, replication=job.replication, router=job.router)
         full = metrics_of(result, body)
     except TwinInputError as exc:
         return {"ok": False, "error": str(exc)}

@@ -14,6 +14,7 @@ from twin.cost.base import CostModel
 from twin.cost.factory import build_cost_model
 from twin.errors import TwinInputError
 from twin.hardware.catalog import GpuSpec, ModelSpec, resolve_gpu, resolve_model
+from twin.hardware.kv_offload_sizing import OFFLOAD_KNOBS, offload_tiers
 from twin.hardware.kv_sizing import KvPoolBreakdown, kv_pool_breakdown
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import WeightFormats, resolve_formats
@@ -80,7 +81,7 @@ def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec)
             max_tokens = max(max_tokens, max_model_len)
         max_tokens = max(max_tokens, max_num_seqs)
     fields = server.model_dump(exclude={"gpu_memory_utilization", "num_gpu_blocks_override", "vllm_version",
-                                        "entrypoint"})
+                                        "entrypoint", *OFFLOAD_KNOBS})
     if fields["block_size"] is None:
         # vLLM's default: 16, or what the MLA attention backend forces (FP4 tensor cores: a datacenter Blackwell)
         fields["block_size"] = default_block_size(server.vllm_version, model.is_mla, bool(model.index_topk),
@@ -111,6 +112,9 @@ def require_single_deployment(body: ScenarioBody, what: str, where: str | None =
     """A one-line error when ``body`` is a mixed cluster (``deployment.groups``) and ``what`` needs one
     deployment (e.g. ``"twin validate (the calibration engine serves one replica)"``); ``where`` (the scenario
     file) leads the line."""
+    if getattr(body, "disaggregation", None) is not None:
+        raise TwinInputError(f"{where + ': ' if where else ''}disaggregation: {what} needs one deployment, not "
+                             f"prefill/decode pools (twin run and twin compare run them)")
     if body.deployment.groups is not None:
         raise TwinInputError(f"{where + ': ' if where else ''}deployment.groups: {what} needs one deployment, not "
                              f"replica groups; leave groups out (twin run and twin compare run mixed clusters)")
@@ -161,6 +165,7 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
         layout=layout, max_num_seqs=sched.max_num_seqs, max_model_len=sched.max_model_len,
         draft_weight_bytes=drafter.weight_bytes if drafter else 0,
         draft_kv_bytes_per_token=drafter.kv_bytes_per_token if drafter else 0)
+    sched = _with_offload_tiers(body, sched, gpu, pool)
     params: dict[str, Any] = dict(cm.params)
     if cm.kind == "profile":
         params["path"] = str(_relative(cm.profile, base_dir))
@@ -171,6 +176,26 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
 
     cost_model_factory()  # fail on bad parameters before any run
     return Deployment(model, gpu, sched, pool, cost_model_factory, drafter, layout, formats)
+
+
+def _with_offload_tiers(body: ScenarioBody, sched: SchedulerConfig, gpu: GpuSpec,
+                        pool: KvPoolBreakdown) -> SchedulerConfig:
+    """The scheduler configuration with the server's KV offload tiers resolved (twin.hardware.kv_offload_sizing)."""
+    server = body.server
+    if server.kv_offloading_size is None:
+        if server.kv_offloading_lower is not None:
+            raise TwinInputError("server.kv_offloading_lower: a lower tier sits under the host tier; set "
+                                 "kv_offloading_size too")
+        return sched
+    if not sched.enable_prefix_caching:
+        raise TwinInputError("server.kv_offloading_size: needs enable_prefix_caching (offloaded blocks are found "
+                             "by their prefix hashes)")
+    tiers = offload_tiers(server, gpu, pool.kv_bytes_per_block, body.deployment.tensor_parallel_size)
+    for (blocks, _), name in zip(tiers, ("kv_offloading_size", "kv_offloading_lower.size_gib")):
+        if blocks < 1:
+            raise TwinInputError(f"server.{name}: holds no whole block of {pool.kv_bytes_per_block} bytes per GPU "
+                                 f"x {body.deployment.tensor_parallel_size} GPUs; give more GiB")
+    return sched.model_copy(update={"kv_offload_tiers": tiers})
 
 
 def _relative(value: str, base_dir: Path | None) -> str:

@@ -22,6 +22,7 @@ from twin.core.scheduler import Scheduler
 from twin.core.scheduler_base import SchedulerBase
 from twin.core.scheduler_output import SchedulerOutput
 from twin.sim.decode_cohort import DecodeCohort
+from twin.sim.kv_load_clock import KvLoadClock
 from twin.sim.cohort_steps import cohort_steps
 
 
@@ -49,6 +50,9 @@ class Replica:
         self.index = index
         self.scheduler = scheduler
         self.core = EngineCore(scheduler, speculator)
+        take_load_s = getattr(scheduler.kv_cache_manager, "take_load_s", None)
+        if take_load_s is not None:     # KV offload tiers: their loads are charged to the step that admits
+            cost_model = KvLoadClock(cost_model, take_load_s)
         self.cost_model = cost_model
         self.request_path_s = float(getattr(cost_model, "request_path_s", 0.0))
         self.request_path_jitter_s = float(getattr(cost_model, "request_path_jitter_s", 0.0))
@@ -65,7 +69,7 @@ class Replica:
         self.in_step = False              # a step is running (public: the fast path sets it too)
         self.deferred: list[Request] = []  # async scheduling: arrived during a step, admitted after it
         # runs of decode-only steps between events skip schedule()/update_from_output(); same results
-        self.fast_path = fast_path and speculator is None and type(scheduler) is Scheduler
+        self.fast_path = fast_path and speculator is None and type(scheduler) is Scheduler and take_load_s is None
         self._wake: simpy.Event | None = None
         self.cohort: DecodeCohort | None = None     # the running decodes while the fast path has them
         self.process = env.process(self._run())

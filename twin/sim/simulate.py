@@ -14,6 +14,7 @@ import simpy
 from twin.cost.base import CostModel
 from twin.sim.clock import delay_landing_on
 from twin.sim.gc_pacing import paced_gc
+from twin.sim.kv_load_clock import offload_summary
 from twin.sim.request_path import PathDraws
 from twin.sim.replica import Replica, Router, RoundRobinRouter, Speculator
 from twin.results.token_summary import record_factory
@@ -238,6 +239,8 @@ def simulate(
         replica.close()
     kv = [r.scheduler.kv_cache_manager for r in replicas]
     sort_by_arrival(records)
+    if any(hasattr(m, "offload_stats") for m in kv):
+        config_summary = {**(config_summary or {}), "kv_offload": offload_summary(kv)}
     return SimResult(
         requests=records, steps=steps, config=config_summary or {}, sim_start_s=0.0, sim_end_s=env.now,
         prefix_cache_hit_tokens=sum(m.num_hit_tokens for m in kv),

@@ -1,0 +1,48 @@
+"""The per-pool lines of prefill/decode runs (``disaggregation:``): each pool's load and latency, the KV link's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _f(value: Any, spec: str, unit: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{unit}"
+
+
+def pd_pool_lines(name: str, dis: dict[str, Any]) -> list[str]:
+    pools, kv = dis.get("pools") or {}, dis.get("kv_transfer") or {}
+    out = []
+    for pool in ("prefill", "decode"):
+        m = pools.get(pool)
+        if not m:
+            continue
+        lat = (f"prefill latency p50 {_f(m.get('median_ttft_ms'), '.0f', ' ms')}, p99 {_f(m.get('p99_ttft_ms'), '.0f', ' ms')}"
+               if pool == "prefill" else
+               f"TPOT p99 {_f(m.get('p99_tpot_ms'), '.1f', ' ms')}, ITL p99 {_f(m.get('p99_itl_ms'), '.1f', ' ms')}")
+        busy = m.get("busy_fraction")
+        out.append(f"{name} {pool}: {m['engines']} engines ({m['gpus']} GPUs), busy {_f(busy and busy * 100, '.0f', '%')}, "
+                   f"queue {_f(m.get('mean_queue_length'), '.1f')}, batch {_f(m.get('mean_running_batch'), '.1f')}, {lat}")
+    if kv:
+        out.append(f"{name} KV link: {kv['num_transfers']} transfers, {_f(kv.get('mean_bytes') and kv['mean_bytes'] / 1e6, '.1f', ' MB')} "
+                   f"each, transfer mean {_f(kv.get('mean_transfer_ms'), '.2f', ' ms')}, link wait mean "
+                   f"{_f(kv.get('mean_link_wait_ms'), '.2f', ' ms')}, p99 {_f(kv.get('p99_link_wait_ms'), '.2f', ' ms')}")
+    return out
+
+
+def print_pd_pools(runs: dict[str, dict[str, Any]], console: Any) -> None:
+    for name, run in runs.items():
+        result = run["replications"][0][0]
+        dis = result.config.get("disaggregation")
+        if dis:
+            for line in pd_pool_lines(name, dis):
+                console.print(line, highlight=False, soft_wrap=True)
+
+
+def print_kv_offload(runs: dict[str, dict[str, Any]], console: Any) -> None:
+    """Per run with KV offload tiers: the GPU prefix cache's hit rate and each tier's."""
+    from twin.results.offload_text import tier_hit_line
+
+    for name, run in runs.items():
+        off = run["replications"][0][0].config.get("kv_offload")
+        if off:
+            console.print(f"{name} KV hit rate by tier: {tier_hit_line(off)}", highlight=False, soft_wrap=True)
