@@ -66,10 +66,39 @@ def _recognised(path: Path) -> bool:
     return any(recognise(path) for _, recognise, _ in READERS)
 
 
+MAX_WALK_DEPTH = 8
+MAX_WALK_ENTRIES = 20_000
+
+
+def _walk(folder: Path, item: str, depth: int, found: list[Path], skipped: list[str], seen: list[int]) -> None:
+    """Result files and result folders under ``folder``: a folder a reader recognises as one (an inference-perf
+    results folder, an AIPerf artifacts folder) stays one; other folders are walked (not through links, at most
+    ``MAX_WALK_DEPTH`` deep and ``MAX_WALK_ENTRIES`` entries)."""
+    if _recognised(folder):
+        found.append(folder)
+        return
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise TwinInputError(f"--from-results {folder}: cannot read the folder ({exc.strerror})") from None
+    seen[0] += len(entries)
+    if seen[0] > MAX_WALK_ENTRIES:
+        raise TwinInputError(f"--from-results {item}: more than {MAX_WALK_ENTRIES:,} files and folders under it; "
+                             f"give the result folders themselves")
+    for f in entries:
+        if f.is_symlink() and f.is_dir():
+            continue
+        if f.is_dir():
+            if depth < MAX_WALK_DEPTH:
+                _walk(f, item, depth + 1, found, skipped, seen)
+        elif f.is_file() and f.suffix.lower() in RESULT_SUFFIXES:
+            (found if _recognised(f) else skipped).append(f if _recognised(f) else str(f.relative_to(item)))
+
+
 def expand_result_paths(items: Sequence[str]) -> list[Path]:
-    """The result files named by ``items``: files as given, a folder of result files as each file in it that a
-    reader recognises (an inference-perf results folder stays one folder), a glob (quoted, or left unexpanded
-    by the shell) as what it matches. Each path once, in the order given."""
+    """The result files named by ``items``: files as given, a folder walked for result files and result folders
+    (``_walk``), a glob (quoted, or left unexpanded by the shell) as what it matches. Each path once, in the
+    order given."""
     out: list[Path] = []
     for item in items:
         p = Path(item)
@@ -78,13 +107,13 @@ def expand_result_paths(items: Sequence[str]) -> list[Path]:
             if not matches:
                 raise TwinInputError(f"--from-results {item}: matches no file")
             out += expand_result_paths(matches)
-        elif p.is_dir() and not _recognised(p):
-            files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in RESULT_SUFFIXES)
-            found = [f for f in files if _recognised(f)]
+        elif p.is_dir():
+            found: list[Path] = []
+            skipped: list[str] = []
+            _walk(p, item, 0, found, skipped, [0])
             if not found:
                 raise TwinInputError(f"--from-results {item}: a folder with no result file twin reads "
                                      f"({', '.join(n for n, _, _ in READERS)})")
-            skipped = [f.name for f in files if f not in found]
             if skipped:
                 warnings.warn(f"--from-results {item}: left out {len(skipped)} file(s) no reader recognises: "
                               + ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""), stacklevel=2)
