@@ -273,8 +273,8 @@ def write_aiperf(folder: Path, reqs: list[Req], *, concurrency: int | None, rate
 # the committed worked example (docs/calibration.md)
 # ------------------------------------------------------------------------------------------------------------
 PROMPT, OUTPUT = 512, 128
-SWEEP_RATES = (2.0, 8.0, 14.0, 40.0)          # the last one past capacity (a saturated run)
-SWEEP_REQUESTS = 120
+SWEEP_RATES = (2.0, 8.0, 16.0, 32.0, 64.0)          # the last one past capacity (a saturated run)
+SWEEP_REQUESTS = 240
 
 
 def write_worked_example(root: Path, *, n: int = SWEEP_REQUESTS) -> None:
