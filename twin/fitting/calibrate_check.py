@@ -34,7 +34,7 @@ def leave_one_run_out(result: CalibrationFit, *, seed: int = 0, replications: in
             out.append(HeldOut(case.run.name, {}, "no other run the server kept up with: not predicted"))
             continue
         fold = calibrate_fit(train, seed=seed, replications=replications, max_sim_s=max_sim_s,
-                             outer_iterations=outer_iterations, start=result.params)
+                             outer_iterations=outer_iterations, start=result.params, report=False)
         [pred] = predict_metrics([case], fold.params, seeds=seeds, max_sim_s=max_sim_s)
         errors = {k: pred[k] / case.run.metrics[k] - 1.0 for k in CHECKED_METRICS
                   if case.run.metrics.get(k) and pred.get(k) is not None}
@@ -46,6 +46,6 @@ def seed_spread(cases: Sequence[Case], result: CalibrationFit, *, seed: int = 0,
                 max_sim_s: float = 60.0, seeds: int = SEEDS) -> dict[str, tuple[float, float]]:
     """{fitted parameter: (spread over ``seeds`` fits, the first fit's standard error)} (model units; the
     spread is the sample standard deviation; ``result`` is the fit at ``seed``)."""
-    fits = [result] + [calibrate_fit(cases, seed=seed + k, replications=replications, max_sim_s=max_sim_s)
-                       for k in range(1, seeds)]
+    fits = [result] + [calibrate_fit(cases, seed=seed + k, replications=replications, max_sim_s=max_sim_s,
+                                     report=False) for k in range(1, seeds)]
     return {n: (float(np.std([f.params[n] for f in fits], ddof=1)), result.std[n]) for n in result.names}
