@@ -28,6 +28,7 @@ from twin.fitting.fit import Case
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.profile_doc import REPORTED_METRICS
 from twin.fitting.readers import READERS, read_results
+from twin.fitting.readers.spec_counters import read_acceptance
 from twin.results import numbers
 from twin.hardware.catalog import resolve_gpu
 
@@ -195,6 +196,21 @@ def profile_doc(result: CalibrationFit, cases, sources: Sequence[str]) -> dict:
     }
 
 
+def print_acceptance(path: str, before: str | None):
+    """The per-position acceptance a server's counters give, and the scenario entry that replays it."""
+    acc = read_acceptance(path, before)
+    rates = ", ".join(f"{r:.3f}" for r in acc.rates)
+    console.print(f"speculative decoding acceptance from {acc.source}: {acc.num_drafts:g} drafts; per position "
+                  f"(P(at least i accepted)): {rates}; mean acceptance length {acc.mean_acceptance_length:.3f}",
+                  highlight=False, soft_wrap=True)
+    entry = acc.scenario_entry()["counters"]
+    console.print("scenario entry: speculative_decoding: {acceptance: {counters: {num_drafts: "
+                  f"{entry['num_drafts']:g}, accepted_per_position: "
+                  f"[{', '.join(f'{a:g}' for a in entry['accepted_per_position'])}]}}}}}}",
+                  highlight=False, soft_wrap=True, markup=False)
+    return acc
+
+
 def read_cases(paths: Sequence[str], *, scenario: str | None, sets: tuple[str, ...], vllm_version: str | None,
                gpu: str | None, model: str | None, tp: int | None, quiet: bool = True):
     """(result paths, cases) with the server description merged into every run; prints what was read and
@@ -218,7 +234,8 @@ def read_cases(paths: Sequence[str], *, scenario: str | None, sets: tuple[str, .
 def calibrate_from_results(paths: Sequence[str], *, output: str | None, gpu: str | None, model: str | None,
                            tp: int | None, max_sim_s: float, workers: int, seed: int, quiet: bool,
                            scenario: str | None = None, sets: tuple[str, ...] = (), vllm_version: str | None = None,
-                           replications: int = 2, check: bool = False) -> None:
+                           replications: int = 2, check: bool = False,
+                           acceptance: tuple[str, str | None] | None = None) -> None:
     if output is not None and not Path(output).resolve().parent.exists():
         raise TwinInputError(f"--output {output}: folder {Path(output).parent} does not exist")
     files, cases = read_cases(paths, scenario=scenario, sets=sets, vllm_version=vllm_version, gpu=gpu, model=model,
@@ -230,6 +247,8 @@ def calibrate_from_results(paths: Sequence[str], *, output: str | None, gpu: str
         result = calibrate_fit(cases, seed=seed, replications=replications, max_sim_s=max_sim_s,
                                progress=lambda k: progress.advance(task, k))
     doc = profile_doc(result, cases, [str(p) for p in files])
+    if acceptance is not None:
+        doc["speculative_acceptance"] = print_acceptance(*acceptance).scenario_entry()
     out = Path(output or "server-profile.json")
     write_server_profile(out, doc)
     n_lat, n_cap = len(result.latency_cases), len(result.capacity_cases)
