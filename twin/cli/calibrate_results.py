@@ -158,6 +158,8 @@ def runs_table(cases, result: CalibrationFit) -> Table:
         cells = []
         for k in ("median_ttft_ms", "p90_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "output_throughput"):
             v, q = c.run.metrics.get(k), pred.get(k)
+            if k == "output_throughput" and role[c.run.name] == "latency" and not c.run.closed_loop:
+                v = None        # an open loop the server kept up with: its throughput is the offered rate
             cells.append("-" if not v or q is None else f"{100 * (q / v - 1):+.0f}%")
         table.add_row(c.run.name[-40:], role[c.run.name], *cells)
     return table
