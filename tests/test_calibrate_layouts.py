@@ -148,3 +148,31 @@ def test_aiperf_aggregate_without_a_load_says_so(tmp_path, reqs):
     with pytest.raises(TwinInputError, match="neither concurrency nor request_rate"):
         read_results(agg)
     assert read_results(folder)[0].rate_per_s is not None          # the records alone: rate of the sends
+
+
+def test_committed_worked_example_is_what_the_generator_writes(tmp_path):
+    """docs/calibration.md's figures come from tests/fixtures/calibration; regenerating them gives the same bytes
+    (one seed, same files), so a reader can rebuild them with ``python -m tests.client_layouts``."""
+    from pathlib import Path
+
+    from tests.client_layouts import write_worked_example
+
+    write_worked_example(tmp_path)
+    committed = Path(__file__).parent / "fixtures" / "calibration"
+    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert made
+    for p in made:
+        if p.suffix == ".json":     # numbers to 1e-9 (float printing may differ in the last digit elsewhere)
+            assert _close(json.loads((tmp_path / p).read_text()), json.loads((committed / p).read_text())), p
+        else:
+            assert (tmp_path / p).read_text() == (committed / p).read_text(), p
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return a == pytest.approx(b, rel=1e-9, abs=1e-12)
+    return a == b
