@@ -129,3 +129,14 @@ def test_check_reports_leave_one_run_out_and_seed_spread(tmp_path):
     assert r.exit_code == 0, r.output
     assert "Leave one run out" in r.output and "small/stage0" in r.output.split("Leave one run out")[1]
     assert "Seed stability: each parameter over 5 seeds (0..4)" in r.output
+
+
+def test_parallel_simulation_gives_the_same_fit(tmp_path):
+    folder = write_inference_perf(tmp_path / "w", [(r, simulate_run(r, None, 40, PROMPT, OUTPUT, seed=5 + i))
+                                                   for i, r in enumerate((2.0, 10.0))],
+                                  output_len=OUTPUT, exp_config=EXP)
+    _, cases = read_cases([str(folder)], scenario=None, sets=(), vllm_version=None, gpu="H100-SXM", model=None,
+                          tp=None)
+    one = calibrate_fit(cases, replications=1, max_sim_s=10.0, outer_iterations=2, report=False)
+    two = calibrate_fit(cases, replications=1, max_sim_s=10.0, outer_iterations=2, report=False, workers=2)
+    assert one.params == two.params

@@ -247,7 +247,7 @@ def calibrate_from_results(paths: Sequence[str], *, output: str | None, gpu: str
     with progress:
         task = progress.add_task("fit", total=None)
         result = calibrate_fit(cases, seed=seed, replications=replications, max_sim_s=max_sim_s,
-                               progress=lambda k: progress.advance(task, k))
+                               progress=lambda k: progress.advance(task, k), workers=workers)
     doc = profile_doc(result, cases, [str(p) for p in files])
     if acceptance is not None:
         doc["speculative_acceptance"] = print_acceptance(*acceptance).scenario_entry()

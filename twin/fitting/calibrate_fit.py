@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -158,7 +159,17 @@ class _Capacity:
         return self.throughput * self.base / max(float(self.count @ self._times(params)), 1e-12)
 
 
-def _simulate(cases, params, seeds, max_sim_s, deps) -> list[list[Replayed]]:
+def _replay_job(job) -> Replayed:
+    case, params, seed, sim_s = job
+    return replay(case.run, case.target, params, seed=seed, max_sim_s=sim_s)
+
+
+def _simulate(cases, params, seeds, max_sim_s, deps, workers: int = 1) -> list[list[Replayed]]:
+    if workers > 1 and len(cases) * len(seeds) > 1:       # processes: each builds its run's deployment again
+        jobs = [(c, params, s, sim_seconds(c, max_sim_s)) for c in cases for s in seeds]
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            flat = list(pool.map(_replay_job, jobs))
+        return [flat[i * len(seeds):(i + 1) * len(seeds)] for i in range(len(cases))]
     return [[replay(c.run, c.target, params, seed=s, max_sim_s=sim_seconds(c, max_sim_s), deployment=d)
              for s in seeds] for c, d in zip(cases, deps)]
 
@@ -177,9 +188,11 @@ def predict_metrics(cases: Sequence[Case], params: dict[str, float], *, seeds: S
 
 def calibrate_fit(cases: Sequence[Case], *, seed: int = 0, replications: int = 2, max_sim_s: float = 60.0,
                   outer_iterations: int = 4, start: dict[str, float] | None = None,
-                  progress: Callable[[int], None] | None = None, report: bool = True) -> CalibrationFit:
+                  progress: Callable[[int], None] | None = None, report: bool = True,
+                  workers: int = 1) -> CalibrationFit:
     """Fit ``cases`` (see the module docstring); ``report``: simulate every run at the fitted parameters for
-    ``predicted`` (False leaves it empty: a seed or fold refit that needs only the parameters)."""
+    ``predicted`` (False leaves it empty: a seed or fold refit that needs only the parameters); ``workers``:
+    processes simulating the runs (the results do not depend on it)."""
     latency, capacity, dropped = split_runs(cases)
     if not latency:
         raise TwinInputError("the fit needs a run the server kept up with (every run given is saturated or "
@@ -207,7 +220,7 @@ def calibrate_fit(cases: Sequence[Case], *, seed: int = 0, replications: int = 2
     sol, rounds = None, 0
     for rounds in range(1, outer_iterations + 1):
         params = params_at(x)
-        sims = _simulate(used, params, seeds, max_sim_s, deps)
+        sims = _simulate(used, params, seeds, max_sim_s, deps, workers)
         if progress:
             progress(len(used))
         surs = [[Surrogate(c.run, c.target, d, r, params, s) for r, s in zip(reps, seeds)]
