@@ -27,9 +27,12 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, MeasuredRun
-from twin.fitting.readers.fields import JsonLines, get, load_json, number, try_json, whole
+from twin.fitting.readers.fields import JsonLines, load_json, number, try_json, whole
 from twin.fitting.readers.request_times import MAX_BURSTINESS, RequestTimes, run_from_requests
+from twin.scenario import MAX_SIM_TIME_S
+from twin.workload.trace_rows import MAX_TOKEN_COUNT
 
+MAX_EPOCH_S = 1e11          # send times: epoch seconds (year ~5000) at most, as the other readers allow
 RECORDS_NAME = "profile_export.jsonl"
 AGGREGATE_NAME = "profile_export_aiperf.json"
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
@@ -71,8 +74,7 @@ def _load(agg: dict[str, Any] | None, where: str) -> dict[str, Any] | None:
     """MeasuredRun load arguments from the aggregate's configuration (None when it does not say)."""
     if agg is None:
         return None
-    cfg = agg.get("input_config")
-    loadgen = get(cfg, "loadgen", where, required=False) if isinstance(cfg, dict) else None
+    loadgen = _dig(agg, "input_config", "loadgen")
     if not isinstance(loadgen, dict):
         return None
     users = loadgen.get("concurrency")
@@ -89,14 +91,23 @@ def _load(agg: dict[str, Any] | None, where: str) -> dict[str, Any] | None:
     return None
 
 
+def _dig(d: Any, *keys: str) -> Any:
+    """``d[k1][k2]...``, or None where a level is missing or not an object (optional fields only)."""
+    for k in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(k)
+    return d
+
+
 def _model(agg: dict[str, Any] | None) -> str | None:
-    cfg = agg.get("input_config") if isinstance(agg, dict) else None
-    if not isinstance(cfg, dict):
-        return None
-    names = get(cfg, "endpoint.model_names", "", required=False)
+    """The served model the configuration names (current releases: ``models.items[0].name``; older:
+    ``endpoint.model_names[0]``), or None."""
+    cfg = _dig(agg, "input_config")
+    names = _dig(cfg, "endpoint", "model_names")
     if isinstance(names, list) and names and isinstance(names[0], str):
         return names[0]
-    items = get(cfg, "models.items", "", required=False)
+    items = _dig(cfg, "models", "items")
     if isinstance(items, list) and items and isinstance(items[0], dict) and isinstance(items[0].get("name"), str):
         return items[0]["name"]
     return None
@@ -107,16 +118,22 @@ def _value_s(metrics: dict[str, Any], tag: str, where: str) -> float:
     if not isinstance(m, dict) or "value" not in m:
         raise TwinInputError(f"{where}: missing field metrics.{tag}.value")
     unit = m.get("unit", "ms")
-    if unit not in TIME_UNITS:
+    if not isinstance(unit, str) or unit not in TIME_UNITS:
         raise TwinInputError(f"{where}: metrics.{tag}.unit = {unit!r}: expected one of {', '.join(TIME_UNITS)}")
-    return number(m["value"], f"metrics.{tag}.value", where) * TIME_UNITS[unit]
+    seconds = number(m["value"], f"metrics.{tag}.value", where) * TIME_UNITS[unit]
+    if seconds > MAX_SIM_TIME_S:
+        raise TwinInputError(f"{where}: metrics.{tag}.value = {m['value']!r} {unit}: at most {MAX_SIM_TIME_S:g} s")
+    return seconds
 
 
 def _tokens(metrics: dict[str, Any], tag: str, where: str) -> float:
     m = metrics.get(tag)
     if not isinstance(m, dict) or "value" not in m:
         raise TwinInputError(f"{where}: missing field metrics.{tag}.value")
-    return float(whole(m["value"], f"metrics.{tag}.value", where))
+    tokens = whole(m["value"], f"metrics.{tag}.value", where)
+    if tokens > MAX_TOKEN_COUNT:
+        raise TwinInputError(f"{where}: metrics.{tag}.value = {tokens}: at most {MAX_TOKEN_COUNT:,} tokens")
+    return float(tokens)
 
 
 def _records(path: Path) -> RequestTimes:
@@ -132,6 +149,9 @@ def _records(path: Path) -> RequestTimes:
         if meta.get("benchmark_phase", "profiling") != "profiling":
             continue          # warm-up requests are not part of the measurement
         send = number(meta["request_start_ns"], "metadata.request_start_ns", where) * 1e-9
+        if send > MAX_EPOCH_S:
+            raise TwinInputError(f"{where}: metadata.request_start_ns = {meta['request_start_ns']!r}: epoch "
+                                 f"nanoseconds, at most {MAX_EPOCH_S:g} s")
         metrics = r.get("metrics") or {}
         if not isinstance(metrics, dict):
             raise TwinInputError(f"{where}: metrics must be an object")
@@ -156,7 +176,7 @@ def _stat_ms(metrics: dict[str, Any], tags: tuple[str, ...], stat: str, where: s
         m = metrics.get(tag)
         if isinstance(m, dict) and m.get(stat) is not None:
             unit = m.get("unit", "ms")
-            if unit not in TIME_UNITS:
+            if not isinstance(unit, str) or unit not in TIME_UNITS:
                 raise TwinInputError(f"{where}: {tag}.unit = {unit!r}: expected one of {', '.join(TIME_UNITS)}")
             return 1e3 * TIME_UNITS[unit] * number(m[stat], f"{tag}.{stat}", where)
     return None

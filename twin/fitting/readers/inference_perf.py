@@ -167,6 +167,8 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
     if completed and out_mean > 1 and "mean_e2el_ms" in metrics and "mean_ttft_ms" in metrics:
         metrics["mean_tpot_ms"] = (metrics["mean_e2el_ms"] - metrics["mean_ttft_ms"]) / (out_mean - 1)
     thr = ok.get("throughput") or {}
+    if not isinstance(thr, dict):
+        raise TwinInputError(f"{where}: successes.throughput: expected an object (requests_per_sec, ...)")
     if "requests_per_sec" in thr:
         metrics["request_throughput"] = number(thr["requests_per_sec"], "successes.throughput.requests_per_sec",
                                                where)
