@@ -52,8 +52,8 @@ for R in 2 8; do
     --ignore-eos --request-rate $R --num-prompts $((R * 120)) \\
     --save-result --save-detailed --result-filename rate-$R-in512.json
 done
-# then, in this folder:
-twin calibrate --from-results conc-*.json rate-*.json --gpu $GPU --vllm-version $VLLM -o my-server.json --check"""
+# then, in this folder (add --check for leave-one-run-out errors and the five-seed spread, ~7x the time):
+twin calibrate --from-results conc-*.json rate-*.json --gpu $GPU --vllm-version $VLLM -o my-server.json"""
 DEFAULT_PLAN_MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DEFAULT_PLAN_GPU = "H100-SXM"
 RESULT_SUFFIXES = (".json", ".jsonl", ".csv")
