@@ -182,7 +182,7 @@ def test_the_twin_lines_of_calibrate_plan_run_as_printed(shell, bench_dir, tmp_p
     lines = plan.stdout.splitlines()
     variables = [line for line in lines if re.match(r"^[A-Z]+=\S+", line)]
     twin_lines = [line for line in lines if line.startswith("twin ")]
-    assert {v.split("=")[0] for v in variables} == {"MODEL", "GPU"} and twin_lines
+    assert {v.split("=")[0] for v in variables} == {"MODEL", "GPU", "VLLM"} and twin_lines
     _copy(bench_dir, tmp_path)
     for line in twin_lines:
         r = shell("\n".join(variables + [line]), cwd=tmp_path)

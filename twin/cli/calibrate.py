@@ -78,9 +78,31 @@ def _read_plan(path: str) -> dict[str, Any]:
               help="Print the vllm bench serve commands (about 30 GPU minutes) whose results --from-results fits "
                    "(with --model and --gpu filled in).")
 @click.option("--gpu", default=None, help="With --from-results: the GPU the server ran on (twin list gpus).")
+@click.option("--scenario", "server_scenario", default=None, metavar="SCN",
+              help="With --from-results: a scenario whose deployment and server blocks describe the server the "
+                   "results were measured on (the result files' own settings win, --set and --vllm-version over "
+                   "both).")
+@click.option("--vllm-version", default=None,
+              help="With --from-results: the server's vLLM release (e.g. 0.11.0): its defaults and behaviours, "
+                   "async scheduling among them.")
+@click.option("--set", "server_sets", multiple=True, metavar="KEY=VALUE",
+              help="With --from-results: a server setting or deployment field, e.g. --set server.max_num_seqs=128 "
+                   "--set deployment.kv_dtype=fp8 (repeatable).")
+@click.option("--check", is_flag=True,
+              help="With --from-results: also report leave-one-run-out errors and each parameter's spread over "
+                   "5 seeds (about 7x the fit's time).")
+@click.option("--acceptance", "acceptance_file", type=click.Path(), default=None,
+              help="Read a speculative server's acceptance: a vLLM /metrics text dump "
+                   "(spec_decode_num_accepted_tokens_per_pos) or a vllm bench serve result "
+                   "(spec_decode_per_position_acceptance_rates); prints the per-position rates and the scenario "
+                   "entry (with --from-results also stored in the profile).")
+@click.option("--acceptance-before", "acceptance_before", type=click.Path(), default=None,
+              help="A /metrics dump taken before the benchmark: its counters are subtracted.")
+@click.option("--replications", type=click.IntRange(min=1, max=16), default=2, show_default=True,
+              help="With --from-results: simulations of each run per fit round (the same seeds every round).")
 @click.option("--tp", "tensor_parallel_size", type=click.IntRange(min=1, max=64), default=None,
               help="With --from-results: tensor-parallel size, when the results do not say.")
-@click.option("--max-sim-s", type=click.FloatRange(min=10, max=86400), default=120.0, show_default=True,
+@click.option("--max-sim-s", type=click.FloatRange(min=10, max=86400), default=60.0, show_default=True,
               help="With --from-results: seconds of each run's traffic simulated per fit round.")
 @click.option("--workers", type=click.IntRange(min=1, max=64), default=1, show_default=True,
               help="With --from-results: processes simulating runs in parallel.")
@@ -110,7 +132,10 @@ def _read_plan(path: str) -> dict[str, Any]:
 @click.option("--no-replay", is_flag=True, help="Skip the served-workload replay (sweeps only).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the weights, random points, split.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def calibrate(more_results: tuple[str, ...], from_results: tuple[str, ...], bench_plan: bool, gpu: str | None, tensor_parallel_size: int | None,
+def calibrate(more_results: tuple[str, ...], from_results: tuple[str, ...], bench_plan: bool, gpu: str | None,
+              server_scenario: str | None, vllm_version: str | None, server_sets: tuple[str, ...], check: bool,
+              acceptance_file: str | None, acceptance_before: str | None,
+              replications: int, tensor_parallel_size: int | None,
               max_sim_s: float, workers: int, model: str | None, device: str, dtype: str, budget_s: float | None,
               quick: bool, output: str | None, samples_out: str | None, threads: int | None,
               max_pool_gib: float | None, plan_path: str | None, no_replay: bool, seed: int, quiet: bool) -> None:
@@ -121,6 +146,15 @@ def calibrate(more_results: tuple[str, ...], from_results: tuple[str, ...], benc
     if more_results and not from_results:
         raise TwinInputError(f"twin calibrate: unexpected argument {more_results[0]!r}; result files go after "
                              "--from-results")
+    if acceptance_before and not acceptance_file:
+        raise TwinInputError("--acceptance-before: goes with --acceptance (the dump after the benchmark)")
+    if acceptance_file and not from_results:
+        from twin.cli.calibrate_results import print_acceptance
+
+        print_acceptance(acceptance_file, acceptance_before)
+        return
+    if not from_results and (server_scenario or vllm_version or server_sets or check):
+        raise TwinInputError("twin calibrate: --scenario, --vllm-version, --set and --check go with --from-results")
     if bench_plan:
         from twin.cli.calibrate_results import print_bench_plan
 
@@ -130,7 +164,9 @@ def calibrate(more_results: tuple[str, ...], from_results: tuple[str, ...], benc
         from twin.cli.calibrate_results import calibrate_from_results
 
         calibrate_from_results(from_results + more_results, output=output, gpu=gpu, model=model, tp=tensor_parallel_size,
-                               max_sim_s=max_sim_s, workers=workers, seed=seed, quiet=quiet)
+                               max_sim_s=max_sim_s, workers=workers, seed=seed, quiet=quiet, scenario=server_scenario,
+                               sets=server_sets, vllm_version=vllm_version, replications=replications, check=check,
+                               acceptance=(acceptance_file, acceptance_before) if acceptance_file else None)
         return
     model = model or "tiny-llama"
     try:

@@ -1,8 +1,9 @@
 """Result-file readers: each turns what a benchmark client wrote into ``MeasuredRun`` values.
 
-``read_results(path)`` recognises the format by its content, not its name: inference-perf per-request
-lifecycle metrics, inference-perf stage lifecycle metrics (a results folder or one stage file), GuideLLM
-reports, `vllm bench serve` results (one JSON, or the JSON Lines ``--append-result`` grows) and per-request
+``read_results(path)`` recognises the format by its content (and a results folder by the names of the files
+in it): inference-perf per-request lifecycle metrics, inference-perf stage lifecycle metrics (a results folder or
+one stage file, old ``results_stage_N_...`` and new ``stage_N_...`` names), GuideLLM reports, AIPerf artifacts
+(``profile_export.jsonl`` / ``profile_export_aiperf.json`` or their folder), `vllm bench serve` results (one JSON, or the JSON Lines ``--append-result`` grows) and per-request
 tables (CSV, JSON Lines or a JSON list). Readers are tried in ``READERS`` order, each as (name, recogniser,
 reader); a file no recogniser claims gets the reason it is unreadable (empty, not UTF-8, broken JSON, a
 ``.csv`` / ``.jsonl`` table lacking a column) or the list of formats."""
@@ -15,6 +16,7 @@ from pathlib import Path
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.run_checks import check_run
+from twin.fitting.readers.aiperf import is_aiperf, read_aiperf
 from twin.fitting.readers.fields import load_json, read_text
 from twin.fitting.readers.guidellm import is_guidellm, read_guidellm
 from twin.fitting.readers.inference_perf import is_inference_perf, read_inference_perf
@@ -27,6 +29,7 @@ READERS: list[Reader] = [
     ("inference-perf per-request", is_inference_perf_requests, read_inference_perf_requests),
     ("inference-perf", is_inference_perf, read_inference_perf),
     ("GuideLLM benchmarks.json", is_guidellm, read_guidellm),
+    ("AIPerf profile_export", is_aiperf, read_aiperf),
     ("vllm bench serve JSON", is_vllm_bench, read_vllm_bench),
     ("per-request CSV/JSONL", is_request_table, read_request_table),
 ]

@@ -1,8 +1,14 @@
-"""inference-perf results: ``results_stage_<N>_lifecycle_metrics.json`` per stage (and the summary file), with the
-run's configuration beside them where present (inference-perf's own config YAML, e.g. ``profile.yaml`` or
-``config.yaml``, and an ``exp-config.yaml`` of server settings: model, tensor_parallelism, max_num_seqs, ...).
+"""inference-perf results: one ``stage_<N>_lifecycle_metrics.json`` per stage (and ``summary_lifecycle_metrics.json``),
+each name behind the run's ``storage.*.report_file_prefix`` (older setups used ``results_``, giving
+``results_stage_<N>_lifecycle_metrics.json``; current releases write no prefix: kubernetes-sigs/inference-perf,
+``inference_perf/reportgen/base.py`` and ``client/filestorage/local.py``). Per-adapter stage files
+(``adapter_<A>_stage_<N>_...``) and session reports (``stage_<N>_session_lifecycle_metrics.json``) are not runs.
+Beside them, where present: the configuration inference-perf ran with (``config.yaml`` in current releases, the
+config report; ``results_config.yaml`` or the input ``profile.yaml`` in older setups) and an ``exp-config.yaml``
+of server settings (model, tensor_parallelism, max_num_seqs, ..., vllm_version; see docs/result-formats.md).
 
-Each stage becomes one ``MeasuredRun``: a constant-rate open loop at the stage's requested rate. Prompt lengths
+Each stage becomes one ``MeasuredRun``: a constant-rate open loop at the stage's requested rate, or for a
+``concurrent`` stage (``load_summary.concurrency``) that many users in a closed loop. Prompt lengths
 are the client's measured quantiles; output lengths are the configured ``output_len`` when the client sent
 ``ignore_eos`` (the server then generates exactly that many), else the measured quantiles. inference-perf
 versions that stamp several stream messages per token make its TPOT and ITL fields unreliable, so TPOT is
@@ -17,10 +23,11 @@ from typing import Any
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, MeasuredRun, PromptPool
-from twin.fitting.readers.fields import get, load_json, number
+from twin.fitting.readers.fields import get, load_json, number, try_json
 from twin.yaml_input import parse_yaml, read_text
 
-STAGE_FILE = re.compile(r"results_stage_(\d+)_lifecycle_metrics\.json$")
+# any report_file_prefix (none, "results_", ...), but not a per-adapter stage file
+STAGE_FILE = re.compile(r"^(?!.*adapter_).*?stage_(\d+)_lifecycle_metrics\.json$")
 QUANTILE_KEYS = (("min", 0.0), ("p0.1", 0.001), ("p1", 0.01), ("p5", 0.05), ("p10", 0.1), ("p25", 0.25),
                  ("median", 0.5), ("p75", 0.75), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99), ("p99.9", 0.999),
                  ("max", 1.0))
@@ -28,14 +35,29 @@ QUANTILE_KEYS = (("min", 0.0), ("p0.1", 0.001), ("p1", 0.01), ("p5", 0.05), ("p1
 # prefer it to the input file, whose keys an older client may have ignored
 CONFIG_NAMES = ("results_config.yaml", "config.yaml", "profile.yaml", "inference-perf.yaml")
 SERVER_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "enable_prefix_caching",
-                "enable_chunked_prefill", "block_size", "gpu_memory_utilization")
+                "enable_chunked_prefill", "block_size", "gpu_memory_utilization", "vllm_version",
+                "async_scheduling")
+
+
+def _is_stage_doc(doc: Any) -> bool:
+    return isinstance(doc, dict) and isinstance(doc.get("load_summary"), dict) and "successes" in doc
+
+
+def _stage_files(folder: Path) -> list[Path]:
+    try:
+        return [p for p in folder.iterdir() if p.is_file() and STAGE_FILE.search(p.name)]
+    except OSError:
+        return []
 
 
 def is_inference_perf(path: Path) -> bool:
+    """A folder holding stage files, a file named as one, or any JSON file with a stage report's content."""
     if path.is_dir():
-        return any(STAGE_FILE.search(p.name) for p in path.iterdir())
-    return bool(STAGE_FILE.search(path.name)) or (path.name.endswith("_lifecycle_metrics.json")
-                                                  and "per_request" not in path.name)
+        return bool(_stage_files(path))
+    if STAGE_FILE.search(path.name) or (path.name.endswith("_lifecycle_metrics.json")
+                                        and "per_request" not in path.name):
+        return True
+    return path.suffix.lower() == ".json" and _is_stage_doc(try_json(path))
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
@@ -96,18 +118,33 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
     ok = field_of("successes")
     if not isinstance(ok, dict):
         raise TwinInputError(f"{where}: successes: expected an object")
+    summary = field_of("load_summary")
+    if not isinstance(summary, dict):
+        raise TwinInputError(f"{where}: load_summary: expected an object")
     count = int(number(field_of("load_summary.count"), "load_summary.count", where, low=1))
-    rate = number(field_of("load_summary.requested_rate"), "load_summary.requested_rate", where)
-    if rate <= 0:
-        raise TwinInputError(f"{where}: load_summary.requested_rate = {rate!r}: must be > 0")
-    duration = number(field_of("load_summary.send_duration"), "load_summary.send_duration", where)
+    users = summary.get("concurrency")
+    if users is not None:       # a concurrent stage: that many users in a closed loop
+        users = int(number(users, "load_summary.concurrency", where, low=1))
+        rate = None
+    elif "requested_rate" not in summary:
+        raise TwinInputError(f"{where}: missing field load_summary.requested_rate (a summary of every stage "
+                             f"reads as no run: give the stage files or their folder)")
+    else:
+        rate = number(summary["requested_rate"], "load_summary.requested_rate", where)
+        if rate <= 0:
+            raise TwinInputError(f"{where}: load_summary.requested_rate = {rate!r}: must be > 0")
+    duration = summary.get("send_duration")
+    duration = None if duration is None else number(duration, "load_summary.send_duration", where)
     completed = int(number(field_of("successes.count"), "successes.count", where))
     failures = data.get("failures") or {}
     if not isinstance(failures, dict):
         raise TwinInputError(f"{where}: failures: expected an object")
     failed = int(number(failures.get("count", 0), "failures.count", where))
 
-    prompt = LengthSample(quantiles=_quantiles(field_of("successes.prompt_len"), "successes.prompt_len", where))
+    # older releases: successes.prompt_len; current ones: successes.prompt_tokens (total, cached, uncached and the
+    # per-request distribution)
+    prompt_field = "successes.prompt_len" if "prompt_len" in ok else "successes.prompt_tokens"
+    prompt = LengthSample(quantiles=_quantiles(field_of(prompt_field), prompt_field, where))
     cfg_out = get(client, "data.shared_prefix.output_len", where, required=False)
     ignore_eos = bool(get(client, "server.ignore_eos", where, required=False))
     if ignore_eos and isinstance(cfg_out, int) and cfg_out >= 1:
@@ -130,6 +167,8 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
     if completed and out_mean > 1 and "mean_e2el_ms" in metrics and "mean_ttft_ms" in metrics:
         metrics["mean_tpot_ms"] = (metrics["mean_e2el_ms"] - metrics["mean_ttft_ms"]) / (out_mean - 1)
     thr = ok.get("throughput") or {}
+    if not isinstance(thr, dict):
+        raise TwinInputError(f"{where}: successes.throughput: expected an object (requests_per_sec, ...)")
     if "requests_per_sec" in thr:
         metrics["request_throughput"] = number(thr["requests_per_sec"], "successes.throughput.requests_per_sec",
                                                where)
@@ -144,11 +183,12 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
             timeout = lo
 
     stage = STAGE_FILE.search(path.name)
-    name = f"{experiment or path.parent.name}/stage{stage.group(1)}" if stage else str(path)
+    name = f"{experiment or path.parent.name}/stage{stage.group(1)}" if stage else f"{path.parent.name}/{path.stem}"
     tp = server.get("tensor_parallelism", server.get("tensor_parallel_size"))
     return MeasuredRun(
         name=name, source="inference-perf", num_requests=count, prompt_tokens=prompt, output_tokens=output,
-        metrics=metrics, rate_per_s=rate, duration_s=duration, prompt_pool=_prompt_pool(client, where),
+        metrics=metrics, rate_per_s=rate, max_concurrency=users, duration_s=duration,
+        prompt_pool=_prompt_pool(client, where),
         timeout_s=timeout, model=server.get("model") or get(client, "server.model_name", where, required=False),
         tensor_parallel_size=tp if isinstance(tp, int) and not isinstance(tp, bool) else None,
         server={k: server[k] for k in SERVER_KNOBS if k in server}, experiment=experiment)
@@ -159,8 +199,8 @@ def read_inference_perf(path: Path) -> list[MeasuredRun]:
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     client, server = _config_beside(folder)
-    files = sorted((p for p in folder.iterdir() if STAGE_FILE.search(p.name)),
-                   key=lambda p: int(STAGE_FILE.search(p.name).group(1))) if path.is_dir() else [path]
+    files = sorted(_stage_files(folder), key=lambda p: (int(STAGE_FILE.search(p.name).group(1)), p.name)) \
+        if path.is_dir() else [path]
     if not files:
-        raise TwinInputError(f"{path}: no results_stage_<N>_lifecycle_metrics.json files")
+        raise TwinInputError(f"{path}: no stage_<N>_lifecycle_metrics.json files")
     return [read_stage(f, client, server, experiment=folder.name) for f in files]

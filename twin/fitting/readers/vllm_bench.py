@@ -12,7 +12,7 @@ vLLM saves no dataset arguments, but ``--metadata KEY=VALUE`` entries land at th
 ``random_prefix_len`` (one prefix every prompt shares), ``prefix_repetition_prefix_len`` with
 ``prefix_repetition_num_prefixes``, ``gpu``, ``tensor_parallel_size`` and the server settings ``max_num_seqs``,
 ``max_num_batched_tokens``, ``max_model_len``, ``enable_prefix_caching``, ``enable_chunked_prefill``,
-``block_size``, ``gpu_memory_utilization``. Ramp-up runs (``ramp_up_strategy``) change rate as they go and are
+``block_size``, ``gpu_memory_utilization``, ``vllm_version``, ``async_scheduling``. Ramp-up runs (``ramp_up_strategy``) change rate as they go and are
 refused."""
 
 from __future__ import annotations
@@ -67,7 +67,9 @@ def _server(doc: dict[str, Any], where: str) -> dict[str, Any]:
         if doc.get(knob) is None:
             continue
         v = doc[knob]
-        if knob.startswith("enable_"):
+        if knob == "vllm_version":
+            out[knob] = str(v)           # checked against the known releases when the deployment is built
+        elif knob.startswith("enable_") or knob == "async_scheduling":
             out[knob] = _flag(v, knob, where)
         elif knob == "gpu_memory_utilization":
             try:
