@@ -10,6 +10,7 @@ with its pool scaled by each ``--factors`` value (``num_gpu_blocks_override``), 
 measured mean TTFT / TPOT are printed beside the twin's, with the factor whose TTFT is nearest the measured one.
 
     python benchmarks/kv_pool_rows.py [--scan] [--factors 1,0.75,0.5] [--max-requests 640] [--match llama]
+        [--include-free] [--json out.json]
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def main() -> None:
     ap.add_argument("--factors", default="1,0.75,0.5")
     ap.add_argument("--max-requests", type=int, default=640)
     ap.add_argument("--match", default="", help="only rows whose id contains this")
+    ap.add_argument("--include-free", action="store_true", help="scan the rows the pool holds too")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -65,7 +67,7 @@ def main() -> None:
         pool = dep.kv_pool.capacity_tokens
         mean, peak = demand(c.row, dep.engines_per_replica)
         kind = "bound" if mean > pool else "pressured" if peak > pool else "free"
-        if kind == "free":
+        if kind == "free" and not args.include_free:
             continue
         rec = {"id": c.row.id, "conc": c.row.concurrency, "isl": c.row.isl, "osl": c.row.osl, "pool_tokens": pool,
                "blocks": dep.num_gpu_blocks, "mean_over_pool": mean / pool, "peak_over_pool": peak / pool,
