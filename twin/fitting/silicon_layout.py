@@ -59,7 +59,9 @@ def weight_formats(row: Any) -> dict[str, str] | None:
     return None
 
 
-# scripts that ignored InferenceX's ``ep`` (no --enable-expert-parallel): (family, system, precision)
+# scripts that ignored InferenceX's ``ep`` (no --enable-expert-parallel): (family, system, precision).
+# kimik2.5_fp4_b200.sh: every version from 2026-03-11 to 2026-04-30, which covers every Kimi NVFP4 row with an
+# EP label in the file (measured 2026-03-11 and 2026-03-27, and their undated gap-analysis copies)
 NO_EP_FLAG = {("kimi", "b200_sxm", "fp4")}
 # runs InferenceX launched with dp-attn (TP1 x DP T, EP): (family, system, precision, isl, osl, GPUs,
 # lowest concurrency, first measurement date); nvidia-master.yaml from 2026-04-21: minimaxm2.5-fp4-b200-vllm
