@@ -37,8 +37,8 @@ def layout_name(row) -> str:
         parts.append(f"PP{lay['pipeline_parallel_size']}")
     if lay["data_parallel_size"] > 1:
         parts.append(f"DP{lay['data_parallel_size']}")
-    if lay["enable_expert_parallel"]:
-        parts.append(f"EP{row.moe_ep}")
+    if lay["enable_expert_parallel"]:     # the experts over the launched server's tp x dp GPUs
+        parts.append(f"EP{lay['tensor_parallel_size'] * lay['data_parallel_size']}")
     return "+".join(parts)
 
 

@@ -92,7 +92,8 @@ def test_rows_the_twin_cannot_run_say_why(tmp_path, change, reason):
     ({"model_path": "moonshotai/Kimi-K2.5", "precision": "int4", "gemm_quant_mode": "int4_wo", "tp_size": "8"},
      "auto", {}),
     ({"model_path": "MiniMaxAI/MiniMax-M2.5", "attention_dp_size": "2", "moe_tp_size": "1", "moe_ep_size": "4",
-      "batch_size": "8"}, "fp8", {"data_parallel_size": 2, "enable_expert_parallel": True}),
+      "batch_size": "8"}, "fp8", {"tensor_parallel_size": 2, "data_parallel_size": 1,
+                                  "enable_expert_parallel": True}),     # InferenceX {tp: 2, ep: 2}: 2 GPUs
     ({"pp_size": "2"}, "fp8", {"pipeline_parallel_size": 2}),
 ])
 def test_fp4_per_group_and_parallel_rows_become_scenarios(tmp_path, change, fmt, layout):
@@ -187,3 +188,73 @@ def test_rows_without_a_published_client_compare_tpot_only_at_half_weight(tmp_pa
     assert run.server == {"vllm_version": "0.11"}          # vLLM 0.12's defaults: no async scheduling
     (case,), skipped = silicon_cases(rows=[row])
     assert case.weight == 0.5 and skipped == []
+
+
+def _layout_of(tmp_path, change):
+    from twin.fitting.silicon import row_layout, row_target
+    (row,) = read_silicon(_write(tmp_path, [{**BASE, **change}]))
+    lay, t = row_layout(row), row_target(row)
+    assert (t.tensor_parallel_size, t.pipeline_parallel_size, t.data_parallel_size, t.enable_expert_parallel) == (
+        lay["tensor_parallel_size"], lay["pipeline_parallel_size"], lay["data_parallel_size"],
+        lay["enable_expert_parallel"])
+    assert row_run(row).tensor_parallel_size == lay["tensor_parallel_size"]
+    return (lay["tensor_parallel_size"], lay["data_parallel_size"], lay["enable_expert_parallel"])
+
+
+MINIMAX_B200 = {"model_path": "MiniMaxAI/MiniMax-M2.5", "system": "b200_sxm", "backend_version": "0.19.0",
+                "isl": "1024", "osl": "1024"}
+KIMI_FP4 = {"model_path": "moonshotai/Kimi-K2.5", "system": "b200_sxm", "backend_version": "0.17.0",
+            "precision": "fp4", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4", "isl": "8192", "osl": "1024",
+            "silicon_data_source": "source_file=2026-04-06.csv; silicon_concurrency=4; measured=2026-03-27"}
+
+
+@pytest.mark.parametrize("change, launched", [
+    # the import's TP4 DP4 EP16 (16 GPUs) is InferenceX's {tp: 4, ep: 4}: 4 GPUs, TP4 with EP
+    ({**MINIMAX_B200, "tp_size": "4", "attention_dp_size": "4", "moe_tp_size": "1", "moe_ep_size": "16",
+      "batch_size": "4"}, (4, 1, True)),
+    # the same run as 2026-03-25.csv labels it: TP4, attention DP 1, moe_ep 4
+    ({**MINIMAX_B200, "tp_size": "4", "moe_tp_size": "1", "moe_ep_size": "4"}, (4, 1, True)),
+    # kimik2.5_fp4_b200.sh passed only --tensor-parallel-size: no expert parallelism, either label
+    ({**KIMI_FP4, "tp_size": "4", "attention_dp_size": "4", "moe_tp_size": "1", "moe_ep_size": "16",
+      "batch_size": "1"}, (4, 1, False)),
+    ({**KIMI_FP4, "tp_size": "4", "moe_tp_size": "1", "moe_ep_size": "4", "batch_size": "4"}, (4, 1, False)),
+    # dp-attn runs (minimaxm2.5-fp4-b200-vllm 1k/1k, conc 256-1024, from 2026-04-22): TP1 x DP2 with EP
+    ({**MINIMAX_B200, "precision": "fp4", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4", "tp_size": "2",
+      "attention_dp_size": "2", "moe_tp_size": "1", "moe_ep_size": "4", "batch_size": "128",
+      "silicon_data_source": "db-dump/2026-04-27; silicon_concurrency=256; measured=2026-04-22T00:00"}, (1, 2, True)),
+    # ... but not the same label at conc 128, nor measured before the dp-attn entry, nor at 8k/1k
+    ({**MINIMAX_B200, "precision": "fp4", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4", "tp_size": "2",
+      "attention_dp_size": "2", "moe_tp_size": "1", "moe_ep_size": "4", "batch_size": "64",
+      "silicon_data_source": "db-dump/2026-04-27; silicon_concurrency=128; measured=2026-04-22T00:00"}, (2, 1, True)),
+    ({**MINIMAX_B200, "precision": "fp4", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4", "tp_size": "2",
+      "attention_dp_size": "2", "moe_tp_size": "1", "moe_ep_size": "4", "batch_size": "128",
+      "silicon_data_source": "db-dump/2026-04-27; silicon_concurrency=256; measured=2026-04-08T00:00"}, (2, 1, True)),
+    ({**MINIMAX_B200, "precision": "fp4", "gemm_quant_mode": "nvfp4", "moe_quant_mode": "nvfp4", "tp_size": "2",
+      "isl": "8192", "attention_dp_size": "2", "moe_tp_size": "1", "moe_ep_size": "4", "batch_size": "128",
+      "silicon_data_source": "db-dump/2026-04-27; silicon_concurrency=256; measured=2026-04-22T00:00"}, (2, 1, True)),
+    # a genuine attention-DP label of another shape is read as it stands
+    ({**MINIMAX_B200, "tp_size": "1", "attention_dp_size": "4", "moe_tp_size": "1", "moe_ep_size": "4",
+      "batch_size": "2"}, (1, 4, True)),
+])
+def test_rows_run_the_layout_their_script_launched(tmp_path, change, launched):
+    assert _layout_of(tmp_path, change) == launched
+
+
+@needs_data
+def test_every_attention_dp_label_in_the_data_is_the_imports_tp_times_ep_encoding():
+    """Every row labelled attention DP > 1 has DP = TP and moe_ep = TP x DP (the shape ``row_layout`` reads as TP
+    GPUs), and the Kimi-K2.5 ones (both copies, 2026-04-06.csv and db-dump) have a twin labelled TP4, DP 1, moe_ep 4 with
+    the same TTFT and TPOT (the gap-analysis copy of the same runs)."""
+    from twin.fitting.silicon import row_layout
+    rows = [r for r in read_silicon() if r.mode == "agg"]
+    dp = [r for r in rows if r.attention_dp > 1]
+    assert len(dp) == 79
+    assert all(r.attention_dp == r.tp and r.moe_ep == r.tp * r.attention_dp for r in dp)
+    runs = collections.Counter((row_layout(r)["tensor_parallel_size"], row_layout(r)["data_parallel_size"])
+                               for r in dp)
+    assert runs == {(4, 1): 56, (2, 1): 20, (1, 2): 3}
+    def key(r):
+        return r.model_path, r.system, r.isl, r.osl, r.concurrency, round(r.ttft_ms, 2), round(r.tpot_ms, 2)
+    same = {key(r) for r in rows if r.attention_dp == 1}
+    twins = [r for r in dp if key(r) in same]
+    assert len(twins) == 30 and all(r.tp == 4 and "Kimi" in r.model_path for r in twins)

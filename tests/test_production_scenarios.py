@@ -190,9 +190,11 @@ def test_every_aggregated_silicon_row_is_a_scenario_that_resolves():
 def test_a_dp_ep_silicon_row_replays_for_the_fit():
     from twin.fitting.replay import replay
     from twin.fitting.silicon import silicon_cases
+    from dataclasses import replace
     cases, _ = silicon_cases(max_requests=24)
-    case = next(c for c in cases if c.row.attention_dp == 2 and c.row.concurrency <= 16)
-    out = replay(case.run, case.target, {})
+    case = next(c for c in cases if c.target.data_parallel_size == 2)    # a dp-attn run: TP1 x DP2, EP
+    assert case.target.enable_expert_parallel
+    out = replay(replace(case.run, num_requests=24), case.target, {})
     assert out.metrics["completed"] > 0 and math.isfinite(out.metrics["mean_tpot_ms"])
 
 

@@ -16,7 +16,7 @@ scripts in force on each row's measurement date):
 * the server, per model: Llama-3.1-70B FP8 (2025-10-29, v0.10.2): FP8 KV, async scheduling on, prefix caching
   off, ``max_num_batched_tokens`` 8192, ``gpu_memory_utilization`` 0.9, ``max_num_seqs`` = CONC on H100, 512 on
   B200; MiniMax-M2.5 FP8 on B200: block size 32, 0.95 (March) or 0.90 with FP8 KV, ``max_num_batched_tokens`` =
-  2 x ISL and prefix caching off (April); Kimi-K2.5 INT4: 0.95, ``max_num_seqs`` = CONC; others vLLM's defaults;
+  2 x ISL and prefix caching off (April); Kimi-K2.5 INT4: 0.95 (NVFP4: 0.90, its script), ``max_num_seqs`` = CONC; others vLLM's defaults;
 * the vLLM release: ``backend_version`` (blank Llama rows: 0.10.2), mapped onto the newest release the twin
   models that is not newer (``twin.core.vllm_versions``; the oldest modelled one for older releases, with the
   row's known flags such as async scheduling set explicitly).
@@ -128,7 +128,9 @@ def row_server(row: SiliconRow) -> dict:
         else:
             server.update(gpu_memory_utilization=0.95)
     elif fam == "kimi" and row.month.startswith("2026-03"):
-        server.update(gpu_memory_utilization=0.95, max_num_seqs=row.concurrency)
+        # INT4: 0.95 (the README); NVFP4: kimik2.5_fp4_b200.sh passed 0.90 (InferenceX, March 2026)
+        server.update(gpu_memory_utilization=0.90 if (row.precision or "").lower() == "fp4" else 0.95,
+                      max_num_seqs=row.concurrency)
     return server
 
 
@@ -145,9 +147,11 @@ def row_target(row: SiliconRow, folder: Path | None = None) -> Target:
     model = MODELS[row.model_path]
     if model.endswith(".json"):
         model = str((folder or silicon_dir()) / "model_configs" / model)
-    return Target(model, GPUS[row.system], row.tp, weight_dtype(row) or "bf16", kv_dtype(row),
-                  weight_formats=weight_formats(row), pipeline_parallel_size=row.pp,
-                  data_parallel_size=row.attention_dp, enable_expert_parallel=row.moe_ep > 1)
+    lay = row_layout(row)
+    return Target(model, GPUS[row.system], lay["tensor_parallel_size"], weight_dtype(row) or "bf16", kv_dtype(row),
+                  weight_formats=weight_formats(row), pipeline_parallel_size=lay["pipeline_parallel_size"],
+                  data_parallel_size=lay["data_parallel_size"],
+                  enable_expert_parallel=lay["enable_expert_parallel"])
 
 
 def lengths(row: SiliconRow) -> tuple[LengthSample, LengthSample]:
@@ -187,7 +191,8 @@ def row_run(row: SiliconRow, max_requests: int | None = DEFAULT_MAX_REQUESTS) ->
     return MeasuredRun(name=name, source=str(row.source or SILICON_FOLDER), num_requests=n, prompt_tokens=prompt,
                        output_tokens=output, metrics=derived_metrics(row), rate_per_s=math.inf,
                        max_concurrency=row.concurrency, model=row.model_path, gpu=GPUS.get(row.system, row.system),
-                       tensor_parallel_size=row.tp, server=row_server(row), experiment=row.id)
+                       tensor_parallel_size=row_layout(row)["tensor_parallel_size"], server=row_server(row),
+                       experiment=row.id)
 
 
 def row_scenario(row: SiliconRow, folder: Path | None = None, max_requests: int | None = None) -> dict:

@@ -4,8 +4,22 @@ FP8 rows run every decoder linear layer in FP8; FP4 rows NVFP4 (``gemm_quant_mod
 shared layers, ``moe_quant_mode`` for the routed experts), except gpt-oss, whose published checkpoint is MXFP4
 experts with bf16 attention (the folder's README: "gpt-oss is MXFP4"); the Kimi-K2.5 INT4 rows run the
 checkpoint's own formats (INT4 group-32 routed experts, 16-bit elsewhere, read from its config.json). The
-layout is the row's: TP, PP, attention DP (``--data-parallel-size``) and expert parallelism when
-``moe_ep_size`` > 1 (``--enable-expert-parallel``: the experts over tp x dp GPUs).
+layout is the server the row's benchmark script launched (``row_layout``), which is not always the row's label:
+
+* InferenceX's search spaces name a run by its GPU count ``tp``, an expert-parallel flag ``ep`` and
+  ``dp-attn``. The rows imported from ``2026-04-06.csv`` and the ``db-dump`` files write ``{tp: T, ep: T}`` as
+  ``tp_size`` T, ``attention_dp_size`` T, ``moe_ep_size`` T x T (TP4 DP4 EP16: 16 GPUs, on a ``system`` that is
+  one 8-GPU node), while ``2026-03-25.csv`` and the gap-analysis copies of the *same* runs (identical TTFT and
+  TPOT) write tp T, attention DP 1, moe_ep T. Every row labelled attention DP > 1 has this shape (DP = TP,
+  moe_ep = TP x DP), so it is read as T GPUs.
+* T GPUs run ``--tensor-parallel-size T`` plus ``--enable-expert-parallel`` when the script passes it for
+  ``EP_SIZE`` > 1 (the MiniMax-M2.5 scripts do; ``kimik2.5_fp4_b200.sh`` never did before 2026-05, so those
+  rows are TP only), or, for ``dp-attn: true``, ``--tensor-parallel-size 1 --data-parallel-size T
+  --enable-expert-parallel`` (``minimaxm2.5_fp4_b200.sh``; ``DP_ATTENTION_RUNS``).
+
+(Sources: SemiAnalysisAI/InferenceX ``.github/configs/nvidia-master.yaml`` and ``benchmarks/single_node/*.sh``
+as of each row's measurement date.) Rows labelled attention DP 1 keep their label: TP, PP, and expert
+parallelism when ``moe_ep_size`` > 1 and the script passes it.
 """
 
 from __future__ import annotations
@@ -15,7 +29,9 @@ from typing import Any
 
 def _family(model: str) -> str:
     key = model.lower()
-    return "gpt-oss" if ("gpt-oss" in key or "gpt_oss" in key) else "kimi" if "kimi" in key else key
+    if "gpt-oss" in key or "gpt_oss" in key:
+        return "gpt-oss"
+    return "kimi" if "kimi" in key else "minimax" if "minimax" in key else key
 
 
 def weight_dtype(row: Any) -> str | None:
@@ -43,7 +59,33 @@ def weight_formats(row: Any) -> dict[str, str] | None:
     return None
 
 
+# scripts that ignored InferenceX's ``ep`` (no --enable-expert-parallel): (family, system, precision).
+# kimik2.5_fp4_b200.sh: every version from 2026-03-11 to 2026-04-30, which covers every Kimi NVFP4 row with an
+# EP label in the file (measured 2026-03-11 and 2026-03-27, and their undated gap-analysis copies)
+NO_EP_FLAG = {("kimi", "b200_sxm", "fp4")}
+# runs InferenceX launched with dp-attn (TP1 x DP T, EP): (family, system, precision, isl, osl, GPUs,
+# lowest concurrency, first measurement date); nvidia-master.yaml from 2026-04-21: minimaxm2.5-fp4-b200-vllm
+# 1k/1k { tp: 2, ep: 2, dp-attn: true, conc 256-1024 }
+DP_ATTENTION_RUNS = (("minimax", "b200_sxm", "fp4", 1024, 1024, 2, 256, "2026-04-22"),)
+
+
+def mislabelled_dp(row: Any) -> bool:
+    """True for the import's encoding of InferenceX's ``{tp: T, ep: T}``: attention DP = TP = T, moe_ep T x T."""
+    return row.attention_dp > 1 and row.attention_dp == row.tp and row.moe_ep == row.tp * row.attention_dp
+
+
 def row_layout(row: Any) -> dict:
-    """The row's parallel layout as ``deployment:`` fields."""
-    return {"tensor_parallel_size": row.tp, "pipeline_parallel_size": row.pp,
-            "data_parallel_size": row.attention_dp, "enable_expert_parallel": row.moe_ep > 1}
+    """The parallel layout the row's server ran, as ``deployment:`` fields (see the module docstring)."""
+    fam, precision = _family(row.model_path), (row.precision or "").lower()
+    gpus = row.tp
+    ep = row.moe_ep > 1 and (fam, row.system, precision) not in NO_EP_FLAG
+    if not mislabelled_dp(row):
+        return {"tensor_parallel_size": gpus, "pipeline_parallel_size": row.pp,
+                "data_parallel_size": row.attention_dp, "enable_expert_parallel": ep}
+    for f, system, p, isl, osl, n, conc, since in DP_ATTENTION_RUNS:
+        if (fam, row.system, precision, row.isl, row.osl, gpus) == (f, system, p, isl, osl, n) \
+                and row.concurrency >= conc and (row.measured or "") >= since:
+            return {"tensor_parallel_size": 1, "pipeline_parallel_size": row.pp, "data_parallel_size": gpus,
+                    "enable_expert_parallel": True}
+    return {"tensor_parallel_size": gpus, "pipeline_parallel_size": row.pp, "data_parallel_size": 1,
+            "enable_expert_parallel": ep}
