@@ -80,12 +80,15 @@ def main() -> None:
     ap.add_argument("--add-terms", default="", help="comma-separated parameters to fit besides JOINT_NAMES "
                     "(e.g. per_token_overhead_s)")
     ap.add_argument("--drop-terms", default="", help="comma-separated JOINT_NAMES to hold at their defaults")
+    ap.add_argument("--terms", default="", help="comma-separated parameters to fit, instead of JOINT_NAMES "
+                    "(every other one held at its embedded default), e.g. the scoped terms only")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     t0 = time.perf_counter()
     drop = {t.strip() for t in args.drop_terms.split(",") if t.strip()}
-    names = tuple(n for n in JOINT_NAMES if n not in drop) + tuple(
-        t.strip() for t in args.add_terms.split(",") if t.strip() and t.strip() not in JOINT_NAMES)
+    base = tuple(t.strip() for t in args.terms.split(",") if t.strip()) or JOINT_NAMES
+    names = tuple(n for n in base if n not in drop) + tuple(
+        t.strip() for t in args.add_terms.split(",") if t.strip() and t.strip() not in base)
     unknown = [n for n in names + tuple(drop) if n not in PARAMETERS_BY_NAME]
     if unknown:
         raise SystemExit(f"--add-terms/--drop-terms: unknown parameter {unknown[0]!r}; allowed: "

@@ -7,6 +7,7 @@ source), all joint terms, each reported with one standard error and whether the 
 
     python benchmarks/fit_defaults.py [--workers 2]
     python benchmarks/fit_defaults.py --joint [--silicon-every 1] [--silicon-max-requests 160] [--outer 2]
+        [--terms a,b,c]     (only these parameters free, every other one at its embedded default)
 
 Prints each parameter with one standard error (the inference-perf fit: about 2-3 minutes on an idle 2-core
 machine)."""
@@ -34,7 +35,13 @@ def main() -> None:
     ap.add_argument("--silicon-every", type=int, default=1)
     ap.add_argument("--silicon-max-requests", type=int, default=160)
     ap.add_argument("--outer", type=int, default=2)
+    ap.add_argument("--terms", default="", help="comma-separated parameters to fit (default: JOINT_NAMES)")
+    ap.add_argument("--fit-sim-s", type=float, default=60.0)
     args = ap.parse_args()
+    terms = tuple(t.strip() for t in args.terms.split(",") if t.strip()) or JOINT_NAMES
+    unknown = [t for t in terms if t not in PARAMETERS_BY_NAME]
+    if unknown:
+        raise SystemExit(f"--terms: unknown parameter {unknown[0]!r}; allowed: " + ", ".join(PARAMETERS_BY_NAME))
     t0 = time.perf_counter()
     if not args.joint:
         cases, _ = h100_cases()
@@ -45,15 +52,15 @@ def main() -> None:
             print(f"{name:24s} {value:.4g}  +/- {res.std.get(name, float('nan')):.2g}")
         return
     cases = all_cases(silicon_max_requests=args.silicon_max_requests, silicon_every=args.silicon_every)
-    start = default_start()
-    held = held_at_prior(cases, JOINT_NAMES)
-    names = tuple(n for n in JOINT_NAMES if n not in held)
-    first = simulate_cases(cases, start, max_sim_s=60, workers=args.workers)
-    res = fit(cases, names=names, start=start, priors=start, outer_iterations=args.outer, max_sim_s=60,
+    start = default_start(terms)
+    held = held_at_prior(cases, terms)
+    names = tuple(n for n in terms if n not in held)
+    first = simulate_cases(cases, start, max_sim_s=args.fit_sim_s, workers=args.workers)
+    res = fit(cases, names=names, start=start, priors=start, outer_iterations=args.outer, max_sim_s=args.fit_sim_s,
               workers=args.workers, first=first, final_simulation=False)
     print(f"joint fit on {len(res.cases)} cases in {time.perf_counter() - t0:.0f} s ({res.iterations} rounds)")
     status = identification(names, res.std, held)
-    for name in JOINT_NAMES:
+    for name in terms:
         p = PARAMETERS_BY_NAME[name]
         if name in res.params and name in names:
             print(f"{name:30s} {p.from_model(res.params[name]):10.4g} {p.unit:40s} +/- "

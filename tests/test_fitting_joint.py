@@ -140,3 +140,47 @@ def test_a_weight_scope_covers_a_checkpoint_quantised_in_one_layer_group():
     params = {"quant_weight_efficiency": 1.0, "quant_weight_efficiency@int4": 0.6}
     assert params_for(params, kimi) == {"quant_weight_efficiency": 0.6}
     assert params_for(params, fp8) == {"quant_weight_efficiency": 1.0}
+
+
+def test_a_per_layer_cost_is_held_at_prior_unless_the_models_differ_in_depth():
+    """One model (one layer count): a cost per decoder layer is a cost per step; two depths split them. The
+    Blackwell-scoped one looks at the Blackwell runs only."""
+    names = ("layer_overhead_s", "layer_overhead_s@blackwell", "allreduce_latency_s@blackwell")
+    one_depth = _generated(default_start(), which=("h100", "b200"))            # llama-2-7b only: 32 layers
+    held = held_at_prior(one_depth, names)
+    assert held["layer_overhead_s"] == ("every run (outside blackwell) has the same number of decoder layers (a "
+                                        "cost per layer is not split from the per-step one)")
+    assert held["layer_overhead_s@blackwell"].startswith("every run (blackwell) has the same number")
+    assert held["allreduce_latency_s@blackwell"] == "every run is on one GPU (no all-reduce)"
+    two_depths = _generated(default_start(), which=("h100", "b200", "b200-70b"))
+    held = held_at_prior(two_depths, names)
+    assert "layer_overhead_s@blackwell" not in held and "allreduce_latency_s@blackwell" not in held
+    assert held["layer_overhead_s"].startswith("every run (outside blackwell)")
+    assert default_start(names) == {"layer_overhead_s": 0.0, "layer_overhead_s@blackwell": 0.0,
+                                    "allreduce_latency_s@blackwell": 24.7e-6}
+
+
+@pytest.mark.slow
+def test_the_fit_splits_a_blackwell_per_layer_cost_from_its_all_reduce():
+    """Runs generated with 30 us per layer and 10 us per all-reduce on B200 (7B at TP1, 70B at TP1 and TP2):
+    the fit of the two Blackwell-scoped terms recovers both (stated tolerance 5 %; measured within 0.2 %),
+    starting from the priors (0 per layer, Hopper's 24.7 us all-reduce)."""
+    true = {**default_start(), "layer_overhead_s@blackwell": 30e-6, "allreduce_latency_s@blackwell": 10e-6}
+    targets = {"b200": TARGETS["b200"], "b200-70b-tp1": Target("llama-2-70b", "B200", 1),
+               "b200-70b": TARGETS["b200-70b"]}
+    cases = []
+    for key, target in targets.items():
+        for conc in (4, 32):
+            run = _run(f"{key}-c{conc}", conc)
+            m = replay(run, target, true).metrics
+            cases.append(Case(dataclasses.replace(run, metrics={k: m[k] for k in (
+                "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "mean_tpot_ms", "mean_e2el_ms",
+                "request_throughput")}), target))
+    names = ("layer_overhead_s@blackwell", "allreduce_latency_s@blackwell")
+    assert held_at_prior(cases, names) == {}
+    start = default_start()
+    res = fit(cases, names=names, start=start, fixed={k: v for k, v in start.items() if k not in names},
+              outer_iterations=3)
+    assert res.params["layer_overhead_s@blackwell"] == pytest.approx(30e-6, rel=0.05)
+    assert res.params["allreduce_latency_s@blackwell"] == pytest.approx(10e-6, rel=0.05)
+    assert res.std["layer_overhead_s@blackwell"] < 3e-6 and res.std["allreduce_latency_s@blackwell"] < 3e-6

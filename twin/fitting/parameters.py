@@ -74,6 +74,17 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
     FitParameter("per_token_overhead_s", "us per scheduled token per step", 1e-6, 0.0, 50.0, 0.0,
                  "work per token every TP rank repeats (embedding, norms, rotary, activation quantisation, "
                  "MoE token permutation, input preparation); prior 0 = the pure roofline"),
+    # issue 33, round 3: at C = 4 a single B200 decodes Llama-3.1-70B 5.3-5.9 ms slower than the roofline (FP8 and
+    # NVFP4 alike, although NVFP4 streams half the bytes), MiniMax-M2.5 3.0 ms, gpt-oss-120b 0.3 ms, while at
+    # TP >= 2 the same models are within ~1 ms: the gap scales with the decoder layers (80 / 62 / 36), not with
+    # the weight bytes per GPU. On H100 the fitted all-reduce latency (2 per layer) carries such a per-layer
+    # cost; on Blackwell the split of per-layer time into kernel latencies (any TP) and all-reduce is its own.
+    FitParameter("layer_overhead_s@blackwell", "us per decoder layer per step", 1e-6, 0.0, 100.0, 0.0,
+                 "fixed GPU time per layer and step on Blackwell at any TP (kernel latencies a CUDA graph does "
+                 "not hide); prior 0 as on Hopper"),
+    FitParameter("allreduce_latency_s@blackwell", "us per all-reduce", 1e-6, 0.0, 200.0, 24.7,
+                 "fixed cost of one tensor-parallel all-reduce on Blackwell (NVLink 5); prior: Hopper's fitted "
+                 "value"),
     FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
                  "engine-core CPU time per step exposed without async scheduling"),
     FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,

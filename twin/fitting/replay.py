@@ -127,23 +127,24 @@ class StepLog:
         self.name = inner.name
         self.request_path_s = inner.request_path_s
         self.request_path_jitter_s = inner.request_path_jitter_s
-        self.rows: list[tuple[int, int, int, int, float, int]] = []
+        self.rows: list[tuple[int, int, int, int, float, int, float]] = []
 
     def step_time_s(self, step) -> float:
         nn, cc = step.num_new_tokens, step.num_computed_before
+        dt = self.inner.step_time_s(step)
         if nn:
             tokens = sum(nn)
             pairs = sum(n * c + n * (n + 1) / 2 for n, c in zip(nn, cc))
             decodes = sum(1 for n, c in zip(nn, cc) if n == 1 and c > 0)
-            self.rows.append((tokens, len(nn), len(nn) + sum(step.num_spec_tokens), sum(cc), pairs, decodes))
-        return self.inner.step_time_s(step)
+            self.rows.append((tokens, len(nn), len(nn) + sum(step.num_spec_tokens), sum(cc), pairs, decodes, dt))
+        return dt
 
     def explain(self, step) -> dict[str, float]:
         return self.inner.explain(step)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        a = np.asarray(self.rows, dtype=float).reshape(-1, 6)
-        names = ("tokens", "seqs", "logits", "context", "pairs", "decodes")
+        a = np.asarray(self.rows, dtype=float).reshape(-1, 7)
+        names = ("tokens", "seqs", "logits", "context", "pairs", "decodes", "dt")
         return {k: a[:, i] for i, k in enumerate(names)}
 
 
@@ -151,12 +152,19 @@ class StepLog:
 class Replayed:
     """One simulated run: its metrics (``vllm bench serve`` keys), the shapes of its steps, and for the requests
     measured (finished, after the warm-up) their TTFT in seconds and dispatch index (``request_index``: the
-    position of their request-path draw, ``twin.sim.request_path``)."""
+    position of their request-path draw, ``twin.sim.request_path``).
+
+    ``steps["end_s"]`` (when the step log lines up with the simulation's step records, else absent): each step's
+    end time; steps are grouped by replica (``steps["replica"]``), in time order within one. ``arrival_s`` and
+    ``replica``: the measured requests' client send times and replicas (what a request waited on: the steps of
+    its replica that ended between its hand-over to the engine and its first token)."""
 
     metrics: dict[str, Any]
     steps: dict[str, np.ndarray]
     ttft_s: np.ndarray
     request_index: np.ndarray
+    arrival_s: np.ndarray | None = None
+    replica: np.ndarray | None = None
 
 
 def cost_model_for(dep: Deployment, target: Target, params: dict[str, float]) -> RooflineCostModel:
@@ -198,16 +206,35 @@ def replay(run: MeasuredRun, target: Target, params: dict[str, float], *, seed: 
     traffic (all of it when None), measured after the warm-up (``warmup_cut``)."""
     dep = deployment or deployment_for(run, target)
     specs = build_requests(run, seed, requests_to_simulate(run, max_sim_s))
-    log = StepLog(cost_model_for(dep, target, params))
+    cost = cost_model_for(dep, target, params)
     traffic = CappedOpenLoop(specs, run.max_concurrency) if run.max_concurrency else specs
     dp = dep.engines_per_replica      # data parallelism: DP engine cores behind vLLM's DP load balancer
+    logs = [StepLog(cost) for _ in range(dp)]      # one per engine core: each in its own step order
     result = simulate(traffic, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
-                      lambda i: log, seed=seed, num_replicas=dp,
+                      lambda i: logs[i], seed=seed, num_replicas=dp,
                       **({"router": DataParallelRouter()} if dp > 1 else {}))
     if not result.requests:
         raise TwinInputError(f"{run.name}: the replay simulated no request")
     cut = warmup_cut(specs, run)
     measured = [r for r in result.requests if r.arrival_s >= cut and r.first_token_s is not None]
-    return Replayed(result.metrics(window=(cut, None) if cut > 0 else None), log.arrays(),
+    return Replayed(result.metrics(window=(cut, None) if cut > 0 else None), _step_arrays(logs, result.steps),
                     np.array([r.first_token_s - r.arrival_s for r in measured]),
-                    np.array([r.request_id for r in measured], dtype=np.int64))
+                    np.array([r.request_id for r in measured], dtype=np.int64),
+                    np.array([r.arrival_s for r in measured]), np.array([r.replica for r in measured], dtype=np.int64))
+
+
+def _step_arrays(logs: list[StepLog], records) -> dict[str, np.ndarray]:
+    """The step logs' rows, replica after replica, with their replica and, where the simulation's step records
+    line up with them (same count and durations per replica), each step's end time."""
+    parts = [log.arrays() for log in logs]
+    out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    out["replica"] = np.concatenate([np.full(len(p["dt"]), i, dtype=float) for i, p in enumerate(parts)])
+    rec_replica, start, dur = records.column("replica"), records.column("start_s"), records.column("duration_s")
+    ends = []
+    for i, p in enumerate(parts):
+        mine = rec_replica == i
+        if int(mine.sum()) != len(p["dt"]) or not np.allclose(dur[mine], p["dt"], rtol=1e-9, atol=1e-12):
+            return out
+        ends.append(start[mine] + dur[mine])
+    out["end_s"] = np.concatenate(ends) if ends else np.zeros(0)
+    return out

@@ -6,8 +6,12 @@ through the concurrency, which the next simulation in the fit's outer loop corre
 
 * TPOT scales with the decode-token-weighted mean step time (each decode token waits one step);
 * each request's TTFT is its request path (fixed part plus its own exponential draw times the jitter, exactly
-  as the simulation drew it) plus an engine part (waiting for the running step, the prefill step, queueing) that
-  scales with the mean step time; TTFT statistics come from those per-request values;
+  as the simulation drew it) plus an engine part (waiting for the running step, queueing, its own prefill steps)
+  that scales with the time of the steps it waited on: those of its replica that ended between its hand-over to
+  the engine and its first token (``Replayed``'s step end times). A term that lengthens prefill steps only (a
+  cost per token, prefill attention) so moves a long prompt's TTFT by what its own steps gain, not by the mean
+  over all steps, which decode steps dominate. (Where the step log has no end times, the mean step time.) TTFT
+  statistics come from those per-request values;
 * E2E latency = TTFT + (output tokens - 1) x TPOT.
 
 The concurrency does move with the parameters, through Little's law (requests in flight = rate x E2E latency),
@@ -66,24 +70,55 @@ class Surrogate:
         self._draws = draws[replayed.request_index] if len(draws) else draws
         self._engine_ttft_s = replayed.ttft_s - self._path_s(params)
         self.output_tokens = run.output_tokens.mean
+        self._windows = self._ttft_windows(replayed, params)
 
         seqs = self._features[1]
         busy = seqs > 0
         mean_seqs = float(np.average(seqs[busy], weights=self._count[busy])) if busy.any() else 1.0
         self._max_scale = max(1.0, deployment.scheduler_config.max_num_seqs / max(mean_seqs, 1.0))
 
-    def step_times(self, params: dict[str, float], scale: float = 1.0) -> np.ndarray:
-        tokens, seqs, logits, context, pairs = self._features
-        if scale != 1.0:      # (scale - 1) x the decodes more (or fewer) sequences, with their contexts
-            extra = (scale - 1.0) * self._decodes
-            frac = np.divide(self._decodes, seqs, out=np.zeros_like(seqs), where=seqs > 0)
-            tokens, seqs, logits = tokens + extra, seqs + extra, logits + extra
-            context = context * (1.0 + (scale - 1.0) * frac)
-            pairs = pairs * (1.0 + (scale - 1.0) * frac)
+    def _ttft_windows(self, replayed: Replayed, params: dict[str, float]):
+        """Per measured request, the steps its engine TTFT waited on (``_window_sums``); None where the replay
+        has no step end times or some request waited on no step (the mean step time then stands in)."""
+        steps = replayed.steps
+        if "end_s" not in steps or replayed.arrival_s is None or not len(self._engine_ttft_s):
+            return None
+        end, replica = steps["end_s"], steps["replica"]
+        hand_over = replayed.arrival_s + self._path_s(params)
+        first_token = replayed.arrival_s + replayed.ttft_s
+        lo, hi = np.empty(len(hand_over), dtype=np.int64), np.empty(len(hand_over), dtype=np.int64)
+        for k in np.unique(replayed.replica):
+            rows = np.flatnonzero(replica == k)        # contiguous, in time order
+            mine = replayed.replica == k
+            if not len(rows):
+                return None
+            lo[mine] = rows[0] + np.searchsorted(end[rows], hand_over[mine], side="right")
+            hi[mine] = rows[0] + np.searchsorted(end[rows], first_token[mine] * (1 + 1e-12), side="right")
+        if np.any(hi <= lo):
+            return None
+        used = np.zeros(len(end), dtype=bool)
+        for a, b in zip(lo, hi):
+            used[a:b] = True
+        union = np.flatnonzero(used)
+        features = tuple(steps[k][union] for k in ("tokens", "seqs", "logits", "context", "pairs"))
+        windows = (features, steps["decodes"][union], np.searchsorted(union, lo), np.searchsorted(union, hi))
+        base = self._window_sums(params, 1.0, windows)
+        return windows + (np.where(base > 0, base, 1.0),)
+
+    def _window_sums(self, params: dict[str, float], scale: float, windows) -> np.ndarray:
+        features, decodes, a, b = windows[:4]
+        dt = self._cost_for(params).step_times_s(*_scaled(features, decodes, scale))
+        cs = np.concatenate(([0.0], np.cumsum(dt)))
+        return cs[b] - cs[a]
+
+    def _cost_for(self, params: dict[str, float]):
         key = tuple(sorted(params.items()))
         if getattr(self, "_cost_key", None) != key:      # one cost model per parameter set (predict iterates)
             self._cost_key, self._cost = key, cost_model_for(self.deployment, self.target, params)
-        return self._cost.step_times_s(tokens, seqs, logits, context, pairs)
+        return self._cost
+
+    def step_times(self, params: dict[str, float], scale: float = 1.0) -> np.ndarray:
+        return self._cost_for(params).step_times_s(*_scaled(self._features, self._decodes, scale))
 
     def _path_s(self, params: dict[str, float]) -> np.ndarray:
         params = params_for(params, self.deployment)      # scoped values (name@scope) where they apply
@@ -92,10 +127,13 @@ class Surrogate:
     def _at(self, params: dict[str, float], scale: float) -> dict[str, float]:
         dt = self.step_times(params, scale)
         r_tpot = float((self._decodes * self._count) @ dt) / self._base_tpot_time
-        r_step = float(self._count @ dt) / self._base_step_time
+        if self._windows is not None:      # each request's engine TTFT by the steps it waited on
+            r_ttft = self._window_sums(params, scale, self._windows) / self._windows[4]
+        else:
+            r_ttft = float(self._count @ dt) / self._base_step_time
         # a replay whose requests all had one output token has no TPOT (None): no decode steps to scale
         out = {"mean_tpot_ms": (self.metrics.get("mean_tpot_ms") or 0.0) * r_tpot}
-        ttft_ms = 1e3 * (self._path_s(params) + np.maximum(self._engine_ttft_s, 0.0) * r_step)
+        ttft_ms = 1e3 * (self._path_s(params) + np.maximum(self._engine_ttft_s, 0.0) * r_ttft)
         for key, q in TTFT_STATS:
             if len(ttft_ms):
                 out[key] = float(ttft_ms.mean() if q is None else np.percentile(ttft_ms, q))
@@ -117,3 +155,15 @@ class Surrogate:
             scale = 0.5 * (scale + target)
             out = self._at(params, scale)
         return out
+
+
+def _scaled(features, decodes: np.ndarray, scale: float):
+    """Step features with (scale - 1) x the decodes more (or fewer) sequences, with their contexts."""
+    tokens, seqs, logits, context, pairs = features
+    if scale != 1.0:
+        extra = (scale - 1.0) * decodes
+        frac = np.divide(decodes, seqs, out=np.zeros_like(seqs), where=seqs > 0)
+        tokens, seqs, logits = tokens + extra, seqs + extra, logits + extra
+        context = context * (1.0 + (scale - 1.0) * frac)
+        pairs = pairs * (1.0 + (scale - 1.0) * frac)
+    return tokens, seqs, logits, context, pairs
