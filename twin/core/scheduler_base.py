@@ -96,6 +96,10 @@ class SchedulerBase:
         counted. ``update_from_output`` and the fast path's decode cohort both end requests here."""
         free = self.kv_cache_manager.free
         for req in finished:
+            if req.status == RequestStatus.PREEMPTED:
+                # its last token was in flight when a later schedule preempted it: it leaves the waiting queue
+                # (vLLM's ``stopped_preempted_reqs``); its blocks were freed at the preemption
+                self.waiting.remove(req)
             req.status = req.finish_status()
             free(req)
         self.running = list(filterfalse(set(finished).__contains__, self.running))   # requests hash by identity
@@ -173,7 +177,13 @@ class SchedulerBase:
         """Apply what the step produced. ``num_generated[i]`` is the number of tokens the forward pass
         produced for scheduled request i (1 + accepted drafts for a verification, 0 for a partial prefill);
         ``sampled_token_ids`` gives real tokens instead. By default a request whose computed tokens caught up
-        with its tokens produces one token. Rejected drafts are rolled back from ``num_computed_tokens``."""
+        with its tokens produces one token. Rejected drafts are rolled back from ``num_computed_tokens``.
+
+        A request finished while the step ran (a client abort) drops the step's output. A request preempted
+        while the step ran (a driver with more than one batch in flight scheduled the next step before this
+        one's output came back: vLLM's async scheduling, pipeline parallelism) keeps it: the sampled tokens are
+        appended, so it resumes with them, and if they were its last it finishes from the waiting queue, as
+        vLLM's ``update_from_output`` does (tests/v1/core/test_scheduler.py, test_preempt_during_execution)."""
         requests = out.requests
         n_real = len(requests) - out.num_padding
         num_emitted = [0] * len(requests)
@@ -184,19 +194,25 @@ class SchedulerBase:
         for i in range(n_real):
             req = requests[i]
             if req.status != RequestStatus.RUNNING:
-                continue
+                if req.status != RequestStatus.PREEMPTED:
+                    continue       # finished while the step ran: its output is dropped
+                # preempted while the step ran: its count restarted at 0; the step computed up to here
+                computed = out.num_computed_before[i] + out.num_new_tokens[i]
+            else:
+                computed = req.num_computed_tokens
             if sampled_token_ids is not None:
                 gen = len(sampled_token_ids[i])
             elif num_generated is not None:
                 gen = num_generated[i]
             else:
-                gen = 1 if req.num_computed_tokens >= req.num_prompt_tokens + req.num_output_tokens else 0
+                gen = 1 if computed >= req.num_prompt_tokens + req.num_output_tokens else 0
             num_spec = spec[i]
             if num_spec:
                 accepted = gen - 1 if gen > 0 else 0
                 if accepted > num_spec:
                     raise ValueError(f"request {req.request_id}: {accepted} drafts accepted of {num_spec}")
-                req.num_computed_tokens -= num_spec - accepted
+                if req.num_computed_tokens:      # a preempted request has nothing to roll back
+                    req.num_computed_tokens -= num_spec - accepted
                 req.num_spec_tokens = 0
                 accepted_spec[i] = accepted
             if gen == 0:
