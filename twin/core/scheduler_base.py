@@ -193,19 +193,17 @@ class SchedulerBase:
         spec = out.num_spec_tokens
         for i in range(n_real):
             req = requests[i]
-            if req.status != RequestStatus.RUNNING:
-                if req.status != RequestStatus.PREEMPTED:
-                    continue       # finished while the step ran: its output is dropped
-                # preempted while the step ran: its count restarted at 0; the step computed up to here
-                computed = out.num_computed_before[i] + out.num_new_tokens[i]
+            if req.status == RequestStatus.RUNNING:
+                if sampled_token_ids is not None:
+                    gen = len(sampled_token_ids[i])
+                elif num_generated is not None:
+                    gen = num_generated[i]
+                else:
+                    gen = 1 if req.num_computed_tokens >= req.num_prompt_tokens + req.num_output_tokens else 0
+            elif req.status == RequestStatus.PREEMPTED:
+                gen = _in_flight_output(req, out, i, num_generated, sampled_token_ids)
             else:
-                computed = req.num_computed_tokens
-            if sampled_token_ids is not None:
-                gen = len(sampled_token_ids[i])
-            elif num_generated is not None:
-                gen = num_generated[i]
-            else:
-                gen = 1 if computed >= req.num_prompt_tokens + req.num_output_tokens else 0
+                continue           # finished while the step ran: its output is dropped
             num_spec = spec[i]
             if num_spec:
                 accepted = gen - 1 if gen > 0 else 0
@@ -229,3 +227,16 @@ class SchedulerBase:
         if finished:
             self.retire(finished)
         return StepResult(num_emitted=num_emitted, finished=finished, num_accepted_spec=accepted_spec)
+
+
+def _in_flight_output(req: Request, out: SchedulerOutput, i: int, num_generated: Sequence[int] | None,
+                      sampled_token_ids: Sequence[Sequence[int]] | None) -> int:
+    """Tokens step ``out`` produced for row ``i``, a request preempted while the step ran: its computed count
+    restarted at 0, so the default rule asks where the step itself computed up to."""
+    if sampled_token_ids is not None:
+        return len(sampled_token_ids[i])
+    if num_generated is not None:
+        return num_generated[i]
+    computed = out.num_computed_before[i] + out.num_new_tokens[i]
+    return 1 if computed >= req.num_prompt_tokens + req.num_output_tokens else 0
+
