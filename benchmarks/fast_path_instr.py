@@ -1,8 +1,12 @@
-"""One simulation of the Mooncake arXiv file (1,000 requests, Llama-3.1-8B on one H100) with one of the fast path's
-large wins switched off, for instruction counts under cachegrind (docs/fast-path.md has the figures):
+"""One simulation with one of the fast path's large wins switched off, for instruction counts under cachegrind
+(docs/fast-path.md has the figures):
 
     PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \\
-        python benchmarks/fast_path_instr.py CONFIG
+        python benchmarks/fast_path_instr.py CONFIG [WORKLOAD]
+
+WORKLOAD: ``mooncake`` (default: the Mooncake arXiv file, 1,000 requests at its own timestamps, Llama-3.1-8B on
+one H100; long prompts, the engine saturated) or ``azure600`` (the first 600 s of the Azure conversation trace,
+2,867 requests, same deployment; short requests, the engine mostly decoding between arrivals).
 
 CONFIG: ``setup`` (the trace read and the deployment resolved, no simulation: subtract it from the others),
 ``all`` (every win on: the defaults), ``no-cohort`` (``fast_path=False``: every step through ``schedule()`` and
@@ -23,7 +27,10 @@ from twin.sim.simulate import simulate
 from twin.workload.generate import build_workload
 from twin.workload.paths import traces_dir
 
-TRACE = "mooncake_arxiv_trace_first1000.jsonl"
+WORKLOADS = {
+    "mooncake": ("mooncake_arxiv_trace_first1000.jsonl", {"format": "mooncake"}, {}),
+    "azure600": ("azure_llm_2023_conv.csv", {"format": "azure", "window_s": 600}, {"max_model_len": 16384}),
+}
 CONFIGS = {
     "all": {"token_times": "summary", "steps_mode": "aggregate"},
     "no-cohort": {"token_times": "summary", "steps_mode": "aggregate", "fast_path": False},
@@ -35,14 +42,17 @@ CONFIGS = {
 
 def main(argv: list[str]) -> int:
     config = argv[0] if argv else "all"
-    if config != "setup" and config not in CONFIGS:
-        print(f"fast_path_instr: config {config!r} unknown; one of setup, {', '.join(CONFIGS)}")
+    workload = argv[1] if len(argv) > 1 else "mooncake"
+    if (config != "setup" and config not in CONFIGS) or workload not in WORKLOADS:
+        print(f"fast_path_instr: {config!r} {workload!r} unknown; config: one of setup, {', '.join(CONFIGS)}; "
+              f"workload: one of {', '.join(WORKLOADS)}")
         return 2
-    if not (traces_dir() / TRACE).is_file():
-        print(f"fast_path_instr: skipped: trace {traces_dir() / TRACE} not found (set TWIN_TRACES_DIR)")
+    trace, trace_fields, server = WORKLOADS[workload]
+    if not (traces_dir() / trace).is_file():
+        print(f"fast_path_instr: skipped: trace {traces_dir() / trace} not found (set TWIN_TRACES_DIR)")
         return 0
-    body = Scenario({"name": "mooncake-arxiv", "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
-                     "workload": {"trace": {"path": "{traces}/" + TRACE, "format": "mooncake"}},
+    body = Scenario({"name": workload, "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
+                     "server": server, "workload": {"trace": {"path": "{traces}/" + trace, **trace_fields}},
                      "seed": 0}).body("baseline")
     dep = resolve_deployment(body, None)
     traffic = build_workload(body.workload, body.seed)
