@@ -105,6 +105,14 @@ class SchedulerBase:
         self.running = list(filterfalse(set(finished).__contains__, self.running))   # requests hash by identity
         self.num_finished += len(finished)
 
+    def skip_steps(self, num_steps: int = 1) -> None:
+        """Count ``num_steps`` steps a driver ran without ``schedule()`` (the fast path's decode runs). Their
+        outputs carry no rejections: those made meanwhile are dropped from ``rejected_unreported`` (the driver
+        closed their records when ``add_request`` refused them)."""
+        self.step_index += num_steps
+        if self.rejected_unreported:
+            self.rejected_unreported = []
+
     def has_unfinished_requests(self) -> bool:
         return bool(self.running) or bool(self.waiting)
 
