@@ -19,6 +19,9 @@ configurations can be checked to give the same run. Skips with a message when th
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this tree's twin, not the installed one
 
 from twin.core.schedulers import make_scheduler
 from twin.scenario import Scenario

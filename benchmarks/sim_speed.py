@@ -48,8 +48,11 @@ import statistics
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 
 import simpy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this tree's twin, not the installed one
 
 from twin.core.request import RequestStatus
 from twin.core.scheduler_output import SchedulerOutput
