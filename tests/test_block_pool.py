@@ -328,17 +328,18 @@ def test_private_blocks_freed_together_are_one_node_in_the_same_order():
         node = node.next_free
     assert [type(n).__name__ for n in nodes] == ["KVCacheBlock", "PrivateRun", "KVCacheBlock", "PrivateRun"]
     assert isinstance(nodes[1], PrivateRun) and nodes[1].blocks == [b[8], b[7], b[6]]
-    # a run's blocks carry the state of any free block: ref count 0 (vLLM's ref_cnt == 0 <=> free), PRIVATE_HASH
-    assert all(x.block_hash is PRIVATE_HASH and x.ref_cnt == 0 for x in (b[8], b[7], b[6], b[4], b[3]))
+    # a run's blocks carry ref count 0 like any free block (vLLM's ref_cnt == 0 <=> free); their PRIVATE_HASH is
+    # the run's
+    assert all(x.block_hash is None and x.ref_cnt == 0 for x in (b[8], b[7], b[6], b[4], b[3]))
     # popped across the nodes: a run split, then emptied; every private block popped is one eviction
     assert [x.block_id for x in pool.get_new_blocks(3)] == [9, 8, 7]
     assert pool.num_evictions == 2 and free_ids(pool) == [6, 5, 4, 3] and queue.num_free_blocks == 4
     assert [x.block_id for x in pool.get_new_blocks(3)] == [6, 5, 4]
     assert pool.num_evictions == 5 and 555 not in pool.cached_block_hash_to_block
     assert all(x.ref_cnt == 1 and x.block_hash is None for x in (b[9], b[8], b[7], b[6], b[5], b[4]))
-    assert b[3].ref_cnt == 0 and b[3].block_hash is PRIVATE_HASH      # still in the queue
+    assert b[3].ref_cnt == 0 and b[3].block_hash is None              # still in the queue, in a run
     assert free_ids(pool) == [3] and queue.num_free_blocks == 1
-    assert queue.popleft() is b[3] and b[3].block_hash is PRIVATE_HASH   # popleft leaves eviction to the pool
+    assert queue.popleft() is b[3] and b[3].block_hash is PRIVATE_HASH   # its queue state: eviction is the pool's
     assert b[3].ref_cnt == 0
     assert free_ids(pool) == [] and queue.num_free_blocks == 0
 
@@ -368,15 +369,15 @@ def test_inspecting_the_pool_changes_nothing_and_shows_private_run_blocks_free()
     queue = pool.free_block_queue
     run = queue.head.next_free
     assert isinstance(run, PrivateRun)
-    assert [(x.ref_cnt, x.block_hash) for x in pool.blocks] == [(1, PRIVATE_HASH)] * 3 + [(0, PRIVATE_HASH)] * 3
+    assert [(x.ref_cnt, x.block_hash) for x in pool.blocks] == [(1, PRIVATE_HASH)] * 3 + [(0, None)] * 3
     assert queue.head.next_free is run and b[5].next_free is None       # still one node
     assert free_ids(pool) == [5, 4, 3] and queue.num_free_blocks == 3
     assert [x.block_id for x in pool.get_new_blocks(2)] == [5, 4] and pool.num_evictions == 2
-    assert [(x.ref_cnt, x.block_hash) for x in (b[5], b[4], b[3])] == [(1, None), (1, None), (0, PRIVATE_HASH)]
+    assert [(x.ref_cnt, x.block_hash) for x in (b[5], b[4], b[3])] == [(1, None), (1, None), (0, None)]
 
 
-def test_a_private_run_given_to_free_blocks_joins_between_the_other_blocks_as_free_private_blocks():
-    from twin.core.free_block_queue import PRIVATE_HASH, PrivateRun
+def test_a_private_run_given_to_free_blocks_joins_between_the_other_blocks_as_free_blocks():
+    from twin.core.free_block_queue import PrivateRun
 
     pool = BlockPool(8, reserve_null_block=False, free_unhashed_to_head=True)
     b = pool.get_new_blocks(8)
@@ -388,7 +389,7 @@ def test_a_private_run_given_to_free_blocks_joins_between_the_other_blocks_as_fr
     assert free_ids(pool) == [7, 6, 5, 4, 3, 2, 1, 0] and queue.num_free_blocks == 8
     run = queue.head.next_free.next_free
     assert isinstance(run, PrivateRun) and run.blocks == [b[6], b[5], b[4], b[3], b[2]]
-    assert all(x.ref_cnt == 0 and x.block_hash is PRIVATE_HASH for x in run.blocks)   # free, private
+    assert all(x.ref_cnt == 0 and x.block_hash is None for x in run.blocks)   # free; PRIVATE_HASH is the run's
     assert b[0].ref_cnt == b[1].ref_cnt == b[7].ref_cnt == 0
     assert [x.block_id for x in pool.get_new_blocks(7)] == [7, 6, 5, 4, 3, 2, 1]
     assert pool.num_evictions == 6 and pool.cached_block_hash_to_block == {10: b[0]}

@@ -8,7 +8,7 @@ import pytest
 
 from core_helpers import block_ids, check_free_iff_unreferenced, check_pool_invariants, free_ids, make_sched, req
 from twin.core.block_pool import BlockPool
-from twin.core.free_block_queue import PRIVATE_HASH, PrivateRun
+from twin.core.free_block_queue import PrivateRun
 from twin.core.kv_cache_manager import KVCacheManager
 from twin.core.request import Request, RequestStatus
 
@@ -79,13 +79,13 @@ def test_a_private_run_holds_free_blocks_from_its_free_to_its_last_pop():
     finish(kv, r)                                       # 5, then the run 4 3, then 2 1, after 6 7 (never used)
     assert queue_nodes(pool) == ["fresh", "KVCacheBlock", "PrivateRun", "KVCacheBlock", "KVCacheBlock"]
     assert free_ids(kv) == [6, 7, 5, 4, 3, 2, 1]
-    assert [(x.block_id, x.ref_cnt, x.block_hash is PRIVATE_HASH) for x in held] == [
-        (1, 0, False), (2, 0, False), (3, 0, True), (4, 0, True), (5, 0, False)]
+    assert [(x.block_id, x.ref_cnt) for x in held] == [(1, 0), (2, 0), (3, 0), (4, 0), (5, 0)]
+    assert [x.block_hash for x in held[2:]] == [None] * 3       # 3 4: their PRIVATE_HASH is the run's
     check_pool_invariants(kv)
     got = pool.get_new_blocks(4)                        # 6 7 5, then the run's first block: the run is split
     assert [x.block_id for x in got] == [6, 7, 5, 4] and pool.num_evictions == 1
     assert [(x.ref_cnt, x.block_hash) for x in got] == [(1, None)] * 4
-    assert (held[2].ref_cnt, held[2].block_hash) == (0, PRIVATE_HASH)
+    assert (held[2].ref_cnt, held[2].block_hash) == (0, None)
     assert queue_nodes(pool) == ["PrivateRun", "KVCacheBlock", "KVCacheBlock"] and free_ids(kv) == [3, 2, 1]
     check_free_iff_unreferenced(pool)
     got += pool.get_new_blocks(2)                       # the run's last block (evicted), then 2 (evicted)

@@ -77,7 +77,7 @@ class BlockPool:
                     need -= len(new)
                     block = head.next_free
                     continue
-                # a private run: its first blocks, evicted (their hash forgotten)
+                # a private run: its first blocks, evicted (the run's PRIVATE_HASH is theirs no more)
                 run_blocks, start = block.blocks, block.start
                 end = start + need
                 if end < len(run_blocks):
@@ -90,7 +90,6 @@ class BlockPool:
                     block = nxt
                 for b in taken:
                     b.ref_cnt = 1
-                    b.block_hash = None
                 out += taken
                 num_private_evicted += len(taken)
                 need -= len(taken)
@@ -125,8 +124,8 @@ class BlockPool:
                     then_blocks: Iterable[KVCacheBlock] = ()) -> None:
         """Drop one reference from each block; blocks reaching 0 join the free queue in the given order. With
         ``then_private`` (full blocks that only their request could name, held by it alone, never registered,
-        in the order freed), those drop their reference and take ``PRIVATE_HASH`` (as ``mark_private`` would
-        have given them) and join next as one private run, and ``then_blocks`` after them."""
+        in the order freed), those drop their reference and join next as one private run (which carries their
+        ``PRIVATE_HASH``), and ``then_blocks`` after them."""
         queue = self.free_block_queue
         to_head: list[KVCacheBlock] | None = [] if self.free_unhashed_to_head else None
         tail = queue.tail
@@ -134,7 +133,6 @@ class BlockPool:
         if then_private:
             for block in then_private:
                 block.ref_cnt -= 1
-                block.block_hash = PRIVATE_HASH
             last = link_run(last, then_private)
             num_appended += len(then_private)
             last, num_then = self._append_freed(then_blocks, last, to_head)
@@ -157,7 +155,8 @@ class BlockPool:
             block.ref_cnt -= 1
             if block.ref_cnt == 0 and not block.is_null:
                 block_hash = block.block_hash
-                if block_hash is PRIVATE_HASH:
+                if block_hash is PRIVATE_HASH:     # its hash is the run's from now on (PrivateRun)
+                    block.block_hash = None
                     private.append(block)
                 elif to_head is not None and block_hash is None:
                     to_head.append(block)

@@ -45,10 +45,12 @@ class KVCacheBlock:
 class PrivateRun:
     """Free blocks that carry ``PRIVATE_HASH``, freed one after another, as one node of the free queue: nobody
     can look them up, so they leave the queue only from its head, in order, and need not be linked one by one.
-    The blocks ``blocks[start:]`` are in the queue, each with the state of any free block (ref count 0, its
-    hash ``PRIVATE_HASH``: vLLM's ``ref_cnt == 0 <=> free`` holds on the objects); only their links are the
-    run's (their own pointers stay None). ``BlockPool.get_new_blocks`` evicts them as it pops them (ref count
-    1, no hash)."""
+    The blocks ``blocks[start:]`` are in the queue, each with ref count 0 like any free block (vLLM's
+    ``ref_cnt == 0 <=> free`` holds on the objects); their links and their hash are the run's: their own
+    pointers stay None and their ``block_hash`` None, the run standing for their ``PRIVATE_HASH`` (so that
+    they pass from their request to the queue and on to the next request with one write each, their ref
+    count). ``popleft`` writes the hash back to a block it takes out of a run; ``BlockPool.get_new_blocks``
+    evicts the blocks it takes (ref count 1, no hash)."""
 
     __slots__ = ("blocks", "start", "prev_free", "next_free")
     block_id = -4   # real blocks have ids >= 0: one comparison tells a node from a block
@@ -102,6 +104,7 @@ class FreeBlockQueue:
             if run.start == len(run.blocks):
                 self._unlink(run)
             self.num_free_blocks -= 1
+            block.block_hash = PRIVATE_HASH    # its state in the queue
             return block
         self.remove(block)
         return block
