@@ -97,11 +97,7 @@ class BlockPool:
             nxt = block.next_free
             block.prev_free = block.next_free = None
             if block.block_hash is not None:
-                if block.block_hash is PRIVATE_HASH:   # _evict inlined for the common case
-                    block.block_hash = None
-                    num_private_evicted += 1
-                else:
-                    self._evict(block)
+                self._evict(block)
             block.ref_cnt += 1
             out.append(block)
             need -= 1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import filterfalse
 
 from twin.core.kv_cache_manager import KVCacheManager
 from twin.core.kv_offload import OffloadingKVCacheManager
@@ -104,7 +103,8 @@ class SchedulerBase:
                 self.waiting.remove(req)
             req.status = req.finish_status()
             free(req)
-        self.running = list(filterfalse(set(finished).__contains__, self.running))   # requests hash by identity
+        done = set(finished)   # requests hash by identity
+        self.running = [req for req in self.running if req not in done]
         self.num_finished += len(finished)
 
     def skip_steps(self, num_steps: int = 1) -> None:
