@@ -57,6 +57,8 @@ class DecodeCohort:
         self.max_model_len = max_model_len
         self.members: dict[Request, Member] = {}          # in running order
         self.by_phase: dict[int, dict[Request, list[KVCacheBlock]]] = {}   # member -> its block table, by phase
+        # members by phase, phases from block_size - 1 down to 0: the counts of the steps in order (see new_blocks)
+        self.num_by_phase_down = [0] * self.block_size
         self.registering_by_phase: dict[int, dict[Request, Member]] = {}   # the members registering as they fill
         self.finishing: dict[int, list[Member]] = {}
         self.step = 0                 # the next step to schedule (cohort-local numbering)
@@ -108,6 +110,7 @@ class DecodeCohort:
         member = Member(req, s, s + steps_left - 1, phase, registers_on_leave, itl is not None)
         self.members[req] = member
         self.by_phase.setdefault(phase, {})[req] = self.kv.req_to_blocks[req.request_id]
+        self.num_by_phase_down[self.block_size - 1 - phase] += 1
         if not registers_on_leave:
             self.registering_by_phase.setdefault(phase, {})[req] = member
         self.finishing.setdefault(member.finish_step, []).append(member)
@@ -117,6 +120,7 @@ class DecodeCohort:
         req = member.request
         del self.members[req]
         del self.by_phase[member.phase][req]
+        self.num_by_phase_down[self.block_size - 1 - member.phase] -= 1
         if not member.registers_on_leave:
             group = self.registering_by_phase[member.phase]
             del group[req]
@@ -129,14 +133,16 @@ class DecodeCohort:
     # ---- one step ---------------------------------------------------------------------------------------------
     def num_new_blocks(self) -> int:
         """Blocks the next step's decodes need (one per member whose last block is full)."""
-        group = self.by_phase.get((1 - self.step) % self.block_size)
-        return len(group) if group else 0
+        return self.num_by_phase_down[(self.step - 2) % self.block_size]
 
     def new_blocks(self, num_steps: int) -> list[int]:
         """``num_new_blocks`` of each of the next ``min(num_steps, block_size)`` steps (the pattern repeats:
-        nobody joins or leaves in between). Step s allocates for the members of phase (1 - s) mod block size."""
-        bs, by_phase, s0 = self.block_size, self.by_phase, self.step
-        return [len(by_phase.get((1 - s) % bs, ())) for s in range(s0, s0 + min(num_steps, bs))]
+        nobody joins or leaves in between). Step s allocates for the members of phase (1 - s) mod block size,
+        the entry s - 2 mod block size of ``num_by_phase_down``; the steps after it take the entries after it."""
+        first = (self.step - 2) % self.block_size
+        counts = self.num_by_phase_down
+        by_step = counts[first:] + counts[:first] if first else counts[:]
+        return by_step if num_steps >= len(by_step) else by_step[:num_steps]
 
     def context(self) -> int:
         """Sum of the members' computed tokens before the next step."""
@@ -272,6 +278,7 @@ class DecodeCohort:
             self._settle(m, self.step - 1, last_completed)
         self.members.clear()
         self.by_phase.clear()
+        self.num_by_phase_down = [0] * self.block_size
         self.registering_by_phase.clear()
         self.finishing.clear()
         self.context_base = 0
