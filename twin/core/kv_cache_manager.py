@@ -102,6 +102,13 @@ class KVCacheManager:
         rid = request.request_id
         req_blocks = self.req_to_blocks.get(rid)
         bs = self.block_size
+        if (req_blocks is not None and not num_new_computed_tokens and not new_computed_blocks
+                and not reserve_blocks and not full_sequence_must_fit
+                and request.num_computed_tokens + num_new_tokens + num_lookahead_tokens <= len(req_blocks) * bs):
+            # the common case (a running request whose new tokens fit in the blocks it holds): nothing to
+            # allocate, at most the blocks just filled to register
+            self._register_computed(request, req_blocks, request.num_computed_tokens + num_new_tokens)
+            return []
         pool = self.block_pool
         if req_blocks is None:
             req_blocks = self.req_to_blocks[rid] = []
