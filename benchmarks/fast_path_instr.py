@@ -1,7 +1,8 @@
 """One simulation with one of the fast path's large wins switched off, for instruction counts under cachegrind
 (docs/fast-path.md has the figures):
 
-    PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \\
+    PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 \\
+        valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \\
         python benchmarks/fast_path_instr.py CONFIG [WORKLOAD]
 
 WORKLOAD: ``mooncake`` (default: the Mooncake arXiv file, 1,000 requests at its own timestamps, Llama-3.1-8B on
