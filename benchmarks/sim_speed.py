@@ -11,6 +11,7 @@ of one extra, slower run). Target (issue 16): the hour in <= 1 s and <= 1 GB.
     python benchmarks/sim_speed.py --all    # every figure of issue 16 in one run (~6 minutes here)
     python benchmarks/sim_speed.py --records-check 100000 [--token-times full]
     python benchmarks/sim_speed.py --per-request [--slow-requests 2000] [--fast-requests 10000]
+    python benchmarks/sim_speed.py --mooncake [--repeats 3]
 
 ``--per-request`` compares the cost per request of the step-by-step path (``fast_path=False``: the scheduler
 walks every running request at every step) with the fast path (the decode cohort, ``twin/sim/cohort_steps.py``)
@@ -25,8 +26,14 @@ output tokens) with ``records: {token_times: summary, steps: aggregate}`` (or ``
 ``--steps full``) in a child process and
 prints its wall time and peak resident memory (no trace needed).
 
-``--all`` prints, one after the other: the Azure hour, ``--per-request``, ``--records-check 1000000`` and the
-start-up of ``twin run`` on a one-request scenario (``benchmarks/startup.py``).
+``--mooncake`` replays the public 1,000-request Mooncake arXiv trace (``mooncake_arxiv_trace_first1000.jsonl``
+in the traces folder, its own timestamps, prefix hash ids at 512-token blocks) on Llama-3.1-8B on one H100 and
+prints the simulation's CPU microseconds per request, per output token and per engine step (median of the
+repeats), beside the figure a compiled simulator reports for the same file (1.3 s wall, issue 36).
+
+``--all`` prints, one after the other: the Azure hour, ``--mooncake``, ``--per-request``,
+``--records-check 1000000`` and the start-up of ``twin run`` on a one-request scenario
+(``benchmarks/startup.py``).
 
 Skips with a message when the traces folder (``TWIN_TRACES_DIR`` or ``../shared/traces``) is absent.
 """
@@ -41,8 +48,11 @@ import statistics
 import sys
 import time
 import tracemalloc
+from pathlib import Path
 
 import simpy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this tree's twin, not the installed one
 
 from twin.core.request import RequestStatus
 from twin.core.scheduler_output import SchedulerOutput
@@ -60,6 +70,7 @@ from twin.workload.sharing import SegmentSharing
 SCENARIO = "azure_conversation_replay"
 MILLION = 1_000_000
 TRACE = "azure_llm_2023_conv.csv"
+MOONCAKE_TRACE = "mooncake_arxiv_trace_first1000.jsonl"
 
 
 def prepare(variant: str):
@@ -179,6 +190,41 @@ def per_request_floor(num_requests: int) -> dict[str, float]:
     return {name: s / num_requests * 1e6 for name, s in cpu_s.items()}
 
 
+def mooncake_body():
+    return Scenario({
+        "name": "mooncake-arxiv-first1000",
+        "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
+        "workload": {"trace": {"path": "{traces}/" + MOONCAKE_TRACE, "format": "mooncake"}},
+        "seed": 0}).body("baseline")
+
+
+def mooncake(repeats: int) -> int:
+    """CPU microseconds per request, per output token and per engine step on the Mooncake arXiv file."""
+    path = traces_dir() / MOONCAKE_TRACE
+    if not path.is_file():
+        print(f"mooncake       skipped: trace {path} not found (set TWIN_TRACES_DIR to the traces folder)")
+        return 0
+    body = mooncake_body()
+    dep = resolve_deployment(body, None)
+    traffic = build_workload(body.workload, body.seed)
+    cpus, walls, result = [], [], None
+    for _ in range(repeats):
+        result = None
+        t0, c0 = time.perf_counter(), time.process_time()
+        result = simulate_once(body, dep, traffic)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
+    cpu, wall = statistics.median(cpus), statistics.median(walls)
+    m = result.metrics()
+    num_requests, num_tokens, num_steps = len(traffic), m["total_output_tokens"], len(result.steps)
+    print(f"mooncake       {num_requests:,} requests of {path.name} on {body.deployment.model} on {dep.gpu.name}: "
+          f"{m['completed']:,} completed, {num_tokens:,} output tokens, {num_steps:,} engine steps")
+    print(f"mooncake cpu   {cpu:.3f} s (median of {len(cpus)}; wall {wall:.3f} s): "
+          f"{cpu / num_requests * 1e6:,.1f} us per request, {cpu / num_tokens * 1e6:.2f} us per output token, "
+          f"{cpu / num_steps * 1e6:.1f} us per engine step (simulation only; the trace read is not counted)")
+    return 0
+
+
 def records_check(num_requests: int, token_times: str, steps: str) -> int:
     out = subprocess.run([sys.executable, __file__, "--records-child", str(num_requests), "--token-times",
                           token_times, "--steps", steps], capture_output=True, text=True, check=False)
@@ -254,6 +300,7 @@ def main() -> int:
     ap.add_argument("--all", action="store_true", help="every figure of issue 16 in one run (see above)")
     ap.add_argument("--records-check", type=int, metavar="N", help="peak memory of an N-request run (see above)")
     ap.add_argument("--records-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--mooncake", action="store_true", help="us per request / output token / step, Mooncake arXiv")
     ap.add_argument("--per-request", action="store_true", help="step-by-step vs fast path cost per request")
     ap.add_argument("--slow-requests", type=int, default=2000)
     ap.add_argument("--fast-requests", type=int, default=10000)
@@ -270,10 +317,14 @@ def main() -> int:
         return records_check(args.records_check, args.token_times, args.steps)
     if args.per_request:
         return per_request(args.slow_requests, args.fast_requests)
+    if args.mooncake:
+        return mooncake(args.repeats)
     if args.all:
         import startup
 
         status = azure_hour(args.variant, args.repeats, False, False)
+        print()
+        status = status or mooncake(args.repeats)
         print()
         status = status or per_request(args.slow_requests, args.fast_requests)
         print()

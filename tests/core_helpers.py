@@ -31,8 +31,8 @@ def ids(requests: Sequence[Request]) -> list:
     return [r.request_id for r in requests]
 
 
-def block_ids(sched: SchedulerBase, rid: Hashable) -> list[int]:
-    return sched.kv_cache_manager.get_block_ids(rid)
+def block_ids(sched_or_kv, rid: Hashable) -> list[int]:
+    return getattr(sched_or_kv, "kv_cache_manager", sched_or_kv).get_block_ids(rid)
 
 
 def free_ids(sched_or_kv) -> list[int]:
@@ -52,9 +52,23 @@ def step(sched: SchedulerBase, num_generated: Sequence[int] | None = None, now_s
     return out, res
 
 
+def check_free_iff_unreferenced(pool) -> None:
+    """vLLM's block-pool invariant on the block objects themselves: every block in the free queue (private
+    runs and never-used ids included) has ref count 0, every other block but the null block has ref count > 0."""
+    queue = pool.free_block_queue
+    blocks = pool.blocks
+    free_ids = queue.block_ids()
+    assert [blocks[i].ref_cnt for i in free_ids] == [0] * len(free_ids), "a block in the free queue is referenced"
+    free_set = set(free_ids)
+    held = [b for b in blocks if not b.is_null and b.block_id not in free_set]
+    assert all(b.ref_cnt > 0 for b in held), f"unreferenced blocks outside the free queue: {held}"
+    assert len(free_ids) == queue.num_free_blocks
+
+
 def check_pool_invariants(kv) -> None:
     """Structural invariants of a KVCacheManager's block pool."""
     pool = kv.block_pool
+    check_free_iff_unreferenced(pool)
     free = pool.free_block_queue.block_ids()
     assert len(free) == pool.free_block_queue.num_free_blocks
     assert len(set(free)) == len(free), "a block appears twice in the free queue"
@@ -87,7 +101,9 @@ def check_pool_invariants(kv) -> None:
         assert h in pool.cached_block_hash_to_block
         for block in dups:
             assert block.block_hash == h
-    hashed = [b for b in pool.blocks if b.block_hash is not None]
+    from twin.core.free_block_queue import PRIVATE_HASH
+
+    hashed = [b for b in pool.blocks if b.block_hash is not None and b.block_hash is not PRIVATE_HASH]
     n_mapped = len(pool.cached_block_hash_to_block) + sum(len(d) for d in pool._duplicates.values())
     assert n_mapped == len(hashed), "a hashed block is missing from the map"
 

@@ -328,16 +328,19 @@ def test_private_blocks_freed_together_are_one_node_in_the_same_order():
         node = node.next_free
     assert [type(n).__name__ for n in nodes] == ["KVCacheBlock", "PrivateRun", "KVCacheBlock", "PrivateRun"]
     assert isinstance(nodes[1], PrivateRun) and nodes[1].blocks == [b[8], b[7], b[6]]
-    # a run's blocks carry the state they leave it with; the pool's inspection view writes the queue's back
-    assert all(x.block_hash is None and x.ref_cnt == 1 for x in (b[8], b[7], b[6], b[4], b[3]))
+    # a run's blocks carry ref count 0 like any free block (vLLM's ref_cnt == 0 <=> free); their PRIVATE_HASH is
+    # the run's
+    assert all(x.block_hash is None and x.ref_cnt == 0 for x in (b[8], b[7], b[6], b[4], b[3]))
     # popped across the nodes: a run split, then emptied; every private block popped is one eviction
     assert [x.block_id for x in pool.get_new_blocks(3)] == [9, 8, 7]
     assert pool.num_evictions == 2 and free_ids(pool) == [6, 5, 4, 3] and queue.num_free_blocks == 4
     assert [x.block_id for x in pool.get_new_blocks(3)] == [6, 5, 4]
     assert pool.num_evictions == 5 and 555 not in pool.cached_block_hash_to_block
-    assert all(x.ref_cnt == 1 and x.block_hash is None for x in (b[6], b[4]))
+    assert all(x.ref_cnt == 1 and x.block_hash is None for x in (b[9], b[8], b[7], b[6], b[5], b[4]))
+    assert b[3].ref_cnt == 0 and b[3].block_hash is None              # still in the queue, in a run
     assert free_ids(pool) == [3] and queue.num_free_blocks == 1
-    assert queue.popleft() is b[3] and b[3].block_hash is PRIVATE_HASH   # popleft leaves eviction to the pool
+    assert queue.popleft() is b[3] and b[3].block_hash is PRIVATE_HASH   # its queue state: eviction is the pool's
+    assert b[3].ref_cnt == 0
     assert free_ids(pool) == [] and queue.num_free_blocks == 0
 
 
@@ -358,33 +361,35 @@ def test_reset_prefix_cache_links_private_runs_block_by_block():
     assert [x.block_id for x in pool.get_new_blocks(6)] == [5, 4, 3, 0, 1, 2] and pool.num_evictions == 0
 
 
-def test_inspecting_the_pool_shows_private_run_blocks_as_free_and_private_in_the_same_queue_order():
+def test_inspecting_the_pool_changes_nothing_and_shows_private_run_blocks_free():
     from twin.core.free_block_queue import PRIVATE_HASH, PrivateRun
 
     pool, b = _private_pool(6)
     pool.free_blocks([b[5], b[4], b[3]])
     queue = pool.free_block_queue
-    assert isinstance(queue.head.next_free, PrivateRun)
-    assert all(x.ref_cnt == 0 and x.block_hash is PRIVATE_HASH for x in pool.blocks[3:])
+    run = queue.head.next_free
+    assert isinstance(run, PrivateRun)
+    assert [(x.ref_cnt, x.block_hash) for x in pool.blocks] == [(1, PRIVATE_HASH)] * 3 + [(0, None)] * 3
+    assert queue.head.next_free is run and b[5].next_free is None       # still one node
     assert free_ids(pool) == [5, 4, 3] and queue.num_free_blocks == 3
-    assert queue.head.next_free is b[5] and b[5].next_free is b[4]     # linked one by one now
     assert [x.block_id for x in pool.get_new_blocks(2)] == [5, 4] and pool.num_evictions == 2
-    assert all(x.ref_cnt == 1 and x.block_hash is None for x in (b[5], b[4]))
+    assert [(x.ref_cnt, x.block_hash) for x in (b[5], b[4], b[3])] == [(1, None), (1, None), (0, None)]
 
 
-def test_a_private_run_given_to_free_blocks_joins_untouched_between_the_other_blocks():
+def test_a_private_run_given_to_free_blocks_joins_between_the_other_blocks_as_free_blocks():
     from twin.core.free_block_queue import PrivateRun
 
     pool = BlockPool(8, reserve_null_block=False, free_unhashed_to_head=True)
     b = pool.get_new_blocks(8)
     pool.cache_blocks([b[0], b[1]], [10, 11])
     # a request's blocks freed last first: 7 (partial) to the head, 6 5 4 3 2 its private run, 1 0 hashed
+    assert [x.ref_cnt for x in b] == [1] * 8 and b[2].block_hash is None
     pool.free_blocks([b[7]], [b[6], b[5], b[4], b[3], b[2]], [b[1], b[0]])
     queue = pool.free_block_queue
     assert free_ids(pool) == [7, 6, 5, 4, 3, 2, 1, 0] and queue.num_free_blocks == 8
     run = queue.head.next_free.next_free
     assert isinstance(run, PrivateRun) and run.blocks == [b[6], b[5], b[4], b[3], b[2]]
-    assert all(x.ref_cnt == 1 and x.block_hash is None for x in run.blocks)   # untouched
+    assert all(x.ref_cnt == 0 and x.block_hash is None for x in run.blocks)   # free; PRIVATE_HASH is the run's
     assert b[0].ref_cnt == b[1].ref_cnt == b[7].ref_cnt == 0
     assert [x.block_id for x in pool.get_new_blocks(7)] == [7, 6, 5, 4, 3, 2, 1]
     assert pool.num_evictions == 6 and pool.cached_block_hash_to_block == {10: b[0]}

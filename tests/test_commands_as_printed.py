@@ -76,6 +76,7 @@ RUN: dict[str, str | tuple[str, str]] = {
     "python benchmarks/sim_speed.py": (SKIP, "a speed benchmark (seconds to minutes); tests/test_sim_speed_floor.py"),
     "python benchmarks/sim_speed.py --per-request": (SKIP, "a speed benchmark"),
     "python benchmarks/sim_speed.py --all": (SKIP, "a speed benchmark of minutes"),
+    "python benchmarks/sim_speed.py --mooncake": (SKIP, "a speed benchmark; tests/test_sim_speed_floor.py"),
     "python benchmarks/scheduler_speed.py": (SKIP, "a speed benchmark"),
     "python benchmarks/cost_model_speed.py": (SKIP, "a speed benchmark"),
     "python benchmarks/spec_crossover.py": (SKIP, "a benchmark of minutes"),

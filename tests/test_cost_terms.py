@@ -77,3 +77,37 @@ def test_vectorised_step_times_equal_the_per_step_path(model, gpu, tp):
                      for s in steps], dtype=float)
     vec = cm.step_times_s(*cols.T)
     np.testing.assert_allclose(vec, [cm.step_time_s(s) for s in steps], rtol=1e-12)
+
+
+@pytest.mark.parametrize("model, tp", [("llama-3.1-8b", 2), ("gpt-oss-120b", 1)])
+def test_the_public_constants_are_the_ones_the_step_time_sums(model, tp):
+    """``RooflineCostModel.constants`` (read by ``describe``): a mixed step's time is exactly their sum."""
+    import dataclasses
+
+    cm = RooflineCostModel(model, "H100-SXM", tp, gemm_half_tokens=64.0, per_token_overhead_s=1e-6)
+    c = cm.constants
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        c.linear_s_per_token = 0.0
+    with pytest.raises(AttributeError):
+        cm.constants = c
+    # two sequences: 100 new tokens after 50 computed, and one decode token after 300
+    n_seqs, tokens, context, new_x_context, new_squared = 2, 101, 350, 100 * 50 + 300, 100 * 100 + 1
+    pairs = new_x_context + 0.5 * (new_squared + tokens)
+    linear = max(c.linear_s_per_token * tokens + c.gemm_knee_s + c.lm_head_s_per_logit * n_seqs,
+                 c.weight_read_s if c.moe_weight_read_s is None else c.moe_weight_read_s(tokens))
+    at = c.attention
+    if at.window:
+        win_pairs = min(tokens * at.window, pairs)
+        win_kv = min(n_seqs * at.window + tokens, context + tokens)
+        attention = max(at.k_attn_mixed * pairs + at.k_attn_win * win_pairs + at.k_index * pairs,
+                        at.k_kv_full * (context + tokens) + at.k_kv_win * win_kv)
+    else:
+        attention = max(at.k_attn_mixed * pairs, at.k_kv * (context + tokens))
+    expected = (linear + attention + c.kv_write_s_per_token * tokens
+                + (c.collectives_s_per_step + c.collectives_s_per_token * tokens)
+                + (c.overhead_s_per_step + c.overhead_s_per_seq * n_seqs + c.overhead_s_per_token * tokens))
+    assert cm.step_time_from_sums(n_seqs, tokens, context, new_x_context, new_squared, 0) == expected
+    assert bool(at.window) == (model == "gpt-oss-120b")
+    assert (c.collectives_s_per_step > 0) == (tp > 1)
+    d = cm.describe()
+    assert (d["linear_s_per_token"], d["weight_read_all_experts_s"]) == (c.linear_s_per_token, c.weight_read_s)

@@ -3,7 +3,7 @@ steps, statuses and blocks on a small pool."""
 
 from __future__ import annotations
 
-from tests.core_helpers import free_ids, make_sched, req
+from tests.core_helpers import block_ids, free_ids, ids, make_sched, req
 from twin.core.engine_core import EngineCore
 from twin.core.request import Request, RequestStatus
 
@@ -46,3 +46,25 @@ def test_abort_frees_the_blocks_and_leaves_no_work():
     assert a.num_output_tokens == 1 and len(free_ids(sched)) == 7    # 40 + 1 tokens: 3 blocks of 16
     core.abort(a)
     assert a.status == RequestStatus.FINISHED_ABORTED and not core.has_work() and len(free_ids(sched)) == 10
+
+
+def test_the_fast_paths_seams_admit_as_schedule_does_and_count_skipped_steps():
+    """``admit_waiting`` (admissions after running requests the caller scheduled itself) gives the batch,
+    computed counts and blocks ``schedule()`` gives; ``skip_steps`` counts steps run without ``schedule()`` and
+    drops the rejections made meanwhile."""
+    a, b = make_sched(), make_sched()
+    for s in (a, b):
+        s.add_request(req("x", 30, out=3))
+        s.add_request(req("y", 90, out=3))
+        s.add_request(req("never", 500, out=3))          # longer than the pool: rejected at add_request
+    out = a.schedule()
+    reqs, tokens, before = b.admit_waiting(100)
+    assert [r.request_id for r in reqs] == ids(out.requests) == ["x", "y"]
+    assert tokens == out.num_new_tokens == [30, 70]
+    assert before == out.num_computed_before == [0, 0]
+    assert [r.num_computed_tokens for r in reqs] == [30, 70]
+    assert [block_ids(b, r) for r in ("x", "y")] == [block_ids(a, r) for r in ("x", "y")] == [[1, 2], [3, 4, 5, 6, 7]]
+    assert ids(out.rejected) == ["never"] and ids(b.rejected_unreported) == ["never"]
+    assert (a.step_index, b.step_index) == (1, 0)
+    b.skip_steps(3)
+    assert b.step_index == 3 and b.rejected_unreported == []

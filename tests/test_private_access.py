@@ -21,9 +21,6 @@ ROOT = Path(__file__).resolve().parent.parent
 EXEMPT = {
     # rich's Table/Column offer no public way to measure one column or copy a column with its cells
     "twin/results/tables.py": "third-party internals (rich)",
-    # describe_roofline reads the roofline cost model's precomputed constants; twin/cost belongs to issue 33's
-    # work in progress, left for it to give the model a public ``constants()`` seam
-    "twin/cost/deployment_terms.py": "issue 33's area",
 }
 
 

@@ -237,10 +237,13 @@ def _print_headlines(runs: dict[str, dict[str, Any]]) -> None:
 @click.option("--steps-out", type=click.Path(dir_okay=False),
               help="Per-step table (.csv or .parquet); several runs: every one, with variant and replication "
                    "columns.")
+@click.option("--replicas-out", type=click.Path(dir_okay=False),
+              help="Per-replica metrics table (.csv or .parquet), one row per replica; several runs: every one, "
+                   "with variant and replication columns.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def run(scenario: str, variants: tuple[str, ...], all_variants: bool, sets: tuple[str, ...], seed: int | None,
         replications: int | None, json_path: str | None, requests_out: str | None, steps_out: str | None,
-        quiet: bool) -> None:
+        replicas_out: str | None, quiet: bool) -> None:
     """Simulate SCENARIO (a YAML file, or the name of a bundled scenario) and print its metrics."""
     from twin.scenario import load_scenario
 
@@ -248,7 +251,7 @@ def run(scenario: str, variants: tuple[str, ...], all_variants: bool, sets: tupl
     if all_variants:
         names = load_scenario(scenario).names()
     _, runs = _run_variants(scenario, names, sets, seed, replications, not quiet and console.is_terminal)
-    _report(runs, json_path, requests_out, steps_out)
+    _report(runs, json_path, requests_out, steps_out, replicas_out=replicas_out)
 
 
 @main.command()
@@ -287,7 +290,8 @@ def compare(scenario: str, variant_list: str | None, sets: tuple[str, ...], seed
 
 
 def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out: str | None,
-            steps_out: str | None, *, one_json_file: bool = False, full: bool = False) -> None:
+            steps_out: str | None, *, one_json_file: bool = False, full: bool = False,
+            replicas_out: str | None = None) -> None:
     from twin.results.report import render_comparison, render_summary
 
     _print_headlines(runs)
@@ -322,13 +326,13 @@ def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out
     if json_path:
         for path in write_json_outputs(runs, json_path, one_file=one_json_file):
             console.print(f"wrote {path}", highlight=False)
-    for path in write_table_outputs(runs, requests_out, steps_out):
+    for path in write_table_outputs(runs, requests_out, steps_out, replicas_out):
         console.print(f"wrote {path}", highlight=False)
 
 
 def _print_per_replica(result: Any, body: Any) -> None:
     """The per-replica table of a multi-replica run (the first replication) and its load imbalance."""
-    from twin.sim.cluster import load_imbalance, per_replica_metrics
+    from twin.results.per_replica import load_imbalance, per_replica_metrics
     from twin.results.report import render_per_replica
 
     window = (body.warmup_s, None) if body.warmup_s > 0 else None

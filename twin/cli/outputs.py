@@ -6,7 +6,8 @@ per-request and per-step tables, for every variant and replication of the comman
   ``twin run`` of several variants writes one such file per variant beside the path given, the variant's name
   before the suffix (``out.json`` -> ``out.baseline.json``, ``out.wide.json``); ``twin compare`` writes them all
   in one file, ``{"variants": {name: <vllm bench serve result>}}``.
-- ``--requests-out`` / ``--steps-out`` hold every run: with more than one (variants x replications) each row
+- ``--replicas-out`` holds each run's per-replica metrics (``twin.results.per_replica``), one row per replica.
+- ``--requests-out`` / ``--steps-out`` / ``--replicas-out`` hold every run: with more than one (variants x replications) each row
   starts with ``variant`` and ``replication`` (0-based; a replication's seed is the scenario's seed plus it).
 """
 
@@ -69,32 +70,43 @@ def write_json_outputs(runs: dict[str, dict[str, Any]], json_path: str, *, one_f
     return list(targets)
 
 
-def runs_frame(runs: dict[str, dict[str, Any]], frame_of: Callable[[Any], Any]):
-    """``frame_of(result)`` of every run, stacked; with more than one run, led by ``variant`` and
+def runs_frame(runs: dict[str, dict[str, Any]], frame_of: Callable[[Any, dict[str, Any]], Any]):
+    """``frame_of(result, run)`` of every run, stacked; with more than one run, led by ``variant`` and
     ``replication`` columns."""
     import pandas as pd
 
-    pairs = [(name, r, result) for name, run in runs.items()
+    pairs = [(name, r, result, run) for name, run in runs.items()
              for r, (result, _) in enumerate(run["replications"])]
     if len(pairs) == 1:
-        return frame_of(pairs[0][2])
+        return frame_of(pairs[0][2], pairs[0][3])
     frames = []
-    for name, r, result in pairs:
-        frame = frame_of(result)
+    for name, r, result, run in pairs:
+        frame = frame_of(result, run)
         frame.insert(0, RUN_COLUMNS[0], name)
         frame.insert(1, RUN_COLUMNS[1], r)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True)
 
 
+def replicas_frame(result: Any, run: dict[str, Any]):
+    """The per-replica metrics of one run as a table (its SLO and warm-up window as the metrics have them)."""
+    from twin.results.per_replica import per_replica_frame, per_replica_metrics
+
+    body = run["body"]
+    window = (body.warmup_s, None) if body.warmup_s > 0 else None
+    return per_replica_frame(per_replica_metrics(result, slo=body.slo.as_dict() or None, window=window))
+
+
 def write_table_outputs(runs: dict[str, dict[str, Any]], requests_out: str | None,
-                        steps_out: str | None) -> list[str]:
-    """Write ``--requests-out`` and ``--steps-out`` with every run. Returns the paths written."""
+                        steps_out: str | None, replicas_out: str | None = None) -> list[str]:
+    """Write ``--requests-out``, ``--steps-out`` and ``--replicas-out`` with every run. Returns the paths
+    written."""
     from twin.results.export import table_format, write_table
 
     written = []
-    for path, frame_of in ((requests_out, lambda res: res.requests_frame()),
-                           (steps_out, lambda res: res.steps_frame())):
+    for path, frame_of in ((requests_out, lambda res, run: res.requests_frame()),
+                           (steps_out, lambda res, run: res.steps_frame()),
+                           (replicas_out, replicas_frame)):
         if path:
             table_format(path)          # a bad suffix fails before any table is built
             write_table(runs_frame(runs, frame_of), path)
@@ -102,5 +114,5 @@ def write_table_outputs(runs: dict[str, dict[str, Any]], requests_out: str | Non
     return written
 
 
-__all__ = ["RUN_COLUMNS", "runs_frame", "variant_docs", "variant_json_path", "write_json_outputs",
+__all__ = ["RUN_COLUMNS", "replicas_frame", "runs_frame", "variant_docs", "variant_json_path", "write_json_outputs",
            "write_table_outputs"]

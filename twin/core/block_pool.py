@@ -38,10 +38,8 @@ class BlockPool:
 
     @property
     def blocks(self) -> list[KVCacheBlock]:
-        """Every block object, by id, each with its true state (makes the ones not used yet and links the
-        private runs block by block; for inspection, not the hot path)."""
+        """Every block object, by id (makes the ones not used yet; for inspection, not the hot path)."""
         self.free_block_queue.materialize(self.num_gpu_blocks - 1)
-        self.free_block_queue.link_private_runs()
         return self._blocks
 
     # ---- lookups --------------------------------------------------------------------------------------
@@ -79,8 +77,7 @@ class BlockPool:
                     need -= len(new)
                     block = head.next_free
                     continue
-                # a private run: its first blocks, evicted (their hash forgotten); they carry ref count 1 and
-                # no hash already (PrivateRun)
+                # a private run: its first blocks, evicted (the run's PRIVATE_HASH is theirs no more)
                 run_blocks, start = block.blocks, block.start
                 end = start + need
                 if end < len(run_blocks):
@@ -91,6 +88,8 @@ class BlockPool:
                     nxt = block.next_free
                     block.prev_free = block.next_free = None
                     block = nxt
+                for b in taken:
+                    b.ref_cnt = 1
                 out += taken
                 num_private_evicted += len(taken)
                 need -= len(taken)
@@ -98,11 +97,7 @@ class BlockPool:
             nxt = block.next_free
             block.prev_free = block.next_free = None
             if block.block_hash is not None:
-                if block.block_hash is PRIVATE_HASH:   # _evict inlined for the common case
-                    block.block_hash = None
-                    num_private_evicted += 1
-                else:
-                    self._evict(block)
+                self._evict(block)
             block.ref_cnt += 1
             out.append(block)
             need -= 1
@@ -125,12 +120,15 @@ class BlockPool:
                     then_blocks: Iterable[KVCacheBlock] = ()) -> None:
         """Drop one reference from each block; blocks reaching 0 join the free queue in the given order. With
         ``then_private`` (full blocks that only their request could name, held by it alone, never registered,
-        in the order freed), those join next as one private run, untouched, and ``then_blocks`` after them."""
+        in the order freed), those drop their reference and join next as one private run (which carries their
+        ``PRIVATE_HASH``), and ``then_blocks`` after them."""
         queue = self.free_block_queue
         to_head: list[KVCacheBlock] | None = [] if self.free_unhashed_to_head else None
         tail = queue.tail
         last, num_appended = self._append_freed(ordered_blocks, tail.prev_free, to_head)
         if then_private:
+            for block in then_private:
+                block.ref_cnt -= 1
             last = link_run(last, then_private)
             num_appended += len(then_private)
             last, num_then = self._append_freed(then_blocks, last, to_head)
@@ -153,8 +151,7 @@ class BlockPool:
             block.ref_cnt -= 1
             if block.ref_cnt == 0 and not block.is_null:
                 block_hash = block.block_hash
-                if block_hash is PRIVATE_HASH:
-                    block.ref_cnt = 1              # the state it leaves the run with (PrivateRun)
+                if block_hash is PRIVATE_HASH:     # its hash is the run's from now on (PrivateRun)
                     block.block_hash = None
                     private.append(block)
                 elif to_head is not None and block_hash is None:
@@ -221,7 +218,7 @@ class BlockPool:
         """Forget every cached hash; only possible when no block is in use (as vLLM)."""
         if self.free_block_queue.num_free_blocks != self.num_usable_blocks:
             return False
-        self.free_block_queue.link_private_runs()   # their blocks are private no more
+        self.free_block_queue.link_private_runs()   # their blocks are private no more: linked one by one
         for block in self._blocks:  # blocks never used carry no hash
             block.block_hash = None
         self.cached_block_hash_to_block.clear()

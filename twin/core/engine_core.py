@@ -10,7 +10,10 @@ timing a real forward pass) runs the same loop::
 Requests come in with ``add`` and leave early with ``abort``; they finish by one rule (``Request.
 output_tokens_left`` reaching 0 in ``SchedulerBase.update_from_output``, which retires them through
 ``SchedulerBase.retire``: the fast path's decode cohort ends requests through the same routine). The clock is
-the driver's: the core never reads one (``schedule(now)`` is told the time).
+the driver's: the core never reads one (``schedule(now)`` is told the time). A driver may keep more than one
+step in flight (schedule the next before the last one's output is back, as vLLM's async scheduling does):
+``update`` applies each step's output as vLLM's ``update_from_output`` does, to a request preempted meanwhile
+too (its sampled tokens are kept; tests/test_scheduler_in_flight.py). The twin's replica keeps one.
 
 Speculative decoding, when a speculator is given (``twin.spec_decode``; any object with ``num_generated``,
 ``num_draft_tokens`` and optionally ``release``), is part of the step: ``update`` takes the accepted drafts

@@ -45,11 +45,12 @@ class KVCacheBlock:
 class PrivateRun:
     """Free blocks that carry ``PRIVATE_HASH``, freed one after another, as one node of the free queue: nobody
     can look them up, so they leave the queue only from its head, in order, and need not be linked one by one.
-    The blocks ``blocks[start:]`` are in the queue; their own pointers stay None. Their state in the queue (ref
-    count 0, ``PRIVATE_HASH``) is the run's: the block objects carry the state they leave it with, popped by
-    ``BlockPool.get_new_blocks`` (ref count 1, no hash), so a request's private blocks pass from the request to
-    the queue and on to the next request untouched. ``FreeBlockQueue.link_private_runs`` and ``popleft`` write
-    the queue state back to the blocks they take out of a run."""
+    The blocks ``blocks[start:]`` are in the queue, each with ref count 0 like any free block (vLLM's
+    ``ref_cnt == 0 <=> free`` holds on the objects); their links and their hash are the run's: their own
+    pointers stay None and their ``block_hash`` None, the run standing for their ``PRIVATE_HASH`` (so that
+    they pass from their request to the queue and on to the next request with one write each, their ref
+    count). ``popleft`` writes the hash back to a block it takes out of a run; ``BlockPool.get_new_blocks``
+    evicts the blocks it takes (ref count 1, no hash)."""
 
     __slots__ = ("blocks", "start", "prev_free", "next_free")
     block_id = -4   # real blocks have ids >= 0: one comparison tells a node from a block
@@ -97,14 +98,13 @@ class FreeBlockQueue:
             raise ValueError("no free blocks")
         if block is self.fresh:
             return self._pop_fresh()
-        if block.block_id < 0:     # a private run: its first block, with the state it has in the queue
+        if block.block_id < 0:     # a private run: its first block
             run, block = block, block.blocks[block.start]
             run.start += 1
             if run.start == len(run.blocks):
                 self._unlink(run)
             self.num_free_blocks -= 1
-            block.ref_cnt = 0
-            block.block_hash = PRIVATE_HASH
+            block.block_hash = PRIVATE_HASH    # its state in the queue
             return block
         self.remove(block)
         return block
@@ -178,8 +178,7 @@ class FreeBlockQueue:
         return ids
 
     def link_private_runs(self) -> None:
-        """Link every block of the private runs one by one, in place of its run (queue order unchanged), each
-        with the state it has in the queue (ref count 0, ``PRIVATE_HASH``)."""
+        """Link every block of the private runs one by one, in place of its run (queue order unchanged)."""
         block = self.head.next_free
         while block is not self.tail:
             nxt = block.next_free
@@ -187,8 +186,6 @@ class FreeBlockQueue:
                 last = block.prev_free
                 self._unlink(block)
                 for b in block.blocks[block.start:]:
-                    b.ref_cnt = 0
-                    b.block_hash = PRIVATE_HASH
                     last.next_free = b
                     b.prev_free = last
                     last = b

@@ -115,7 +115,7 @@ class Request:
                                  f"num_prompt_tokens={num_prompt_tokens}")
             segments.append((output_segment_key(request_id), 1 << 62))
             self._segments = segments
-            self._segment_ends = None   # with _segment_bases, made by _index_segments on the first hash
+            self._index_segments()
 
     # ---- counters -------------------------------------------------------------------------------------
     @property
@@ -162,8 +162,7 @@ class Request:
     def _index_segments(self) -> None:
         # Prefix identity at a segment start: chained over the segments before it, so that
         # identity(T) = (identity at the covering segment's start, segment key, T - start) names the first
-        # T tokens exactly (equal content up to T <=> equal segments up to T). Made when first needed: a
-        # request whose blocks are all private (twin.workload.sharing) is never hashed unless preempted.
+        # T tokens exactly (equal content up to T <=> equal segments up to T).
         ends, bases = [], []
         pos, base = 0, NONE_HASH
         for key, n in self._segments:
@@ -202,8 +201,6 @@ class Request:
             return out
         # a block's identity depends only on the segment covering its end token: walk the segments once,
         # naming each one's blocks in one comprehension
-        if self._segment_ends is None:
-            self._index_segments()
         ends = self._segment_ends
         i = 0
         while first_end <= last_end:

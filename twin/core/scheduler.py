@@ -153,5 +153,20 @@ class Scheduler(SchedulerBase):
         return token_budget
 
 
+    def admit_waiting(self, token_budget: int) -> tuple[list[Request], list[int], list[int]]:
+        """Admissions into a step whose running requests the caller scheduled itself and which left
+        ``token_budget`` tokens (the fast path: its running requests are all plain decodes, no prefill among
+        them), as ``schedule()`` admits after its running requests; their computed tokens advance as
+        ``schedule()`` advances them. Returns (requests, tokens scheduled, tokens computed before)."""
+        reqs: list[Request] = []
+        tokens: list[int] = []
+        self.schedule_waiting(SchedulerOutput(0), token_budget, reqs, tokens, False)
+        before = [0] * len(reqs)
+        for j, req in enumerate(reqs):
+            before[j] = req.num_computed_tokens
+            req.num_computed_tokens += tokens[j]
+        return reqs, tokens, before
+
+
 def _priority_key(req: Request) -> tuple[int, float]:
     return (req.priority, req.arrival_time_s)

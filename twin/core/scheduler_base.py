@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import filterfalse
 
 from twin.core.kv_cache_manager import KVCacheManager
 from twin.core.kv_offload import OffloadingKVCacheManager
@@ -98,10 +97,23 @@ class SchedulerBase:
         counted. ``update_from_output`` and the fast path's decode cohort both end requests here."""
         free = self.kv_cache_manager.free
         for req in finished:
+            if req.status == RequestStatus.PREEMPTED:
+                # its last token was in flight when a later schedule preempted it: it leaves the waiting queue
+                # (vLLM's ``stopped_preempted_reqs``); its blocks were freed at the preemption
+                self.waiting.remove(req)
             req.status = req.finish_status()
             free(req)
-        self.running = list(filterfalse(set(finished).__contains__, self.running))   # requests hash by identity
+        done = set(finished)   # requests hash by identity
+        self.running = [req for req in self.running if req not in done]
         self.num_finished += len(finished)
+
+    def skip_steps(self, num_steps: int = 1) -> None:
+        """Count ``num_steps`` steps a driver ran without ``schedule()`` (the fast path's decode runs). Their
+        outputs carry no rejections: those made meanwhile are dropped from ``rejected_unreported`` (the driver
+        closed their records when ``add_request`` refused them)."""
+        self.step_index += num_steps
+        if self.rejected_unreported:
+            self.rejected_unreported = []
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.running) or bool(self.waiting)
@@ -181,7 +193,13 @@ class SchedulerBase:
         """Apply what the step produced. ``num_generated[i]`` is the number of tokens the forward pass
         produced for scheduled request i (1 + accepted drafts for a verification, 0 for a partial prefill);
         ``sampled_token_ids`` gives real tokens instead. By default a request whose computed tokens caught up
-        with its tokens produces one token. Rejected drafts are rolled back from ``num_computed_tokens``."""
+        with its tokens produces one token. Rejected drafts are rolled back from ``num_computed_tokens``.
+
+        A request finished while the step ran (a client abort) drops the step's output. A request preempted
+        while the step ran (a driver with more than one batch in flight scheduled the next step before this
+        one's output came back: vLLM's async scheduling, pipeline parallelism) keeps it: the sampled tokens are
+        appended, so it resumes with them, and if they were its last it finishes from the waiting queue, as
+        vLLM's ``update_from_output`` does (tests/v1/core/test_scheduler.py, test_preempt_during_execution)."""
         requests = out.requests
         n_real = len(requests) - out.num_padding
         num_emitted = [0] * len(requests)
@@ -191,20 +209,24 @@ class SchedulerBase:
         spec = out.num_spec_tokens
         for i in range(n_real):
             req = requests[i]
-            if req.status != RequestStatus.RUNNING:
-                continue
-            if sampled_token_ids is not None:
-                gen = len(sampled_token_ids[i])
-            elif num_generated is not None:
-                gen = num_generated[i]
+            if req.status == RequestStatus.RUNNING:
+                if sampled_token_ids is not None:
+                    gen = len(sampled_token_ids[i])
+                elif num_generated is not None:
+                    gen = num_generated[i]
+                else:
+                    gen = 1 if req.num_computed_tokens >= req.num_prompt_tokens + req.num_output_tokens else 0
+            elif req.status == RequestStatus.PREEMPTED:
+                gen = _in_flight_output(req, out, i, num_generated, sampled_token_ids)
             else:
-                gen = 1 if req.num_computed_tokens >= req.num_prompt_tokens + req.num_output_tokens else 0
+                continue           # finished while the step ran: its output is dropped
             num_spec = spec[i]
             if num_spec:
                 accepted = gen - 1 if gen > 0 else 0
                 if accepted > num_spec:
                     raise ValueError(f"request {req.request_id}: {accepted} drafts accepted of {num_spec}")
-                req.num_computed_tokens -= num_spec - accepted
+                if req.num_computed_tokens:      # a preempted request has nothing to roll back
+                    req.num_computed_tokens -= num_spec - accepted
                 req.num_spec_tokens = 0
                 accepted_spec[i] = accepted
             if gen == 0:
@@ -221,3 +243,16 @@ class SchedulerBase:
         if finished:
             self.retire(finished)
         return StepResult(num_emitted=num_emitted, finished=finished, num_accepted_spec=accepted_spec)
+
+
+def _in_flight_output(req: Request, out: SchedulerOutput, i: int, num_generated: Sequence[int] | None,
+                      sampled_token_ids: Sequence[Sequence[int]] | None) -> int:
+    """Tokens step ``out`` produced for row ``i``, a request preempted while the step ran: its computed count
+    restarted at 0, so the default rule asks where the step itself computed up to."""
+    if sampled_token_ids is not None:
+        return len(sampled_token_ids[i])
+    if num_generated is not None:
+        return num_generated[i]
+    computed = out.num_computed_before[i] + out.num_new_tokens[i]
+    return 1 if computed >= req.num_prompt_tokens + req.num_output_tokens else 0
+

@@ -19,7 +19,10 @@ class SchedulerKnobs(BaseModel):
     long_prefill_token_threshold: int = Field(0, ge=0)
     policy: Literal["fcfs", "priority"] = "fcfs"
     # vLLM's async scheduling: the next step's batch is chosen while the current one runs, so a request that
-    # arrives during a step first runs in the step after the next
+    # arrives during a step first runs in the step after the next. The twin's replica runs one batch at a time and
+    # applies a step's output before the next schedule(): a request that schedule preempts already holds the
+    # step's token, the state vLLM reaches when the in-flight output arrives (SchedulerBase.update_from_output
+    # appends it for a driver that does keep two batches in flight)
     async_scheduling: bool = False
     # version-dependent behaviours, off here; a scenario's server.vllm_version sets them (twin.core.vllm_versions)
     reserve_null_block: bool = True

@@ -24,6 +24,7 @@ path only multiplies them by the step's sums.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from twin.hardware.catalog import GpuSpec, ModelSpec
@@ -115,9 +116,31 @@ def moe_link_bytes_per_s(gpu: GpuSpec, layout: ParallelLayout) -> float:
     return gpu.scale_out_bytes_per_s
 
 
+@dataclass(frozen=True, slots=True)
+class RooflineConstants:
+    """A roofline cost model's per-GPU deployment constants, fixed when the model is made
+    (``RooflineCostModel.constants``); seconds per unit of work, as its step time sums them."""
+
+    linear_s_per_token: float            # the GEMMs' compute (routed experts' extra compute included)
+    lm_head_s_per_logit: float
+    weight_read_s: float                 # every weight streamed once (MoE: all experts)
+    moe_weight_read_s: Callable[[int], float] | None   # MoE: the weights a step of that many tokens reads
+    attention: AttentionTerms
+    kv_write_s_per_token: float          # reshape-and-cache (+ attention-sink logits)
+    collectives_s_per_step: float        # TP all-reduce latency + MoE all-to-all latency
+    collectives_s_per_token: float       # their bytes per token
+    moe_all2all_s_per_step: float        # the MoE all-to-all's share of the two above
+    moe_all2all_s_per_token: float
+    gemm_knee_s: float                   # linear_s_per_token x gemm_half_tokens
+    overhead_s_per_step: float           # step overhead + layer overhead x layers
+    overhead_s_per_seq: float
+    overhead_s_per_token: float
+
+
 def describe_roofline(cm) -> dict[str, object]:
     """A roofline cost model's per-GPU deployment constants, each named with its unit."""
-    m, lay, at = cm.model, cm.layout, cm._attention
+    m, lay, c = cm.model, cm.layout, cm.constants
+    at = c.attention
     bw = cm.gpu.memory_bandwidth_bytes_per_s * cm.memory_efficiency
     out: dict[str, object] = {
         "weight_formats": cm.weight_formats.as_dict(),
@@ -126,13 +149,13 @@ def describe_roofline(cm) -> dict[str, object]:
         "layout": lay.as_dict(),
         "weight_bytes_per_gpu": m.weight_bytes(cm.weight_formats, cm.tensor_parallel_size,
                                                moe_shards=lay.moe_shards),
-        "weight_read_all_experts_s": cm._t_weights,
+        "weight_read_all_experts_s": c.weight_read_s,
         "kv_bytes_per_token_per_gpu": m.kv_bytes_per_token(cm.kv_dtype, cm.tensor_parallel_size),
-        "linear_s_per_token": cm._k_linear,
+        "linear_s_per_token": c.linear_s_per_token,
         "attention_s_per_pair_decode": at.k_attn_decode,
         "attention_s_per_pair_prefill": at.k_attn_mixed,
-        "moe_all2all_s_per_step": cm._t_a2a,
-        "moe_all2all_s_per_token": cm._k_a2a,
+        "moe_all2all_s_per_step": c.moe_all2all_s_per_step,
+        "moe_all2all_s_per_token": c.moe_all2all_s_per_token,
     }
     if at.window:
         out.update(attention_window_tokens=at.window, windowed_attention_s_per_pair=at.k_attn_win,
@@ -174,8 +197,8 @@ def windowed_attention(at: AttentionTerms, n_seqs: int, tokens: int, context: fl
             at.k_kv_full * kv_tokens + at.k_kv_win * win_kv)
 
 
-def windowed_step_time(cm, n_seqs: int, tokens: int, context: int, new_x_context: int, new_squared: int,
-                       spec_tokens: int) -> float:
+def windowed_step_time(c: RooflineConstants, n_seqs: int, tokens: int, context: int, new_x_context: int,
+                       new_squared: int, spec_tokens: int) -> float:
     """``RooflineCostModel.step_time_from_sums`` of a model with sliding-window or top-k sparse layers: the
     same terms, with the attention of ``windowed_attention``."""
     if not n_seqs:
@@ -184,12 +207,13 @@ def windowed_step_time(cm, n_seqs: int, tokens: int, context: int, new_x_context
         pairs = context + tokens
     else:
         pairs = new_x_context + 0.5 * (new_squared + tokens)
-    linear = cm._k_linear * tokens + cm._t_gemm_knee + cm._k_lm_head * (n_seqs + spec_tokens)
-    t_weights = cm._t_weights if cm._moe_weights_s is None else cm._moe_weights_s(tokens)
+    linear = c.linear_s_per_token * tokens + c.gemm_knee_s + c.lm_head_s_per_logit * (n_seqs + spec_tokens)
+    t_weights = c.weight_read_s if c.moe_weight_read_s is None else c.moe_weight_read_s(tokens)
     if linear < t_weights:
         linear = t_weights
-    attention, kv_read = windowed_attention(cm._attention, n_seqs, tokens, context, pairs)
+    attention, kv_read = windowed_attention(c.attention, n_seqs, tokens, context, pairs)
     if attention < kv_read:
         attention = kv_read
-    return (linear + attention + cm._k_kv_write * tokens + (cm._t_allreduce + cm._k_allreduce * tokens)
-            + (cm._t_step + cm._k_seq * n_seqs + cm._k_tok * tokens))
+    return (linear + attention + c.kv_write_s_per_token * tokens
+            + (c.collectives_s_per_step + c.collectives_s_per_token * tokens)
+            + (c.overhead_s_per_step + c.overhead_s_per_seq * n_seqs + c.overhead_s_per_token * tokens))

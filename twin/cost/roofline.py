@@ -46,18 +46,17 @@ calibrated profile replaces them and the overheads with fitted values.
 from __future__ import annotations
 
 import functools
-import math
 from operator import mul
 
 from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import StepShape
 from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
                                        linear_seconds_per_token, roofline_bounds, windowed_attention,
-                                       windowed_step_time)
+                                       RooflineConstants, windowed_step_time)
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
+from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor, routed_expert_flops_per_token,
                                  routed_expert_read_bytes)
-from twin.errors import TwinInputError
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
 
@@ -94,18 +93,6 @@ ALLREDUCE_LATENCY_PCIE_S = ALLREDUCE_LATENCY_FAST_S * 25.0 / 8.0     # PCIe and 
 def default_allreduce_latency_s(gpu: GpuSpec) -> float:
     fast = any(k in gpu.interconnect.lower() for k in ("nvlink", "infinity fabric", "xgmi"))
     return ALLREDUCE_LATENCY_FAST_S if fast else ALLREDUCE_LATENCY_PCIE_S
-
-
-def _check_fraction(name: str, v: float) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0.0 < v <= 1.0):
-        raise TwinInputError(f"{name} = {v!r}: must be a number in (0, 1]")
-    return float(v)
-
-
-def _check_nonneg(name: str, v: float) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise TwinInputError(f"{name} = {v!r}: must be a finite number >= 0 (seconds)")
-    return float(v)
 
 
 class RooflineCostModel:
@@ -148,25 +135,25 @@ class RooflineCostModel:
         gen_memory, gen_compute = default_efficiencies(gpu)
         compute_efficiency = gen_compute if compute_efficiency is None else compute_efficiency
         memory_efficiency = gen_memory if memory_efficiency is None else memory_efficiency
-        self.moe_expert_efficiency = _check_fraction("moe_expert_efficiency", moe_expert_efficiency)
-        self.moe_expert_compute_efficiency = _check_fraction("moe_expert_compute_efficiency",
+        self.moe_expert_efficiency = check_fraction("moe_expert_efficiency", moe_expert_efficiency)
+        self.moe_expert_compute_efficiency = check_fraction("moe_expert_compute_efficiency",
                                                              moe_expert_compute_efficiency)
-        self.layer_overhead_s = _check_nonneg("layer_overhead_s", layer_overhead_s)
-        self.quant_weight_efficiency = _check_fraction("quant_weight_efficiency", quant_weight_efficiency)
-        self.kv_memory_efficiency = _check_fraction(
+        self.layer_overhead_s = check_nonneg("layer_overhead_s", layer_overhead_s)
+        self.quant_weight_efficiency = check_fraction("quant_weight_efficiency", quant_weight_efficiency)
+        self.kv_memory_efficiency = check_fraction(
             "kv_memory_efficiency", memory_efficiency if kv_memory_efficiency is None else kv_memory_efficiency)
-        self.compute_efficiency = _check_fraction("compute_efficiency", compute_efficiency)
-        self.memory_efficiency = _check_fraction("memory_efficiency", memory_efficiency)
-        self.interconnect_efficiency = _check_fraction("interconnect_efficiency", interconnect_efficiency)
-        self.step_overhead_s = _check_nonneg("step_overhead_s", step_overhead_s)
-        self.per_seq_overhead_s = _check_nonneg("per_seq_overhead_s", per_seq_overhead_s)
-        self.per_token_overhead_s = _check_nonneg("per_token_overhead_s", per_token_overhead_s)
-        self.request_path_s = _check_nonneg("request_path_s", request_path_s)
-        self.request_path_jitter_s = _check_nonneg("request_path_jitter_s", request_path_jitter_s)
-        self.gemm_half_tokens = _check_nonneg("gemm_half_tokens", gemm_half_tokens)
+        self.compute_efficiency = check_fraction("compute_efficiency", compute_efficiency)
+        self.memory_efficiency = check_fraction("memory_efficiency", memory_efficiency)
+        self.interconnect_efficiency = check_fraction("interconnect_efficiency", interconnect_efficiency)
+        self.step_overhead_s = check_nonneg("step_overhead_s", step_overhead_s)
+        self.per_seq_overhead_s = check_nonneg("per_seq_overhead_s", per_seq_overhead_s)
+        self.per_token_overhead_s = check_nonneg("per_token_overhead_s", per_token_overhead_s)
+        self.request_path_s = check_nonneg("request_path_s", request_path_s)
+        self.request_path_jitter_s = check_nonneg("request_path_jitter_s", request_path_jitter_s)
+        self.gemm_half_tokens = check_nonneg("gemm_half_tokens", gemm_half_tokens)
         if allreduce_latency_s is None:
             allreduce_latency_s = default_allreduce_latency_s(gpu)
-        self.allreduce_latency_s = _check_nonneg("allreduce_latency_s", allreduce_latency_s)
+        self.allreduce_latency_s = check_nonneg("allreduce_latency_s", allreduce_latency_s)
 
         act = formats.activation
         peak_act = gpu.flops(act) * self.compute_efficiency                   # LM head, attention
@@ -206,8 +193,6 @@ class RooflineCostModel:
         self._k_kv = at.k_kv                                                       # per KV token read/written
         self._window = at.window
         self._k_kv_write = at.k_kv + at.k_sink                                     # KV write (+ sink logits)
-        if at.window:         # windowed / top-k layers: their own step time (keeps the plain path unchanged)
-            self.step_time_from_sums = functools.partial(windowed_step_time, self)
         if tp > 1:
             link = gpu.interconnect_bytes_per_s / 2.0 * self.interconnect_efficiency   # one direction
             n_allreduce = 2 * model.num_hidden_layers
@@ -230,6 +215,17 @@ class RooflineCostModel:
         self._k_seq = self.per_seq_overhead_s
         self._k_tok = self.per_token_overhead_s
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
+        self._constants = RooflineConstants(
+            self._k_linear, self._k_lm_head, self._t_weights, self._moe_weights_s, at, self._k_kv_write,
+            self._t_allreduce, self._k_allreduce, self._t_a2a, self._k_a2a, self._t_gemm_knee, self._t_step,
+            self._k_seq, self._k_tok)
+        if at.window:         # windowed / top-k layers: their own step time (keeps the plain path unchanged)
+            self.step_time_from_sums = functools.partial(windowed_step_time, self._constants)
+
+    @property
+    def constants(self) -> RooflineConstants:
+        """The per-GPU deployment constants behind the step costs, fixed when the model is made (read-only)."""
+        return self._constants
 
     # ------------------------------------------------------------------------------------------------ hot path
     def step_time_s(self, step: StepShape) -> float:

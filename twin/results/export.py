@@ -2,7 +2,8 @@
 
 The JSON has every key `vllm bench serve --save-result` writes that the twin can know (no generated texts),
 per-request lists in seconds, and a ``twin`` object with the twin's own keys, the SLO, the window and the run's
-config summary. Writing is deterministic: keys sorted, floats as ``repr``, NaN written as ``null`` and
+config summary (and, for a run of more than one replica, ``per_replica``: one row of metrics per replica, and
+``load_imbalance``; ``twin.results.per_replica``). Writing is deterministic: keys sorted, floats as ``repr``, NaN written as ``null`` and
 infinity as ``"inf"`` (as vLLM writes an unbounded request rate), so the same seed gives identical bytes.
 """
 
@@ -20,6 +21,7 @@ import numpy as np
 from twin.errors import TwinInputError
 from twin.json_input import JsonSyntaxError, load_json_path
 from twin.results.metric_keys import BENCH_SERVE_SCALAR_KEYS, SPEC_DECODE_KEYS, TWIN_KEYS
+from twin.results.per_replica import load_imbalance, per_replica_metrics
 from twin.results.per_request import per_request_arrays
 from twin.results.sim_result import SimResult
 from twin.results.slo import parse_slo
@@ -86,6 +88,10 @@ def to_bench_serve_json(result: SimResult, slo: Any = None, *, window: tuple | N
     twin["config"] = dict(config)
     twin["sim_start_s"] = result.sim_start_s
     twin["sim_end_s"] = result.sim_end_s
+    if (result.num_replicas or 1) > 1:
+        rows = per_replica_metrics(result, slo=slo, window=window)
+        twin["per_replica"] = rows
+        twin["load_imbalance"] = load_imbalance(rows)
     out["twin"] = twin
     return out
 

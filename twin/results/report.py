@@ -230,7 +230,7 @@ def replica_label(row: Mapping[str, Any]) -> str:
 
 def per_replica_table(rows: Sequence[Mapping[str, Any]], imbalance: float | None = None, *,
                       plain: bool = False, max_rows: int = MAX_REPLICA_ROWS) -> Table:
-    """One row per replica (``twin.sim.cluster.per_replica_metrics``): its group and GPU, requests, output
+    """One row per replica (``twin.results.per_replica.per_replica_metrics``): its group and GPU, requests, output
     throughput, TTFT p50/p99 and TPOT p50 (ms), mean KV usage and prefix-cache hit rate; the title carries the
     load imbalance (max over mean requests per replica). At most ``max_rows`` rows; a note counts the rest."""
     title = "per replica"
@@ -241,7 +241,7 @@ def per_replica_table(rows: Sequence[Mapping[str, Any]], imbalance: float | None
         notes.append("hits: cached / prompt tokens at each request's first admission (the summary's hit rate "
                      "also counts re-admissions after preemption)")
     if len(rows) > max_rows:
-        notes.append(f"... and {len(rows) - max_rows} more replicas (--requests-out has each request's replica)")
+        notes.append(f"... and {len(rows) - max_rows} more replicas (--replicas-out has every row)")
     table = Table(title=title, box=box.MARKDOWN if plain else box.SIMPLE_HEAD, title_justify="left",
                   caption="\n".join(notes) or None, caption_justify="left")
     table.add_column("#", justify="right")

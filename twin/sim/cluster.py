@@ -15,6 +15,9 @@ outstanding, the consistent-hash ring); it defaults to 1 for every replica.
 A scenario can declare its groups itself (``deployment.groups``, see ``twin.scenario.DeploymentConfig``):
 ``run_cluster(body)`` then runs them, and so does ``twin.sim.run.run_body``, which hands such bodies to this
 module, so ``twin run`` and ``twin compare`` run mixed clusters as they are.
+
+The per-replica view (``per_replica_metrics``, ``load_imbalance``) lives in ``twin.results.per_replica``, computed
+from the records at the end of the run; it is re-exported here.
 """
 
 from __future__ import annotations
@@ -30,14 +33,14 @@ from pydantic import ValidationError
 from twin.sim.deployment import Deployment, make_router, resolve_deployment
 from twin.sim.replicas import run_single, simulate_replicas
 from twin.errors import TwinInputError
-from twin.results.metrics import compute_metrics
-from twin.results.records import REJECTED, STEP_COLUMN_NAMES, StepRecords
+from twin.results.per_replica import PER_REPLICA_KEYS, load_imbalance, per_replica_metrics, replica_owner
+from twin.results.records import REJECTED
 from twin.results.sim_result import SimResult
 from twin.scenario import ReplicaGroup, ScenarioBody, deep_merge
 from twin.workload.validation_errors import format_validation_error
 
-__all__ = ["ClusterDeployment", "ReplicaGroup", "group_body", "load_groups", "load_imbalance",
-           "per_replica_metrics", "resolve_cluster", "run_cluster"]
+__all__ = ["PER_REPLICA_KEYS", "ClusterDeployment", "ReplicaGroup", "group_body", "load_groups", "load_imbalance",
+           "per_replica_metrics", "replica_owner", "resolve_cluster", "run_cluster"]
 
 
 def load_groups(items: Sequence[ReplicaGroup | dict]) -> list[ReplicaGroup]:
@@ -177,62 +180,6 @@ def _group_summary(group: ReplicaGroup, body: ScenarioBody, replicas: list[int],
         out["server"] = dep.scheduler_config.model_dump()
         out["num_gpu_blocks"] = dep.num_gpu_blocks
     return out
-
-
-def replica_owner(result: SimResult) -> dict[int, dict[str, Any]]:
-    """Replica index -> its group, GPU and TP (from the recorded groups, or the run's one deployment)."""
-    out: dict[int, dict[str, Any]] = {}
-    dep = result.config.get("deployment")
-    if not result.config.get("replica_groups") and isinstance(dep, dict) and result.num_replicas:
-        return {i: {"group": 0, "gpu": dep.get("gpu"), "tensor_parallel_size": dep.get("tensor_parallel_size")}
-                for i in range(result.num_replicas)}
-    for gi, g in enumerate(result.config.get("replica_groups") or []):
-        for i in g["replicas"]:
-            out[i] = {"group": g.get("name") or gi, "gpu": g["gpu"], "tensor_parallel_size": g["tensor_parallel_size"]}
-    return out
-
-
-def _steps_of(steps: StepRecords, replica: int) -> StepRecords:
-    if getattr(steps, "aggregated", False):
-        return steps.for_replica(replica)
-    if not len(steps):
-        return StepRecords()
-    mask = steps.column("replica") == replica
-    return StepRecords.from_columns({name: steps.column(name)[mask] for name in STEP_COLUMN_NAMES})
-
-
-PER_REPLICA_KEYS = (
-    "num_requests", "completed", "failed", "request_throughput", "output_throughput", "mean_ttft_ms",
-    "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "p99_e2el_ms",
-    "num_good_requests", "prefix_cache_hit_rate", "num_preemptions", "busy_fraction", "mean_running_batch",
-    "mean_queue_length", "mean_kv_usage", "max_kv_usage",
-)
-
-
-def per_replica_metrics(result: SimResult, slo: Any = None,
-                        window: tuple[float | None, float | None] | None = None) -> list[dict[str, Any]]:
-    """One row per replica: its requests' latency and throughput, its prefix-cache hit rate (cached /
-    prompt tokens of its requests) and its step-based load, plus its group, GPU and TP."""
-    n = result.num_replicas or (max((r.replica for r in result.requests), default=0) + 1)
-    owner = replica_owner(result)
-    by_replica: list[list] = [[] for _ in range(n)]
-    for r in result.requests:
-        by_replica[r.replica].append(r)
-    rows = []
-    for i in range(n):
-        m = compute_metrics(by_replica[i], _steps_of(result.steps, i), slo=slo, window=window, num_replicas=1)
-        row: dict[str, Any] = {"replica": i, **owner.get(i, {})}
-        row.update({k: m.get(k) for k in PER_REPLICA_KEYS})
-        row["share_of_requests"] = len(by_replica[i]) / len(result.requests) if result.requests else None
-        rows.append(row)
-    return rows
-
-
-def load_imbalance(rows: list[dict[str, Any]]) -> float | None:
-    """Max over mean of the requests each replica served (1 = perfectly even)."""
-    counts = [r["num_requests"] for r in rows]
-    mean = sum(counts) / len(counts) if counts else 0
-    return max(counts) / mean if mean else None
 
 
 def rejected_share(result: SimResult) -> float:

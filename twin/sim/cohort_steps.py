@@ -2,7 +2,7 @@
 
 ``schedule()`` and ``update_from_output()`` walk every running request at every step. Here the running
 decodes are a ``DecodeCohort`` (one step counter; work only at block boundaries and finishes), waiting
-requests are admitted by the scheduler's own ``schedule_waiting`` and join the cohort once their prefill is
+requests are admitted by the scheduler's own ``admit_waiting`` and join the cohort once their prefill is
 done. The fast path hands back to the step-by-step path, every request written back, before any step it does
 not cover: the decodes exceed the token budget or the free blocks (preemption), or a prefill is split over
 steps. Same steps, same order, same blocks, same records as the step-by-step path (tests/test_engine.py).
@@ -21,7 +21,7 @@ from bisect import bisect_left, bisect_right
 from itertools import accumulate, cycle, islice
 from operator import mul
 
-from twin.core.request import Request, RequestStatus
+from twin.core.request import RequestStatus
 from twin.core.scheduler_output import SchedulerOutput
 from twin.sim.clock import delay_landing_on
 from twin.sim.decode_cohort import DecodeCohort
@@ -61,17 +61,11 @@ def cohort_steps(replica):
             contexts = cohort.contexts() if from_sums is None else None
             finishes = cohort.step in finishing
             cohort.schedule()
-            sched.step_index += 1
-            if sched.rejected_unreported:
-                sched.rejected_unreported = []
-            new_reqs: list[Request] = []
-            new_tokens: list[int] = []
+            sched.skip_steps(1)
             if waiting:
-                sched.schedule_waiting(SchedulerOutput(0), budget - n_dec, new_reqs, new_tokens, False)
-            new_before = [0] * len(new_reqs)
-            for j, req in enumerate(new_reqs):
-                new_before[j] = req.num_computed_tokens
-                req.num_computed_tokens += new_tokens[j]
+                new_reqs, new_tokens, new_before = sched.admit_waiting(budget - n_dec)
+            else:
+                new_reqs, new_tokens, new_before = [], [], []
             row_waiting, row_running, row_usage = len(sched.waiting), len(sched.running), pool.get_usage()
             if replica.deferred:
                 replica.admit_deferred()
@@ -145,15 +139,13 @@ def _decode_steps(replica, cohort: DecodeCohort, step_times, t: float, unyielded
     one go, their rows appended together. Returns the local clock and the durations not yet yielded."""
     sched = replica.scheduler
     pool = sched.kv_cache_manager.block_pool
-    if sched.rejected_unreported:
-        sched.rejected_unreported = []
     horizon = replica.env.peek()
     max_steps = min(cohort.finishing) - cohort.step + (not replica.finish_wakes_anyone())
     num_free = pool.free_block_queue.num_free_blocks
     dts, times, taken = _plan_decode_run(cohort, step_times, t, horizon, num_free, max_steps)
     k = len(dts)
     cohort.schedule(k)
-    sched.step_index += k
+    sched.skip_steps(k)
     t = times[-1]
     steps, index, n, num_usable = replica.steps, replica.index, len(cohort), pool.num_usable_blocks
     if k > 1:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections import deque
 from itertools import repeat
 
 import numpy as np
@@ -170,7 +169,8 @@ class DecodeCohort:
             if group:
                 allocating += group.values()
         if allocating:
-            deque(map(list.append, allocating, kv.block_pool.get_new_blocks(len(allocating))), 0)
+            for table, block in zip(allocating, kv.block_pool.get_new_blocks(len(allocating))):
+                table.append(block)
         if registering_by_phase and kv.enable_caching:
             last = s0 + num_steps - 1
             cache_full_blocks = kv.cache_full_blocks

@@ -134,8 +134,13 @@ class Speculator:
         for i in range(n_real):
             req = requests[i]
             if req.status != RequestStatus.RUNNING:
-                continue
-            if req.num_computed_tokens < req.num_prompt_tokens + req.num_output_tokens:
+                if req.status != RequestStatus.PREEMPTED:
+                    continue  # finished while the step ran
+                # preempted while the step ran (more than one batch in flight): its output still comes back
+                computed = out.num_computed_before[i] + out.num_new_tokens[i]
+            else:
+                computed = req.num_computed_tokens
+            if computed < req.num_prompt_tokens + req.num_output_tokens:
                 continue  # mid-prefill chunk: no token sampled
             k = spec[i]
             if k and i in placeholders:
