@@ -103,8 +103,9 @@ def ep_pairs(rows: list[dict]) -> list[str]:
         if x["moe"] and x["dp"] == 1:
             sides[key(x)][0 if x["ep"] else 1].append(x)
     lines = ["\nEP (whole experts per rank) vs TP-only (experts split over TP), same GPU, format, TP, ISL/OSL, C, "
-             "vLLM", "| family GPU format TP ISL/OSL C vLLM | rows EP / TP-only | width EP / TP-only | TPOT measured ms "
-             "EP / TP-only | TPOT twin ms EP / TP-only | TPOT error EP / TP-only | TTFT error EP / TP-only |",
+             "vLLM", "| family GPU format TP ISL/OSL C vLLM | rows EP / TP-only | width EP / TP-only | "
+             "TPOT measured ms EP / TP-only | TPOT twin ms EP / TP-only | TPOT error EP / TP-only | "
+             "TTFT error EP / TP-only |",
              "|---|---|---|---|---|---|---|"]
     diffs = []
 
@@ -120,7 +121,8 @@ def ep_pairs(rows: list[dict]) -> list[str]:
                      f"{e[0]['width']} / {t[0]['width']} | {med(e, 'measured_tpot_ms'):.2f} / "
                      f"{med(t, 'measured_tpot_ms'):.2f} | {med(e, 'predicted_tpot_ms'):.2f} / "
                      f"{med(t, 'predicted_tpot_ms'):.2f} | {_med([x['tpot'] for x in e])} / "
-                     f"{_med([x['tpot'] for x in t])} | {_med([x['ttft'] for x in e])} / {_med([x['ttft'] for x in t])} |")
+                     f"{_med([x['tpot'] for x in t])} | {_med([x['ttft'] for x in e])} / "
+                     f"{_med([x['ttft'] for x in t])} |")
     if diffs:
         lines.append(f"{len(diffs)} settings: measured TPOT, EP / TP-only - 1: median {_med(diffs)}, "
                      f"range {min(diffs):+.1%} .. {max(diffs):+.1%}")
@@ -135,7 +137,8 @@ def decode_gap_by_load(rows: list[dict]) -> list[str]:
     for x in rows:
         if (x["isl"], x["osl"]) == (1024, 1024):
             groups[(x["family"], x["gpu"], x["fmt"], x["layout"], x["version"])][x["conc"]].append(x)
-    lines = ["\nDecode: measured - twin TPOT, ms, by concurrency (1k/1k; MoE: [share of routed experts a step touches])",
+    lines = ["\nDecode: measured - twin TPOT, ms, by concurrency (1k/1k; MoE: [share of routed experts a step "
+             "touches])",
              "| family GPU format layout vLLM | C: gap ms [touched] |", "|---|---|"]
     for k in sorted(groups, key=str):
         by_c = groups[k]
