@@ -223,7 +223,7 @@ class Replica:
         """Mark requests still in flight when the run stopped."""
         if self.cohort is not None:
             self.cohort.settle_all(self.in_step)
-        close_unfinished(list(self.scheduler.running) + list(self.scheduler.waiting))
+        close_unfinished(list(self.scheduler.running) + list(self.scheduler.waiting) + self.deferred)
 
 
 class Router(Protocol):

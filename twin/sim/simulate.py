@@ -21,6 +21,7 @@ from twin.results.token_summary import record_factory
 from twin.results.step_summary import new_step_log
 from twin.results.sim_result import SimResult
 from twin.results.records import ABORTED
+from twin.results.request_log import close_unfinished
 from twin.core.request import Request
 from twin.core.scheduler_base import SchedulerBase
 from twin.workload.spec import RequestSpec
@@ -237,6 +238,7 @@ def simulate(
         env.run(until=drained if max_time_s is None else env.any_of([drained, env.timeout(max_time_s)]))
     for replica in replicas:
         replica.close()
+    close_unfinished(en_route.values())     # still on their request path when the run stopped
     kv = [r.scheduler.kv_cache_manager for r in replicas]
     sort_by_arrival(records)
     if any(hasattr(m, "offload_stats") for m in kv):
