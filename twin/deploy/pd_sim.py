@@ -41,7 +41,7 @@ from twin.results.step_summary import new_step_log
 from twin.results.token_summary import record_factory
 from twin.scenario import ScenarioBody
 from twin.sim.deployment import make_router
-from twin.sim.gc_pacing import paced_gc
+from twin.sim.drive import closed_loop_users, run_until_drained
 from twin.sim.kv_load_clock import offload_summary
 from twin.sim.replica import Replica
 from twin.sim.request_path import PathDraws
@@ -210,20 +210,15 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
             yield event
 
     if closed:
-        users = min(traffic.concurrency, getattr(traffic, "max_users", None) or traffic.concurrency)
-        drivers = [env.process(user(u)) for u in range(users)]
+        drivers = [env.process(user(u)) for u in range(closed_loop_users(traffic))]
     else:
         drivers = [env.process(open_loop(traffic))]
 
-    def arrivals_end():
-        yield env.all_of(drivers)
+    def arrivals_over_now() -> None:
         arrivals_over[0] = True
         check_drained()
 
-    env.process(arrivals_end())
-    max_time_s = body.max_sim_time_s
-    with paced_gc():
-        env.run(until=drained if max_time_s is None else env.any_of([drained, env.timeout(max_time_s)]))
+    run_until_drained(env, drivers, arrivals_over_now, drained, body.max_sim_time_s)
     for replica in prefill + decode:
         replica.close()
     close_unfinished(clients)

@@ -13,7 +13,7 @@ import simpy
 
 from twin.cost.base import CostModel
 from twin.sim.clock import delay_landing_on
-from twin.sim.gc_pacing import paced_gc
+from twin.sim.drive import closed_loop_users, run_until_drained
 from twin.sim.kv_load_clock import offload_summary
 from twin.sim.request_path import PathDraws
 from twin.sim.replica import Replica, Router, RoundRobinRouter, Speculator
@@ -218,9 +218,7 @@ def simulate(
             yield event
 
     if closed:
-        # a user that can never get a request is not started (a cap of 10**6 slots over 100 requests)
-        users = min(traffic.concurrency, getattr(traffic, "max_users", None) or traffic.concurrency)
-        drivers = [env.process(user(u)) for u in range(users)]
+        drivers = [env.process(user(u)) for u in range(closed_loop_users(traffic))]
     elif (one_event_arrivals and max_time_s is None
           and (num_replicas == 1 or not getattr(router, "reads_replica_state", True))
           and all(spec.timeout_s is None for spec in traffic)):
@@ -228,14 +226,11 @@ def simulate(
     else:
         drivers = [env.process(open_loop(traffic))]
 
-    def arrivals_end():
-        yield env.all_of(drivers)
+    def arrivals_over_now() -> None:
         arrivals_over[0] = True
         check_drained()
 
-    env.process(arrivals_end())
-    with paced_gc():
-        env.run(until=drained if max_time_s is None else env.any_of([drained, env.timeout(max_time_s)]))
+    run_until_drained(env, drivers, arrivals_over_now, drained, max_time_s)
     for replica in replicas:
         replica.close()
     close_unfinished(en_route.values())     # still on their request path when the run stopped
