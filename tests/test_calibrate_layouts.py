@@ -176,3 +176,28 @@ def _close(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, (int, float)):
         return a == pytest.approx(b, rel=1e-9, abs=1e-12)
     return a == b
+
+
+def test_a_guidellm_report_written_as_yaml_reads_as_its_json(tmp_path, reqs):
+    import yaml
+    doc = guidellm_doc([({"type_": "concurrent", "streams": 8}, reqs["closed"])])
+    (tmp_path / "benchmarks.json").write_text(json.dumps(doc))
+    (tmp_path / "yaml").mkdir()
+    (tmp_path / "yaml" / "benchmarks.yaml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "yaml" / "config.yaml").write_text("model: x\n")      # a config beside it: neither read nor warned
+    from_json = read_results(tmp_path / "benchmarks.json")[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = expand_result_paths([str(tmp_path / "yaml")])
+    assert [p.name for p in found] == ["benchmarks.yaml"]
+    from_yaml = read_results(found[0])[0]
+    assert from_yaml.metrics == from_json.metrics and from_yaml.max_concurrency == 8
+
+
+def test_a_yaml_result_too_large_to_parse_quickly_is_refused(tmp_path, monkeypatch):
+    import twin.fitting.readers.fields as fields
+    monkeypatch.setattr(fields, "MAX_YAML_RESULT_BYTES", 100)
+    path = tmp_path / "benchmarks.yaml"
+    path.write_text("benchmarks:\n" + "  - {a: 1}\n" * 20)
+    with pytest.raises(TwinInputError, match=r"benchmarks.yaml: 2\d\d bytes of YAML; .*at most 100 bytes"):
+        read_results(path)

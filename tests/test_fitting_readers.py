@@ -156,7 +156,7 @@ def test_broken_appended_line_names_the_line(tmp_path):
     ("latin1.json", b'{"model_id": "caf\xe9"}', "not UTF-8 text (byte 17)"),
     ("trunc.json", '{"completed": 3, "request_rate": ', "line 1: not valid JSON"),
     ("other.json", {"hello": 1}, "not a result format twin reads (inference-perf per-request, inference-perf, "
-                                 "GuideLLM benchmarks.json, AIPerf profile_export, vllm bench serve JSON, per-request CSV/JSONL)"),
+                                 "GuideLLM benchmarks.json/.yaml, AIPerf profile_export, vllm bench serve JSON, per-request CSV/JSONL)"),
     ("notes.txt", "just some words\n", "not a result format twin reads"),
 ])
 def test_unreadable_file_gets_one_line(tmp_path, name, content, message):

@@ -29,6 +29,7 @@ from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.profile_doc import REPORTED_METRICS
 from twin.fitting.readers import READERS, read_results
 from twin.fitting.readers.spec_counters import read_acceptance
+from twin.fitting.readers.fields import YAML_SUFFIXES
 from twin.results import numbers
 from twin.hardware.catalog import resolve_gpu
 
@@ -97,8 +98,11 @@ def _walk(folder: Path, item: str, depth: int, found: list[Path], skipped: list[
         if f.is_dir():
             if depth < MAX_WALK_DEPTH:
                 _walk(f, item, depth + 1, found, skipped, seen)
-        elif f.is_file() and f.suffix.lower() in RESULT_SUFFIXES:
-            (found if _recognised(f) else skipped).append(f if _recognised(f) else str(f.relative_to(item)))
+        elif f.is_file() and f.suffix.lower() in RESULT_SUFFIXES + YAML_SUFFIXES:
+            if _recognised(f):
+                found.append(f)
+            elif f.suffix.lower() in RESULT_SUFFIXES:    # a YAML file beside results is usually a config
+                skipped.append(str(f.relative_to(item)))
 
 
 def expand_result_paths(items: Sequence[str]) -> list[Path]:

@@ -14,7 +14,10 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.json_input import JsonSyntaxError, parse_json
-from twin.yaml_input import MAX_INPUT_BYTES
+from twin.yaml_input import MAX_INPUT_BYTES, parse_yaml
+
+YAML_SUFFIXES = (".yaml", ".yml")
+MAX_YAML_RESULT_BYTES = 8 << 20     # ~16 s of parsing
 
 
 def read_text(path: Path) -> str:
@@ -38,6 +41,12 @@ def read_text(path: Path) -> str:
 def _parsed(path: str, mtime_ns: int, size: int) -> Any:
     p = Path(path)
     text = read_text(p)
+    if p.suffix.lower() in YAML_SUFFIXES:    # GuideLLM writes its report as YAML when asked (--output-path *.yaml)
+        if size > MAX_YAML_RESULT_BYTES:
+            raise TwinInputError(f"{p}: {size:,} bytes of YAML; a YAML result file may be at most "
+                                 f"{MAX_YAML_RESULT_BYTES:,} bytes (the YAML parser reads ~0.5 MB/s): give the "
+                                 f"client's JSON output instead")
+        return parse_yaml(text, str(p), tags=False)
     try:
         return parse_json(text, str(p))
     except JsonSyntaxError as exc:
@@ -48,7 +57,8 @@ def _parsed(path: str, mtime_ns: int, size: int) -> Any:
 
 def load_json(path: Path) -> Any:
     """The parsed document (cached by path, size and modification time, so that recognising a format and
-    reading it parse once). A file of one JSON document per line comes back as ``JsonLines``."""
+    reading it parse once). A file of one JSON document per line comes back as ``JsonLines``; a ``.yaml`` /
+    ``.yml`` file is parsed as YAML (plain data, no tags)."""
     try:
         st = path.stat()
     except OSError as exc:
