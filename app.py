@@ -130,7 +130,7 @@ def main() -> None:
     classes = dash.class_names(start_raw)
     gen = sidebar.generation(scenario_id, exp["start"])
     try:
-        values = sidebar.whatif_settings(defaults, classes, gen, seeds)
+        values = sidebar.whatif_settings(defaults, classes, gen, seeds, dash.pool_lines(start_raw, base_dir))
         whatif_raw = dash.apply_form(start_raw, values, defaults)
     except TwinInputError as exc:
         fail(f"What-if: {exc}")

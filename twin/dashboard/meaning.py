@@ -79,11 +79,20 @@ def cost(run: RunOutput, prices: PriceTable | None = None) -> dict[str, Any] | N
     """USD per GPU-hour, per deployment-hour and per million output / total tokens (``None``: no price)."""
     table = prices or PriceTable()
     gpu = run.info["gpu"]
-    price = table.get(gpu)
-    if price is None:
-        return None
-    hourly = hourly_cost(price, run.info["tensor_parallel_size"], run.info["replicas"])
-    return {"gpu": gpu, "usd_per_gpu_hour": price, "usd_per_hour": hourly, "source": table.source(gpu),
+    if "pools" in run.info:            # prefill/decode: both pools' GPUs, each at its own price
+        prices_of = [table.get(p["gpu"]) for p in run.info["pools"]]
+        if any(p is None for p in prices_of):
+            return None
+        hourly = sum(price * p["gpus"] for price, p in zip(prices_of, run.info["pools"]))
+        price = hourly / run.info["num_gpus"]
+        source = "; ".join(x for x in dict.fromkeys(table.source(p["gpu"]) for p in run.info["pools"]) if x) or None
+    else:
+        price = table.get(gpu)
+        if price is None:
+            return None
+        hourly = hourly_cost(price, run.info["tensor_parallel_size"], run.info["replicas"])
+        source = table.source(gpu)
+    return {"gpu": gpu, "usd_per_gpu_hour": price, "usd_per_hour": hourly, "source": source,
             "usd_per_m_output": usd_per_million_tokens(hourly, run.metrics.get("output_throughput")),
             "usd_per_m_total": usd_per_million_tokens(hourly, run.metrics.get("total_token_throughput"))}
 
@@ -95,10 +104,10 @@ def cost_line(run: RunOutput) -> str:
         c = None
     if c is None or c["usd_per_m_output"] is None:
         return f"Cost: no price for {run.info['gpu']} in the bundled table."
-    n = run.info["tensor_parallel_size"] * run.info["replicas"]
+    n = run.info.get("num_gpus") or run.info["tensor_parallel_size"] * run.info["replicas"]
     return (f"Cost: **${numbers.number(c['usd_per_m_output'])} per million output tokens** "
             f"(${numbers.number(c['usd_per_m_total'])} per million tokens in and out) at "
-            f"${numbers.number(c['usd_per_gpu_hour'])}/GPU-hour × "
+            f"${numbers.number(c['usd_per_gpu_hour'])}/GPU-hour{' (mean)' if ' / ' in c['gpu'] else ''} × "
             f"{n} GPU{'s' if n != 1 else ''} (bundled price table, approximate)")
 
 
