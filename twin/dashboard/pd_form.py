@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.deploy.pd_pools import POOLS, resolve_pd
+from twin.results import numbers
 from twin.scenario import ScenarioBody
 
 PD_SERVER_KEYS = ("max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill", "enable_prefix_caching",
@@ -52,8 +53,9 @@ def pd_settings(body: ScenarioBody, base_dir: Path | None) -> tuple[dict[str, An
                      f"{pd.deployments[pool].gpu.name} ({p['gpus']} GPU{'s' if p['gpus'] != 1 else ''}), "
                      f"router {p['router']}, {p['kv_transfer_config']['kv_connector']}")
     link = s["link"]
-    lines.append(f"KV link: {link['kind']}, {link['bandwidth_gb_s']:g} GB/s per lane × {link['lanes']}, "
-                 f"{link['latency_us']:g} µs{', layer-wise' if link['layerwise'] else ''}")
+    lines.append(f"KV link: {link['kind']}, {numbers.with_unit(link['bandwidth_gb_s'], 'GB/s')} × "
+                 f"{link['lanes']}, {numbers.with_unit(link['latency_us'], 'µs')}"
+                 f"{', layer-wise' if link['layerwise'] else ''}")
     return out, lines + [f"per pool, {f}" for f in fixed]
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from twin.analysis.causes import Diagnosis, diagnose
 from twin.deploy.pd_metrics import steps_of_engines
 from twin.deploy.pd_pools import POOLS, PdDeployment
+from twin.results import numbers
 from twin.results.sim_result import SimResult
 
 PER_POOL_NOTE = ("Diagnosed per pool (each pool is one deployment: its own engines' steps and knobs); the KV "
@@ -87,3 +88,56 @@ def pd_headline(info: dict[str, Any]) -> str:
              f"{p['max_num_seqs']}, max_num_batched_tokens {p['max_num_batched_tokens']}, KV pool "
              f"{p['kv_capacity_tokens']:,} tokens)" for p in info["pools"]]
     return f"{info['model']} disaggregated: {' → '.join(parts)} · KV link {info['link'].get('kind', '?')}"
+
+
+# --------------------------------------------------------------------------------------------------------
+# the page's Pools section, as text (twin.dashboard.pd_page draws it)
+# --------------------------------------------------------------------------------------------------------
+TTFT_PART_LABELS = {"prefill_ms": "prefill (request path, queueing, prefill)", "link_wait_ms": "link queueing",
+                    "transfer_ms": "KV transfer", "decode_first_step_ms": "decode queueing + first step"}
+
+
+def _pair(a: Any, b: Any, fmt: Any = numbers.duration_ms) -> str:
+    return f"{fmt(a)} / {fmt(b)}"
+
+
+def pool_rows(dis: dict[str, Any]) -> list[dict[str, str]]:
+    """One row per figure, a column per pool (``result.config["disaggregation"]``), numbers as everywhere."""
+    pools = dis.get("pools") or {}
+    p, d = pools.get("prefill") or {}, pools.get("decode") or {}
+
+    def in_flight(m: dict[str, Any]) -> Any:
+        n, done, failed = m.get("num_requests"), m.get("completed"), m.get("failed")
+        return None if None in (n, done, failed) else n - done - failed
+
+    rows = [
+        ("engines (GPUs)", *(f"{m.get('engines')} ({m.get('gpus')} GPU{'' if m.get('gpus') == 1 else 's'})"
+                             for m in (p, d))),
+        ("requests: completed / failed / in flight",
+         *(f"{numbers.count(m.get('completed'))} / {numbers.count(m.get('failed'))} / "
+           f"{numbers.count(in_flight(m))}" for m in (p, d))),
+        ("busy fraction", *(numbers.percent(m.get("busy_fraction")) for m in (p, d))),
+        ("mean queue (waiting requests)", *(numbers.number(m.get("mean_queue_length")) for m in (p, d))),
+        ("mean running batch", *(numbers.number(m.get("mean_running_batch")) for m in (p, d))),
+        ("KV usage mean / max", *(_pair(m.get("mean_kv_usage"), m.get("max_kv_usage"), numbers.percent)
+                                  for m in (p, d))),
+        ("prefill latency p50 / p99 (prefill) · TTFT p50 / p99 (decode)",
+         *(_pair(m.get("median_ttft_ms"), m.get("p99_ttft_ms")) for m in (p, d))),
+        ("TPOT mean / p99", "-", _pair(d.get("mean_tpot_ms"), d.get("p99_tpot_ms"))),
+        ("ITL p99", "-", numbers.duration_ms(d.get("p99_itl_ms"))),
+        ("prefix-cache hit rate", numbers.percent(p.get("prefix_cache_hit_rate")), "-"),
+        ("preemptions", *(numbers.count(m.get("num_preemptions")) for m in (p, d))),
+    ]
+    return [{"": label, "prefill": a, "decode": b} for label, a, b in rows]
+
+
+def link_line(dis: dict[str, Any]) -> str:
+    """The KV link in one line: kind and bandwidth, transfers, bytes each, transfer time and link queueing."""
+    link, kv = dis.get("link") or {}, dis.get("kv_transfer") or {}
+    mean_b = kv.get("mean_bytes")
+    each = "-" if mean_b is None else numbers.with_unit(mean_b / 1e6, "MB")
+    return (f"KV link ({link.get('kind')}, {numbers.with_unit(link.get('bandwidth_gb_s'), 'GB/s')} × "
+            f"{link.get('lanes')}, {numbers.with_unit(link.get('latency_us'), 'µs')}): "
+            f"{numbers.count(kv.get('num_transfers'))} transfers, {each} each; transfer time mean / p99 "
+            f"{_pair(kv.get('mean_transfer_ms'), kv.get('p99_transfer_ms'))}; link queueing mean / p99 "
+            f"{_pair(kv.get('mean_link_wait_ms'), kv.get('p99_link_wait_ms'))}")
