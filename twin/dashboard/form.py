@@ -169,6 +169,13 @@ def form_defaults(raw: dict[str, Any], base_dir: str | Path | None = None) -> di
     return out
 
 
+def pool_lines(raw: dict[str, Any], base_dir: str | Path | None = None) -> list[str] | None:
+    """The pools of configuration ``raw`` in lines for the sidebar (``None``: not a P/D configuration)."""
+    if not raw.get("disaggregation"):
+        return None
+    return pd_settings(validate(raw), Path(base_dir) if base_dir else None)[1]
+
+
 def _spec_defaults(section: Any) -> dict[str, Any]:
     """Speculative-decoding settings: on/off, method, k, the draft model (method draft_model) and one
     acceptance rate for every class (``None``: keep the scenario's own per-class acceptance)."""

@@ -58,12 +58,3 @@ def pd_settings(body: ScenarioBody, base_dir: Path | None) -> tuple[dict[str, An
                  f"{', layer-wise' if link['layerwise'] else ''}")
     return out, lines + [f"per pool, {f}" for f in fixed]
 
-
-def pool_lines(raw: dict[str, Any], base_dir: str | Path | None = None) -> list[str] | None:
-    """The pools of configuration ``raw`` in lines for the sidebar (``None``: not a P/D configuration)."""
-    from twin.dashboard.form import validate
-
-    if not raw.get("disaggregation"):
-        return None
-    body = validate(raw)
-    return pd_settings(body, Path(base_dir) if base_dir else None)[1]
