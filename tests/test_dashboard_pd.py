@@ -204,3 +204,12 @@ def test_the_page_shows_the_pools_of_a_pd_variant_against_the_colocated_baseline
     at.segmented_control(key="s:chart").set_value("Step time").run()
     assert not at.exception and not at.error
     assert len(at.get("plotly_chart")) == 2        # where TTFT goes, and the step split per pool
+
+
+def test_an_uploaded_pd_scenario_may_not_name_a_server_file_in_a_pool():
+    import yaml
+
+    data = pd_data()
+    data["disaggregation"]["prefill"]["gpu"] = "/etc/passwd"
+    with pytest.raises(TwinInputError, match=r"disaggregation\.prefill\.gpu ./etc/passwd. is not allowed"):
+        dash.scenario_from_yaml(yaml.safe_dump(data), "up.yaml")
