@@ -213,3 +213,36 @@ def test_an_uploaded_pd_scenario_may_not_name_a_server_file_in_a_pool():
     data["disaggregation"]["prefill"]["gpu"] = "/etc/passwd"
     with pytest.raises(TwinInputError, match=r"disaggregation\.prefill\.gpu ./etc/passwd. is not allowed"):
         dash.scenario_from_yaml(yaml.safe_dump(data), "up.yaml")
+
+
+def test_downloads_and_the_limit_line_of_a_pd_run():
+    import json
+
+    run = dash.run_scenario(pd_data(2, 1, num_requests=20, rate=20.0, prompt=300, output=8))
+    data = json.loads(dash.result_json(run))
+    assert data["completed"] == 20 and data["twin"]["diagnosis"]["verdict"] == run.diagnosis.verdict
+    assert dash.requests_csv(run).decode().count("\n") == 21            # a header and one line per request
+    line = meaning.limit_line(run)
+    assert line.endswith(f"({run.diagnosis.stats['pool']} pool)**") or line.endswith(
+        f"({run.diagnosis.stats['pool']} pool)")
+
+
+def test_the_charts_and_the_load_sweep_draw_for_a_pd_what_if():
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["s:bundled"] = "pd_disaggregation"
+    at.run()
+    [w for w in at.selectbox if w.key.startswith("e:") and w.key.endswith(":start")][0].set_value("1p1d").run()
+    for chart in ("Server over time", "Batch composition", "Prefix cache"):
+        at.segmented_control(key="s:chart").set_value(chart).run()
+        assert not at.exception and not at.error, chart
+        over_both = any(c.value.startswith("A prefill/decode run's lines") for c in at.caption)
+        assert over_both == (chart == "Server over time")
+    at.segmented_control(key="s:chart").set_value("Throughput vs latency").run()
+    n = len(at.get("plotly_chart"))
+    at.toggle(key="s:sweep").set_value(True).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    assert len(at.get("plotly_chart")) == n + 1

@@ -32,13 +32,15 @@ def limit_line(run: RunOutput) -> str:
     sustains (8.1 req/s)`` before the diagnosis's own limit (KV memory fills *because* the queue grows)."""
     load = offered_vs_served(run)
     d = run.diagnosis
+    pool = d.stats.get("pool")            # a P/D run: the diagnosis of the pool that limits it
+    where = f" ({pool} pool)" if pool else ""
     if load["overloaded"]:
-        tail = f"; under it, {d.limit_name}" if d.binding else ""
+        tail = f"; under it, {d.limit_name}{where}" if d.binding else ""
         return (f"**Binding limit: offered load ({numbers.with_unit(load['offered'], 'req/s')}) above what this "
                 f"server sustains ({numbers.with_unit(load['served'], 'req/s')}){tail}**")
     if d.binding:
-        return f"**Binding limit: {d.limit_name}**"
-    return f"**No limit binds** · the step time is set by {d.limit_name}"
+        return f"**Binding limit: {d.limit_name}{where}**"
+    return f"**No limit binds** · the step time is set by {d.limit_name}{where}"
 
 
 def _bound(ms: float) -> str:

@@ -100,6 +100,9 @@ def show_chart(runs: dict[str, dash.RunOutput], base_raw: dict, whatif_raw: dict
         st.plotly_chart(figures.latency_cdfs(results), key="fig:cdf")
     elif which == "Server over time":
         st.plotly_chart(figures.server_timeseries(results), key="fig:timeseries")
+        if any("pools" in run.info for run in runs.values()):
+            st.caption("A prefill/decode run's lines are over the engines of both pools; the Pools section above "
+                       "gives each pool's queue, batch and KV use.")
     elif which == "Batch composition":
         at = st.slider("Where in the run", 0, 100, 50, step=5, format="%d%%", key="s:slice",
                        help="200 consecutive engine steps of replica 0, centred here.")
