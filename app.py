@@ -16,7 +16,7 @@ from typing import Any
 
 import streamlit as st
 
-from twin.dashboard import page, share, sidebar, worker
+from twin.dashboard import page, pd_page, share, sidebar, worker
 from twin.dashboard.messages import name_uploads, plain
 from twin.dashboard import state as dash
 from twin.errors import TwinInputError
@@ -130,7 +130,7 @@ def main() -> None:
     classes = dash.class_names(start_raw)
     gen = sidebar.generation(scenario_id, exp["start"])
     try:
-        values = sidebar.whatif_settings(defaults, classes, gen, seeds)
+        values = sidebar.whatif_settings(defaults, classes, gen, seeds, dash.pool_lines(start_raw, base_dir))
         whatif_raw = dash.apply_form(start_raw, values, defaults)
     except TwinInputError as exc:
         fail(f"What-if: {exc}")
@@ -162,6 +162,8 @@ def main() -> None:
                f"{base.info['wall_s']:.2f} s and {whatif.info['wall_s']:.2f} s; "
                + (f"this answer took {elapsed:.2f} s." if elapsed > 0.2 else "both runs came from the cache."))
     page.show_table(base, whatif)
+    if pd_page.has_pools(runs):     # prefill/decode pools: each pool's load, the KV link, TTFT's parts
+        pd_page.show_pools(runs)
     page.show_chart(runs, base_raw, whatif_raw, base_dir, sweep_cached)
     page.show_downloads(runs, whatif_raw, shareable=bundled is not None)
 

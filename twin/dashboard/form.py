@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.results import numbers
+from twin.dashboard.pd_form import pd_settings
 from twin.dashboard.sources import profile_supported, speculative_supported
 from twin.errors import TwinInputError
 from twin.hardware.catalog import list_gpus, list_models
@@ -104,7 +105,8 @@ def validate(data: dict[str, Any], source: str = "scenario") -> ScenarioBody:
     profile_supported()  # registers the 'profile' cost-model kind when its module is there
     data = {k: v for k, v in data.items() if k != "variants"}
     body = Scenario(data, source=source).body()
-    require_single_deployment(body, "the dashboard")
+    if body.disaggregation is None:        # prefill/decode pools run (twin.deploy); replica groups do not
+        require_single_deployment(body, "the dashboard")
     return body
 
 
@@ -122,18 +124,22 @@ def _arrivals_mode(arr: dict[str, Any] | None) -> str | None:
 def form_defaults(raw: dict[str, Any], base_dir: str | Path | None = None) -> dict[str, Any]:
     """The settings the page offers for the configuration ``raw``, with vLLM's defaults resolved
     (``max_num_seqs: null`` shows as the number vLLM would pick). Only editable settings appear: no rate for a
-    timestamped trace, no lengths for a trace or an empirical distribution."""
+    timestamped trace, no lengths for a trace or an empirical distribution, for prefill/decode pools only the
+    model and the server knobs both pools share (`twin.dashboard.pd_form`)."""
     body = validate(raw)
-    dep = resolve_deployment(body, Path(base_dir) if base_dir else None)
-    sc = dep.scheduler_config
-    out: dict[str, Any] = {
-        "gpu": dep.gpu.name, "model": dep.model.name,
-        "tensor_parallel_size": body.deployment.tensor_parallel_size, "replicas": body.deployment.replicas,
-        "scheduler": sc.scheduler, "max_num_seqs": sc.max_num_seqs,
-        "max_num_batched_tokens": sc.max_num_batched_tokens, "enable_chunked_prefill": sc.enable_chunked_prefill,
-        "enable_prefix_caching": sc.enable_prefix_caching, "block_size": sc.block_size,
-        "gpu_memory_utilization": body.server.gpu_memory_utilization,
-    }
+    if body.disaggregation is not None:   # P/D: the pools are the scenario's; see twin.dashboard.pd_form
+        out = pd_settings(body, Path(base_dir) if base_dir else None)[0]
+    else:
+        dep = resolve_deployment(body, Path(base_dir) if base_dir else None)
+        sc = dep.scheduler_config
+        out = {
+            "gpu": dep.gpu.name, "model": dep.model.name,
+            "tensor_parallel_size": body.deployment.tensor_parallel_size, "replicas": body.deployment.replicas,
+            "scheduler": sc.scheduler, "max_num_seqs": sc.max_num_seqs,
+            "max_num_batched_tokens": sc.max_num_batched_tokens, "enable_chunked_prefill": sc.enable_chunked_prefill,
+            "enable_prefix_caching": sc.enable_prefix_caching, "block_size": sc.block_size,
+            "gpu_memory_utilization": body.server.gpu_memory_utilization,
+        }
     wl = raw.get("workload") or {}
     arr = wl.get("arrivals")
     mode = _arrivals_mode(arr)
@@ -158,9 +164,16 @@ def form_defaults(raw: dict[str, Any], base_dir: str | Path | None = None) -> di
     else:
         out["time_scale"] = body.workload.trace.time_scale
         out["prefix_header"] = body.workload.prefix_header
-    if speculative_supported():
+    if speculative_supported() and body.disaggregation is None:   # not modelled with disaggregation
         out.update(_spec_defaults(raw.get("speculative_decoding")))
     return out
+
+
+def pool_lines(raw: dict[str, Any], base_dir: str | Path | None = None) -> list[str] | None:
+    """The pools of configuration ``raw`` in lines for the sidebar (``None``: not a P/D configuration)."""
+    if not raw.get("disaggregation"):
+        return None
+    return pd_settings(validate(raw), Path(base_dir) if base_dir else None)[1]
 
 
 def _spec_defaults(section: Any) -> dict[str, Any]:

@@ -32,13 +32,15 @@ def limit_line(run: RunOutput) -> str:
     sustains (8.1 req/s)`` before the diagnosis's own limit (KV memory fills *because* the queue grows)."""
     load = offered_vs_served(run)
     d = run.diagnosis
+    pool = d.stats.get("pool")            # a P/D run: the diagnosis of the pool that limits it
+    where = f" ({pool} pool)" if pool else ""
     if load["overloaded"]:
-        tail = f"; under it, {d.limit_name}" if d.binding else ""
+        tail = f"; under it, {d.limit_name}{where}" if d.binding else ""
         return (f"**Binding limit: offered load ({numbers.with_unit(load['offered'], 'req/s')}) above what this "
                 f"server sustains ({numbers.with_unit(load['served'], 'req/s')}){tail}**")
     if d.binding:
-        return f"**Binding limit: {d.limit_name}**"
-    return f"**No limit binds** · the step time is set by {d.limit_name}"
+        return f"**Binding limit: {d.limit_name}{where}**"
+    return f"**No limit binds** · the step time is set by {d.limit_name}{where}"
 
 
 def _bound(ms: float) -> str:
@@ -79,11 +81,20 @@ def cost(run: RunOutput, prices: PriceTable | None = None) -> dict[str, Any] | N
     """USD per GPU-hour, per deployment-hour and per million output / total tokens (``None``: no price)."""
     table = prices or PriceTable()
     gpu = run.info["gpu"]
-    price = table.get(gpu)
-    if price is None:
-        return None
-    hourly = hourly_cost(price, run.info["tensor_parallel_size"], run.info["replicas"])
-    return {"gpu": gpu, "usd_per_gpu_hour": price, "usd_per_hour": hourly, "source": table.source(gpu),
+    if "pools" in run.info:            # prefill/decode: both pools' GPUs, each at its own price
+        prices_of = [table.get(p["gpu"]) for p in run.info["pools"]]
+        if any(p is None for p in prices_of):
+            return None
+        hourly = sum(price * p["gpus"] for price, p in zip(prices_of, run.info["pools"]))
+        price = hourly / run.info["num_gpus"]
+        source = "; ".join(x for x in dict.fromkeys(table.source(p["gpu"]) for p in run.info["pools"]) if x) or None
+    else:
+        price = table.get(gpu)
+        if price is None:
+            return None
+        hourly = hourly_cost(price, run.info["tensor_parallel_size"], run.info["replicas"])
+        source = table.source(gpu)
+    return {"gpu": gpu, "usd_per_gpu_hour": price, "usd_per_hour": hourly, "source": source,
             "usd_per_m_output": usd_per_million_tokens(hourly, run.metrics.get("output_throughput")),
             "usd_per_m_total": usd_per_million_tokens(hourly, run.metrics.get("total_token_throughput"))}
 
@@ -95,10 +106,10 @@ def cost_line(run: RunOutput) -> str:
         c = None
     if c is None or c["usd_per_m_output"] is None:
         return f"Cost: no price for {run.info['gpu']} in the bundled table."
-    n = run.info["tensor_parallel_size"] * run.info["replicas"]
+    n = run.info.get("num_gpus") or run.info["tensor_parallel_size"] * run.info["replicas"]
     return (f"Cost: **${numbers.number(c['usd_per_m_output'])} per million output tokens** "
             f"(${numbers.number(c['usd_per_m_total'])} per million tokens in and out) at "
-            f"${numbers.number(c['usd_per_gpu_hour'])}/GPU-hour × "
+            f"${numbers.number(c['usd_per_gpu_hour'])}/GPU-hour{' (mean)' if ' / ' in c['gpu'] else ''} × "
             f"{n} GPU{'s' if n != 1 else ''} (bundled price table, approximate)")
 
 

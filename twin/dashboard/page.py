@@ -100,13 +100,17 @@ def show_chart(runs: dict[str, dash.RunOutput], base_raw: dict, whatif_raw: dict
         st.plotly_chart(figures.latency_cdfs(results), key="fig:cdf")
     elif which == "Server over time":
         st.plotly_chart(figures.server_timeseries(results), key="fig:timeseries")
+        if any("pools" in run.info for run in runs.values()):
+            st.caption("A prefill/decode run's lines are over the engines of both pools; the Pools section above "
+                       "gives each pool's queue, batch and KV use.")
     elif which == "Batch composition":
         at = st.slider("Where in the run", 0, 100, 50, step=5, format="%d%%", key="s:slice",
                        help="200 consecutive engine steps of replica 0, centred here.")
         for col, (name, run) in zip(st.columns(2), runs.items()):
             with col:
+                engine = " (engine 0: a prefill engine)" if "pools" in run.info else ""
                 st.plotly_chart(figures.batch_composition(run.result, run.info["max_num_batched_tokens"],
-                                                          title=f"{name}: tokens per step", at=at / 100),
+                                                          title=f"{name}: tokens per step{engine}", at=at / 100),
                                 key=f"fig:batch:{name}")
     elif which == "Prefix cache":
         overall = {name: run.metrics.get("prefix_cache_hit_rate") for name, run in runs.items()}
@@ -120,12 +124,16 @@ def show_chart(runs: dict[str, dash.RunOutput], base_raw: dict, whatif_raw: dict
     elif which == "Throughput vs latency":
         show_sweep(base_raw, whatif_raw, base_dir, sweep_point)
     else:
-        splits = {name: run.diagnosis.step_split for name, run in runs.items()}
+        splits = {}
+        for name, run in runs.items():   # a P/D run: each pool's typical step (twin.dashboard.pd_run)
+            per_pool = run.pool_diagnoses or {None: run.diagnosis}
+            splits.update({name if pool is None else f"{name} · {pool}": d.step_split for pool, d in per_pool.items()})
         if all(s is None for s in splits.values()):
             st.info("This cost model does not split step time into compute and memory.")
             return
         st.plotly_chart(figures.step_time_split(splits), key="fig:split")
-        sources = {run.diagnosis.stats.get("step_split_source") for run in runs.values()}
+        sources = {d.stats.get("step_split_source") for run in runs.values()
+                   for d in (run.pool_diagnoses or {None: run.diagnosis}).values()}
         origin = ("the roofline model of each deployment (the runs' cost model has no compute/memory split)"
                   if sources == {"roofline"} else "the cost model's explain()")
         st.caption(f"From {origin}, applied to the runs' typical steps; memory is the weight and KV traffic "

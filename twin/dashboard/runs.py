@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from twin.analysis.causes import Diagnosis, diagnose
+from twin.deploy.pd_pools import resolve_pd
+from twin.deploy.run import metrics_of, run_body
 from twin.errors import TwinInputError
 from twin.dashboard.form import BASELINE_LABEL, WHATIF_LABEL, _arrivals_mode, validate
+from twin.dashboard.pd_run import pd_diagnosis, pd_headline, pd_info
 from twin.results import numbers
 from twin.results.sim_result import SimResult
 from twin.sim.deployment import resolve_deployment
-from twin.sim.run import metrics_of, run_body
 from twin.workload.limits import MAX_REQUESTS
 from twin.workload.limits import expected_requests as workload_requests
 
@@ -56,6 +58,19 @@ class RunOutput:
     diagnosis: Diagnosis
     slo: dict[str, Any] | None
     info: dict[str, Any] = field(default_factory=dict)
+    pool_diagnoses: dict[str, Diagnosis] | None = None   # a P/D run (``disaggregation:``): each pool's
+
+
+def run_pd(body: Any, bd: Path | None, t0: float) -> RunOutput:
+    """A prefill/decode body through ``twin.deploy``: the diagnosis per pool (`twin.dashboard.pd_run`)."""
+    pd = resolve_pd(body, bd)
+    result = run_body(body, bd, deployment=pd)
+    metrics = metrics_of(result, body)
+    diagnosis, per_pool = pd_diagnosis(result, pd)
+    info = {**pd_info(pd), "name": body.name, "num_requests": len(result.requests), "num_steps": len(result.steps),
+            "simulated_s": result.sim_end_s, "cost_model": cost_model_name(body),
+            "offered_rate_per_s": offered_rate(body), "wall_s": time.perf_counter() - t0}
+    return RunOutput(result, metrics, diagnosis, body.slo.as_dict() or None, info, per_pool)
 
 
 def run_scenario(data: dict[str, Any], base_dir: str | None = None) -> RunOutput:
@@ -64,6 +79,8 @@ def run_scenario(data: dict[str, Any], base_dir: str | None = None) -> RunOutput
     body = validate(data)
     check_size(body)
     bd = Path(base_dir) if base_dir else None
+    if body.disaggregation is not None:        # prefill/decode pools
+        return run_pd(body, bd, t0)
     dep = resolve_deployment(body, bd)
     result = run_body(body, bd, deployment=dep)
     metrics = metrics_of(result, body)
@@ -95,6 +112,8 @@ def offered_rate(body: Any) -> float | None:
 
 
 def headline(info: dict[str, Any]) -> str:
+    if "pools" in info:
+        return pd_headline(info)
     return (f"{info['model']} on {info['replicas']}×{info['tensor_parallel_size']} {info['gpu']} · "
             f"{info['scheduler']}, max_num_seqs {info['max_num_seqs']}, max_num_batched_tokens "
             f"{info['max_num_batched_tokens']}, prefix caching {'on' if info['enable_prefix_caching'] else 'off'}"

@@ -119,41 +119,61 @@ def _lo(bound: float, value: float | None) -> float:
 
 
 def whatif_settings(defaults: dict[str, Any], classes: list[str], gen: str,
-                    seeds: dict[str, Any] | None = None) -> dict[str, Any]:
+                    seeds: dict[str, Any] | None = None, pools: list[str] | None = None) -> dict[str, Any]:
     """The what-if widgets, each starting at the configuration's own (resolved) value, or at ``seeds`` (the
     explicit changes a shared URL carries). Their keys hold ``gen``, the (scenario, start point) they belong
-    to: a new scenario or start point makes new widgets, so nothing the browser remembers leaks into it."""
+    to: a new scenario or start point makes new widgets, so nothing the browser remembers leaks into it.
+    ``pools``: a prefill/decode configuration's pools, described in place of the GPU, TP and replica widgets
+    (only the settings in ``defaults`` get a widget)."""
     d = {**defaults, **(seeds or {})}
     v: dict[str, Any] = {}
     sb = st.sidebar
     sb.header("What-if settings")
     with sb.expander("Deployment", expanded=True):
-        gpus, models = dash.gpu_options(d["gpu"]), dash.model_options(d["model"])
-        v["gpu"] = st.selectbox("GPU", gpus, index=_index(gpus, d["gpu"], "gpu"), key=wk(gen, "gpu"))
+        models = dash.model_options(d["model"])
+        if pools is None:
+            gpus = dash.gpu_options(d["gpu"])
+            v["gpu"] = st.selectbox("GPU", gpus, index=_index(gpus, d["gpu"], "gpu"), key=wk(gen, "gpu"))
         v["model"] = st.selectbox("Model", models, index=_index(models, d["model"], "model"), key=wk(gen, "model"))
-        c1, c2 = st.columns(2)
-        v["tensor_parallel_size"] = c1.number_input("Tensor parallel", min_value=1, value=d["tensor_parallel_size"],
-                                                    key=wk(gen, "tensor_parallel_size"))
-        v["replicas"] = c2.number_input("Replicas", min_value=1, value=d["replicas"], key=wk(gen, "replicas"))
+        if pools is None:
+            c1, c2 = st.columns(2)
+            v["tensor_parallel_size"] = c1.number_input("Tensor parallel", min_value=1,
+                                                        value=d["tensor_parallel_size"],
+                                                        key=wk(gen, "tensor_parallel_size"))
+            v["replicas"] = c2.number_input("Replicas", min_value=1, value=d["replicas"], key=wk(gen, "replicas"))
+        else:   # prefill/decode pools: shown as the scenario has them, not edited (twin.dashboard.pd_form)
+            st.markdown("**Prefill/decode pools** (read-only)")
+            for line in pools:
+                st.caption(line)
+            st.caption(dash.POOLS_NOTE)
     with sb.expander("Scheduler", expanded=True):
-        v["scheduler"] = st.selectbox("Scheduler", SCHEDULERS, index=_index(SCHEDULERS, d["scheduler"], "scheduler"),
-                                      key=wk(gen, "scheduler"))
+        if "scheduler" in d:
+            v["scheduler"] = st.selectbox("Scheduler", SCHEDULERS,
+                                          index=_index(SCHEDULERS, d["scheduler"], "scheduler"),
+                                          key=wk(gen, "scheduler"))
         c1, c2 = st.columns(2)
-        v["max_num_seqs"] = c1.number_input("max_num_seqs", min_value=1, value=d["max_num_seqs"],
-                                            key=wk(gen, "max_num_seqs"))
-        v["max_num_batched_tokens"] = c2.number_input("max_num_batched_tokens", min_value=1,
-                                                      value=d["max_num_batched_tokens"], step=256,
-                                                      key=wk(gen, "max_num_batched_tokens"))
-        v["enable_chunked_prefill"] = st.checkbox("Chunked prefill", d["enable_chunked_prefill"],
-                                                  key=wk(gen, "enable_chunked_prefill"))
-        v["enable_prefix_caching"] = st.checkbox("Prefix caching", d["enable_prefix_caching"],
-                                                 key=wk(gen, "enable_prefix_caching"))
+        if "max_num_seqs" in d:
+            v["max_num_seqs"] = c1.number_input("max_num_seqs", min_value=1, value=d["max_num_seqs"],
+                                                key=wk(gen, "max_num_seqs"))
+        if "max_num_batched_tokens" in d:
+            v["max_num_batched_tokens"] = c2.number_input("max_num_batched_tokens", min_value=1,
+                                                          value=d["max_num_batched_tokens"], step=256,
+                                                          key=wk(gen, "max_num_batched_tokens"))
+        if "enable_chunked_prefill" in d:
+            v["enable_chunked_prefill"] = st.checkbox("Chunked prefill", d["enable_chunked_prefill"],
+                                                      key=wk(gen, "enable_chunked_prefill"))
+        if "enable_prefix_caching" in d:
+            v["enable_prefix_caching"] = st.checkbox("Prefix caching", d["enable_prefix_caching"],
+                                                     key=wk(gen, "enable_prefix_caching"))
         c1, c2 = st.columns(2)
-        v["block_size"] = c1.number_input("block_size", min_value=1, value=d["block_size"], key=wk(gen, "block_size"))
-        gmu = float(d["gpu_memory_utilization"])
-        v["gpu_memory_utilization"] = c2.number_input("gpu_memory_utilization", min_value=_lo(0.01, gmu),
-                                                      max_value=1.0, value=gmu, step=0.05,
-                                                      key=wk(gen, "gpu_memory_utilization"))
+        if "block_size" in d:
+            v["block_size"] = c1.number_input("block_size", min_value=1, value=d["block_size"],
+                                              key=wk(gen, "block_size"))
+        if "gpu_memory_utilization" in d:
+            gmu = float(d["gpu_memory_utilization"])
+            v["gpu_memory_utilization"] = c2.number_input("gpu_memory_utilization", min_value=_lo(0.01, gmu),
+                                                          max_value=1.0, value=gmu, step=0.05,
+                                                          key=wk(gen, "gpu_memory_utilization"))
     with sb.expander("Workload", expanded=True):
         if "arrival_mode" in d:
             modes = ["rate", "concurrency"]

@@ -11,6 +11,7 @@ from twin.dashboard.compare import (CARD_ABSOLUTE_DELTA, HEADLINE_KEYS, HEADLINE
                                     headline_cards, requests_csv, result_json)
 from twin.dashboard.form import *  # noqa: F401,F403  (the form's constants and functions)
 from twin.dashboard.form import _arrivals_mode, _apply_spec, _spec_defaults  # noqa: F401
+from twin.dashboard.pd_form import POOLS_NOTE  # noqa: F401
 from twin.dashboard.runs import (MAX_RUN_REQUESTS, SWEEP_KEYS, SWEEP_MULTIPLIERS, SWEEP_REQUESTS, RunOutput,
                                  check_size, expected_requests, headline, in_config_order, load_label, load_of, run_scenario,
                                  run_sweep_point, sweep_plan, with_load)

@@ -6,6 +6,10 @@
 * ``decode``: the client's requests as the decode engines served them (TTFT end to end, TPOT, ITL), the
   decode engines' step load.
 * ``kv_transfer``: transfers, bytes, and per transfer the link queueing and transfer time (ms).
+* ``ttft_parts``: where the mean TTFT goes, over the completed requests (in the window) whose KV crossed the
+  link: the prefill leg (request path, prefill queueing and prefill: the leg's own TTFT), link queueing, the
+  transfer, and the rest (decode queueing and the first decode step). Per request the four add up to its TTFT
+  exactly, so their means add up to the mean TTFT of those requests (``mean_ttft_ms``).
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import numpy as np
 
 from twin.deploy.pd_pools import PdDeployment
 from twin.results.metrics import compute_metrics
-from twin.results.records import STEP_COLUMN_NAMES, RequestRecord, StepRecords
+from twin.results.records import FINISHED, STEP_COLUMN_NAMES, RequestRecord, StepRecords
+from twin.results.request_sample import filter_window
 from twin.results.sim_result import SimResult
 
 POOL_KEYS = (
@@ -60,4 +65,29 @@ def pd_metrics(result: SimResult, leg_records: list[RequestRecord], transfers: A
         "mean_transfer_ms": _ms(transfers.transfer_s), "p99_transfer_ms": _ms(transfers.transfer_s, 99),
         "mean_link_wait_ms": _ms(transfers.wait_s), "p99_link_wait_ms": _ms(transfers.wait_s, 99),
     })
+    summary["ttft_parts"] = ttft_parts(result.requests, leg_records, transfers, window)
     return summary
+
+
+TTFT_PARTS = ("prefill_ms", "link_wait_ms", "transfer_ms", "decode_first_step_ms")
+
+
+def ttft_parts(records: list[RequestRecord], leg_records: list[RequestRecord], transfers: Any,
+               window: tuple[float | None, float | None] | None = None) -> dict[str, Any]:
+    """Mean TTFT split per request into prefill leg, link queueing, transfer and decode queueing + first step
+    (ms), over the finished requests in ``window`` whose prefill leg and transfer are on record."""
+    legs = {r.request_id: r for r in leg_records if r.first_token_s is not None}
+    moved = {rid: (w, t) for rid, w, t in zip(transfers.request_id, transfers.wait_s, transfers.transfer_s)}
+    rows = []
+    for rec in filter_window(records, window):
+        leg, kv = legs.get(rec.request_id), moved.get(rec.request_id)
+        if rec.status != FINISHED or rec.first_token_s is None or leg is None or kv is None:
+            continue
+        ttft = rec.first_token_s - rec.arrival_s
+        prefill = leg.first_token_s - leg.arrival_s
+        rows.append((prefill, kv[0], kv[1], ttft - prefill - kv[0] - kv[1], ttft))
+    if not rows:
+        return {"num_requests": 0, **dict.fromkeys(TTFT_PARTS), "mean_ttft_ms": None}
+    means = np.asarray(rows).mean(axis=0) * 1e3
+    return {"num_requests": len(rows), **dict(zip(TTFT_PARTS, map(float, means[:4]))),
+            "mean_ttft_ms": float(means[4])}

@@ -66,8 +66,8 @@ class _LastStep:
 
 
 class PdTransfers:
-    """Per-request KV transfers: bytes, link queueing and transfer seconds, engines (columns, in the order
-    transfers started)."""
+    """Per-request KV transfers: bytes, link queueing and transfer seconds, engines, the request's id (columns,
+    in the order transfers ended)."""
 
     def __init__(self) -> None:
         self.bytes: list[int] = []
@@ -75,13 +75,16 @@ class PdTransfers:
         self.transfer_s: list[float] = []
         self.prefill_engine: list[int] = []
         self.decode_engine: list[int] = []
+        self.request_id: list[Any] = []
 
-    def add(self, num_bytes: int, wait_s: float, transfer_s: float, prefill: int, decode: int) -> None:
+    def add(self, num_bytes: int, wait_s: float, transfer_s: float, prefill: int, decode: int,
+            request_id: Any = None) -> None:
         self.bytes.append(num_bytes)
         self.wait_s.append(wait_s)
         self.transfer_s.append(transfer_s)
         self.prefill_engine.append(prefill)
         self.decode_engine.append(decode)
+        self.request_id.append(request_id)
 
 
 def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Path | None = None,
@@ -153,7 +156,7 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
                 begun = env.now
                 dt = link.exposed_s(num_bytes, last_step_s)
                 yield env.timeout(dt)
-        transfers.add(num_bytes, begun - start, dt, p_engine, n_p + d)
+        transfers.add(num_bytes, begun - start, dt, p_engine, n_p + d, client.request_id)
         client.num_external_computed_tokens = client.num_prompt_tokens - 1
         decode[d].submit(client)
 
