@@ -5,7 +5,9 @@
   engines' busy fraction, batch, queue and KV use.
 * ``decode``: the client's requests as the decode engines served them (TTFT end to end, TPOT, ITL), the
   decode engines' step load.
-* ``kv_transfer``: transfers, bytes, and per transfer the link queueing and transfer time (ms).
+* ``kv_transfer``: transfers, bytes, and per transfer the wait for the decode engine's blocks (from the
+  prefill's end until the decode engine allocated them), the link queueing and transfer time (ms); holds the
+  prefill engines released at their abort timeout before the decode engine read them.
 """
 
 from __future__ import annotations
@@ -59,5 +61,8 @@ def pd_metrics(result: SimResult, leg_records: list[RequestRecord], transfers: A
         "mean_bytes": float(np.mean(transfers.bytes)) if n else None,
         "mean_transfer_ms": _ms(transfers.transfer_s), "p99_transfer_ms": _ms(transfers.transfer_s, 99),
         "mean_link_wait_ms": _ms(transfers.wait_s), "p99_link_wait_ms": _ms(transfers.wait_s, 99),
+        "mean_decode_alloc_wait_ms": _ms(transfers.alloc_wait_s),
+        "p99_decode_alloc_wait_ms": _ms(transfers.alloc_wait_s, 99),
+        "num_expired_holds": transfers.num_expired,
     })
     return summary
