@@ -7,17 +7,20 @@ A request's path, as vLLM's disaggregated serving runs it (a proxy in front of `
 1. it arrives, crosses the prefill engine's request path (the cost model's ``request_path_s``) and queues at a
    prefill engine (the prefill pool's router) as a request with ``max_tokens = 1``: the prefill computes the
    prompt's KV (its prefix cache, chunking and batching as any engine's);
-2. when that step ends, its KV (``prompt tokens x kv_bytes_per_token``) crosses the link to a decode engine
-   (the decode pool's router picks it now): the transfer holds the prefill engine's outbound link and the
-   decode engine's inbound link, first come first served, for ``KvLink.exposed_s``;
-3. once the KV is there the decode engine admits the request (admission waits for the KV) with its
-   ``prompt - 1`` tokens computed (vLLM's external computed tokens: the last prompt token is recomputed to
-   produce logits); its first step emits the first token, so
-   TTFT = request path + queueing + prefill + link queueing + transfer + decode queueing + first decode step.
+2. that step leaves its KV blocks held (vLLM's ``delay_free_blocks``) until the decode engine has read them, or
+   until ``abort_request_timeout_s`` (vLLM's ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``); the decode pool's router picks a
+   decode engine now and the request joins its queue with ``load_kv_async``;
+3. the decode scheduler, when it reaches the request, allocates its blocks (no token budget, nothing computed;
+   WAITING_FOR_REMOTE_KVS) and the transfer starts (``on_load_start``); no room: the request waits at the queue
+   head, the transfer unstarted. The KV (``prompt tokens x kv_bytes_per_token``) holds the prefill engine's
+   outbound link and the decode engine's inbound link, first come first served, for ``KvLink.exposed_s``;
+4. at its end the prefill engine frees the blocks and the decode request counts ``prompt - 1`` tokens computed
+   (the last prompt token is recomputed to produce logits) and is scheduled at the decode engine's next step,
+   whose end emits the first token, so TTFT = request path + queueing + prefill + wait for the decode engine's
+   schedule + link queueing + transfer + decode queueing + first decode step.
 
-Not modelled (stated): the decode engine reserves no blocks before the transfer (vLLM allocates them first),
-and the prefill engine frees its blocks when its step ends, not when the decode engine has read them; the
-whole prompt's KV moves even where the decode engine's prefix cache holds part of it.
+Not modelled (stated): the whole prompt's KV moves even where the decode engine's prefix cache holds part of it;
+a read after the hold expired succeeds.
 """
 
 from __future__ import annotations
