@@ -44,7 +44,8 @@ def observed(monkeypatch, body: ScenarioBody, times: list[float]):
     def snapshot(rid) -> dict:
         p, d = engines[0].scheduler, engines[1].scheduler
         kv_p, kv_d = p.kv_cache_manager, d.kv_cache_manager
-        return {"prefill_ids": kv_p.get_block_ids(rid), "prefill_free": kv_p.block_pool.free_block_queue.num_free_blocks,
+        return {"prefill_ids": kv_p.get_block_ids(rid),
+                "prefill_free": kv_p.block_pool.free_block_queue.num_free_blocks,
                 "decode_ids": kv_d.get_block_ids(rid), "decode_free": kv_d.block_pool.free_block_queue.num_free_blocks,
                 "decode_loading": [r.status for r in d.loading], "decode_running": len(d.running)}
 
