@@ -202,3 +202,22 @@ def test_scheduler_keeps_a_remote_load_waiting_when_its_blocks_do_not_fit():
         step(sched)
     step(sched)                            # the pool is free: the pull starts
     assert started == [remote] and len(block_ids(sched, "r")) == 3
+
+
+@pytest.mark.parametrize("decode_blocks", [None, 100])
+def test_the_decode_fast_path_gives_the_step_by_step_paths_run(monkeypatch, decode_blocks):
+    # the fast path starts a pull only on the SimPy clock: the same run as every step through schedule()
+    body = with_pools(pd_body(1, 1, num_requests=120, rate=30.0, prompt=700, output=30), decode_blocks=decode_blocks)
+    fast = run_body(body)
+
+    class StepByStep(Replica):
+        def __init__(self, *args, **kwargs) -> None:
+            kwargs["fast_path"] = False
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(pd_sim, "Replica", StepByStep)
+    slow = run_body(body)
+    key = lambda r: (r.request_id, r.status, r.first_token_s, r.finish_s, r.num_output_tokens)  # noqa: E731
+    assert [key(r) for r in fast.requests] == [key(r) for r in slow.requests]
+    assert all(r.status == FINISHED for r in fast.requests)
+    assert fast.config["disaggregation"]["kv_transfer"] == slow.config["disaggregation"]["kv_transfer"]
