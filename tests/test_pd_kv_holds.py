@@ -12,7 +12,7 @@ import simpy
 from twin.core.request import RequestStatus
 from twin.deploy import pd_sim
 from twin.deploy.run import run_body
-from twin.results.records import FINISHED
+from twin.results.records import FINISHED, REJECTED
 from twin.scenario import ScenarioBody
 from twin.sim.replica import Replica
 
@@ -221,3 +221,20 @@ def test_the_decode_fast_path_gives_the_step_by_step_paths_run(monkeypatch, deco
     assert [key(r) for r in fast.requests] == [key(r) for r in slow.requests]
     assert all(r.status == FINISHED for r in fast.requests)
     assert fast.config["disaggregation"]["kv_transfer"] == slow.config["disaggregation"]["kv_transfer"]
+
+
+def test_a_request_the_decode_engine_refuses_frees_the_prefill_hold_at_once(monkeypatch):
+    data = pd_body(prompt=1000, output=4).model_dump(exclude_none=True)
+    data["disaggregation"]["decode"]["server"] = {"max_model_len": 512}
+    body = ScenarioBody.model_validate(data)
+    a = run_body(body).requests[0].arrival_s
+    result, snaps, engines = observed(monkeypatch, body, [a + PREFILL_S / 2])
+    rec, = result.requests
+    assert rec.status == REJECTED and "max_model_len" in rec.reject_reason
+    # held while the prefill ran; at the run's end (the rejection, at the prefill's end) freed, not held for the
+    # abort timeout
+    kv_p = engines[0].scheduler.kv_cache_manager
+    assert len(snaps[0]["prefill_ids"]) == BLOCKS and kv_p.get_block_ids(rec.request_id) == []
+    assert kv_p.block_pool.free_block_queue.num_free_blocks == kv_p.block_pool.num_usable_blocks
+    assert result.sim_end_s == pytest.approx(a + PREFILL_S, rel=1e-12)
+    assert result.config["disaggregation"]["kv_transfer"]["num_transfers"] == 0

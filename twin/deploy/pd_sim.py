@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import simpy
 
-from twin.core.request import Request
+from twin.core.request import Request, RequestStatus
 from twin.core.schedulers import make_scheduler
 from twin.deploy.pd_metrics import pd_metrics
 from twin.deploy.pd_pools import PdDeployment
@@ -154,6 +154,9 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
         # the decode engine takes the request now; its scheduler allocates the blocks and starts the pull
         client.load_kv_async = True
         decode[decode_router.route(client, decode)].submit(client)
+        if client.status == RequestStatus.FINISHED_REJECTED:    # the decode engine refused it: nothing to read
+            del sending[id(client)]
+            release(leg, engine)
 
     def release(leg: Request, engine: int, expired: bool = False) -> None:
         if id(leg) in released:
