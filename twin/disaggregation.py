@@ -75,6 +75,9 @@ class DisaggregationConfig(StrictModel):
     prefill: PoolConfig = Field(default_factory=PoolConfig)
     decode: PoolConfig = Field(default_factory=PoolConfig)
     link: KvLinkConfig = Field(default_factory=KvLinkConfig)
+    # seconds a prefill engine holds a finished request's blocks for a decode engine that has not read them
+    # (vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT, default 480 s); then it frees them
+    abort_request_timeout_s: float = Field(480.0, gt=0, le=1e7, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _roles(self) -> "DisaggregationConfig":

@@ -25,7 +25,9 @@ def pd_pool_lines(name: str, dis: dict[str, Any]) -> list[str]:
     if kv:
         out.append(f"{name} KV link: {kv['num_transfers']} transfers, {_f(kv.get('mean_bytes') and kv['mean_bytes'] / 1e6, '.1f', ' MB')} "
                    f"each, transfer mean {_f(kv.get('mean_transfer_ms'), '.2f', ' ms')}, link wait mean "
-                   f"{_f(kv.get('mean_link_wait_ms'), '.2f', ' ms')}, p99 {_f(kv.get('p99_link_wait_ms'), '.2f', ' ms')}")
+                   f"{_f(kv.get('mean_link_wait_ms'), '.2f', ' ms')}, p99 {_f(kv.get('p99_link_wait_ms'), '.2f', ' ms')}"
+                   f", decode allocation wait mean {_f(kv.get('mean_decode_alloc_wait_ms'), '.2f', ' ms')}"
+                   + (f", {kv['num_expired_holds']} prefill holds expired" if kv.get("num_expired_holds") else ""))
     return out
 
 

@@ -22,6 +22,9 @@ NONE_HASH = hash(("twin-none-hash",))
 
 
 class RequestStatus(enum.IntEnum):
+    # P/D decode side: blocks allocated, the prompt's KV being pulled from the prefill engine (vLLM's
+    # WAITING_FOR_REMOTE_KVS); negative so that ``is_finished`` stays one comparison
+    WAITING_FOR_REMOTE_KVS = -1
     WAITING = 0
     RUNNING = 1
     PREEMPTED = 2
@@ -49,7 +52,7 @@ class Request:
         "num_preemptions", "status", "spec_token_ids", "num_spec_tokens", "block_hashes",
         "prompt_token_ids", "output_token_ids", "_segments", "_segment_ends", "_segment_bases",
         "reject_reason", "client_data", "admitted_seq", "finish_step_emitted", "private_from_token",
-        "num_external_computed_tokens",
+        "num_external_computed_tokens", "load_kv_async",
     )
 
     def __init__(
@@ -87,6 +90,9 @@ class Request:
         # prompt tokens whose KV a KV connector delivered before admission (P/D: the prefill engine's); the
         # first admission counts them as computed, held in fresh blocks (vLLM's external computed tokens)
         self.num_external_computed_tokens = 0
+        # P/D decode side: the prompt's KV is to be pulled from a prefill engine into blocks allocated when the
+        # scheduler first takes the request (vLLM's NixlConnector: get_num_new_matched_tokens -> load async)
+        self.load_kv_async = False
         self.num_output_tokens = 0
         self.num_computed_tokens = 0
         self.num_cached_tokens = -1  # -1 until the first admission records the prefix hit

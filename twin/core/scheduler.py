@@ -125,8 +125,14 @@ class Scheduler(SchedulerBase):
             looked_up = req.num_computed_tokens == 0
             if looked_up:
                 hit_blocks, num_hit = self._lookup_prefix(req)
+                if req.load_kv_async:     # P/D decode: allocate, pull the KV, schedule nothing yet
+                    if not self._start_remote_load(req, hit_blocks, reserve, full_isl):
+                        break
+                    continue
+                num_new_computed = num_hit
             else:
-                hit_blocks, num_hit = [], req.num_computed_tokens
+                # computed before it waited (a remote KV load that finished): nothing new is computed
+                hit_blocks, num_hit, num_new_computed = [], req.num_computed_tokens, 0
             n = req.num_prompt_tokens + req.num_output_tokens - num_hit
             if 0 < threshold < n:
                 n = threshold
@@ -141,7 +147,7 @@ class Scheduler(SchedulerBase):
                     break  # head-of-line: the whole prompt must fit this step
                 n = token_budget
             # (scheduler_reserve_full_isl) the whole prompt must fit the free blocks, not just this chunk
-            if allocate(req, n, num_hit, hit_blocks, lookahead, reserve, full_isl) is None:
+            if allocate(req, n, num_new_computed, hit_blocks, lookahead, reserve, full_isl) is None:
                 break
             self._admit(req, num_hit, out, looked_up)
             if padded:

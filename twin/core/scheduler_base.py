@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from twin.core.kv_cache_manager import KVCacheManager
 from twin.core.kv_offload import OffloadingKVCacheManager
@@ -32,6 +32,14 @@ class SchedulerBase:
         # requests refused at add_request, reported with the next schedule() (public: the fast path, which
         # reports none, drops them)
         self.rejected_unreported: list[Request] = []
+        # KV connector (P/D), vLLM's semantics. Producer: finished requests keep their blocks until their KV
+        # has been read (``delay_free_blocks``; the driver frees them). Consumer: requests whose KV is pulled
+        # from a remote engine (``Request.load_kv_async``) get their blocks when first scheduled, wait in
+        # ``loading`` (WAITING_FOR_REMOTE_KVS) until ``finish_remote_load``; ``on_load_start`` starts the pull
+        self.delay_free_blocks = False
+        self.num_load_pending = 0          # load_kv_async requests in the waiting queue, blocks not yet allocated
+        self.loading: dict[Request, None] = {}
+        self.on_load_start: Callable[[Request], None] | None = None
 
     # ---- admission ------------------------------------------------------------------------------------
     def reject_reason(self, request: Request) -> str | None:
@@ -70,6 +78,8 @@ class SchedulerBase:
             return False
         request.status = RequestStatus.WAITING
         self.waiting.add(request)
+        if request.load_kv_async:
+            self.num_load_pending += 1
         return True
 
     def finish_requests(self, requests: Sequence[Request],
@@ -83,8 +93,12 @@ class SchedulerBase:
                 continue
             if req.status == RequestStatus.RUNNING:
                 self.running.remove(req)
+            elif req.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+                del self.loading[req]
             else:
                 self.waiting.remove(req)
+                if req.load_kv_async:
+                    self.num_load_pending -= 1
             req.status = status
             req.num_spec_tokens = 0
             self.kv_cache_manager.free(req)
@@ -95,7 +109,7 @@ class SchedulerBase:
         """The one finishing routine: requests that emitted their last token (``Request.output_tokens_left``
         reached 0) take their finish status, free their KV blocks in the given order, leave ``running`` and are
         counted. ``update_from_output`` and the fast path's decode cohort both end requests here."""
-        free = self.kv_cache_manager.free
+        free = self.kv_cache_manager.free if not self.delay_free_blocks else _keep_blocks
         for req in finished:
             if req.status == RequestStatus.PREEMPTED:
                 # its last token was in flight when a later schedule preempted it: it leaves the waiting queue
@@ -144,6 +158,44 @@ class SchedulerBase:
             # it is gone and recomputed
             return hit[0], ext
         return hit
+
+    def _start_remote_load(self, req: Request, hit_blocks: list, reserve: int, full_isl: bool) -> bool:
+        """The waiting queue's head pulls its prompt's KV from a remote engine (vLLM's scheduler with
+        ``load_kv_async``): slots for every prompt token past the local prefix hit are allocated now, not yet
+        registered in the prefix cache (``delay_cache_blocks``: they are taken as lookahead slots), no token is
+        scheduled and no budget used; the request leaves the queue for ``loading`` and the pull starts. False
+        (nothing allocated, the request stays at the head) when the pool cannot hold it."""
+        kv = self.kv_cache_manager
+        local = len(hit_blocks) * self.block_size
+        if kv.allocate_slots(req, 0, local, hit_blocks, req.num_prompt_tokens - local, reserve, full_isl) is None:
+            return False
+        if self.config.prefix_cache_stats_at_admission:
+            kv.record_prefix_cache_stats(req, local)
+        self.waiting.pop()
+        req.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+        req.load_kv_async = False
+        self.num_load_pending -= 1
+        self.loading[req] = None
+        if self.on_load_start is not None:
+            self.on_load_start(req)
+        return True
+
+    def finish_remote_load(self, req: Request) -> None:
+        """The pull of ``req``'s KV has finished (vLLM's ``finished_recving``): as ``_update_waiting_for_remote_kv``,
+        its blocks' tokens count as computed (all but the last token, recomputed to produce logits), the full
+        blocks are registered in the prefix cache, and it waits at the queue head for the next schedule."""
+        del self.loading[req]
+        kv = self.kv_cache_manager
+        blocks = kv.get_blocks(req.request_id)
+        num_tokens = req.num_prompt_tokens + req.num_output_tokens
+        computed = min(len(blocks) * self.block_size, num_tokens)
+        if computed == num_tokens:
+            computed -= 1
+        if kv.enable_caching:
+            kv.cache_full_blocks(req, blocks, computed)
+        req.num_computed_tokens = computed
+        req.status = RequestStatus.WAITING
+        self.waiting.prepend(req)
 
     def _admit(self, req: Request, num_hit: int, out: SchedulerOutput, looked_up: bool = True) -> None:
         """Move the waiting queue's head to running, its prefix hit counted as computed (``looked_up``: the
@@ -243,6 +295,10 @@ class SchedulerBase:
         if finished:
             self.retire(finished)
         return StepResult(num_emitted=num_emitted, finished=finished, num_accepted_spec=accepted_spec)
+
+
+def _keep_blocks(req: Request) -> None:
+    """A KV producer's finished request keeps its blocks until its KV has been read (vLLM's delay_free_blocks)."""
 
 
 def _in_flight_output(req: Request, out: SchedulerOutput, i: int, num_generated: Sequence[int] | None,

@@ -94,7 +94,7 @@ def pd_headline(info: dict[str, Any]) -> str:
 # the page's Pools section, as text (twin.dashboard.pd_page draws it)
 # --------------------------------------------------------------------------------------------------------
 TTFT_PART_LABELS = {"prefill_ms": "prefill (request path, queueing, prefill)", "link_wait_ms": "link queueing",
-                    "transfer_ms": "KV transfer", "decode_first_step_ms": "decode queueing + first step"}
+                    "transfer_ms": "KV transfer", "decode_first_step_ms": "decode blocks + queueing + first step"}
 
 
 def _pair(a: Any, b: Any, fmt: Any = numbers.duration_ms) -> str:

@@ -5,10 +5,12 @@
   engines' busy fraction, batch, queue and KV use.
 * ``decode``: the client's requests as the decode engines served them (TTFT end to end, TPOT, ITL), the
   decode engines' step load.
-* ``kv_transfer``: transfers, bytes, and per transfer the link queueing and transfer time (ms).
+* ``kv_transfer``: transfers, bytes, and per transfer the wait for the decode engine's blocks (from the
+  prefill's end until the decode engine allocated them), the link queueing and transfer time (ms); holds the
+  prefill engines released at their abort timeout before the decode engine read them.
 * ``ttft_parts``: where the mean TTFT goes, over the completed requests (in the window) whose KV crossed the
   link: the prefill leg (request path, prefill queueing and prefill: the leg's own TTFT), link queueing, the
-  transfer, and the rest (decode queueing and the first decode step). Per request the four add up to its TTFT
+  transfer, and the rest (the wait for the decode engine's blocks, decode queueing and the first decode step). Per request the four add up to its TTFT
   exactly, so their means add up to the mean TTFT of those requests (``mean_ttft_ms``).
 """
 
@@ -64,6 +66,9 @@ def pd_metrics(result: SimResult, leg_records: list[RequestRecord], transfers: A
         "mean_bytes": float(np.mean(transfers.bytes)) if n else None,
         "mean_transfer_ms": _ms(transfers.transfer_s), "p99_transfer_ms": _ms(transfers.transfer_s, 99),
         "mean_link_wait_ms": _ms(transfers.wait_s), "p99_link_wait_ms": _ms(transfers.wait_s, 99),
+        "mean_decode_alloc_wait_ms": _ms(transfers.alloc_wait_s),
+        "p99_decode_alloc_wait_ms": _ms(transfers.alloc_wait_s, 99),
+        "num_expired_holds": transfers.num_expired,
     })
     summary["ttft_parts"] = ttft_parts(result.requests, leg_records, transfers, window)
     return summary

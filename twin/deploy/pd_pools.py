@@ -43,7 +43,8 @@ class PdDeployment:
         return "prefill" if engine < self.num_prefill else "decode"
 
     def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"link": self.link.as_dict(), "kv_bytes_per_token": self.kv_bytes_per_token}
+        out: dict[str, Any] = {"link": self.link.as_dict(), "kv_bytes_per_token": self.kv_bytes_per_token,
+                               "abort_request_timeout_s": self.config.abort_request_timeout_s}
         start = 0
         for name in POOLS:
             pool: PoolConfig = getattr(self.config, name)

@@ -7,17 +7,20 @@ A request's path, as vLLM's disaggregated serving runs it (a proxy in front of `
 1. it arrives, crosses the prefill engine's request path (the cost model's ``request_path_s``) and queues at a
    prefill engine (the prefill pool's router) as a request with ``max_tokens = 1``: the prefill computes the
    prompt's KV (its prefix cache, chunking and batching as any engine's);
-2. when that step ends, its KV (``prompt tokens x kv_bytes_per_token``) crosses the link to a decode engine
-   (the decode pool's router picks it now): the transfer holds the prefill engine's outbound link and the
-   decode engine's inbound link, first come first served, for ``KvLink.exposed_s``;
-3. once the KV is there the decode engine admits the request (admission waits for the KV) with its
-   ``prompt - 1`` tokens computed (vLLM's external computed tokens: the last prompt token is recomputed to
-   produce logits); its first step emits the first token, so
-   TTFT = request path + queueing + prefill + link queueing + transfer + decode queueing + first decode step.
+2. that step leaves its KV blocks held (vLLM's ``delay_free_blocks``) until the decode engine has read them, or
+   until ``abort_request_timeout_s`` (vLLM's ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``); the decode pool's router picks a
+   decode engine now and the request joins its queue with ``load_kv_async``;
+3. the decode scheduler, when it reaches the request, allocates its blocks (no token budget, nothing computed;
+   WAITING_FOR_REMOTE_KVS) and the transfer starts (``on_load_start``); no room: the request waits at the queue
+   head, the transfer unstarted. The KV (``prompt tokens x kv_bytes_per_token``) holds the prefill engine's
+   outbound link and the decode engine's inbound link, first come first served, for ``KvLink.exposed_s``;
+4. at its end the prefill engine frees the blocks and the decode request counts ``prompt - 1`` tokens computed
+   (the last prompt token is recomputed to produce logits) and is scheduled at the decode engine's next step,
+   whose end emits the first token, so TTFT = request path + queueing + prefill + wait for the decode engine's
+   schedule + link queueing + transfer + decode queueing + first decode step.
 
-Not modelled (stated): the decode engine reserves no blocks before the transfer (vLLM allocates them first),
-and the prefill engine frees its blocks when its step ends, not when the decode engine has read them; the
-whole prompt's KV moves even where the decode engine's prefix cache holds part of it.
+Not modelled (stated): the whole prompt's KV moves even where the decode engine's prefix cache holds part of it;
+a read after the hold expired succeeds.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any, Callable
 
 import simpy
 
-from twin.core.request import Request
+from twin.core.request import Request, RequestStatus
 from twin.core.schedulers import make_scheduler
 from twin.deploy.pd_metrics import pd_metrics
 from twin.deploy.pd_pools import PdDeployment
@@ -76,9 +79,12 @@ class PdTransfers:
         self.prefill_engine: list[int] = []
         self.decode_engine: list[int] = []
         self.request_id: list[Any] = []
+        self.alloc_wait_s: list[float] = []     # from the prefill's end until the decode engine allocated
+        self.num_expired = 0                    # holds the prefill engine released at its abort timeout
 
     def add(self, num_bytes: int, wait_s: float, transfer_s: float, prefill: int, decode: int,
-            request_id: Any = None) -> None:
+            alloc_wait_s: float = 0.0, request_id: Any = None) -> None:
+        self.alloc_wait_s.append(alloc_wait_s)
         self.bytes.append(num_bytes)
         self.wait_s.append(wait_s)
         self.transfer_s.append(transfer_s)
@@ -143,10 +149,31 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
         leg_cached[id(client)] = leg.num_cached_tokens
         engine = leg_rec.replica
         last_s = prefill[engine].cost_model.last_s if link.layerwise else 0.0
-        env.process(transfer(client, engine, last_s))
+        # the leg's blocks stay held on the prefill engine until the decode engine has read them (vLLM's
+        # delay_free_blocks), or until the producer's abort timeout
+        sending[id(client)] = (leg, engine, last_s, env.now)
+        env.timeout(abort_timeout_s).callbacks.append(lambda _e: release(leg, engine, expired=True))
+        # the decode engine takes the request now; its scheduler allocates the blocks and starts the pull
+        client.load_kv_async = True
+        decode[decode_router.route(client, decode)].submit(client)
+        if client.status == RequestStatus.FINISHED_REJECTED:    # the decode engine refused it: nothing to read
+            del sending[id(client)]
+            release(leg, engine)
 
-    def transfer(client: Request, p_engine: int, last_step_s: float):
-        d = decode_router.route(client, decode)
+    def release(leg: Request, engine: int, expired: bool = False) -> None:
+        if id(leg) in released:
+            return
+        released.add(id(leg))
+        prefill[engine].scheduler.kv_cache_manager.free(leg)
+        prefill[engine].wake()           # a request its pool could not hold may fit now
+        if expired:
+            num_expired[0] += 1
+
+    def load_starter(d: int) -> Callable[[Request], None]:
+        return lambda client: env.process(transfer(client, d))
+
+    def transfer(client: Request, d: int):
+        leg, p_engine, last_step_s, finished_s = sending.pop(id(client))
         num_bytes = client.num_prompt_tokens * kv_bpt
         start = env.now
         with out_links[p_engine].request() as out_req:
@@ -156,10 +183,15 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
                 begun = env.now
                 dt = link.exposed_s(num_bytes, last_step_s)
                 yield env.timeout(dt)
-        transfers.add(num_bytes, begun - start, dt, p_engine, n_p + d, client.request_id)
-        client.num_external_computed_tokens = client.num_prompt_tokens - 1
-        decode[d].submit(client)
+        transfers.add(num_bytes, begun - start, dt, p_engine, n_p + d, start - finished_s, client.request_id)
+        release(leg, p_engine)           # the producer frees on the decode's notification (finished_sending)
+        decode[d].scheduler.finish_remote_load(client)
+        decode[d].wake()
 
+    sending: dict[int, tuple[Request, int, float, float]] = {}   # client id -> (leg, engine, last step, end)
+    released: set[int] = set()
+    num_expired = [0]
+    abort_timeout_s = pd.config.abort_request_timeout_s
     prefill = [Replica(env, i, make_scheduler(dep_p.scheduler_config, dep_p.num_gpu_blocks),
                        _LastStep(dep_p.cost_model_factory()) if link.layerwise else dep_p.cost_model_factory(),
                        steps, None, prefill_done, fast_path=False)
@@ -168,6 +200,10 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
                       dep_d.cost_model_factory(), steps, None, client_done, fast_path=True,
                       finish_wakes_anyone=lambda: closed or arrivals_over[0])
               for j in range(n_d)]
+    for replica in prefill:
+        replica.scheduler.delay_free_blocks = True
+    for j, replica in enumerate(decode):
+        replica.scheduler.on_load_start = load_starter(j)
     out_links = [simpy.Resource(env, 1) for _ in range(n_p)]
     in_links = [simpy.Resource(env, 1) for _ in range(n_d)]
     prefill_router = make_router(pd.config.prefill.router)
@@ -233,6 +269,7 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
             record.num_cached_tokens = cached if cached is not None else -1
     sort_by_arrival(records)
     sort_by_arrival(leg_records)
+    transfers.num_expired = num_expired[0]
     kv_p = [r.scheduler.kv_cache_manager for r in prefill]
     result = SimResult(
         requests=records, steps=steps, config=dict(summary or {}), sim_start_s=0.0, sim_end_s=env.now,

@@ -52,6 +52,9 @@ def cohort_steps(replica):
             n_dec = len(cohort)
             if (not n_dec and not waiting) or n_dec > budget or cohort.num_new_blocks() > free_queue.num_free_blocks:
                 break
+            if sched.num_load_pending and unyielded and waiting:
+                # P/D: a remote KV pull starts when its blocks are allocated, which must be on the SimPy clock
+                break
             if (not waiting and not replica.deferred and decode_step_times is not None
                     and cohort.step not in finishing):
                 t, unyielded = yield from _decode_steps(replica, cohort, decode_step_times, t, unyielded)

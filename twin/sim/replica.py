@@ -97,6 +97,11 @@ class Replica:
         if self._wake is not None and not self._wake.triggered:
             self._wake.succeed()
 
+    def wake(self) -> None:
+        """Something the engine waits for outside its queue has happened (P/D: a remote KV load finished)."""
+        if self._wake is not None and not self._wake.triggered:
+            self._wake.succeed()
+
     def abort(self, request: Request) -> None:
         """The client gave up on a request submitted here and not yet finished: the server drops it and frees
         its KV blocks (vLLM's abort); the record is counted as failed."""
@@ -223,7 +228,8 @@ class Replica:
         """Mark requests still in flight when the run stopped."""
         if self.cohort is not None:
             self.cohort.settle_all(self.in_step)
-        close_unfinished(list(self.scheduler.running) + list(self.scheduler.waiting) + self.deferred)
+        close_unfinished(list(self.scheduler.running) + list(self.scheduler.waiting) + self.deferred
+                         + list(self.scheduler.loading))
 
 
 class Router(Protocol):
