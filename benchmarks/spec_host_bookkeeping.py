@@ -123,6 +123,17 @@ def one_step(reqs, index, k, token_table, num_tokens, num_tokens_no_spec, seq_le
     return counts, backup
 
 
+
+def best_of_5(step, repeats: int) -> float:
+    """The fastest of five timings of ``repeats`` calls of ``step``, per call (seconds)."""
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            step()
+        best = min(best, (time.perf_counter() - t0) / repeats)
+    return best
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seqs", type=int, default=64)
@@ -142,25 +153,17 @@ def main() -> None:
     verified[:, 0] = 5                                      # acceptance 0: the target's own token only
     drafts = torch.zeros((n, k), dtype=torch.int64)
     stats = _Stats(k)
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(a.repeats):
-            for r in reqs:
-                r.spec_token_ids = [7] * k
-                r.num_computed_tokens = r.num_tokens
-            one_step(reqs, index, k, token_table, num_tokens, num_tokens_no_spec, seq_lens_cpu, verified, drafts,
-                     stats)
-        best = min(best, (time.perf_counter() - t0) / a.repeats)
-    # the reset loop above is not vLLM's work: time it alone and take it off
-    reset = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(a.repeats):
-            for r in reqs:
-                r.spec_token_ids = [7] * k
-                r.num_computed_tokens = r.num_tokens
-        reset = min(reset, (time.perf_counter() - t0) / a.repeats)
+    def reset_requests() -> None:
+        for r in reqs:
+            r.spec_token_ids = [7] * k
+            r.num_computed_tokens = r.num_tokens
+
+    def one_reset_step() -> None:
+        reset_requests()
+        one_step(reqs, index, k, token_table, num_tokens, num_tokens_no_spec, seq_lens_cpu, verified, drafts, stats)
+
+    best = best_of_5(one_reset_step, a.repeats)
+    reset = best_of_5(reset_requests, a.repeats)    # the reset is not vLLM's work: timed alone and taken off
     per_seq_us = (best - reset) / n * 1e6
     print(f"{n} sequences, k={k}: {per_seq_us:.1f} us per sequence per step (best of 5 x {a.repeats} steps)")
 

@@ -18,25 +18,9 @@ from twin.hardware.pricing import PriceTable
 from twin.results.records import FINISHED, INCOMPLETE
 from twin.scenario import load_scenario
 
-STEP_S, PER_TOKEN_S = 0.01, 1e-5
-BW_GB_S, LAT_US = 25.0, 20.0
+from tests.test_pd_disaggregation import BW_GB_S, LAT_US, PER_TOKEN_S, STEP_S, pd_data
+
 KV_BYTES_PER_TOKEN = 131072          # llama-3.1-8b, bf16: 32 layers x (K, V) x 8 KV heads x 128 dims x 2 bytes
-
-
-def pd_data(prefill: int = 1, decode: int = 1, *, num_requests: int = 1, rate: float = 1.0, prompt: int = 1000,
-            output: int = 4, **extra) -> dict:
-    return {
-        "deployment": {"gpu": "A100-SXM-80GB", "model": "llama-3.1-8b"},
-        "cost_model": {"kind": "constant", "params": {"step_s": STEP_S, "per_token_s": PER_TOKEN_S}},
-        "workload": {"arrivals": {"process": "poisson", "rate_per_s": rate}, "num_requests": num_requests,
-                     "dataset": {"kind": "random", "input_len": prompt, "output_len": output, "range_ratio": 0.0,
-                                 "ignore_eos": True}},
-        "disaggregation": {
-            "prefill": {"replicas": prefill, "kv_transfer_config": {"kv_role": "kv_producer"}},
-            "decode": {"replicas": decode, "kv_transfer_config": {"kv_role": "kv_consumer"}},
-            "link": {"kind": "infiniband", "bandwidth_gb_s": BW_GB_S, "latency_us": LAT_US}},
-        **extra,
-    }
 
 
 def test_a_pd_run_has_exact_pools_and_a_diagnosis_per_pool():

@@ -20,9 +20,10 @@ STEP_S, PER_TOKEN_S = 0.01, 1e-5
 BW_GB_S, LAT_US = 25.0, 20.0
 
 
-def pd_body(prefill: int = 1, decode: int = 1, *, num_requests: int = 1, rate: float = 1.0, prompt: int = 1000,
-            output: int = 4, link: dict | None = None, **extra) -> ScenarioBody:
-    return ScenarioBody.model_validate({
+def pd_data(prefill: int = 1, decode: int = 1, *, num_requests: int = 1, rate: float = 1.0, prompt: int = 1000,
+            output: int = 4, link: dict | None = None, **extra) -> dict:
+    """A constant-cost P/D scenario mapping (prefill and decode pools of Llama-3.1-8B on A100s, an IB link)."""
+    return {
         "deployment": {"gpu": "A100-SXM-80GB", "model": "llama-3.1-8b"},
         "cost_model": {"kind": "constant", "params": {"step_s": STEP_S, "per_token_s": PER_TOKEN_S}},
         "workload": {"arrivals": {"process": "poisson", "rate_per_s": rate}, "num_requests": num_requests,
@@ -33,7 +34,11 @@ def pd_body(prefill: int = 1, decode: int = 1, *, num_requests: int = 1, rate: f
             "decode": {"replicas": decode, "kv_transfer_config": {"kv_role": "kv_consumer"}},
             "link": link or {"kind": "infiniband", "bandwidth_gb_s": BW_GB_S, "latency_us": LAT_US}},
         **extra,
-    })
+    }
+
+
+def pd_body(*args, **kwargs) -> ScenarioBody:
+    return ScenarioBody.model_validate(pd_data(*args, **kwargs))
 
 
 def test_kv_transfer_bytes_per_token_is_the_models_kv_layout():

@@ -44,7 +44,7 @@ from twin.results.step_summary import new_step_log
 from twin.results.token_summary import record_factory
 from twin.scenario import ScenarioBody
 from twin.sim.deployment import make_router
-from twin.sim.drive import closed_loop_users, run_until_drained
+from twin.sim.drive import closed_loop_user, closed_loop_users, run_until_drained
 from twin.sim.kv_load_clock import offload_summary
 from twin.sim.replica import Replica
 from twin.sim.request_path import PathDraws
@@ -237,19 +237,9 @@ def simulate_pd(body: ScenarioBody, pd: PdDeployment, *, seed: int, base_dir: Pa
                 yield env.timeout(spec.arrival_s - env.now)
             dispatch(spec)
 
-    def user(index: int):
-        while True:
-            spec = traffic.next_request(index, env.now)
-            if spec is None:
-                return
-            if spec.arrival_s > env.now:
-                yield env.timeout(spec.arrival_s - env.now)
-            event = env.event()
-            waiters[id(dispatch(spec))] = event
-            yield event
-
     if closed:
-        drivers = [env.process(user(u)) for u in range(closed_loop_users(traffic))]
+        drivers = [env.process(closed_loop_user(env, traffic, u, dispatch, waiters))
+                   for u in range(closed_loop_users(traffic))]
     else:
         drivers = [env.process(open_loop(traffic))]
 

@@ -1,4 +1,4 @@
-"""Running a simulation's clock: how many closed-loop users to start, and running until the arrivals are over and
+"""Running a simulation's clock: the closed loop's users (how many, and each one's loop), and running until the arrivals are over and
 every request is done (or the time cap)."""
 
 from __future__ import annotations
@@ -14,6 +14,21 @@ from twin.sim.gc_pacing import paced_gc
 def closed_loop_users(traffic: Any) -> int:
     """Users to start: one that can never get a request is not started (a cap of 10**6 slots over 100 requests)."""
     return min(traffic.concurrency, getattr(traffic, "max_users", None) or traffic.concurrency)
+
+
+def closed_loop_user(env: simpy.Environment, traffic: Any, index: int, dispatch: Callable[[Any], Any],
+                     waiters: dict[int, simpy.Event]):
+    """User ``index`` of a closed loop: sends its next request (``dispatch(spec)`` returns the request), waits
+    for it to finish (the event ``waiters`` holds under the request's id), until the traffic has none left."""
+    while True:
+        spec = traffic.next_request(index, env.now)
+        if spec is None:
+            return
+        if spec.arrival_s > env.now:
+            yield env.timeout(spec.arrival_s - env.now)
+        event = env.event()
+        waiters[id(dispatch(spec))] = event
+        yield event
 
 
 def run_until_drained(env: simpy.Environment, drivers: Sequence[simpy.Process], on_arrivals_over: Callable[[], None],

@@ -13,7 +13,7 @@ import simpy
 
 from twin.cost.base import CostModel
 from twin.sim.clock import delay_landing_on
-from twin.sim.drive import closed_loop_users, run_until_drained
+from twin.sim.drive import closed_loop_user, closed_loop_users, run_until_drained
 from twin.sim.kv_load_clock import offload_summary
 from twin.sim.request_path import PathDraws
 from twin.sim.replica import Replica, Router, RoundRobinRouter, Speculator
@@ -202,23 +202,9 @@ def simulate(
                 yield env.timeout(hand_over_s - env.now if landing is None else landing)
             replica.submit(request)
 
-    def user(index: int):
-        while True:
-            spec = traffic.next_request(index, env.now)
-            if spec is None:
-                return
-            if spec.arrival_s > env.now:
-                yield env.timeout(spec.arrival_s - env.now)
-            event = env.event()
-            request = spec.make_request()
-            waiters[id(request)] = event
-            records.append(new_record(request))
-            start_timeout(request, spec.timeout_s)
-            submit_after_request_path(request)
-            yield event
-
     if closed:
-        drivers = [env.process(user(u)) for u in range(closed_loop_users(traffic))]
+        drivers = [env.process(closed_loop_user(env, traffic, u, dispatch, waiters))
+                   for u in range(closed_loop_users(traffic))]
     elif (one_event_arrivals and max_time_s is None
           and (num_replicas == 1 or not getattr(router, "reads_replica_state", True))
           and all(spec.timeout_s is None for spec in traffic)):
