@@ -212,3 +212,13 @@ def test_one_seed_one_result():
     assert [(r.first_token_s, r.finish_s, r.replica) for r in a.requests] == \
         [(r.first_token_s, r.finish_s, r.replica) for r in b.requests]
     assert a.config["disaggregation"] == b.config["disaggregation"]
+
+
+def test_twin_run_prints_where_the_mean_ttft_goes():
+    from twin.cli.pd_output import pd_pool_lines
+    dis = {"ttft_parts": {"num_requests": 3, "prefill_ms": 561.2, "link_wait_ms": 2.3, "transfer_ms": 5.26,
+                          "decode_first_step_ms": 34.3, "mean_ttft_ms": 603.06}}
+    assert pd_pool_lines("2p1d", dis) == [
+        "2p1d mean TTFT 603 ms = prefill 561 ms + link wait 2.30 ms + transfer 5.26 ms + decode blocks, queue and "
+        "first step 34.3 ms"]
+    assert pd_pool_lines("x", {"ttft_parts": {"num_requests": 0}}) == []

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from twin.results import numbers
+
+TTFT_PART_NAMES = {"prefill_ms": "prefill", "link_wait_ms": "link wait", "transfer_ms": "transfer",
+                   "decode_first_step_ms": "decode blocks, queue and first step"}
+
 
 def _f(value: Any, spec: str, unit: str = "") -> str:
     return "-" if value is None else f"{value:{spec}}{unit}"
@@ -28,6 +33,10 @@ def pd_pool_lines(name: str, dis: dict[str, Any]) -> list[str]:
                    f"{_f(kv.get('mean_link_wait_ms'), '.2f', ' ms')}, p99 {_f(kv.get('p99_link_wait_ms'), '.2f', ' ms')}"
                    f", decode allocation wait mean {_f(kv.get('mean_decode_alloc_wait_ms'), '.2f', ' ms')}"
                    + (f", {kv['num_expired_holds']} prefill holds expired" if kv.get("num_expired_holds") else ""))
+    parts = dis.get("ttft_parts") or {}
+    if parts.get("num_requests"):
+        out.append(f"{name} mean TTFT {numbers.duration_ms(parts['mean_ttft_ms'])} = "
+                   + " + ".join(f"{label} {numbers.duration_ms(parts[key])}" for key, label in TTFT_PART_NAMES.items()))
     return out
 
 
