@@ -145,8 +145,10 @@ def test_a_prompt_the_prefill_pool_cannot_hold_is_rejected_and_counted():
 def test_decode_admission_counts_the_delivered_kv_once():
     sched = make_sched(max_model_len=200, max_num_batched_tokens=100)
     r = Request("a", 0.0, 40, 3)
-    r.num_external_computed_tokens = 39
+    r.load_kv_async = True
     sched.add_request(r)
+    step(sched)                                          # blocks allocated, the pull starts
+    sched.finish_remote_load(r)                          # the delivered KV: 39 tokens computed
     out, _ = step(sched)
     assert out.num_new_tokens == [1]                     # only the last prompt token is computed
     assert len(sched.kv_cache_manager.get_block_ids("a")) == 3   # 40 tokens in blocks of 16

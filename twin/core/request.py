@@ -52,7 +52,7 @@ class Request:
         "num_preemptions", "status", "spec_token_ids", "num_spec_tokens", "block_hashes",
         "prompt_token_ids", "output_token_ids", "_segments", "_segment_ends", "_segment_bases",
         "reject_reason", "client_data", "admitted_seq", "finish_step_emitted", "private_from_token",
-        "num_external_computed_tokens", "load_kv_async",
+        "load_kv_async",
     )
 
     def __init__(
@@ -87,9 +87,6 @@ class Request:
         # tokens from here on are this request's alone (no other request's prompt names them): their blocks can
         # only ever be found again by this request, after a preemption (twin.workload.sharing); None: unknown
         self.private_from_token = private_from_token
-        # prompt tokens whose KV a KV connector delivered before admission (P/D: the prefill engine's); the
-        # first admission counts them as computed, held in fresh blocks (vLLM's external computed tokens)
-        self.num_external_computed_tokens = 0
         # P/D decode side: the prompt's KV is to be pulled from a prefill engine into blocks allocated when the
         # scheduler first takes the request (vLLM's NixlConnector: get_num_new_matched_tokens -> load async)
         self.load_kv_async = False

@@ -150,14 +150,8 @@ class SchedulerBase:
     def _lookup_prefix(self, req: Request) -> tuple[list, int]:
         """The prefix hit of a waiting request; with ``prefix_cache_stats_at_admission`` the counters wait for
         ``_admit``, so a request that fails to allocate and retries next step is counted once."""
-        hit = self.kv_cache_manager.get_computed_blocks(
+        return self.kv_cache_manager.get_computed_blocks(
             req, record_stats=not self.config.prefix_cache_stats_at_admission)
-        ext = req.num_external_computed_tokens
-        if ext > hit[1] and not req.num_preemptions:
-            # KV a connector delivered (P/D): computed, in fresh blocks past the local hit; after a preemption
-            # it is gone and recomputed
-            return hit[0], ext
-        return hit
 
     def _start_remote_load(self, req: Request, hit_blocks: list, reserve: int, full_isl: bool) -> bool:
         """The waiting queue's head pulls its prompt's KV from a remote engine (vLLM's scheduler with

@@ -3,11 +3,13 @@ DeepSeek-V2/V3 with MLA). `resolve_model` takes a catalog name, alias or HF id (
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import typing
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from twin.errors import TwinInputError, did_you_mean
 from twin.hardware.dtypes import norm_name
@@ -21,42 +23,18 @@ from twin.yaml_input import load_packaged_yaml, read_text
 _DATA = Path(__file__).parent / "data"
 
 
-class _ModelEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    aliases: tuple[str, ...] = ()
-    hf_id: str | None = None
-    hidden_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    intermediate_size: int
-    vocab_size: int
-    max_position_embeddings: int
-    tie_word_embeddings: bool = False
-    attention_bias: bool = False
-    num_experts: int = 0
-    num_experts_per_tok: int = 0
-    num_shared_experts: int = 0
-    moe_intermediate_size: int = 0
-    shared_expert_intermediate_size: int = 0
-    first_k_dense_layers: int = 0
-    kv_lora_rank: int = 0
-    q_lora_rank: int = 0
-    qk_rope_head_dim: int = 0
-    qk_nope_head_dim: int = 0
-    v_head_dim: int = 0
-    sliding_window: int = 0
-    sliding_window_layers: int = 0
-    attention_sinks: bool = False
-    index_topk: int = 0
-    index_n_heads: int = 0
-    index_head_dim: int = 0
-    # the checkpoint's weight format per layer group (twin.hardware.weight_formats.GROUPS); the groups left
-    # out stay in the activation dtype
-    quantization: dict[str, str] | None = None
+def _catalog_entry_schema() -> type[BaseModel]:
+    """A catalog entry of `data/models.yaml`: every field of ``ModelSpec`` (required where it is) except its
+    parsed weight formats, which an entry gives as ``quantization``: the checkpoint's format per layer group
+    (twin.hardware.weight_formats.GROUPS); the groups left out stay in the activation dtype."""
+    hints = typing.get_type_hints(ModelSpec)
+    spec_fields = {f.name: (hints[f.name], ... if f.default is dataclasses.MISSING else f.default)
+                   for f in dataclasses.fields(ModelSpec) if f.name != "checkpoint_formats"}
+    return create_model("ModelEntry", __config__=ConfigDict(extra="forbid"),
+                        quantization=(dict[str, str] | None, None), **spec_fields)
 
+
+_ModelEntry = _catalog_entry_schema()
 
 # model_type -> the config class's default for tie_word_embeddings, when config.json leaves it out
 _UNTIED_BY_DEFAULT = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "granite", "qwen2_moe", "qwen3_moe",
