@@ -45,7 +45,7 @@ def scan(cases: list, values_us: list[float], *, workers: int = 1) -> dict[float
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--silicon-every", type=int, default=3)
-    ap.add_argument("--silicon-max-requests", type=int, default=160)
+    ap.add_argument("--silicon-max-requests", type=int, default=None)
     ap.add_argument("--values-us", default="24.7,15.0,10.2,7.8")
     ap.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()

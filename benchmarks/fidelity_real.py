@@ -8,7 +8,7 @@ per held-out group and pooled, the median |error| and the median signed error of
 and throughput, beside the embedded defaults' errors on the same cases, and each fold's parameters with one
 standard error and whether the training data identify them.
 
-    python benchmarks/fidelity_real.py [--workers 1] [--silicon-every 1] [--silicon-max-requests 160]
+    python benchmarks/fidelity_real.py [--workers 1] [--silicon-every 1] [--silicon-max-requests N]
         [--fit-sim-s 60] [--eval-sim-s 120] [--outer 2] [--folds source,GPU,family] [--json out.json]
 
 ``--silicon-every N`` keeps every N-th runnable silicon row (a bounded subset); ``--silicon-max-requests``
@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--silicon-every", type=int, default=1)
-    ap.add_argument("--silicon-max-requests", type=int, default=160)
+    ap.add_argument("--silicon-max-requests", type=int, default=None)
     ap.add_argument("--fit-sim-s", type=float, default=60.0)
     ap.add_argument("--eval-sim-s", type=float, default=120.0)
     ap.add_argument("--outer", type=int, default=2, help="fit rounds (simulate, fit on the surrogate)")

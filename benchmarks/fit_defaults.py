@@ -6,7 +6,7 @@ did not queue, 60 s of each simulated per round, 3 rounds, the original eight pa
 source), all joint terms, each reported with one standard error and whether the data identify it.
 
     python benchmarks/fit_defaults.py [--workers 2]
-    python benchmarks/fit_defaults.py --joint [--silicon-every 1] [--silicon-max-requests 160] [--outer 2]
+    python benchmarks/fit_defaults.py --joint [--silicon-every 1] [--silicon-max-requests N] [--outer 2]
         [--terms a,b,c]     (only these parameters free, every other one at its embedded default)
 
 Prints each parameter with one standard error (the inference-perf fit: about 2-3 minutes on an idle 2-core
@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--joint", action="store_true")
     ap.add_argument("--silicon-every", type=int, default=1)
-    ap.add_argument("--silicon-max-requests", type=int, default=160)
+    ap.add_argument("--silicon-max-requests", type=int, default=None)
     ap.add_argument("--outer", type=int, default=2)
     ap.add_argument("--terms", default="", help="comma-separated parameters to fit (default: JOINT_NAMES)")
     ap.add_argument("--fit-sim-s", type=float, default=60.0)

@@ -76,7 +76,7 @@ def balanced(cases: Sequence[Case]) -> list[Case]:
     return out
 
 
-def all_cases(ground_truth: Path | None = None, *, silicon_max_requests: int | None = 160, silicon_every: int = 1,
+def all_cases(ground_truth: Path | None = None, *, silicon_max_requests: int | None = None, silicon_every: int = 1,
               sources: Sequence[str] = (SOURCE_INFERENCE_PERF, SOURCE_SILICON)) -> list[Case]:
     """Both sources' cases, weighted (``balanced``); ``silicon_every``: every n-th runnable silicon row only
     (a bounded subset, in file order)."""

@@ -27,10 +27,15 @@ of each row: ``twin.fitting.silicon_layout``. Rows the twin cannot run get a rea
 the mean over requests of (E2E - TTFT) / (OSL - 1); E2E and throughput are not in the file and are derived
 from the means (``derived_metrics``).
 
-Simulated size: a closed loop's mean latencies settle after a few rounds of CONC requests, while its cost grows
-with CONC x OSL. ``row_run(max_requests=...)`` caps the requests simulated per row (default
-``DEFAULT_MAX_REQUESTS``), never below ``MIN_WAVES x CONC``; the cap is reported per case (``MeasuredRun.server``
-is untouched; ``num_requests`` is the simulated count and the name ends in ``[n/N]`` when capped).
+Simulated size: every row is simulated with all of its client's 10 x CONC requests by default. The client sends
+them all at t = 0 and holds CONC in flight, so its first CONC requests queue behind one burst of CONC prefills
+and the rest arrive spread out as earlier ones finish: the burst's share of the mean TTFT is 1/10 in the real run
+and CONC / n in a run cut to n requests. The old cut of 160 (at least 3 x CONC) weighed the burst 1/3 at
+CONC >= 64 and roughly doubled the twin's mean TTFT there (MiniMax-M2.5 B200 1k/1k at CONC 256: 411 ms cut, 168 ms
+whole, 397 ms measured), which hid that the twin is as far too fast at high load as at light load. The fast path
+makes whole rows cheap (the every-3rd subset: 88 s whole vs 68 s cut). ``row_run(max_requests=...)`` still caps
+the count for quick checks, never below ``MIN_WAVES x CONC``; a capped case says so (``num_requests`` is the
+simulated count and the name ends in ``[n/N]``; ``MeasuredRun.server`` is untouched).
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ MODELS = {
 LENGTH_LOW_FRACTION = 0.8            # --random-range-ratio 0.8: lengths uniform on [int(0.8 L), L]
 PROMPTS_PER_CONCURRENCY = 10         # --num-prompts 10 x CONC
 GAP_ANALYSIS_WEIGHT = 0.5
-DEFAULT_MAX_REQUESTS = 640           # simulated requests per row (see the module docstring)
+DEFAULT_MAX_REQUESTS: int | None = None   # simulated requests per row: all (see the module docstring)
 MIN_WAVES = 3
 
 
