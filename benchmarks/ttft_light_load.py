@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,7 +128,8 @@ def main() -> None:
             rows.append({"set": label, "id": row.id, "family": family_of(c), "gpu": c.target.gpu,
                          "tp": c.target.tensor_parallel_size, "conc": row.concurrency, "isl": row.isl,
                          "osl": row.osl, "version": row.vllm_version or "", "precision": row.precision or "",
-                         "measured_date": row.measured or "", "source": row.source,
+                         "measured_date": row.measured or "", "month": (row.measured or "")[:7],
+                         "source": row.source,
                          "measured_ms": row.ttft_ms, "twin_ms": r.metrics["mean_ttft_ms"],
                          "tpot_meas_ms": row.tpot_ms, "tpot_twin_ms": r.metrics["mean_tpot_ms"],
                          "path_ms": 1e3 * p["path_s"], "prefill_ms": 1e3 * p["total_s"],
@@ -232,7 +232,30 @@ def report(rows: list[dict], label: str) -> None:
             groups.setdefault(r[key], []).append(r["measured_ms"] / r["twin_ms"])
         print(f"  measured / twin by {key}: " + ", ".join(f"{k} {np.median(v):.2f} (n={len(v)})"
                                                         for k, v in sorted(groups.items())))
-    _ = math
+    slopes(rows)
+
+
+def slopes(rows: list[dict]) -> None:
+    """Per (family, GPU, measurement month, CONC): the gap's growth with the prompt between the 1k and 8k rows
+    (us per prompt token, and per token and decoder layer) and its intercept at no prompt (ms), from the median
+    gaps of each length; the rows of one group differ in TP, weight format and release."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["family"], r["gpu"], r["month"] or "-", r["conc"]), []).append(r)
+    print("\ngap growth with the prompt, 1k vs 8k rows (median gap of each): slope and intercept")
+    print(f"{'family':<8} {'gpu':<9} {'month':<8} {'C':>3} {'n1k':>4} {'n8k':>4} | {'gap 1k':>7} {'gap 8k':>7} |"
+          f" {'us/token':>8} {'us/token/layer':>14} {'at 0 tokens':>11}")
+    for key, rs in sorted(groups.items()):
+        one = [r for r in rs if r["isl"] <= 1024]
+        eight = [r for r in rs if r["isl"] >= 8000]
+        if not one or not eight:
+            continue
+        x1, x8 = np.mean([r["mean_isl"] for r in one]), np.mean([r["mean_isl"] for r in eight])
+        g1, g8 = np.median([r["gap_ms"] for r in one]), np.median([r["gap_ms"] for r in eight])
+        b = (g8 - g1) / (x8 - x1)
+        layers = np.median([r["layers"] for r in rs])
+        print(f"{key[0]:<8} {key[1]:<9} {key[2]:<8} {key[3]:>3} {len(one):>4} {len(eight):>4} | {g1:7.1f} {g8:7.1f} |"
+              f" {1e3 * b:8.1f} {1e3 * b / layers:14.3f} {g1 - b * x1:9.1f} ms")
 
 
 if __name__ == "__main__":
