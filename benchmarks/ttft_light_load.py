@@ -233,6 +233,37 @@ def report(rows: list[dict], label: str) -> None:
         print(f"  measured / twin by {key}: " + ", ".join(f"{k} {np.median(v):.2f} (n={len(v)})"
                                                         for k, v in sorted(groups.items())))
     slopes(rows)
+    slope_regression(rows)
+
+
+def slope_regression(rows: list[dict], gpu: str = "B200", conc: int = 4) -> None:
+    """Per (family, format, release, TP) group on ``gpu`` at ``conc`` (Kimi left out: its March offsets): the gap's
+    slope from its 1k to its 8k rows (us per prompt token), fitted as u x layers, flat, v x the twin's GEMM time
+    per token, and u x layers + v x GEMM time; rms residual of each (us per token)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["gpu"] == gpu and r["conc"] == conc and r["family"] != "kimi":
+            groups.setdefault((r["family"], r["precision"], r["version"], r["tp"]), []).append(r)
+    b, layers, gemm = [], [], []
+    for rs in groups.values():
+        one = [r for r in rs if r["isl"] <= 1024]
+        eight = [r for r in rs if r["isl"] >= 8000]
+        if not one or not eight:
+            continue
+        x1, x8 = np.mean([r["mean_isl"] for r in one]), np.mean([r["mean_isl"] for r in eight])
+        b.append(1e3 * (np.median([r["gap_ms"] for r in eight]) - np.median([r["gap_ms"] for r in one])) / (x8 - x1))
+        layers.append(float(rs[0]["layers"]))
+        gemm.append(1e3 * np.median([r["linear_compute_ms"] / r["mean_isl"] for r in eight]))
+    if len(b) < 3:
+        return
+    y = np.array(b)
+    print(f"\nslope (us per prompt token) across {len(y)} {gpu} groups at C = {conc}:")
+    for name, cols in (("u x layers", [layers]), ("flat", [np.ones(len(y))]), ("v x GEMM us/token", [gemm]),
+                       ("u x layers + v x GEMM", [layers, gemm])):
+        x = np.column_stack(cols)
+        beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+        rms = float(np.sqrt(np.mean((y - x @ beta) ** 2)))
+        print(f"  {name:<24} coefficients {np.round(beta, 3)}   rms residual {rms:.1f} us/token")
 
 
 def slopes(rows: list[dict]) -> None:
