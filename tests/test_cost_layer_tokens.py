@@ -85,3 +85,30 @@ def test_it_is_held_at_prior_without_two_prompt_lengths_and_two_depths():
     assert held_at_prior(both, (name,)) == {}
     h100 = [dataclasses.replace(c, target=Target(c.target.model, "H100-SXM", 1)) for c in both]
     assert held_at_prior(h100, (name,)) == {name: "no run (blackwell) in the data"}
+
+
+@pytest.mark.slow
+def test_the_fit_recovers_it_from_generated_b200_runs():
+    """Runs generated at 0.3 us per token and layer on B200 (two depths, prompts 4x apart): the fit of the
+    Blackwell-scoped term alone, from its prior 0, recovers it (stated tolerance 20 %: eight short runs)."""
+    from twin.fitting.fit import fit
+    from twin.fitting.joint import default_start
+    from twin.fitting.replay import replay
+
+    name = "layer_token_overhead_s@blackwell"
+    true = {**default_start(), name: 0.3e-6}
+    cases = []
+    for model in ("llama-2-7b", "llama-3.2-3b"):
+        for prompt in (512, 2048):
+            for conc in (4, 16):
+                c = _case(model, prompt)
+                run = dataclasses.replace(c.run, name=f"{model}-{prompt}-{conc}", max_concurrency=conc,
+                                          num_requests=3 * conc)
+                m = replay(run, c.target, true).metrics
+                cases.append(Case(dataclasses.replace(run, metrics={k: m[k] for k in (
+                    "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "mean_tpot_ms", "mean_e2el_ms",
+                    "request_throughput") if m.get(k) is not None}), c.target))
+    assert held_at_prior(cases, (name,)) == {}
+    start = default_start()
+    res = fit(cases, names=(name,), start=start, fixed=dict(start), outer_iterations=3)
+    assert res.params[name] == pytest.approx(0.3e-6, rel=0.20)
