@@ -54,6 +54,7 @@ from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_
                                        linear_seconds_per_token, roofline_bounds, windowed_attention,
                                        RooflineConstants, windowed_step_time)
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
+from twin.cost.layer_tokens import explain_token_parts, layer_token_terms
 from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor, routed_expert_flops_per_token,
                                  routed_expert_read_bytes)
@@ -120,6 +121,7 @@ class RooflineCostModel:
         moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms: weight streams
         moe_expert_compute_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # ... and grouped-GEMM FLOPs
         layer_overhead_s: float = 0.0,                # per decoder layer per step (kernel latencies; s)
+        layer_token_overhead_s: float = 0.0,          # per token per layer, every TP rank (twin.cost.layer_tokens)
         quant_weight_efficiency: float = 1.0,         # quantized GEMMs' rate vs 16-bit ones (dequant, scales)
         kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
@@ -213,7 +215,8 @@ class RooflineCostModel:
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
         self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers
         self._k_seq = self.per_seq_overhead_s
-        self._k_tok = self.per_token_overhead_s
+        self.layer_token_overhead_s, self._k_layer_tok = layer_token_terms(layer_token_overhead_s, model)
+        self._k_tok = self.per_token_overhead_s + self._k_layer_tok
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
         self._constants = RooflineConstants(
             self._k_linear, self._k_lm_head, self._t_weights, self._moe_weights_s, at, self._k_kv_write,
@@ -356,7 +359,7 @@ class RooflineCostModel:
             if self._t_a2a or self._k_a2a:    # MoE dispatch + combine across DP ranks, apart from TP's all-reduce
                 parts["moe_all2all_s"] = self._t_a2a + self._k_a2a * tokens
                 parts["allreduce_s"] -= parts["moe_all2all_s"]
-            parts["overhead_s"] -= parts.setdefault("per_token_overhead_s", self._k_tok * tokens) if self._k_tok else 0
+            explain_token_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens)
             if self._attention.k_sink:        # attention-sink logits, apart from the KV write
                 parts["attention_sink_s"] = self._attention.k_sink * tokens
                 parts["kv_write_s"] = self._k_kv * tokens
@@ -386,6 +389,7 @@ class RooflineCostModel:
             "moe_expert_efficiency": self.moe_expert_efficiency, "kv_memory_efficiency": self.kv_memory_efficiency,
             "moe_expert_compute_efficiency": self.moe_expert_compute_efficiency,
             "layer_overhead_s": self.layer_overhead_s, "quant_weight_efficiency": self.quant_weight_efficiency,
+            "layer_token_overhead_s": self.layer_token_overhead_s,
             **({} if self.weight_formats.is_uniform else {"weight_formats": self.weight_formats.as_dict()}),
             **({} if self.layout.is_trivial else {"layout": self.layout.as_dict()}),
         }

@@ -70,6 +70,10 @@ def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence |
         elif base == "layer_overhead_s" and len({d.model.num_hidden_layers for _, d in mine}) < 2:
             held[name] = (f"every run{where} has the same number of decoder layers (a cost per layer is not split "
                           "from the per-step one)")
+        elif base == "layer_token_overhead_s" and (not _prompt_lengths_vary(c for c, _ in mine)
+                                                   or len({d.model.num_hidden_layers for _, d in mine}) < 2):
+            held[name] = (f"runs{where} need uncached prompts {PROMPT_LENGTH_RATIO:g}x apart and two model depths "
+                          "(a cost per token and layer is not split from the per-token and per-step ones)")
         elif base == "kv_memory_efficiency" and not any(
                 c.run.prompt_tokens.mean + c.run.output_tokens.mean >= LONG_CONTEXT_TOKENS for c, _ in mine):
             held[name] = f"no run reaches {LONG_CONTEXT_TOKENS}-token contexts"

@@ -85,6 +85,13 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
     FitParameter("allreduce_latency_s@blackwell", "us per all-reduce", 1e-6, 0.0, 200.0, 24.7,
                  "fixed cost of one tensor-parallel all-reduce on Blackwell (NVLink 5); prior: Hopper's fitted "
                  "value"),
+    # issue 33, round 4: at CONC = 4 the B200 rows' TTFT grows with the prompt by ~0.2 us per token per decoder
+    # layer more than the twin's (four families, TP1-TP8, vLLM 0.10-0.19; twin.cost.layer_tokens), nearly
+    # unsplit by TP; the H100 Llama rows show ~0 (their gap splits by TP).
+    FitParameter("layer_token_overhead_s", "us per token per decoder layer", 1e-6, 0.0, 5.0, 0.0,
+                 "work per scheduled token and layer every TP rank repeats; prior 0 = the pure roofline"),
+    FitParameter("layer_token_overhead_s@blackwell", "us per token per decoder layer", 1e-6, 0.0, 5.0, 0.0,
+                 "the same on Blackwell GPUs; prior 0 = the pure roofline"),
     FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
                  "engine-core CPU time per step exposed without async scheduling"),
     FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,
