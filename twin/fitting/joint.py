@@ -172,7 +172,8 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
               "kv_memory_efficiency": mem, "request_path_s@blackwell": r.DEFAULT_REQUEST_PATH_S,
               "quant_weight_efficiency@fp8": 1.0, "quant_weight_efficiency@int4": 1.0, "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
               "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S,
-              "per_token_overhead_s": r.DEFAULT_PER_TOKEN_OVERHEAD_S, "layer_overhead_s@blackwell": 0.0,
+              "per_token_overhead_s": r.DEFAULT_PER_TOKEN_OVERHEAD_S,
+              "per_token_overhead_s@blackwell": r.DEFAULT_PER_TOKEN_OVERHEAD_S, "layer_overhead_s@blackwell": 0.0,
               "allreduce_latency_s@blackwell": r.ALLREDUCE_LATENCY_FAST_S}
     return {n: values[n] for n in names if n in values}
 

@@ -85,6 +85,11 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
     FitParameter("allreduce_latency_s@blackwell", "us per all-reduce", 1e-6, 0.0, 200.0, 24.7,
                  "fixed cost of one tensor-parallel all-reduce on Blackwell (NVLink 5); prior: Hopper's fitted "
                  "value"),
+    # issue 33, round 4: the per-token cost on the Blackwell systems measured alone (the inference-perf H100 runs,
+    # whose prompts mostly hit the prefix cache, carry their per-token work in the fitted step / sequence
+    # overheads; an unscoped per-token cost fitted on the silicon rows moves them too)
+    FitParameter("per_token_overhead_s@blackwell", "us per scheduled token per step", 1e-6, 0.0, 50.0, 0.0,
+                 "work per token every TP rank repeats, on Blackwell; prior 0 = the pure roofline"),
     FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
                  "engine-core CPU time per step exposed without async scheduling"),
     FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,
