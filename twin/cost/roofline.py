@@ -53,10 +53,11 @@ from twin.cost.base import StepShape
 from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
                                        linear_seconds_per_token, roofline_bounds, windowed_attention,
                                        RooflineConstants, windowed_step_time)
+from twin.cost.default_terms import generation_term, quant_efficiency_default
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
 from twin.cost.param_checks import check_fraction, check_nonneg
-from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor, routed_expert_flops_per_token,
-                                 routed_expert_read_bytes)
+from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor,
+                                 routed_expert_flops_per_token, routed_expert_read_bytes)
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
 
@@ -92,7 +93,7 @@ ALLREDUCE_LATENCY_PCIE_S = ALLREDUCE_LATENCY_FAST_S * 25.0 / 8.0     # PCIe and 
 
 def default_allreduce_latency_s(gpu: GpuSpec) -> float:
     fast = any(k in gpu.interconnect.lower() for k in ("nvlink", "infinity fabric", "xgmi"))
-    return ALLREDUCE_LATENCY_FAST_S if fast else ALLREDUCE_LATENCY_PCIE_S
+    return generation_term(gpu, "allreduce_latency_s", ALLREDUCE_LATENCY_FAST_S) if fast else ALLREDUCE_LATENCY_PCIE_S
 
 
 class RooflineCostModel:
@@ -114,13 +115,13 @@ class RooflineCostModel:
         allreduce_latency_s: float | None = None,
         interconnect_efficiency: float = DEFAULT_INTERCONNECT_EFFICIENCY,
         gemm_half_tokens: float = DEFAULT_GEMM_HALF_TOKENS,
-        per_token_overhead_s: float = DEFAULT_PER_TOKEN_OVERHEAD_S,
+        per_token_overhead_s: float | None = None,    # None: the generation's (twin.cost.default_terms)
         request_path_s: float = DEFAULT_REQUEST_PATH_S,
         request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
         moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms: weight streams
-        moe_expert_compute_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # ... and grouped-GEMM FLOPs
-        layer_overhead_s: float = 0.0,                # per decoder layer per step (kernel latencies; s)
-        quant_weight_efficiency: float = 1.0,         # quantized GEMMs' rate vs 16-bit ones (dequant, scales)
+        moe_expert_compute_efficiency: float = DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY,   # ... and their FLOPs
+        layer_overhead_s: float | None = None,        # per decoder layer per step (kernel latencies; s); as above
+        quant_weight_efficiency: float | None = None,  # quantized GEMMs' rate vs 16-bit ones; None: the format's
         kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
     ) -> None:
@@ -138,8 +139,10 @@ class RooflineCostModel:
         self.moe_expert_efficiency = check_fraction("moe_expert_efficiency", moe_expert_efficiency)
         self.moe_expert_compute_efficiency = check_fraction("moe_expert_compute_efficiency",
                                                              moe_expert_compute_efficiency)
-        self.layer_overhead_s = check_nonneg("layer_overhead_s", layer_overhead_s)
-        self.quant_weight_efficiency = check_fraction("quant_weight_efficiency", quant_weight_efficiency)
+        self.layer_overhead_s = check_nonneg("layer_overhead_s", generation_term(gpu, "layer_overhead_s", 0.0)
+                                             if layer_overhead_s is None else layer_overhead_s)
+        self.quant_weight_efficiency = check_fraction("quant_weight_efficiency", quant_efficiency_default(formats)
+                                                      if quant_weight_efficiency is None else quant_weight_efficiency)
         self.kv_memory_efficiency = check_fraction(
             "kv_memory_efficiency", memory_efficiency if kv_memory_efficiency is None else kv_memory_efficiency)
         self.compute_efficiency = check_fraction("compute_efficiency", compute_efficiency)
@@ -147,7 +150,9 @@ class RooflineCostModel:
         self.interconnect_efficiency = check_fraction("interconnect_efficiency", interconnect_efficiency)
         self.step_overhead_s = check_nonneg("step_overhead_s", step_overhead_s)
         self.per_seq_overhead_s = check_nonneg("per_seq_overhead_s", per_seq_overhead_s)
-        self.per_token_overhead_s = check_nonneg("per_token_overhead_s", per_token_overhead_s)
+        self.per_token_overhead_s = check_nonneg("per_token_overhead_s", generation_term(
+            gpu, "per_token_overhead_s", DEFAULT_PER_TOKEN_OVERHEAD_S) if per_token_overhead_s is None else
+            per_token_overhead_s)
         self.request_path_s = check_nonneg("request_path_s", request_path_s)
         self.request_path_jitter_s = check_nonneg("request_path_jitter_s", request_path_jitter_s)
         self.gemm_half_tokens = check_nonneg("gemm_half_tokens", gemm_half_tokens)
@@ -212,8 +217,7 @@ class RooflineCostModel:
         self._k_allreduce += self._k_a2a
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
         self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers
-        self._k_seq = self.per_seq_overhead_s
-        self._k_tok = self.per_token_overhead_s
+        self._k_seq, self._k_tok = self.per_seq_overhead_s, self.per_token_overhead_s
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
         self._constants = RooflineConstants(
             self._k_linear, self._k_lm_head, self._t_weights, self._moe_weights_s, at, self._k_kv_write,
