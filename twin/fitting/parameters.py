@@ -85,6 +85,17 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
     FitParameter("allreduce_latency_s@blackwell", "us per all-reduce", 1e-6, 0.0, 200.0, 24.7,
                  "fixed cost of one tensor-parallel all-reduce on Blackwell (NVLink 5); prior: Hopper's fitted "
                  "value"),
+    # issue 33, round 4 (twin.cost.kernel_path): the fused all-reduce + RMSNorm of the servers that ran it (every
+    # B200 script of Llama, gpt-oss and Kimi passed the flag; vLLM's default from 0.18), and a fixed time per MoE
+    # layer by the routed experts' kernel path (``@experts_<format>``, twin.fitting.scoped; a format held by one
+    # family only is per family: it stays at its prior when that family is held out).
+    FitParameter("fused_allreduce_latency_s", "us per fused all-reduce", 1e-6, 0.0, 100.0, 10.2,
+                 "one tensor-parallel all-reduce fused with RMSNorm (FlashInfer); prior when not fitted: NCCL's "
+                 "LL latency at the row's TP (7.8 / 10.2 / 15.0 us at 2 / 4 / 8 GPUs)"),
+    *(FitParameter(f"moe_layer_overhead_s@experts_{f}", "us per MoE layer per step", 1e-6, 0.0, 200.0, 0.0,
+                   f"fixed time of a MoE layer's expert kernels ({f} experts: routing, permutation, activation "
+                   f"quantisation, grouped-GEMM minimum, combine); prior 0") for f in ("bf16", "fp8", "int4",
+                                                                                        "nvfp4", "mxfp4")),
     FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
                  "engine-core CPU time per step exposed without async scheduling"),
     FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,
