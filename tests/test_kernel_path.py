@@ -178,3 +178,13 @@ def test_minimax_qk_norm_adds_one_unfused_allreduce_per_layer_with_tp():
         assert with_norm.step_time_s(s) - without.step_time_s(s) == pytest.approx(62 * 24.7e-6, rel=1e-9)
     one = RooflineCostModel(mm, "B200", weight_dtype="fp8")
     assert one.step_time_s(s) == RooflineCostModel(plain, "B200", weight_dtype="fp8").step_time_s(s)
+
+
+def test_fused_allreduce_latency_is_held_where_no_run_fuses():
+    from types import SimpleNamespace
+    from twin.fitting.identify import held_at_prior
+    case = SimpleNamespace(target=SimpleNamespace(tensor_parallel_size=2))
+    held = held_at_prior([case], ["fused_allreduce_latency_s"], [SimpleNamespace(allreduce_fusion=False)])
+    assert held == {"fused_allreduce_latency_s": "no run fuses its all-reduces with RMSNorm "
+                                                 "(server.fuse_allreduce_rms)"}
+    assert held_at_prior([case], ["fused_allreduce_latency_s"], [SimpleNamespace(allreduce_fusion=True)]) == {}

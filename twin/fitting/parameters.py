@@ -96,6 +96,10 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
                    f"fixed time of a MoE layer's expert kernels ({f} experts: routing, permutation, activation "
                    f"quantisation, grouped-GEMM minimum, combine); prior 0") for f in ("bf16", "fp8", "int4",
                                                                                         "nvfp4", "mxfp4")),
+    *(FitParameter(f"moe_expert_{kind}efficiency@experts_{f}", "fraction of the dense GEMMs' achieved rate", 1.0,
+                   0.05, 1.0, 1.0, f"routed-expert grouped GEMMs' {what} on the {f} experts' kernel path")
+      for f in ("bf16", "fp8", "int4", "nvfp4", "mxfp4")
+      for kind, what in (("", "weight streams"), ("compute_", "FLOPs"))),
     FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
                  "engine-core CPU time per step exposed without async scheduling"),
     FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,

@@ -44,7 +44,10 @@ each row's measurement date, read at the snapshot of 2026-08-21, commit 843c6254
   on B200 in March 2026 (v0.17.0, f342df18e) ran with ``VLLM_USE_FLASHINFER_MOE_FP8=0 VLLM_MOE_USE_DEEP_GEMM=0``
   (vLLM's Triton / CUTLASS block-FP8 MoE), from 2026-04-03 (v0.19.0) with vLLM's default FP8 MoE and
   ``VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl``; Kimi INT4 with ``VLLM_USE_FLASHINFER_MOE_INT4=1`` from 79ea3651a
-  (2026-03-24), Marlin W4A16 MoE before.
+  (2026-03-24), Marlin W4A16 MoE before;
+* Kimi-K2.5 NVFP4 from 6c3acebfa (2026-04-20): FP8 KV, ``max_num_batched_tokens`` = 2 x ISL, prefix caching off;
+  MiniMax-M2.5 FP8 on H100 (1d5cae141, 2026-03-27): ``cudagraph_mode: PIECEWISE`` (attention outside the CUDA
+  graphs; recorded only).
 
 Weight formats (FP8, NVFP4, gpt-oss's MXFP4 and Kimi-K2.5's INT4-expert checkpoints) and the TP/PP/DP/EP layout
 of each row: ``twin.fitting.silicon_layout``. Rows the twin cannot run get a reason from ``not_expressible``
@@ -163,12 +166,23 @@ def row_server(row: SiliconRow) -> dict:
         # INT4: 0.95 (the README); NVFP4: kimik2.5_fp4_b200.sh passed 0.90 (InferenceX, March 2026)
         server.update(gpu_memory_utilization=0.90 if (row.precision or "").lower() == "fp4" else 0.95,
                       max_num_seqs=row.concurrency)
+    elif kimi_april_fp4(row):
+        # kimik2.5_fp4_b200.sh from 6c3acebfa (2026-04-20): FP8 KV, 2 x ISL batched tokens, prefix caching off
+        server.update(gpu_memory_utilization=0.90, max_num_seqs=row.concurrency, max_num_batched_tokens=2 * row.isl,
+                      enable_prefix_caching=False)
     elif fam == "gpt-oss" and row.system == "b200_sxm" and row.vllm_version == "0.15.1":
         server.update(gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=512,
                       enable_prefix_caching=False)
     if fused_allreduce_rms(row):
         server["fuse_allreduce_rms"] = True
     return server
+
+
+def kimi_april_fp4(row: SiliconRow) -> bool:
+    """A Kimi-K2.5 NVFP4 B200 row measured under ``kimik2.5_fp4_b200.sh`` of 6c3acebfa (2026-04-20; rows measured
+    that day are taken as run by it)."""
+    return (model_family(row.model_path) == "kimi" and row.system == "b200_sxm"
+            and (row.precision or "").lower() == "fp4" and (row.measured or "") >= "2026-04-20")
 
 
 def fused_allreduce_rms(row: SiliconRow) -> bool:
@@ -192,7 +206,7 @@ def kv_dtype(row: SiliconRow) -> str:
     fam = model_family(row.model_path)
     if fam == "llama" and row.vllm_version == LLAMA_DEFAULT_VERSION:
         return "fp8"
-    if fam == "gpt-oss" and row.system == "b200_sxm" and row.vllm_version == "0.15.1":
+    if (fam == "gpt-oss" and row.system == "b200_sxm" and row.vllm_version == "0.15.1") or kimi_april_fp4(row):
         return "fp8"
     if fam == "minimax" and row.system == "b200_sxm" and row.month >= "2026-04":
         return "fp8"
