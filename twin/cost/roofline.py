@@ -22,7 +22,9 @@ How a step is costed (per GPU; with tensor parallelism the weights, FLOPs and KV
 * **KV write** (reshape-and-cache): the new tokens' K and V, a separate memory-bound kernel.
 * **Tensor-parallel all-reduce**: 2 per layer (after attention and after the MLP) of tokens x hidden
   activations; ring cost 2(tp-1)/tp x bytes over one direction of the per-GPU interconnect, plus a fixed
-  latency per all-reduce (which dominates for decode-sized messages).
+  latency per all-reduce (which dominates for decode-sized messages); fused with RMSNorm where the server does
+  (``twin.cost.kernel_path``); a model whose q/k norms span all heads adds one unfused all-reduce per layer
+  (``ModelSpec.qk_norm_allreduce``; its 8 bytes per token are left out).
 * **Engine-core CPU cost per step**: a fixed per-step cost (scheduling, input preparation, sampling, kernel
   launches that CUDA graphs do not hide) plus a per-sequence cost (per-request bookkeeping in the scheduler and
   output processing) plus a per-scheduled-token cost (input preparation: positions, slot mappings, block tables).
@@ -51,10 +53,11 @@ from operator import mul
 from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import StepShape
 from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
-                                       linear_seconds_per_token, roofline_bounds, windowed_attention,
-                                       RooflineConstants, windowed_step_time)
+                                       linear_seconds_per_token, roofline_bounds, roofline_parameters,
+                                       windowed_attention, RooflineConstants, windowed_step_time)
 from twin.cost.default_terms import generation_term, quant_efficiency_default
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
+from twin.cost.kernel_path import allreduce_latency_per_layer_s
 from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor,
                                  routed_expert_flops_per_token, routed_expert_read_bytes)
@@ -124,6 +127,9 @@ class RooflineCostModel:
         quant_weight_efficiency: float | None = None,  # quantized GEMMs' rate vs 16-bit ones; None: the format's
         kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
+        allreduce_fusion: bool = False,               # vLLM's fuse_allreduce_rms (twin.cost.kernel_path)
+        fused_allreduce_latency_s: float | None = None,   # None: NCCL's LL latency at this TP (kernel_path)
+        moe_layer_overhead_s: float = 0.0,            # per MoE layer per step: the expert kernel path's fixed time
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
@@ -159,6 +165,9 @@ class RooflineCostModel:
         if allreduce_latency_s is None:
             allreduce_latency_s = default_allreduce_latency_s(gpu)
         self.allreduce_latency_s = check_nonneg("allreduce_latency_s", allreduce_latency_s)
+        self.allreduce_fusion, self.moe_layer_overhead_s = bool(allreduce_fusion), check_nonneg(
+            "moe_layer_overhead_s", moe_layer_overhead_s)
+        self.fused_allreduce_latency_s = allreduce_latency_per_layer_s(0.0, True, fused_allreduce_latency_s, tp)
 
         act = formats.activation
         peak_act = gpu.flops(act) * self.compute_efficiency                   # LM head, attention
@@ -202,7 +211,9 @@ class RooflineCostModel:
             link = gpu.interconnect_bytes_per_s / 2.0 * self.interconnect_efficiency   # one direction
             n_allreduce = 2 * model.num_hidden_layers
             ring_bytes_per_token = 2.0 * (tp - 1) / tp * model.hidden_size * DTYPE_BYTES[act]
-            self._t_allreduce = n_allreduce * self.allreduce_latency_s
+            self._t_allreduce = n_allreduce * (self.fused_allreduce_latency_s if self.allreduce_fusion
+                                               else self.allreduce_latency_s) \
+                + (model.num_hidden_layers * self.allreduce_latency_s if model.qk_norm_allreduce else 0.0)
             self._k_allreduce = n_allreduce * ring_bytes_per_token / link
         else:
             self._t_allreduce = 0.0
@@ -216,7 +227,8 @@ class RooflineCostModel:
         self._t_allreduce += self._t_a2a     # folded into one term on the hot path; explain() splits them
         self._k_allreduce += self._k_a2a
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
-        self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers
+        self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers \
+            + (self.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0)
         self._k_seq, self._k_tok = self.per_seq_overhead_s, self.per_token_overhead_s
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
         self._constants = RooflineConstants(
@@ -378,21 +390,7 @@ class RooflineCostModel:
         return roofline_bounds(self, step)
 
     def parameters(self) -> dict[str, object]:
-        return {
-            "kind": self.name, "model": self.model.name, "gpu": self.gpu.name,
-            "tensor_parallel_size": self.tensor_parallel_size, "weight_dtype": self.weight_dtype,
-            "kv_dtype": self.kv_dtype, "compute_efficiency": self.compute_efficiency,
-            "memory_efficiency": self.memory_efficiency, "step_overhead_s": self.step_overhead_s,
-            "per_seq_overhead_s": self.per_seq_overhead_s, "allreduce_latency_s": self.allreduce_latency_s,
-            "interconnect_efficiency": self.interconnect_efficiency, "gemm_half_tokens": self.gemm_half_tokens,
-            "per_token_overhead_s": self.per_token_overhead_s, "request_path_s": self.request_path_s,
-            "request_path_jitter_s": self.request_path_jitter_s,
-            "moe_expert_efficiency": self.moe_expert_efficiency, "kv_memory_efficiency": self.kv_memory_efficiency,
-            "moe_expert_compute_efficiency": self.moe_expert_compute_efficiency,
-            "layer_overhead_s": self.layer_overhead_s, "quant_weight_efficiency": self.quant_weight_efficiency,
-            **({} if self.weight_formats.is_uniform else {"weight_formats": self.weight_formats.as_dict()}),
-            **({} if self.layout.is_trivial else {"layout": self.layout.as_dict()}),
-        }
+        return roofline_parameters(self)
 
     def __repr__(self) -> str:
         return (f"RooflineCostModel({self.model.name} on {self.gpu.name} x{self.tensor_parallel_size}, "
