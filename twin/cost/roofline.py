@@ -55,11 +55,11 @@ from twin.cost.base import StepShape
 from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
                                        linear_seconds_per_token, roofline_bounds, roofline_parameters,
                                        windowed_attention, RooflineConstants, windowed_step_time)
-from twin.cost.default_terms import generation_term, quant_efficiency_default
+from twin.cost.default_terms import FLAT_DEFAULTS, embedded, generation_term
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
 from twin.cost.kernel_path import allreduce_latency_per_layer_s
 from twin.cost.param_checks import check_fraction, check_nonneg
-from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor,
+from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor,
                                  routed_expert_flops_per_token, routed_expert_read_bytes)
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
@@ -87,7 +87,7 @@ DEFAULT_STEP_OVERHEAD_S = 1.74e-3
 DEFAULT_PER_SEQ_OVERHEAD_S = 18.7e-6
 DEFAULT_INTERCONNECT_EFFICIENCY = 0.75
 DEFAULT_GEMM_HALF_TOKENS = 0.0
-DEFAULT_PER_TOKEN_OVERHEAD_S = 0.0
+DEFAULT_PER_TOKEN_OVERHEAD_S = FLAT_DEFAULTS["per_token_overhead_s"]
 DEFAULT_REQUEST_PATH_S = 4.8e-3
 DEFAULT_REQUEST_PATH_JITTER_S = 3.2e-3
 ALLREDUCE_LATENCY_FAST_S = 24.7e-6                                  # NVLink, Infinity Fabric (fitted)
@@ -122,14 +122,14 @@ class RooflineCostModel:
         request_path_s: float = DEFAULT_REQUEST_PATH_S,
         request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
         moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms: weight streams
-        moe_expert_compute_efficiency: float = DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY,   # ... and their FLOPs
+        moe_expert_compute_efficiency: float | None = None,   # ... and their FLOPs; None: twin.cost.default_terms
         layer_overhead_s: float | None = None,        # per decoder layer per step (kernel latencies; s); as above
         quant_weight_efficiency: float | None = None,  # quantized GEMMs' rate vs 16-bit ones; None: the format's
         kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
         allreduce_fusion: bool = False,               # vLLM's fuse_allreduce_rms (twin.cost.kernel_path)
         fused_allreduce_latency_s: float | None = None,   # None: NCCL's LL latency at this TP (kernel_path)
-        moe_layer_overhead_s: float = 0.0,            # per MoE layer per step: the expert kernel path's fixed time
+        moe_layer_overhead_s: float | None = None,    # per MoE layer per step: the expert kernel path's fixed time
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
@@ -143,12 +143,14 @@ class RooflineCostModel:
         compute_efficiency = gen_compute if compute_efficiency is None else compute_efficiency
         memory_efficiency = gen_memory if memory_efficiency is None else memory_efficiency
         self.moe_expert_efficiency = check_fraction("moe_expert_efficiency", moe_expert_efficiency)
+        d = embedded(gpu, model, formats, per_token_overhead_s=per_token_overhead_s, layer_overhead_s=layer_overhead_s,
+                     quant_weight_efficiency=quant_weight_efficiency, moe_layer_overhead_s=moe_layer_overhead_s,
+                     moe_expert_compute_efficiency=moe_expert_compute_efficiency,
+                     fused_allreduce_latency_s=fused_allreduce_latency_s)     # None: the embedded defaults
         self.moe_expert_compute_efficiency = check_fraction("moe_expert_compute_efficiency",
-                                                             moe_expert_compute_efficiency)
-        self.layer_overhead_s = check_nonneg("layer_overhead_s", generation_term(gpu, "layer_overhead_s", 0.0)
-                                             if layer_overhead_s is None else layer_overhead_s)
-        self.quant_weight_efficiency = check_fraction("quant_weight_efficiency", quant_efficiency_default(formats)
-                                                      if quant_weight_efficiency is None else quant_weight_efficiency)
+                                                             d["moe_expert_compute_efficiency"])
+        self.layer_overhead_s = check_nonneg("layer_overhead_s", d["layer_overhead_s"])
+        self.quant_weight_efficiency = check_fraction("quant_weight_efficiency", d["quant_weight_efficiency"])
         self.kv_memory_efficiency = check_fraction(
             "kv_memory_efficiency", memory_efficiency if kv_memory_efficiency is None else kv_memory_efficiency)
         self.compute_efficiency = check_fraction("compute_efficiency", compute_efficiency)
@@ -156,9 +158,7 @@ class RooflineCostModel:
         self.interconnect_efficiency = check_fraction("interconnect_efficiency", interconnect_efficiency)
         self.step_overhead_s = check_nonneg("step_overhead_s", step_overhead_s)
         self.per_seq_overhead_s = check_nonneg("per_seq_overhead_s", per_seq_overhead_s)
-        self.per_token_overhead_s = check_nonneg("per_token_overhead_s", generation_term(
-            gpu, "per_token_overhead_s", DEFAULT_PER_TOKEN_OVERHEAD_S) if per_token_overhead_s is None else
-            per_token_overhead_s)
+        self.per_token_overhead_s = check_nonneg("per_token_overhead_s", d["per_token_overhead_s"])
         self.request_path_s = check_nonneg("request_path_s", request_path_s)
         self.request_path_jitter_s = check_nonneg("request_path_jitter_s", request_path_jitter_s)
         self.gemm_half_tokens = check_nonneg("gemm_half_tokens", gemm_half_tokens)
@@ -166,8 +166,8 @@ class RooflineCostModel:
             allreduce_latency_s = default_allreduce_latency_s(gpu)
         self.allreduce_latency_s = check_nonneg("allreduce_latency_s", allreduce_latency_s)
         self.allreduce_fusion, self.moe_layer_overhead_s = bool(allreduce_fusion), check_nonneg(
-            "moe_layer_overhead_s", moe_layer_overhead_s)
-        self.fused_allreduce_latency_s = allreduce_latency_per_layer_s(0.0, True, fused_allreduce_latency_s, tp)
+            "moe_layer_overhead_s", d["moe_layer_overhead_s"])
+        self.fused_allreduce_latency_s = allreduce_latency_per_layer_s(0.0, True, d["fused_allreduce_latency_s"], tp)
 
         act = formats.activation
         peak_act = gpu.flops(act) * self.compute_efficiency                   # LM head, attention

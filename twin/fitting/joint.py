@@ -159,7 +159,7 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
     units: where the fit starts, and what a held parameter keeps. (The all-reduce latency is the NVLink one:
     every GPU in the data is NVLink-connected.)"""
     from twin.cost import roofline as r
-    from twin.cost.default_terms import FORMAT_QUANT_EFFICIENCY, generation_term
+    from twin.cost.default_terms import EXPERT_FORMAT_TERMS, FORMAT_QUANT_EFFICIENCY, generation_term
     from twin.cost.generations import default_efficiencies
     from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
     from twin.hardware.catalog import resolve_gpu
@@ -183,6 +183,11 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
                                                                 r.DEFAULT_PER_TOKEN_OVERHEAD_S),
               "layer_overhead_s@blackwell": generation_term(blackwell, "layer_overhead_s", 0.0),
               "allreduce_latency_s@blackwell": r.default_allreduce_latency_s(blackwell)}
+    fused = generation_term(blackwell, "fused_allreduce_latency_s", None)
+    if fused is not None:
+        values["fused_allreduce_latency_s"] = fused
+    for fmt, terms in EXPERT_FORMAT_TERMS.items():     # the expert kernel paths' embedded values
+        values |= {f"{k}@experts_{fmt}": v for k, v in terms.items()}
     return {n: values[n] for n in names if n in values}
 
 
