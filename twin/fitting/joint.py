@@ -135,13 +135,16 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     start = default_start(names)
     # a held parameter is left out: a scoped one falls back to the unscoped value (Blackwell carries Hopper's
     # fitted fractions, a server without async scheduling the async overheads), the others to the model's
-    result = fit(train_cases, names=fit_names, start=start,
-                 outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
-                 first=[first[i] for i in train], final_simulation=False, priors=start)
-    predicted = [r.metrics for r in simulate_cases(test, result.params, seed=seed, max_sim_s=eval_sim_s,
+    if fit_names:
+        result = fit(train_cases, names=fit_names, start=start,
+                     outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
+                     first=[first[i] for i in train], final_simulation=False, priors=start)
+        params, std = result.params, result.std
+    else:      # the training set identifies none of the terms: the held-out group is predicted at the defaults
+        params, std = {}, {}
+    predicted = [r.metrics for r in simulate_cases(test, params, seed=seed, max_sim_s=eval_sim_s,
                                                    workers=workers)]
-    return FoldResult(kind, group, result.params, result.std, identification(fit_names, result.std, held), test,
-                      predicted)
+    return FoldResult(kind, group, params, std, identification(fit_names, std, held), test, predicted)
 
 
 def summarize(pairs: Sequence[tuple[Case, dict[str, float]]]) -> dict[str, dict[str, float | int | None]]:
