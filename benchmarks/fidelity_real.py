@@ -54,7 +54,8 @@ def _case_record(case, predicted: dict) -> dict:
     """One case's attributes (for slicing the errors: GPU, family, format, layout, lengths, load) and its
     signed errors at the predicted metrics."""
     rec = {"name": case.run.name, "source": FOLDS["source"](case), "gpu": FOLDS["GPU"](case),
-           "family": FOLDS["family"](case), "errors": errors(case, predicted),
+           "family": FOLDS["family"](case), "moe": resolve_model(case.target.model).is_moe,
+           "errors": errors(case, predicted),
            "measured": {k: case.run.metrics.get(k) for k, _ in METRICS}, "predicted": dict(predicted)}
     row = getattr(case, "row", None)
     if row is not None:

@@ -140,3 +140,42 @@ def test_weight_format_scopes():
     dep.kv_pool = Pool()
     assert params_for({"quant_weight_efficiency@fp8": 0.7, "quant_weight_efficiency@int4": 0.5}, dep) == \
         {"quant_weight_efficiency": 0.7}
+
+
+def test_generation_and_format_terms_are_the_defaults_where_given(monkeypatch):
+    """A generation's per-token / per-layer / all-reduce terms and a format's quantized-GEMM efficiency apply
+    where none is passed; an explicit value wins; other generations and formats keep the flat defaults."""
+    from twin.cost import default_terms as dt
+    monkeypatch.setattr(dt, "GENERATION_TERMS", {"blackwell": {"per_token_overhead_s": 3e-6, "layer_overhead_s": 2e-6,
+                                                                "allreduce_latency_s": 9e-6,
+                                                                "fused_allreduce_latency_s": 5e-6}})
+    monkeypatch.setattr(dt, "FORMAT_QUANT_EFFICIENCY", {"int4": 0.3})
+    b = RooflineCostModel("llama-3.1-70b", "B200", tensor_parallel_size=2)
+    assert (b.per_token_overhead_s, b.layer_overhead_s, b.allreduce_latency_s) == (3e-6, 2e-6, 9e-6)
+    assert RooflineCostModel("llama-3.1-70b", "B200", tensor_parallel_size=2,
+                             allreduce_fusion=True).fused_allreduce_latency_s == 5e-6
+    assert RooflineCostModel("llama-3.1-70b", "H100-SXM", tensor_parallel_size=2,
+                             allreduce_fusion=True).fused_allreduce_latency_s == 24.7e-6     # not fitted: unfused
+    h = RooflineCostModel("llama-3.1-70b", "H100-SXM", tensor_parallel_size=2)
+    assert (h.per_token_overhead_s, h.layer_overhead_s, h.allreduce_latency_s) == (0.0, 0.0, 24.7e-6)
+    assert RooflineCostModel("llama-3.1-70b", "B200", tensor_parallel_size=2, per_token_overhead_s=1e-6,
+                             layer_overhead_s=0.0).per_token_overhead_s == 1e-6
+    assert RooflineCostModel("llama-3.1-8b", "H100-SXM", weight_dtype="int4").quant_weight_efficiency == 0.3
+    assert RooflineCostModel("llama-3.1-8b", "H100-SXM", weight_dtype="fp8").quant_weight_efficiency == 1.0
+    assert RooflineCostModel("llama-3.1-8b", "H100-SXM", weight_dtype="int4",
+                             quant_weight_efficiency=0.9).quant_weight_efficiency == 0.9
+
+
+def test_expert_format_terms_apply_to_moe_models_of_that_format_only(monkeypatch):
+    from twin.cost import default_terms as dt
+    monkeypatch.setattr(dt, "EXPERT_FORMAT_TERMS", {"fp8": {"moe_expert_compute_efficiency": 0.4,
+                                                            "moe_layer_overhead_s": 5e-5}})
+    moe = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2, weight_dtype="fp8")
+    assert (moe.moe_expert_compute_efficiency, moe.moe_layer_overhead_s) == (0.4, 5e-5)
+    bf16 = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2)
+    assert (bf16.moe_expert_compute_efficiency, bf16.moe_layer_overhead_s) == (1.0, 0.0)
+    dense = RooflineCostModel("llama-3.1-8b", "H100-SXM", weight_dtype="fp8")
+    assert (dense.moe_expert_compute_efficiency, dense.moe_layer_overhead_s) == (1.0, 0.0)
+    given = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2, weight_dtype="fp8",
+                              moe_expert_compute_efficiency=0.9, moe_layer_overhead_s=0.0)
+    assert (given.moe_expert_compute_efficiency, given.moe_layer_overhead_s) == (0.9, 0.0)

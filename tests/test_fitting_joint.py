@@ -91,6 +91,17 @@ def test_a_fold_reports_what_its_training_set_cannot_identify():
     assert set(errors(fold.cases[0], fold.predicted[0])) >= {"mean_ttft_ms", "mean_tpot_ms"}
 
 
+def test_a_fold_whose_training_set_identifies_none_of_the_terms_predicts_at_the_defaults():
+    """Only Blackwell-scoped terms, B200 held out: nothing to fit (was scipy's max_nfev error); the held-out runs
+    are simulated at the embedded defaults, exactly as the defaults predict them."""
+    cases = [WeightedCase(c.run, c.target) for c in _generated(default_start(), which=("h100", "b200"))]
+    first = simulate_cases(cases, default_start())
+    names = ("memory_efficiency@blackwell", "layer_overhead_s@blackwell")
+    fold = run_fold("GPU", "B200", cases, FOLDS["GPU"], first, names=names, outer_iterations=1)
+    assert fold.params == {} and all(fold.identification[n].startswith(HELD) for n in names)
+    assert fold.predicted == [first[i].metrics for i, c in enumerate(cases) if c.target.gpu == "B200"]
+
+
 def _cases_at_prompts(prompts: tuple[int, ...]) -> list[Case]:
     return [Case(_run(f"p{p}-c{conc}", conc, prompt=p), TARGETS["h100"]) for p in prompts for conc in (4, 32)]
 

@@ -116,9 +116,13 @@ def test_server_facts_per_model(tmp_path):
     march = {**mm, "silicon_data_source": "source_file=2026-03-25.csv; silicon_concurrency=8; measured=2026-03-12"}
     april = {**mm, "silicon_data_source": "db-dump/2026-04-27; silicon_concurrency=8; measured=2026-04-22T00:00"}
     m, a = read_silicon(_write(tmp_path, [march, april]))
-    assert row_server(m) == {"vllm_version": "0.19", "block_size": 32, "gpu_memory_utilization": 0.95}
+    # fuse_allreduce_rms: vLLM 0.19's default at TP > 1 on Blackwell (issue 33, round 4), set explicitly
+    assert row_server(m) == {"vllm_version": "0.19", "block_size": 32, "gpu_memory_utilization": 0.95,
+                             "fuse_allreduce_rms": True}
     assert row_server(a) == {"vllm_version": "0.19", "block_size": 32, "gpu_memory_utilization": 0.90,
-                             "max_num_batched_tokens": 16384, "enable_prefix_caching": False}
+                             "max_num_batched_tokens": 16384, "enable_prefix_caching": False,
+                             "fuse_allreduce_rms": True}
+    assert row_server(b200)["fuse_allreduce_rms"] is True and "fuse_allreduce_rms" not in row_server(h100)
 
 
 def test_releases_map_onto_the_newest_modelled_one_not_newer():

@@ -165,6 +165,9 @@ class ServerConfig(StrictModel, SchedulerKnobs, KvOffloadingKnobs):
     vllm_version: str = NEWEST_VLLM_VERSION
     entrypoint: Literal["serve", "llm"] = "serve"   # `vllm serve` or the offline LLM class: their default limits
     async_scheduling: bool | None = None
+    # compilation_config.pass_config.fuse_allreduce_rms: TP all-reduce fused with RMSNorm (twin.cost.kernel_path);
+    # None: the release's default (on from 0.18 on Hopper / Blackwell with TP > 1)
+    fuse_allreduce_rms: bool | None = None
     scheduler_reserve_full_isl: bool | None = None
     free_unhashed_blocks_to_head: bool | None = None
     prefix_cache_stats_at_admission: bool | None = None

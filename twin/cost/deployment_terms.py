@@ -168,6 +168,29 @@ def describe_roofline(cm) -> dict[str, object]:
     return out
 
 
+def roofline_parameters(cm) -> dict[str, object]:
+    """A roofline cost model's parameters (``RooflineCostModel.parameters``)."""
+    return {
+        "kind": cm.name, "model": cm.model.name, "gpu": cm.gpu.name,
+        "tensor_parallel_size": cm.tensor_parallel_size, "weight_dtype": cm.weight_dtype,
+        "kv_dtype": cm.kv_dtype, "compute_efficiency": cm.compute_efficiency,
+        "memory_efficiency": cm.memory_efficiency, "step_overhead_s": cm.step_overhead_s,
+        "per_seq_overhead_s": cm.per_seq_overhead_s, "allreduce_latency_s": cm.allreduce_latency_s,
+        "interconnect_efficiency": cm.interconnect_efficiency, "gemm_half_tokens": cm.gemm_half_tokens,
+        "per_token_overhead_s": cm.per_token_overhead_s, "request_path_s": cm.request_path_s,
+        "request_path_jitter_s": cm.request_path_jitter_s,
+        "moe_expert_efficiency": cm.moe_expert_efficiency, "kv_memory_efficiency": cm.kv_memory_efficiency,
+        "moe_expert_compute_efficiency": cm.moe_expert_compute_efficiency,
+        "layer_overhead_s": cm.layer_overhead_s, "quant_weight_efficiency": cm.quant_weight_efficiency,
+        "layer_token_overhead_s": cm.layer_token_overhead_s,
+        **({"allreduce_fusion": True, "fused_allreduce_latency_s": cm.fused_allreduce_latency_s}
+           if cm.allreduce_fusion else {}),
+        **({"moe_layer_overhead_s": cm.moe_layer_overhead_s} if cm.moe_layer_overhead_s else {}),
+        **({} if cm.weight_formats.is_uniform else {"weight_formats": cm.weight_formats.as_dict()}),
+        **({} if cm.layout.is_trivial else {"layout": cm.layout.as_dict()}),
+    }
+
+
 def roofline_bounds(cm, step) -> dict[str, float]:
     """Physical lower bounds of a roofline cost model's step at 100 % efficiency and no overhead: bytes /
     bandwidth and FLOPs / peak."""

@@ -19,6 +19,7 @@ from twin.hardware.catalog import ModelSpec, linear_weight_bytes
 from twin.hardware.moe import touched_fraction
 
 DEFAULT_MOE_EXPERT_EFFICIENCY = 1.0
+DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY = 1.0
 
 
 def routed_expert_flops_per_token(model: ModelSpec, tensor_parallel_size: int) -> float:

@@ -22,7 +22,8 @@ How a step is costed (per GPU; with tensor parallelism the weights, FLOPs and KV
 * **KV write** (reshape-and-cache): the new tokens' K and V, a separate memory-bound kernel.
 * **Tensor-parallel all-reduce**: 2 per layer (after attention and after the MLP) of tokens x hidden
   activations; ring cost 2(tp-1)/tp x bytes over one direction of the per-GPU interconnect, plus a fixed
-  latency per all-reduce (which dominates for decode-sized messages).
+  latency per all-reduce (dominant for decode-sized messages), fused with RMSNorm where the server does
+  (``twin.cost.kernel_path``); q/k norms over all heads add one per layer (``ModelSpec.qk_norm_allreduce``).
 * **Engine-core CPU cost per step**: a fixed per-step cost (scheduling, input preparation, sampling, kernel
   launches that CUDA graphs do not hide) plus a per-sequence cost (per-request bookkeeping in the scheduler and
   output processing) plus a per-scheduled-token cost (input preparation: positions, slot mappings, block tables).
@@ -51,13 +52,15 @@ from operator import mul
 from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import StepShape
 from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
-                                       linear_seconds_per_token, roofline_bounds, windowed_attention,
-                                       RooflineConstants, windowed_step_time)
+                                       linear_seconds_per_token, roofline_bounds, roofline_parameters,
+                                       windowed_attention, RooflineConstants, windowed_step_time)
+from twin.cost.default_terms import FLAT_DEFAULTS, embedded, generation_term
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
 from twin.cost.layer_tokens import explain_token_parts, layer_token_terms
+from twin.cost.kernel_path import allreduce_latency_per_layer_s
 from twin.cost.param_checks import check_fraction, check_nonneg
-from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor, routed_expert_flops_per_token,
-                                 routed_expert_read_bytes)
+from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor,
+                                 routed_expert_flops_per_token, routed_expert_read_bytes)
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
 
@@ -84,7 +87,7 @@ DEFAULT_STEP_OVERHEAD_S = 1.74e-3
 DEFAULT_PER_SEQ_OVERHEAD_S = 18.7e-6
 DEFAULT_INTERCONNECT_EFFICIENCY = 0.75
 DEFAULT_GEMM_HALF_TOKENS = 0.0
-DEFAULT_PER_TOKEN_OVERHEAD_S = 0.0
+DEFAULT_PER_TOKEN_OVERHEAD_S = FLAT_DEFAULTS["per_token_overhead_s"]
 DEFAULT_REQUEST_PATH_S = 4.8e-3
 DEFAULT_REQUEST_PATH_JITTER_S = 3.2e-3
 ALLREDUCE_LATENCY_FAST_S = 24.7e-6                                  # NVLink, Infinity Fabric (fitted)
@@ -93,7 +96,7 @@ ALLREDUCE_LATENCY_PCIE_S = ALLREDUCE_LATENCY_FAST_S * 25.0 / 8.0     # PCIe and 
 
 def default_allreduce_latency_s(gpu: GpuSpec) -> float:
     fast = any(k in gpu.interconnect.lower() for k in ("nvlink", "infinity fabric", "xgmi"))
-    return ALLREDUCE_LATENCY_FAST_S if fast else ALLREDUCE_LATENCY_PCIE_S
+    return generation_term(gpu, "allreduce_latency_s", ALLREDUCE_LATENCY_FAST_S) if fast else ALLREDUCE_LATENCY_PCIE_S
 
 
 class RooflineCostModel:
@@ -115,16 +118,19 @@ class RooflineCostModel:
         allreduce_latency_s: float | None = None,
         interconnect_efficiency: float = DEFAULT_INTERCONNECT_EFFICIENCY,
         gemm_half_tokens: float = DEFAULT_GEMM_HALF_TOKENS,
-        per_token_overhead_s: float = DEFAULT_PER_TOKEN_OVERHEAD_S,
+        per_token_overhead_s: float | None = None,    # None: the generation's (twin.cost.default_terms)
         request_path_s: float = DEFAULT_REQUEST_PATH_S,
         request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
         moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms: weight streams
-        moe_expert_compute_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # ... and grouped-GEMM FLOPs
-        layer_overhead_s: float = 0.0,                # per decoder layer per step (kernel latencies; s)
+        moe_expert_compute_efficiency: float | None = None,   # ... and their FLOPs; None: twin.cost.default_terms
+        layer_overhead_s: float | None = None,        # per decoder layer per step (kernel latencies; s); as above
         layer_token_overhead_s: float = 0.0,          # per token per layer, every TP rank (twin.cost.layer_tokens)
-        quant_weight_efficiency: float = 1.0,         # quantized GEMMs' rate vs 16-bit ones (dequant, scales)
+        quant_weight_efficiency: float | None = None,  # quantized GEMMs' rate vs 16-bit ones; None: the format's
         kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
+        allreduce_fusion: bool = False,               # vLLM's fuse_allreduce_rms (twin.cost.kernel_path)
+        fused_allreduce_latency_s: float | None = None,   # None: the unfused latency (twin.cost.kernel_path)
+        moe_layer_overhead_s: float | None = None,    # per MoE layer per step: the expert kernel path's fixed time
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
@@ -138,10 +144,14 @@ class RooflineCostModel:
         compute_efficiency = gen_compute if compute_efficiency is None else compute_efficiency
         memory_efficiency = gen_memory if memory_efficiency is None else memory_efficiency
         self.moe_expert_efficiency = check_fraction("moe_expert_efficiency", moe_expert_efficiency)
+        d = embedded(gpu, model, formats, per_token_overhead_s=per_token_overhead_s, layer_overhead_s=layer_overhead_s,
+                     quant_weight_efficiency=quant_weight_efficiency, moe_layer_overhead_s=moe_layer_overhead_s,
+                     moe_expert_compute_efficiency=moe_expert_compute_efficiency,
+                     fused_allreduce_latency_s=fused_allreduce_latency_s)     # None: the embedded defaults
         self.moe_expert_compute_efficiency = check_fraction("moe_expert_compute_efficiency",
-                                                             moe_expert_compute_efficiency)
-        self.layer_overhead_s = check_nonneg("layer_overhead_s", layer_overhead_s)
-        self.quant_weight_efficiency = check_fraction("quant_weight_efficiency", quant_weight_efficiency)
+                                                             d["moe_expert_compute_efficiency"])
+        self.layer_overhead_s = check_nonneg("layer_overhead_s", d["layer_overhead_s"])
+        self.quant_weight_efficiency = check_fraction("quant_weight_efficiency", d["quant_weight_efficiency"])
         self.kv_memory_efficiency = check_fraction(
             "kv_memory_efficiency", memory_efficiency if kv_memory_efficiency is None else kv_memory_efficiency)
         self.compute_efficiency = check_fraction("compute_efficiency", compute_efficiency)
@@ -149,14 +159,17 @@ class RooflineCostModel:
         self.interconnect_efficiency = check_fraction("interconnect_efficiency", interconnect_efficiency)
         self.step_overhead_s = check_nonneg("step_overhead_s", step_overhead_s)
         self.per_seq_overhead_s = check_nonneg("per_seq_overhead_s", per_seq_overhead_s)
-        self.per_token_overhead_s = check_nonneg("per_token_overhead_s", per_token_overhead_s)
+        self.per_token_overhead_s = check_nonneg("per_token_overhead_s", d["per_token_overhead_s"])
         self.request_path_s = check_nonneg("request_path_s", request_path_s)
         self.request_path_jitter_s = check_nonneg("request_path_jitter_s", request_path_jitter_s)
         self.gemm_half_tokens = check_nonneg("gemm_half_tokens", gemm_half_tokens)
         if allreduce_latency_s is None:
             allreduce_latency_s = default_allreduce_latency_s(gpu)
         self.allreduce_latency_s = check_nonneg("allreduce_latency_s", allreduce_latency_s)
-
+        self.allreduce_fusion, self.moe_layer_overhead_s = bool(allreduce_fusion), check_nonneg(
+            "moe_layer_overhead_s", d["moe_layer_overhead_s"])
+        self.fused_allreduce_latency_s = allreduce_latency_per_layer_s(self.allreduce_latency_s, True,
+                                                                       d["fused_allreduce_latency_s"])
         act = formats.activation
         peak_act = gpu.flops(act) * self.compute_efficiency                   # LM head, attention
         bandwidth = gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency
@@ -199,7 +212,9 @@ class RooflineCostModel:
             link = gpu.interconnect_bytes_per_s / 2.0 * self.interconnect_efficiency   # one direction
             n_allreduce = 2 * model.num_hidden_layers
             ring_bytes_per_token = 2.0 * (tp - 1) / tp * model.hidden_size * DTYPE_BYTES[act]
-            self._t_allreduce = n_allreduce * self.allreduce_latency_s
+            self._t_allreduce = n_allreduce * (self.fused_allreduce_latency_s if self.allreduce_fusion
+                                               else self.allreduce_latency_s) \
+                + (model.num_hidden_layers * self.allreduce_latency_s if model.qk_norm_allreduce else 0.0)
             self._k_allreduce = n_allreduce * ring_bytes_per_token / link
         else:
             self._t_allreduce = 0.0
@@ -213,10 +228,10 @@ class RooflineCostModel:
         self._t_allreduce += self._t_a2a     # folded into one term on the hot path; explain() splits them
         self._k_allreduce += self._k_a2a
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
-        self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers
-        self._k_seq = self.per_seq_overhead_s
+        self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers \
+            + (self.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0)
         self.layer_token_overhead_s, self._k_layer_tok = layer_token_terms(layer_token_overhead_s, model)
-        self._k_tok = self.per_token_overhead_s + self._k_layer_tok
+        self._k_seq, self._k_tok = self.per_seq_overhead_s, self.per_token_overhead_s + self._k_layer_tok
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
         self._constants = RooflineConstants(
             self._k_linear, self._k_lm_head, self._t_weights, self._moe_weights_s, at, self._k_kv_write,
@@ -377,22 +392,7 @@ class RooflineCostModel:
         return roofline_bounds(self, step)
 
     def parameters(self) -> dict[str, object]:
-        return {
-            "kind": self.name, "model": self.model.name, "gpu": self.gpu.name,
-            "tensor_parallel_size": self.tensor_parallel_size, "weight_dtype": self.weight_dtype,
-            "kv_dtype": self.kv_dtype, "compute_efficiency": self.compute_efficiency,
-            "memory_efficiency": self.memory_efficiency, "step_overhead_s": self.step_overhead_s,
-            "per_seq_overhead_s": self.per_seq_overhead_s, "allreduce_latency_s": self.allreduce_latency_s,
-            "interconnect_efficiency": self.interconnect_efficiency, "gemm_half_tokens": self.gemm_half_tokens,
-            "per_token_overhead_s": self.per_token_overhead_s, "request_path_s": self.request_path_s,
-            "request_path_jitter_s": self.request_path_jitter_s,
-            "moe_expert_efficiency": self.moe_expert_efficiency, "kv_memory_efficiency": self.kv_memory_efficiency,
-            "moe_expert_compute_efficiency": self.moe_expert_compute_efficiency,
-            "layer_overhead_s": self.layer_overhead_s, "quant_weight_efficiency": self.quant_weight_efficiency,
-            "layer_token_overhead_s": self.layer_token_overhead_s,
-            **({} if self.weight_formats.is_uniform else {"weight_formats": self.weight_formats.as_dict()}),
-            **({} if self.layout.is_trivial else {"layout": self.layout.as_dict()}),
-        }
+        return roofline_parameters(self)
 
     def __repr__(self) -> str:
         return (f"RooflineCostModel({self.model.name} on {self.gpu.name} x{self.tensor_parallel_size}, "

@@ -59,6 +59,8 @@ def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence |
             held[name] = f"no run{where} prefills long uncached prompts (GEMMs stay weight-read bound)"
         elif base == "allreduce_latency_s" and all(c.target.tensor_parallel_size == 1 for c, _ in mine):
             held[name] = "every run is on one GPU (no all-reduce)"
+        elif base == "fused_allreduce_latency_s" and not any(getattr(d, "allreduce_fusion", False) for _, d in mine):
+            held[name] = "no run fuses its all-reduces with RMSNorm (server.fuse_allreduce_rms)"
         elif base == "request_path_jitter_s" and not any(
                 "median_ttft_ms" in c.run.metrics or "p90_ttft_ms" in c.run.metrics for c, _ in mine):
             held[name] = "no run measured a TTFT percentile (a mean alone does not split fixed from variable)"

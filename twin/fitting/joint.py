@@ -135,13 +135,16 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     start = default_start(names)
     # a held parameter is left out: a scoped one falls back to the unscoped value (Blackwell carries Hopper's
     # fitted fractions, a server without async scheduling the async overheads), the others to the model's
-    result = fit(train_cases, names=fit_names, start=start,
-                 outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
-                 first=[first[i] for i in train], final_simulation=False, priors=start)
-    predicted = [r.metrics for r in simulate_cases(test, result.params, seed=seed, max_sim_s=eval_sim_s,
+    if fit_names:
+        result = fit(train_cases, names=fit_names, start=start,
+                     outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
+                     first=[first[i] for i in train], final_simulation=False, priors=start)
+        params, std = result.params, result.std
+    else:      # the training set identifies none of the terms: the held-out group is predicted at the defaults
+        params, std = {}, {}
+    predicted = [r.metrics for r in simulate_cases(test, params, seed=seed, max_sim_s=eval_sim_s,
                                                    workers=workers)]
-    return FoldResult(kind, group, result.params, result.std, identification(fit_names, result.std, held), test,
-                      predicted)
+    return FoldResult(kind, group, params, std, identification(fit_names, std, held), test, predicted)
 
 
 def summarize(pairs: Sequence[tuple[Case, dict[str, float]]]) -> dict[str, dict[str, float | int | None]]:
@@ -159,21 +162,35 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
     units: where the fit starts, and what a held parameter keeps. (The all-reduce latency is the NVLink one:
     every GPU in the data is NVLink-connected.)"""
     from twin.cost import roofline as r
+    from twin.cost.default_terms import EXPERT_FORMAT_TERMS, FORMAT_QUANT_EFFICIENCY, generation_term
     from twin.cost.generations import default_efficiencies
-    from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_EFFICIENCY
+    from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
+    from twin.hardware.catalog import resolve_gpu
     mem, comp = default_efficiencies("H100-SXM")
     bw_mem, bw_comp = default_efficiencies("B200")
+    hopper, blackwell = resolve_gpu("H100-SXM"), resolve_gpu("B200")
     values = {"memory_efficiency": mem, "compute_efficiency": comp, "gemm_half_tokens": r.DEFAULT_GEMM_HALF_TOKENS,
               "step_overhead_s": r.DEFAULT_STEP_OVERHEAD_S, "per_seq_overhead_s": r.DEFAULT_PER_SEQ_OVERHEAD_S,
               "request_path_s": r.DEFAULT_REQUEST_PATH_S, "request_path_jitter_s": r.DEFAULT_REQUEST_PATH_JITTER_S,
-              "allreduce_latency_s": r.ALLREDUCE_LATENCY_FAST_S, "memory_efficiency@blackwell": bw_mem,
+              "allreduce_latency_s": r.default_allreduce_latency_s(hopper), "memory_efficiency@blackwell": bw_mem,
               "compute_efficiency@blackwell": bw_comp, "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY,
-              "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY, "layer_overhead_s": 0.0,
+              "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY,
+              "layer_overhead_s": generation_term(hopper, "layer_overhead_s", 0.0),
               "kv_memory_efficiency": mem, "request_path_s@blackwell": r.DEFAULT_REQUEST_PATH_S,
-              "quant_weight_efficiency@fp8": 1.0, "quant_weight_efficiency@int4": 1.0, "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
+              "quant_weight_efficiency@fp8": FORMAT_QUANT_EFFICIENCY.get("fp8", 1.0),
+              "quant_weight_efficiency@int4": FORMAT_QUANT_EFFICIENCY.get("int4", 1.0),
+              "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
               "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S,
-              "per_token_overhead_s": r.DEFAULT_PER_TOKEN_OVERHEAD_S, "layer_overhead_s@blackwell": 0.0,
-              "allreduce_latency_s@blackwell": r.ALLREDUCE_LATENCY_FAST_S}
+              "per_token_overhead_s": generation_term(hopper, "per_token_overhead_s", r.DEFAULT_PER_TOKEN_OVERHEAD_S),
+              "per_token_overhead_s@blackwell": generation_term(blackwell, "per_token_overhead_s",
+                                                                r.DEFAULT_PER_TOKEN_OVERHEAD_S),
+              "layer_overhead_s@blackwell": generation_term(blackwell, "layer_overhead_s", 0.0),
+              "allreduce_latency_s@blackwell": r.default_allreduce_latency_s(blackwell)}
+    fused = generation_term(blackwell, "fused_allreduce_latency_s", None)
+    if fused is not None:
+        values["fused_allreduce_latency_s"] = fused
+    for fmt, terms in EXPERT_FORMAT_TERMS.items():     # the expert kernel paths' embedded values
+        values |= {f"{k}@experts_{fmt}": v for k, v in terms.items()}
     return {n: values[n] for n in names if n in values}
 
 

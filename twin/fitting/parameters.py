@@ -92,6 +92,27 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
                  "work per scheduled token and layer every TP rank repeats; prior 0 = the pure roofline"),
     FitParameter("layer_token_overhead_s@blackwell", "us per token per decoder layer", 1e-6, 0.0, 5.0, 0.0,
                  "the same on Blackwell GPUs; prior 0 = the pure roofline"),
+    # issue 33, round 4: the per-token cost on the Blackwell systems measured alone (the inference-perf H100 runs,
+    # whose prompts mostly hit the prefix cache, carry their per-token work in the fitted step / sequence
+    # overheads; an unscoped per-token cost fitted on the silicon rows moves them too)
+    FitParameter("per_token_overhead_s@blackwell", "us per scheduled token per step", 1e-6, 0.0, 50.0, 0.0,
+                 "work per token every TP rank repeats, on Blackwell; prior 0 = the pure roofline"),
+    # issue 33, round 4 (twin.cost.kernel_path): the fused all-reduce + RMSNorm of the servers that ran it (every
+    # B200 script of Llama, gpt-oss and Kimi passed the flag; vLLM's default from 0.18), and a fixed time per MoE
+    # layer by the routed experts' kernel path (``@experts_<format>``, twin.fitting.scoped; a format held by one
+    # family only is per family: it stays at its prior when that family is held out).
+    FitParameter("fused_allreduce_latency_s", "us per fused all-reduce", 1e-6, 0.0, 100.0, 24.7,
+                 "one tensor-parallel all-reduce fused with RMSNorm (FlashInfer); prior when not fitted: the "
+                 "unfused latency (NCCL's LL figure, 7.8 / 10.2 / 15.0 us at 2 / 4 / 8 GPUs, is the exchange "
+                 "alone; twin.cost.kernel_path)"),
+    *(FitParameter(f"moe_layer_overhead_s@experts_{f}", "us per MoE layer per step", 1e-6, 0.0, 200.0, 0.0,
+                   f"fixed time of a MoE layer's expert kernels ({f} experts: routing, permutation, activation "
+                   f"quantisation, grouped-GEMM minimum, combine); prior 0") for f in ("bf16", "fp8", "int4",
+                                                                                        "nvfp4", "mxfp4")),
+    *(FitParameter(f"moe_expert_{kind}efficiency@experts_{f}", "fraction of the dense GEMMs' achieved rate", 1.0,
+                   0.05, 1.0, 1.0, f"routed-expert grouped GEMMs' {what} on the {f} experts' kernel path")
+      for f in ("bf16", "fp8", "int4", "nvfp4", "mxfp4")
+      for kind, what in (("", "weight streams"), ("compute_", "FLOPs"))),
     FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
                  "engine-core CPU time per step exposed without async scheduling"),
     FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,

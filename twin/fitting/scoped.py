@@ -3,7 +3,17 @@ deployments ``scope`` covers, over the unscoped ``name`` (or the model's default
 
 Scopes: a GPU generation (``@hopper``, ``@blackwell``, ... as ``twin.cost.generations`` names them), a weight
 format (``@fp8``, ``@int4``, ``@int8``, ``@nf4``: any of the checkpoint's linear layer groups in it), and ``@sync``: servers without async scheduling (vLLM before 0.14, or ``async_scheduling: false``), where the
-engine core's CPU work per step is no longer hidden behind the GPU's (the step and per-sequence overheads)."""
+engine core's CPU work per step is no longer hidden behind the GPU's (the step and per-sequence overheads).
+
+Expert kernel paths (issue 33, round 4): ``@experts_<format>`` covers the MoE deployments whose ROUTED EXPERTS are
+stored in that format (``experts_bf16``, ``experts_fp8``, ``experts_int4``, ``experts_nvfp4``, ``experts_mxfp4``,
+...; the format's base name, ``int4-g32-sym`` -> ``int4``), whatever the other layer groups are: vLLM picks the
+fused-MoE kernel by the experts' format (bf16 / FP8: Triton ``fused_moe``, DeepGEMM or CUTLASS; NVFP4: FlashInfer
+CUTLASS or TRT-LLM-gen; MXFP4 on Blackwell: FlashInfer TRT-LLM-gen; INT4 W4A16: Marlin MoE or FlashInfer), so a
+cost of that kernel path is set per format. Dense models are never covered. Identification: in the data here a
+format is often one model family's alone (MXFP4: gpt-oss-120b; INT4: Kimi-K2.5; bf16: Mixtral), so such a scope is
+effectively per family: in a leave-one-family-out fold it has no training rows when that family is held out and
+must stay at its prior there (``twin.fitting.identify`` reports it as not identified)."""
 
 from __future__ import annotations
 
@@ -13,7 +23,10 @@ from twin.cost.generations import GENERATION_OF_NAME, gpu_generation
 
 SEPARATOR = "@"
 WEIGHT_SCOPES = ("fp8", "int8", "int4", "nf4")
-SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",)
+EXPERT_PREFIX = "experts_"
+EXPERT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4")
+EXPERT_SCOPES = tuple(EXPERT_PREFIX + f for f in EXPERT_FORMATS)
+SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",) + EXPERT_SCOPES
 LINEAR_GROUPS = ("attention", "dense_mlp", "routed_experts", "shared_experts")
 
 
@@ -24,6 +37,8 @@ def split(name: str) -> tuple[str, str | None]:
 
 def in_scope(scope: str, deployment: Any) -> bool:
     """Whether ``deployment`` (a ``twin.sim.deployment.Deployment``) is covered by ``scope``."""
+    if scope.startswith(EXPERT_PREFIX):
+        return routed_expert_format(deployment) == scope[len(EXPERT_PREFIX):]
     if scope == "sync":
         return not bool(getattr(deployment.scheduler_config, "async_scheduling", False))
     if scope in WEIGHT_SCOPES:     # any linear layer group in that format (Kimi-K2.5: INT4 routed experts only)
@@ -32,6 +47,18 @@ def in_scope(scope: str, deployment: Any) -> bool:
             return any(str(getattr(formats, g)).split("-")[0] == scope for g in LINEAR_GROUPS)
         return getattr(getattr(deployment, "kv_pool", None), "weight_dtype", None) == scope
     return gpu_generation(deployment.gpu) == scope
+
+
+def routed_expert_format(deployment: Any) -> str | None:
+    """The base name of the routed experts' weight format (``int4-g32-sym`` -> ``int4``) of a MoE deployment;
+    None for a dense model or a deployment that does not say its formats."""
+    model, formats = getattr(deployment, "model", None), getattr(deployment, "weight_formats", None)
+    if model is None or not getattr(model, "is_moe", False):
+        return None
+    if formats is not None:
+        return str(formats.routed_experts).split("-")[0]
+    dtype = getattr(getattr(deployment, "kv_pool", None), "weight_dtype", None)
+    return None if dtype is None else str(dtype).split("-")[0]
 
 
 def params_for(params: dict[str, float], deployment: Any) -> dict[str, float]:

@@ -21,6 +21,34 @@ scripts in force on each row's measurement date):
   models that is not newer (``twin.core.vllm_versions``; the oldest modelled one for older releases, with the
   row's known flags such as async scheduling set explicitly).
 
+Launch flags that change costs (issue 33, round 4; SemiAnalysisAI/InferenceX ``benchmarks/`` scripts in force on
+each row's measurement date, read at the snapshot of 2026-08-21, commit 843c6254f):
+
+* the all-reduce + RMSNorm fusion (``twin.cost.kernel_path``; vLLM's ``fuse_allreduce_rms``, before 0.12
+  ``enable_fi_allreduce_fusion``), passed explicitly by every B200 script of these rows: Llama-3.1-70B FP8 / FP4
+  (``70b_fp8_b200_docker.sh``, ``70b_fp4_b200_docker.sh`` at 4b860b78e, 2025-10-01: ``enable_fi_allreduce_fusion:
+  true``, thresholds 32 / 32 / 8 MB at TP 2 / 4 / 8), gpt-oss-120b (``gptoss_fp4_b200_docker.sh`` at 4b860b78e,
+  the 2025-11 rows: the same; ``single_node/gptoss_fp4_b200.sh`` at d2c2acb19, 2026-02-25, the v0.15.1 rows:
+  ``fuse_allreduce_rms: true``) and Kimi-K2.5 (``kimik2.5_int4_b200.sh`` from eb02101ef, 2026-02-23, and
+  ``kimik2.5_fp4_b200.sh`` from a58dedd5a, 2026-03-11: ``--compilation_config.pass_config.fuse_allreduce_rms
+  true``); the MiniMax-M2.5 scripts (``minimaxm2.5_fp8_b200.sh`` f342df18e / bddbf4031 / 41ed82dc1,
+  ``minimaxm2.5_fp4_b200.sh`` 79bd988e9 / 13962fcfa, ``minimaxm2.5_fp8_h100.sh``) and the H100 scripts do not
+  pass it, so those rows take their release's default (off before 0.18, on from 0.18 with TP > 1);
+* gpt-oss-120b on B200, v0.15.1 (d2c2acb19): FP8 KV cache, prefix caching off, ``max_num_batched_tokens`` 8192,
+  ``max_num_seqs`` 512, ``gpu_memory_utilization`` 0.9, ``max_cudagraph_capture_size`` 2048, MoE on FlashInfer's
+  MXFP4 x MXFP8 kernels (``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``); the 2025-11 B200 rows: the same without
+  FP8 KV, with async scheduling. gpt-oss on H100 v0.18.0 (cec542a9a, 2026-03-27): MXFP4 experts on Marlin
+  (``VLLM_MXFP4_USE_MARLIN=1``), prefix caching off, 8192 batched tokens, ``max_num_seqs`` = CONC (not set here:
+  recorded only);
+* expert kernel paths by format, recorded for ``@experts_<format>`` scopes (``twin.fitting.scoped``): MiniMax FP8
+  on B200 in March 2026 (v0.17.0, f342df18e) ran with ``VLLM_USE_FLASHINFER_MOE_FP8=0 VLLM_MOE_USE_DEEP_GEMM=0``
+  (vLLM's Triton / CUTLASS block-FP8 MoE), from 2026-04-03 (v0.19.0) with vLLM's default FP8 MoE and
+  ``VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl``; Kimi INT4 with ``VLLM_USE_FLASHINFER_MOE_INT4=1`` from 79ea3651a
+  (2026-03-24), Marlin W4A16 MoE before;
+* Kimi-K2.5 NVFP4 from 6c3acebfa (2026-04-20): FP8 KV, ``max_num_batched_tokens`` = 2 x ISL, prefix caching off;
+  MiniMax-M2.5 FP8 on H100 (1d5cae141, 2026-03-27): ``cudagraph_mode: PIECEWISE`` (attention outside the CUDA
+  graphs; recorded only).
+
 Weight formats (FP8, NVFP4, gpt-oss's MXFP4 and Kimi-K2.5's INT4-expert checkpoints) and the TP/PP/DP/EP layout
 of each row: ``twin.fitting.silicon_layout``. Rows the twin cannot run get a reason from ``not_expressible``
 (disaggregated serving, an unknown model or GPU, an expert layout that is not tp x dp). The measured TPOT is
@@ -46,6 +74,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twin.core.vllm_versions import VLLM_RELEASES
+from twin.cost.generations import gpu_generation
+from twin.cost.kernel_path import fusion_default
 from twin.fitting.fit import Case
 from twin.fitting.measured_run import LengthSample, MeasuredRun
 from twin.fitting.replay import Target
@@ -136,12 +166,47 @@ def row_server(row: SiliconRow) -> dict:
         # INT4: 0.95 (the README); NVFP4: kimik2.5_fp4_b200.sh passed 0.90 (InferenceX, March 2026)
         server.update(gpu_memory_utilization=0.90 if (row.precision or "").lower() == "fp4" else 0.95,
                       max_num_seqs=row.concurrency)
+    elif kimi_april_fp4(row):
+        # kimik2.5_fp4_b200.sh from 6c3acebfa (2026-04-20): FP8 KV, 2 x ISL batched tokens, prefix caching off
+        server.update(gpu_memory_utilization=0.90, max_num_seqs=row.concurrency, max_num_batched_tokens=2 * row.isl,
+                      enable_prefix_caching=False)
+    elif fam == "gpt-oss" and row.system == "b200_sxm" and row.vllm_version == "0.15.1":
+        server.update(gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=512,
+                      enable_prefix_caching=False)
+    if fused_allreduce_rms(row):
+        server["fuse_allreduce_rms"] = True
     return server
+
+
+def kimi_april_fp4(row: SiliconRow) -> bool:
+    """A Kimi-K2.5 NVFP4 B200 row measured under ``kimik2.5_fp4_b200.sh`` of 6c3acebfa (2026-04-20; rows measured
+    that day are taken as run by it)."""
+    return (model_family(row.model_path) == "kimi" and row.system == "b200_sxm"
+            and (row.precision or "").lower() == "fp4" and (row.measured or "") >= "2026-04-20")
+
+
+def fused_allreduce_rms(row: SiliconRow) -> bool:
+    """Whether the row's server fused its all-reduces with RMSNorm (see the module docstring): the B200 scripts
+    of Llama, gpt-oss and Kimi passed it; the others take the default of the release they ran (not of the
+    release the twin maps it onto: 0.18 maps onto 0.14's scheduler behaviour but has 0.18's fusion default)."""
+    if row.tp <= 1:
+        return False
+    fam = model_family(row.model_path)
+    if row.system == "b200_sxm" and (fam in ("gpt-oss", "kimi")
+                                     or (fam == "llama" and row.vllm_version == LLAMA_DEFAULT_VERSION)):
+        return True
+    version = row.vllm_version or ""
+    if version.startswith("nightly"):
+        version = "0.18" if (row.measured or "") >= "2026-03" else ""
+    key = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+    return len(key) == 2 and fusion_default(key, gpu_generation(GPUS.get(row.system, row.system)), row.tp)
 
 
 def kv_dtype(row: SiliconRow) -> str:
     fam = model_family(row.model_path)
     if fam == "llama" and row.vllm_version == LLAMA_DEFAULT_VERSION:
+        return "fp8"
+    if (fam == "gpt-oss" and row.system == "b200_sxm" and row.vllm_version == "0.15.1") or kimi_april_fp4(row):
         return "fp8"
     if fam == "minimax" and row.system == "b200_sxm" and row.month >= "2026-04":
         return "fp8"

@@ -157,6 +157,7 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         attention_bias=bool(bias),
         hf_id=hf_id,
         attention_sinks=model_type in _SINK_MODELS,
+        qk_norm_allreduce=bool(cfg.get("use_qk_norm")) and cfg.get("qk_norm_type") == "per_layer",
         checkpoint_formats=formats,
         **moe, **mla, **window,
     )

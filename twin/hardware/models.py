@@ -31,7 +31,10 @@ class ModelSpec:
     MLA: ``kv_lora_rank`` > 0 caches one compressed latent (kv_lora_rank + qk_rope_head_dim) per token per layer.
     Sliding window: ``sliding_window_layers`` of the layers attend over the last ``sliding_window`` tokens only
     (gpt-oss: every other layer, window 128); ``attention_sinks``: a learned per-head sink logit in the softmax
-    (gpt-oss). Sparse attention (DeepSeek-V3.2): an indexer of ``index_n_heads`` x ``index_head_dim`` scores every
+    (gpt-oss); ``qk_norm_allreduce``: the q and k RMSNorms normalise over all heads (MiniMax-M2's ``use_qk_norm``
+    with ``qk_norm_type: per_layer``), so with tensor parallelism each layer all-reduces their variances (vLLM's
+    ``MiniMaxText01RMSNormTP.forward_qk``: one all-reduce of 2 fp32 values per token, not the all-reduce + RMSNorm
+    fusion's pattern). Sparse attention (DeepSeek-V3.2): an indexer of ``index_n_heads`` x ``index_head_dim`` scores every
     context token and each query attends over the ``index_topk`` best.
     ``checkpoint_formats``: the published checkpoint's weight format per layer group (from its
     ``quantization_config``), None for a plain 16-bit checkpoint."""
@@ -63,6 +66,7 @@ class ModelSpec:
     sliding_window: int = 0
     sliding_window_layers: int = 0
     attention_sinks: bool = False
+    qk_norm_allreduce: bool = False       # q/k RMSNorm over all heads: one more TP all-reduce per layer (MiniMax-M2)
     index_topk: int = 0
     index_n_heads: int = 0
     index_head_dim: int = 0

@@ -12,6 +12,8 @@ from pydantic import ValidationError
 
 from twin.cost.base import CostModel
 from twin.cost.factory import build_cost_model
+from twin.cost.generations import gpu_generation
+from twin.cost.kernel_path import fusion_default
 from twin.errors import TwinInputError
 from twin.hardware.catalog import GpuSpec, ModelSpec, resolve_gpu, resolve_model
 from twin.hardware.kv_offload_sizing import OFFLOAD_KNOBS, offload_tiers
@@ -21,7 +23,7 @@ from twin.hardware.weight_formats import WeightFormats, resolve_formats
 from twin.scenario import ScenarioBody
 from twin.core.scheduler_config import SchedulerConfig
 from twin.core.vllm_versions import (NEWEST_VLLM_VERSION, VERSIONED_KNOBS, Entrypoint, default_block_size,
-                                     default_limits, vllm_release)
+                                     default_limits, parse_vllm_version, vllm_release)
 from twin.sim.routing import make_router as make_named_router
 from twin.spec_decode import Drafter, build_drafter
 
@@ -50,6 +52,7 @@ class Deployment:
     drafter: Drafter | None = None
     layout: ParallelLayout | None = None
     weight_formats: WeightFormats | None = None
+    allreduce_fusion: bool = False      # the server fuses TP all-reduces with RMSNorm (twin.cost.kernel_path)
 
     @property
     def engines_per_replica(self) -> int:
@@ -81,7 +84,7 @@ def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec)
             max_tokens = max(max_tokens, max_model_len)
         max_tokens = max(max_tokens, max_num_seqs)
     fields = server.model_dump(exclude={"gpu_memory_utilization", "num_gpu_blocks_override", "vllm_version",
-                                        "entrypoint", *OFFLOAD_KNOBS})
+                                        "entrypoint", "fuse_allreduce_rms", *OFFLOAD_KNOBS})
     if fields["block_size"] is None:
         # vLLM's default: 16, or what the MLA attention backend forces (FP4 tensor cores: a datacenter Blackwell)
         fields["block_size"] = default_block_size(server.vllm_version, model.is_mla, bool(model.index_topk),
@@ -167,6 +170,9 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
         draft_kv_bytes_per_token=drafter.kv_bytes_per_token if drafter else 0)
     sched = _with_offload_tiers(body, sched, gpu, pool)
     params: dict[str, Any] = dict(cm.params)
+    fusion = allreduce_fusion(body, gpu)
+    if fusion and cm.kind == "roofline":
+        params = {"allreduce_fusion": True} | params
     if cm.kind == "profile":
         params["path"] = str(_relative(cm.profile, base_dir))
 
@@ -175,7 +181,16 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
                                 {"weight_dtype": formats, "kv_dtype": dep.kv_dtype}, params, layout=layout)
 
     cost_model_factory()  # fail on bad parameters before any run
-    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter, layout, formats)
+    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter, layout, formats, fusion)
+
+
+def allreduce_fusion(body: ScenarioBody, gpu: GpuSpec) -> bool:
+    """Whether the server fuses its tensor-parallel all-reduces with RMSNorm: ``server.fuse_allreduce_rms``, or
+    the release's default for the GPU and TP size (``twin.cost.kernel_path.fusion_default``)."""
+    tp = body.deployment.tensor_parallel_size
+    if body.server.fuse_allreduce_rms is not None:
+        return body.server.fuse_allreduce_rms and tp > 1
+    return fusion_default(parse_vllm_version(body.server.vllm_version), gpu_generation(gpu), tp)
 
 
 def _with_offload_tiers(body: ScenarioBody, sched: SchedulerConfig, gpu: GpuSpec,

@@ -1,0 +1,61 @@
+"""Embedded defaults of the roofline's fitted terms that depend on the deployment beyond the two efficiencies of
+``twin.cost.generations``: by GPU generation (the per-token and per-layer costs, the all-reduce latencies), by
+weight format (the quantized GEMMs' rate) and by the routed experts' format (the MoE expert kernel path: its FLOP
+efficiency and fixed time per MoE layer, ``twin.cost.kernel_path``). A generation or format without its own
+value takes the roofline's flat default (``FLAT_DEFAULTS``). Values, standard errors and identification: the
+tables below and docs/fidelity.md ("Round 4: the fit on whole runs")."""
+
+from __future__ import annotations
+
+from twin.cost.generations import gpu_generation
+from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
+from twin.hardware.catalog import GpuSpec
+
+# generation -> {roofline keyword: value in model units (s, fractions)}
+GENERATION_TERMS: dict[str, dict[str, float]] = {}
+# weight format of any linear layer group (the fit's ``@int4``, ``@fp8`` scopes) -> quant_weight_efficiency;
+# the first format in this order that a checkpoint uses sets it
+FORMAT_QUANT_EFFICIENCY: dict[str, float] = {}
+# routed experts' format (base name: ``int4-g32-sym`` -> ``int4``) -> {roofline keyword: value}, MoE models only
+EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {}
+LINEAR_GROUPS = ("attention", "dense_mlp", "routed_experts", "shared_experts")
+# the roofline's flat defaults of the terms resolved here (where no table above has a value)
+FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_allreduce_latency_s": None,
+                 "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, "moe_layer_overhead_s": 0.0}
+
+
+def generation_term(gpu: GpuSpec | str, name: str, fallback: float) -> float:
+    """The embedded default of ``name`` on ``gpu``'s generation, else ``fallback``."""
+    return GENERATION_TERMS.get(gpu_generation(gpu), {}).get(name, fallback)
+
+
+def quant_efficiency_default(formats) -> float:
+    """The embedded ``quant_weight_efficiency`` for a checkpoint's ``WeightFormats`` (1 = a 16-bit GEMM's rate)."""
+    used = {str(getattr(formats, g)).split("-")[0] for g in LINEAR_GROUPS}
+    for fmt, value in FORMAT_QUANT_EFFICIENCY.items():
+        if fmt in used:
+            return value
+    return 1.0
+
+
+def expert_format_term(model, formats, name: str, fallback: float) -> float:
+    """The embedded default of ``name`` for a MoE model's routed-expert format, else ``fallback``."""
+    if not getattr(model, "is_moe", False):
+        return fallback
+    return EXPERT_FORMAT_TERMS.get(str(formats.routed_experts).split("-")[0], {}).get(name, fallback)
+
+
+def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, float | None]:
+    """``given`` with each None replaced by its embedded default on this deployment: the expert format's, the
+    generation's, the format's (``quant_weight_efficiency``), else the flat default."""
+    out: dict[str, float | None] = {}
+    for name, value in given.items():
+        if value is not None:
+            out[name] = value
+        elif name == "quant_weight_efficiency":
+            out[name] = quant_efficiency_default(formats)
+        elif name.startswith("moe_"):
+            out[name] = expert_format_term(model, formats, name, FLAT_DEFAULTS[name])
+        else:
+            out[name] = generation_term(gpu, name, FLAT_DEFAULTS[name])
+    return out
