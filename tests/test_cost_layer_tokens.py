@@ -24,9 +24,9 @@ def _step(nn, cc):
 
 
 def test_it_costs_value_x_layers_x_scheduled_tokens_exactly():
-    base = RooflineCostModel("llama-2-7b", "B200")                          # 32 decoder layers
+    base = RooflineCostModel("llama-2-7b", "B200", layer_token_overhead_s=0.0)    # 32 decoder layers
     term = RooflineCostModel("llama-2-7b", "B200", layer_token_overhead_s=0.25e-6)
-    flat = RooflineCostModel("llama-2-7b", "B200", per_token_overhead_s=0.25e-6 * 32)
+    flat = RooflineCostModel("llama-2-7b", "B200", per_token_overhead_s=0.25e-6 * 32, layer_token_overhead_s=0.0)
     mixed, decode = _step([700, 1, 1], [0, 300, 900]), _step([1] * 8, [500] * 8)
     for s, tokens in ((mixed, 702), (decode, 8)):
         assert term.step_time_s(s) - base.step_time_s(s) == pytest.approx(0.25e-6 * 32 * tokens, rel=1e-9)
@@ -35,8 +35,16 @@ def test_it_costs_value_x_layers_x_scheduled_tokens_exactly():
     assert term.constants.overhead_s_per_token == 0.25e-6 * 32
 
 
+def test_the_embedded_default_is_blackwells_0_2_us_and_0_elsewhere():
+    assert RooflineCostModel("llama-2-7b", "B200").layer_token_overhead_s == 0.2e-6
+    assert RooflineCostModel("llama-2-7b", "GB200").layer_token_overhead_s == 0.2e-6
+    assert RooflineCostModel("llama-2-7b", "H100-SXM").layer_token_overhead_s == 0.0
+    assert RooflineCostModel("llama-2-7b", "A100-80GB").layer_token_overhead_s == 0.0
+    assert RooflineCostModel("llama-2-7b", "B200", layer_token_overhead_s=0.0).layer_token_overhead_s == 0.0
+
+
 def test_explain_names_it_apart_and_the_parts_still_add_up():
-    base = RooflineCostModel("llama-2-7b", "B200", per_token_overhead_s=1e-6)
+    base = RooflineCostModel("llama-2-7b", "B200", per_token_overhead_s=1e-6, layer_token_overhead_s=0.0)
     both = RooflineCostModel("llama-2-7b", "B200", per_token_overhead_s=1e-6, layer_token_overhead_s=0.5e-6)
     s = _step([300, 1, 1], [0, 40, 90])
     parts = both.explain(s)

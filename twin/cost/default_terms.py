@@ -12,7 +12,13 @@ from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
 from twin.hardware.catalog import GpuSpec
 
 # generation -> {roofline keyword: value in model units (s, fractions)}
-GENERATION_TERMS: dict[str, dict[str, float]] = {}
+GENERATION_TERMS: dict[str, dict[str, float]] = {
+    # prefill and decode time per scheduled token per decoder layer that TP does not split (twin.cost.layer_tokens):
+    # 0.2 us read off the C = 4 prompt slopes of the B200 rows (four families, TP 1-8, vLLM 0.10-0.19), 0.18-0.21
+    # with each family held out (docs/fidelity.md, "Round 4: where the light-load TTFT goes"); Hopper's dense rows
+    # show none, so Hopper keeps 0. Not identified for other generations: they keep the flat 0.
+    "blackwell": {"layer_token_overhead_s": 0.2e-6},
+}
 # weight format of any linear layer group (the fit's ``@int4``, ``@fp8`` scopes) -> quant_weight_efficiency;
 # the first format in this order that a checkpoint uses sets it
 FORMAT_QUANT_EFFICIENCY: dict[str, float] = {}
@@ -21,6 +27,7 @@ EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {}
 LINEAR_GROUPS = ("attention", "dense_mlp", "routed_experts", "shared_experts")
 # the roofline's flat defaults of the terms resolved here (where no table above has a value)
 FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_allreduce_latency_s": None,
+                 "layer_token_overhead_s": 0.0,
                  "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, "moe_layer_overhead_s": 0.0}
 
 

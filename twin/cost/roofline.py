@@ -124,7 +124,7 @@ class RooflineCostModel:
         moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms: weight streams
         moe_expert_compute_efficiency: float | None = None,   # ... and their FLOPs; None: twin.cost.default_terms
         layer_overhead_s: float | None = None,        # per decoder layer per step (kernel latencies; s); as above
-        layer_token_overhead_s: float = 0.0,          # per token per layer, every TP rank (twin.cost.layer_tokens)
+        layer_token_overhead_s: float | None = None,  # per token per layer, every TP rank (layer_tokens); as above
         quant_weight_efficiency: float | None = None,  # quantized GEMMs' rate vs 16-bit ones; None: the format's
         kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
@@ -146,8 +146,8 @@ class RooflineCostModel:
         self.moe_expert_efficiency = check_fraction("moe_expert_efficiency", moe_expert_efficiency)
         d = embedded(gpu, model, formats, per_token_overhead_s=per_token_overhead_s, layer_overhead_s=layer_overhead_s,
                      quant_weight_efficiency=quant_weight_efficiency, moe_layer_overhead_s=moe_layer_overhead_s,
-                     moe_expert_compute_efficiency=moe_expert_compute_efficiency,
-                     fused_allreduce_latency_s=fused_allreduce_latency_s)     # None: the embedded defaults
+                     moe_expert_compute_efficiency=moe_expert_compute_efficiency, layer_token_overhead_s=
+                     layer_token_overhead_s, fused_allreduce_latency_s=fused_allreduce_latency_s)   # None: embedded
         self.moe_expert_compute_efficiency = check_fraction("moe_expert_compute_efficiency",
                                                              d["moe_expert_compute_efficiency"])
         self.layer_overhead_s = check_nonneg("layer_overhead_s", d["layer_overhead_s"])
@@ -230,7 +230,7 @@ class RooflineCostModel:
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
         self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers \
             + (self.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0)
-        self.layer_token_overhead_s, self._k_layer_tok = layer_token_terms(layer_token_overhead_s, model)
+        self.layer_token_overhead_s, self._k_layer_tok = layer_token_terms(d["layer_token_overhead_s"], model)
         self._k_seq, self._k_tok = self.per_seq_overhead_s, self.per_token_overhead_s + self._k_layer_tok
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
         self._constants = RooflineConstants(

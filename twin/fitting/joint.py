@@ -185,6 +185,8 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
               "per_token_overhead_s@blackwell": generation_term(blackwell, "per_token_overhead_s",
                                                                 r.DEFAULT_PER_TOKEN_OVERHEAD_S),
               "layer_overhead_s@blackwell": generation_term(blackwell, "layer_overhead_s", 0.0),
+              "layer_token_overhead_s": generation_term(hopper, "layer_token_overhead_s", 0.0),
+              "layer_token_overhead_s@blackwell": generation_term(blackwell, "layer_token_overhead_s", 0.0),
               "allreduce_latency_s@blackwell": r.default_allreduce_latency_s(blackwell)}
     fused = generation_term(blackwell, "fused_allreduce_latency_s", None)
     if fused is not None:
