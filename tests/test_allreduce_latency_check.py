@@ -3,23 +3,14 @@ others (a TP1 row is unchanged, a TP >= 2 row decodes faster at a lower latency)
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
+from benchmark_module import load_benchmark
 from twin.fitting.joint import gpu_of
 from twin.fitting.silicon import silicon_cases
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 def _module():
-    spec = importlib.util.spec_from_file_location("allreduce_latency_check",
-                                                  ROOT / "benchmarks" / "allreduce_latency_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("allreduce_latency_check")
 
 
 def test_latency_reaches_tp2_b200_rows_only():

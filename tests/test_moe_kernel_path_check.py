@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from benchmark_module import load_benchmark
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("moe_kernel_path_check",
-                                                  ROOT / "benchmarks" / "moe_kernel_path_check.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("moe_kernel_path_check")
 
 
 def test_variants_parse_to_parameters_and_the_fusion_switch():
