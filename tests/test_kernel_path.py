@@ -4,7 +4,6 @@ kernel path, the ``@experts_<format>`` scopes that set it, and the silicon rows'
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,12 +14,19 @@ from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.scoped import EXPERT_SCOPES, SCOPES, in_scope, params_for, routed_expert_format
+from twin.fitting.silicon_rows import silicon_dir
 from twin.hardware.catalog import resolve_model
 from twin.hardware.weight_formats import WeightFormats
 from twin.scenario import ScenarioBody
 from twin.sim.deployment import resolve_deployment
 
-CONFIGS = Path("/work/shared/ground-truth/vllm-silicon-h100-b200/model_configs")
+
+def _config(file_name: str):
+    """A model from the silicon ground truth's config.json files (outside the repository: skip without them)."""
+    path = silicon_dir() / "model_configs" / file_name
+    if not path.is_file():
+        pytest.skip(f"no silicon ground truth here: {path}")
+    return resolve_model(str(path))
 
 
 def step(nn, cc):
@@ -28,7 +34,7 @@ def step(nn, cc):
                            num_spec_tokens=[0] * len(nn))
 
 
-def test_fused_allreduce_prior_is_nccls_ll_latency_by_tp():
+def test_nccl_ll_allreduce_latency_by_tp():
     # NCCL tuning.cc: baseLat 6.6 us + 2 (n - 1) hops x 0.6 us
     assert nccl_ll_allreduce_latency_s(1) == 0.0
     assert nccl_ll_allreduce_latency_s(2) == pytest.approx(7.8e-6, abs=1e-12)
@@ -90,11 +96,11 @@ class _Dep:
 
 
 def test_expert_scopes_select_by_the_routed_experts_format_only():
-    kimi = _Dep(resolve_model(str(CONFIGS / "moonshotai--Kimi-K2.5_config.json")), None)
+    kimi = _Dep(_config("moonshotai--Kimi-K2.5_config.json"), None)
     kimi = replace(kimi, weight_formats=kimi.model.checkpoint_formats)          # INT4 experts, bf16 elsewhere
-    oss = _Dep(resolve_model(str(CONFIGS / "openai--gpt-oss-120b_config.json")), None)
+    oss = _Dep(_config("openai--gpt-oss-120b_config.json"), None)
     oss = replace(oss, weight_formats=oss.model.checkpoint_formats)             # MXFP4 experts, bf16 attention
-    minimax_fp4 = _Dep(resolve_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json")),
+    minimax_fp4 = _Dep(_config("MiniMaxAI--MiniMax-M2.5_config.json"),
                        WeightFormats.uniform("nvfp4"))
     mixtral = _Dep(resolve_model("mixtral-8x7b"), WeightFormats.uniform("bf16"))
     llama_fp8 = _Dep(resolve_model("llama-3.1-8b"), WeightFormats.uniform("fp8"))
@@ -164,9 +170,9 @@ def test_silicon_rows_carry_their_scripts_fusion_flag():
 
 def test_minimax_qk_norm_adds_one_unfused_allreduce_per_layer_with_tp():
     from dataclasses import replace as dc_replace
-    mm = resolve_model(str(CONFIGS / "MiniMaxAI--MiniMax-M2.5_config.json"))
+    mm = _config("MiniMaxAI--MiniMax-M2.5_config.json")
     assert mm.qk_norm_allreduce and resolve_model("minimax-m2.5").qk_norm_allreduce
-    assert not resolve_model(str(CONFIGS / "Qwen--Qwen3-32B_config.json")).qk_norm_allreduce   # per-head norms
+    assert not _config("Qwen--Qwen3-32B_config.json").qk_norm_allreduce   # per-head norms
     plain = dc_replace(mm, qk_norm_allreduce=False)
     s = step([1] * 8, [500] * 8)
     for fusion in (False, True):
