@@ -37,6 +37,11 @@ def _row(label: str, errs: list[dict]) -> str:
     return f"| {label} | {len(errs)} | " + " | ".join(_cell(errs, k) for k, _ in METRICS) + " |"
 
 
+def _print_pair(label: str, names: list[str], mine: dict[str, dict], base: dict[str, dict]) -> None:
+    print(_row(f"{label}, set", [mine[n] for n in names]))
+    print(_row(f"{label}, defaults", [base[n] for n in names]))
+
+
 def _wins(mine: dict[str, dict], base: dict[str, dict], names: list[str], key: str, thr: float) -> str:
     w = l = 0
     for n in names:
@@ -80,14 +85,10 @@ def main() -> None:
             print(_row("defaults", [derr[n] for n in names]))
             print("| wins / losses | | " + " | ".join(_wins(mine, derr, names, k, thr) for k, _ in METRICS) + " |")
             for label, moe in (("dense", False), ("MoE", True)):
-                part = [n for n in names if bool(dcases[n].get("moe")) == moe]
-                print(_row(f"{label}, set", [mine[n] for n in part]))
-                print(_row(f"{label}, defaults", [derr[n] for n in part]))
+                _print_pair(label, [n for n in names if bool(dcases[n].get("moe")) == moe], mine, derr)
             if args.groups:
                 for g in dict.fromkeys(group_of.values()):
-                    part = [n for n in names if group_of[n] == g]
-                    print(_row(f"{g}, set", [mine[n] for n in part]))
-                    print(_row(f"{g}, defaults", [derr[n] for n in part]))
+                    _print_pair(g, [n for n in names if group_of[n] == g], mine, derr)
             worse, closer = [], 0
             for k in RULE_METRICS:
                 a, s, _ = _summary([mine[n] for n in names], k)

@@ -11,7 +11,8 @@ the tables of docs/fidelity.md "Round 4: MoE experts by kernel path" were made w
 latency at each row's TP (7.8 / 10.2 / 15.0 us at TP 2 / 4 / 8): pass e.g. ``fused_allreduce_latency_s=10.2e-6``.
 
     python benchmarks/moe_kernel_path_check.py --silicon-every 3 \\
-        --variant base:nofusion=1 --variant fused:fused_allreduce_latency_s=10.2e-6 --variant fused+moe40:moe_layer_overhead_s@experts_fp8=40e-6
+        --variant base:nofusion=1 --variant fused:fused_allreduce_latency_s=10.2e-6 \\
+        --variant fused+moe40:moe_layer_overhead_s@experts_fp8=40e-6
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.replay import deployment_for  # noqa: E402
 from twin.fitting.scoped import routed_expert_format  # noqa: E402
 
-BANDS = (("C<=8", 1, 8), ("C16-64", 16, 64), ("C>=128", 128, 10**9))
+BANDS = (("C<=8", 0, 8), ("C9-15", 9, 15), ("C16-64", 16, 64), ("C65-127", 65, 127), ("C>=128", 128, 10**9))
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, float], bool]:
@@ -56,7 +57,7 @@ def group_key(case) -> tuple[str, str, str, str]:
     dep = deployment_for(case.run, case.target)
     fmt = routed_expert_format(dep) or "dense"
     conc = case.run.max_concurrency or 0
-    band = next(b for b, lo, hi in BANDS if lo <= conc <= hi) if conc <= 8 or conc >= 16 else "C9-15"
+    band = next(b for b, lo, hi in BANDS if lo <= conc <= hi)
     tp = case.target.tensor_parallel_size
     return family_of(case), gpu_of(case), f"{fmt} TP{'1' if tp == 1 else '>=2'}", band
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from twin.core.scheduler_output import SchedulerOutput  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, family_of  # noqa: E402
 from twin.fitting.replay import cost_model_for, deployment_for  # noqa: E402
@@ -40,17 +40,9 @@ PARTS = ("linear_compute_s", "weight_read_s", "attention_compute_s", "kv_read_s"
          "moe_expert_compute_extra_s", "moe_expert_read_extra_s", "per_token_overhead_s")
 
 
-@dataclass(frozen=True)
-class Step:
-    """A step's shape (``twin.cost.base.StepShape``)."""
-
-    num_new_tokens: list[int]
-    num_computed_before: list[int]
-    num_spec_tokens: list[int]
-
-
-def step(new: list[int], before: list[int]) -> Step:
-    return Step(new, before, [0] * len(new))
+def step(new: list[int], before: list[int]) -> SchedulerOutput:
+    return SchedulerOutput(step_index=0, num_new_tokens=new, num_computed_before=before,
+                           num_spec_tokens=[0] * len(new))
 
 
 def prefill_parts(case, params: dict[str, float]) -> dict[str, float]:

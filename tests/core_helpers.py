@@ -7,6 +7,7 @@ from collections.abc import Hashable, Sequence
 from twin.core.request import Request, RequestStatus
 from twin.core.scheduler_base import SchedulerBase
 from twin.core.scheduler_config import SchedulerConfig
+from twin.core.scheduler_output import SchedulerOutput
 from twin.core.schedulers import make_scheduler
 
 
@@ -129,3 +130,9 @@ def check_sched_invariants(sched: SchedulerBase, out=None) -> None:
     if out is not None and cfg.scheduler != "static":
         assert out.total_num_scheduled_tokens == sum(out.num_new_tokens)
         assert out.total_num_scheduled_tokens <= cfg.max_num_batched_tokens
+
+
+def step_shape(new: Sequence[int], computed: Sequence[int], spec: Sequence[int] | None = None):
+    """A step's shape for the cost models: new tokens and computed context per sequence (no draft tokens)."""
+    return SchedulerOutput(step_index=0, num_new_tokens=list(new), num_computed_before=list(computed),
+                           num_spec_tokens=[0] * len(new) if spec is None else list(spec))

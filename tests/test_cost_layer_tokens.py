@@ -7,8 +7,8 @@ import dataclasses
 import math
 
 import pytest
+from core_helpers import step_shape as _step
 
-from twin.core.scheduler_output import SchedulerOutput
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
 from twin.fitting.identify import held_at_prior
@@ -17,10 +17,6 @@ from twin.fitting.fit import Case
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.replay import Target
 from twin.fitting.scoped import params_for
-
-
-def _step(nn, cc):
-    return SchedulerOutput(0, [None] * len(nn), list(nn), list(cc), [0] * len(nn))
 
 
 def test_it_costs_value_x_layers_x_scheduled_tokens_exactly():

@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
+from core_helpers import step_shape as step
 
-from twin.core.scheduler_output import SchedulerOutput
 from twin.cost.kernel_path import fusion_default, nccl_ll_allreduce_latency_s
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
@@ -27,11 +27,6 @@ def _config(file_name: str):
     if not path.is_file():
         pytest.skip(f"no silicon ground truth here: {path}")
     return resolve_model(str(path))
-
-
-def step(nn, cc):
-    return SchedulerOutput(step_index=0, num_new_tokens=list(nn), num_computed_before=list(cc),
-                           num_spec_tokens=[0] * len(nn))
 
 
 def test_nccl_ll_allreduce_latency_by_tp():

@@ -10,6 +10,7 @@ from __future__ import annotations
 from twin.cost.generations import gpu_generation
 from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
 from twin.hardware.catalog import GpuSpec
+from twin.hardware.weight_formats import format_family
 
 # generation -> {roofline keyword: value in model units (s, fractions)}
 GENERATION_TERMS: dict[str, dict[str, float]] = {
@@ -24,7 +25,6 @@ GENERATION_TERMS: dict[str, dict[str, float]] = {
 FORMAT_QUANT_EFFICIENCY: dict[str, float] = {}
 # routed experts' format (base name: ``int4-g32-sym`` -> ``int4``) -> {roofline keyword: value}, MoE models only
 EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {}
-LINEAR_GROUPS = ("attention", "dense_mlp", "routed_experts", "shared_experts")
 # the roofline's flat defaults of the terms resolved here (where no table above has a value)
 FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_allreduce_latency_s": None,
                  "layer_token_overhead_s": 0.0,
@@ -38,7 +38,7 @@ def generation_term(gpu: GpuSpec | str, name: str, fallback: float) -> float:
 
 def quant_efficiency_default(formats) -> float:
     """The embedded ``quant_weight_efficiency`` for a checkpoint's ``WeightFormats`` (1 = a 16-bit GEMM's rate)."""
-    used = {str(getattr(formats, g)).split("-")[0] for g in LINEAR_GROUPS}
+    used = formats.linear_families
     for fmt, value in FORMAT_QUANT_EFFICIENCY.items():
         if fmt in used:
             return value
@@ -49,7 +49,7 @@ def expert_format_term(model, formats, name: str, fallback: float) -> float:
     """The embedded default of ``name`` for a MoE model's routed-expert format, else ``fallback``."""
     if not getattr(model, "is_moe", False):
         return fallback
-    return EXPERT_FORMAT_TERMS.get(str(formats.routed_experts).split("-")[0], {}).get(name, fallback)
+    return EXPERT_FORMAT_TERMS.get(format_family(formats.routed_experts), {}).get(name, fallback)
 
 
 def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, float | None]:

@@ -15,8 +15,9 @@ fusion of tensor parallelism and the fixed time of a MoE layer's expert kernel p
   per-all-reduce latency also carries per-layer time the fusion does not remove: at NCCL's figures the defaults'
   B200 TPOT went from -12 % to -31 % on Llama-3.1-70B (issue 33, round 4), and the joint fit on every 3rd silicon
   row gives 10.4 +/- 3.2 us fused against 12.2 +/- 6 us unfused on Blackwell (with 19 us per layer beside them):
-  equal within their errors. So the fusion is priced apart only once a fit identifies its latency. Large messages (prefill chunks above FlashInfer's size limit) fall back to the unfused all-reduce
-  in vLLM; the twin keeps the latency term fused for every step, since at those sizes the bytes term dominates.
+  equal within their errors. So the fusion is priced apart only once a fit identifies its latency. Large
+  messages (prefill chunks above FlashInfer's size limit) fall back to the unfused all-reduce in vLLM; the twin
+  keeps the latency term fused for every step, since at those sizes the bytes term dominates.
   vLLM's default: off up to 0.14 (``OPTIMIZATION_LEVEL_02`` sets ``fuse_allreduce_rms: False``, API docs v0.12.0 /
   v0.14.1), on at -O2 for Hopper / Blackwell with TP > 1 by 0.18 (fusions design page, docs v0.18.2); 0.15-0.17
   are not pinned and taken as off (servers of those releases that fused passed the flag, as the InferenceX scripts
@@ -44,11 +45,10 @@ def nccl_ll_allreduce_latency_s(tensor_parallel_size: int) -> float:
     return 0.0 if n <= 1 else NCCL_LL_BASE_LATENCY_S + 2 * (n - 1) * NCCL_NVLINK_HOP_LATENCY_S
 
 
-def allreduce_latency_per_layer_s(allreduce_latency_s: float, allreduce_fusion: bool,
-                                  fused_allreduce_latency_s: float | None) -> float:
-    """Latency of one of a layer's tensor-parallel all-reduces: the fused kernel's with the fusion on (the unfused
-    latency when ``fused_allreduce_latency_s`` is None: see the module docstring), else ``allreduce_latency_s``."""
-    if not allreduce_fusion or fused_allreduce_latency_s is None:
+def fused_allreduce_latency(allreduce_latency_s: float, fused_allreduce_latency_s: float | None) -> float:
+    """Latency of one all-reduce fused with RMSNorm: ``fused_allreduce_latency_s``, or the unfused latency when it
+    is None (see the module docstring)."""
+    if fused_allreduce_latency_s is None:
         return allreduce_latency_s
     return check_nonneg("fused_allreduce_latency_s", fused_allreduce_latency_s)
 

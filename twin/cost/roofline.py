@@ -57,7 +57,7 @@ from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_
 from twin.cost.default_terms import FLAT_DEFAULTS, embedded, generation_term
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
 from twin.cost.layer_tokens import explain_token_parts, layer_token_terms
-from twin.cost.kernel_path import allreduce_latency_per_layer_s
+from twin.cost.kernel_path import fused_allreduce_latency
 from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor,
                                  routed_expert_flops_per_token, routed_expert_read_bytes)
@@ -145,9 +145,9 @@ class RooflineCostModel:
         memory_efficiency = gen_memory if memory_efficiency is None else memory_efficiency
         self.moe_expert_efficiency = check_fraction("moe_expert_efficiency", moe_expert_efficiency)
         d = embedded(gpu, model, formats, per_token_overhead_s=per_token_overhead_s, layer_overhead_s=layer_overhead_s,
-                     quant_weight_efficiency=quant_weight_efficiency, moe_layer_overhead_s=moe_layer_overhead_s,
-                     moe_expert_compute_efficiency=moe_expert_compute_efficiency, layer_token_overhead_s=
-                     layer_token_overhead_s, fused_allreduce_latency_s=fused_allreduce_latency_s)   # None: embedded
+                     layer_token_overhead_s=layer_token_overhead_s, quant_weight_efficiency=quant_weight_efficiency,
+                     moe_layer_overhead_s=moe_layer_overhead_s, fused_allreduce_latency_s=fused_allreduce_latency_s,
+                     moe_expert_compute_efficiency=moe_expert_compute_efficiency)    # None: the embedded defaults
         self.moe_expert_compute_efficiency = check_fraction("moe_expert_compute_efficiency",
                                                              d["moe_expert_compute_efficiency"])
         self.layer_overhead_s = check_nonneg("layer_overhead_s", d["layer_overhead_s"])
@@ -168,8 +168,8 @@ class RooflineCostModel:
         self.allreduce_latency_s = check_nonneg("allreduce_latency_s", allreduce_latency_s)
         self.allreduce_fusion, self.moe_layer_overhead_s = bool(allreduce_fusion), check_nonneg(
             "moe_layer_overhead_s", d["moe_layer_overhead_s"])
-        self.fused_allreduce_latency_s = allreduce_latency_per_layer_s(self.allreduce_latency_s, True,
-                                                                       d["fused_allreduce_latency_s"])
+        self.fused_allreduce_latency_s = fused_allreduce_latency(self.allreduce_latency_s,
+                                                                 d["fused_allreduce_latency_s"])
         act = formats.activation
         peak_act = gpu.flops(act) * self.compute_efficiency                   # LM head, attention
         bandwidth = gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency

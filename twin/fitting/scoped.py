@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from twin.cost.generations import GENERATION_OF_NAME, gpu_generation
+from twin.hardware.weight_formats import format_family
 
 SEPARATOR = "@"
 WEIGHT_SCOPES = ("fp8", "int8", "int4", "nf4")
@@ -27,7 +28,6 @@ EXPERT_PREFIX = "experts_"
 EXPERT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4")
 EXPERT_SCOPES = tuple(EXPERT_PREFIX + f for f in EXPERT_FORMATS)
 SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",) + EXPERT_SCOPES
-LINEAR_GROUPS = ("attention", "dense_mlp", "routed_experts", "shared_experts")
 
 
 def split(name: str) -> tuple[str, str | None]:
@@ -44,7 +44,7 @@ def in_scope(scope: str, deployment: Any) -> bool:
     if scope in WEIGHT_SCOPES:     # any linear layer group in that format (Kimi-K2.5: INT4 routed experts only)
         formats = getattr(deployment, "weight_formats", None)
         if formats is not None:
-            return any(str(getattr(formats, g)).split("-")[0] == scope for g in LINEAR_GROUPS)
+            return scope in formats.linear_families
         return getattr(getattr(deployment, "kv_pool", None), "weight_dtype", None) == scope
     return gpu_generation(deployment.gpu) == scope
 
@@ -56,9 +56,9 @@ def routed_expert_format(deployment: Any) -> str | None:
     if model is None or not getattr(model, "is_moe", False):
         return None
     if formats is not None:
-        return str(formats.routed_experts).split("-")[0]
+        return format_family(formats.routed_experts)
     dtype = getattr(getattr(deployment, "kv_pool", None), "weight_dtype", None)
-    return None if dtype is None else str(dtype).split("-")[0]
+    return None if dtype is None else format_family(dtype)
 
 
 def params_for(params: dict[str, float], deployment: Any) -> dict[str, float]:

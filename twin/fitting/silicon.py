@@ -170,12 +170,17 @@ def row_server(row: SiliconRow) -> dict:
         # kimik2.5_fp4_b200.sh from 6c3acebfa (2026-04-20): FP8 KV, 2 x ISL batched tokens, prefix caching off
         server.update(gpu_memory_utilization=0.90, max_num_seqs=row.concurrency, max_num_batched_tokens=2 * row.isl,
                       enable_prefix_caching=False)
-    elif fam == "gpt-oss" and row.system == "b200_sxm" and row.vllm_version == "0.15.1":
+    elif gptoss_b200_v0151(row):
         server.update(gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=512,
                       enable_prefix_caching=False)
     if fused_allreduce_rms(row):
         server["fuse_allreduce_rms"] = True
     return server
+
+
+def gptoss_b200_v0151(row: SiliconRow) -> bool:
+    """A gpt-oss-120b B200 row on v0.15.1, run by ``single_node/gptoss_fp4_b200.sh`` of d2c2acb19."""
+    return model_family(row.model_path) == "gpt-oss" and row.system == "b200_sxm" and row.vllm_version == "0.15.1"
 
 
 def kimi_april_fp4(row: SiliconRow) -> bool:
@@ -206,7 +211,7 @@ def kv_dtype(row: SiliconRow) -> str:
     fam = model_family(row.model_path)
     if fam == "llama" and row.vllm_version == LLAMA_DEFAULT_VERSION:
         return "fp8"
-    if (fam == "gpt-oss" and row.system == "b200_sxm" and row.vllm_version == "0.15.1") or kimi_april_fp4(row):
+    if gptoss_b200_v0151(row) or kimi_april_fp4(row):
         return "fp8"
     if fam == "minimax" and row.system == "b200_sxm" and row.month >= "2026-04":
         return "fp8"

@@ -21,6 +21,12 @@ from twin.errors import TwinInputError
 from twin.hardware.quant import activation_dtype, compute_dtype, exact_weight_bytes, normalize_weight_dtype
 
 GROUPS = ("attention", "dense_mlp", "routed_experts", "shared_experts", "router", "lm_head")
+LINEAR_GROUPS = GROUPS[:4]          # the decoder's GEMM groups
+
+
+def format_family(weight_dtype: str) -> str:
+    """A weight format's family, without its group size or symmetry (``int4-g32-sym`` -> ``int4``)."""
+    return str(weight_dtype).split("-")[0]
 
 
 @dataclass(frozen=True)
@@ -61,8 +67,12 @@ class WeightFormats:
     @property
     def is_quantized(self) -> bool:
         """Any decoder layer group stored in a format other than the activation dtype."""
-        return any(getattr(self, g) != self.activation for g in ("attention", "dense_mlp", "routed_experts",
-                                                                 "shared_experts"))
+        return any(getattr(self, g) != self.activation for g in LINEAR_GROUPS)
+
+    @property
+    def linear_families(self) -> set[str]:
+        """The format families of the decoder's GEMM groups (``format_family``)."""
+        return {format_family(getattr(self, g)) for g in LINEAR_GROUPS}
 
     @property
     def label(self) -> str:
