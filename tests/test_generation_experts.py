@@ -22,19 +22,24 @@ HOPPER_FP8 = ("hopper", "fp8")
 
 
 def test_the_hopper_fp8_entry_is_the_held_out_fit():
-    assert ge.GENERATION_EXPERT_TERMS[HOPPER_FP8] == {"moe_expert_compute_efficiency": 0.155}
-    assert ge.scoped_values() == {"moe_expert_compute_efficiency@hopper+experts_fp8": 0.155}
+    assert ge.GENERATION_EXPERT_TERMS[HOPPER_FP8] == {"moe_expert_compute_efficiency": 0.155,
+                                                      "moe_layer_overhead_s": 16e-6}
+    assert ge.scoped_values() == {"moe_expert_compute_efficiency@hopper+experts_fp8": 0.155,
+                                  "moe_layer_overhead_s@hopper+experts_fp8": 16e-6}
     p = PARAMETERS_BY_NAME["moe_expert_compute_efficiency@hopper+experts_fp8"]
     assert (p.lower, p.upper, p.prior) == (0.05, 1.0, 1.0)
+    p = PARAMETERS_BY_NAME["moe_layer_overhead_s@hopper+experts_fp8"]
+    assert (p.unit, p.from_model(16e-6), p.prior) == ("us per MoE layer per step", pytest.approx(16.0), 0.0)
 
 
 def test_generation_expert_terms_hold_on_their_generation_and_expert_format_only():
     h100_fp8 = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2, weight_dtype="fp8")
-    assert h100_fp8.moe_expert_compute_efficiency == 0.155
+    assert (h100_fp8.moe_expert_compute_efficiency, h100_fp8.moe_layer_overhead_s) == (0.155, 16e-6)
     b200_fp8 = RooflineCostModel("mixtral-8x7b", "B200", tensor_parallel_size=2, weight_dtype="fp8")
     h100_bf16 = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2)
     h100_dense = RooflineCostModel("llama-3.1-8b", "H100-SXM", weight_dtype="fp8")
-    assert [m.moe_expert_compute_efficiency for m in (b200_fp8, h100_bf16, h100_dense)] == [1.0, 1.0, 1.0]
+    assert [(m.moe_expert_compute_efficiency, m.moe_layer_overhead_s) for m in (b200_fp8, h100_bf16, h100_dense)] \
+        == [(1.0, 0.0)] * 3
     given = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2, weight_dtype="fp8",
                               moe_expert_compute_efficiency=0.5)
     assert given.moe_expert_compute_efficiency == 0.5           # an explicit value wins over the table
@@ -55,7 +60,7 @@ def test_explain_prices_the_experts_flops_at_the_hopper_rate():
     tokens, tp = 4096, 2
     hopper = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=tp, weight_dtype="fp8")
     at_dense = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=tp, weight_dtype="fp8",
-                                 moe_expert_compute_efficiency=1.0)
+                                 moe_expert_compute_efficiency=1.0, moe_layer_overhead_s=16e-6)
     s = step([tokens], [0])
     e, e0 = hopper.explain(s), at_dense.explain(s)
     peak = resolve_gpu("H100-SXM").flops("fp8") * hopper.compute_efficiency
@@ -87,6 +92,16 @@ def test_compound_scope_covers_what_every_part_covers_and_wins_over_a_single_sco
     assert params_for(params, _Dep(moe, fp8, h100)) == {"moe_expert_compute_efficiency": 0.155}
     assert params_for(params, _Dep(moe, fp8, b200)) == {"moe_expert_compute_efficiency": 0.7}
     assert params_for(params, _Dep(dense, fp8, h100)) == {"moe_expert_compute_efficiency": 1.0}
+
+
+def test_the_hopper_fp8_moe_layer_time_is_per_moe_layer_per_step():
+    """overhead_s (seconds per step) grows by 16 us x the MoE layers (32 for Mixtral) on any step shape."""
+    hopper = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2, weight_dtype="fp8")
+    without = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2, weight_dtype="fp8",
+                                moe_layer_overhead_s=0.0)
+    for s in (step([1] * 8, [500] * 8), step([2048], [0])):
+        assert hopper.explain(s)["overhead_s"] - without.explain(s)["overhead_s"] == pytest.approx(32 * 16e-6)
+        assert hopper.step_time_s(s) - without.step_time_s(s) == pytest.approx(32 * 16e-6)
 
 
 def test_default_start_carries_the_embedded_pair_beside_its_unscoped_term():

@@ -14,7 +14,8 @@ what the rows show is the rate their prefill reached (docs/fidelity.md, "Round 5
 
 Terms (roofline keywords, model units): ``moe_expert_compute_efficiency`` (fraction of the dense GEMMs' achieved
 FLOP rate the routed experts' grouped GEMMs reach; ``explain()`` shows the extra time as
-``moe_expert_compute_extra_s``, seconds per step). A pair without an entry takes the expert format's value
+``moe_expert_compute_extra_s``, seconds per step) and ``moe_layer_overhead_s`` (seconds per MoE layer per step,
+``twin.cost.kernel_path``; in ``explain()``'s ``overhead_s``). A pair without an entry takes the expert format's value
 (``twin.cost.default_terms.EXPERT_FORMAT_TERMS``), else the flat default (1 = the dense rate).
 """
 
@@ -30,7 +31,11 @@ GENERATION_EXPERT_TERMS: dict[tuple[str, str], dict[str, float]] = {
     # other: 0.16 (fit 2026-03-27; held-out 03-28 pairs -64/-66 % -> +10/-3 %) and 0.155 (fit 03-28; 03-27 pairs
     # -83/-65/-63 % -> -47/+3/+2 %); 0.155 on both. Dense Llama-3.1-70B on the same GPU (same attention width,
     # all-reduces, prompt lengths) shows no such slope, so the prefill's excess is in the MoE layers.
-    ("hopper", "fp8"): {"moe_expert_compute_efficiency": 0.155},
+    # moe_layer_overhead_s: MiniMax-M2.5 H100's decode (TPOT) beside the roofline, 16 us per MoE layer per step
+    # fitted on its OSL-8k rows (C 4-32: -8.3 % -> -0.4 %), held out on its 1k/1k rows (-7.1 % -> -0.7 %) and
+    # 8k/1k rows (C <= 16: -9.7 % -> -2.3 %). The same rows ran ``cudagraph_mode: PIECEWISE`` (attention between
+    # graph pieces, one split per layer), which one model cannot tell apart from the expert path's fixed time.
+    ("hopper", "fp8"): {"moe_expert_compute_efficiency": 0.155, "moe_layer_overhead_s": 16e-6},
 }
 
 
