@@ -28,8 +28,9 @@ from twin.hardware.weight_formats import format_family
 GENERATION_EXPERT_TERMS: dict[tuple[str, str], dict[str, float]] = {
     # MiniMax-M2.5 FP8 on H100 (TP4 EP4, v0.18.0): how much more an 8k prompt's TTFT takes than a 1k one's at
     # CONC 4-16 (a difference, so a per-request offset cancels), fitted on one measurement date and tested on the
-    # other: 0.16 (fit 2026-03-27; held-out 03-28 pairs -64/-66 % -> +10/-3 %) and 0.155 (fit 03-28; 03-27 pairs
-    # -83/-65/-63 % -> -47/+3/+2 %); 0.155 on both. Dense Llama-3.1-70B on the same GPU (same attention width,
+    # other (benchmarks/hopper_rows.py prefill-fit): 0.16 (fit 2026-03-27; held-out 03-28 pairs C = 4 / 8: -64 /
+    # -67 % -> +10 / -4 %) and 0.15 (fit 03-28; 03-27 pairs C = 4 / 8 / 16: -83 / -65 / -63 % -> -45 / +6 / +5 %);
+    # 0.155 on both. Dense Llama-3.1-70B on the same GPU (same attention width,
     # all-reduces, prompt lengths) shows no such slope, so the prefill's excess is in the MoE layers.
     # moe_layer_overhead_s: MiniMax-M2.5 H100's decode (TPOT) beside the roofline, 16 us per MoE layer per step
     # fitted on its OSL-8k rows (C 4-32: -8.3 % -> -0.4 %), held out on its 1k/1k rows (-7.1 % -> -0.7 %) and
