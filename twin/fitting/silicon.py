@@ -54,7 +54,7 @@ each row's measurement date, read at the snapshot of 2026-08-21, commit 843c6254
   it changes nothing but the warm-up, which is not simulated);
 * Qwen3-32B on H100 (``aic-auto-gap-analysis``, v0.12.0, TP 2 / 4 / 8, bf16): no published script; vLLM 0.12's
   defaults: no async scheduling (on from 0.14), no all-reduce + RMSNorm fusion (off at every level in 0.12),
-  CUDA graphs ``FULL_AND_PIECEWISE`` (the default since 0.11), bf16 KV, 8192 batched tokens on an 80 GB GPU.
+  CUDA graphs ``FULL_AND_PIECEWISE`` (the default since 0.11, vllm-project/vllm#25444), bf16 KV, 8192 batched tokens on an 80 GB GPU.
 
 Weight formats (FP8, NVFP4, gpt-oss's MXFP4 and Kimi-K2.5's INT4-expert checkpoints) and the TP/PP/DP/EP layout
 of each row: ``twin.fitting.silicon_layout``. Rows the twin cannot run get a reason from ``not_expressible``
