@@ -168,6 +168,8 @@ def test_generation_and_format_terms_are_the_defaults_where_given(monkeypatch):
 
 def test_expert_format_terms_apply_to_moe_models_of_that_format_only(monkeypatch):
     from twin.cost import default_terms as dt
+    from twin.cost import generation_experts as ge
+    monkeypatch.setattr(ge, "GENERATION_EXPERT_TERMS", {})      # the format's own table alone (not Hopper's pair)
     monkeypatch.setattr(dt, "EXPERT_FORMAT_TERMS", {"fp8": {"moe_expert_compute_efficiency": 0.4,
                                                             "moe_layer_overhead_s": 5e-5}})
     moe = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2, weight_dtype="fp8")

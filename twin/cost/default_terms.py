@@ -7,6 +7,7 @@ tables below and docs/fidelity.md ("Round 4: the fit on whole runs")."""
 
 from __future__ import annotations
 
+from twin.cost.generation_experts import generation_expert_term
 from twin.cost.generations import gpu_generation
 from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
 from twin.hardware.catalog import GpuSpec
@@ -45,10 +46,14 @@ def quant_efficiency_default(formats) -> float:
     return 1.0
 
 
-def expert_format_term(model, formats, name: str, fallback: float) -> float:
-    """The embedded default of ``name`` for a MoE model's routed-expert format, else ``fallback``."""
+def expert_format_term(model, formats, name: str, fallback: float, gpu=None) -> float:
+    """The embedded default of ``name`` for a MoE model's routed-expert format (on ``gpu``'s generation first,
+    ``twin.cost.generation_experts``), else ``fallback``."""
     if not getattr(model, "is_moe", False):
         return fallback
+    by_generation = None if gpu is None else generation_expert_term(gpu, model, formats, name)
+    if by_generation is not None:
+        return by_generation
     return EXPERT_FORMAT_TERMS.get(format_family(formats.routed_experts), {}).get(name, fallback)
 
 
@@ -62,7 +67,7 @@ def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, f
         elif name == "quant_weight_efficiency":
             out[name] = quant_efficiency_default(formats)
         elif name.startswith("moe_"):
-            out[name] = expert_format_term(model, formats, name, FLAT_DEFAULTS[name])
+            out[name] = expert_format_term(model, formats, name, FLAT_DEFAULTS[name], gpu)
         else:
             out[name] = generation_term(gpu, name, FLAT_DEFAULTS[name])
     return out

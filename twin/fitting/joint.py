@@ -163,6 +163,7 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
     every GPU in the data is NVLink-connected.)"""
     from twin.cost import roofline as r
     from twin.cost.default_terms import EXPERT_FORMAT_TERMS, FORMAT_QUANT_EFFICIENCY, generation_term
+    from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import default_efficiencies
     from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
     from twin.hardware.catalog import resolve_gpu
@@ -193,7 +194,11 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
         values["fused_allreduce_latency_s"] = fused
     for fmt, terms in EXPERT_FORMAT_TERMS.items():     # the expert kernel paths' embedded values
         values |= {f"{k}@experts_{fmt}": v for k, v in terms.items()}
-    return {n: values[n] for n in names if n in values}
+    embedded_scoped = {f"{k}@experts_{f}" for f, t in EXPERT_FORMAT_TERMS.items() for k in t} | set(scoped_values())
+    values |= scoped_values()         # by generation and expert format (twin.cost.generation_experts)
+    # an expert path's embedded value holds beside its unscoped term (which would override it otherwise)
+    out = {n: values[n] for n in names if n in values}
+    return out | {n: v for n, v in values.items() if n in embedded_scoped and n.split("@")[0] in names}
 
 
 def parameter_table(fold: FoldResult) -> list[tuple[str, str, str, str]]:

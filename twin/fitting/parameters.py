@@ -113,6 +113,12 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
                    0.05, 1.0, 1.0, f"routed-expert grouped GEMMs' {what} on the {f} experts' kernel path")
       for f in ("bf16", "fp8", "int4", "nvfp4", "mxfp4")
       for kind, what in (("", "weight streams"), ("compute_", "FLOPs"))),
+    # issue 33, round 5 (twin.cost.generation_experts): the block-FP8 experts' grouped GEMMs on Hopper (vLLM's SM90
+    # FP8 MoE oracle: DeepGEMM / Triton / FlashInfer CUTLASS), apart from the same format on Blackwell
+    FitParameter("moe_expert_compute_efficiency@hopper+experts_fp8", "fraction of the dense GEMMs' achieved rate",
+                 1.0, 0.05, 1.0, 1.0, "routed-expert grouped-GEMM FLOPs of FP8 experts on Hopper GPUs"),
+    FitParameter("moe_layer_overhead_s@hopper+experts_fp8", "us per MoE layer per step", 1e-6, 0.0, 200.0, 0.0,
+                 "fixed time of a MoE layer's FP8 expert kernels on Hopper GPUs; prior 0"),
     FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
                  "engine-core CPU time per step exposed without async scheduling"),
     FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,

@@ -36,7 +36,10 @@ def split(name: str) -> tuple[str, str | None]:
 
 
 def in_scope(scope: str, deployment: Any) -> bool:
-    """Whether ``deployment`` (a ``twin.sim.deployment.Deployment``) is covered by ``scope``."""
+    """Whether ``deployment`` (a ``twin.sim.deployment.Deployment``) is covered by ``scope``; a compound scope
+    ``a+b`` (``hopper+experts_fp8``: twin.cost.generation_experts) covers what every part covers."""
+    if "+" in scope:
+        return all(in_scope(part, deployment) for part in scope.split("+"))
     if scope.startswith(EXPERT_PREFIX):
         return routed_expert_format(deployment) == scope[len(EXPERT_PREFIX):]
     if scope == "sync":
@@ -65,7 +68,8 @@ def params_for(params: dict[str, float], deployment: Any) -> dict[str, float]:
     """The cost model keywords of ``params`` on ``deployment``: unscoped values, overridden by the scoped ones
     that cover it (scoped ones that do not are dropped)."""
     out = {k: v for k, v in params.items() if SEPARATOR not in k}
-    for key, value in params.items():
+    # the narrower (compound) scopes last, so they win over a single scope covering the same deployment
+    for key, value in sorted(params.items(), key=lambda kv: split(kv[0])[1].count("+") if SEPARATOR in kv[0] else 0):
         base, scope = split(key)
         if scope is not None and in_scope(scope, deployment):
             out[base] = value

@@ -47,7 +47,14 @@ each row's measurement date, read at the snapshot of 2026-08-21, commit 843c6254
   (2026-03-24), Marlin W4A16 MoE before;
 * Kimi-K2.5 NVFP4 from 6c3acebfa (2026-04-20): FP8 KV, ``max_num_batched_tokens`` = 2 x ISL, prefix caching off;
   MiniMax-M2.5 FP8 on H100 (1d5cae141, 2026-03-27): ``cudagraph_mode: PIECEWISE`` (attention outside the CUDA
-  graphs; recorded only).
+  graphs; recorded only), ``gpu_memory_utilization`` 0.90, ``max_num_seqs`` 256, TP4 with
+  ``--enable-expert-parallel`` (EP4, no attention DP: every rank sees every token, so the experts' outputs are
+  summed by the TP all-reduce, no all-to-all), bf16 KV, default batched tokens; from 0f78cf4eb (2026-03-27
+  19:17 PDT) ``--no-enable-prefix-caching`` (set on every H100 MiniMax row: random prompts share no prefix, so
+  it changes nothing but the warm-up, which is not simulated);
+* Qwen3-32B on H100 (``aic-auto-gap-analysis``, v0.12.0, TP 2 / 4 / 8, bf16): no published script; vLLM 0.12's
+  defaults: no async scheduling (on from 0.14), no all-reduce + RMSNorm fusion (off at every level in 0.12),
+  CUDA graphs ``FULL_AND_PIECEWISE`` (the default since 0.11, vllm-project/vllm#25444), bf16 KV, 8192 batched tokens on an 80 GB GPU.
 
 Weight formats (FP8, NVFP4, gpt-oss's MXFP4 and Kimi-K2.5's INT4-expert checkpoints) and the TP/PP/DP/EP layout
 of each row: ``twin.fitting.silicon_layout``. Rows the twin cannot run get a reason from ``not_expressible``
@@ -170,6 +177,9 @@ def row_server(row: SiliconRow) -> dict:
         # kimik2.5_fp4_b200.sh from 6c3acebfa (2026-04-20): FP8 KV, 2 x ISL batched tokens, prefix caching off
         server.update(gpu_memory_utilization=0.90, max_num_seqs=row.concurrency, max_num_batched_tokens=2 * row.isl,
                       enable_prefix_caching=False)
+    elif minimax_h100(row):
+        # minimaxm2.5_fp8_h100.sh (1d5cae141, 2026-03-27; 0f78cf4eb adds --no-enable-prefix-caching): bf16 KV
+        server.update(gpu_memory_utilization=0.90, max_num_seqs=256, enable_prefix_caching=False)
     elif gptoss_b200_v0151(row):
         server.update(gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=512,
                       enable_prefix_caching=False)
@@ -181,6 +191,11 @@ def row_server(row: SiliconRow) -> dict:
 def gptoss_b200_v0151(row: SiliconRow) -> bool:
     """A gpt-oss-120b B200 row on v0.15.1, run by ``single_node/gptoss_fp4_b200.sh`` of d2c2acb19."""
     return model_family(row.model_path) == "gpt-oss" and row.system == "b200_sxm" and row.vllm_version == "0.15.1"
+
+
+def minimax_h100(row: SiliconRow) -> bool:
+    """A MiniMax-M2.5 FP8 H100 row (v0.18.0, ``single_node/minimaxm2.5_fp8_h100.sh`` of 1d5cae141)."""
+    return model_family(row.model_path) == "minimax" and row.system == "h100_sxm"
 
 
 def kimi_april_fp4(row: SiliconRow) -> bool:

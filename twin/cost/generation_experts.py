@@ -1,0 +1,57 @@
+"""The routed experts' kernel path by GPU generation AND expert format: embedded defaults of the ``moe_*`` terms
+that hold on one (generation, expert format) pair only (issue 33, round 5: Hopper).
+
+Why a pair: vLLM picks the fused-MoE kernel by the experts' format and by the GPU's compute capability, so the same
+FP8 checkpoint runs different grouped GEMMs on Hopper and Blackwell. For block-scaled FP8 experts (128 x 128
+weight blocks, per-token-group activation scales, as MiniMax-M2.5 ships them) vLLM's FP8 MoE oracle
+(``vllm/model_executor/layers/fused_moe/oracle/fp8.py``) ranks the backends per platform: on SM90 DeepGEMM is
+preferred over FlashInfer CUTLASS since vllm-project/vllm#34260 (merged 2026-02-10, fixing #34249, where an
+H100 EP8 FP8 server had picked FlashInfer CUTLASS), and later releases move Triton to the front for TP and
+FlashInfer CUTLASS for EP on SM90 block FP8; DeepGEMM's entry (``TritonOrDeepGemmExperts``) falls back to
+Triton's ``fused_moe`` for shapes DeepGEMM does not take. On Blackwell FlashInfer's kernels come first. Which of
+these v0.18.0 ran on the H100 MiniMax rows is not pinned here (the release's oracle was not read at its tag);
+what the rows show is the rate their prefill reached (docs/fidelity.md, "Round 5: Hopper").
+
+Terms (roofline keywords, model units): ``moe_expert_compute_efficiency`` (fraction of the dense GEMMs' achieved
+FLOP rate the routed experts' grouped GEMMs reach; ``explain()`` shows the extra time as
+``moe_expert_compute_extra_s``, seconds per step) and ``moe_layer_overhead_s`` (seconds per MoE layer per step,
+``twin.cost.kernel_path``; in ``explain()``'s ``overhead_s``). A pair without an entry takes the expert format's value
+(``twin.cost.default_terms.EXPERT_FORMAT_TERMS``), else the flat default (1 = the dense rate).
+"""
+
+from __future__ import annotations
+
+from twin.cost.generations import gpu_generation
+from twin.hardware.weight_formats import format_family
+
+# (GPU generation, routed experts' format family) -> {roofline keyword: value}
+GENERATION_EXPERT_TERMS: dict[tuple[str, str], dict[str, float]] = {
+    # MiniMax-M2.5 FP8 on H100 (TP4 EP4, v0.18.0): how much more an 8k prompt's TTFT takes than a 1k one's at
+    # CONC 4-16 (a difference, so a per-request offset cancels), fitted on one measurement date and tested on the
+    # other (benchmarks/hopper_rows.py prefill-fit): 0.16 (fit 2026-03-27; held-out 03-28 pairs C = 4 / 8: -64 /
+    # -67 % -> +10 / -4 %) and 0.15 (fit 03-28; 03-27 pairs C = 4 / 8 / 16: -83 / -65 / -63 % -> -45 / +6 / +5 %);
+    # 0.155 on both. Dense Llama-3.1-70B FP8 on the same GPU (GQA attention with 128-wide heads, two all-reduces
+    # per layer, the same prompt lengths) shows no such slope, so the prefill's excess is in the MoE layers.
+    # moe_layer_overhead_s: MiniMax-M2.5 H100's decode (TPOT) beside the roofline, 16 us per MoE layer per step
+    # fitted on its OSL-8k rows (C 4-32: -8.3 % -> -0.4 %), held out on its 1k/1k rows (-7.1 % -> -0.7 %) and
+    # 8k/1k rows (C <= 16: -9.7 % -> -2.3 %). The same rows ran ``cudagraph_mode: PIECEWISE`` (attention between
+    # graph pieces, one split per layer; vllm-project/vllm#25444 measured PIECEWISE at 4.07 req/s against 5.98 for
+    # FULL_AND_PIECEWISE on an FP8 MoE on one H100), which one model cannot tell apart from the expert path's
+    # fixed time: a Hopper FP8 MoE server on full CUDA graphs may spend less.
+    ("hopper", "fp8"): {"moe_expert_compute_efficiency": 0.155, "moe_layer_overhead_s": 16e-6},
+}
+
+
+def generation_expert_term(gpu, model, formats, name: str) -> float | None:
+    """The embedded value of ``name`` for this GPU's generation and the MoE model's routed-expert format, or
+    None (no entry, or a dense model)."""
+    if not getattr(model, "is_moe", False):
+        return None
+    key = (gpu_generation(gpu), format_family(formats.routed_experts))
+    return GENERATION_EXPERT_TERMS.get(key, {}).get(name)
+
+
+def scoped_values() -> dict[str, float]:
+    """The table as fit parameters: ``name@<generation>+experts_<format>`` (``twin.fitting.scoped``)."""
+    return {f"{name}@{gen}+experts_{fmt}": v for (gen, fmt), terms in GENERATION_EXPERT_TERMS.items()
+            for name, v in terms.items()}
