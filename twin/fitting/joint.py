@@ -193,7 +193,10 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
         values["fused_allreduce_latency_s"] = fused
     for fmt, terms in EXPERT_FORMAT_TERMS.items():     # the expert kernel paths' embedded values
         values |= {f"{k}@experts_{fmt}": v for k, v in terms.items()}
-    return {n: values[n] for n in names if n in values}
+    out = {n: values[n] for n in names if n in values}
+    for fmt, terms in EXPERT_FORMAT_TERMS.items():     # ... which go with their unscoped term, else its prior
+        out |= {f"{k}@experts_{fmt}": v for k, v in terms.items() if k in out}    # would override them
+    return out
 
 
 def parameter_table(fold: FoldResult) -> list[tuple[str, str, str, str]]:
