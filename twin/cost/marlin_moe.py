@@ -26,17 +26,19 @@ for the ``int4`` expert format in ``twin.cost.default_terms.EXPERT_FORMAT_TERMS`
 INT4 B200 rows with other configurations held out (``benchmarks/kimi_int4_fit.py``: decode on the 1k/1k rows,
 prefill on TTFT(8k/1k) - TTFT(1k/1k) at C = 4; held out: every 1k/8k row and the 8k/1k rows at C >= 8):
 
-* ``moe_layer_overhead_s`` 45.8 us per MoE layer per step: the path's fixed time (its ~6 kernels per layer, the
-  alignment and the short-K down GEMM's minimum duration), 2.7 ms per step over Kimi's 60 MoE layers;
-* ``moe_expert_efficiency`` 0.425: the experts' weight streams at 42.5 % of the dense streams' rate (decode);
-* ``moe_expert_compute_efficiency`` 0.194: the expert GEMMs' FLOPs at 19.4 % of the dense bf16 GEMMs' rate
-  (prefill; ~0.26 PFLOP/s per B200 at the Blackwell compute efficiency 0.6).
+* ``moe_layer_overhead_s`` 42.3 us per MoE layer per step: the path's fixed time (its ~6 kernels per layer, the
+  alignment and the short-K down GEMM's minimum duration), 2.5 ms per step over Kimi's 60 MoE layers;
+* ``moe_expert_efficiency`` 0.426: the experts' weight streams at 42.6 % of the dense streams' rate (decode);
+* ``moe_expert_compute_efficiency`` 0.206: the expert GEMMs' FLOPs at 20.6 % of the dense bf16 GEMMs' rate
+  (prefill; ~0.28 PFLOP/s per B200 at the Blackwell compute efficiency 0.6).
 
-Held-out figures (12 rows; priors -> fitted): TPOT -40.1 % -> -0.0 % (median |error| 1.9 %), E2E -40.4 % ->
--0.4 %, throughput +67.7 % -> +0.4 %, TTFT -52.2 % -> -20.9 % (what is left at light load is a per-request
-intercept, not the expert path). Measured on B200 only; the terms belong to the kernel path (Marlin runs the
-same ``mma.sync`` code on Hopper and Ampere), so they apply to every INT4 expert deployment until a fit on
-another GPU says otherwise.
+Held-out figures (12 rows; priors -> fitted, MLA's replicated down projections in both, twin.hardware.
+mla_replicated): TPOT -38.6 % -> -0.0 % (median |error| 1.9 %), E2E -38.7 % -> -0.4 %, throughput +63.1 % ->
++0.5 %, TTFT -50.3 % -> -20.8 % (what is left at light load is a per-request intercept, not the expert path).
+Measured on B200 only; the terms belong to the kernel path (Marlin runs the same ``mma.sync`` code on Hopper and
+Ampere), so they apply to every INT4 expert deployment until a fit on another GPU says otherwise. Part of the
+fixed time may be Kimi's rather than Marlin's (its NVFP4 rows miss ~25 us per layer at C = 4 too): a term for
+that would take its share out of this one (docs/fidelity.md "Round 5: Kimi-K2.5").
 """
 
 from __future__ import annotations
@@ -45,9 +47,9 @@ from twin.cost.layer_tokens import explain_token_parts
 
 # routed-expert format family -> roofline keyword -> value (model units), read by twin.cost.default_terms
 MARLIN_W4A16_MOE_TERMS: dict[str, float] = {
-    "moe_layer_overhead_s": 45.8e-6,           # s per MoE layer per step
-    "moe_expert_efficiency": 0.425,            # fraction of the dense weight streams' rate
-    "moe_expert_compute_efficiency": 0.194,    # fraction of the dense bf16 GEMMs' FLOP rate
+    "moe_layer_overhead_s": 42.3e-6,           # s per MoE layer per step
+    "moe_expert_efficiency": 0.426,            # fraction of the dense weight streams' rate
+    "moe_expert_compute_efficiency": 0.206,    # fraction of the dense bf16 GEMMs' FLOP rate
 }
 
 

@@ -45,6 +45,16 @@ each row's measurement date, read at the snapshot of 2026-08-21, commit 843c6254
   (vLLM's Triton / CUTLASS block-FP8 MoE), from 2026-04-03 (v0.19.0) with vLLM's default FP8 MoE and
   ``VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl``; Kimi INT4 with ``VLLM_USE_FLASHINFER_MOE_INT4=1`` from 79ea3651a
   (2026-03-24), Marlin W4A16 MoE before;
+* Kimi-K2.5 INT4 (v0.15.1; issue 33, round 5): every row ran the Marlin W4A16 MoE (``fused_marlin_moe`` via
+  compressed-tensors' ``CompressedTensorsWNA16MarlinMoEMethod``), priced by the ``int4`` expert-path terms of
+  ``twin.cost.marlin_moe``: vLLM PR #39315 (2026-04-08) states that ``VLLM_USE_FLASHINFER_MOE_INT4`` "has been
+  unusable in vLLM since v0.15.1" and that, fixed, it runs 1k/1k ~4 % faster, so with or without the flag the
+  rows measure Marlin (the ``2026-03-25.csv`` and ``2026-04-06.csv`` copies of each run carry the same TTFT and
+  TPOT: one set of runs). TP8 without ``--enable-expert-parallel``: each rank runs all 384 experts at 2048 / 8 =
+  256 intermediate columns. 79ea3651a also passed ``--no-enable-prefix-caching`` (moot here: random prompts).
+  Kimi NVFP4 (v0.17.0) and INT4: MLA decode on FlashInfer's TRT-LLM-gen kernel (``FLASHINFER_MLA``, the
+  Blackwell default since vLLM PR #32339, January 2026; its vLLM wrapper passes the query heads unpadded), not
+  CUTLASS MLA (which pads to 128 heads);
 * Kimi-K2.5 NVFP4 from 6c3acebfa (2026-04-20): FP8 KV, ``max_num_batched_tokens`` = 2 x ISL, prefix caching off;
   MiniMax-M2.5 FP8 on H100 (1d5cae141, 2026-03-27): ``cudagraph_mode: PIECEWISE`` (attention outside the CUDA
   graphs; recorded only).
