@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import METRICS, default_start, errors  # noqa: E402
 from twin.fitting.silicon import model_family, silicon_cases  # noqa: E402
@@ -109,7 +110,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--set", action="append", default=[], help="name=value in model units (repeatable)")
     ap.add_argument("--without-int4-terms", action="store_true",
-                    help="the INT4 expert terms at their pre-round-5 priors (1, 1, 0)")
+                    help="the INT4 expert terms at their priors before round 5 (0 s, 1, 1)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -121,9 +122,11 @@ def main() -> None:
     params |= parse_set(args.set)
     cases = kimi_cases()
     recs = run(cases, params, args.workers)
-    print(f"{len(recs)} distinct Kimi-K2.5 runs; parameters set: "
-          + (", ".join(f"{k}={v:g}" for k, v in params.items() if "int4" in k or k in parse_set(args.set))
-             or "none"))
+    int4 = {k.split("@")[0]: v for k, v in params.items() if k.endswith("@experts_int4")}
+    int4 = {**MARLIN_W4A16_MOE_TERMS, **int4}           # those not passed are embedded (twin.cost.default_terms)
+    print(f"{len(recs)} distinct Kimi-K2.5 runs; INT4 expert path: "
+          + ", ".join(f"{k}={v:g}" for k, v in int4.items())
+          + "; set: " + (", ".join(f"{k}={v:g}" for k, v in parse_set(args.set).items()) or "none"))
     print(report(recs))
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     if args.json:

@@ -217,8 +217,21 @@ def fused_allreduce_rms(row: SiliconRow) -> bool:
     return len(key) == 2 and fusion_default(key, gpu_generation(GPUS.get(row.system, row.system)), row.tp)
 
 
+def kimi_nvfp4_fp8_kv(row: SiliconRow) -> bool:
+    """A Kimi-K2.5 NVFP4 row (nvidia/Kimi-K2.5-NVFP4, vLLM 0.17.0): its KV cache is FP8 whether or not the script
+    passed ``--kv-cache-dtype fp8`` (only 6c3acebfa, 2026-04-20, did). With ``--kv-cache-dtype auto`` vLLM takes a
+    ModelOpt checkpoint's ``kv_cache_quant_algo`` (vLLM PR #29980, "Load kv-cache dtype from hf_quant_config.json
+    automatically", merged 2025-12), and NVIDIA's ModelOpt NVFP4 checkpoints of this family declare FP8 there
+    (nvidia/DeepSeek-R1-0528-NVFP4, nvidia/MiniMax-M2.5-NVFP4). The rows agree: at 8k/1k, C = 64 (TP4) the bf16
+    pool holds ~40 of the 64 sequences and the twin queued them (TTFT 10 s) where the server measured 1.3 s."""
+    return (model_family(row.model_path) == "kimi" and (row.precision or "").lower() == "fp4"
+            and (row.vllm_version or "") == "0.17.0")
+
+
 def kv_dtype(row: SiliconRow) -> str:
     fam = model_family(row.model_path)
+    if kimi_nvfp4_fp8_kv(row):
+        return "fp8"
     if fam == "llama" and row.vllm_version == LLAMA_DEFAULT_VERSION:
         return "fp8"
     if gptoss_b200_v0151(row) or kimi_april_fp4(row):
