@@ -37,7 +37,7 @@ mla_replicated): TPOT -38.6 % -> -0.0 % (median |error| 1.9 %), E2E -38.7 % -> -
 +0.5 %, TTFT -50.3 % -> -20.8 % (what is left at light load is a per-request intercept, not the expert path).
 Measured on B200 only; the terms belong to the kernel path (Marlin runs the same ``mma.sync`` code on Hopper and
 Ampere), so they apply to every INT4 expert deployment until a fit on another GPU says otherwise. Part of the
-fixed time may be Kimi's rather than Marlin's (its NVFP4 rows miss ~25 us per layer at C = 4 too): a term for
+fixed time may be Kimi's rather than Marlin's (its NVFP4 rows miss ~20 us per layer at C = 4 too): a term for
 that would take its share out of this one (docs/fidelity.md "Round 5: Kimi-K2.5").
 """
 
