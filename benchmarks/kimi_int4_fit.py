@@ -13,7 +13,8 @@ other rows (every 1k/8k row, the 8k/1k rows at C >= 8) are held out.
   the training rows' (measured - predicted) TPOT gives L x a and 1 / e - 1.
 * Prefill (TTFT): ``c`` = ``moe_expert_compute_efficiency@experts_int4`` (the expert GEMMs' FLOP rate against the
   dense bf16 GEMMs'), set so the simulated TTFT(8k/1k, C = 4) - TTFT(1k/1k, C = 4) matches the measured one
-  (interpolated in 1 / c - 1 between two simulations, then checked).
+  (interpolated in 1 / c - 1 between two simulations, then checked). One difference sets one value exactly:
+  ``c`` has no standard error from these rows; ``a`` and ``e`` get theirs from the least squares.
 
     python benchmarks/kimi_int4_fit.py       # ~3 min
 """
@@ -77,8 +78,12 @@ def main() -> None:
     (a, extra), *_ = np.linalg.lstsq(x, y, rcond=None)     # a: the coefficient of the L column
     e = 1.0 / (1.0 + extra)
     resid = y - x @ np.array([a, extra])
-    print(f"decode fit on {len(train)} 1k/1k rows: a = {a * 1e6:.1f} us per MoE layer, e = {e:.3f} "
-          f"(1/e - 1 = {extra:.3f}); residuals (ms): " + ", ".join(f"{v * 1e3:+.2f}" for v in resid))
+    cov = float(resid @ resid) / (len(y) - 2) * np.linalg.inv(x.T @ x)       # least-squares standard errors
+    se_a, se_x = np.sqrt(np.diag(cov))
+    se_e = se_x / (1.0 + extra) ** 2                                           # delta method for e = 1/(1 + x)
+    print(f"decode fit on {len(train)} 1k/1k rows: a = {a * 1e6:.1f} +/- {se_a * 1e6:.1f} us per MoE layer, "
+          f"e = {e:.3f} +/- {se_e:.3f} (1/e - 1 = {extra:.3f}); residuals (ms): "
+          + ", ".join(f"{v * 1e3:+.2f}" for v in resid))
 
     pair = [r for r in base if r["conc"] == 4 and (r["isl"], r["osl"]) in ((1024, 1024), (8192, 1024))]
     pair_cases = [by_name[r["name"]] for r in pair]

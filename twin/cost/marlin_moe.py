@@ -26,11 +26,13 @@ for the ``int4`` expert format in ``twin.cost.default_terms.EXPERT_FORMAT_TERMS`
 INT4 B200 rows with other configurations held out (``benchmarks/kimi_int4_fit.py``: decode on the 1k/1k rows,
 prefill on TTFT(8k/1k) - TTFT(1k/1k) at C = 4; held out: every 1k/8k row and the 8k/1k rows at C >= 8):
 
-* ``moe_layer_overhead_s`` 42.3 us per MoE layer per step: the path's fixed time (its ~6 kernels per layer, the
-  alignment and the short-K down GEMM's minimum duration), 2.5 ms per step over Kimi's 60 MoE layers;
-* ``moe_expert_efficiency`` 0.426: the experts' weight streams at 42.6 % of the dense streams' rate (decode);
+* ``moe_layer_overhead_s`` 42.3 +/- 9.8 us per MoE layer per step: the path's fixed time (its ~6 kernels per
+  layer, the alignment and the short-K down GEMM's minimum duration), 2.5 ms per step over Kimi's 60 MoE layers;
+* ``moe_expert_efficiency`` 0.426 +/- 0.027: the experts' weight streams at 42.6 % of the dense streams' rate
+  (decode);
 * ``moe_expert_compute_efficiency`` 0.206: the expert GEMMs' FLOPs at 20.6 % of the dense bf16 GEMMs' rate
-  (prefill; ~0.28 PFLOP/s per B200 at the Blackwell compute efficiency 0.6).
+  (prefill; ~0.28 PFLOP/s per B200 at the Blackwell compute efficiency 0.6); set exactly by one TTFT
+  difference, so these rows give it no standard error.
 
 Held-out figures (12 rows; priors -> fitted, MLA's replicated down projections in both, twin.hardware.
 mla_replicated): TPOT -38.6 % -> -0.0 % (median |error| 1.9 %), E2E -38.7 % -> -0.4 %, throughput +63.1 % ->
