@@ -31,7 +31,8 @@ def test_set_values_parse_in_model_units_and_the_tables_give_median_abs_and_sign
     (header, line) = ks.table(recs, lambda r: r["slice"])
     assert line.startswith("INT4") and "  3 |" in line
     # TTFT: median |e| 30 %, median signed -30 %; TPOT |0.4, 0.2, 0.1|: 20 %, signed -10 %; throughput +10 %
-    assert [c.strip() for c in line.split(" | ")[1:]] == ["30.0% ( -30.0%)", "20.0% ( -10.0%)", "20.0% ( -10.0%)", "20.0% ( +10.0%)"]
+    assert [c.strip() for c in line.split(" | ")[1:]] == [
+        "30.0% ( -30.0%)", "20.0% ( -10.0%)", "20.0% ( -10.0%)", "20.0% ( +10.0%)"]
     assert "TTFT mean" in header and "throughput" in header
 
 
