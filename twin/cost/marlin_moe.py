@@ -26,17 +26,17 @@ for the ``int4`` expert format in ``twin.cost.default_terms.EXPERT_FORMAT_TERMS`
 INT4 B200 rows with other configurations held out (``benchmarks/kimi_int4_fit.py``: decode on the 1k/1k rows,
 prefill on TTFT(8k/1k) - TTFT(1k/1k) at C = 4; held out: every 1k/8k row and the 8k/1k rows at C >= 8):
 
-* ``moe_layer_overhead_s`` 42.3 +/- 9.8 us per MoE layer per step: the path's fixed time (its ~6 kernels per
-  layer, the alignment and the short-K down GEMM's minimum duration), 2.5 ms per step over Kimi's 60 MoE layers;
-* ``moe_expert_efficiency`` 0.426 +/- 0.027: the experts' weight streams at 42.6 % of the dense streams' rate
+* ``moe_layer_overhead_s`` 42.7 +/- 9.1 us per MoE layer per step: the path's fixed time (its ~6 kernels per
+  layer, the alignment and the short-K down GEMM's minimum duration), 2.6 ms per step over Kimi's 60 MoE layers;
+* ``moe_expert_efficiency`` 0.418 +/- 0.025: the experts' weight streams at 41.8 % of the dense streams' rate
   (decode);
 * ``moe_expert_compute_efficiency`` 0.206: the expert GEMMs' FLOPs at 20.6 % of the dense bf16 GEMMs' rate
   (prefill; ~0.28 PFLOP/s per B200 at the Blackwell compute efficiency 0.6); set exactly by one TTFT
   difference, so these rows give it no standard error.
 
-Held-out figures (12 rows; priors -> fitted, MLA's replicated down projections in both, twin.hardware.
-mla_replicated): TPOT -38.6 % -> -0.0 % (median |error| 1.9 %), E2E -38.7 % -> -0.4 %, throughput +63.1 % ->
-+0.5 %, TTFT -50.3 % -> -20.8 % (what is left at light load is a per-request intercept, not the expert path).
+Held-out figures (9 distinct runs; priors -> fitted, MLA's replicated down projections in both, twin.hardware.
+mla_replicated): TPOT -38.6 % -> +1.9 % (median |error| 2.2 %), E2E -38.7 % -> +1.2 %, throughput +63.1 % ->
+-1.2 %, TTFT -51.0 % -> -21.7 % (what is left at light load is a per-request intercept, not the expert path).
 Measured on B200 only; the terms belong to the kernel path (Marlin runs the same ``mma.sync`` code on Hopper and
 Ampere), so they apply to every INT4 expert deployment until a fit on another GPU says otherwise. Part of the
 fixed time may be Kimi's rather than Marlin's (its NVFP4 rows miss ~20 us per layer at C = 4 too): a term for
@@ -49,8 +49,8 @@ from twin.cost.layer_tokens import explain_token_parts
 
 # routed-expert format family -> roofline keyword -> value (model units), read by twin.cost.default_terms
 MARLIN_W4A16_MOE_TERMS: dict[str, float] = {
-    "moe_layer_overhead_s": 42.3e-6,           # s per MoE layer per step
-    "moe_expert_efficiency": 0.426,            # fraction of the dense weight streams' rate
+    "moe_layer_overhead_s": 42.7e-6,           # s per MoE layer per step
+    "moe_expert_efficiency": 0.418,            # fraction of the dense weight streams' rate
     "moe_expert_compute_efficiency": 0.206,    # fraction of the dense bf16 GEMMs' FLOP rate
 }
 
