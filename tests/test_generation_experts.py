@@ -95,19 +95,22 @@ def test_compound_scope_covers_what_every_part_covers_and_wins_over_a_single_sco
 
 
 def test_the_hopper_fp8_moe_layer_time_is_per_moe_layer_per_step():
-    """overhead_s (seconds per step) grows by 16 us x the MoE layers (32 for Mixtral) on any step shape."""
+    """explain()'s moe_layer_overhead_s part (seconds per step) is 16 us x the MoE layers (32 for Mixtral) on any
+    step shape, and the step time grows by it."""
     hopper = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2, weight_dtype="fp8")
     without = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2, weight_dtype="fp8",
                                 moe_layer_overhead_s=0.0)
     for s in (step([1] * 8, [500] * 8), step([2048], [0])):
-        assert hopper.explain(s)["overhead_s"] - without.explain(s)["overhead_s"] == pytest.approx(32 * 16e-6)
+        assert hopper.explain(s)["moe_layer_overhead_s"] == pytest.approx(32 * 16e-6)
+        assert "moe_layer_overhead_s" not in without.explain(s)        # a part only where it is set
         assert hopper.step_time_s(s) - without.step_time_s(s) == pytest.approx(32 * 16e-6)
 
 
 def test_default_start_carries_the_embedded_pair_beside_its_unscoped_term():
     start = default_start(("moe_expert_compute_efficiency",))
     assert start == {"moe_expert_compute_efficiency": 1.0,
-                     "moe_expert_compute_efficiency@hopper+experts_fp8": 0.155}
+                     "moe_expert_compute_efficiency@hopper+experts_fp8": 0.155,
+                     "moe_expert_compute_efficiency@experts_int4": 0.206}        # twin.cost.marlin_moe
     assert default_start(("step_overhead_s",)) == {"step_overhead_s": pytest.approx(1.74e-3)}
 
 

@@ -88,8 +88,10 @@ def test_kimi_k2_5_int4_experts_on_8_h200():
     dense, routed = 3 * h * 18432, 60 * E * 3 * h * 2048
     shared, router = 60 * 3 * h * 2048, 60 * h * E
     linear = (attn + dense + shared + router) * 2 + routed * INT4_G32_SYM
-    weights = ceil(linear / 8) + ceil(Fraction(2 * vocab * h * 2, 8)) + (L * (2 * h + 1536 + 512) + h) * 2
-    assert dep.kv_pool.weight_bytes == weights and 73e9 < weights < 76e9
+    whole = L * h * (1536 + 512 + 64) * 2       # MLA's down projections: whole on every rank (mla_replicated)
+    weights = ceil((linear - whole) / 8) + whole + ceil(Fraction(2 * vocab * h * 2, 8)) \
+        + (L * (2 * h + 1536 + 512) + h) * 2
+    assert dep.kv_pool.weight_bytes == weights and 75e9 < weights < 77e9
     assert dep.scheduler_config.block_size == 64                    # FlashMLA on Hopper
     act = activation(8192, h, 18432 // 8, 32, vocab)
     available = math.floor(dep.gpu.memory_bytes * 0.95) - weights - act - GIB
@@ -128,7 +130,9 @@ def test_deepseek_v3_mla_on_8_h200():
     h, L, heads, vocab, E = 7168, 61, 128, 129280, 256
     attn = L * (h * 1536 + 1536 * heads * 192 + h * 576 + 512 * heads * 256 + heads * 128 * h)
     linear = attn + 3 * 3 * h * 18432 + 58 * E * 3 * h * 2048 + 58 * 3 * h * 2048 + 58 * h * E * 2   # fp8; router bf16
-    weights = ceil(Fraction(linear, 8)) + ceil(Fraction(2 * vocab * h * 2, 8)) + (L * (2 * h + 1536 + 512) + h) * 2
+    whole = L * h * (1536 + 512 + 64)      # MLA's down projections (fp8): whole on every rank (mla_replicated)
+    weights = ceil(Fraction(linear - whole, 8)) + whole + ceil(Fraction(2 * vocab * h * 2, 8)) \
+        + (L * (2 * h + 1536 + 512) + h) * 2
     assert dep.kv_pool.weight_bytes == weights
     act = activation(8192, h, 18432 // 8, 64, vocab)
     available = math.floor(dep.gpu.memory_bytes * 0.9) - weights - act - GIB

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from twin.cost.generation_experts import generation_expert_term
 from twin.cost.generations import gpu_generation
-from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
+from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS
+from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
 from twin.hardware.catalog import GpuSpec
 from twin.hardware.weight_formats import format_family
 
@@ -25,11 +26,16 @@ GENERATION_TERMS: dict[str, dict[str, float]] = {
 # the first format in this order that a checkpoint uses sets it
 FORMAT_QUANT_EFFICIENCY: dict[str, float] = {}
 # routed experts' format (base name: ``int4-g32-sym`` -> ``int4``) -> {roofline keyword: value}, MoE models only
-EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {}
+EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {
+    # INT4 W4A16 experts on vLLM's Marlin MoE (Kimi-K2.5 INT4, B200): fitted with other configurations held out,
+    # twin.cost.marlin_moe (docs/fidelity.md "Round 5: Kimi-K2.5")
+    "int4": MARLIN_W4A16_MOE_TERMS,
+}
 # the roofline's flat defaults of the terms resolved here (where no table above has a value)
 FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_allreduce_latency_s": None,
                  "layer_token_overhead_s": 0.0,
-                 "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, "moe_layer_overhead_s": 0.0}
+                 "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, "moe_layer_overhead_s": 0.0,
+                 "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY}
 
 
 def generation_term(gpu: GpuSpec | str, name: str, fallback: float) -> float:

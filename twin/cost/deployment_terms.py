@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from twin.hardware.catalog import GpuSpec, ModelSpec
 from twin.hardware.dtypes import DTYPE_BYTES
+from twin.hardware.mla_replicated import replicated_attention_params
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import GROUPS, WeightFormats
 
@@ -53,7 +54,7 @@ def linear_seconds_per_token(model: ModelSpec, gpu: GpuSpec, formats: WeightForm
     """Seconds one scheduled token takes through the decoder's linear layers on one GPU (LM head apart),
     each group at its format's tensor rate (a quantized group's at ``quant_efficiency`` of it). Groups sharing
     a rate are summed before dividing."""
-    active = model.active_group_params()
+    active, whole = model.active_group_params(), replicated_attention_params(model)
     by_peak: dict[float, int] = {}
     for g in GROUPS:
         if g == "lm_head" or not active[g]:
@@ -61,7 +62,8 @@ def linear_seconds_per_token(model: ModelSpec, gpu: GpuSpec, formats: WeightForm
         peak = gpu.flops(formats.compute_dtype(g)) * compute_efficiency
         if quant_efficiency != 1.0 and getattr(formats, g) != formats.activation:
             peak = peak * quant_efficiency
-        by_peak[peak] = by_peak.get(peak, 0) + active[g]
+        # MLA's down projections run whole on every rank (twin.hardware.mla_replicated): tp x their share
+        by_peak[peak] = by_peak.get(peak, 0) + active[g] + (whole * (tp - 1) if g == "attention" else 0)
     return sum(2 * params / tp / peak for peak, params in by_peak.items())
 
 

@@ -56,10 +56,11 @@ from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_
                                        windowed_attention, RooflineConstants, windowed_step_time)
 from twin.cost.default_terms import FLAT_DEFAULTS, embedded, generation_term
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
-from twin.cost.layer_tokens import explain_token_parts, layer_token_terms
+from twin.cost.layer_tokens import layer_token_terms
+from twin.cost.marlin_moe import explain_overhead_parts
 from twin.cost.kernel_path import fused_allreduce_latency
 from twin.cost.param_checks import check_fraction, check_nonneg
-from twin.cost.moe_terms import (DEFAULT_MOE_EXPERT_EFFICIENCY, extra_factor,
+from twin.cost.moe_terms import (extra_factor,
                                  routed_expert_flops_per_token, routed_expert_read_bytes)
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
@@ -121,7 +122,7 @@ class RooflineCostModel:
         per_token_overhead_s: float | None = None,    # None: the generation's (twin.cost.default_terms)
         request_path_s: float = DEFAULT_REQUEST_PATH_S,
         request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
-        moe_expert_efficiency: float = DEFAULT_MOE_EXPERT_EFFICIENCY,   # twin.cost.moe_terms: weight streams
+        moe_expert_efficiency: float | None = None,   # twin.cost.moe_terms: weight streams; None: the format's
         moe_expert_compute_efficiency: float | None = None,   # ... and their FLOPs; None: twin.cost.default_terms
         layer_overhead_s: float | None = None,        # per decoder layer per step (kernel latencies; s); as above
         layer_token_overhead_s: float | None = None,  # per token per layer, every TP rank (layer_tokens); as above
@@ -143,13 +144,13 @@ class RooflineCostModel:
         gen_memory, gen_compute = default_efficiencies(gpu)
         compute_efficiency = gen_compute if compute_efficiency is None else compute_efficiency
         memory_efficiency = gen_memory if memory_efficiency is None else memory_efficiency
-        self.moe_expert_efficiency = check_fraction("moe_expert_efficiency", moe_expert_efficiency)
         d = embedded(gpu, model, formats, per_token_overhead_s=per_token_overhead_s, layer_overhead_s=layer_overhead_s,
                      layer_token_overhead_s=layer_token_overhead_s, quant_weight_efficiency=quant_weight_efficiency,
                      moe_layer_overhead_s=moe_layer_overhead_s, fused_allreduce_latency_s=fused_allreduce_latency_s,
-                     moe_expert_compute_efficiency=moe_expert_compute_efficiency)    # None: the embedded defaults
-        self.moe_expert_compute_efficiency = check_fraction("moe_expert_compute_efficiency",
-                                                             d["moe_expert_compute_efficiency"])
+                     moe_expert_compute_efficiency=moe_expert_compute_efficiency,
+                     moe_expert_efficiency=moe_expert_efficiency)    # None: the embedded defaults
+        self.moe_expert_efficiency, self.moe_expert_compute_efficiency = (check_fraction(k, d[k]) for k in (
+            "moe_expert_efficiency", "moe_expert_compute_efficiency"))
         self.layer_overhead_s = check_nonneg("layer_overhead_s", d["layer_overhead_s"])
         self.quant_weight_efficiency = check_fraction("quant_weight_efficiency", d["quant_weight_efficiency"])
         self.kv_memory_efficiency = check_fraction(
@@ -217,8 +218,7 @@ class RooflineCostModel:
                 + (model.num_hidden_layers * self.allreduce_latency_s if model.qk_norm_allreduce else 0.0)
             self._k_allreduce = n_allreduce * ring_bytes_per_token / link
         else:
-            self._t_allreduce = 0.0
-            self._k_allreduce = 0.0
+            self._t_allreduce = self._k_allreduce = 0.0
         if allreduce_latency_s == default_allreduce_latency_s(gpu) and layout.moe_shards > gpu.nvlink_domain_gpus:
             a2a_latency = ALLREDUCE_LATENCY_PCIE_S                 # across domains: the network's latency (prior)
         else:
@@ -228,8 +228,8 @@ class RooflineCostModel:
         self._t_allreduce += self._t_a2a     # folded into one term on the hot path; explain() splits them
         self._k_allreduce += self._k_a2a
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
-        self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers \
-            + (self.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0)
+        self._t_moe = self.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0    # explain()
+        self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers + self._t_moe
         self.layer_token_overhead_s, self._k_layer_tok = layer_token_terms(d["layer_token_overhead_s"], model)
         self._k_seq, self._k_tok = self.per_seq_overhead_s, self.per_token_overhead_s + self._k_layer_tok
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
@@ -374,7 +374,7 @@ class RooflineCostModel:
             if self._t_a2a or self._k_a2a:    # MoE dispatch + combine across DP ranks, apart from TP's all-reduce
                 parts["moe_all2all_s"] = self._t_a2a + self._k_a2a * tokens
                 parts["allreduce_s"] -= parts["moe_all2all_s"]
-            explain_token_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens)
+            explain_overhead_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens, self._t_moe)
             if self._attention.k_sink:        # attention-sink logits, apart from the KV write
                 parts["attention_sink_s"] = self._attention.k_sink * tokens
                 parts["kv_write_s"] = self._k_kv * tokens

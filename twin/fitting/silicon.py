@@ -45,6 +45,16 @@ each row's measurement date, read at the snapshot of 2026-08-21, commit 843c6254
   (vLLM's Triton / CUTLASS block-FP8 MoE), from 2026-04-03 (v0.19.0) with vLLM's default FP8 MoE and
   ``VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl``; Kimi INT4 with ``VLLM_USE_FLASHINFER_MOE_INT4=1`` from 79ea3651a
   (2026-03-24), Marlin W4A16 MoE before;
+* Kimi-K2.5 INT4 (v0.15.1; issue 33, round 5): every row ran the Marlin W4A16 MoE (``fused_marlin_moe`` via
+  compressed-tensors' ``CompressedTensorsWNA16MarlinMoEMethod``), priced by the ``int4`` expert-path terms of
+  ``twin.cost.marlin_moe``: vLLM PR #39315 (2026-04-08) states that ``VLLM_USE_FLASHINFER_MOE_INT4`` "has been
+  unusable in vLLM since v0.15.1" and that, fixed, it runs 1k/1k ~4 % faster, so with or without the flag the
+  rows measure Marlin (the ``2026-03-25.csv`` and ``2026-04-06.csv`` copies of each run carry the same TTFT and
+  TPOT: one set of runs). TP8 without ``--enable-expert-parallel``: each rank runs all 384 experts at 2048 / 8 =
+  256 intermediate columns. 79ea3651a also passed ``--no-enable-prefix-caching`` (moot here: random prompts).
+  Kimi NVFP4 (v0.17.0) and INT4: MLA decode on FlashInfer's TRT-LLM-gen kernel (``FLASHINFER_MLA``, the
+  Blackwell default since vLLM PR #32339, January 2026; its vLLM wrapper passes the query heads unpadded), not
+  CUTLASS MLA (which pads to 128 heads);
 * Kimi-K2.5 NVFP4 from 6c3acebfa (2026-04-20): FP8 KV, ``max_num_batched_tokens`` = 2 x ISL, prefix caching off;
   MiniMax-M2.5 FP8 on H100 (1d5cae141, 2026-03-27): ``cudagraph_mode: PIECEWISE`` (attention outside the CUDA
   graphs; recorded only), ``gpu_memory_utilization`` 0.90, ``max_num_seqs`` 256, TP4 with
@@ -222,8 +232,21 @@ def fused_allreduce_rms(row: SiliconRow) -> bool:
     return len(key) == 2 and fusion_default(key, gpu_generation(GPUS.get(row.system, row.system)), row.tp)
 
 
+def kimi_nvfp4_fp8_kv(row: SiliconRow) -> bool:
+    """A Kimi-K2.5 NVFP4 row (nvidia/Kimi-K2.5-NVFP4, vLLM 0.17.0): its KV cache is FP8 whether or not the script
+    passed ``--kv-cache-dtype fp8`` (only 6c3acebfa, 2026-04-20, did). With ``--kv-cache-dtype auto`` vLLM takes a
+    ModelOpt checkpoint's ``kv_cache_quant_algo`` (vLLM PR #29980, "Load kv-cache dtype from hf_quant_config.json
+    automatically", merged 2025-12), and NVIDIA's ModelOpt NVFP4 checkpoints of this family declare FP8 there
+    (nvidia/DeepSeek-R1-0528-NVFP4, nvidia/MiniMax-M2.5-NVFP4). The rows agree: at 8k/1k, C = 64 (TP4) the bf16
+    pool holds ~40 of the 64 sequences and the twin queued them (TTFT 10 s) where the server measured 1.3 s."""
+    return (model_family(row.model_path) == "kimi" and (row.precision or "").lower() == "fp4"
+            and (row.vllm_version or "") == "0.17.0")
+
+
 def kv_dtype(row: SiliconRow) -> str:
     fam = model_family(row.model_path)
+    if kimi_nvfp4_fp8_kv(row):
+        return "fp8"
     if fam == "llama" and row.vllm_version == LLAMA_DEFAULT_VERSION:
         return "fp8"
     if gptoss_b200_v0151(row) or kimi_april_fp4(row):

@@ -52,8 +52,19 @@ def weight_dtype(row: Any) -> str | None:
     return None
 
 
+# Kimi-K2.5 NVFP4 rows ran nvidia/Kimi-K2.5-NVFP4 (InferenceX nvidia-master.yaml, kimik2.5-fp4-b200-vllm), a
+# ModelOpt checkpoint: NVIDIA's ModelOpt NVFP4 checkpoints leave the attention projections in bf16
+# (``exclude_modules``: ``model.layers.*.self_attn*`` in nvidia/DeepSeek-R1-0528-NVFP4, nvidia/MiniMax-M2.5-NVFP4,
+# nvidia/GLM-4.7-NVFP4; nvidia/Kimi-K2.6-NVFP4 is described the same way), and vLLM builds the MoE router without a
+# quant config. The row's label (``gemm_quant_mode`` nvfp4) describes the rest.
+KIMI_NVFP4_BF16_GROUPS = (("attention", "bf16"), ("router", "bf16"))
+
+
 def weight_formats(row: Any) -> dict[str, str] | None:
-    """Layer groups whose format differs from ``weight_dtype``: NVFP4 rows whose MoE format is not the GEMMs'."""
+    """Layer groups whose format differs from ``weight_dtype``: NVFP4 rows whose MoE format is not the GEMMs', and
+    Kimi-K2.5's NVFP4 checkpoint (``KIMI_NVFP4_BF16_GROUPS``)."""
+    if weight_dtype(row) == "nvfp4" and _family(row.model_path) == "kimi":
+        return dict(KIMI_NVFP4_BF16_GROUPS)
     if weight_dtype(row) == "nvfp4" and row.moe_quant and row.moe_quant.lower() != "nvfp4":
         return {"routed_experts": row.moe_quant.lower()}
     return None

@@ -9,6 +9,7 @@ from typing import Any
 
 from twin.errors import TwinInputError
 from twin.hardware.dtypes import dtype_bytes
+from twin.hardware.mla_replicated import replicated_attention_bytes
 from twin.hardware.moe import touched_fraction
 from twin.hardware.weight_formats import WeightFormats, ceil_div, group_bytes, resolve_formats
 
@@ -291,7 +292,8 @@ class ModelSpec:
         (`weight_formats`; a plain dtype name puts them all in it); embedding, biases and norms in the activation
         dtype. Everything but the norms is sharded across tensor-parallel ranks (vocab-parallel embedding); the
         routed experts are sharded over ``moe_shards`` GPUs (default: tensor_parallel_size; with data or expert
-        parallelism vLLM spreads them over all tp x dp ranks)."""
+        parallelism vLLM spreads them over all tp x dp ranks); MLA's down projections are on every rank whole.
+        """
         tp = tensor_parallel_size
         w = moe_shards or tp
         f = resolve_formats(weight_dtype)
@@ -301,8 +303,12 @@ class ModelSpec:
         sharded_other = (self.embedding_params + self.num_hidden_layers * self.attention_bias_params_per_layer) * ab \
             + gb["lm_head"]
         replicated = (self.num_hidden_layers * self.norm_params_per_layer + self.hidden_size) * ab
+        # MLA's down projections are whole on every rank (twin.hardware.mla_replicated)
+        whole = replicated_attention_bytes(self, f.attention) if tp > 1 else 0
+        linear -= whole
         sharded_linear = ceil_div(linear, tp) if w == tp else (ceil_div(linear - gb["routed_experts"], tp)
                                                                 + ceil_div(gb["routed_experts"], w))
+        sharded_linear += ceil_div(whole, 1)
         return sharded_linear + ceil_div(sharded_other, tp) + replicated
 
     def weight_read_bytes(self, weight_dtype: "str | WeightFormats" = "bf16", tensor_parallel_size: int = 1,

@@ -1,0 +1,112 @@
+"""The Marlin W4A16 MoE terms of Kimi-K2.5's INT4 experts on B200, fitted with other configurations held out
+(issue 33, round 5; docs/fidelity.md "Round 5: Kimi-K2.5").
+
+Kimi-K2.5 INT4 is the only INT4-expert family in the data, so a family fold cannot test these terms; the fold
+here is by configuration: the terms are fitted on the 1k/1k rows (decode) and the 8k/1k row at C = 4 (prefill,
+against the 1k/1k row at C = 4: the difference of their mean TTFT removes any per-request intercept), and the
+other rows (every 1k/8k row, the 8k/1k rows at C >= 8) are held out.
+
+* Decode (TPOT): per decode step, the twin at the pre-round-5 priors misses ``gap = L x a + (1 / e - 1) x R(n)``,
+  with L = 60 MoE layers, ``a`` = ``moe_layer_overhead_s@experts_int4`` (s per MoE layer per step), ``e`` =
+  ``moe_expert_efficiency@experts_int4`` (the expert weight streams' share of the dense streams' rate) and
+  R(n) the twin's routed-expert weight read time at the row's mean running batch n. Linear least squares on
+  the training rows' (measured - predicted) TPOT gives L x a and 1 / e - 1.
+* Prefill (TTFT): ``c`` = ``moe_expert_compute_efficiency@experts_int4`` (the expert GEMMs' FLOP rate against the
+  dense bf16 GEMMs'), set so the simulated TTFT(8k/1k, C = 4) - TTFT(1k/1k, C = 4) matches the measured one
+  (interpolated in 1 / c - 1 between two simulations, then checked). One difference sets one value exactly:
+  ``c`` has no standard error from these rows; ``a`` and ``e`` get theirs from the least squares.
+
+    python benchmarks/kimi_int4_fit.py       # ~3 min
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.kimi_slices import kimi_cases, run  # noqa: E402
+from twin.fitting.joint import default_start  # noqa: E402
+from twin.fitting.replay import cost_model_for, deployment_for  # noqa: E402
+
+A, E, C = ("moe_layer_overhead_s@experts_int4", "moe_expert_efficiency@experts_int4",
+           "moe_expert_compute_efficiency@experts_int4")
+PRIORS = {A: 0.0, E: 1.0, C: 1.0}
+
+
+def is_train(rec: dict) -> bool:
+    return (rec["isl"], rec["osl"]) == (1024, 1024) or (rec["isl"] == 8192 and rec["conc"] == 4)
+
+
+def expert_read_s(case, params: dict[str, float], batch: float) -> float:
+    """The twin's routed-expert weight read time of a decode step of ``batch`` sequences (interpolated)."""
+    cm = cost_model_for(deployment_for(case.run, case.target), case.target, params | {E: 0.5})   # 1/e - 1 = 1
+    lo = max(1, int(batch))
+    r = [cm._moe_weights_s(n) - cm._moe_weights_dense_eff(n) for n in (lo, lo + 1)]
+    return r[0] + (batch - lo) * (r[1] - r[0])
+
+
+def summary(recs: list[dict], train: bool) -> str:
+    part = [r for r in recs if is_train(r) == train]
+    out = []
+    for k, label in (("mean_ttft_ms", "TTFT"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2E"),
+                     ("request_throughput", "thr")):
+        xs = [r["errors"][k] for r in part if k in r["errors"]]
+        out.append(f"{label} {100 * statistics.median(abs(x) for x in xs):.1f}% "
+                   f"({100 * statistics.median(xs):+.1f}%)")
+    return f"{'train' if train else 'held out'} (n={len(part)}): " + ", ".join(out)
+
+
+def main() -> None:
+    t0 = time.perf_counter()
+    cases = [c for c in kimi_cases() if (c.row.precision or "").lower() == "int4"]
+    by_name = {c.run.name: c for c in cases}
+    base_params = default_start() | PRIORS
+    base = run(cases, base_params)
+    print("priors (a = 0, e = 1, c = 1):\n  " + summary(base, True) + "\n  " + summary(base, False))
+
+    train = [r for r in base if is_train(r) and (r["isl"], r["osl"]) == (1024, 1024)]
+    y = np.array([(r["measured"]["mean_tpot_ms"] - r["predicted"]["mean_tpot_ms"]) * 1e-3 for r in train])
+    layers = 60.0
+    x = np.array([[layers, expert_read_s(by_name[r["name"]], base_params, r["predicted"]["mean_running_batch"])]
+                  for r in train])
+    (a, extra), *_ = np.linalg.lstsq(x, y, rcond=None)     # a: the coefficient of the L column
+    e = 1.0 / (1.0 + extra)
+    resid = y - x @ np.array([a, extra])
+    cov = float(resid @ resid) / (len(y) - 2) * np.linalg.inv(x.T @ x)       # least-squares standard errors
+    se_a, se_x = np.sqrt(np.diag(cov))
+    se_e = se_x / (1.0 + extra) ** 2                                           # delta method for e = 1/(1 + x)
+    print(f"decode fit on {len(train)} 1k/1k rows: a = {a * 1e6:.1f} +/- {se_a * 1e6:.1f} us per MoE layer, "
+          f"e = {e:.3f} +/- {se_e:.3f} (1/e - 1 = {extra:.3f}); residuals (ms): "
+          + ", ".join(f"{v * 1e3:+.2f}" for v in resid))
+
+    pair = [r for r in base if r["conc"] == 4 and (r["isl"], r["osl"]) in ((1024, 1024), (8192, 1024))]
+    pair_cases = [by_name[r["name"]] for r in pair]
+    m_delta = (max(r["measured"]["mean_ttft_ms"] for r in pair if r["isl"] == 8192)
+               - min(r["measured"]["mean_ttft_ms"] for r in pair if r["isl"] == 1024))
+
+    def delta(c_value: float) -> float:
+        recs = run(pair_cases, base_params | {A: a, E: e, C: c_value})
+        return (statistics.mean(r["predicted"]["mean_ttft_ms"] for r in recs if r["isl"] == 8192)
+                - statistics.mean(r["predicted"]["mean_ttft_ms"] for r in recs if r["isl"] == 1024))
+
+    d1, c2 = delta(1.0), 0.25
+    d2 = delta(c2)
+    u = (m_delta - d1) / (d2 - d1) * (1.0 / c2 - 1.0)        # 1/c - 1, linear between the two
+    c = 1.0 / (1.0 + u)
+    print(f"prefill: measured TTFT(8k) - TTFT(1k) at C = 4: {m_delta:.1f} ms; twin {d1:.1f} ms at c = 1, "
+          f"{d2:.1f} ms at c = {c2}; fitted c = {c:.3f}, check: {delta(c):.1f} ms")
+
+    fitted = run(cases, base_params | {A: a, E: e, C: c})
+    print(f"fitted (a = {a * 1e6:.1f} us, e = {e:.3f}, c = {c:.3f}):\n  " + summary(fitted, True) + "\n  "
+          + summary(fitted, False))
+    print(f"({time.perf_counter() - t0:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
