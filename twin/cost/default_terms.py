@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from twin.cost.generations import gpu_generation
 from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
+from twin.cost.mxfp4_path import path_term
 from twin.hardware.catalog import GpuSpec
 from twin.hardware.weight_formats import format_family
 
@@ -63,6 +64,6 @@ def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, f
             out[name] = quant_efficiency_default(formats)
         elif name.startswith("moe_"):
             out[name] = expert_format_term(model, formats, name, FLAT_DEFAULTS[name])
-        else:
-            out[name] = generation_term(gpu, name, FLAT_DEFAULTS[name])
+        else:     # a (generation, expert format) kernel path's value first (twin.cost.mxfp4_path)
+            out[name] = path_term(gpu, model, formats, name, generation_term(gpu, name, FLAT_DEFAULTS[name]))
     return out
