@@ -82,3 +82,20 @@ def test_path_terms_reach_only_their_generation_and_expert_format():
     # other families' fused all-reduce stays at the unfused latency (round 4's pricing)
     other = RooflineCostModel("mixtral-8x7b", "B200", tensor_parallel_size=4, allreduce_fusion=True)
     assert other.fused_allreduce_latency_s == other.allreduce_latency_s
+
+
+def test_gpt_oss_h100_rows_carry_their_scripts_server_flags():
+    from twin.fitting.silicon import kv_dtype, model_family, row_server
+    from twin.fitting.silicon_rows import CSV_NAME, read_silicon, silicon_dir
+    path = silicon_dir() / CSV_NAME
+    if not path.is_file():
+        pytest.skip(f"no silicon ground truth here: {path}")
+    rows = [r for r in read_silicon(path) if model_family(r.model_path) == "gpt-oss" and r.system == "h100_sxm"
+            and r.vllm_version == "0.18.0"]
+    assert rows
+    for r in rows:        # single_node/gptoss_fp4_h100.sh, cec542a9a
+        server = row_server(r)
+        assert server["max_num_seqs"] == r.concurrency and server["max_num_batched_tokens"] == 8192
+        assert server["enable_prefix_caching"] is False and server["gpu_memory_utilization"] == 0.9
+        assert kv_dtype(r) == "bf16"
+        assert server.get("fuse_allreduce_rms", False) == (r.tp > 1)      # 0.18's default
