@@ -10,8 +10,9 @@ value fitted on it are kept here, keyed by (GPU generation, expert format):
   gpt-oss B200 script of InferenceX sets it: ``gptoss_fp4_b200_docker.sh`` 4b860b78e, ``single_node/
   gptoss_fp4_b200.sh`` d2c2acb19), else in bf16 (``SM100_FI_MXFP4_BF16``, vLLM's default on SM100). A Blackwell
   tensor-core MMA reaches the datasheet's FP4 rate only with both operands in FP4 (PTX ``tcgen05.mma``
-  ``.kind::mxf4`` / ``mxf4nvf4``); an FP4 x FP8 product is ``.kind::f8f6f4``, at the FP8 rate (NVIDIA PTX ISA,
-  "tcgen05.mma" kinds; B200 datasheet: FP8 4.5, FP4 9 dense PFLOP/s). So MXFP4 groups on Blackwell run at the FP8
+  block-scaled ``.kind::mxf4`` / ``.kind::mxf4nvf4``: E2M1 operands only); an E2M1 x E4M3 product takes the
+  mixed ``.kind::mxf8f6f4``, which runs at the FP8 rate (NVIDIA PTX ISA, "tcgen05.mma" kinds and their operand
+  types; B200 datasheet: FP8 4.5, FP4 9 dense PFLOP/s). So MXFP4 groups on Blackwell run at the FP8
   rate here (``MXFP4_BLACKWELL_RATE``; the bf16-activation default would be slower still and is not modelled as a
   knob). Elsewhere the format's own path stands (Hopper: Marlin / Triton W4A16 at the bf16 rate,
   ``twin.hardware.gpus``). Prefill only: decode streams the 4.25-bit weights (``twin.hardware.quant``).
@@ -31,7 +32,7 @@ from typing import Any
 from twin.cost.generations import gpu_generation
 from twin.hardware.weight_formats import format_family
 
-MXFP4_BLACKWELL_RATE = "fp8"          # MXFP4 x MXFP8 on tcgen05: .kind::f8f6f4, the FP8 tensor rate
+MXFP4_BLACKWELL_RATE = "fp8"          # MXFP4 x MXFP8 on tcgen05: .kind::mxf8f6f4, the FP8 tensor rate
 # (generation, routed experts' format family) -> {roofline keyword: value in model units}
 PATH_TERMS: dict[tuple[str, str], dict[str, float]] = {
     ("blackwell", "mxfp4"): {"fused_allreduce_latency_s": 11.0e-6},    # held out by ISL/OSL and TP (docstring)
