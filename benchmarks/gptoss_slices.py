@@ -3,10 +3,11 @@ round 5): signed median error of TTFT mean, TPOT and throughput per GPU x TP x I
 the B200 fused all-reduce latency (the value is picked on the other ISL/OSL configurations, or the other TPs, and
 judged on the one held out).
 
-    python benchmarks/gptoss_slices.py --every 1 --grid 8,10,11,12,13,14,16,24.7      # ~3 min, 1 worker
+    python benchmarks/gptoss_slices.py --gpu B200 --every 2 --grid 9,10,11,12,13 --fp4-rate  # ~25 min shared
 
 ``--grid`` values are microseconds per fused all-reduce, applied to the B200 rows (the only fused gpt-oss rows the
-value covers; ``twin.cost.path_terms``); ``defaults`` is the embedded state of this checkout. Deterministic (one
+value covers; ``twin.cost.mxfp4_path``); ``defaults`` is the embedded state of this checkout; ``--fp4-rate`` adds
+the defaults with MXFP4 experts back at Blackwell's FP4 tensor rate (the FP8-rate fact's A/B). Deterministic (one
 seed); whole runs, the first 60 s of each as ``benchmarks/fidelity_real.py --eval-sim-s 60`` does.
 """
 
@@ -20,10 +21,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from twin.cost import mxfp4_path  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors, family_of  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 
+FP8_RATE = mxfp4_path.MXFP4_BLACKWELL_RATE
 KEYS = (("TTFT", "mean_ttft_ms"), ("TPOT", "mean_tpot_ms"), ("thr", "request_throughput"))
 
 
@@ -88,6 +91,8 @@ def main() -> None:
     ap.add_argument("--variant", action="append", default=[],
                     help="label:name=value,... (model units) on top of the defaults, "
                          "e.g. lt:layer_token_overhead_s@hopper=2e-7")
+    ap.add_argument("--fp4-rate", action="store_true",
+                    help="add a variant fp4rate: the defaults with MXFP4 experts at the FP4 rate (before round 5)")
     ap.add_argument("--gpu", default="", help="only this GPU's rows (B200 or H100-SXM)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--eval-sim-s", type=float, default=60.0)
@@ -103,9 +108,13 @@ def main() -> None:
         label, _, body = text.partition(":")
         extra = {k: float(v) for k, _, v in (item.partition("=") for item in filter(None, body.split(",")))}
         variants.append((label, base | extra))
+    if args.fp4_rate:
+        variants.append(("fp4rate", base))
     for label, params in variants:
+        mxfp4_path.MXFP4_BLACKWELL_RATE = "fp4" if label == "fp4rate" else FP8_RATE
         preds = simulate_cases(cases, params, workers=args.workers, max_sim_s=args.eval_sim_s)
         errs[label] = [errors(c, r.metrics) for c, r in zip(cases, preds)]
+    mxfp4_path.MXFP4_BLACKWELL_RATE = FP8_RATE
     print(f"gpt-oss-120b silicon rows: {len(cases)} (every {args.every}th runnable row)")
     table(cases, errs, lambda c: slice_of(c)[0], "by GPU")
     table(cases, errs, lambda c: slice_of(c)[:2], "by GPU x TP")
