@@ -94,11 +94,13 @@ def main() -> None:
     ap.add_argument("--fp4-rate", action="store_true",
                     help="add a variant fp4rate: the defaults with MXFP4 experts at the FP4 rate (before round 5)")
     ap.add_argument("--gpu", default="", help="only this GPU's rows (B200 or H100-SXM)")
+    ap.add_argument("--max-conc", type=int, default=0, help="only rows with CONC up to this (0: all)")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--eval-sim-s", type=float, default=60.0)
     args = ap.parse_args()
     cases = [c for c in silicon_cases()[0] if family_of(c) == "gpt-oss"
-             and (not args.gpu or c.target.gpu == args.gpu)][::args.every]
+             and (not args.gpu or c.target.gpu == args.gpu)
+             and (not args.max_conc or c.row.concurrency <= args.max_conc)][::args.every]
     base = default_start(JOINT_NAMES)
     errs: dict[str, list[dict]] = {}
     variants = [("defaults", base)]
