@@ -25,7 +25,8 @@ def test_the_hopper_fp8_entry_is_the_held_out_fit():
     assert ge.GENERATION_EXPERT_TERMS[HOPPER_FP8] == {"moe_expert_compute_efficiency": 0.155,
                                                       "moe_layer_overhead_s": 16e-6}
     assert ge.scoped_values() == {"moe_expert_compute_efficiency@hopper+experts_fp8": 0.155,
-                                  "moe_layer_overhead_s@hopper+experts_fp8": 16e-6}
+                                  "moe_layer_overhead_s@hopper+experts_fp8": 16e-6,
+                                  "fused_allreduce_latency_s@blackwell+experts_mxfp4": 11e-6}    # twin.cost.mxfp4_path
     p = PARAMETERS_BY_NAME["moe_expert_compute_efficiency@hopper+experts_fp8"]
     assert (p.lower, p.upper, p.prior) == (0.05, 1.0, 1.0)
     p = PARAMETERS_BY_NAME["moe_layer_overhead_s@hopper+experts_fp8"]

@@ -74,6 +74,7 @@ def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, f
             out[name] = quant_efficiency_default(formats)
         elif name.startswith("moe_"):
             out[name] = expert_format_term(model, formats, name, FLAT_DEFAULTS[name], gpu)
-        else:
-            out[name] = generation_term(gpu, name, FLAT_DEFAULTS[name])
+        else:     # a (generation, expert format) kernel path's value first (twin.cost.generation_experts)
+            on_path = generation_expert_term(gpu, model, formats, name)
+            out[name] = on_path if on_path is not None else generation_term(gpu, name, FLAT_DEFAULTS[name])
     return out

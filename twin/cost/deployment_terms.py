@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from twin.hardware.catalog import GpuSpec, ModelSpec
+from twin.cost.mxfp4_path import group_rate_dtype
 from twin.hardware.dtypes import DTYPE_BYTES
 from twin.hardware.mla_replicated import replicated_attention_params
 from twin.hardware.parallel import ParallelLayout
@@ -59,7 +60,7 @@ def linear_seconds_per_token(model: ModelSpec, gpu: GpuSpec, formats: WeightForm
     for g in GROUPS:
         if g == "lm_head" or not active[g]:
             continue
-        peak = gpu.flops(formats.compute_dtype(g)) * compute_efficiency
+        peak = gpu.flops(group_rate_dtype(gpu, formats, g)) * compute_efficiency
         if quant_efficiency != 1.0 and getattr(formats, g) != formats.activation:
             peak = peak * quant_efficiency
         # MLA's down projections run whole on every rank (twin.hardware.mla_replicated): tp x their share
@@ -146,8 +147,8 @@ def describe_roofline(cm) -> dict[str, object]:
     bw = cm.gpu.memory_bandwidth_bytes_per_s * cm.memory_efficiency
     out: dict[str, object] = {
         "weight_formats": cm.weight_formats.as_dict(),
-        "compute_paths": {g: cm.weight_formats.compute_dtype(g) for g in ("attention", "dense_mlp",
-                                                                         "routed_experts", "shared_experts")},
+        "compute_paths": {g: group_rate_dtype(cm.gpu, cm.weight_formats, g)
+                          for g in ("attention", "dense_mlp", "routed_experts", "shared_experts")},
         "layout": lay.as_dict(),
         "weight_bytes_per_gpu": m.weight_bytes(cm.weight_formats, cm.tensor_parallel_size,
                                                moe_shards=lay.moe_shards),

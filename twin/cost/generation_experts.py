@@ -1,5 +1,5 @@
-"""The routed experts' kernel path by GPU generation AND expert format: embedded defaults of the ``moe_*`` terms
-that hold on one (generation, expert format) pair only (issue 33, round 5: Hopper).
+"""The routed experts' kernel path by GPU generation AND expert format: embedded defaults of the terms that hold
+on one (generation, expert format) pair only (issue 33, round 5: Hopper, gpt-oss-120b), MoE models only.
 
 Why a pair: vLLM picks the fused-MoE kernel by the experts' format and by the GPU's compute capability, so the same
 FP8 checkpoint runs different grouped GEMMs on Hopper and Blackwell. For block-scaled FP8 experts (128 x 128
@@ -15,8 +15,9 @@ what the rows show is the rate their prefill reached (docs/fidelity.md, "Round 5
 Terms (roofline keywords, model units): ``moe_expert_compute_efficiency`` (fraction of the dense GEMMs' achieved
 FLOP rate the routed experts' grouped GEMMs reach; ``explain()`` shows the extra time as
 ``moe_expert_compute_extra_s``, seconds per step) and ``moe_layer_overhead_s`` (seconds per MoE layer per step,
-``twin.cost.kernel_path``; in ``explain()``'s ``overhead_s``). A pair without an entry takes the expert format's value
-(``twin.cost.default_terms.EXPERT_FORMAT_TERMS``), else the flat default (1 = the dense rate).
+``twin.cost.kernel_path``; ``explain()``'s ``moe_layer_overhead_s``), and, on a path that fuses its all-reduces,
+``fused_allreduce_latency_s`` (s per all-reduce). A pair without an entry takes the expert format's value
+(``twin.cost.default_terms.EXPERT_FORMAT_TERMS``) or the generation's, else the flat default.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ GENERATION_EXPERT_TERMS: dict[tuple[str, str], dict[str, float]] = {
     # FULL_AND_PIECEWISE on an FP8 MoE on one H100), which one model cannot tell apart from the expert path's
     # fixed time: a Hopper FP8 MoE server on full CUDA graphs may spend less.
     ("hopper", "fp8"): {"moe_expert_compute_efficiency": 0.155, "moe_layer_overhead_s": 16e-6},
+    # gpt-oss-120b's B200 MXFP4 path (v0.15.1, FlashInfer TRTLLM-gen MoE): its fused all-reduce + RMSNorm, 11 us
+    # per all-reduce, held out by ISL/OSL and by TP (twin.cost.mxfp4_path; docs/fidelity.md "Round 5: gpt-oss-120b")
+    ("blackwell", "mxfp4"): {"fused_allreduce_latency_s": 11.0e-6},
 }
 
 

@@ -53,7 +53,7 @@ from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dty
 from twin.cost.base import StepShape
 from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
                                        linear_seconds_per_token, roofline_bounds, roofline_parameters,
-                                       windowed_attention, RooflineConstants, windowed_step_time)
+                                       windowed_attention, RooflineConstants, windowed_step_time, group_rate_dtype)
 from twin.cost.default_terms import FLAT_DEFAULTS, embedded, generation_term
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
 from twin.cost.layer_tokens import layer_token_terms
@@ -191,7 +191,7 @@ class RooflineCostModel:
         moe_compute_extra = extra_factor(self.moe_expert_compute_efficiency) if model.is_moe else 0.0
         self._k_linear_dense_eff, self._moe_weights_dense_eff = self._k_linear, self._moe_weights_s
         if moe_compute_extra:     # the routed experts' GEMMs at a fraction of the dense ones' rate
-            peak_routed = gpu.flops(formats.compute_dtype("routed_experts")) * self.compute_efficiency \
+            peak_routed = gpu.flops(group_rate_dtype(gpu, formats, "routed_experts")) * self.compute_efficiency \
                 * (q if formats.routed_experts != act else 1.0)
             self._k_linear += moe_compute_extra * routed_expert_flops_per_token(model, tp) / peak_routed
         self._moe_any_extra = bool(self._moe_extra or moe_compute_extra)

@@ -119,6 +119,10 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
                  1.0, 0.05, 1.0, 1.0, "routed-expert grouped-GEMM FLOPs of FP8 experts on Hopper GPUs"),
     FitParameter("moe_layer_overhead_s@hopper+experts_fp8", "us per MoE layer per step", 1e-6, 0.0, 200.0, 0.0,
                  "fixed time of a MoE layer's FP8 expert kernels on Hopper GPUs; prior 0"),
+    # ... and the fused all-reduce of the MXFP4 experts' Blackwell path (gpt-oss-120b, twin.cost.mxfp4_path)
+    FitParameter("fused_allreduce_latency_s@blackwell+experts_mxfp4", "us per fused all-reduce", 1e-6, 0.0, 100.0,
+                 24.7, "fused all-reduce + RMSNorm on Blackwell servers of MXFP4-expert models; prior: the unfused "
+                 "latency"),
     FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
                  "engine-core CPU time per step exposed without async scheduling"),
     FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,

@@ -38,8 +38,9 @@ each row's measurement date, read at the snapshot of 2026-08-21, commit 843c6254
   ``max_num_seqs`` 512, ``gpu_memory_utilization`` 0.9, ``max_cudagraph_capture_size`` 2048, MoE on FlashInfer's
   MXFP4 x MXFP8 kernels (``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``); the 2025-11 B200 rows: the same without
   FP8 KV, with async scheduling. gpt-oss on H100 v0.18.0 (cec542a9a, 2026-03-27): MXFP4 experts on Marlin
-  (``VLLM_MXFP4_USE_MARLIN=1``), prefix caching off, 8192 batched tokens, ``max_num_seqs`` = CONC (not set here:
-  recorded only);
+  (``VLLM_MXFP4_USE_MARLIN=1``), prefix caching off, 8192 batched tokens, ``max_num_seqs`` = CONC,
+  ``gpu_memory_utilization`` 0.9 (set per row from round 5). The MXFP4 expert path by GPU (FP8 tensor rate on
+  Blackwell with MXFP8 activations, the B200 path's fused all-reduce): ``twin.cost.mxfp4_path``;
 * expert kernel paths by format, recorded for ``@experts_<format>`` scopes (``twin.fitting.scoped``): MiniMax FP8
   on B200 in March 2026 (v0.17.0, f342df18e) ran with ``VLLM_USE_FLASHINFER_MOE_FP8=0 VLLM_MOE_USE_DEEP_GEMM=0``
   (vLLM's Triton / CUTLASS block-FP8 MoE), from 2026-04-03 (v0.19.0) with vLLM's default FP8 MoE and
@@ -193,6 +194,9 @@ def row_server(row: SiliconRow) -> dict:
     elif gptoss_b200_v0151(row):
         server.update(gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=512,
                       enable_prefix_caching=False)
+    elif gptoss_h100_v0180(row):       # single_node/gptoss_fp4_h100.sh, cec542a9a (Marlin MXFP4 MoE)
+        server.update(gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=row.concurrency,
+                      enable_prefix_caching=False)
     if fused_allreduce_rms(row):
         server["fuse_allreduce_rms"] = True
     return server
@@ -206,6 +210,11 @@ def gptoss_b200_v0151(row: SiliconRow) -> bool:
 def minimax_h100(row: SiliconRow) -> bool:
     """A MiniMax-M2.5 FP8 H100 row (v0.18.0, ``single_node/minimaxm2.5_fp8_h100.sh`` of 1d5cae141)."""
     return model_family(row.model_path) == "minimax" and row.system == "h100_sxm"
+
+
+def gptoss_h100_v0180(row: SiliconRow) -> bool:
+    """A gpt-oss-120b H100 row on v0.18.0, run by ``single_node/gptoss_fp4_h100.sh`` of cec542a9a."""
+    return model_family(row.model_path) == "gpt-oss" and row.system == "h100_sxm" and row.vllm_version == "0.18.0"
 
 
 def kimi_april_fp4(row: SiliconRow) -> bool:
