@@ -28,7 +28,8 @@ EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {}
 # the roofline's flat defaults of the terms resolved here (where no table above has a value)
 FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_allreduce_latency_s": None,
                  "layer_token_overhead_s": 0.0,
-                 "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, "moe_layer_overhead_s": 0.0}
+                 "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, "moe_layer_overhead_s": 0.0,
+                 "eager_layer_host_s": 0.0, "eager_moe_layer_host_s": 0.0}      # twin.cost.eager_steps: priors 0
 
 
 def generation_term(gpu: GpuSpec | str, name: str, fallback: float) -> float:
