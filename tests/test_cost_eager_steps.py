@@ -45,9 +45,10 @@ def test_host_time_is_per_layer_plus_per_moe_layer():
 
 
 def _models(limits=(512, 0), host=1e-3):
-    plain = RooflineCostModel("llama-3.1-70b", "B200", 8, "fp8", "fp8", cudagraph_tokens=limits)
+    plain = RooflineCostModel("llama-3.1-70b", "B200", 8, "fp8", "fp8", eager_layer_host_s=0.0,
+                              eager_moe_layer_host_s=0.0, cudagraph_tokens=limits)
     eager = RooflineCostModel("llama-3.1-70b", "B200", 8, "fp8", "fp8", eager_layer_host_s=host,
-                              cudagraph_tokens=limits)
+                              eager_moe_layer_host_s=0.0, cudagraph_tokens=limits)
     return plain, eager
 
 
@@ -72,7 +73,8 @@ def test_graphed_steps_and_the_priors_leave_step_times_bit_identical():
     base = RooflineCostModel("llama-3.1-70b", "B200", 8, "fp8", "fp8")
     prompt = _step([1000, 1, 1, 1], [0, 500, 500, 500])
     assert eager.step_time_s(prompt) == base.step_time_s(prompt)            # 1003 tokens <= 2048: graphed
-    prior = RooflineCostModel("llama-3.1-70b", "B200", 8, "fp8", "fp8", cudagraph_tokens=(0, 0))
+    prior = RooflineCostModel("llama-3.1-70b", "B200", 8, "fp8", "fp8", eager_layer_host_s=0.0,
+                              eager_moe_layer_host_s=0.0, cudagraph_tokens=(0, 0))
     assert prior.step_time_s(prompt) == base.step_time_s(prompt)            # host time 0: no floor
     assert prior.step_time_from_sums.__func__ is RooflineCostModel.step_time_from_sums  # hot path untouched
 
@@ -89,6 +91,14 @@ def test_decodes_above_the_captured_size_are_floored_on_every_path():
     context, pairs = np.array([4000, 4000, 1500]), np.array([4008, 4004, 1500 + 1000 * 1001 / 2 + 3])
     arr = eager.step_times_s(tokens, seqs, seqs, context, pairs)
     assert arr[0] == 0.080 and arr[2] == 0.080 and arr[1] < 0.080
+
+
+def test_the_embedded_default_is_blackwells_and_hopper_keeps_0():
+    b200 = RooflineCostModel("kimi-k2.5", "B200", 8, "nvfp4", "fp8", cudagraph_tokens=(8, 8))
+    h100 = RooflineCostModel("kimi-k2.5", "H100-SXM", 8, "fp8", "bf16", cudagraph_tokens=(8, 8))
+    assert (b200.eager_layer_host_s, b200.eager_moe_layer_host_s) == (0.84e-3, 1.15e-3)
+    assert b200.eager_host_s_per_step == pytest.approx(61 * 0.84e-3 + 60 * 1.15e-3)
+    assert (h100.eager_layer_host_s, h100.eager_moe_layer_host_s, h100.eager_host_s_per_step) == (0.0, 0.0, 0.0)
 
 
 def test_parameters_report_the_floor_only_when_set():
