@@ -145,3 +145,13 @@ def test_silicon_rows_carry_their_scripts_cuda_graph_facts():
     # 2 x CONC; Kimi NVFP4 April: --max-cudagraph-capture-size 2048; MiniMax March: vLLM's 512
     assert seen == {"Llam2025-10": (512, 0), "Kimi2026-03": (8, 8), "Kimi2026-04": (2048, 2048),
                     "Mini2026-03": (512, 512)}
+
+
+def test_the_intercept_script_prints_the_one_over_conc_test(capsys):
+    from benchmark_module import load_benchmark
+    script = load_benchmark("ttft_intercept")
+    rows = [{"family": "llama", "gpu": "B200", "month": "2025-10", "version": "0.10.2", "isl": 1024, "conc": c,
+             "gap_ms": g} for c, g in ((4, 40.0), (8, 20.0), (16, 40.0))]
+    script.section_b(rows)
+    out = capsys.readouterr().out
+    assert "C4:    +40  C8:    +20  C16:    +40" in out and "ratio to C4: +0.50  +1.00" in out
