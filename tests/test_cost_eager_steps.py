@@ -101,12 +101,6 @@ def test_the_embedded_default_is_blackwells_and_hopper_keeps_0():
     assert (h100.eager_layer_host_s, h100.eager_moe_layer_host_s, h100.eager_host_s_per_step) == (0.0, 0.0, 0.0)
 
 
-def test_mxfp4_experts_keep_the_moe_part_at_its_prior():
-    gptoss = RooflineCostModel("gpt-oss-120b", "B200", 8, "mxfp4", "fp8", cudagraph_tokens=(512, 512))
-    assert (gptoss.eager_layer_host_s, gptoss.eager_moe_layer_host_s) == (0.84e-3, 0.0)
-    assert gptoss.eager_host_s_per_step == pytest.approx(36 * 0.84e-3)
-
-
 def test_parameters_report_the_floor_only_when_set():
     plain, eager = _models()
     assert "eager_layer_host_s" not in plain.parameters()

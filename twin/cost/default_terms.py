@@ -30,11 +30,6 @@ GENERATION_TERMS: dict[str, dict[str, float]] = {
 FORMAT_QUANT_EFFICIENCY: dict[str, float] = {}
 # routed experts' format (base name: ``int4-g32-sym`` -> ``int4``) -> {roofline keyword: value}, MoE models only
 EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {}
-# routed-expert formats whose eager MoE launch cost stays at the prior 0 (twin.cost.eager_steps): gpt-oss-120b's
-# MXFP4 experts run FlashInfer's fused MoE (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1, InferenceX d2c2acb19), and its B200
-# rows whose prompt steps run eagerly (the 2025-11 rows at CONC 32-64, capture 512) bound that cost near 0: at
-# 1.15 ms per MoE layer their TTFT went from -23 / +7 % to +84 / +128 % (docs/fidelity.md, Round 5)
-EAGER_MOE_HELD_AT_PRIOR = ("mxfp4",)
 # the roofline's flat defaults of the terms resolved here (where no table above has a value)
 FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_allreduce_latency_s": None,
                  "layer_token_overhead_s": 0.0,
@@ -74,9 +69,6 @@ def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, f
             out[name] = quant_efficiency_default(formats)
         elif name.startswith("moe_"):
             out[name] = expert_format_term(model, formats, name, FLAT_DEFAULTS[name])
-        elif name == "eager_moe_layer_host_s" and getattr(model, "is_moe", False) \
-                and format_family(formats.routed_experts) in EAGER_MOE_HELD_AT_PRIOR:
-            out[name] = FLAT_DEFAULTS[name]
         else:
             out[name] = generation_term(gpu, name, FLAT_DEFAULTS[name])
     return out
