@@ -17,7 +17,9 @@ D. ``--values A_US,B_US``: the rows re-simulated with ``eager_layer_host_s@black
    TPOT per family, GPU, month and release.
 
     python benchmarks/ttft_intercept.py --csv light64.csv                    # A, B, C from a light-load table
-    python benchmarks/ttft_intercept.py --max-conc 8 --values 850,1200       # D (simulates; ~3 min on 1 core)
+    python benchmarks/ttft_intercept.py --max-conc 8 --gpu B200 --values "840,870;840,1313;840,1145"   # D, ~15 min
+
+(D's "defaults" column is the embedded defaults of the checkout it runs in.)
 """
 
 from __future__ import annotations
