@@ -168,6 +168,10 @@ class ServerConfig(StrictModel, SchedulerKnobs, KvOffloadingKnobs):
     # compilation_config.pass_config.fuse_allreduce_rms: TP all-reduce fused with RMSNorm (twin.cost.kernel_path);
     # None: the release's default (on from 0.18 on Hopper / Blackwell with TP > 1)
     fuse_allreduce_rms: bool | None = None
+    # CUDA graphs (twin.cost.eager_steps): --max-cudagraph-capture-size (None: vLLM's min(2 x max_num_seqs, 512))
+    # and compilation_config.cudagraph_mode (None: the default, graphs for prefill and decode batches alike)
+    max_cudagraph_capture_size: int | None = Field(None, ge=1)
+    cudagraph_mode: Literal["full_and_piecewise", "piecewise", "full", "full_decode_only", "none"] | None = None
     scheduler_reserve_full_isl: bool | None = None
     free_unhashed_blocks_to_head: bool | None = None
     prefix_cache_stats_at_admission: bool | None = None

@@ -20,7 +20,12 @@ GENERATION_TERMS: dict[str, dict[str, float]] = {
     # 0.2 us read off the C = 4 prompt slopes of the B200 rows (four families, TP 1-8, vLLM 0.10-0.19), 0.18-0.21
     # with each family held out (docs/fidelity.md, "Round 4: where the light-load TTFT goes"); Hopper's dense rows
     # show none, so Hopper keeps 0. Not identified for other generations: they keep the flat 0.
-    "blackwell": {"layer_token_overhead_s": 0.2e-6},
+    # host time of a forward pass no CUDA graph covers (twin.cost.eager_steps; the graphs' limits are launch
+    # facts): 0.84 ms per decoder layer from the B200 Llama rows' 1k prompt steps under FULL_DECODE_ONLY (a floor
+    # that does not move with TP: 0.86 at TP 1-2, 0.84-0.87 at TP 4-8), 1.15 ms more per MoE layer from the March
+    # Kimi-K2.5 and MiniMax-M2.5 rows (held out by family: 0.87 without Kimi, 1.31 without MiniMax; docs/fidelity.md
+    # "Round 5: the per-request TTFT intercept"). Hopper's rows hide it behind slower prompt steps: 0 there.
+    "blackwell": {"layer_token_overhead_s": 0.2e-6, "eager_layer_host_s": 0.84e-3, "eager_moe_layer_host_s": 1.15e-3},
 }
 # weight format of any linear layer group (the fit's ``@int4``, ``@fp8`` scopes) -> quant_weight_efficiency;
 # the first format in this order that a checkpoint uses sets it
@@ -35,7 +40,8 @@ EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {
 FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_allreduce_latency_s": None,
                  "layer_token_overhead_s": 0.0,
                  "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, "moe_layer_overhead_s": 0.0,
-                 "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY}
+                 "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY,
+                 "eager_layer_host_s": 0.0, "eager_moe_layer_host_s": 0.0}      # twin.cost.eager_steps: priors 0
 
 
 def generation_term(gpu: GpuSpec | str, name: str, fallback: float) -> float:

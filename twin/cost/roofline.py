@@ -27,21 +27,18 @@ How a step is costed (per GPU; with tensor parallelism the weights, FLOPs and KV
 * **Engine-core CPU cost per step**: a fixed per-step cost (scheduling, input preparation, sampling, kernel
   launches that CUDA graphs do not hide) plus a per-sequence cost (per-request bookkeeping in the scheduler and
   output processing) plus a per-scheduled-token cost (input preparation: positions, slot mappings, block tables).
-* **Request path** (``request_path_s``, not a step cost): the time a request spends outside the engine core on its
-  way in and out: HTTP handling, tokenisation, the hand-off to the engine core, detokenisation and streaming.
-  The simulation delays each request's first scheduling by it, so it lands in TTFT and E2E latency but not in
-  TPOT or ITL, as on a real server. Its variable part (event-loop contention, garbage collection, the network)
-  is an exponential extra delay with mean ``request_path_jitter_s`` (``twin.sim.request_path``).
+* **Request path** (``request_path_s``, not a step cost): HTTP handling, tokenisation, the hand-off to the engine
+  core, detokenisation and streaming; the simulation delays each request's first scheduling by it (TTFT and E2E,
+  not TPOT or ITL, as on a real server), plus an exponential part with mean ``request_path_jitter_s`` (event-loop
+  contention, garbage collection, the network; ``twin.sim.request_path``).
 
-Kernels run one after another, so the step time is the sum of those parts. ``explain()`` splits each
-``max(compute, memory)`` into the compute time and the *exposed* memory time beyond it (0 when compute-bound),
-so its components add up to the total.
-
-Formats per layer group, MLA, sliding windows, sinks, a sparse indexer and data/expert parallelism (the MoE
-dispatch and combine, ``moe_all2all_s``): ``twin.cost.deployment_terms``.
-
-Efficiencies (``compute_efficiency``, ``memory_efficiency``) turn datasheet peaks into what kernels reach; a
-calibrated profile replaces them and the overheads with fitted values.
+Kernels run one after another, so the step time is the sum of those parts (``explain()`` splits each ``max(compute,
+memory)`` into the compute time and the *exposed* memory time beyond it, so its parts add up to the total); a step
+that no CUDA graph covers takes at least the host's time to launch it (``twin.cost.eager_steps``). Formats per
+layer group, MLA, sliding windows, sinks, a sparse indexer and data/expert parallelism (the MoE dispatch and
+combine, ``moe_all2all_s``): ``twin.cost.deployment_terms``. Efficiencies (``compute_efficiency``,
+``memory_efficiency``) turn datasheet peaks into what kernels reach; a calibrated profile replaces them and the
+overheads with fitted values.
 """
 
 from __future__ import annotations
@@ -58,6 +55,7 @@ from twin.cost.default_terms import FLAT_DEFAULTS, embedded, generation_term
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
 from twin.cost.layer_tokens import layer_token_terms
 from twin.cost.marlin_moe import explain_overhead_parts
+from twin.cost.eager_steps import explain_floor, floored_array, install as install_eager
 from twin.cost.kernel_path import fused_allreduce_latency
 from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.moe_terms import (extra_factor,
@@ -72,9 +70,8 @@ from twin.hardware.weight_formats import resolve_formats
 # (efficiencies are fractions of the datasheet peaks; overheads are host-side seconds):
 # - memory 0.978 (+/- 0.04): weights and KV stream at nearly the HBM datasheet rate in vLLM's decode kernels.
 # - compute 0.6: not identifiable from those runs (their prompts hit the prefix cache); large bf16 GEMMs on H100
-#   run at ~600-700 of 989 dense TFLOP/s and measured prefill MFU is ~50-60 %. The GEMM knee
-#   (gemm_half_tokens) fitted to 0 +/- 300 tokens: with compute at 0.6 the roofline's own ridge bends decode
-#   upwards early enough for batches up to 128.
+#   run at ~600-700 of 989 dense TFLOP/s and measured prefill MFU is ~50-60 %. The GEMM knee (gemm_half_tokens)
+#   fitted to 0 +/- 300 tokens: with compute at 0.6 the roofline's own ridge bends decode upwards early enough.
 # - step overhead 1.74 ms (+/- 0.29) and 18.7 us per sequence (+/- 4.4): the engine core's CPU work per step
 #   (schedule, prepare inputs, launch the graph, sample, process outputs) that the GPU does not hide.
 # - request path 4.8 ms (+/- 1.2) plus an exponential 3.2 ms mean (+/- 1.1): HTTP, tokenisation, the hand-off
@@ -84,13 +81,10 @@ from twin.hardware.weight_formats import resolve_formats
 #   us vs NVLink ~8 us) gives 77 us. Interconnect efficiency 0.75 of one direction's bandwidth (NCCL bus
 #   bandwidth on 8x H100 ~ 350 of 450 GB/s per direction). (Hopper efficiencies; others: twin.cost.generations)
 DEFAULT_MEMORY_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY = GENERATION_DEFAULTS[REFERENCE_GENERATION]
-DEFAULT_STEP_OVERHEAD_S = 1.74e-3
-DEFAULT_PER_SEQ_OVERHEAD_S = 18.7e-6
-DEFAULT_INTERCONNECT_EFFICIENCY = 0.75
-DEFAULT_GEMM_HALF_TOKENS = 0.0
+DEFAULT_STEP_OVERHEAD_S, DEFAULT_PER_SEQ_OVERHEAD_S = 1.74e-3, 18.7e-6
+DEFAULT_INTERCONNECT_EFFICIENCY, DEFAULT_GEMM_HALF_TOKENS = 0.75, 0.0
 DEFAULT_PER_TOKEN_OVERHEAD_S = FLAT_DEFAULTS["per_token_overhead_s"]
-DEFAULT_REQUEST_PATH_S = 4.8e-3
-DEFAULT_REQUEST_PATH_JITTER_S = 3.2e-3
+DEFAULT_REQUEST_PATH_S, DEFAULT_REQUEST_PATH_JITTER_S = 4.8e-3, 3.2e-3
 ALLREDUCE_LATENCY_FAST_S = 24.7e-6                                  # NVLink, Infinity Fabric (fitted)
 ALLREDUCE_LATENCY_PCIE_S = ALLREDUCE_LATENCY_FAST_S * 25.0 / 8.0     # PCIe and anything else (by ratio)
 
@@ -132,6 +126,8 @@ class RooflineCostModel:
         allreduce_fusion: bool = False,               # vLLM's fuse_allreduce_rms (twin.cost.kernel_path)
         fused_allreduce_latency_s: float | None = None,   # None: the unfused latency (twin.cost.kernel_path)
         moe_layer_overhead_s: float | None = None,    # per MoE layer per step: the expert kernel path's fixed time
+        eager_layer_host_s: float | None = None, eager_moe_layer_host_s: float | None = None,  # eager_steps; as above
+        cudagraph_tokens: tuple[int, int] | None = None,  # largest graphed (decode, mixed) steps; None: all graphed
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
@@ -147,8 +143,9 @@ class RooflineCostModel:
         d = embedded(gpu, model, formats, per_token_overhead_s=per_token_overhead_s, layer_overhead_s=layer_overhead_s,
                      layer_token_overhead_s=layer_token_overhead_s, quant_weight_efficiency=quant_weight_efficiency,
                      moe_layer_overhead_s=moe_layer_overhead_s, fused_allreduce_latency_s=fused_allreduce_latency_s,
-                     moe_expert_compute_efficiency=moe_expert_compute_efficiency,
-                     moe_expert_efficiency=moe_expert_efficiency)    # None: the embedded defaults
+                     moe_expert_compute_efficiency=moe_expert_compute_efficiency, moe_expert_efficiency=
+                     moe_expert_efficiency, eager_layer_host_s=eager_layer_host_s,
+                     eager_moe_layer_host_s=eager_moe_layer_host_s)    # None: the embedded defaults
         self.moe_expert_efficiency, self.moe_expert_compute_efficiency = (check_fraction(k, d[k]) for k in (
             "moe_expert_efficiency", "moe_expert_compute_efficiency"))
         self.layer_overhead_s = check_nonneg("layer_overhead_s", d["layer_overhead_s"])
@@ -239,6 +236,7 @@ class RooflineCostModel:
             self._k_seq, self._k_tok)
         if at.window:         # windowed / top-k layers: their own step time (keeps the plain path unchanged)
             self.step_time_from_sums = functools.partial(windowed_step_time, self._constants)
+        install_eager(self, model, d["eager_layer_host_s"], d["eager_moe_layer_host_s"], cudagraph_tokens)
 
     @property
     def constants(self) -> RooflineConstants:
@@ -334,8 +332,9 @@ class RooflineCostModel:
             attention = np.maximum(attn_c, kv_r)
         else:
             attention = np.maximum(k_attn * pairs_a, self._k_kv * kv_tokens)
-        return (linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce * tokens)
-                + (self._t_step + self._k_seq * np.asarray(seqs) + self._k_tok * tokens))
+        return floored_array(linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce
+                             * tokens) + (self._t_step + self._k_seq * np.asarray(seqs) + self._k_tok * tokens),
+                             tokens, seqs, self.cudagraph_tokens, self.eager_host_s_per_step)
 
     # ------------------------------------------------------------------------------------------------ reports
     def explain(self, step: StepShape) -> dict[str, float]:
@@ -381,6 +380,7 @@ class RooflineCostModel:
         elif self._t_a2a or self._k_a2a:
             parts["moe_all2all_s"] = 0.0
         parts["total_s"] = self.step_time_s(step)
+        explain_floor(parts)
         return parts
 
     def describe(self) -> dict[str, object]:

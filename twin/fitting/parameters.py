@@ -123,6 +123,14 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
     FitParameter("fused_allreduce_latency_s@blackwell+experts_mxfp4", "us per fused all-reduce", 1e-6, 0.0, 100.0,
                  24.7, "fused all-reduce + RMSNorm on Blackwell servers of MXFP4-expert models; prior: the unfused "
                  "latency"),
+    # issue 33, round 5 (twin.cost.eager_steps): a step that no CUDA graph covers takes at least the host's time
+    # to launch its kernels; on B200 the 1k prompt steps outside the graphs sit on such a floor (~0.84 ms per
+    # dense layer; ~1 ms more per MoE layer)
+    *(FitParameter(f"{name}{scope}", "ms per decoder layer" if name == "eager_layer_host_s" else
+                   "ms per MoE layer", 1e-3, 0.0, 10.0, 0.0, f"host time to launch one {what} eagerly (steps larger "
+                   f"than the captured CUDA graphs){where}; prior 0 = graphs hide every launch")
+      for name, what in (("eager_layer_host_s", "decoder layer"), ("eager_moe_layer_host_s", "MoE layer's extra kernels"))
+      for scope, where in (("", ""), ("@blackwell", ", on Blackwell"))),
     FitParameter("step_overhead_s@sync", "ms per step", 1e-3, 0.0, 30.0, 1.74,
                  "engine-core CPU time per step exposed without async scheduling"),
     FitParameter("per_seq_overhead_s@sync", "us per sequence per step", 1e-6, 0.0, 300.0, 18.7,

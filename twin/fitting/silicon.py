@@ -199,7 +199,26 @@ def row_server(row: SiliconRow) -> dict:
                       enable_prefix_caching=False)
     if fused_allreduce_rms(row):
         server["fuse_allreduce_rms"] = True
-    return server
+    return server | row_cudagraphs(row)
+
+
+def row_cudagraphs(row: SiliconRow) -> dict:
+    """The row's CUDA-graph launch facts (``twin.cost.eager_steps``; InferenceX scripts as cited in the module
+    docstring): the Llama B200 scripts (4b860b78e) set ``cudagraph_mode: FULL_DECODE_ONLY`` (a step with a prompt
+    runs eagerly); ``--max-cudagraph-capture-size 2048`` (0.10-0.11: ``cuda-graph-sizes: 2048``, the 2025-11 gpt-oss
+    B200 rows, ``gptoss_fp4_b200_docker.sh`` at 4b860b78e): gpt-oss B200 v0.15.1 (d2c2acb19) and H100 v0.18
+    (cec542a9a), MiniMax-M2.5 B200 from 2026-04-03 (bddbf4031, 41ed82dc1; NVFP4 79bd988e9, 13962fcfa), Kimi-K2.5
+    NVFP4 from 2026-04-20 (6c3acebfa). Every other row: vLLM's default, min(2 x max_num_seqs, 512) (the March Kimi
+    scripts pass ``--max-num-seqs CONC``: 2 x CONC tokens; MiniMax March: 512)."""
+    fam = model_family(row.model_path)
+    if fam == "llama" and row.system == "b200_sxm" and row.vllm_version == LLAMA_DEFAULT_VERSION:
+        return {"cudagraph_mode": "full_decode_only"}
+    if (gptoss_b200_v0151(row) or kimi_april_fp4(row)
+            or (fam == "gpt-oss" and row.system == "b200_sxm" and (row.measured or "") < "2026")   # cuda-graph-sizes
+            or (fam == "gpt-oss" and row.system == "h100_sxm" and row.vllm_version == "0.18.0")
+            or (fam == "minimax" and row.system == "b200_sxm" and row.month >= "2026-04")):
+        return {"max_cudagraph_capture_size": 2048}
+    return {}
 
 
 def gptoss_b200_v0151(row: SiliconRow) -> bool:

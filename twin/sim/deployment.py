@@ -11,6 +11,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from twin.cost.base import CostModel
+from twin.cost.eager_steps import capture_size_tokens, graph_limits
 from twin.cost.factory import build_cost_model
 from twin.cost.generations import gpu_generation
 from twin.cost.kernel_path import fusion_default
@@ -53,6 +54,7 @@ class Deployment:
     layout: ParallelLayout | None = None
     weight_formats: WeightFormats | None = None
     allreduce_fusion: bool = False      # the server fuses TP all-reduces with RMSNorm (twin.cost.kernel_path)
+    cudagraph_tokens: tuple[int, int] | None = None   # largest graphed (decode, mixed) steps (twin.cost.eager_steps)
 
     @property
     def engines_per_replica(self) -> int:
@@ -84,7 +86,8 @@ def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec)
             max_tokens = max(max_tokens, max_model_len)
         max_tokens = max(max_tokens, max_num_seqs)
     fields = server.model_dump(exclude={"gpu_memory_utilization", "num_gpu_blocks_override", "vllm_version",
-                                        "entrypoint", "fuse_allreduce_rms", *OFFLOAD_KNOBS})
+                                        "entrypoint", "fuse_allreduce_rms", "max_cudagraph_capture_size",
+                                        "cudagraph_mode", *OFFLOAD_KNOBS})
     if fields["block_size"] is None:
         # vLLM's default: 16, or what the MLA attention backend forces (FP4 tensor cores: a datacenter Blackwell)
         fields["block_size"] = default_block_size(server.vllm_version, model.is_mla, bool(model.index_topk),
@@ -171,8 +174,11 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
     sched = _with_offload_tiers(body, sched, gpu, pool)
     params: dict[str, Any] = dict(cm.params)
     fusion = allreduce_fusion(body, gpu)
-    if fusion and cm.kind == "roofline":
-        params = {"allreduce_fusion": True} | params
+    graphs = graph_limits(body.server.cudagraph_mode, capture_size_tokens(
+        sched.max_num_seqs, sched.max_num_batched_tokens, body.server.max_cudagraph_capture_size,
+        sched.num_speculative_tokens))
+    if cm.kind == "roofline":
+        params = ({"allreduce_fusion": True} if fusion else {}) | {"cudagraph_tokens": graphs} | params
     if cm.kind == "profile":
         params["path"] = str(_relative(cm.profile, base_dir))
 
@@ -181,7 +187,7 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
                                 {"weight_dtype": formats, "kv_dtype": dep.kv_dtype}, params, layout=layout)
 
     cost_model_factory()  # fail on bad parameters before any run
-    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter, layout, formats, fusion)
+    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter, layout, formats, fusion, graphs)
 
 
 def allreduce_fusion(body: ScenarioBody, gpu: GpuSpec) -> bool:

@@ -1,0 +1,127 @@
+"""Steps that no CUDA graph covers: the host's time to launch an eager forward pass, a floor under the step.
+
+vLLM captures CUDA graphs for batches of up to ``max_cudagraph_capture_size`` scheduled tokens (vLLM
+``VllmConfig._set_cudagraph_sizes``, 0.10-0.19: when the flag is not given, ``min(max_num_seqs x (1 + draft
+tokens) x 2, 512)``, then capped at ``max_num_batched_tokens``); its dispatcher runs a larger batch without a graph
+(``CUDAGraphMode.NONE`` for ``num_tokens`` above the largest size). ``cudagraph_mode`` decides which batches a graph
+may cover at all: ``full_and_piecewise`` (the default from 0.11), ``piecewise`` (0.10's default) and ``full`` cover
+prefill / mixed batches and pure decodes; ``full_decode_only`` covers pure decodes only, so every step with a
+prompt in it runs eagerly; ``none`` (``--enforce-eager``) covers nothing.
+
+An eager step launches every kernel of every layer from the host (Python, the dispatcher, cudaLaunchKernel), while
+a graph replays them in one launch. The GPU runs the kernels as they arrive, so the step takes the longer of its
+GPU time and its host time: ``max(GPU step, eager host time)``, with ``eager host time = eager_layer_host_s x
+decoder layers + eager_moe_layer_host_s x MoE layers`` (seconds; the MoE layers' routing, token permutation and
+grouped GEMMs launch more kernels than a dense MLP). On a slow GPU or a long prompt the GPU time hides it; on a
+fast GPU with a short prompt it sets the step.
+
+Priors 0 (graphs hide every launch: the pure roofline). Why it exists (issue 33, docs/fidelity.md 'Round 5: the
+per-request TTFT intercept'): on B200 the light-load TTFT of the rows whose prompt step exceeds the captured size
+sits on a floor that does not move with TP (Llama-3.1-70B FP8/FP4 1k prompts under ``cudagraph_mode:
+FULL_DECODE_ONLY``: twin prefill step + gap = 62-75 ms at TP 1-8), and the same Kimi-K2.5 NVFP4 configuration is
+~90 ms slower per 1k request when its capture size was ``2 x max_num_seqs = 2 x CONC`` (March 2026 scripts) than
+with ``--max-cudagraph-capture-size 2048`` (April), while its 8k rows (eager in both) agree.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from twin.cost.param_checks import check_nonneg
+from twin.errors import TwinInputError
+
+CudagraphMode = Literal["full_and_piecewise", "piecewise", "full", "full_decode_only", "none"]
+CUDAGRAPH_MODES: tuple[str, ...] = ("full_and_piecewise", "piecewise", "full", "full_decode_only", "none")
+DEFAULT_CAPTURE_CAP_TOKENS = 512      # vLLM's default largest capture size (min(2 x max_num_seqs, 512))
+ALL_GRAPHED = (2**62, 2**62)          # (decode, mixed) token limits when the server's graphs are not known
+
+
+def capture_size_tokens(max_num_seqs: int, max_num_batched_tokens: int, max_cudagraph_capture_size: int | None = None,
+                        num_speculative_tokens: int = 0) -> int:
+    """vLLM's largest CUDA-graph batch in tokens: the flag, else ``min(max_num_seqs x (1 + k) x 2, 512)``; never
+    above ``max_num_batched_tokens`` (vLLM ``VllmConfig._set_cudagraph_sizes``)."""
+    if max_cudagraph_capture_size is None:
+        max_cudagraph_capture_size = min(max_num_seqs * (1 + num_speculative_tokens) * 2, DEFAULT_CAPTURE_CAP_TOKENS)
+    return min(int(max_cudagraph_capture_size), int(max_num_batched_tokens))
+
+
+def graph_limits(mode: str | None, capture_tokens: int) -> tuple[int, int]:
+    """(largest pure-decode step, largest step with a prompt in it) that a CUDA graph covers, in scheduled tokens,
+    for vLLM's ``cudagraph_mode`` (lower case; None: the default, which covers both)."""
+    mode = "full_and_piecewise" if mode is None else str(mode).lower()
+    if mode not in CUDAGRAPH_MODES:
+        raise TwinInputError(f"server.cudagraph_mode = {mode!r}: allowed: {', '.join(CUDAGRAPH_MODES)}")
+    if mode == "none":
+        return 0, 0
+    return capture_tokens, (0 if mode == "full_decode_only" else capture_tokens)
+
+
+def check_limits(limits: object) -> tuple[int, int]:
+    """The (decode, mixed) token limits as two non-negative ints, or a one-line error naming the field."""
+    try:
+        d, m = (int(x) for x in limits)          # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise TwinInputError(f"cudagraph_tokens = {limits!r}: must be two token counts (decode, mixed)") from None
+    if d < 0 or m < 0:
+        raise TwinInputError(f"cudagraph_tokens = {limits!r}: token counts must be >= 0")
+    return d, m
+
+
+def eager_host_s(model, eager_layer_host_s: float, eager_moe_layer_host_s: float) -> float:
+    """The host time to launch one eager forward pass of ``model`` (s): per decoder layer plus per MoE layer;
+    one-line errors for a negative, infinite or non-numeric value."""
+    per_layer = check_nonneg("eager_layer_host_s", eager_layer_host_s)
+    per_moe = check_nonneg("eager_moe_layer_host_s", eager_moe_layer_host_s)
+    moe_layers = model.moe_layers if getattr(model, "is_moe", False) else 0
+    return per_layer * model.num_hidden_layers + per_moe * moe_layers
+
+
+def floored(t: float, tokens: int, decode: bool, limits: tuple[int, int], host_s: float) -> float:
+    """A step of GPU time ``t`` and ``tokens`` scheduled tokens: ``max(t, host_s)`` when no graph covers it."""
+    if t < host_s and tokens > limits[0 if decode else 1]:
+        return host_s
+    return t
+
+
+def floored_array(t, tokens, seqs, limits: tuple[int, int], host_s: float):
+    """``floored`` over numpy arrays of steps (GPU times, scheduled tokens, sequences); a pure decode is a step
+    with as many tokens as sequences."""
+    import numpy as np
+
+    if not host_s:
+        return t
+    tokens = np.asarray(tokens)
+    limit = np.where(tokens == np.asarray(seqs), limits[0], limits[1])
+    return np.where(tokens > limit, np.maximum(t, host_s), t)
+
+
+def install(cost, model, eager_layer_host_s: float, eager_moe_layer_host_s: float, limits) -> None:
+    """Give a roofline ``cost`` its eager floor: ``eager_host_s_per_step`` and ``cudagraph_tokens`` (decode, mixed
+    token limits; None: every step graphed), and, only when the floor can bind, step-time methods that apply it
+    (so the hot path is untouched at the priors)."""
+    host = eager_host_s(model, eager_layer_host_s, eager_moe_layer_host_s)
+    limits = ALL_GRAPHED if limits is None else check_limits(limits)
+    cost.eager_layer_host_s, cost.eager_moe_layer_host_s = float(eager_layer_host_s), float(eager_moe_layer_host_s)
+    cost.eager_host_s_per_step, cost.cudagraph_tokens = host, limits
+    if not host or limits == ALL_GRAPHED:
+        return
+    sums, decodes = cost.step_time_from_sums, cost.decode_step_times_s
+
+    def step_time_from_sums(n_seqs: int, tokens: int, context: int, new_x_context: int, new_squared: int,
+                            spec_tokens: int) -> float:
+        t = sums(n_seqs, tokens, context, new_x_context, new_squared, spec_tokens)
+        return host if t < host and tokens > limits[tokens != n_seqs] else t
+
+    def decode_step_times_s(n_seqs: int, context: int, num_steps: int) -> list[float]:
+        out = decodes(n_seqs, context, num_steps)
+        return out if n_seqs <= limits[0] else [host if t < host else t for t in out]
+
+    cost.step_time_from_sums, cost.decode_step_times_s = step_time_from_sums, decode_step_times_s
+
+
+def explain_floor(parts: dict[str, float]) -> None:
+    """``explain()``'s own part for the floor: the step's total beyond the sum of its GPU parts (0 when graphed or
+    when the GPU time is the longer), ``eager_host_floor_s``; only added when it binds."""
+    extra = parts["total_s"] - sum(v for k, v in parts.items() if k != "total_s")
+    if extra > 1e-12:
+        parts["eager_host_floor_s"] = extra
