@@ -29,7 +29,10 @@ from pathlib import Path
 from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
 from twin.fitting.identify import held_at_prior, identification
-from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME
+from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
+from twin.fitting.provenance import FoldPlan, fold_plan
+from twin.fitting.scoped import params_for
+from twin.fitting.targets import METRICS
 from twin.fitting.silicon import SiliconCase, model_family, silicon_cases
 
 JOINT_NAMES: tuple[str, ...] = PARAMETER_NAMES + (
@@ -37,8 +40,6 @@ JOINT_NAMES: tuple[str, ...] = PARAMETER_NAMES + (
     "moe_expert_efficiency", "moe_expert_compute_efficiency", "layer_overhead_s", "kv_memory_efficiency",
     "quant_weight_efficiency@fp8", "quant_weight_efficiency@int4", "step_overhead_s@sync",
     "per_seq_overhead_s@sync")
-METRICS = (("mean_ttft_ms", "TTFT mean"), ("median_ttft_ms", "TTFT p50"), ("mean_tpot_ms", "TPOT"),
-           ("mean_e2el_ms", "E2E mean"), ("request_throughput", "throughput"))
 SOURCE_INFERENCE_PERF = "inference-perf"
 SOURCE_SILICON = "silicon"
 
@@ -122,29 +123,70 @@ class FoldResult:
     identification: dict[str, str]
     cases: list[Case]
     predicted: list[dict[str, float]]
+    plan: FoldPlan | None = None       # what the fold did with the embedded values its group gave evidence to
 
 
-def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[Case], str], first: list, *,
+def with_deployments(cases: Sequence[Case]) -> list[tuple[Case, object]]:
+    """(case, its deployment) for each case: the evidence rows of ``provenance.fold_plan``."""
+    from twin.fitting.replay import deployment_for
+    return [(c, deployment_for(c.run, c.target)) for c in cases]
+
+
+def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[Case], str], first: list | None, *,
              names: Sequence[str] = JOINT_NAMES, outer_iterations: int = 2, fit_sim_s: float = 60.0,
-             eval_sim_s: float | None = 120.0, workers: int = 1, seed: int = 0) -> FoldResult:
+             eval_sim_s: float | None = 120.0, workers: int = 1, seed: int = 0,
+             evidence: Sequence[tuple] | None = None, defaults: Sequence[dict] | None = None,
+             allow: Sequence[str] = (), cache: dict | None = None) -> FoldResult:
+    """Fit ``names`` on every group but ``group`` and predict ``group``. Embedded values whose evidence
+    (``twin.fitting.provenance``) includes a row of ``group`` are refit (when fitted here) from their stated
+    prior, or reset to it. ``evidence``: (case, deployment) of EVERY ground-truth row (default: ``cases``);
+    ``first``: ``cases`` simulated at ``default_start(names)`` (``fit_sim_s``; unused when nothing is fitted);
+    ``defaults``: ``cases`` predicted at the embedded defaults (``eval_sim_s``), reused for a held-out case the
+    fold costs exactly as the defaults do; ``allow``: parameters let through unchanged (the report says so);
+    ``cache``: a dict kept across folds (held-out predictions by case and the cost keywords it sees)."""
     train = [i for i, c in enumerate(cases) if group_of(c) != group]
-    test = [c for c in cases if group_of(c) == group]
+    test_idx = [i for i, c in enumerate(cases) if group_of(c) == group]
+    test = [cases[i] for i in test_idx]
     train_cases = [cases[i] for i in train]
-    held = held_at_prior(train_cases, names)
+    held = held_at_prior(train_cases, names) if names else {}
     fit_names = tuple(n for n in names if n not in held)
-    start = default_start(names)
+    plan = fold_plan(group, group_of, evidence if evidence is not None else with_deployments(cases), fit_names,
+                     allow=allow)
+    start = default_start(names) | plan.start
     # a held parameter is left out: a scoped one falls back to the unscoped value (Blackwell carries Hopper's
     # fitted fractions, a server without async scheduling the async overheads), the others to the model's
     if fit_names:
-        result = fit(train_cases, names=fit_names, start=start,
+        train_first = [first[i] for i in train]
+        if plan.actions:       # training rows the plan costs differently: simulated again at the fit's start
+            point = {**plan.fixed, **to_model_params(from_model_params(start, fit_names), fit_names)}
+            moved = [k for k, (_, d) in enumerate(with_deployments(train_cases)) if plan.affects(d)]
+            for k, r in zip(moved, simulate_cases([train_cases[k] for k in moved], point, seed=seed,
+                                                  max_sim_s=fit_sim_s, workers=workers)):
+                train_first[k] = r
+        result = fit(train_cases, names=fit_names, start=start, fixed=plan.fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
-                     first=[first[i] for i in train], final_simulation=False, priors=start)
+                     first=train_first, final_simulation=False, priors=start)
         params, std = result.params, result.std
     else:      # the training set identifies none of the terms: the held-out group is predicted at the defaults
-        params, std = {}, {}
-    predicted = [r.metrics for r in simulate_cases(test, params, seed=seed, max_sim_s=eval_sim_s,
-                                                   workers=workers)]
-    return FoldResult(kind, group, params, std, identification(fit_names, std, held), test, predicted)
+        params, std = dict(plan.fixed), {}
+    predicted: list = [None] * len(test)
+    deps = with_deployments(test)
+    if defaults is not None and not fit_names:
+        for k, (_, d) in enumerate(deps):
+            if not plan.affects(d):
+                predicted[k] = defaults[test_idx[k]]
+    # ``cache``: predictions by (case, the cost model keywords it sees): folds that cost a case alike share one
+    keys = [(c.run.name, repr(c.target), tuple(sorted(params_for(params, d).items())), eval_sim_s, seed)
+            for c, d in deps]
+    if cache is not None:
+        predicted = [cache.get(key, p) if p is None else p for key, p in zip(keys, predicted)]
+    todo = [k for k, p in enumerate(predicted) if p is None]
+    for k, r in zip(todo, simulate_cases([test[k] for k in todo], params, seed=seed, max_sim_s=eval_sim_s,
+                                         workers=workers)):
+        predicted[k] = r.metrics
+        if cache is not None:
+            cache[keys[k]] = r.metrics
+    return FoldResult(kind, group, params, std, identification(fit_names, std, held), test, predicted, plan)
 
 
 def summarize(pairs: Sequence[tuple[Case, dict[str, float]]]) -> dict[str, dict[str, float | int | None]]:
