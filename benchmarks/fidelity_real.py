@@ -12,10 +12,10 @@ No embedded value read off a held-out group is used in its fold (``twin.fitting.
 the training rows when the fold fits it, else reset to its stated prior, and each fold says which.
 
     python benchmarks/fidelity_real.py            # the report: the embedded defaults held out, nothing fitted
-                                                  # (every 4th silicon row, all 21 inference-perf runs; ~6 min)
+                                                  # (every 3rd silicon row, all 21 inference-perf runs)
     python benchmarks/fidelity_real.py --terms layer_token_overhead_s@blackwell   # fit these terms per fold
     python benchmarks/fidelity_real.py --joint    # fit JOINT_NAMES per fold (hours at --silicon-every 1)
-        [--workers 1] [--silicon-every 4] [--silicon-max-requests N] [--fit-sim-s 60] [--eval-sim-s 60]
+        [--workers 1] [--silicon-every 3] [--silicon-max-requests N] [--fit-sim-s 60] [--eval-sim-s 60]
         [--outer 1] [--folds source,GPU,family] [--allow-leak NAME,...] [--markdown out.md] [--json out.json]
     python benchmarks/fidelity_real.py --defaults-only ...   # no folds: the embedded defaults, in-sample
 
@@ -47,7 +47,7 @@ from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.targets import markdown, target_lines, verdict_markdown  # noqa: E402
 from twin.hardware.catalog import resolve_model  # noqa: E402
 
-DEFAULT_SILICON_EVERY = 4
+DEFAULT_SILICON_EVERY = 3
 
 
 def _cells(summary: dict) -> str:
@@ -114,7 +114,7 @@ def _defaults_only(cases, default_pred, report, args, t0) -> None:
     report["cases"] = [_case_record(c, p) for c, p in pairs]
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--workers", type=int, default=1)
@@ -137,7 +137,11 @@ def main() -> None:
                     "in folds that hold out their evidence (the figures then no longer hold them out)")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the markdown summary here")
     ap.add_argument("--json", type=Path, default=None)
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
     t0 = time.perf_counter()
     names = _names(args)
     allow = tuple(t.strip() for t in args.allow_leak.split(",") if t.strip())

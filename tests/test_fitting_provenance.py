@@ -127,3 +127,27 @@ def test_run_fold_predicts_a_held_out_group_without_its_leaked_values(rows):
     let = run_fold("GPU", "B200", cases, FOLDS["GPU"], None, names=(), defaults=sentinel,
                    allow=("layer_token_overhead_s@blackwell",))
     assert let.predicted == [{"case": 2}, {"case": 3}] and let.plan.lines() == []
+
+
+def test_a_refit_entry_starts_from_its_prior_and_its_training_rows_are_simulated_there(rows, monkeypatch):
+    """The fold fits the leaked term: the fit starts from (and is pulled towards) the stated prior, not the
+    embedded value, and the training rows that term acts on are simulated again at that start."""
+    from twin.fitting import joint
+    seen = {}
+
+    def fake_fit(cases, **kw):
+        seen.update(kw, cases=cases)
+        return type("R", (), {"params": {**kw["fixed"], "layer_token_overhead_s@blackwell": 0.3e-6},
+                              "std": {"layer_token_overhead_s@blackwell": 0.01e-6}})()
+
+    monkeypatch.setattr(joint, "fit", fake_fit)
+    monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
+    name = "layer_token_overhead_s@blackwell"
+    first = [type("F", (), {"metrics": {"i": i}})() for i in range(len(rows))]
+    fold = run_fold("family", "mixtral", rows, FOLDS["family"], first, names=(name,), outer_iterations=1)
+    assert fold.plan.actions[name][1] == pv.REFIT
+    assert seen["start"][name] == 0.0 and seen["priors"][name] == 0.0 and seen["fixed"] == {}
+    # the B200 llama row (third) was simulated again at the start; the two H100 rows keep their first run
+    assert seen["first"][:2] == first[:2] and seen["first"][2] is not first[2]
+    assert seen["first"][2].metrics == replay(rows[2].run, rows[2].target, {name: 0.0}, max_sim_s=60.0).metrics
+    assert fold.params[name] == 0.3e-6

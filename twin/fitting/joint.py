@@ -244,7 +244,10 @@ def parameter_table(fold: FoldResult) -> list[tuple[str, str, str, str]]:
     for name, status in fold.identification.items():
         p = PARAMETERS_BY_NAME[name]
         value = fold.params.get(name)
-        if value is None:      # held: the embedded default it keeps (a scoped one falls back to the unscoped)
+        if fold.plan is not None and name in fold.plan.fixed:      # reset: its evidence is held out
+            value = fold.plan.fixed[name]
+            v = f"{p.from_model(value):.4g} {p.unit} (stated prior: its evidence is held out)"
+        elif value is None:    # held: the embedded default it keeps (a scoped one falls back to the unscoped)
             value = default_start((name,)).get(name)
             v = f"{p.from_model(value):.4g} {p.unit} (prior)" if value is not None else "-"
         else:
