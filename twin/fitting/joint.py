@@ -30,7 +30,7 @@ from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
 from twin.fitting.identify import held_at_prior, identification
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
-from twin.fitting.provenance import FoldPlan, fold_plan
+from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
 from twin.fitting.scoped import params_for
 from twin.fitting.targets import METRICS
 from twin.fitting.silicon import SiliconCase, model_family, silicon_cases
@@ -200,42 +200,8 @@ def summarize(pairs: Sequence[tuple[Case, dict[str, float]]]) -> dict[str, dict[
 
 
 def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
-    """The embedded defaults (``twin.cost.roofline``, ``twin.cost.generations``) as values of ``names``, in model
-    units: where the fit starts, and what a held parameter keeps. (The all-reduce latency is the NVLink one:
-    every GPU in the data is NVLink-connected.)"""
-    from twin.cost import roofline as r
-    from twin.cost.default_terms import EXPERT_FORMAT_TERMS, FORMAT_QUANT_EFFICIENCY, generation_term
-    from twin.cost.generations import default_efficiencies
-    from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
-    from twin.hardware.catalog import resolve_gpu
-    mem, comp = default_efficiencies("H100-SXM")
-    bw_mem, bw_comp = default_efficiencies("B200")
-    hopper, blackwell = resolve_gpu("H100-SXM"), resolve_gpu("B200")
-    values = {"memory_efficiency": mem, "compute_efficiency": comp, "gemm_half_tokens": r.DEFAULT_GEMM_HALF_TOKENS,
-              "step_overhead_s": r.DEFAULT_STEP_OVERHEAD_S, "per_seq_overhead_s": r.DEFAULT_PER_SEQ_OVERHEAD_S,
-              "request_path_s": r.DEFAULT_REQUEST_PATH_S, "request_path_jitter_s": r.DEFAULT_REQUEST_PATH_JITTER_S,
-              "allreduce_latency_s": r.default_allreduce_latency_s(hopper), "memory_efficiency@blackwell": bw_mem,
-              "compute_efficiency@blackwell": bw_comp, "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY,
-              "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY,
-              "layer_overhead_s": generation_term(hopper, "layer_overhead_s", 0.0),
-              "kv_memory_efficiency": mem, "request_path_s@blackwell": r.DEFAULT_REQUEST_PATH_S,
-              "quant_weight_efficiency@fp8": FORMAT_QUANT_EFFICIENCY.get("fp8", 1.0),
-              "quant_weight_efficiency@int4": FORMAT_QUANT_EFFICIENCY.get("int4", 1.0),
-              "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
-              "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S,
-              "per_token_overhead_s": generation_term(hopper, "per_token_overhead_s", r.DEFAULT_PER_TOKEN_OVERHEAD_S),
-              "per_token_overhead_s@blackwell": generation_term(blackwell, "per_token_overhead_s",
-                                                                r.DEFAULT_PER_TOKEN_OVERHEAD_S),
-              "layer_overhead_s@blackwell": generation_term(blackwell, "layer_overhead_s", 0.0),
-              "layer_token_overhead_s": generation_term(hopper, "layer_token_overhead_s", 0.0),
-              "layer_token_overhead_s@blackwell": generation_term(blackwell, "layer_token_overhead_s", 0.0),
-              "allreduce_latency_s@blackwell": r.default_allreduce_latency_s(blackwell)}
-    fused = generation_term(blackwell, "fused_allreduce_latency_s", None)
-    if fused is not None:
-        values["fused_allreduce_latency_s"] = fused
-    for fmt, terms in EXPERT_FORMAT_TERMS.items():     # the expert kernel paths' embedded values
-        values |= {f"{k}@experts_{fmt}": v for k, v in terms.items()}
-    return {n: values[n] for n in names if n in values}
+    """The embedded defaults as values of ``names`` (``provenance.embedded_start``): where a fit starts."""
+    return embedded_start(names)
 
 
 def parameter_table(fold: FoldResult) -> list[tuple[str, str, str, str]]:
