@@ -167,7 +167,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
                      first=train_first, final_simulation=False, priors=start)
         params, std = result.params, result.std
-    else:      # the training set identifies none of the terms: the held-out group is predicted at the defaults
+    else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
         params, std = dict(plan.fixed), {}
     predicted: list = [None] * len(test)
     deps = with_deployments(test)
