@@ -13,6 +13,7 @@ from twin.fitting.joint import FOLDS, JOINT_NAMES, WeightedCase, default_start, 
 from twin.fitting.measured_run import LengthSample, MeasuredRun
 from twin.fitting.replay import Target, replay
 from twin.fitting.fit import simulate_cases
+from twin.fitting.provenance import embedded_entries
 
 TRUE = {"memory_efficiency": 0.85, "memory_efficiency@blackwell": 0.65, "moe_expert_efficiency": 0.6,
         "step_overhead_s": 2.0e-3}
@@ -81,7 +82,10 @@ def test_a_fold_reports_what_its_training_set_cannot_identify():
     B200 runs are predicted with the Hopper fractions."""
     cases = [WeightedCase(c.run, c.target) for c in _generated(default_start(), which=("h100", "b200"))]
     first = simulate_cases(cases, default_start())
-    fold = run_fold("GPU", "B200", cases, FOLDS["GPU"], first, outer_iterations=1)
+    # every embedded value let through: these runs were generated at them (the provenance rule that would reset
+    # them is tested in tests/test_fitting_provenance.py)
+    fold = run_fold("GPU", "B200", cases, FOLDS["GPU"], first, outer_iterations=1,
+                    allow=tuple(e.parameter for e in embedded_entries()))
     assert fold.identification["memory_efficiency@blackwell"].startswith(HELD)
     assert fold.identification["compute_efficiency@blackwell"].startswith(HELD)
     assert "memory_efficiency@blackwell" not in fold.params
@@ -93,13 +97,20 @@ def test_a_fold_reports_what_its_training_set_cannot_identify():
 
 def test_a_fold_whose_training_set_identifies_none_of_the_terms_predicts_at_the_defaults():
     """Only Blackwell-scoped terms, B200 held out: nothing to fit (was scipy's max_nfev error); the held-out runs
-    are simulated at the embedded defaults, exactly as the defaults predict them."""
+    are simulated at the embedded defaults less what the B200 rows gave evidence to (the Blackwell per-token
+    per-layer cost; these plain cases count as inference-perf runs, so the serving defaults too), and with those
+    let through exactly as the defaults predict them."""
     cases = [WeightedCase(c.run, c.target) for c in _generated(default_start(), which=("h100", "b200"))]
     first = simulate_cases(cases, default_start())
     names = ("memory_efficiency@blackwell", "layer_overhead_s@blackwell")
     fold = run_fold("GPU", "B200", cases, FOLDS["GPU"], first, names=names, outer_iterations=1)
-    assert fold.params == {} and all(fold.identification[n].startswith(HELD) for n in names)
-    assert fold.predicted == [first[i].metrics for i, c in enumerate(cases) if c.target.gpu == "B200"]
+    assert fold.params == fold.plan.fixed and fold.params["layer_token_overhead_s@blackwell"] == 0.0
+    assert all(fold.identification[n].startswith(HELD) for n in names)
+    assert fold.predicted == [r.metrics for r in simulate_cases(fold.cases, fold.plan.fixed)]
+    let = run_fold("GPU", "B200", cases, FOLDS["GPU"], first, names=names, outer_iterations=1,
+                   allow=tuple(e.parameter for e in embedded_entries()))
+    assert let.params == {}
+    assert let.predicted == [first[i].metrics for i, c in enumerate(cases) if c.target.gpu == "B200"]
 
 
 def _cases_at_prompts(prompts: tuple[int, ...]) -> list[Case]:

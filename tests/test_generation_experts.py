@@ -131,3 +131,15 @@ def test_minimax_h100_rows_carry_their_scripts_launch_flags():
     qwen = [r for r in rows if model_family(r.model_path) == "qwen3" and r.system == "h100_sxm"]
     assert qwen and all("fuse_allreduce_rms" not in row_server(r) and "max_num_seqs" not in row_server(r)
                         for r in qwen)                                          # vLLM 0.12's defaults
+
+
+def test_the_pair_table_is_evidence_a_held_out_fold_sees():
+    """twin.fitting.provenance lists each (generation, expert format) entry with its stated prior, so a fold that
+    holds out its rows resets or refits it."""
+    from twin.fitting.provenance import INHERIT, embedded_entries
+    entries = {e.parameter: e for e in embedded_entries() if e.table == "GENERATION_EXPERT_TERMS"}
+    assert {k: (e.value, e.prior) for k, e in entries.items()} == {
+        "moe_expert_compute_efficiency@hopper+experts_fp8": (0.155, 1.0),
+        "moe_layer_overhead_s@hopper+experts_fp8": (16e-6, 0.0),
+        "fused_allreduce_latency_s@blackwell+experts_mxfp4": (11e-6, INHERIT)}
+    assert entries["moe_layer_overhead_s@hopper+experts_fp8"].evidence == "every ground-truth row on hopper+experts_fp8"

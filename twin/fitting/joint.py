@@ -29,7 +29,10 @@ from pathlib import Path
 from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
 from twin.fitting.identify import held_at_prior, identification
-from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME
+from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
+from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
+from twin.fitting.scoped import params_for
+from twin.fitting.targets import METRICS
 from twin.fitting.silicon import SiliconCase, model_family, silicon_cases
 
 JOINT_NAMES: tuple[str, ...] = PARAMETER_NAMES + (
@@ -37,8 +40,6 @@ JOINT_NAMES: tuple[str, ...] = PARAMETER_NAMES + (
     "moe_expert_efficiency", "moe_expert_compute_efficiency", "layer_overhead_s", "kv_memory_efficiency",
     "quant_weight_efficiency@fp8", "quant_weight_efficiency@int4", "step_overhead_s@sync",
     "per_seq_overhead_s@sync")
-METRICS = (("mean_ttft_ms", "TTFT mean"), ("median_ttft_ms", "TTFT p50"), ("mean_tpot_ms", "TPOT"),
-           ("mean_e2el_ms", "E2E mean"), ("request_throughput", "throughput"))
 SOURCE_INFERENCE_PERF = "inference-perf"
 SOURCE_SILICON = "silicon"
 
@@ -122,29 +123,70 @@ class FoldResult:
     identification: dict[str, str]
     cases: list[Case]
     predicted: list[dict[str, float]]
+    plan: FoldPlan | None = None       # what the fold did with the embedded values its group gave evidence to
 
 
-def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[Case], str], first: list, *,
+def with_deployments(cases: Sequence[Case]) -> list[tuple[Case, object]]:
+    """(case, its deployment) for each case: the evidence rows of ``provenance.fold_plan``."""
+    from twin.fitting.replay import deployment_for
+    return [(c, deployment_for(c.run, c.target)) for c in cases]
+
+
+def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[Case], str], first: list | None, *,
              names: Sequence[str] = JOINT_NAMES, outer_iterations: int = 2, fit_sim_s: float = 60.0,
-             eval_sim_s: float | None = 120.0, workers: int = 1, seed: int = 0) -> FoldResult:
+             eval_sim_s: float | None = 120.0, workers: int = 1, seed: int = 0,
+             evidence: Sequence[tuple] | None = None, defaults: Sequence[dict] | None = None,
+             allow: Sequence[str] = (), cache: dict | None = None) -> FoldResult:
+    """Fit ``names`` on every group but ``group`` and predict ``group``. Embedded values whose evidence
+    (``twin.fitting.provenance``) includes a row of ``group`` are refit (when fitted here) from their stated
+    prior, or reset to it. ``evidence``: (case, deployment) of EVERY ground-truth row (default: ``cases``);
+    ``first``: ``cases`` simulated at ``default_start(names)`` (``fit_sim_s``; unused when nothing is fitted);
+    ``defaults``: ``cases`` predicted at the embedded defaults (``eval_sim_s``), reused for a held-out case the
+    fold costs exactly as the defaults do; ``allow``: parameters let through unchanged (the report says so);
+    ``cache``: a dict kept across folds (held-out predictions by case and the cost keywords it sees)."""
     train = [i for i, c in enumerate(cases) if group_of(c) != group]
-    test = [c for c in cases if group_of(c) == group]
+    test_idx = [i for i, c in enumerate(cases) if group_of(c) == group]
+    test = [cases[i] for i in test_idx]
     train_cases = [cases[i] for i in train]
-    held = held_at_prior(train_cases, names)
+    held = held_at_prior(train_cases, names) if names else {}
     fit_names = tuple(n for n in names if n not in held)
-    start = default_start(names)
+    plan = fold_plan(group, group_of, evidence if evidence is not None else with_deployments(cases), fit_names,
+                     allow=allow)
+    start = default_start(names) | plan.start
     # a held parameter is left out: a scoped one falls back to the unscoped value (Blackwell carries Hopper's
     # fitted fractions, a server without async scheduling the async overheads), the others to the model's
     if fit_names:
-        result = fit(train_cases, names=fit_names, start=start,
+        train_first = [first[i] for i in train]
+        if plan.actions:       # training rows the plan costs differently: simulated again at the fit's start
+            point = {**plan.fixed, **to_model_params(from_model_params(start, fit_names), fit_names)}
+            moved = [k for k, (_, d) in enumerate(with_deployments(train_cases)) if plan.affects(d)]
+            for k, r in zip(moved, simulate_cases([train_cases[k] for k in moved], point, seed=seed,
+                                                  max_sim_s=fit_sim_s, workers=workers)):
+                train_first[k] = r
+        result = fit(train_cases, names=fit_names, start=start, fixed=plan.fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
-                     first=[first[i] for i in train], final_simulation=False, priors=start)
+                     first=train_first, final_simulation=False, priors=start)
         params, std = result.params, result.std
-    else:      # the training set identifies none of the terms: the held-out group is predicted at the defaults
-        params, std = {}, {}
-    predicted = [r.metrics for r in simulate_cases(test, params, seed=seed, max_sim_s=eval_sim_s,
-                                                   workers=workers)]
-    return FoldResult(kind, group, params, std, identification(fit_names, std, held), test, predicted)
+    else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
+        params, std = dict(plan.fixed), {}
+    predicted: list = [None] * len(test)
+    deps = with_deployments(test)
+    if defaults is not None and not fit_names:
+        for k, (_, d) in enumerate(deps):
+            if not plan.affects(d):
+                predicted[k] = defaults[test_idx[k]]
+    # ``cache``: predictions by (case, the cost model keywords it sees): folds that cost a case alike share one
+    keys = [(c.run.name, repr(c.target), tuple(sorted(params_for(params, d).items())), eval_sim_s, seed)
+            for c, d in deps]
+    if cache is not None:
+        predicted = [cache.get(key, p) if p is None else p for key, p in zip(keys, predicted)]
+    todo = [k for k, p in enumerate(predicted) if p is None]
+    for k, r in zip(todo, simulate_cases([test[k] for k in todo], params, seed=seed, max_sim_s=eval_sim_s,
+                                         workers=workers)):
+        predicted[k] = r.metrics
+        if cache is not None:
+            cache[keys[k]] = r.metrics
+    return FoldResult(kind, group, params, std, identification(fit_names, std, held), test, predicted, plan)
 
 
 def summarize(pairs: Sequence[tuple[Case, dict[str, float]]]) -> dict[str, dict[str, float | int | None]]:
@@ -158,47 +200,8 @@ def summarize(pairs: Sequence[tuple[Case, dict[str, float]]]) -> dict[str, dict[
 
 
 def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
-    """The embedded defaults (``twin.cost.roofline``, ``twin.cost.generations``) as values of ``names``, in model
-    units: where the fit starts, and what a held parameter keeps. (The all-reduce latency is the NVLink one:
-    every GPU in the data is NVLink-connected.)"""
-    from twin.cost import roofline as r
-    from twin.cost.default_terms import EXPERT_FORMAT_TERMS, FORMAT_QUANT_EFFICIENCY, generation_term
-    from twin.cost.generation_experts import scoped_values
-    from twin.cost.generations import default_efficiencies
-    from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
-    from twin.hardware.catalog import resolve_gpu
-    mem, comp = default_efficiencies("H100-SXM")
-    bw_mem, bw_comp = default_efficiencies("B200")
-    hopper, blackwell = resolve_gpu("H100-SXM"), resolve_gpu("B200")
-    values = {"memory_efficiency": mem, "compute_efficiency": comp, "gemm_half_tokens": r.DEFAULT_GEMM_HALF_TOKENS,
-              "step_overhead_s": r.DEFAULT_STEP_OVERHEAD_S, "per_seq_overhead_s": r.DEFAULT_PER_SEQ_OVERHEAD_S,
-              "request_path_s": r.DEFAULT_REQUEST_PATH_S, "request_path_jitter_s": r.DEFAULT_REQUEST_PATH_JITTER_S,
-              "allreduce_latency_s": r.default_allreduce_latency_s(hopper), "memory_efficiency@blackwell": bw_mem,
-              "compute_efficiency@blackwell": bw_comp, "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY,
-              "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY,
-              "layer_overhead_s": generation_term(hopper, "layer_overhead_s", 0.0),
-              "kv_memory_efficiency": mem, "request_path_s@blackwell": r.DEFAULT_REQUEST_PATH_S,
-              "quant_weight_efficiency@fp8": FORMAT_QUANT_EFFICIENCY.get("fp8", 1.0),
-              "quant_weight_efficiency@int4": FORMAT_QUANT_EFFICIENCY.get("int4", 1.0),
-              "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
-              "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S,
-              "per_token_overhead_s": generation_term(hopper, "per_token_overhead_s", r.DEFAULT_PER_TOKEN_OVERHEAD_S),
-              "per_token_overhead_s@blackwell": generation_term(blackwell, "per_token_overhead_s",
-                                                                r.DEFAULT_PER_TOKEN_OVERHEAD_S),
-              "layer_overhead_s@blackwell": generation_term(blackwell, "layer_overhead_s", 0.0),
-              "layer_token_overhead_s": generation_term(hopper, "layer_token_overhead_s", 0.0),
-              "layer_token_overhead_s@blackwell": generation_term(blackwell, "layer_token_overhead_s", 0.0),
-              "allreduce_latency_s@blackwell": r.default_allreduce_latency_s(blackwell)}
-    fused = generation_term(blackwell, "fused_allreduce_latency_s", None)
-    if fused is not None:
-        values["fused_allreduce_latency_s"] = fused
-    for fmt, terms in EXPERT_FORMAT_TERMS.items():     # the expert kernel paths' embedded values
-        values |= {f"{k}@experts_{fmt}": v for k, v in terms.items()}
-    embedded_scoped = {f"{k}@experts_{f}" for f, t in EXPERT_FORMAT_TERMS.items() for k in t} | set(scoped_values())
-    values |= scoped_values()         # by generation and expert format (twin.cost.generation_experts)
-    # an expert path's embedded value holds beside its unscoped term (which would override it otherwise)
-    out = {n: values[n] for n in names if n in values}
-    return out | {n: v for n, v in values.items() if n in embedded_scoped and n.split("@")[0] in names}
+    """The embedded defaults as values of ``names`` (``provenance.embedded_start``): where a fit starts."""
+    return embedded_start(names)
 
 
 def parameter_table(fold: FoldResult) -> list[tuple[str, str, str, str]]:
@@ -207,7 +210,10 @@ def parameter_table(fold: FoldResult) -> list[tuple[str, str, str, str]]:
     for name, status in fold.identification.items():
         p = PARAMETERS_BY_NAME[name]
         value = fold.params.get(name)
-        if value is None:      # held: the embedded default it keeps (a scoped one falls back to the unscoped)
+        if fold.plan is not None and name in fold.plan.fixed:      # reset: its evidence is held out
+            value = fold.plan.fixed[name]
+            v = f"{p.from_model(value):.4g} {p.unit} (stated prior: its evidence is held out)"
+        elif value is None:    # held: the embedded default it keeps (a scoped one falls back to the unscoped)
             value = default_start((name,)).get(name)
             v = f"{p.from_model(value):.4g} {p.unit} (prior)" if value is not None else "-"
         else:

@@ -1,0 +1,229 @@
+"""Where each embedded default came from, so that a held-out fold does not start from (or keep) a value read
+off the rows it holds out.
+
+Every embedded value of a fitted term is an ``Entry``: the fit-parameter key that sets it (``name`` or
+``name@scope``), its value, its stated prior and its EVIDENCE, the measured rows it was read off. The rule needs
+nothing from whoever adds a table entry:
+
+* an entry of ``twin.cost.default_terms`` (``GENERATION_TERMS``, ``FORMAT_QUANT_EFFICIENCY``,
+  ``EXPERT_FORMAT_TERMS``), of ``twin.cost.generation_experts.GENERATION_EXPERT_TERMS`` or of ``twin.cost.generations.GENERATION_DEFAULTS`` has as evidence, unless
+  ``DECLARED_EVIDENCE`` says otherwise, EVERY ground-truth row (either source) in its scope: its GPU generation,
+  its weight format, its routed experts' format;
+* the roofline's flat serving defaults (``twin.cost.roofline``: memory efficiency, step / sequence overheads,
+  request path, all-reduce latency) were fitted on the inference-perf H100 runs (declared below);
+* an entry equal to its stated prior carries no evidence (compute 0.6, the GEMM knee 0: see below).
+
+In a fold whose held-out group contains any evidence row of an entry (judged on every ground-truth row, not on a
+subsample), the entry is REFIT on the training rows when the fold fits its parameter (its start and the weak
+prior then being the stated prior), else RESET to its stated prior; the report says which (``FoldPlan``).
+Stated priors: ``default_terms.FLAT_DEFAULTS``; for the flat serving terms and where that has none, the fit
+parameter's prior (``twin.fitting.parameters``); a generation's efficiencies and all-reduce latency, and the fused
+all-reduce, inherit (``INHERIT``): reset, they take the fold's unscoped (reference) value."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from twin.fitting.parameters import PARAMETERS_BY_NAME
+from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
+
+INHERIT = "inherit"          # a prior that is the fold's unscoped value of ``INHERITS_FROM[base]``
+INHERITS_FROM = {"memory_efficiency": "memory_efficiency", "compute_efficiency": "compute_efficiency",
+                 "allreduce_latency_s": "allreduce_latency_s", "fused_allreduce_latency_s": "allreduce_latency_s"}
+INFERENCE_PERF = "the inference-perf H100 runs (twin.cost.roofline's serving fit)"
+
+
+def _inference_perf(case, _deployment) -> bool:
+    from twin.fitting.silicon import SiliconCase
+    return not isinstance(case, SiliconCase)
+
+
+def _no_rows(_case, _deployment) -> bool:
+    return False
+
+
+# parameter key -> (what the evidence is, which rows): overrides the in-scope rule
+DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
+    **{n: (INFERENCE_PERF, _inference_perf) for n in (
+        "memory_efficiency", "step_overhead_s", "per_seq_overhead_s", "request_path_s", "request_path_jitter_s",
+        "allreduce_latency_s")},
+    # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
+    "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", _no_rows),
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    parameter: str                     # ``name`` or ``name@scope`` (twin.fitting.scoped)
+    value: float                       # embedded, model units
+    prior: float | str | None          # stated prior (model units), INHERIT, or None (none stated)
+    table: str                         # where it is embedded
+
+    @property
+    def scope(self) -> str | None:
+        return split(self.parameter)[1]
+
+    @property
+    def evidence(self) -> str:
+        if self.parameter in DECLARED_EVIDENCE:
+            return DECLARED_EVIDENCE[self.parameter][0]
+        return f"every ground-truth row on {self.scope}" if self.scope else "every ground-truth row"
+
+    def is_evidence(self, case, deployment) -> bool:
+        if self.parameter in DECLARED_EVIDENCE:
+            return DECLARED_EVIDENCE[self.parameter][1](case, deployment)
+        return self.applies(deployment)
+
+    def applies(self, deployment) -> bool:
+        """Whether the value acts on ``deployment`` (unscoped: everywhere no scoped entry overrides it)."""
+        return self.scope is None or in_scope(self.scope, deployment)
+
+
+def _stated_prior(base: str, key: str, flat: dict) -> float | str | None:
+    if base in INHERITS_FROM and key != base:
+        return INHERIT
+    if flat.get(base) is not None:
+        return flat[base]
+    p = PARAMETERS_BY_NAME.get(key) or PARAMETERS_BY_NAME.get(base)
+    return None if p is None else p.to_model(p.prior)
+
+
+def embedded_entries() -> list[Entry]:
+    """Every embedded value of a fitted term that differs from its stated prior, in table order."""
+    from twin.cost import roofline as r
+    from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
+                                         GENERATION_TERMS)
+    from twin.cost.generation_experts import scoped_values
+    from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION
+    mem, comp = GENERATION_DEFAULTS[REFERENCE_GENERATION]
+    out = [Entry(n, v, _stated_prior(n, n, {}), "twin.cost.roofline") for n, v in (
+        ("memory_efficiency", mem), ("compute_efficiency", comp), ("gemm_half_tokens", r.DEFAULT_GEMM_HALF_TOKENS),
+        ("step_overhead_s", r.DEFAULT_STEP_OVERHEAD_S), ("per_seq_overhead_s", r.DEFAULT_PER_SEQ_OVERHEAD_S),
+        ("request_path_s", r.DEFAULT_REQUEST_PATH_S), ("request_path_jitter_s", r.DEFAULT_REQUEST_PATH_JITTER_S),
+        ("allreduce_latency_s", r.ALLREDUCE_LATENCY_FAST_S))]
+    for gen, (g_mem, g_comp) in GENERATION_DEFAULTS.items():
+        if gen != REFERENCE_GENERATION:
+            out += [Entry(f"{n}@{gen}", v, INHERIT, "twin.cost.generations.GENERATION_DEFAULTS")
+                    for n, v in (("memory_efficiency", g_mem), ("compute_efficiency", g_comp))]
+    for gen, terms in GENERATION_TERMS.items():
+        out += [Entry(f"{n}@{gen}", v, _stated_prior(n, f"{n}@{gen}", FLAT_DEFAULTS), "GENERATION_TERMS")
+                for n, v in terms.items()]
+    out += [Entry(f"quant_weight_efficiency@{fmt}", v, 1.0, "FORMAT_QUANT_EFFICIENCY")
+            for fmt, v in FORMAT_QUANT_EFFICIENCY.items()]
+    for fmt, terms in EXPERT_FORMAT_TERMS.items():
+        key = f"{EXPERT_PREFIX}{fmt}"
+        out += [Entry(f"{n}@{key}", v, _stated_prior(n, f"{n}@{key}", FLAT_DEFAULTS), "EXPERT_FORMAT_TERMS")
+                for n, v in terms.items()]
+    out += [Entry(key, v, _stated_prior(split(key)[0], key, FLAT_DEFAULTS), "GENERATION_EXPERT_TERMS")
+            for key, v in scoped_values().items()]
+    return [e for e in out if not (isinstance(e.prior, float) and abs(e.value - e.prior) <= 1e-12 * max(
+        1.0, abs(e.prior)))]
+
+
+REFIT, RESET, KEPT = "refit on the training rows", "reset to its stated prior", "kept: no stated prior (leaks)"
+
+
+@dataclass
+class FoldPlan:
+    """What a fold does with the embedded entries its held-out group gave evidence to."""
+    actions: dict[str, tuple[Entry, str]]       # parameter -> (entry, REFIT / RESET / KEPT)
+    fixed: dict[str, float]                     # parameter -> value the fold holds (resets and what they protect)
+    start: dict[str, float]                     # parameter -> start and prior of a refit one
+
+    def affects(self, deployment) -> bool:
+        """Whether a case on ``deployment`` is costed differently from the embedded defaults in this fold."""
+        return any(e.applies(deployment) for e, a in self.actions.values() if a != KEPT)
+
+    def lines(self) -> list[str]:
+        return [f"{p}: {a} ({e.table}; evidence: {e.evidence})" for p, (e, a) in self.actions.items()]
+
+
+def _refits(entry: Entry, fitted: Sequence[str]) -> bool:
+    """The fold fits this entry's parameter, or the unscoped one that replaces it everywhere."""
+    base = split(entry.parameter)[0]
+    return entry.parameter in fitted or (base in fitted and not any(split(n) == (base, entry.scope)
+                                                                       for n in fitted if n != base))
+
+
+def fold_plan(group: str, group_of: Callable, evidence: Iterable[tuple], fitted: Sequence[str],
+              entries: Sequence[Entry] | None = None, allow: Sequence[str] = ()) -> FoldPlan:
+    """The plan for the fold holding out ``group``: ``evidence`` is (case, deployment) for EVERY ground-truth row
+    (not a subsample), ``fitted`` the parameters this fold fits, ``allow`` parameters a user lets leak."""
+    entries = embedded_entries() if entries is None else list(entries)
+    held_rows = [(c, d) for c, d in evidence if group_of(c) == group]
+    by_key = {e.parameter: e for e in entries}
+    actions: dict[str, tuple[Entry, str]] = {}
+    for e in entries:
+        if e.parameter in allow or not any(e.is_evidence(c, d) for c, d in held_rows):
+            continue
+        if _refits(e, fitted):
+            actions[e.parameter] = (e, REFIT)
+        else:
+            actions[e.parameter] = (e, KEPT if e.prior is None else RESET)
+
+    def prior_value(e: Entry) -> float:
+        if e.prior != INHERIT:
+            return e.prior
+        src = INHERITS_FROM[split(e.parameter)[0]]
+        scoped = f"{src}@{e.scope}"         # the fused all-reduce: its generation's unfused latency first
+        if scoped != e.parameter and scoped in by_key and scoped not in actions:
+            return by_key[scoped].value
+        ref = by_key.get(src)
+        if ref is not None and src in actions and actions[src][1] == RESET:
+            return ref.prior
+        return embedded_start((src,)).get(src, ref.value if ref else PARAMETERS_BY_NAME[src].to_model(
+            PARAMETERS_BY_NAME[src].prior))
+
+    fixed = {p: prior_value(e) for p, (e, a) in actions.items() if a == RESET}
+    start = {p: prior_value(e) for p, (e, a) in actions.items() if a == REFIT and p in fitted}
+    # an unscoped reset would override the embedded scoped entries of the same term: hold those at their values
+    for p in list(fixed):
+        if split(p)[1] is None:
+            fixed |= {e.parameter: e.value for e in entries if split(e.parameter) == (p, e.scope) and e.scope
+                      and e.parameter not in actions and e.parameter not in fitted}
+    return FoldPlan(actions, fixed, start)
+
+
+def embedded_start(names: Sequence[str]) -> dict[str, float]:
+    """The embedded defaults (``twin.cost.roofline``, ``twin.cost.generations``) as values of ``names``, in model
+    units: where the fit starts, and what a held parameter keeps. (The all-reduce latency is the NVLink one:
+    every GPU in the data is NVLink-connected.)"""
+    from twin.cost import roofline as r
+    from twin.cost.default_terms import EXPERT_FORMAT_TERMS, FORMAT_QUANT_EFFICIENCY, generation_term
+    from twin.cost.generation_experts import scoped_values
+    from twin.cost.generations import default_efficiencies
+    from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
+    from twin.hardware.catalog import resolve_gpu
+    mem, comp = default_efficiencies("H100-SXM")
+    bw_mem, bw_comp = default_efficiencies("B200")
+    hopper, blackwell = resolve_gpu("H100-SXM"), resolve_gpu("B200")
+    values = {"memory_efficiency": mem, "compute_efficiency": comp, "gemm_half_tokens": r.DEFAULT_GEMM_HALF_TOKENS,
+              "step_overhead_s": r.DEFAULT_STEP_OVERHEAD_S, "per_seq_overhead_s": r.DEFAULT_PER_SEQ_OVERHEAD_S,
+              "request_path_s": r.DEFAULT_REQUEST_PATH_S, "request_path_jitter_s": r.DEFAULT_REQUEST_PATH_JITTER_S,
+              "allreduce_latency_s": r.default_allreduce_latency_s(hopper), "memory_efficiency@blackwell": bw_mem,
+              "compute_efficiency@blackwell": bw_comp, "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY,
+              "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY,
+              "layer_overhead_s": generation_term(hopper, "layer_overhead_s", 0.0),
+              "kv_memory_efficiency": mem, "request_path_s@blackwell": r.DEFAULT_REQUEST_PATH_S,
+              "quant_weight_efficiency@fp8": FORMAT_QUANT_EFFICIENCY.get("fp8", 1.0),
+              "quant_weight_efficiency@int4": FORMAT_QUANT_EFFICIENCY.get("int4", 1.0),
+              "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
+              "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S,
+              "per_token_overhead_s": generation_term(hopper, "per_token_overhead_s", r.DEFAULT_PER_TOKEN_OVERHEAD_S),
+              "per_token_overhead_s@blackwell": generation_term(blackwell, "per_token_overhead_s",
+                                                                r.DEFAULT_PER_TOKEN_OVERHEAD_S),
+              "layer_overhead_s@blackwell": generation_term(blackwell, "layer_overhead_s", 0.0),
+              "layer_token_overhead_s": generation_term(hopper, "layer_token_overhead_s", 0.0),
+              "layer_token_overhead_s@blackwell": generation_term(blackwell, "layer_token_overhead_s", 0.0),
+              "allreduce_latency_s@blackwell": r.default_allreduce_latency_s(blackwell)}
+    fused = generation_term(blackwell, "fused_allreduce_latency_s", None)
+    if fused is not None:
+        values["fused_allreduce_latency_s"] = fused
+    for fmt, terms in EXPERT_FORMAT_TERMS.items():     # the expert kernel paths' embedded values
+        values |= {f"{k}@experts_{fmt}": v for k, v in terms.items()}
+    embedded_scoped = {f"{k}@experts_{f}" for f, t in EXPERT_FORMAT_TERMS.items() for k in t} | set(scoped_values())
+    values |= scoped_values()         # by generation and expert format (twin.cost.generation_experts)
+    # an expert path's embedded value holds beside its unscoped term (which would override it otherwise)
+    out = {n: values[n] for n in names if n in values}
+    return out | {n: v for n, v in values.items() if n in embedded_scoped and n.split("@")[0] in names}
