@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors, family_of, gpu_of  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 NAME = "allreduce_latency_s@blackwell"
 
@@ -83,4 +84,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

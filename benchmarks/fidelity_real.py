@@ -46,6 +46,7 @@ from twin.fitting.provenance import embedded_entries  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.targets import markdown, target_lines, verdict_markdown  # noqa: E402
 from twin.hardware.catalog import resolve_model  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 DEFAULT_SILICON_EVERY = 3
 
@@ -240,4 +241,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -26,6 +26,7 @@ from twin.fitting.ground_truth import h100_cases  # noqa: E402
 from twin.fitting.identify import held_at_prior, identification  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, all_cases, default_start  # noqa: E402
 from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 
 def main() -> None:
@@ -70,4 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -25,6 +25,7 @@ from twin.cost import mxfp4_path  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors, family_of  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 FP8_RATE = mxfp4_path.MXFP4_BLACKWELL_RATE
 KEYS = (("TTFT", "mean_ttft_ms"), ("TPOT", "mean_tpot_ms"), ("thr", "request_throughput"))
@@ -134,4 +135,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

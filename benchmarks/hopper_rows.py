@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
 from twin.fitting.silicon import minimax_h100, silicon_cases  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 EFF = "moe_expert_compute_efficiency@hopper+experts_fp8"
 LAYER = "moe_layer_overhead_s@hopper+experts_fp8"
@@ -152,4 +153,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

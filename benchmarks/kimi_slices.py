@@ -28,6 +28,7 @@ from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import METRICS, default_start, errors  # noqa: E402
 from twin.fitting.silicon import model_family, silicon_cases  # noqa: E402
 from twin.fitting.silicon_layout import row_layout  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 KEYS = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
 
@@ -135,4 +136,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from twin.fitting.joint import JOINT_NAMES, default_start  # noqa: E402
 from twin.fitting.replay import deployment_for, replay  # noqa: E402
 from twin.fitting.silicon import read_silicon, silicon_cases, silicon_dir  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 
 def demand(row, dp: int) -> tuple[float, float]:
@@ -98,4 +99,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors  # noqa: E402
 from twin.fitting.silicon import read_silicon, row_layout, silicon_cases, silicon_dir  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 
 def _layout_name(lay: dict) -> str:
@@ -92,4 +93,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -31,6 +31,7 @@ from twin.fitting.joint import JOINT_NAMES, default_start, errors, family_of, gp
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.replay import deployment_for  # noqa: E402
 from twin.fitting.scoped import routed_expert_format  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 BANDS = (("C<=8", 0, 8), ("C9-15", 9, 15), ("C16-64", 16, 64), ("C65-127", 65, 127), ("C>=128", 128, 10**9))
 
@@ -111,4 +112,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

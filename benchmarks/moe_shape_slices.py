@@ -33,6 +33,7 @@ from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.silicon_layout import row_layout  # noqa: E402
 from twin.hardware.catalog import ModelSpec, resolve_model  # noqa: E402
 from twin.hardware.moe import touched_fraction  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 PREFILL_CHUNK_TOKENS = 8192     # the silicon rows' max_num_batched_tokens bound on one prompt chunk
 
@@ -179,4 +180,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

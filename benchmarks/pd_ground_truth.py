@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from twin.deploy.run import metrics_of, run_body  # noqa: E402
 from twin.fitting.ground_truth import ground_truth_dir  # noqa: E402
 from twin.scenario import ScenarioBody  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 
 def disagg_rows() -> list[dict[str, str]]:
@@ -71,4 +72,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -43,6 +43,7 @@ from twin.fitting.replay import deployment_for  # noqa: E402
 from twin.fitting.silicon import lengths, model_family, row_cudagraphs, row_server, silicon_cases  # noqa: E402
 from twin.fitting.silicon_rows import read_silicon  # noqa: E402
 from twin.hardware.catalog import resolve_model  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 
 def prompt_step_graphed(row, max_num_seqs: int, max_num_batched_tokens: int) -> bool:
@@ -202,4 +203,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -33,6 +33,7 @@ from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, family_of  # noqa: E402
 from twin.fitting.replay import cost_model_for, deployment_for  # noqa: E402
 from twin.fitting.silicon import lengths, silicon_cases  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 SET_A = {"compute_efficiency@blackwell": 0.5, "moe_expert_compute_efficiency": 0.45,
          "per_token_overhead_s": 2e-6}
@@ -282,4 +283,4 @@ def slopes(rows: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

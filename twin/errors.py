@@ -1,5 +1,7 @@
 """The one exception type for bad user input. The CLI prints its message as a single line and exits 2."""
 
+from collections.abc import Callable
+
 
 class TwinInputError(ValueError):
     """Bad input: the message names the field (or file and line), the value, and what is allowed."""
@@ -18,3 +20,14 @@ def did_you_mean(name: object, choices: "list[str] | tuple[str, ...]") -> str:
     if not close:
         return ""
     return "; did you mean " + " or ".join(repr(by_key[c]) for c in close) + "?"
+
+
+def run_script(main: Callable[[], object]) -> None:
+    """Run a script's ``main()`` as the CLI does: a ``TwinInputError`` (a missing ground-truth folder, a broken
+    file) is one line on stderr and exit status 2, not a traceback."""
+    import sys
+    try:
+        main()
+    except TwinInputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -152,6 +152,8 @@ def read_silicon(path: Path | None = None) -> list[SiliconRow]:
     path = Path(path)
     if path.is_dir():
         path = path / CSV_NAME
+    if not path.is_file():
+        raise TwinInputError(f"{path}: no such file (the silicon measurements; --ground-truth names their folder)")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
