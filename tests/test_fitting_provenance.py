@@ -94,7 +94,8 @@ def test_a_fold_resets_what_its_held_out_group_gave_evidence_to(rows):
 def test_a_fitted_entry_is_refit_from_its_prior_and_a_let_through_one_is_kept(rows):
     ev = with_deployments(rows)
     plan = pv.fold_plan("B200", FOLDS["GPU"], ev, ("layer_token_overhead_s@blackwell",))
-    assert plan.fixed == {} and plan.start == {"layer_token_overhead_s@blackwell": 0.0}
+    assert plan.fixed == {} and plan.start == {"layer_token_overhead_s@blackwell": 0.2e-6}   # its embedded value
+    assert plan.prior == {"layer_token_overhead_s@blackwell": 0.0}                          # pulled towards
     assert plan.actions["layer_token_overhead_s@blackwell"][1] == pv.REFIT
     unscoped = pv.fold_plan("B200", FOLDS["GPU"], ev, ("layer_token_overhead_s",))   # replaces it everywhere
     assert unscoped.actions["layer_token_overhead_s@blackwell"][1] == pv.REFIT and unscoped.fixed == {}
@@ -138,9 +139,10 @@ def test_run_fold_predicts_a_held_out_group_without_its_leaked_values(rows):
     assert let.predicted == [{"case": 2}, {"case": 3}] and let.plan.lines() == []
 
 
-def test_a_refit_entry_starts_from_its_prior_and_its_training_rows_are_simulated_there(rows, monkeypatch):
-    """The fold fits the leaked term: the fit starts from (and is pulled towards) the stated prior, not the
-    embedded value, and the training rows that term acts on are simulated again at that start."""
+def test_a_refit_entry_starts_from_its_value_pulled_towards_its_prior(rows, monkeypatch):
+    """The fold fits the leaked term: the fit starts from the embedded value (a floor has no slope at its prior)
+    and its weak prior pulls towards the stated prior; the training rows that term acts on are simulated at the
+    start."""
     from twin.fitting import joint
     seen = {}
 
@@ -155,8 +157,26 @@ def test_a_refit_entry_starts_from_its_prior_and_its_training_rows_are_simulated
     first = [type("F", (), {"metrics": {"i": i}})() for i in range(len(rows))]
     fold = run_fold("family", "mixtral", rows, FOLDS["family"], first, names=(name,), outer_iterations=1)
     assert fold.plan.actions[name][1] == pv.REFIT
-    assert seen["start"][name] == 0.0 and seen["priors"][name] == 0.0 and seen["fixed"] == {}
+    assert seen["start"][name] == 0.2e-6 and seen["priors"][name] == 0.0 and seen["fixed"] == {}
     # the B200 llama row (third) was simulated again at the start; the two H100 rows keep their first run
     assert seen["first"][:2] == first[:2] and seen["first"][2] is not first[2]
-    assert seen["first"][2].metrics == replay(rows[2].run, rows[2].target, {name: 0.0}, max_sim_s=60.0).metrics
+    assert seen["first"][2].metrics == replay(rows[2].run, rows[2].target, {name: 0.2e-6}, max_sim_s=60.0).metrics
     assert fold.params[name] == 0.3e-6
+
+
+def test_the_eager_floors_are_evidence_of_their_named_families_b200_rows_only(rows, monkeypatch):
+    from types import SimpleNamespace
+    monkeypatch.setitem(default_terms.GENERATION_TERMS, "blackwell", {
+        "eager_layer_host_s": 0.84e-3, "eager_moe_layer_host_s": 1.15e-3})
+    entries = {e.parameter: e for e in pv.embedded_entries()}
+    assert entries["eager_layer_host_s@blackwell"].evidence == "the B200 Llama rows"
+    llama_b200, kimi_b200, llama_h100 = rows[2], rows[3], rows[1]
+    for case, model, system in ((llama_b200, "meta-llama/Llama-3.1-70B-Instruct", "b200_sxm"),
+                                (kimi_b200, "moonshotai/Kimi-K2.5", "b200_sxm"),
+                                (llama_h100, "meta-llama/Llama-3.1-70B-Instruct", "h100_sxm")):
+        object.__setattr__(case, "row", SimpleNamespace(system=system, model_path=model))
+    ev = with_deployments(rows)
+    llama = pv.fold_plan("llama", lambda c: "llama" if c is not kimi_b200 else "kimi", ev, ())
+    assert llama.fixed["eager_layer_host_s@blackwell"] == 0.0 and "eager_moe_layer_host_s@blackwell" not in llama.fixed
+    kimi = pv.fold_plan("kimi", lambda c: "llama" if c is not kimi_b200 else "kimi", ev, ())
+    assert kimi.fixed == {"eager_moe_layer_host_s@blackwell": 0.0}

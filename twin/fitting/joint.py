@@ -165,7 +165,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
                 train_first[k] = r
         result = fit(train_cases, names=fit_names, start=start, fixed=plan.fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
-                     first=train_first, final_simulation=False, priors=start)
+                     first=train_first, final_simulation=False, priors=start | plan.prior)
         params, std = result.params, result.std
     else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
         params, std = dict(plan.fixed), {}

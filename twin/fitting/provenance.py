@@ -10,12 +10,14 @@ nothing from whoever adds a table entry:
   ``DECLARED_EVIDENCE`` says otherwise, EVERY ground-truth row (either source) in its scope: its GPU generation,
   its weight format, its routed experts' format;
 * the roofline's flat serving defaults (``twin.cost.roofline``: memory efficiency, step / sequence overheads,
-  request path, all-reduce latency) were fitted on the inference-perf H100 runs (declared below);
+  request path, all-reduce latency) were fitted on the inference-perf H100 runs, and the Blackwell eager host
+  floors were read off named families' B200 rows (declared below);
 * an entry equal to its stated prior carries no evidence (compute 0.6, the GEMM knee 0: see below).
 
 In a fold whose held-out group contains any evidence row of an entry (judged on every ground-truth row, not on a
-subsample), the entry is REFIT on the training rows when the fold fits its parameter (its start and the weak
-prior then being the stated prior), else RESET to its stated prior; the report says which (``FoldPlan``).
+subsample), the entry is REFIT on the training rows when the fold fits its parameter (from its embedded value,
+its weak prior pulling towards the stated prior), else RESET to its stated prior; the report says which
+(``FoldPlan``).
 Stated priors: ``default_terms.FLAT_DEFAULTS``; for the flat serving terms and where that has none, the fit
 parameter's prior (``twin.fitting.parameters``); a generation's efficiencies and all-reduce latency, and the fused
 all-reduce, inherit (``INHERIT``): reset, they take the fold's unscoped (reference) value."""
@@ -43,11 +45,24 @@ def _no_rows(_case, _deployment) -> bool:
     return False
 
 
+def _b200_family(*families: str) -> Callable:
+    """The B200 silicon rows of ``families`` (an entry read off those rows only)."""
+    def rows(case, _deployment) -> bool:
+        from twin.fitting.silicon import model_family
+        row = getattr(case, "row", None)
+        return row is not None and row.system == "b200_sxm" and model_family(row.model_path) in families
+    return rows
+
+
 # parameter key -> (what the evidence is, which rows): overrides the in-scope rule
 DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     **{n: (INFERENCE_PERF, _inference_perf) for n in (
         "memory_efficiency", "step_overhead_s", "per_seq_overhead_s", "request_path_s", "request_path_jitter_s",
         "allreduce_latency_s")},
+    # the eager host floors (twin.cost.eager_steps, docs/fidelity.md "Round 5: the per-request TTFT intercept"):
+    # per decoder layer off the B200 Llama-3.1-70B rows, per MoE layer off the March B200 Kimi-K2.5 / MiniMax-M2.5
+    "eager_layer_host_s@blackwell": ("the B200 Llama rows", _b200_family("llama")),
+    "eager_moe_layer_host_s@blackwell": ("the B200 Kimi-K2.5 and MiniMax-M2.5 rows", _b200_family("kimi", "minimax")),
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
     "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", _no_rows),
 }
@@ -129,7 +144,8 @@ class FoldPlan:
     """What a fold does with the embedded entries its held-out group gave evidence to."""
     actions: dict[str, tuple[Entry, str]]       # parameter -> (entry, REFIT / RESET / KEPT)
     fixed: dict[str, float]                     # parameter -> value the fold holds (resets and what they protect)
-    start: dict[str, float]                     # parameter -> start and prior of a refit one
+    start: dict[str, float]                     # parameter -> start of a refit one (its embedded value)
+    prior: dict[str, float]                     # parameter -> what a refit one's weak prior pulls towards
 
     def affects(self, deployment) -> bool:
         """Whether a case on ``deployment`` is costed differently from the embedded defaults in this fold."""
@@ -176,13 +192,17 @@ def fold_plan(group: str, group_of: Callable, evidence: Iterable[tuple], fitted:
             PARAMETERS_BY_NAME[src].prior))
 
     fixed = {p: prior_value(e) for p, (e, a) in actions.items() if a == RESET}
-    start = {p: prior_value(e) for p, (e, a) in actions.items() if a == REFIT and p in fitted}
+    prior = {p: prior_value(e) for p, (e, a) in actions.items() if a == REFIT and p in fitted}
+    # a refit starts where the embedded value is (a floor such as twin.cost.eager_steps' has no slope at its
+    # prior 0), and its weak prior pulls towards the stated prior: a term the training rows do not identify ends
+    # there, and the fold's table says so
+    start = {p: actions[p][0].value for p in prior}
     # an unscoped reset would override the embedded scoped entries of the same term: hold those at their values
     for p in list(fixed):
         if split(p)[1] is None:
             fixed |= {e.parameter: e.value for e in entries if split(e.parameter) == (p, e.scope) and e.scope
                       and e.parameter not in actions and e.parameter not in fitted}
-    return FoldPlan(actions, fixed, start)
+    return FoldPlan(actions, fixed, start, prior)
 
 
 def embedded_start(names: Sequence[str]) -> dict[str, float]:
