@@ -1,8 +1,8 @@
 """The MXFP4 expert kernel path by GPU generation (gpt-oss-120b; issue 33, round 5).
 
 vLLM picks the fused-MoE kernel of MXFP4 experts (``Mxfp4MoeBackend``, ``vllm/model_executor/layers/quantization/
-mxfp4.py`` and ``fused_moe/oracle``) by the GPU's SM version and launch flags, so two facts of that path and one
-value fitted on it (kept in ``twin.cost.generation_experts``, keyed by (GPU generation, expert format)):
+mxfp4.py`` and ``fused_moe/oracle``) by the GPU's SM version and launch flags. Two things of that path (the first
+applied here, the second a value in ``twin.cost.generation_experts``'s (GPU generation, expert format) table):
 
 * **Tensor rate of MXFP4 experts on Blackwell: FP8's, not FP4's.** On SM100 the expert GEMMs run in FlashInfer's
   TensorRT-LLM-gen kernel (``trtllm_fp4_block_scale_moe``) with the activations quantised on the fly: to MXFP8
