@@ -8,7 +8,8 @@ import pytest
 
 from twin.core.scheduler_output import SchedulerOutput
 from twin.cost.default_terms import EXPERT_FORMAT_TERMS
-from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS, explain_overhead_parts
+from twin.cost.kernel_path import explain_overhead_parts
+from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS
 from twin.cost.moe_terms import routed_expert_flops_per_token, routed_expert_read_bytes
 from twin.cost.roofline import RooflineCostModel
 from twin.fitting.joint import default_start

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from twin.errors import TwinInputError, did_you_mean
 from twin.core.scheduler_config import SchedulerKnobs
 from twin.core.vllm_versions import NEWEST_VLLM_VERSION, vllm_release
+from twin.cost.eager_steps import CudagraphMode
 from twin.hardware.quant import normalize_weight_dtype
 from twin.hardware.kv_offload_sizing import KvOffloadingKnobs
 from twin.hardware.weight_formats import WeightFormats
@@ -171,7 +172,7 @@ class ServerConfig(StrictModel, SchedulerKnobs, KvOffloadingKnobs):
     # CUDA graphs (twin.cost.eager_steps): --max-cudagraph-capture-size (None: vLLM's min(2 x max_num_seqs, 512))
     # and compilation_config.cudagraph_mode (None: the default, graphs for prefill and decode batches alike)
     max_cudagraph_capture_size: int | None = Field(None, ge=1)
-    cudagraph_mode: Literal["full_and_piecewise", "piecewise", "full", "full_decode_only", "none"] | None = None
+    cudagraph_mode: CudagraphMode | None = None
     scheduler_reserve_full_isl: bool | None = None
     free_unhashed_blocks_to_head: bool | None = None
     prefix_cache_stats_at_admission: bool | None = None

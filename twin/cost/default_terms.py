@@ -58,14 +58,10 @@ def quant_efficiency_default(formats) -> float:
     return 1.0
 
 
-def expert_format_term(model, formats, name: str, fallback: float, gpu=None) -> float:
-    """The embedded default of ``name`` for a MoE model's routed-expert format (on ``gpu``'s generation first,
-    ``twin.cost.generation_experts``), else ``fallback``."""
+def expert_format_term(model, formats, name: str, fallback: float) -> float:
+    """The embedded default of ``name`` for a MoE model's routed-expert format, else ``fallback``."""
     if not getattr(model, "is_moe", False):
         return fallback
-    by_generation = None if gpu is None else generation_expert_term(gpu, model, formats, name)
-    if by_generation is not None:
-        return by_generation
     return EXPERT_FORMAT_TERMS.get(format_family(formats.routed_experts), {}).get(name, fallback)
 
 
@@ -78,9 +74,10 @@ def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, f
             out[name] = value
         elif name == "quant_weight_efficiency":
             out[name] = quant_efficiency_default(formats)
+        elif (on_path := generation_expert_term(gpu, model, formats, name)) is not None:
+            out[name] = on_path       # the (generation, expert format) kernel path's (twin.cost.generation_experts)
         elif name.startswith("moe_"):
-            out[name] = expert_format_term(model, formats, name, FLAT_DEFAULTS[name], gpu)
-        else:     # a (generation, expert format) kernel path's value first (twin.cost.generation_experts)
-            on_path = generation_expert_term(gpu, model, formats, name)
-            out[name] = on_path if on_path is not None else generation_term(gpu, name, FLAT_DEFAULTS[name])
+            out[name] = expert_format_term(model, formats, name, FLAT_DEFAULTS[name])
+        else:
+            out[name] = generation_term(gpu, name, FLAT_DEFAULTS[name])
     return out

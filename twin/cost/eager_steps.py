@@ -25,13 +25,13 @@ with ``--max-cudagraph-capture-size 2048`` (April), while its 8k rows (eager in 
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from twin.cost.param_checks import check_nonneg
 from twin.errors import TwinInputError
 
 CudagraphMode = Literal["full_and_piecewise", "piecewise", "full", "full_decode_only", "none"]
-CUDAGRAPH_MODES: tuple[str, ...] = ("full_and_piecewise", "piecewise", "full", "full_decode_only", "none")
+CUDAGRAPH_MODES: tuple[str, ...] = get_args(CudagraphMode)
 DEFAULT_CAPTURE_CAP_TOKENS = 512      # vLLM's default largest capture size (min(2 x max_num_seqs, 512))
 ALL_GRAPHED = (2**62, 2**62)          # (decode, mixed) token limits when the server's graphs are not known
 
@@ -76,16 +76,9 @@ def eager_host_s(model, eager_layer_host_s: float, eager_moe_layer_host_s: float
     return per_layer * model.num_hidden_layers + per_moe * moe_layers
 
 
-def floored(t: float, tokens: int, decode: bool, limits: tuple[int, int], host_s: float) -> float:
-    """A step of GPU time ``t`` and ``tokens`` scheduled tokens: ``max(t, host_s)`` when no graph covers it."""
-    if t < host_s and tokens > limits[0 if decode else 1]:
-        return host_s
-    return t
-
-
 def floored_array(t, tokens, seqs, limits: tuple[int, int], host_s: float):
-    """``floored`` over numpy arrays of steps (GPU times, scheduled tokens, sequences); a pure decode is a step
-    with as many tokens as sequences."""
+    """Numpy arrays of steps (GPU times, scheduled tokens, sequences) with each step that no graph covers
+    raised to at least ``host_s``; a pure decode is a step with as many tokens as sequences."""
     import numpy as np
 
     if not host_s:

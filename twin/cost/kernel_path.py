@@ -31,6 +31,7 @@ fusion of tensor parallelism and the fixed time of a MoE layer's expert kernel p
 
 from __future__ import annotations
 
+from twin.cost.layer_tokens import explain_token_parts
 from twin.cost.param_checks import check_nonneg
 
 NCCL_LL_BASE_LATENCY_S = 6.6e-6       # NCCL tuning.cc baseLat, ring / LL
@@ -57,3 +58,14 @@ def fusion_default(vllm_version_key: tuple[int, int], generation: str, tensor_pa
     """vLLM's default ``fuse_allreduce_rms`` (see the module docstring): on from 0.18 at -O2 on Hopper / Blackwell
     with TP > 1; off before."""
     return vllm_version_key >= (0, 18) and generation in FUSED_ALLREDUCE_GENERATIONS and tensor_parallel_size > 1
+
+
+def explain_overhead_parts(parts: dict[str, float], per_token_overhead_s: float, layer_tokens_s: float,
+                           tokens: int, moe_layer_overhead_step_s: float) -> None:
+    """Move the per-token costs (``twin.cost.layer_tokens.explain_token_parts``) and the MoE layers' fixed time
+    of a step (``moe_layer_overhead_step_s``: ``moe_layer_overhead_s`` x MoE layers, seconds) out of
+    ``parts["overhead_s"]`` into their own parts, only those that are set; the parts still add up."""
+    explain_token_parts(parts, per_token_overhead_s, layer_tokens_s, tokens)
+    if moe_layer_overhead_step_s:
+        parts["moe_layer_overhead_s"] = moe_layer_overhead_step_s
+        parts["overhead_s"] -= moe_layer_overhead_step_s

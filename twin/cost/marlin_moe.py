@@ -1,5 +1,5 @@
-"""INT4 W4A16 routed experts on vLLM's Marlin MoE kernel path (Kimi-K2.5's INT4 checkpoint), and the explain()
-part of a MoE layer's fixed time (issue 33, round 5; docs/fidelity.md "Round 5: Kimi-K2.5").
+"""INT4 W4A16 routed experts on vLLM's Marlin MoE kernel path (Kimi-K2.5's INT4 checkpoint; issue 33, round 5;
+docs/fidelity.md "Round 5: Kimi-K2.5").
 
 Facts (vLLM source of the release the Kimi-K2.5 INT4 rows ran, v0.15.1, and the InferenceX launch scripts):
 
@@ -45,8 +45,6 @@ that would take its share out of this one (docs/fidelity.md "Round 5: Kimi-K2.5"
 
 from __future__ import annotations
 
-from twin.cost.layer_tokens import explain_token_parts
-
 # routed-expert format family -> roofline keyword -> value (model units), read by twin.cost.default_terms
 MARLIN_W4A16_MOE_TERMS: dict[str, float] = {
     "moe_layer_overhead_s": 42.7e-6,           # s per MoE layer per step
@@ -54,13 +52,3 @@ MARLIN_W4A16_MOE_TERMS: dict[str, float] = {
     "moe_expert_compute_efficiency": 0.206,    # fraction of the dense bf16 GEMMs' FLOP rate
 }
 
-
-def explain_overhead_parts(parts: dict[str, float], per_token_overhead_s: float, layer_tokens_s: float,
-                           tokens: int, moe_layer_overhead_step_s: float) -> None:
-    """Move the per-token costs (``twin.cost.layer_tokens.explain_token_parts``) and the MoE layers' fixed time
-    of a step (``moe_layer_overhead_step_s``: ``moe_layer_overhead_s`` x MoE layers, seconds) out of
-    ``parts["overhead_s"]`` into their own parts, only those that are set; the parts still add up."""
-    explain_token_parts(parts, per_token_overhead_s, layer_tokens_s, tokens)
-    if moe_layer_overhead_step_s:
-        parts["moe_layer_overhead_s"] = moe_layer_overhead_step_s
-        parts["overhead_s"] -= moe_layer_overhead_step_s

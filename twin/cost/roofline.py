@@ -54,9 +54,8 @@ from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_
 from twin.cost.default_terms import FLAT_DEFAULTS, embedded, generation_term
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
 from twin.cost.layer_tokens import layer_token_terms
-from twin.cost.marlin_moe import explain_overhead_parts
 from twin.cost.eager_steps import explain_floor, floored_array, install as install_eager
-from twin.cost.kernel_path import fused_allreduce_latency
+from twin.cost.kernel_path import explain_overhead_parts, fused_allreduce_latency
 from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.moe_terms import (extra_factor,
                                  routed_expert_flops_per_token, routed_expert_read_bytes)

@@ -240,10 +240,10 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     fused = generation_term(blackwell, "fused_allreduce_latency_s", None)
     if fused is not None:
         values["fused_allreduce_latency_s"] = fused
-    for fmt, terms in EXPERT_FORMAT_TERMS.items():     # the expert kernel paths' embedded values
-        values |= {f"{k}@experts_{fmt}": v for k, v in terms.items()}
-    embedded_scoped = {f"{k}@experts_{f}" for f, t in EXPERT_FORMAT_TERMS.items() for k in t} | set(scoped_values())
-    values |= scoped_values()         # by generation and expert format (twin.cost.generation_experts)
+    # the expert kernel paths' embedded values, by format and by (generation, format) (twin.cost.generation_experts)
+    paths = {f"{k}@experts_{fmt}": v for fmt, terms in EXPERT_FORMAT_TERMS.items() for k, v in terms.items()}
+    paths |= scoped_values()
+    values |= paths
     # an expert path's embedded value holds beside its unscoped term (which would override it otherwise)
     out = {n: values[n] for n in names if n in values}
-    return out | {n: v for n, v in values.items() if n in embedded_scoped and n.split("@")[0] in names}
+    return out | {n: v for n, v in paths.items() if split(n)[0] in names}

@@ -215,7 +215,7 @@ def row_cudagraphs(row: SiliconRow) -> dict:
         return {"cudagraph_mode": "full_decode_only"}
     if (gptoss_b200_v0151(row) or kimi_april_fp4(row)
             or (fam == "gpt-oss" and row.system == "b200_sxm" and (row.measured or "") < "2026")   # cuda-graph-sizes
-            or (fam == "gpt-oss" and row.system == "h100_sxm" and row.vllm_version == "0.18.0")
+            or gptoss_h100_v0180(row)
             or (fam == "minimax" and row.system == "b200_sxm" and row.month >= "2026-04")):
         return {"max_cudagraph_capture_size": 2048}
     return {}

@@ -47,9 +47,7 @@ def target_lines(pooled: dict, groups: Sequence[dict], dense: dict, moe: dict) -
     for key, title in METRICS:
         a, s = judge(pooled, key)
         ok, n = groups_meeting(groups, key)
-        p = pooled.get(key) or {}
-        fig = f"{100 * p['abs']:.1f}% ({100 * p['signed']:+.1f}%)" if p.get("abs") is not None else "-"
-        out.append(f"{title:<10} pooled {fig:<16} |error| <= {100 * ABS_TARGETS[key]:.0f}%: {a}; signed within "
+        out.append(f"{title:<10} pooled {cell(pooled, key):<16} |error| <= {100 * ABS_TARGETS[key]:.0f}%: {a}; signed within "
                    f"+/-{100 * SIGNED_TARGET:.0f}%: {s}; groups meeting both: {ok} of {n}; MoE no worse than "
                    f"dense: {moe_vs_dense(dense, moe, key)}")
     return out
