@@ -81,3 +81,36 @@ def test_prompt_steps_pay_the_padded_rows_at_the_paths_rate_and_decodes_do_not(m
     assert arr[1] == pytest.approx(m.step_time_s(decode), rel=1e-12)
     assert arr[0] - plain.step_times_s(np.array([1027]), np.array([4]), np.array([4]), np.array([2700]),
                                        np.array([pairs_prompt]))[0] == pytest.approx(pad, rel=1e-9)
+
+
+def test_the_hopper_marlin_mxfp4_entry_acts_on_its_path_only():
+    from twin.cost.generation_experts import GENERATION_EXPERT_TERMS
+    from twin.cost.marlin_mxfp4 import MARLIN_MXFP4_HOPPER_TERMS
+    assert GENERATION_EXPERT_TERMS[("hopper", "mxfp4")] is MARLIN_MXFP4_HOPPER_TERMS
+    assert MARLIN_MXFP4_HOPPER_TERMS == {"moe_expert_compute_efficiency": 0.35, "layer_token_overhead_s": 0.15e-6}
+    h100 = RooflineCostModel("gpt-oss-120b", "H100-SXM", tensor_parallel_size=4, weight_dtype=GPT_OSS)
+    assert (h100.moe_expert_compute_efficiency, h100.layer_token_overhead_s) == (0.35, 0.15e-6)
+    b200 = RooflineCostModel("gpt-oss-120b", "B200", tensor_parallel_size=4, weight_dtype=GPT_OSS)
+    assert (b200.moe_expert_compute_efficiency, b200.layer_token_overhead_s) == (1.0, 0.2e-6)    # Blackwell's own
+    dense = RooflineCostModel("llama-3.1-70b", "H100-SXM", tensor_parallel_size=4, weight_dtype="fp8")
+    assert dense.layer_token_overhead_s == 0.0 and dense.marlin_padding_s is None
+    # an 8k prompt step at TP4: the experts' extra time and the per-token part, by hand (36 layers)
+    e = h100.explain(step([8192], [0]))
+    assert e["layer_token_overhead_s"] == pytest.approx(8192 * 36 * 0.15e-6, rel=1e-12)
+    dense_expert_s = 2 * 4 * 3 * 2880 * 2880 * 36 / 4 / (989.5e12 * 0.6) * 8192    # top-4, bf16 x 0.6, TP4
+    assert e["moe_expert_compute_extra_s"] == pytest.approx(dense_expert_s * (1 / 0.35 - 1), rel=2e-3)
+
+
+def test_the_entry_declares_the_h100_gpt_oss_rows_as_its_evidence():
+    from types import SimpleNamespace as NS
+
+    from twin.fitting.provenance import embedded_entries
+    entries = {e.parameter: e for e in embedded_entries() if e.parameter.endswith("@hopper+experts_mxfp4")}
+    assert set(entries) == {"moe_expert_compute_efficiency@hopper+experts_mxfp4",
+                            "layer_token_overhead_s@hopper+experts_mxfp4"}
+    e = entries["layer_token_overhead_s@hopper+experts_mxfp4"]
+    assert (e.evidence, e.prior) == ("the H100 gpt-oss-120b rows", 0.0)
+    h100 = NS(row=NS(system="h100_sxm", model_path="openai/gpt-oss-120b"))
+    b200 = NS(row=NS(system="b200_sxm", model_path="openai/gpt-oss-120b"))
+    llama = NS(row=NS(system="h100_sxm", model_path="meta-llama/Llama-3.1-70B-Instruct"))
+    assert e.is_evidence(h100, None) and not e.is_evidence(b200, None) and not e.is_evidence(llama, None)
