@@ -87,9 +87,15 @@ def test_the_hopper_marlin_mxfp4_entry_acts_on_its_path_only():
     from twin.cost.generation_experts import GENERATION_EXPERT_TERMS
     from twin.cost.marlin_mxfp4 import MARLIN_MXFP4_HOPPER_TERMS
     assert GENERATION_EXPERT_TERMS[("hopper", "mxfp4")] is MARLIN_MXFP4_HOPPER_TERMS
-    assert MARLIN_MXFP4_HOPPER_TERMS == {"moe_expert_compute_efficiency": 0.35, "layer_token_overhead_s": 0.15e-6}
+    assert MARLIN_MXFP4_HOPPER_TERMS == {"moe_expert_compute_efficiency": 0.35, "layer_token_overhead_s": 0.15e-6,
+                                         "fused_allreduce_latency_s": 18e-6}
     h100 = RooflineCostModel("gpt-oss-120b", "H100-SXM", tensor_parallel_size=4, weight_dtype=GPT_OSS)
     assert (h100.moe_expert_compute_efficiency, h100.layer_token_overhead_s) == (0.35, 0.15e-6)
+    fused = RooflineCostModel("gpt-oss-120b", "H100-SXM", tensor_parallel_size=4, weight_dtype=GPT_OSS,
+                              allreduce_fusion=True)
+    assert (fused.fused_allreduce_latency_s, h100.allreduce_latency_s) == (18e-6, 24.7e-6)
+    d = step([1] * 4, [1500] * 4)      # a decode step: 72 all-reduces, each 6.7 us shorter when fused
+    assert h100.step_time_s(d) - fused.step_time_s(d) == pytest.approx(72 * 6.7e-6, rel=1e-9)
     b200 = RooflineCostModel("gpt-oss-120b", "B200", tensor_parallel_size=4, weight_dtype=GPT_OSS)
     assert (b200.moe_expert_compute_efficiency, b200.layer_token_overhead_s) == (1.0, 0.2e-6)    # Blackwell's own
     dense = RooflineCostModel("llama-3.1-70b", "H100-SXM", tensor_parallel_size=4, weight_dtype="fp8")
@@ -107,7 +113,7 @@ def test_the_entry_declares_the_h100_gpt_oss_rows_as_its_evidence():
     from twin.fitting.provenance import embedded_entries
     entries = {e.parameter: e for e in embedded_entries() if e.parameter.endswith("@hopper+experts_mxfp4")}
     assert set(entries) == {"moe_expert_compute_efficiency@hopper+experts_mxfp4",
-                            "layer_token_overhead_s@hopper+experts_mxfp4"}
+                            "layer_token_overhead_s@hopper+experts_mxfp4", "fused_allreduce_latency_s@hopper+experts_mxfp4"}
     e = entries["layer_token_overhead_s@hopper+experts_mxfp4"]
     assert (e.evidence, e.prior) == ("the H100 gpt-oss-120b rows", 0.0)
     h100 = NS(row=NS(system="h100_sxm", model_path="openai/gpt-oss-120b"))

@@ -20,7 +20,7 @@ Facts (InferenceX ``benchmarks/single_node/gptoss_fp4_h100.sh`` at cec542a9a, vL
   eager floor on Hopper stays 0 (Blackwell's 0.84 + 1.15 ms per layer would put an 8k step of gpt-oss at >= 72
   ms; its GPU time is 110-250 ms at TP 8-2 with the values below, so the floor could not show).
 
-Two values of existing terms for the (hopper, mxfp4) pair (``twin.cost.generation_experts``), with their priors:
+Three values of existing terms for the (hopper, mxfp4) pair (``twin.cost.generation_experts``), with their priors:
 
 * ``moe_expert_compute_efficiency`` 0.35 (prior 1: the dense rate): the experts' FLOPs at 0.35 of the dense
   bf16 GEMMs' achieved rate (0.6 x 989 TFLOP/s), i.e. ~210 TFLOP/s per H100 for the checkpoint's FLOPs: the
@@ -34,7 +34,15 @@ Two values of existing terms for the (hopper, mxfp4) pair (``twin.cost.generatio
   alignment, the per-pair gather and top-k sum over the full hidden size on every rank); gpt-oss's own B200 rows
   gave 0.155 us per token per layer (round 4) for the same quantity on another kernel path.
 
-Both were picked on a grid (efficiency 0.25-0.4 x 0-0.2 us) with each TP, each prompt length and each load band
+* ``fused_allreduce_latency_s`` 18 us per all-reduce (prior: the unfused latency, 24.7 us): these v0.18.0 servers
+  fuse the all-reduce with RMSNorm (vLLM's default from 0.18 at TP > 1 on Hopper / Blackwell,
+  ``twin.cost.kernel_path``), and their decode steps (1k/8k rows, C <= 8) are 0.3-0.45 ms shorter than the twin's
+  at the unfused latency at every TP (72 all-reduces per step: ~5-6 us each); the B200 MXFP4 path's fused one is
+  11 us (``twin.cost.mxfp4_path``). Picked on a grid (16 / 18 / 20 us) on the 1k/8k rows' TPOT; held out by shape
+  and by TP, the TPOT of the held-out rows goes from +7..+12 % to -4..+6 %. Kept to this path like the B200 one:
+  MiniMax-M2.5's H100 rows (also fused) carry a fitted per-MoE-layer time read at the unfused latency.
+
+The first two were picked on a grid (efficiency 0.25-0.4 x 0-0.2 us) with each TP, each prompt length and each load band
 held out in turn (``benchmarks/gptoss_h100_prefill.py``): every fold picked 0.3-0.35 / 0.1-0.15 us and the
 held-out TTFT went from -47..-61 % to -3.6..+4.8 % (docs/fidelity.md). One measurement date (2026-03-27), one
 release, one model: a Hopper MXFP4 server on the Triton path (without the flag) or another model is not covered
@@ -47,4 +55,5 @@ from __future__ import annotations
 MARLIN_MXFP4_HOPPER_TERMS: dict[str, float] = {
     "moe_expert_compute_efficiency": 0.35,     # fraction of the dense bf16 GEMMs' FLOP rate (prefill)
     "layer_token_overhead_s": 0.15e-6,         # s per scheduled token per decoder layer, every TP rank
+    "fused_allreduce_latency_s": 18e-6,        # s per fused all-reduce + RMSNorm (decode; see above)
 }

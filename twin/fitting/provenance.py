@@ -75,7 +75,7 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # the Hopper Marlin MXFP4 path (twin.cost.marlin_mxfp4): picked on the gpt-oss-120b H100 rows, folds by TP / ISL /
     # load (docs/fidelity.md "Round 6: gpt-oss-120b and Llama prompt steps")
     **{f"{n}@hopper+experts_mxfp4": ("the H100 gpt-oss-120b rows", _h100_family("gpt-oss"))
-       for n in ("moe_expert_compute_efficiency", "layer_token_overhead_s")},
+       for n in ("moe_expert_compute_efficiency", "layer_token_overhead_s", "fused_allreduce_latency_s")},
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
     "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", _no_rows),
 }
