@@ -2,6 +2,8 @@
 on some rows and judged on the rest (by TP, by prompt length, by load), and the light-load gap table.
 
     python benchmarks/gptoss_h100_prefill.py --eff 0.3,0.35,0.4 --lt 0.1,0.15      # ~1 min per grid point, shared
+    python benchmarks/gptoss_h100_prefill.py --eff 0.25,0.3 --lt 0,0.1,0.15,0.2 --no-padding   # without the blocks
+    python benchmarks/gptoss_h100_prefill.py --ar 16,18,20,24.7 --metric tpot       # the fused all-reduce, on TPOT
     python benchmarks/gptoss_h100_prefill.py --gaps                                 # the defaults' gaps (ms), 1 min
 
 Rows: the distinct gpt-oss-120b H100 v0.18.0 configurations at CONC <= 64 (``single_node/gptoss_fp4_h100.sh``,
@@ -11,6 +13,9 @@ Rows: the distinct gpt-oss-120b H100 v0.18.0 configurations at CONC <= 64 (``sin
 embedded defaults (so ``defaults`` is whatever is embedded now). A fold picks the grid point with the least median
 |log(predicted / measured)| mean TTFT on its training rows and reports the held-out rows' signed median (median
 |error|) of TTFT and TPOT, at the defaults and at the pick. Whole runs, the first 60 s as fidelity_real does.
+``--no-padding`` takes Marlin's padded token blocks (``twin.cost.marlin_blocks``) out; ``--ar`` grids the path's
+fused all-reduce latency (us) at the embedded efficiency and per-token values, judged with ``--metric tpot``
+(folds by request shape and TP).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from twin.cost import marlin_blocks  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start  # noqa: E402
@@ -30,8 +36,9 @@ from twin.fitting.silicon import gptoss_h100_v0180, silicon_cases  # noqa: E402
 
 EFF = "moe_expert_compute_efficiency@hopper+experts_mxfp4"
 LT = "layer_token_overhead_s@hopper+experts_mxfp4"
+AR = "fused_allreduce_latency_s@hopper+experts_mxfp4"
 FOLDS = {"TP": lambda r: f"TP{r.tp}", "ISL": lambda r: f"ISL {r.isl}",
-         "load": lambda r: "C <= 8" if r.concurrency <= 8 else "C >= 16"}
+         "load": lambda r: "C <= 8" if r.concurrency <= 8 else "C >= 16", "shape": lambda r: f"{r.isl}/{r.osl}"}
 
 
 def rows() -> list:
@@ -54,23 +61,30 @@ def _cell(cases, preds, idx, metric: str) -> str:
     return f"{statistics.median(xs):+.1%} ({statistics.median(map(abs, xs)):.1%})"
 
 
-def _loss(cases, preds, idx) -> float:
-    return statistics.median(abs(math.log(preds[i]["mean_ttft_ms"] / cases[i].run.metrics["mean_ttft_ms"]))
-                             for i in idx)
+def _loss(cases, preds, idx, metric: str = "mean_ttft_ms") -> float:
+    return statistics.median(abs(math.log(preds[i][metric] / cases[i].run.metrics[metric])) for i in idx)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eff", default="", help="comma-separated expert compute efficiencies")
     ap.add_argument("--lt", default="", help="comma-separated us per token per layer")
+    ap.add_argument("--ar", default="", help="comma-separated fused all-reduce latencies, us")
+    ap.add_argument("--metric", choices=("ttft", "tpot"), default="ttft", help="what a fold picks on")
+    ap.add_argument("--no-padding", action="store_true", help="without Marlin's padded token blocks")
     ap.add_argument("--gaps", action="store_true", help="per row: measured, predicted, gap (ms) at the defaults")
     args = ap.parse_args()
+    if args.no_padding:
+        marlin_blocks.MARLIN_PATHS = set()
+    metric = f"mean_{args.metric}_ms"
     cases = rows()
     base = default_start(JOINT_NAMES)
     variants = {"defaults": base}
     for e in filter(None, args.eff.split(",")):
         for b in filter(None, args.lt.split(",")):
             variants[f"{e} / {b} us"] = base | {EFF: float(e), LT: float(b) * 1e-6}
+    for a in filter(None, args.ar.split(",")):
+        variants[f"all-reduce {a} us"] = base | {AR: float(a) * 1e-6}
     preds = {k: [r.metrics for r in simulate_cases(cases, p, max_sim_s=60.0)] for k, p in variants.items()}
     print(f"gpt-oss-120b H100 v0.18.0 rows: {len(cases)} distinct, CONC <= 64")
     if args.gaps:
@@ -84,7 +98,7 @@ def main() -> None:
     everyone = list(range(len(cases)))
     print("\n| variant (efficiency / us per token per layer) | TTFT | TPOT | TTFT TP2 | TP4 | TP8 |")
     print("|---|---|---|---|---|---|")
-    for k in sorted(preds, key=lambda k: _loss(cases, preds[k], everyone)):
+    for k in sorted(preds, key=lambda k: _loss(cases, preds[k], everyone, metric)):
         by_tp = [_cell(cases, preds[k], [i for i in everyone if cases[i].row.tp == t], "mean_ttft_ms") for t in (2, 4, 8)]
         print(f"| {k} | {_cell(cases, preds[k], everyone, 'mean_ttft_ms')} | "
               f"{_cell(cases, preds[k], everyone, 'mean_tpot_ms')} | " + " | ".join(by_tp) + " |")
@@ -92,13 +106,15 @@ def main() -> None:
     if len(grid) < 2:
         return
     for name, fold in FOLDS.items():
+        if (name == "shape") != (args.metric == "tpot") and name != "TP":
+            continue
         print(f"\nheld out by {name}: the grid point picked on the other rows\n")
         print("| held out | n | picked | TTFT defaults | TTFT picked | TPOT defaults | TPOT picked |")
         print("|---|---|---|---|---|---|---|")
         for g in sorted({fold(c.row) for c in cases}):
             test = [i for i in everyone if fold(cases[i].row) == g]
             train = [i for i in everyone if fold(cases[i].row) != g]
-            best = min(grid, key=lambda k: _loss(cases, preds[k], train))
+            best = min(grid, key=lambda k: _loss(cases, preds[k], train, metric))
             print(f"| {g} | {len(test)} | {best} | " + " | ".join(
                 _cell(cases, preds[k], test, m) for m in ("mean_ttft_ms",) for k in ("defaults", best)) + " | "
                 + " | ".join(_cell(cases, preds[k], test, "mean_tpot_ms") for k in ("defaults", best)) + " |")
