@@ -110,7 +110,13 @@ def install(cost) -> None:
 
         t = arrays(tokens, seqs, logits, context, pairs)
         tok = np.asarray(tokens).astype(np.int64)
-        return t + np.array([padding_s(int(x)) if x != s else 0.0 for x, s in zip(tok, np.asarray(seqs))])
+        mixed = tok != np.asarray(seqs)
+        if not mixed.any():
+            return t
+        unique, inverse = np.unique(tok[mixed], return_inverse=True)
+        add = np.zeros(len(tok))
+        add[mixed] = np.array([padding_s(int(x)) for x in unique])[inverse]
+        return t + add
 
     def explain_step(step) -> dict[str, float]:
         parts = explain(step)
