@@ -11,8 +11,9 @@ Rows: the distinct gpt-oss-120b H100 v0.18.0 configurations at CONC <= 64 (``sin
 ``moe_expert_compute_efficiency@hopper+experts_mxfp4`` (fraction of the dense bf16 GEMMs' rate) and
 ``layer_token_overhead_s@hopper+experts_mxfp4`` (us per token per decoder layer); each on top of this checkout's
 embedded defaults (so ``defaults`` is whatever is embedded now). A fold picks the grid point with the least median
-|log(predicted / measured)| mean TTFT (``--metric tpot``: the least |median log ratio| of TPOT) on its training rows and reports the held-out rows' signed median (median
-|error|) of TTFT and TPOT, at the defaults and at the pick. Whole runs, the first 60 s as fidelity_real does.
+|log(predicted / measured)| mean TTFT (``--metric tpot``: the least |median log ratio| of TPOT) on its training
+rows and reports the held-out rows' signed median (median |error|) of TTFT and TPOT, at the defaults and at the
+pick. Whole runs, the first 60 s as fidelity_real does.
 ``--no-padding`` takes Marlin's padded token blocks (``twin.cost.marlin_blocks``) out; ``--ar`` grids the path's
 fused all-reduce latency (us) at the embedded efficiency and per-token values, judged with ``--metric tpot``
 (folds by request shape and TP).
