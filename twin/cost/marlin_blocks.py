@@ -1,8 +1,8 @@
 """Marlin MoE's token blocks: the padded rows a prompt step's expert GEMMs run on vLLM's Marlin MoE kernel path
 (issue 33, round 6; docs/fidelity.md "Round 6: gpt-oss-120b and Llama prompt steps").
 
-Facts (vLLM source, ``vllm/model_executor/layers/fused_moe/fused_marlin_moe.py``, the same in every release read,
-0.10-0.19; ``oracle/mxfp4.py`` for the backend choice):
+Facts (vLLM source, ``vllm/model_executor/layers/fused_moe/fused_marlin_moe.py``: the same heuristic in every
+version of it read; ``oracle/mxfp4.py`` for the backend choice):
 
 * ``fused_marlin_moe`` picks the token block of its grouped GEMMs from the step's tokens M, top-k and the number
   of experts E: the first ``block_size_m`` of (8, 16, 32, 48, 64) with ``M x top_k / E / block_size_m < 0.9``,
@@ -22,9 +22,10 @@ expert's pairs, ~ Binomial(M, top_k / E) (uniform routing, as ``twin.hardware.mo
 step of gpt-oss-120b (E = 128, top-4) gets B = 48 and ~6,140 rows for its ~4,100 pairs (+50 %); an 8k step B = 64
 and +12 %: the short prompts' excess that one per-pair rate cannot give both. ``explain()``: ``moe_block_padding_s``.
 Pure decode steps are not charged: with a few pairs per expert the Marlin kernel streams the expert weights and
-its padded MMAs overlap the stream (the decode rows of the same servers show no such cost: the TPOT of gpt-oss
-H100 at C = 4-64 was within +/- 10 % before and after). No free parameter: a fact of the kernel priced at the
-path's fitted rate. On a step no CUDA graph covers it is added on top of the eager host floor (0 on Hopper).
+its padded MMAs overlap the stream. Charged, a TP2 C = 64 decode step of gpt-oss (B = 8: ~890 rows for 256
+pairs) would take ~2.7 ms more, +19 % on a TPOT the rows show within +5 % without it. No free parameter: a fact
+of the kernel priced at the path's fitted rate. On a step no CUDA graph covers it is added on top of the eager
+host floor (0 on Hopper).
 """
 
 from __future__ import annotations
