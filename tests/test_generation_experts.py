@@ -26,7 +26,10 @@ def test_the_hopper_fp8_entry_is_the_held_out_fit():
                                                       "moe_layer_overhead_s": 16e-6}
     assert ge.scoped_values() == {"moe_expert_compute_efficiency@hopper+experts_fp8": 0.155,
                                   "moe_layer_overhead_s@hopper+experts_fp8": 16e-6,
-                                  "fused_allreduce_latency_s@blackwell+experts_mxfp4": 11e-6}    # twin.cost.mxfp4_path
+                                  "fused_allreduce_latency_s@blackwell+experts_mxfp4": 11e-6,    # twin.cost.mxfp4_path
+                                  "moe_expert_compute_efficiency@hopper+experts_mxfp4": 0.35,    # twin.cost.marlin_mxfp4
+                                  "layer_token_overhead_s@hopper+experts_mxfp4": 0.15e-6,
+                                  "fused_allreduce_latency_s@hopper+experts_mxfp4": 18e-6}
     p = PARAMETERS_BY_NAME["moe_expert_compute_efficiency@hopper+experts_fp8"]
     assert (p.lower, p.upper, p.prior) == (0.05, 1.0, 1.0)
     p = PARAMETERS_BY_NAME["moe_layer_overhead_s@hopper+experts_fp8"]
@@ -111,7 +114,8 @@ def test_default_start_carries_the_embedded_pair_beside_its_unscoped_term():
     start = default_start(("moe_expert_compute_efficiency",))
     assert start == {"moe_expert_compute_efficiency": 1.0,
                      "moe_expert_compute_efficiency@hopper+experts_fp8": 0.155,
-                     "moe_expert_compute_efficiency@experts_int4": 0.206}        # twin.cost.marlin_moe
+                     "moe_expert_compute_efficiency@experts_int4": 0.206,        # twin.cost.marlin_moe
+                     "moe_expert_compute_efficiency@hopper+experts_mxfp4": 0.35}  # twin.cost.marlin_mxfp4
     assert default_start(("step_overhead_s",)) == {"step_overhead_s": pytest.approx(1.74e-3)}
 
 
@@ -141,5 +145,8 @@ def test_the_pair_table_is_evidence_a_held_out_fold_sees():
     assert {k: (e.value, e.prior) for k, e in entries.items()} == {
         "moe_expert_compute_efficiency@hopper+experts_fp8": (0.155, 1.0),
         "moe_layer_overhead_s@hopper+experts_fp8": (16e-6, 0.0),
-        "fused_allreduce_latency_s@blackwell+experts_mxfp4": (11e-6, INHERIT)}
+        "fused_allreduce_latency_s@blackwell+experts_mxfp4": (11e-6, INHERIT),
+        "moe_expert_compute_efficiency@hopper+experts_mxfp4": (0.35, 1.0),         # twin.cost.marlin_mxfp4
+        "layer_token_overhead_s@hopper+experts_mxfp4": (0.15e-6, 0.0),
+        "fused_allreduce_latency_s@hopper+experts_mxfp4": (18e-6, INHERIT)}
     assert entries["moe_layer_overhead_s@hopper+experts_fp8"].evidence == "every ground-truth row on hopper+experts_fp8"

@@ -70,7 +70,7 @@ def test_path_terms_reach_only_their_generation_and_expert_format():
     gpt_oss, mixtral = resolve_model("gpt-oss-120b"), resolve_model("mixtral-8x7b")
     b200, h100 = resolve_gpu("B200"), resolve_gpu("H100-SXM")
     assert generation_expert_term(b200, gpt_oss, GPT_OSS, "fused_allreduce_latency_s") == 11.0e-6
-    assert generation_expert_term(h100, gpt_oss, GPT_OSS, "fused_allreduce_latency_s") is None    # Hopper: Marlin
+    assert generation_expert_term(h100, gpt_oss, GPT_OSS, "fused_allreduce_latency_s") == 18e-6   # Hopper's Marlin path
     assert generation_expert_term(b200, mixtral, WeightFormats.uniform("bf16"), "fused_allreduce_latency_s") is None
     assert generation_expert_term(b200, gpt_oss, GPT_OSS, "layer_overhead_s") is None
     dense = resolve_model("llama-3.1-70b")
@@ -79,7 +79,7 @@ def test_path_terms_reach_only_their_generation_and_expert_format():
     assert embedded(b200, gpt_oss, GPT_OSS, fused_allreduce_latency_s=None)["fused_allreduce_latency_s"] == 11.0e-6
     assert embedded(b200, mixtral, WeightFormats.uniform("bf16"),
                     fused_allreduce_latency_s=None)["fused_allreduce_latency_s"] is None
-    assert embedded(h100, gpt_oss, GPT_OSS, fused_allreduce_latency_s=None)["fused_allreduce_latency_s"] is None
+    assert embedded(h100, gpt_oss, GPT_OSS, fused_allreduce_latency_s=None)["fused_allreduce_latency_s"] == 18e-6
     # other families' fused all-reduce stays at the unfused latency (round 4's pricing)
     other = RooflineCostModel("mixtral-8x7b", "B200", tensor_parallel_size=4, allreduce_fusion=True)
     assert other.fused_allreduce_latency_s == other.allreduce_latency_s

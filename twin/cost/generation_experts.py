@@ -23,6 +23,7 @@ FLOP rate the routed experts' grouped GEMMs reach; ``explain()`` shows the extra
 from __future__ import annotations
 
 from twin.cost.generations import gpu_generation
+from twin.cost.marlin_mxfp4 import MARLIN_MXFP4_HOPPER_TERMS
 from twin.hardware.weight_formats import format_family
 
 # (GPU generation, routed experts' format family) -> {roofline keyword: value}
@@ -43,6 +44,12 @@ GENERATION_EXPERT_TERMS: dict[tuple[str, str], dict[str, float]] = {
     # gpt-oss-120b's B200 MXFP4 path (v0.15.1, FlashInfer TRTLLM-gen MoE): its fused all-reduce + RMSNorm, 11 us
     # per all-reduce, held out by ISL/OSL and by TP (twin.cost.mxfp4_path; docs/fidelity.md "Round 5: gpt-oss-120b")
     ("blackwell", "mxfp4"): {"fused_allreduce_latency_s": 11.0e-6},
+    # gpt-oss-120b's H100 MXFP4 path (v0.18.0, VLLM_MXFP4_USE_MARLIN=1: Marlin W4A16 MoE, twin.cost.marlin_mxfp4):
+    # the experts' FLOPs at 0.35 of the dense bf16 rate and 0.15 us per token per decoder layer that TP does not
+    # split, with Marlin's padded token blocks (twin.cost.marlin_blocks) in place; picked on a grid with each TP,
+    # prompt length and load band held out in turn; its fused all-reduce + RMSNorm at 18 us (decode; held out by
+    # request shape and TP) (benchmarks/gptoss_h100_prefill.py; docs/fidelity.md "Round 6")
+    ("hopper", "mxfp4"): MARLIN_MXFP4_HOPPER_TERMS,
 }
 
 

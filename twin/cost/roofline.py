@@ -57,8 +57,8 @@ from twin.cost.layer_tokens import layer_token_terms
 from twin.cost.eager_steps import explain_floor, floored_array, install as install_eager
 from twin.cost.kernel_path import explain_overhead_parts, fused_allreduce_latency
 from twin.cost.param_checks import check_fraction, check_nonneg
-from twin.cost.moe_terms import (extra_factor,
-                                 routed_expert_flops_per_token, routed_expert_read_bytes)
+from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, routed_expert_read_bytes
+from twin.cost.marlin_blocks import install as install_marlin_blocks
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
 
@@ -236,6 +236,7 @@ class RooflineCostModel:
         if at.window:         # windowed / top-k layers: their own step time (keeps the plain path unchanged)
             self.step_time_from_sums = functools.partial(windowed_step_time, self._constants)
         install_eager(self, model, d["eager_layer_host_s"], d["eager_moe_layer_host_s"], cudagraph_tokens)
+        install_marlin_blocks(self)      # Marlin MoE's padded token blocks in prompt steps (marlin_blocks)
 
     @property
     def constants(self) -> RooflineConstants:
@@ -394,6 +395,5 @@ class RooflineCostModel:
         return roofline_parameters(self)
 
     def __repr__(self) -> str:
-        return (f"RooflineCostModel({self.model.name} on {self.gpu.name} x{self.tensor_parallel_size}, "
-                f"w={self.weight_dtype}, kv={self.kv_dtype}, ce={self.compute_efficiency}, "
-                f"me={self.memory_efficiency})")
+        return (f"RooflineCostModel({self.model.name} on {self.gpu.name} x{self.tensor_parallel_size}, w="
+                f"{self.weight_dtype}, kv={self.kv_dtype}, ce={self.compute_efficiency}, me={self.memory_efficiency})")

@@ -54,6 +54,15 @@ def _b200_family(*families: str) -> Callable:
     return rows
 
 
+def _h100_family(*families: str) -> Callable:
+    """The H100 silicon rows of ``families``."""
+    def rows(case, _deployment) -> bool:
+        from twin.fitting.silicon import model_family
+        row = getattr(case, "row", None)
+        return row is not None and row.system == "h100_sxm" and model_family(row.model_path) in families
+    return rows
+
+
 # parameter key -> (what the evidence is, which rows): overrides the in-scope rule
 DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     **{n: (INFERENCE_PERF, _inference_perf) for n in (
@@ -63,6 +72,10 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # per decoder layer off the B200 Llama-3.1-70B rows, per MoE layer off the March B200 Kimi-K2.5 / MiniMax-M2.5
     "eager_layer_host_s@blackwell": ("the B200 Llama rows", _b200_family("llama")),
     "eager_moe_layer_host_s@blackwell": ("the B200 Kimi-K2.5 and MiniMax-M2.5 rows", _b200_family("kimi", "minimax")),
+    # the Hopper Marlin MXFP4 path (twin.cost.marlin_mxfp4): picked on the gpt-oss-120b H100 rows, folds by TP / ISL /
+    # load (docs/fidelity.md "Round 6: gpt-oss-120b and Llama prompt steps")
+    **{f"{n}@hopper+experts_mxfp4": ("the H100 gpt-oss-120b rows", _h100_family("gpt-oss"))
+       for n in ("moe_expert_compute_efficiency", "layer_token_overhead_s", "fused_allreduce_latency_s")},
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
     "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", _no_rows),
 }
