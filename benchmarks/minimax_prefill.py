@@ -1,5 +1,6 @@
-"""MiniMax-M2.5's prompt steps on B200 (issue 33, round 6): where the missing TTFT sits, and the held-out fit of
-the Blackwell block-FP8 expert path's FLOP efficiency (``twin.cost.generation_experts``).
+"""MiniMax-M2.5's prompt steps on B200 (issue 33, round 6): where the missing TTFT sits, and the held-out test of
+a Blackwell block-FP8 expert FLOP efficiency (``twin.cost.generation_experts``), which the rows reject once the
+FP32 router GEMM is priced (``twin.cost.router_gemm``; docs/fidelity.md "Round 6: MiniMax-M2.5 prompt steps").
 
     # per layout and concurrency (C <= 16, OSL 1k): measured and twin TTFT at ISL 1k and 8k, the gap at 1k (the
     # intercept) and the 8k - 1k slope in us per prompt token, measured vs twin, FP8 and NVFP4 side by side (~1 min)
