@@ -39,6 +39,11 @@ def test_only_an_fp32_router_costs():
     assert router_fp32_token_s(resolve_model("qwen3-235b-a22b-fp8"), b200, None, 0.6) == 0.0
     with pytest.raises(TwinInputError, match="float32_matmul_precision: 'low'"):
         router_fp32_token_s(resolve_model("mixtral-8x7b"), b200, "low", 0.6)
+    # a GPU without an FP32 rate: no cost to price for a bf16 router, a one-line error for an FP32 one
+    no_fp32 = b200.model_copy(update={"peak_flops": {"bf16": 2250.0e12, "fp8": 4500.0e12}})
+    assert router_fp32_token_s(resolve_model("mixtral-8x7b"), no_fp32, None, 0.6) == 0.0
+    with pytest.raises(TwinInputError, match="no rate for fp32"):
+        router_fp32_token_s(resolve_model("minimax-m2.5"), no_fp32, None, 0.6)
 
 
 def test_roofline_adds_the_router_per_token_on_every_rank_and_explains_it():

@@ -49,11 +49,12 @@ def router_fp32_token_s(model, gpu, precision: str | None, compute_efficiency: f
     """Seconds per scheduled token of the FP32 router GEMM on one rank (see the module docstring); 0 unless
     ``model.router_fp32``. ``precision`` None: vLLM's default (``highest``)."""
     precision = VLLM_DEFAULT_FLOAT32_MATMUL_PRECISION if precision is None else precision
-    rate = fp32_gemm_rate(gpu, precision)          # checks the value even where the model has no FP32 router
+    if precision not in FLOAT32_MATMUL_PRECISIONS:       # checked even where the model has no FP32 router
+        fp32_gemm_rate(gpu, precision)
     if not (getattr(model, "router_fp32", False) and model.is_moe):
-        return 0.0
+        return 0.0                                        # (a GPU without an FP32 rate is fine then)
     flops = 2.0 * model.moe_layers * model.hidden_size * model.num_experts
-    return flops / (rate * compute_efficiency)
+    return flops / (fp32_gemm_rate(gpu, precision) * compute_efficiency)
 
 
 def explain_router(parts: dict[str, float], router_token_s: float, tokens: int) -> None:
