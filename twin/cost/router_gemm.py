@@ -20,8 +20,8 @@ Cost: ``router_fp32_s = 2 x MoE layers x hidden x experts / (rate x compute_effi
 (prefill and decode tokens alike), on every rank (TP does not split a replicated layer), added to the step as a
 kernel of its own. No fitted value: the rate is the datasheet's and the efficiency the deployment's
 ``compute_efficiency`` (prior 0.6 of peak, as for every GEMM); 0 for a model whose router is not FP32. The
-roofline's linear part already prices the router's weights at the tensor rate split by TP, under 2 % of this
-term for MiniMax-M2.5 on B200; it is left there. ``explain()`` shows the term as ``router_fp32_s``.
+roofline's linear part already prices the router's weights at the tensor rate split by TP, at most 3.3 % of this
+term (B200, TP1, a bf16 router; 1.7 % at TP2); it is left there. ``explain()`` shows the term as ``router_fp32_s``.
 """
 
 from __future__ import annotations
