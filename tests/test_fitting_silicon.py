@@ -121,7 +121,8 @@ def test_server_facts_per_model(tmp_path):
                              "fuse_allreduce_rms": True}
     assert row_server(a) == {"vllm_version": "0.19", "block_size": 32, "gpu_memory_utilization": 0.90,
                              "max_num_batched_tokens": 16384, "enable_prefix_caching": False,
-                             "fuse_allreduce_rms": True, "max_cudagraph_capture_size": 2048}
+                             "fuse_allreduce_rms": True, "max_cudagraph_capture_size": 2048,
+                             "float32_matmul_precision": "high"}    # 41ed82dc1 (2026-04-21): TF32 router
     assert row_server(b200)["fuse_allreduce_rms"] is True and "fuse_allreduce_rms" not in row_server(h100)
 
 

@@ -22,9 +22,9 @@ HOPPER_FP8 = ("hopper", "fp8")
 
 
 def test_the_hopper_fp8_entry_is_the_held_out_fit():
-    assert ge.GENERATION_EXPERT_TERMS[HOPPER_FP8] == {"moe_expert_compute_efficiency": 0.155,
+    assert ge.GENERATION_EXPERT_TERMS[HOPPER_FP8] == {"moe_expert_compute_efficiency": 0.18,
                                                       "moe_layer_overhead_s": 16e-6}
-    assert ge.scoped_values() == {"moe_expert_compute_efficiency@hopper+experts_fp8": 0.155,
+    assert ge.scoped_values() == {"moe_expert_compute_efficiency@hopper+experts_fp8": 0.18,
                                   "moe_layer_overhead_s@hopper+experts_fp8": 16e-6,
                                   "fused_allreduce_latency_s@blackwell+experts_mxfp4": 11e-6,    # twin.cost.mxfp4_path
                                   "moe_expert_compute_efficiency@hopper+experts_mxfp4": 0.35,    # twin.cost.marlin_mxfp4
@@ -38,7 +38,7 @@ def test_the_hopper_fp8_entry_is_the_held_out_fit():
 
 def test_generation_expert_terms_hold_on_their_generation_and_expert_format_only():
     h100_fp8 = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2, weight_dtype="fp8")
-    assert (h100_fp8.moe_expert_compute_efficiency, h100_fp8.moe_layer_overhead_s) == (0.155, 16e-6)
+    assert (h100_fp8.moe_expert_compute_efficiency, h100_fp8.moe_layer_overhead_s) == (0.18, 16e-6)
     b200_fp8 = RooflineCostModel("mixtral-8x7b", "B200", tensor_parallel_size=2, weight_dtype="fp8")
     h100_bf16 = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2)
     h100_dense = RooflineCostModel("llama-3.1-8b", "H100-SXM", weight_dtype="fp8")
@@ -53,13 +53,13 @@ def test_the_pair_wins_over_the_expert_formats_own_value(monkeypatch):
     from twin.cost import default_terms as dt
     monkeypatch.setattr(dt, "EXPERT_FORMAT_TERMS", {"fp8": {"moe_expert_compute_efficiency": 0.4}})
     assert RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=2,
-                             weight_dtype="fp8").moe_expert_compute_efficiency == 0.155
+                             weight_dtype="fp8").moe_expert_compute_efficiency == 0.18
     assert RooflineCostModel("mixtral-8x7b", "B200", tensor_parallel_size=2,
                              weight_dtype="fp8").moe_expert_compute_efficiency == 0.4
 
 
 def test_explain_prices_the_experts_flops_at_the_hopper_rate():
-    """moe_expert_compute_extra_s (seconds per step) = (1 / 0.155 - 1) x the experts' FLOPs of the step's tokens
+    """moe_expert_compute_extra_s (seconds per step) = (1 / 0.18 - 1) x the experts' FLOPs of the step's tokens
     at the FP8 path's achieved dense rate; nothing else in the step moves."""
     tokens, tp = 4096, 2
     hopper = RooflineCostModel("mixtral-8x7b", "H100-SXM", tensor_parallel_size=tp, weight_dtype="fp8")
@@ -68,7 +68,7 @@ def test_explain_prices_the_experts_flops_at_the_hopper_rate():
     s = step([tokens], [0])
     e, e0 = hopper.explain(s), at_dense.explain(s)
     peak = resolve_gpu("H100-SXM").flops("fp8") * hopper.compute_efficiency
-    want = (1 / 0.155 - 1) * routed_expert_flops_per_token(hopper.model, tp) * tokens / peak
+    want = (1 / 0.18 - 1) * routed_expert_flops_per_token(hopper.model, tp) * tokens / peak
     assert e["moe_expert_compute_extra_s"] == pytest.approx(want, rel=1e-12)
     assert e["total_s"] == pytest.approx(e0["total_s"] + want, rel=1e-12)
     assert e0.get("moe_expert_compute_extra_s", 0.0) == 0.0
@@ -91,9 +91,9 @@ def test_compound_scope_covers_what_every_part_covers_and_wins_over_a_single_sco
     assert not in_scope("hopper+experts_fp8", _Dep(moe, fp8, b200))
     assert not in_scope("hopper+experts_fp8", _Dep(dense, fp8, h100))
     assert not in_scope("hopper+experts_fp8", _Dep(moe, WeightFormats.uniform("bf16"), h100))
-    params = {"moe_expert_compute_efficiency@hopper+experts_fp8": 0.155, "moe_expert_compute_efficiency": 1.0,
+    params = {"moe_expert_compute_efficiency@hopper+experts_fp8": 0.18, "moe_expert_compute_efficiency": 1.0,
               "moe_expert_compute_efficiency@experts_fp8": 0.7}
-    assert params_for(params, _Dep(moe, fp8, h100)) == {"moe_expert_compute_efficiency": 0.155}
+    assert params_for(params, _Dep(moe, fp8, h100)) == {"moe_expert_compute_efficiency": 0.18}
     assert params_for(params, _Dep(moe, fp8, b200)) == {"moe_expert_compute_efficiency": 0.7}
     assert params_for(params, _Dep(dense, fp8, h100)) == {"moe_expert_compute_efficiency": 1.0}
 
@@ -113,7 +113,7 @@ def test_the_hopper_fp8_moe_layer_time_is_per_moe_layer_per_step():
 def test_default_start_carries_the_embedded_pair_beside_its_unscoped_term():
     start = default_start(("moe_expert_compute_efficiency",))
     assert start == {"moe_expert_compute_efficiency": 1.0,
-                     "moe_expert_compute_efficiency@hopper+experts_fp8": 0.155,
+                     "moe_expert_compute_efficiency@hopper+experts_fp8": 0.18,
                      "moe_expert_compute_efficiency@experts_int4": 0.206,        # twin.cost.marlin_moe
                      "moe_expert_compute_efficiency@hopper+experts_mxfp4": 0.35}  # twin.cost.marlin_mxfp4
     assert default_start(("step_overhead_s",)) == {"step_overhead_s": pytest.approx(1.74e-3)}
@@ -143,7 +143,7 @@ def test_the_pair_table_is_evidence_a_held_out_fold_sees():
     from twin.fitting.provenance import INHERIT, embedded_entries
     entries = {e.parameter: e for e in embedded_entries() if e.table == "GENERATION_EXPERT_TERMS"}
     assert {k: (e.value, e.prior) for k, e in entries.items()} == {
-        "moe_expert_compute_efficiency@hopper+experts_fp8": (0.155, 1.0),
+        "moe_expert_compute_efficiency@hopper+experts_fp8": (0.18, 1.0),
         "moe_layer_overhead_s@hopper+experts_fp8": (16e-6, 0.0),
         "fused_allreduce_latency_s@blackwell+experts_mxfp4": (11e-6, INHERIT),
         "moe_expert_compute_efficiency@hopper+experts_mxfp4": (0.35, 1.0),         # twin.cost.marlin_mxfp4

@@ -173,6 +173,9 @@ class ServerConfig(StrictModel, SchedulerKnobs, KvOffloadingKnobs):
     # and compilation_config.cudagraph_mode (None: the default, graphs for prefill and decode batches alike)
     max_cudagraph_capture_size: int | None = Field(None, ge=1)
     cudagraph_mode: CudagraphMode | None = None
+    # VLLM_FLOAT32_MATMUL_PRECISION (torch.set_float32_matmul_precision): how FP32 GEMMs run, the MoE router's
+    # where the model keeps it in FP32 (twin.cost.router_gemm); None: vLLM's default, "highest"
+    float32_matmul_precision: Literal["highest", "high", "medium"] | None = None
     scheduler_reserve_full_isl: bool | None = None
     free_unhashed_blocks_to_head: bool | None = None
     prefix_cache_stats_at_admission: bool | None = None

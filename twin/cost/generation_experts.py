@@ -32,15 +32,18 @@ GENERATION_EXPERT_TERMS: dict[tuple[str, str], dict[str, float]] = {
     # CONC 4-16 (a difference, so a per-request offset cancels), fitted on one measurement date and tested on the
     # other (benchmarks/hopper_rows.py prefill-fit): 0.16 (fit 2026-03-27; held-out 03-28 pairs C = 4 / 8: -64 /
     # -67 % -> +10 / -4 %) and 0.15 (fit 03-28; 03-27 pairs C = 4 / 8 / 16: -83 / -65 / -63 % -> -45 / +6 / +5 %);
-    # 0.155 on both. Dense Llama-3.1-70B FP8 on the same GPU (GQA attention with 128-wide heads, two all-reduces
-    # per layer, the same prompt lengths) shows no such slope, so the prefill's excess is in the MoE layers.
+    # 0.155 on both. Refit in round 6 with MiniMax's FP32 router GEMM priced apart (twin.cost.router_gemm, 2.4 us
+    # per token on H100 at vLLM's default precision, which the 0.155 had absorbed): 0.185 (fit 03-27; held-out
+    # 03-28 C = 4 / 8: +10 / -4 %), 0.175 (fit 03-28; 03-27 C = 8 / 16: +4 / +3 %), 0.18 on both (docs/fidelity.md
+    # "Round 6: MiniMax-M2.5 prompt steps"). Dense Llama-3.1-70B FP8 on the same GPU (GQA attention with 128-wide
+    # heads, two all-reduces per layer, the same prompt lengths) shows no such slope: the excess is in the MoE layers.
     # moe_layer_overhead_s: MiniMax-M2.5 H100's decode (TPOT) beside the roofline, 16 us per MoE layer per step
     # fitted on its OSL-8k rows (C 4-32: -8.3 % -> -0.4 %), held out on its 1k/1k rows (-7.1 % -> -0.7 %) and
     # 8k/1k rows (C <= 16: -9.7 % -> -2.3 %). The same rows ran ``cudagraph_mode: PIECEWISE`` (attention between
     # graph pieces, one split per layer; vllm-project/vllm#25444 measured PIECEWISE at 4.07 req/s against 5.98 for
     # FULL_AND_PIECEWISE on an FP8 MoE on one H100), which one model cannot tell apart from the expert path's
     # fixed time: a Hopper FP8 MoE server on full CUDA graphs may spend less.
-    ("hopper", "fp8"): {"moe_expert_compute_efficiency": 0.155, "moe_layer_overhead_s": 16e-6},
+    ("hopper", "fp8"): {"moe_expert_compute_efficiency": 0.18, "moe_layer_overhead_s": 16e-6},
     # gpt-oss-120b's B200 MXFP4 path (v0.15.1, FlashInfer TRTLLM-gen MoE): its fused all-reduce + RMSNorm, 11 us
     # per all-reduce, held out by ISL/OSL and by TP (twin.cost.mxfp4_path; docs/fidelity.md "Round 5: gpt-oss-120b")
     ("blackwell", "mxfp4"): {"fused_allreduce_latency_s": 11.0e-6},

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from twin.cost.layer_tokens import explain_token_parts
 from twin.cost.param_checks import check_nonneg
+from twin.cost.router_gemm import explain_router
 
 NCCL_LL_BASE_LATENCY_S = 6.6e-6       # NCCL tuning.cc baseLat, ring / LL
 NCCL_NVLINK_HOP_LATENCY_S = 0.6e-6    # NCCL tuning.cc hwLat, NVLink / LL
@@ -61,11 +62,13 @@ def fusion_default(vllm_version_key: tuple[int, int], generation: str, tensor_pa
 
 
 def explain_overhead_parts(parts: dict[str, float], per_token_overhead_s: float, layer_tokens_s: float,
-                           tokens: int, moe_layer_overhead_step_s: float) -> None:
-    """Move the per-token costs (``twin.cost.layer_tokens.explain_token_parts``) and the MoE layers' fixed time
-    of a step (``moe_layer_overhead_step_s``: ``moe_layer_overhead_s`` x MoE layers, seconds) out of
-    ``parts["overhead_s"]`` into their own parts, only those that are set; the parts still add up."""
+                           tokens: int, moe_layer_overhead_step_s: float, router_token_s: float = 0.0) -> None:
+    """Move the per-token costs (``twin.cost.layer_tokens.explain_token_parts``), the FP32 router's
+    (``router_token_s``, s per token: ``twin.cost.router_gemm``) and the MoE layers' fixed time of a step
+    (``moe_layer_overhead_step_s``: ``moe_layer_overhead_s`` x MoE layers, seconds) out of ``parts["overhead_s"]``
+    into their own parts, only those that are set; the parts still add up."""
     explain_token_parts(parts, per_token_overhead_s, layer_tokens_s, tokens)
+    explain_router(parts, router_token_s, tokens)
     if moe_layer_overhead_step_s:
         parts["moe_layer_overhead_s"] = moe_layer_overhead_step_s
         parts["overhead_s"] -= moe_layer_overhead_step_s

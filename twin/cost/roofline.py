@@ -18,27 +18,24 @@ How a step is costed (per GPU; with tensor parallelism the weights, FLOPs and KV
 * **Mixture of experts / quantized weights**: FLOPs count the active weights (top-k experts) and run on the
   weight format's compute path; the weights read per step come from ``ModelSpec.weight_read_bytes(dtype, tp,
   tokens)``: a MoE step reads only the experts its tokens are expected to touch (``twin.hardware.moe``), and a
-  quantized checkpoint reads its stored bytes (``twin.hardware.quant``).
-* **KV write** (reshape-and-cache): the new tokens' K and V, a separate memory-bound kernel.
-* **Tensor-parallel all-reduce**: 2 per layer (after attention and after the MLP) of tokens x hidden
-  activations; ring cost 2(tp-1)/tp x bytes over one direction of the per-GPU interconnect, plus a fixed
-  latency per all-reduce (dominant for decode-sized messages), fused with RMSNorm where the server does
-  (``twin.cost.kernel_path``); q/k norms over all heads add one per layer (``ModelSpec.qk_norm_allreduce``).
-* **Engine-core CPU cost per step**: a fixed per-step cost (scheduling, input preparation, sampling, kernel
-  launches that CUDA graphs do not hide) plus a per-sequence cost (per-request bookkeeping in the scheduler and
-  output processing) plus a per-scheduled-token cost (input preparation: positions, slot mappings, block tables).
+  quantized checkpoint reads its stored bytes (``twin.hardware.quant``). **KV write**: a memory-bound kernel.
+* **Tensor-parallel all-reduce**: 2 per layer (after attention and after the MLP) of tokens x hidden activations;
+  ring cost 2(tp-1)/tp x bytes over one direction of the per-GPU interconnect, plus a fixed latency per
+  all-reduce (dominant for decode-sized messages), fused with RMSNorm where the server does (``kernel_path``);
+  q/k norms over all heads add one per layer (``ModelSpec.qk_norm_allreduce``).
+* **Engine-core CPU cost per step**: fixed per step (scheduling, input preparation, sampling, launches CUDA graphs
+  do not hide), per sequence (scheduler bookkeeping, output processing), per token (positions, slot mappings).
 * **Request path** (``request_path_s``, not a step cost): HTTP handling, tokenisation, the hand-off to the engine
   core, detokenisation and streaming; the simulation delays each request's first scheduling by it (TTFT and E2E,
-  not TPOT or ITL, as on a real server), plus an exponential part with mean ``request_path_jitter_s`` (event-loop
-  contention, garbage collection, the network; ``twin.sim.request_path``).
+  not TPOT or ITL), plus an exponential part with mean ``request_path_jitter_s`` (``twin.sim.request_path``).
 
 Kernels run one after another, so the step time is the sum of those parts (``explain()`` splits each ``max(compute,
 memory)`` into the compute time and the *exposed* memory time beyond it, so its parts add up to the total); a step
-that no CUDA graph covers takes at least the host's time to launch it (``twin.cost.eager_steps``). Formats per
-layer group, MLA, sliding windows, sinks, a sparse indexer and data/expert parallelism (the MoE dispatch and
-combine, ``moe_all2all_s``): ``twin.cost.deployment_terms``. Efficiencies (``compute_efficiency``,
-``memory_efficiency``) turn datasheet peaks into what kernels reach; a calibrated profile replaces them and the
-overheads with fitted values.
+that no CUDA graph covers takes at least the host's time to launch it (``twin.cost.eager_steps``); an FP32 router
+GEMM costs per token (``twin.cost.router_gemm``). Formats per layer group, MLA, sliding windows, sinks, a sparse
+indexer and data/expert parallelism (the MoE dispatch and combine, ``moe_all2all_s``): ``deployment_terms``.
+Efficiencies (``compute_efficiency``, ``memory_efficiency``) turn datasheet peaks into what kernels reach; a
+calibrated profile replaces them and the overheads with fitted values.
 """
 
 from __future__ import annotations
@@ -57,6 +54,7 @@ from twin.cost.layer_tokens import layer_token_terms
 from twin.cost.eager_steps import explain_floor, floored_array, install as install_eager
 from twin.cost.kernel_path import explain_overhead_parts, fused_allreduce_latency
 from twin.cost.param_checks import check_fraction, check_nonneg
+from twin.cost.router_gemm import router_fp32_token_s
 from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, routed_expert_read_bytes
 from twin.cost.marlin_blocks import install as install_marlin_blocks
 from twin.hardware.parallel import ParallelLayout
@@ -127,6 +125,7 @@ class RooflineCostModel:
         moe_layer_overhead_s: float | None = None,    # per MoE layer per step: the expert kernel path's fixed time
         eager_layer_host_s: float | None = None, eager_moe_layer_host_s: float | None = None,  # eager_steps; as above
         cudagraph_tokens: tuple[int, int] | None = None,  # largest graphed (decode, mixed) steps; None: all graphed
+        float32_matmul_precision: str | None = None,  # torch's, for FP32 GEMMs (twin.cost.router_gemm); None: vLLM's
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
@@ -227,7 +226,8 @@ class RooflineCostModel:
         self._t_moe = self.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0    # explain()
         self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers + self._t_moe
         self.layer_token_overhead_s, self._k_layer_tok = layer_token_terms(d["layer_token_overhead_s"], model)
-        self._k_seq, self._k_tok = self.per_seq_overhead_s, self.per_token_overhead_s + self._k_layer_tok
+        self._k_fp32 = router_fp32_token_s(model, gpu, float32_matmul_precision, self.compute_efficiency)
+        self._k_seq, self._k_tok = self.per_seq_overhead_s, self.per_token_overhead_s + self._k_layer_tok + self._k_fp32
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
         self._constants = RooflineConstants(
             self._k_linear, self._k_lm_head, self._t_weights, self._moe_weights_s, at, self._k_kv_write,
@@ -373,7 +373,8 @@ class RooflineCostModel:
             if self._t_a2a or self._k_a2a:    # MoE dispatch + combine across DP ranks, apart from TP's all-reduce
                 parts["moe_all2all_s"] = self._t_a2a + self._k_a2a * tokens
                 parts["allreduce_s"] -= parts["moe_all2all_s"]
-            explain_overhead_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens, self._t_moe)
+            explain_overhead_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens, self._t_moe,
+                                   self._k_fp32)
             if self._attention.k_sink:        # attention-sink logits, apart from the KV write
                 parts["attention_sink_s"] = self._attention.k_sink * tokens
                 parts["kv_write_s"] = self._k_kv * tokens

@@ -171,7 +171,8 @@ def cost_model_for(dep: Deployment, target: Target, params: dict[str, float]) ->
     """The roofline at ``params`` on ``dep``: scoped parameters (``name@scope``, ``twin.fitting.scoped``) apply
     where their scope covers the deployment; the server's all-reduce fusion is the deployment's."""
     kw = {"allreduce_fusion": getattr(dep, "allreduce_fusion", False),
-          "cudagraph_tokens": getattr(dep, "cudagraph_tokens", None)} | params_for(params, dep)
+          "cudagraph_tokens": getattr(dep, "cudagraph_tokens", None),
+          "float32_matmul_precision": getattr(dep, "float32_matmul_precision", None)} | params_for(params, dep)
     return RooflineCostModel(dep.model, dep.gpu, tensor_parallel_size=target.tensor_parallel_size,
                              weight_dtype=dep.weight_formats or target.weight_dtype, kv_dtype=target.kv_dtype,
                              layout=dep.layout, **kw)

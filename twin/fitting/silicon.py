@@ -44,7 +44,8 @@ each row's measurement date, read at the snapshot of 2026-08-21, commit 843c6254
 * expert kernel paths by format, recorded for ``@experts_<format>`` scopes (``twin.fitting.scoped``): MiniMax FP8
   on B200 in March 2026 (v0.17.0, f342df18e) ran with ``VLLM_USE_FLASHINFER_MOE_FP8=0 VLLM_MOE_USE_DEEP_GEMM=0``
   (vLLM's Triton / CUTLASS block-FP8 MoE), from 2026-04-03 (v0.19.0) with vLLM's default FP8 MoE and
-  ``VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl``; Kimi INT4 with ``VLLM_USE_FLASHINFER_MOE_INT4=1`` from 79ea3651a
+  ``VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl``, from 2026-04-21 (41ed82dc1; NVFP4 13962fcfa)
+  ``VLLM_FLOAT32_MATMUL_PRECISION=high`` (its FP32 router on TF32 tensor cores: ``twin.cost.router_gemm``); Kimi INT4 with ``VLLM_USE_FLASHINFER_MOE_INT4=1`` from 79ea3651a
   (2026-03-24), Marlin W4A16 MoE before;
 * Kimi-K2.5 INT4 (v0.15.1; issue 33, round 5): every row ran the Marlin W4A16 MoE (``fused_marlin_moe`` via
   compressed-tensors' ``CompressedTensorsWNA16MarlinMoEMethod``), priced by the ``int4`` expert-path terms of
@@ -199,6 +200,8 @@ def row_server(row: SiliconRow) -> dict:
                       enable_prefix_caching=False)
     if fused_allreduce_rms(row):
         server["fuse_allreduce_rms"] = True
+    if minimax_b200_tf32_router(row):
+        server["float32_matmul_precision"] = "high"
     return server | row_cudagraphs(row)
 
 
@@ -224,6 +227,15 @@ def row_cudagraphs(row: SiliconRow) -> dict:
 def gptoss_b200_v0151(row: SiliconRow) -> bool:
     """A gpt-oss-120b B200 row on v0.15.1, run by ``single_node/gptoss_fp4_b200.sh`` of d2c2acb19."""
     return model_family(row.model_path) == "gpt-oss" and row.system == "b200_sxm" and row.vllm_version == "0.15.1"
+
+
+def minimax_b200_tf32_router(row: SiliconRow) -> bool:
+    """A MiniMax-M2.5 B200 row measured under ``VLLM_FLOAT32_MATMUL_PRECISION=high`` (``minimaxm2.5_fp8_b200.sh``
+    41ed82dc1, ``minimaxm2.5_fp4_b200.sh`` 13962fcfa, both 2026-04-21; rows measured from that day): its FP32
+    router GEMM on TF32 tensor cores (``twin.cost.router_gemm``). Earlier MiniMax scripts (B200 and H100) leave
+    vLLM's default, ``highest`` (FP32 on the CUDA cores)."""
+    return (model_family(row.model_path) == "minimax" and row.system == "b200_sxm"
+            and (row.measured or "") >= "2026-04-21")
 
 
 def minimax_h100(row: SiliconRow) -> bool:

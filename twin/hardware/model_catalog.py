@@ -40,6 +40,7 @@ _ModelEntry = _catalog_entry_schema()
 _UNTIED_BY_DEFAULT = {"llama", "mistral", "qwen2", "qwen3", "mixtral", "granite", "qwen2_moe", "qwen3_moe",
                       "deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "gpt_oss", "minimax_m2"}
 _SINK_MODELS = {"gpt_oss"}        # learned per-head attention-sink logits
+_FP32_ROUTER_MODELS = {"minimax_m2"}   # vLLM's gate: ReplicatedLinear(params_dtype=torch.float32) (router_gemm)
 _BIASED_QKV = {"qwen2", "qwen2_moe"}
 _MOE_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
 _MAX_CONFIG_INT = 2**31 - 1     # a config's sizes are int32 in the frameworks that read them
@@ -158,6 +159,7 @@ def model_from_hf_config(path_or_dict: str | Path | dict[str, Any], name: str | 
         hf_id=hf_id,
         attention_sinks=model_type in _SINK_MODELS,
         qk_norm_allreduce=bool(cfg.get("use_qk_norm")) and cfg.get("qk_norm_type") == "per_layer",
+        router_fp32=model_type in _FP32_ROUTER_MODELS,
         checkpoint_formats=formats,
         **moe, **mla, **window,
     )

@@ -35,7 +35,8 @@ class ModelSpec:
     (gpt-oss); ``qk_norm_allreduce``: the q and k RMSNorms normalise over all heads (MiniMax-M2's ``use_qk_norm``
     with ``qk_norm_type: per_layer``), so with tensor parallelism each layer all-reduces their variances (vLLM's
     ``MiniMaxText01RMSNormTP.forward_qk``: one all-reduce of 2 fp32 values per token, not the all-reduce + RMSNorm
-    fusion's pattern). Sparse attention (DeepSeek-V3.2): an indexer of ``index_n_heads`` x ``index_head_dim`` scores every
+    fusion's pattern); ``router_fp32``: vLLM computes the router logits as an FP32 GEMM on every rank (MiniMax-M2's
+    gate, ``twin.cost.router_gemm``). Sparse attention (DeepSeek-V3.2): an indexer of ``index_n_heads`` x ``index_head_dim`` scores every
     context token and each query attends over the ``index_topk`` best.
     ``checkpoint_formats``: the published checkpoint's weight format per layer group (from its
     ``quantization_config``), None for a plain 16-bit checkpoint."""
@@ -68,6 +69,7 @@ class ModelSpec:
     sliding_window_layers: int = 0
     attention_sinks: bool = False
     qk_norm_allreduce: bool = False       # q/k RMSNorm over all heads: one more TP all-reduce per layer (MiniMax-M2)
+    router_fp32: bool = False             # vLLM runs the MoE router GEMM in FP32 (MiniMax-M2: twin.cost.router_gemm)
     index_topk: int = 0
     index_n_heads: int = 0
     index_head_dim: int = 0

@@ -55,6 +55,7 @@ class Deployment:
     weight_formats: WeightFormats | None = None
     allreduce_fusion: bool = False      # the server fuses TP all-reduces with RMSNorm (twin.cost.kernel_path)
     cudagraph_tokens: tuple[int, int] | None = None   # largest graphed (decode, mixed) steps (twin.cost.eager_steps)
+    float32_matmul_precision: str | None = None       # server.float32_matmul_precision (twin.cost.router_gemm)
 
     @property
     def engines_per_replica(self) -> int:
@@ -87,7 +88,7 @@ def resolve_scheduler_config(body: ScenarioBody, model: ModelSpec, gpu: GpuSpec)
         max_tokens = max(max_tokens, max_num_seqs)
     fields = server.model_dump(exclude={"gpu_memory_utilization", "num_gpu_blocks_override", "vllm_version",
                                         "entrypoint", "fuse_allreduce_rms", "max_cudagraph_capture_size",
-                                        "cudagraph_mode", *OFFLOAD_KNOBS})
+                                        "cudagraph_mode", "float32_matmul_precision", *OFFLOAD_KNOBS})
     if fields["block_size"] is None:
         # vLLM's default: 16, or what the MLA attention backend forces (FP4 tensor cores: a datacenter Blackwell)
         fields["block_size"] = default_block_size(server.vllm_version, model.is_mla, bool(model.index_topk),
@@ -177,8 +178,10 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
     graphs = graph_limits(body.server.cudagraph_mode, capture_size_tokens(
         sched.max_num_seqs, sched.max_num_batched_tokens, body.server.max_cudagraph_capture_size,
         sched.num_speculative_tokens))
+    fp32 = body.server.float32_matmul_precision
     if cm.kind == "roofline":
-        params = ({"allreduce_fusion": True} if fusion else {}) | {"cudagraph_tokens": graphs} | params
+        params = ({"allreduce_fusion": True} if fusion else {}) | {"cudagraph_tokens": graphs} | (
+            {"float32_matmul_precision": fp32} if fp32 else {}) | params
     if cm.kind == "profile":
         params["path"] = str(_relative(cm.profile, base_dir))
 
@@ -187,7 +190,7 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
                                 {"weight_dtype": formats, "kv_dtype": dep.kv_dtype}, params, layout=layout)
 
     cost_model_factory()  # fail on bad parameters before any run
-    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter, layout, formats, fusion, graphs)
+    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter, layout, formats, fusion, graphs, fp32)
 
 
 def allreduce_fusion(body: ScenarioBody, gpu: GpuSpec) -> bool:

@@ -1,0 +1,131 @@
+"""MiniMax-M2.5's prompt steps on B200 (issue 33, round 6): where the missing TTFT sits, and the held-out test of
+a Blackwell block-FP8 expert FLOP efficiency (``twin.cost.generation_experts``), which the rows reject once the
+FP32 router GEMM is priced (``twin.cost.router_gemm``; docs/fidelity.md "Round 6: MiniMax-M2.5 prompt steps").
+
+    # per layout and concurrency (C <= 16, OSL 1k): measured and twin TTFT at ISL 1k and 8k, the gap at 1k (the
+    # intercept) and the 8k - 1k slope in us per prompt token, measured vs twin, FP8 and NVFP4 side by side (~1 min)
+    python benchmarks/minimax_prefill.py table
+    # moe_expert_compute_efficiency@blackwell+experts_fp8 from the 8k - 1k TTFT differences of the v0.19 FP8 rows,
+    # fitted on one part and tested on the other: by TP (2 / 4) and by measurement date (~4 min)
+    python benchmarks/minimax_prefill.py slope-fit
+
+The fit uses differences, as ``benchmarks/hopper_rows.py prefill-fit`` does: per cell (TP, CONC <= 16, date) the
+measured mean TTFT of the 8k/1k rows minus the 1k/1k rows' (medians over repeats), against the twin's at each
+efficiency of a grid (log-interpolated); a per-request offset (the request path, a first step, the 1k prompt
+step's own gap) cancels. The fitted value zeroes the median log ratio on the training cells. Signed errors:
+predicted / measured - 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from twin.errors import run_script  # noqa: E402
+from twin.fitting.fit import simulate_cases  # noqa: E402
+from twin.fitting.joint import default_start  # noqa: E402
+from twin.fitting.silicon import model_family, silicon_cases  # noqa: E402
+
+EFF = "moe_expert_compute_efficiency@blackwell+experts_fp8"
+GRID = (1.0, 0.6, 0.45, 0.35, 0.28, 0.2)
+MEAN_PROMPT_DELTA_TOKENS = 0.9 * (8192 - 1024)    # the client's lengths are uniform on [0.8 L, L]
+
+
+def _cases(keep) -> list:
+    return [c for c in silicon_cases()[0] if model_family(c.row.model_path) == "minimax" and c.row.system ==
+            "b200_sxm" and c.row.osl == 1024 and c.row.isl in (1024, 8192) and c.row.concurrency <= 16
+            and keep(c.row)]
+
+
+def _ttft(cases: list, params: dict) -> list[float]:
+    return [r.metrics["mean_ttft_ms"] for r in simulate_cases(cases, default_start() | params, max_sim_s=60.0)]
+
+
+def _layout(row) -> str:
+    return f"TP{row.tp}" + (f" EP{row.moe_ep}" if row.moe_ep > 1 else "") + (
+        f" DP{row.attention_dp}" if row.attention_dp > 1 else "")
+
+
+def _cells(cases: list, key) -> dict[tuple, dict[int, list[int]]]:
+    out: dict[tuple, dict[int, list[int]]] = {}
+    for i, c in enumerate(cases):
+        out.setdefault(key(c.row), {}).setdefault(c.row.isl, []).append(i)
+    return out
+
+
+def _med(values: list[float], idx: list[int]) -> float:
+    return statistics.median(values[i] for i in idx)
+
+
+def table() -> None:
+    cases = _cases(lambda r: r.vllm_version == "0.19.0")
+    pred = _ttft(cases, {})
+    meas = [c.run.metrics["mean_ttft_ms"] for c in cases]
+    cells = _cells(cases, lambda r: ((r.precision or "").lower(), _layout(r), r.concurrency))
+    print(f"{'format layout C':<22} | 1k: meas  twin   gap | 8k: meas  twin   gap | slope us/token: meas twin")
+    for k in sorted(cells):
+        one, eight = cells[k].get(1024), cells[k].get(8192)
+        m1, p1 = (_med(meas, one), _med(pred, one)) if one else (math.nan, math.nan)
+        m8, p8 = (_med(meas, eight), _med(pred, eight)) if eight else (math.nan, math.nan)
+        d = MEAN_PROMPT_DELTA_TOKENS / 1e3
+        print(f"{k[0]:<6}{k[1]:<11} C{k[2]:<3} | {m1:8.0f} {p1:5.0f} {m1 - p1:+5.0f} | {m8:8.0f} {p8:5.0f} "
+              f"{m8 - p8:+5.0f} | {(m8 - m1) / d:19.1f} {(p8 - p1) / d:4.1f}")
+
+
+def slope_fit() -> None:
+    cases = _cases(lambda r: r.vllm_version == "0.19.0" and (r.precision or "").lower() == "fp8"
+                   and r.moe_ep == 1 and r.attention_dp == 1)
+    pred = {e: _ttft(cases, {EFF: e}) for e in GRID}
+    meas = [c.run.metrics["mean_ttft_ms"] for c in cases]
+    cells = {k: v for k, v in _cells(cases, lambda r: (r.tp, r.concurrency, (r.measured or "")[:10])).items()
+             if len(v) == 2}
+
+    def delta(values, k) -> float:
+        return _med(values, cells[k][8192]) - _med(values, cells[k][1024])
+
+    def at(e: float, k) -> float:       # the twin's difference at efficiency e, log-interpolated on the grid
+        xs = [math.log(g) for g in GRID]
+        ys = [math.log(delta(pred[g], k)) for g in GRID]
+        x = math.log(e)
+        for j in range(len(GRID) - 1):
+            if xs[j] >= x >= xs[j + 1]:
+                t = (x - xs[j]) / (xs[j + 1] - xs[j])
+                return math.exp(ys[j] + t * (ys[j + 1] - ys[j]))
+        raise ValueError(e)
+
+    fine = [round(GRID[-1] + 0.005 * i, 3) for i in range(int((GRID[0] - GRID[-1]) / 0.005) + 1)]
+    splits = {"TP": lambda k: f"TP{k[0]}", "date": lambda k: k[2]}
+    for name, part in splits.items():
+        parts = sorted({part(k) for k in cells})
+        for train in [[p] for p in parts] + [parts]:
+            ks = [k for k in cells if part(k) in train]
+            best = min(fine, key=lambda e: abs(statistics.median(math.log(at(e, k) / delta(meas, k)) for k in ks)))
+            held = [k for k in sorted(cells) if part(k) not in train]
+            print(f"by {name}, fit on {', '.join(train)} ({len(ks)} cells): {EFF} = {best}")
+            for k in held:
+                m = delta(meas, k)
+                print(f"  held out TP{k[0]} C={k[1]:<3} {k[2]}: 8k - 1k TTFT measured {m:5.0f} ms, twin at 1.0 "
+                      f"{delta(pred[1.0], k):4.0f} ({delta(pred[1.0], k) / m - 1:+5.0%}), at {best} "
+                      f"{at(best, k):4.0f} ({at(best, k) / m - 1:+5.0%})")
+            if held:
+                e0 = [abs(delta(pred[1.0], k) / delta(meas, k) - 1) for k in held]
+                e1 = [abs(at(best, k) / delta(meas, k) - 1) for k in held]
+                print(f"  held-out median |error|: {statistics.median(e0):.1%} -> {statistics.median(e1):.1%}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("table")
+    sub.add_parser("slope-fit")
+    args = ap.parse_args()
+    table() if args.cmd == "table" else slope_fit()
+
+
+if __name__ == "__main__":
+    run_script(main)
