@@ -119,14 +119,14 @@ def embedded_entries() -> list[Entry]:
                                          GENERATION_TERMS)
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION
-    from twin.cost.sync_host import EMBEDDED_SYNC_SEQ_HOST_S
+    from twin.cost.default_terms import SYNC_HOST_TERMS
     mem, comp = GENERATION_DEFAULTS[REFERENCE_GENERATION]
     out = [Entry(n, v, _stated_prior(n, n, {}), "twin.cost.roofline") for n, v in (
         ("memory_efficiency", mem), ("compute_efficiency", comp), ("gemm_half_tokens", r.DEFAULT_GEMM_HALF_TOKENS),
         ("step_overhead_s", r.DEFAULT_STEP_OVERHEAD_S), ("per_seq_overhead_s", r.DEFAULT_PER_SEQ_OVERHEAD_S),
         ("request_path_s", r.DEFAULT_REQUEST_PATH_S), ("request_path_jitter_s", r.DEFAULT_REQUEST_PATH_JITTER_S),
         ("allreduce_latency_s", r.ALLREDUCE_LATENCY_FAST_S))]
-    out.append(Entry("per_seq_overhead_s@sync", r.DEFAULT_PER_SEQ_OVERHEAD_S + EMBEDDED_SYNC_SEQ_HOST_S,
+    out.append(Entry("per_seq_overhead_s@sync", r.DEFAULT_PER_SEQ_OVERHEAD_S + SYNC_HOST_TERMS["sync_seq_host_s"],
                      _stated_prior("per_seq_overhead_s", "per_seq_overhead_s@sync", {}), "SYNC_HOST_TERMS"))
     for gen, (g_mem, g_comp) in GENERATION_DEFAULTS.items():
         if gen != REFERENCE_GENERATION:
@@ -225,7 +225,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import default_efficiencies
     from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
-    from twin.cost.sync_host import EMBEDDED_SYNC_SEQ_HOST_S
+    from twin.cost.default_terms import SYNC_HOST_TERMS
     from twin.hardware.catalog import resolve_gpu
     mem, comp = default_efficiencies("H100-SXM")
     bw_mem, bw_comp = default_efficiencies("B200")
@@ -241,7 +241,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
               "quant_weight_efficiency@fp8": FORMAT_QUANT_EFFICIENCY.get("fp8", 1.0),
               "quant_weight_efficiency@int4": FORMAT_QUANT_EFFICIENCY.get("int4", 1.0),
               "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
-              "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S + EMBEDDED_SYNC_SEQ_HOST_S,   # sync_host
+              "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S + SYNC_HOST_TERMS["sync_seq_host_s"],
               "per_token_overhead_s": generation_term(hopper, "per_token_overhead_s", r.DEFAULT_PER_TOKEN_OVERHEAD_S),
               "per_token_overhead_s@blackwell": generation_term(blackwell, "per_token_overhead_s",
                                                                 r.DEFAULT_PER_TOKEN_OVERHEAD_S),
