@@ -4,6 +4,8 @@ included), its own explain() part, the deployment's scheduler deciding it, and i
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from core_helpers import step_shape as _step
 
@@ -97,3 +99,29 @@ def test_the_fit_sees_the_same_value_and_its_evidence():
     entry = next(e for e in embedded_entries() if e.parameter == "per_seq_overhead_s@sync")
     assert entry.prior == pytest.approx(18.7e-6) and entry.value == pytest.approx(63.7e-6)
     assert entry.evidence == DECLARED_EVIDENCE["per_seq_overhead_s@sync"][0] == "the Qwen3-32B H100 rows"
+
+
+def test_a_fold_holding_out_qwen3_resets_it_and_the_others_keep_it():
+    from twin.fitting import provenance as pv
+    from twin.fitting.fit import Case
+    from twin.fitting.joint import FOLDS, with_deployments
+    from twin.fitting.measured_run import LengthSample, MeasuredRun
+    from twin.fitting.replay import Target
+    from twin.fitting.silicon import SiliconCase
+
+    def case(name: str, model: str, version: str, tp: int) -> Case:
+        run = MeasuredRun(name=name, source="test", num_requests=8, rate_per_s=float("inf"), max_concurrency=4,
+                          prompt_tokens=LengthSample.constant(512), output_tokens=LengthSample.constant(32),
+                          metrics={"completed": 1.0, "mean_tpot_ms": 10.0},
+                          server={"enable_prefix_caching": False, "vllm_version": version}, experiment=name)
+        plain = Case(run, Target(model, "H100-SXM", tp))
+        obj = object.__new__(SiliconCase)       # typed as a silicon row (the serving defaults' evidence is not)
+        for f in dataclasses.fields(SiliconCase):
+            object.__setattr__(obj, f.name, getattr(plain, f.name, f.default if f.default is not
+                                                    dataclasses.MISSING else None))
+        return obj
+    ev = with_deployments([case("q", "qwen3-32b", "0.12", 2), case("l", "llama-3.1-70b", "0.14", 8)])
+    plan = pv.fold_plan("qwen3", FOLDS["family"], ev, ())
+    assert plan.fixed == {"per_seq_overhead_s@sync": pytest.approx(18.7e-6, rel=1e-12)}   # its stated prior
+    assert [plan.affects(d) for _, d in ev] == [True, False]          # the async Llama server never had it
+    assert pv.fold_plan("llama", FOLDS["family"], ev, ()).actions == {}

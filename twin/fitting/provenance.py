@@ -54,10 +54,10 @@ def _b200_family(*families: str) -> Callable:
     return rows
 
 
-def _family(case) -> str | None:
+def _family(case) -> str:
+    """The case's model family as the family folds name it (``twin.fitting.joint.family_of``)."""
     from twin.fitting.silicon import model_family
-    row = getattr(case, "row", None)
-    return None if row is None else model_family(row.model_path)
+    return model_family(case.run.model or case.target.model)
 
 
 # parameter key -> (what the evidence is, which rows): overrides the in-scope rule
