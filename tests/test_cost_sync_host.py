@@ -125,3 +125,22 @@ def test_a_fold_holding_out_qwen3_resets_it_and_the_others_keep_it():
     assert plan.fixed == {"per_seq_overhead_s@sync": pytest.approx(18.7e-6, rel=1e-12)}   # its stated prior
     assert [plan.affects(d) for _, d in ev] == [True, False]          # the async Llama server never had it
     assert pv.fold_plan("llama", FOLDS["family"], ev, ()).actions == {}
+
+
+def test_the_fit_path_charges_it_once():
+    from twin.fitting.measured_run import LengthSample, MeasuredRun
+    from twin.fitting.replay import Target, cost_model_for, deployment_for
+    run = MeasuredRun(name="q", source="test", num_requests=8, rate_per_s=float("inf"), max_concurrency=4,
+                      prompt_tokens=LengthSample.constant(512), output_tokens=LengthSample.constant(32),
+                      metrics={"completed": 1.0, "mean_tpot_ms": 10.0},
+                      server={"enable_prefix_caching": False, "vllm_version": "0.12"}, experiment="q")
+    target = Target("qwen3-32b", "H100-SXM", 8)
+    dep = deployment_for(run, target)
+    plain = cost_model_for(dep, target, {})                                      # the embedded defaults
+    scoped = cost_model_for(dep, target, {"per_seq_overhead_s@sync": 63.7e-6})   # the fit's whole value
+    assert (plain.per_seq_overhead_s, plain.sync_seq_host_s) == (18.7e-6, 45e-6)
+    assert (scoped.per_seq_overhead_s, scoped.sync_seq_host_s) == (63.7e-6, 0.0)
+    decode = _step([1] * 8, [1000] * 8)
+    assert scoped.step_time_s(decode) == pytest.approx(plain.step_time_s(decode), rel=1e-12)
+    async_run = dataclasses.replace(run, server={"enable_prefix_caching": False, "vllm_version": "0.14"})
+    assert cost_model_for(deployment_for(async_run, target), target, {}).sync_seq_host_s == 0.0
