@@ -90,6 +90,10 @@ def test_the_deployments_scheduler_decides():
     assert resolve_deployment(_body({"vllm_version": "0.14"})).cost_model_factory().sync_seq_host_s == 0.0
     assert resolve_deployment(_body({"vllm_version": "0.14", "async_scheduling": False})
                               ).cost_model_factory().sync_seq_host_s == 45e-6
+    given = _body({"vllm_version": "0.12"}).model_copy(update={"cost_model": _body({}).cost_model.model_copy(
+        update={"params": {"per_seq_overhead_s": 20e-6}})})      # a calibrated per-sequence cost is the whole
+    cm = resolve_deployment(given).cost_model_factory()
+    assert (cm.per_seq_overhead_s, cm.sync_seq_host_s) == (20e-6, 0.0)
 
 
 def test_the_fit_sees_the_same_value_and_its_evidence():
@@ -142,5 +146,7 @@ def test_the_fit_path_charges_it_once():
     assert (scoped.per_seq_overhead_s, scoped.sync_seq_host_s) == (63.7e-6, 0.0)
     decode = _step([1] * 8, [1000] * 8)
     assert scoped.step_time_s(decode) == pytest.approx(plain.step_time_s(decode), rel=1e-12)
+    given = cost_model_for(dep, target, {"per_seq_overhead_s": 20e-6})           # a calibration's whole value
+    assert (given.per_seq_overhead_s, given.sync_seq_host_s) == (20e-6, 0.0)
     async_run = dataclasses.replace(run, server={"enable_prefix_caching": False, "vllm_version": "0.14"})
     assert cost_model_for(deployment_for(async_run, target), target, {}).sync_seq_host_s == 0.0

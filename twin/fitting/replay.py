@@ -30,8 +30,6 @@ from twin.workload.rng import stream
 from twin.workload.spec import RequestSpec
 from twin.workload.validation_errors import format_validation_error
 
-SYNC_PER_SEQ = "per_seq_overhead_s@sync"   # the fit's whole per-sequence cost of a sync server (twin.cost.sync_host)
-
 
 @dataclass(frozen=True)
 class Target:
@@ -174,9 +172,10 @@ def cost_model_for(dep: Deployment, target: Target, params: dict[str, float]) ->
     where their scope covers the deployment; the server's all-reduce fusion is the deployment's."""
     kw = {"allreduce_fusion": getattr(dep, "allreduce_fusion", False),
           "cudagraph_tokens": getattr(dep, "cudagraph_tokens", None)} | params_for(params, dep)
-    if not getattr(dep.scheduler_config, "async_scheduling", True):     # twin.cost.sync_host: the embedded
-        # exposed host time per sequence, unless the fit's per_seq_overhead_s@sync (the whole) is given
-        kw |= {"async_scheduling": False} | ({"sync_seq_host_s": 0.0} if SYNC_PER_SEQ in params else {})
+    if not getattr(dep.scheduler_config, "async_scheduling", True) and not any(
+            k.partition("@")[0] == "per_seq_overhead_s" for k in params):
+        kw["async_scheduling"] = False    # twin.cost.sync_host: on the embedded per-sequence default only (a given
+        # per_seq_overhead_s, e.g. the fit's per_seq_overhead_s@sync, is the server's whole per-sequence cost)
     return RooflineCostModel(dep.model, dep.gpu, tensor_parallel_size=target.tensor_parallel_size,
                              weight_dtype=dep.weight_formats or target.weight_dtype, kv_dtype=target.kv_dtype,
                              layout=dep.layout, **kw)

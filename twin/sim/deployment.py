@@ -178,8 +178,9 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
         sched.max_num_seqs, sched.max_num_batched_tokens, body.server.max_cudagraph_capture_size,
         sched.num_speculative_tokens))
     if cm.kind == "roofline":
-        params = ({"allreduce_fusion": True} if fusion else {}) | {"cudagraph_tokens": graphs} | (
-            {} if sched.async_scheduling else {"async_scheduling": False}) | params   # twin.cost.sync_host
+        params = ({"allreduce_fusion": True} if fusion else {}) | {"cudagraph_tokens": graphs} | ({} if (
+            sched.async_scheduling or "per_seq_overhead_s" in params) else {"async_scheduling": False}) | params
+        # (twin.cost.sync_host: on the embedded per-sequence default only; a given one is the server's whole cost)
     if cm.kind == "profile":
         params["path"] = str(_relative(cm.profile, base_dir))
 
