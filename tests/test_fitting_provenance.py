@@ -43,6 +43,7 @@ def tables_of_round_4(monkeypatch):
     monkeypatch.setattr(default_terms, "GENERATION_TERMS", {"blackwell": {"layer_token_overhead_s": 0.2e-6}})
     monkeypatch.setattr(default_terms, "EXPERT_FORMAT_TERMS", {})
     monkeypatch.setattr(generation_experts, "GENERATION_EXPERT_TERMS", {})
+    monkeypatch.setattr(default_terms, "SYNC_HOST_TERMS", {"sync_seq_host_s": 0.0})    # round 6 (twin.cost.sync_host)
 
 
 @pytest.fixture()

@@ -36,6 +36,10 @@ EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {
     # twin.cost.marlin_moe (docs/fidelity.md "Round 5: Kimi-K2.5")
     "int4": MARLIN_W4A16_MOE_TERMS,
 }
+# the engine core's CPU time per sequence per step that a server without async scheduling exposes
+# (twin.cost.sync_host; prior 0): fitted on the Qwen3-32B H100 TP8 rows (vLLM 0.12.0, the data's only sync decode
+# rows), held out on its TP2 / TP4 rows (docs/fidelity.md "Round 6: decode per sequence (issue 33)")
+SYNC_HOST_TERMS: dict[str, float] = {"sync_seq_host_s": 45e-6}
 # the roofline's flat defaults of the terms resolved here (where no table above has a value)
 FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_allreduce_latency_s": None,
                  "layer_token_overhead_s": 0.0,

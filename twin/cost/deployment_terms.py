@@ -189,6 +189,7 @@ def roofline_parameters(cm) -> dict[str, object]:
         **({"allreduce_fusion": True, "fused_allreduce_latency_s": cm.fused_allreduce_latency_s}
            if cm.allreduce_fusion else {}),
         **({"moe_layer_overhead_s": cm.moe_layer_overhead_s} if cm.moe_layer_overhead_s else {}),
+        **({"async_scheduling": False, "sync_seq_host_s": cm.sync_seq_host_s} if cm.sync_seq_host_s else {}),
         **({"eager_layer_host_s": cm.eager_layer_host_s, "eager_moe_layer_host_s": cm.eager_moe_layer_host_s,
             "cudagraph_tokens": list(cm.cudagraph_tokens)} if cm.eager_host_s_per_step else {}),
         **({} if cm.weight_formats.is_uniform else {"weight_formats": cm.weight_formats.as_dict()}),

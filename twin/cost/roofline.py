@@ -57,6 +57,7 @@ from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.router_gemm import router_fp32_token_s
 from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, routed_expert_read_bytes
 from twin.cost.marlin_blocks import install as install_marlin_blocks
+from twin.cost.sync_host import explain_sync_host, exposed_seq_host_s
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
 
@@ -126,6 +127,7 @@ class RooflineCostModel:
         eager_layer_host_s: float | None = None, eager_moe_layer_host_s: float | None = None,  # eager_steps; as above
         cudagraph_tokens: tuple[int, int] | None = None,  # largest graphed (decode, mixed) steps; None: all graphed
         float32_matmul_precision: str | None = None,  # torch's, for FP32 GEMMs (twin.cost.router_gemm); None: vLLM's
+        async_scheduling: bool = True, sync_seq_host_s: float | None = None,   # twin.cost.sync_host; None: embedded
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
@@ -155,6 +157,7 @@ class RooflineCostModel:
         self.interconnect_efficiency = check_fraction("interconnect_efficiency", interconnect_efficiency)
         self.step_overhead_s = check_nonneg("step_overhead_s", step_overhead_s)
         self.per_seq_overhead_s = check_nonneg("per_seq_overhead_s", per_seq_overhead_s)
+        sync = self.sync_seq_host_s = exposed_seq_host_s(async_scheduling, sync_seq_host_s)   # 0 when async
         self.per_token_overhead_s = check_nonneg("per_token_overhead_s", d["per_token_overhead_s"])
         self.request_path_s = check_nonneg("request_path_s", request_path_s)
         self.request_path_jitter_s = check_nonneg("request_path_jitter_s", request_path_jitter_s)
@@ -214,10 +217,8 @@ class RooflineCostModel:
             self._k_allreduce = n_allreduce * ring_bytes_per_token / link
         else:
             self._t_allreduce = self._k_allreduce = 0.0
-        if allreduce_latency_s == default_allreduce_latency_s(gpu) and layout.moe_shards > gpu.nvlink_domain_gpus:
-            a2a_latency = ALLREDUCE_LATENCY_PCIE_S                 # across domains: the network's latency (prior)
-        else:
-            a2a_latency = self.allreduce_latency_s
+        across = allreduce_latency_s == default_allreduce_latency_s(gpu) and layout.moe_shards > gpu.nvlink_domain_gpus
+        a2a_latency = ALLREDUCE_LATENCY_PCIE_S if across else self.allreduce_latency_s   # across: the network's (prior)
         self._t_a2a, self._k_a2a = moe_collective_terms(model, gpu, layout, act, self.interconnect_efficiency,
                                                         a2a_latency)
         self._t_allreduce += self._t_a2a     # folded into one term on the hot path; explain() splits them
@@ -226,8 +227,8 @@ class RooflineCostModel:
         self._t_moe = self.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0    # explain()
         self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers + self._t_moe
         self.layer_token_overhead_s, self._k_layer_tok = layer_token_terms(d["layer_token_overhead_s"], model)
-        self._k_fp32 = router_fp32_token_s(model, gpu, float32_matmul_precision, self.compute_efficiency)
-        self._k_seq, self._k_tok = self.per_seq_overhead_s, self.per_token_overhead_s + self._k_layer_tok + self._k_fp32
+        self._k_fp32 = fp32 = router_fp32_token_s(model, gpu, float32_matmul_precision, self.compute_efficiency)
+        self._k_seq, self._k_tok = self.per_seq_overhead_s + sync, self.per_token_overhead_s + self._k_layer_tok + fp32
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
         self._constants = RooflineConstants(
             self._k_linear, self._k_lm_head, self._t_weights, self._moe_weights_s, at, self._k_kv_write,
@@ -279,10 +280,9 @@ class RooflineCostModel:
                 + (self._t_step + self._k_seq * n_seqs + self._k_tok * tokens))
 
     def decode_step_times_s(self, n_seqs: int, context: int, num_steps: int) -> list[float]:
-        """``step_time_from_sums`` of ``num_steps`` consecutive pure-decode steps of ``n_seqs`` sequences (one new
-        token each, no drafts), the first after ``context`` computed tokens, each adding ``n_seqs``: bit-identical,
-        with the terms that do not change from step to step computed once. (The larger of the attention and KV
-        read terms is the one with the larger coefficient at every step: rounding a product is monotone.)"""
+        """``step_time_from_sums`` of ``num_steps`` pure-decode steps of ``n_seqs`` sequences (one new token each, no
+        drafts), the first after ``context`` computed tokens, each adding ``n_seqs``: bit-identical, the step-invariant
+        terms computed once (the larger of attention and KV read has the larger coefficient: rounding is monotone)."""
         if not n_seqs:
             return [0.0] * num_steps
         if self._window:      # the windowed layers' work stops growing with the context: step by step
@@ -373,8 +373,8 @@ class RooflineCostModel:
             if self._t_a2a or self._k_a2a:    # MoE dispatch + combine across DP ranks, apart from TP's all-reduce
                 parts["moe_all2all_s"] = self._t_a2a + self._k_a2a * tokens
                 parts["allreduce_s"] -= parts["moe_all2all_s"]
-            explain_overhead_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens, self._t_moe,
-                                   self._k_fp32)
+            explain_overhead_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens, self._t_moe, self._k_fp32)
+            explain_sync_host(parts, self.sync_seq_host_s, n_seqs)
             if self._attention.k_sink:        # attention-sink logits, apart from the KV write
                 parts["attention_sink_s"] = self._attention.k_sink * tokens
                 parts["kv_write_s"] = self._k_kv * tokens

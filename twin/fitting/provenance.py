@@ -63,6 +63,12 @@ def _h100_family(*families: str) -> Callable:
     return rows
 
 
+def _family(case) -> str:
+    """The case's model family as the family folds name it (``twin.fitting.joint.family_of``)."""
+    from twin.fitting.silicon import model_family
+    return model_family(case.run.model or case.target.model)
+
+
 # parameter key -> (what the evidence is, which rows): overrides the in-scope rule
 DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     **{n: (INFERENCE_PERF, _inference_perf) for n in (
@@ -76,6 +82,10 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # load (docs/fidelity.md "Round 6: gpt-oss-120b and Llama prompt steps")
     **{f"{n}@hopper+experts_mxfp4": ("the H100 gpt-oss-120b rows", _h100_family("gpt-oss"))
        for n in ("moe_expert_compute_efficiency", "layer_token_overhead_s", "fused_allreduce_latency_s")},
+
+
+    # the sync servers' exposed host time per sequence (twin.cost.sync_host): off the Qwen3-32B H100 rows (vLLM 0.12)
+    "per_seq_overhead_s@sync": ("the Qwen3-32B H100 rows", lambda case, _d: _family(case) == "qwen3"),
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
     "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", _no_rows),
 }
@@ -124,12 +134,15 @@ def embedded_entries() -> list[Entry]:
                                          GENERATION_TERMS)
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION
+    from twin.cost.default_terms import SYNC_HOST_TERMS
     mem, comp = GENERATION_DEFAULTS[REFERENCE_GENERATION]
     out = [Entry(n, v, _stated_prior(n, n, {}), "twin.cost.roofline") for n, v in (
         ("memory_efficiency", mem), ("compute_efficiency", comp), ("gemm_half_tokens", r.DEFAULT_GEMM_HALF_TOKENS),
         ("step_overhead_s", r.DEFAULT_STEP_OVERHEAD_S), ("per_seq_overhead_s", r.DEFAULT_PER_SEQ_OVERHEAD_S),
         ("request_path_s", r.DEFAULT_REQUEST_PATH_S), ("request_path_jitter_s", r.DEFAULT_REQUEST_PATH_JITTER_S),
         ("allreduce_latency_s", r.ALLREDUCE_LATENCY_FAST_S))]
+    out.append(Entry("per_seq_overhead_s@sync", r.DEFAULT_PER_SEQ_OVERHEAD_S + SYNC_HOST_TERMS["sync_seq_host_s"],
+                     _stated_prior("per_seq_overhead_s", "per_seq_overhead_s@sync", {}), "SYNC_HOST_TERMS"))
     for gen, (g_mem, g_comp) in GENERATION_DEFAULTS.items():
         if gen != REFERENCE_GENERATION:
             out += [Entry(f"{n}@{gen}", v, INHERIT, "twin.cost.generations.GENERATION_DEFAULTS")
@@ -227,6 +240,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import default_efficiencies
     from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
+    from twin.cost.default_terms import SYNC_HOST_TERMS
     from twin.hardware.catalog import resolve_gpu
     mem, comp = default_efficiencies("H100-SXM")
     bw_mem, bw_comp = default_efficiencies("B200")
@@ -242,7 +256,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
               "quant_weight_efficiency@fp8": FORMAT_QUANT_EFFICIENCY.get("fp8", 1.0),
               "quant_weight_efficiency@int4": FORMAT_QUANT_EFFICIENCY.get("int4", 1.0),
               "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
-              "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S,
+              "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S + SYNC_HOST_TERMS["sync_seq_host_s"],
               "per_token_overhead_s": generation_term(hopper, "per_token_overhead_s", r.DEFAULT_PER_TOKEN_OVERHEAD_S),
               "per_token_overhead_s@blackwell": generation_term(blackwell, "per_token_overhead_s",
                                                                 r.DEFAULT_PER_TOKEN_OVERHEAD_S),
