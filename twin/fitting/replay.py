@@ -70,6 +70,8 @@ def deployment_for(run: MeasuredRun, target: Target) -> Deployment:
                              f"{format_validation_error(exc)}") from None
     dep = resolve_deployment(body)
     check_context(run, dep.scheduler_config.max_model_len)
+    if run.client is not None:        # the client's scope (request_path_s@client_<name>, twin.fitting.scoped)
+        dep.client = run.client
     return dep
 
 
