@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from twin.workload.clients import check_client
+
 # the measured metrics a run may carry, in `vllm bench serve`'s names and units (ms, requests/s, tokens/s)
 METRIC_KEYS: tuple[str, ...] = (
     "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
@@ -84,6 +86,7 @@ class MeasuredRun:
     ``num_requests`` were sent over ``duration_s``. ``timeout_s`` is the client's per-request timeout, if any.
     ``metrics`` holds what the client measured (keys from ``METRIC_KEYS``; missing ones are unknown).
     ``model``, ``gpu``, ``tensor_parallel_size`` and ``server`` (vLLM knob names) are what the file says, or None.
+    ``client``: the client that measured it (``twin.workload.clients``; its request path may be fitted apart).
     """
 
     name: str
@@ -103,12 +106,14 @@ class MeasuredRun:
     tensor_parallel_size: int | None = None
     server: dict[str, Any] = field(default_factory=dict)
     experiment: str | None = None      # runs of one experiment share it (leave-one-experiment-out folds)
+    client: str | None = None          # the measuring client (twin.workload.clients), None: not known
 
     def __post_init__(self) -> None:
         if self.rate_per_s is None and self.max_concurrency is None:
             raise ValueError(f"{self.name}: a run needs a request rate or a concurrency")
         if self.num_requests < 1:
             raise ValueError(f"{self.name}: no requests")
+        check_client(self.client, f"{self.name}: client")
         unknown = set(self.metrics) - set(METRIC_KEYS)
         if unknown:
             raise ValueError(f"{self.name}: unknown metric {sorted(unknown)[0]!r}")

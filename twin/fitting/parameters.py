@@ -68,6 +68,11 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
                  "INT4 weight-only GEMMs (Marlin): in-kernel dequantization"),
     FitParameter("request_path_s@blackwell", "ms per request", 1e-3, 0.0, 200.0, 4.8,
                  "request path (HTTP, tokenisation, hand-off, streaming) on the Blackwell systems measured"),
+    # issue 33, round 6: the request path of the runs one client measured (twin.workload.clients), so a fold does
+    # not carry one source's per-request time into another's; prior: the embedded request path (inference-perf's)
+    *(FitParameter(f"request_path_s@client_{c}", "ms per request", 1e-3, 0.0, 200.0, 4.8,
+                   f"request path as the {c.replace('_', '-')} client measures it (client, host, HTTP, hand-off)")
+      for c in ("vllm_bench", "inference_perf")),
     # issue 33, round 2: the silicon rows' light-load TTFT grows with the prompt by far more than the twin's
     # prefill FLOPs at any TP size (gpt-oss-120b on B200 at C=4, TP8: 25 ms at 1k tokens, 74 ms at 8k, against a
     # compute-bound ~2 ms for the extra 7k), i.e. a cost per token that tensor parallelism does not split.

@@ -253,6 +253,8 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
               "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY,
               "layer_overhead_s": generation_term(hopper, "layer_overhead_s", 0.0),
               "kv_memory_efficiency": mem, "request_path_s@blackwell": r.DEFAULT_REQUEST_PATH_S,
+              # the request path as each client measures it (issue 33, round 6): none embedded, the one path
+              **{f"request_path_s@client_{c}": r.DEFAULT_REQUEST_PATH_S for c in ("vllm_bench", "inference_perf")},
               "quant_weight_efficiency@fp8": FORMAT_QUANT_EFFICIENCY.get("fp8", 1.0),
               "quant_weight_efficiency@int4": FORMAT_QUANT_EFFICIENCY.get("int4", 1.0),
               "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
+from twin.fitting.run_span import over_run_span
 from twin.fitting.scoped import params_for
 from twin.scenario import ScenarioBody
 from twin.sim.deployment import Deployment, resolve_deployment
@@ -69,6 +70,8 @@ def deployment_for(run: MeasuredRun, target: Target) -> Deployment:
                              f"{format_validation_error(exc)}") from None
     dep = resolve_deployment(body)
     check_context(run, dep.scheduler_config.max_model_len)
+    if run.client is not None:        # the client's scope (request_path_s@client_<name>, twin.fitting.scoped)
+        dep.client = run.client
     return dep
 
 
@@ -224,7 +227,10 @@ def replay(run: MeasuredRun, target: Target, params: dict[str, float], *, seed: 
         raise TwinInputError(f"{run.name}: the replay simulated no request")
     cut = warmup_cut(specs, run)
     measured = [r for r in result.requests if r.arrival_s >= cut and r.first_token_s is not None]
-    return Replayed(result.metrics(window=(cut, None) if cut > 0 else None), _step_arrays(logs, result.steps),
+    metrics = result.metrics(window=(cut, None) if cut > 0 else None)
+    if len(specs) < run.num_requests and measured:       # a slice of the run: its throughput over the run's span
+        metrics = over_run_span(metrics, run, specs[-1].arrival_s, max(r.finish_s or 0.0 for r in measured))
+    return Replayed(metrics, _step_arrays(logs, result.steps),
                     np.array([r.first_token_s - r.arrival_s for r in measured]),
                     np.array([r.request_id for r in measured], dtype=np.int64),
                     np.array([r.arrival_s for r in measured]), np.array([r.replica for r in measured], dtype=np.int64))

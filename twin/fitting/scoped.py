@@ -13,7 +13,11 @@ CUTLASS or TRT-LLM-gen; MXFP4 on Blackwell: FlashInfer TRT-LLM-gen; INT4 W4A16: 
 cost of that kernel path is set per format. Dense models are never covered. Identification: in the data here a
 format is often one model family's alone (MXFP4: gpt-oss-120b; INT4: Kimi-K2.5; bf16: Mixtral), so such a scope is
 effectively per family: in a leave-one-family-out fold it has no training rows when that family is held out and
-must stay at its prior there (``twin.fitting.identify`` reports it as not identified)."""
+must stay at its prior there (``twin.fitting.identify`` reports it as not identified).
+
+Clients (issue 33, round 6): ``@client_<name>`` covers the runs that client measured (``MeasuredRun.client``,
+``twin.workload.clients``): ``request_path_s@client_vllm_bench`` gives the silicon rows' request path apart from
+the inference-perf runs' (the request path is a client's and its host's as much as the server's)."""
 
 from __future__ import annotations
 
@@ -21,13 +25,14 @@ from typing import Any
 
 from twin.cost.generations import GENERATION_OF_NAME, gpu_generation
 from twin.hardware.weight_formats import format_family
+from twin.workload.clients import CLIENT_SCOPES, SCOPE_PREFIX as CLIENT_PREFIX, client_scope
 
 SEPARATOR = "@"
 WEIGHT_SCOPES = ("fp8", "int8", "int4", "nf4")
 EXPERT_PREFIX = "experts_"
 EXPERT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4")
 EXPERT_SCOPES = tuple(EXPERT_PREFIX + f for f in EXPERT_FORMATS)
-SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",) + EXPERT_SCOPES
+SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",) + EXPERT_SCOPES + CLIENT_SCOPES
 
 
 def split(name: str) -> tuple[str, str | None]:
@@ -42,6 +47,9 @@ def in_scope(scope: str, deployment: Any) -> bool:
         return all(in_scope(part, deployment) for part in scope.split("+"))
     if scope.startswith(EXPERT_PREFIX):
         return routed_expert_format(deployment) == scope[len(EXPERT_PREFIX):]
+    if scope.startswith(CLIENT_PREFIX):       # the runs one client measured (twin.workload.clients)
+        client = getattr(deployment, "client", None)
+        return client is not None and client_scope(client) == scope
     if scope == "sync":
         return not bool(getattr(deployment.scheduler_config, "async_scheduling", False))
     if scope in WEIGHT_SCOPES:     # any linear layer group in that format (Kimi-K2.5: INT4 routed experts only)

@@ -97,6 +97,7 @@ from twin.cost.generations import gpu_generation
 from twin.cost.kernel_path import fusion_default
 from twin.fitting.fit import Case
 from twin.fitting.measured_run import LengthSample, MeasuredRun
+from twin.workload.clients import VLLM_BENCH
 from twin.fitting.replay import Target
 from twin.fitting.silicon_layout import row_layout, weight_dtype, weight_formats  # noqa: F401 (re-exported)
 from twin.fitting.silicon_rows import (CSV_NAME, LLAMA_DEFAULT_VERSION, REQUIRED_COLUMNS, SILICON_FOLDER,  # noqa: F401
@@ -345,7 +346,7 @@ def row_run(row: SiliconRow, max_requests: int | None = DEFAULT_MAX_REQUESTS) ->
                        output_tokens=output, metrics=derived_metrics(row), rate_per_s=math.inf,
                        max_concurrency=row.concurrency, model=row.model_path, gpu=GPUS.get(row.system, row.system),
                        tensor_parallel_size=row_layout(row)["tensor_parallel_size"], server=row_server(row),
-                       experiment=row.id)
+                       experiment=row.id, client=VLLM_BENCH if row.published_client else None)
 
 
 def row_scenario(row: SiliconRow, folder: Path | None = None, max_requests: int | None = None) -> dict:

@@ -56,6 +56,7 @@ class Deployment:
     allreduce_fusion: bool = False      # the server fuses TP all-reduces with RMSNorm (twin.cost.kernel_path)
     cudagraph_tokens: tuple[int, int] | None = None   # largest graphed (decode, mixed) steps (twin.cost.eager_steps)
     float32_matmul_precision: str | None = None       # server.float32_matmul_precision (twin.cost.router_gemm)
+    client: str | None = None           # the measuring client of a replayed run (twin.workload.clients); fit scopes only
 
     @property
     def engines_per_replica(self) -> int:

@@ -234,7 +234,7 @@ def _aggregate_run(doc: dict[str, Any], path: Path, name: str) -> MeasuredRun:
     return MeasuredRun(name=name, source="aiperf", num_requests=completed + failed,
                        prompt_tokens=_quantiles(m, "input_sequence_length", where),
                        output_tokens=_quantiles(m, "output_sequence_length", where), metrics=metrics,
-                       duration_s=duration, model=_model(doc), experiment=name, **load)
+                       duration_s=duration, model=_model(doc), experiment=name, client="aiperf", **load)
 
 
 def read_aiperf(path: Path) -> list[MeasuredRun]:

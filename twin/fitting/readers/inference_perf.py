@@ -24,6 +24,7 @@ from typing import Any
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, MeasuredRun, PromptPool
 from twin.fitting.readers.fields import get, load_json, number, try_json
+from twin.workload.clients import INFERENCE_PERF
 from twin.yaml_input import parse_yaml, read_text
 
 # any report_file_prefix (none, "results_", ...), but not a per-adapter stage file
@@ -191,7 +192,7 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
         prompt_pool=_prompt_pool(client, where),
         timeout_s=timeout, model=server.get("model") or get(client, "server.model_name", where, required=False),
         tensor_parallel_size=tp if isinstance(tp, int) and not isinstance(tp, bool) else None,
-        server={k: server[k] for k in SERVER_KNOBS if k in server}, experiment=experiment)
+        server={k: server[k] for k in SERVER_KNOBS if k in server}, experiment=experiment, client=INFERENCE_PERF)
 
 
 def read_inference_perf(path: Path) -> list[MeasuredRun]:

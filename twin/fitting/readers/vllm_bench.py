@@ -29,6 +29,7 @@ from twin.fitting.readers.fields import JsonLines, get, load_json, number, numbe
 from twin.fitting.readers.inference_perf import SERVER_KNOBS
 from twin.results.metrics import describe
 from twin.scenario import MAX_SIM_TIME_S
+from twin.workload.clients import VLLM_BENCH
 
 # keys only `vllm bench serve` results carry together (the twin's own --json writes them too)
 SIGNATURE = ("completed", "request_throughput", "mean_ttft_ms")
@@ -195,7 +196,7 @@ def read_run(doc: Any, name: str, where: str, experiment: str | None = None) -> 
         model=doc["model_id"] if isinstance(doc.get("model_id"), str) and doc["model_id"] else None,
         gpu=str(doc["gpu"]) if doc.get("gpu") else None,
         tensor_parallel_size=None if tp is None else whole(tp, "tensor_parallel_size", where, low=1),
-        server=_server(doc, where), experiment=experiment)
+        server=_server(doc, where), experiment=experiment, client=VLLM_BENCH)
 
 
 def read_vllm_bench(path: Path) -> list[MeasuredRun]:
