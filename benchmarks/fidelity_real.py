@@ -203,7 +203,12 @@ def main() -> None:
     open_loop = [i for i, c in enumerate(cases) if not c.run.closed_loop]
     first = simulate_cases(cases, start, max_sim_s=args.fit_sim_s, workers=args.workers) if names else None
     default_pred: list = [r.metrics for r in first] if first else [None] * len(cases)
-    again = open_loop if first else list(range(len(cases)))
+    # a closed loop's fit simulation is its defaults' prediction, unless a pooled (unscoped) fitted term starts at
+    # another value than the scoped entry embedded for its deployment (layer_token_overhead_s: 0 vs Blackwell's)
+    scoped = [e for e in embedded_entries() if e.scope and e.parameter.split("@")[0] in names]
+    moved = {i for i, (_, d) in enumerate(with_deployments(cases)) if any(e.applies(d) for e in scoped)} \
+        if first and scoped else set()
+    again = sorted(set(open_loop) | moved) if first else list(range(len(cases)))
     for i, r in zip(again, simulate_cases([cases[i] for i in again], default_start(()),
                                           max_sim_s=args.eval_sim_s, workers=args.workers)):
         default_pred[i] = r.metrics
