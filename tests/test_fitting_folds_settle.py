@@ -77,10 +77,11 @@ def test_a_fold_holds_an_unidentified_term_at_its_prior_and_fits_the_others_agai
     monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
     monkeypatch.setattr(joint, "simulate_cases", lambda cases, params, **kw: [
         SimpleNamespace(metrics={"mean_ttft_ms": 1.0}) for _ in cases])
-    cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)), Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
+    cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)),
+             Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
     first = [SimpleNamespace(metrics={}) for _ in cases]
     names = ("request_path_s", "eager_layer_host_s")
-    fold = run_fold("GPU", "nothing-held", cases[:1] + cases[1:], lambda c: "train" if c.run.name == "x" else "test",
+    fold = run_fold("GPU", "nothing-held", cases, lambda c: "train" if c.run.name == "x" else "test",
                     first, names=names, outer_iterations=1, evidence=[])
     # the second fit: only the identified term, the floor fixed at its prior (here its embedded value: 0), one round
     assert calls[1]["names"] == ("request_path_s",) and calls[1]["fixed"] == {"eager_layer_host_s": 0.0}

@@ -201,7 +201,8 @@ def _settle(train_cases, fit_names, weak, std, priors, fixed, start, first, **si
     """Hold the terms the fit did not identify (``weak``) at their priors and fit the others again on the same
     simulations (one surrogate round): returns (params, standard errors, {held term: its range share})."""
     settled = {n: range_share(n, std) for n in weak}
-    fixed = {**fixed, **{n: priors[n] for n in weak}}
+    fixed = {**fixed, **{n: priors[n] if n in priors else PARAMETERS_BY_NAME[n].to_model(PARAMETERS_BY_NAME[n].prior)
+                         for n in weak}}
     keep = tuple(n for n in fit_names if n not in weak)
     if not keep:
         return fixed, {}, settled
