@@ -11,13 +11,20 @@ cases, then one line per column against the targets (met / NOT met) and the whol
 No embedded value read off a held-out group is used in its fold (``twin.fitting.provenance``): each is refit on
 the training rows when the fold fits it, else reset to its stated prior, and each fold says which.
 
-    python benchmarks/fidelity_real.py            # the report: the embedded defaults held out, nothing fitted
-                                                  # (every 3rd silicon row, all 21 inference-perf runs)
+    python benchmarks/fidelity_real.py            # the report: per fold, the serving terms and the Blackwell
+                                                  # terms (FOLD_TERMS) refit on the training rows (every 16th
+                                                  # silicon row, all 21 inference-perf runs, 30 s fit windows)
+    python benchmarks/fidelity_real.py --no-refit # the embedded defaults held out, nothing fitted (leaked
+                                                  # values reset to their stated priors; every 3rd silicon row)
     python benchmarks/fidelity_real.py --terms layer_token_overhead_s@blackwell   # fit these terms per fold
     python benchmarks/fidelity_real.py --joint    # fit JOINT_NAMES per fold (hours at --silicon-every 1)
         [--workers 1] [--silicon-every 3] [--silicon-max-requests N] [--fit-sim-s 60] [--eval-sim-s 60]
         [--outer 1] [--folds source,GPU,family] [--allow-leak NAME,...] [--markdown out.md] [--json out.json]
     python benchmarks/fidelity_real.py --defaults-only ...   # no folds: the embedded defaults, in-sample
+
+Each refitted value is printed with its standard error and whether the training rows identify it
+(``twin.fitting.identify``); one they do not identify is held at its prior (the stated prior where its evidence
+is held out, else its embedded value), the others fitted again, and the report says so.
 
 ``--terms`` fits those parameters (every other one at its embedded default); ``--add-terms`` / ``--drop-terms``
 without ``--terms`` add to / drop from ``JOINT_NAMES`` (as before). ``--silicon-every N`` keeps every N-th
@@ -48,7 +55,18 @@ from twin.fitting.targets import markdown, target_lines, verdict_markdown  # noq
 from twin.hardware.catalog import resolve_model  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 
-DEFAULT_SILICON_EVERY = 3
+DEFAULT_SILICON_EVERY = 3          # --no-refit / --defaults-only: every 3rd runnable silicon row
+REFIT_SILICON_EVERY = 16           # the default report (a fit per fold): every 16th (bounded time on 2 cores)
+REFIT_FIT_SIM_S = 30.0             # ... and 30 s of each inference-perf run simulated in the fits
+# the terms the default report refits per fold: the serving terms (read off the inference-perf H100 runs) and the
+# Blackwell terms (read off B200 rows): every embedded value a fold may have to hold out, so each is learnt from
+# the training rows instead of falling to its stated prior. The per-token per-layer cost is fitted POOLED (one
+# value for every generation, replacing the embedded Blackwell 0.2 us and Hopper 0): a held-out generation takes
+# what the others show (round 6: 0.2 us on the H100 rows, read off B200 only, moves H100 TPOT 7.1 -> 6.8 %,
+# signed TTFT -12.8 -> -0.3 %; docs/fidelity.md "Round 6: the folds"). The eager host floors stay Blackwell's:
+# at Blackwell's values they overshoot the H100 MiniMax rows (TTFT +42 %), so they are not generation-free.
+FOLD_TERMS = ("memory_efficiency", "step_overhead_s", "per_seq_overhead_s", "request_path_s", "allreduce_latency_s",
+              "layer_token_overhead_s", "eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell")
 
 
 def _cells(summary: dict) -> str:
@@ -80,18 +98,28 @@ def _case_record(case, predicted: dict) -> dict:
 
 def _names(args) -> tuple[str, ...]:
     """The parameters each fold fits: ``--terms``; else ``JOINT_NAMES`` with ``--joint``, ``--add-terms`` or
-    ``--drop-terms`` (as before this report); else none (the embedded defaults held out)."""
+    ``--drop-terms`` (as before this report); else none with ``--no-refit`` or ``--defaults-only``, else
+    ``FOLD_TERMS``."""
     drop = {t.strip() for t in args.drop_terms.split(",") if t.strip()}
     add = tuple(t.strip() for t in args.add_terms.split(",") if t.strip())
     base = tuple(t.strip() for t in args.terms.split(",") if t.strip())
     if not base and (args.joint or add or drop):
         base = JOINT_NAMES
+    elif not base and not (args.no_refit or args.defaults_only):
+        base = FOLD_TERMS
     names = tuple(n for n in base if n not in drop) + tuple(t for t in add if t not in base)
     unknown = [n for n in names + tuple(drop) if n not in PARAMETERS_BY_NAME]
     if unknown:
         raise SystemExit(f"--terms/--add-terms/--drop-terms: unknown parameter {unknown[0]!r}; allowed: "
                          + ", ".join(PARAMETERS_BY_NAME))
     return names
+
+
+def parameter_markdown(rows) -> str:
+    """The fitted terms per fold as a markdown table: value (fit units), one standard error, identification."""
+    out = ["| fold | held out | term | value | +/- | identified? |", "|---|---|---|---|---|---|"]
+    out += [f"| {k} | {g} | `{n}` | {v} | {sd} | {st} |" for k, g, n, v, sd, st in rows]
+    return "\n".join(out)
 
 
 def _is_moe(case) -> bool:
@@ -119,9 +147,13 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--silicon-every", type=int, default=DEFAULT_SILICON_EVERY)
+    ap.add_argument("--silicon-every", type=int, default=None, help=f"every N-th runnable silicon row (default "
+                    f"{REFIT_SILICON_EVERY} when the folds fit, else {DEFAULT_SILICON_EVERY})")
     ap.add_argument("--silicon-max-requests", type=int, default=None)
-    ap.add_argument("--fit-sim-s", type=float, default=60.0)
+    ap.add_argument("--fit-sim-s", type=float, default=None, help=f"seconds of each inference-perf run simulated "
+                    f"in the fits (default {REFIT_FIT_SIM_S:g} for the default report, else 60)")
+    ap.add_argument("--no-refit", action="store_true", help="fit nothing per fold: the embedded defaults held out "
+                    "(each leaked value reset to its stated prior)")
     ap.add_argument("--eval-sim-s", type=float, default=60.0)
     ap.add_argument("--outer", type=int, default=1, help="fit rounds (simulate, fit on the surrogate)")
     ap.add_argument("--folds", default="source,GPU,family")
@@ -145,6 +177,11 @@ def main() -> None:
     args = parser().parse_args()
     t0 = time.perf_counter()
     names = _names(args)
+    default_report = names == FOLD_TERMS and not args.terms
+    if args.silicon_every is None:
+        args.silicon_every = REFIT_SILICON_EVERY if names else DEFAULT_SILICON_EVERY
+    if args.fit_sim_s is None:
+        args.fit_sim_s = REFIT_FIT_SIM_S if default_report else 60.0
     allow = tuple(t.strip() for t in args.allow_leak.split(",") if t.strip())
     _, skipped = silicon_cases(args.ground_truth, max_requests=args.silicon_max_requests)
     cases = all_cases(args.ground_truth, silicon_max_requests=args.silicon_max_requests,
@@ -154,13 +191,24 @@ def main() -> None:
         FOLDS['source'](c) for c in cases).items()) + f" (silicon every {args.silicon_every}); silicon rows the "
           f"twin cannot run: {len(skipped)} (" + ", ".join(f"{k} {v}" for k, v in reasons.items()) + ")")
     print("fitted per fold: " + (", ".join(names) if names else "nothing (the embedded defaults, held out)"))
+    if names:
+        print(f"  on the fold's training rows: silicon every {args.silicon_every}, inference-perf runs' first "
+              f"{args.fit_sim_s:g} s, {args.outer} outer round(s) (simulate, fit on the surrogate); held-out "
+              f"predictions: silicon rows whole, inference-perf runs' first {args.eval_sim_s:g} s; a term the "
+              "training rows do not identify is held at its prior" + (" (the default report; --no-refit: none "
+                                                                       "fitted)" if default_report else ""))
     start = default_start(names)
     print("simulating every case at the embedded defaults ...", flush=True)
     # a closed loop (a silicon row) is simulated whole either way: its fit simulation is its prediction
     open_loop = [i for i, c in enumerate(cases) if not c.run.closed_loop]
     first = simulate_cases(cases, start, max_sim_s=args.fit_sim_s, workers=args.workers) if names else None
     default_pred: list = [r.metrics for r in first] if first else [None] * len(cases)
-    again = open_loop if first else list(range(len(cases)))
+    # a closed loop's fit simulation is its defaults' prediction, unless a pooled (unscoped) fitted term starts at
+    # another value than the scoped entry embedded for its deployment (layer_token_overhead_s: 0 vs Blackwell's)
+    scoped = [e for e in embedded_entries() if e.scope and e.parameter.split("@")[0] in names]
+    moved = {i for i, (_, d) in enumerate(with_deployments(cases)) if any(e.applies(d) for e in scoped)} \
+        if first and scoped else set()
+    again = sorted(set(open_loop) | moved) if first else list(range(len(cases)))
     for i, r in zip(again, simulate_cases([cases[i] for i in again], default_start(()),
                                           max_sim_s=args.eval_sim_s, workers=args.workers)):
         default_pred[i] = r.metrics
@@ -181,7 +229,7 @@ def main() -> None:
         f"{e.parameter} ({e.table}; {e.evidence})" for e in embedded_entries()))
     print("\nmedian |error| and median signed error (predicted / measured - 1) on held-out cases; "
           "'defaults' = the embedded defaults, unchanged, on the same cases")
-    md_rows, verdicts, cache = [], [], {}
+    md_rows, verdicts, cache, param_rows = [], [], {}, []
     for kind in [k.strip() for k in args.folds.split(",") if k.strip()]:
         group_of = FOLDS[kind]
         groups = list(dict.fromkeys(group_of(c) for c in cases))
@@ -211,6 +259,7 @@ def main() -> None:
                               "errors": {c.run.name: errors(c, p) for c, p in pairs}})
             for name, value, sd, status in parameter_table(fold):
                 print(f"      {name:30s} {value:>34s} +/- {sd:<8s} {status}")
+                param_rows.append((kind, g, name, value, sd, status))
         total = summarize(pooled)
         print(f"{'all held out':<34} {len(pooled):4d} | {_cells(total)}")
         print(f"{'  defaults':<34} {'':4} | {_cells(summarize(pooled_default))}")
@@ -231,7 +280,8 @@ def main() -> None:
     text = (f"{len(cases)} cases (silicon every {args.silicon_every}); fitted per fold: "
             f"{', '.join(names) or 'nothing (the embedded defaults held out)'}"
             + (f"; let leak: {', '.join(allow)}" if allow else "") + f"; {elapsed:.0f} s\n\n"
-            + markdown(md_rows) + "\n\n" + verdict_markdown(verdicts) + "\n")
+            + markdown(md_rows) + "\n\n" + verdict_markdown(verdicts) + "\n"
+            + (("\n" + parameter_markdown(param_rows) + "\n") if param_rows else ""))
     print("\n" + text)
     report["markdown"] = text
     if args.markdown:

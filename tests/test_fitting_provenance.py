@@ -177,7 +177,11 @@ def test_the_eager_floors_are_evidence_of_their_named_families_b200_rows_only(ro
                                 (llama_h100, "meta-llama/Llama-3.1-70B-Instruct", "h100_sxm")):
         object.__setattr__(case, "row", SimpleNamespace(system=system, model_path=model))
     ev = with_deployments(rows)
+    # the per-MoE-layer value was read off the MoE rows GIVEN the Llama rows' per-layer one: both are Llama's
     llama = pv.fold_plan("llama", lambda c: "llama" if c is not kimi_b200 else "kimi", ev, ())
-    assert llama.fixed["eager_layer_host_s@blackwell"] == 0.0 and "eager_moe_layer_host_s@blackwell" not in llama.fixed
+    assert llama.fixed["eager_layer_host_s@blackwell"] == 0.0 and llama.fixed["eager_moe_layer_host_s@blackwell"] == 0.0
     kimi = pv.fold_plan("kimi", lambda c: "llama" if c is not kimi_b200 else "kimi", ev, ())
     assert kimi.fixed == {"eager_moe_layer_host_s@blackwell": 0.0}
+    # the H100 Llama row is evidence of neither
+    h100 = pv.fold_plan("h100", lambda c: "h100" if c is llama_h100 else "other", ev, ())
+    assert "eager_layer_host_s@blackwell" not in h100.actions and "eager_moe_layer_host_s@blackwell" not in h100.actions

@@ -4,8 +4,11 @@ Before the fit (``held_at_prior``): a parameter no run is sensitive to is held a
 a generation's efficiencies need runs on that generation (its compute efficiency, long prompts not served
 from a prefix cache, else GEMMs never leave the weight-read bound), the MoE expert efficiency a MoE model, the
 KV-read efficiency long contexts, the all-reduce latency tensor parallelism, the ``@sync`` overheads a server
-without async scheduling. After the fit (``identification``): a parameter whose standard error spans more than
-``WEAK_SHARE`` of its plausible range is reported as weakly identified."""
+without async scheduling, the eager host floors runs whose prompt steps no captured CUDA graph covers (and, to
+split the per-layer host time from the per-MoE-layer one, such runs of a dense model). After the fit
+(``identification``): a parameter whose standard error spans more than ``WEAK_SHARE`` of its plausible range is
+not identified (``not_identified``); a held-out fold then holds it at its prior and fits the others again
+(``twin.fitting.joint.run_fold``), and the report says so (``settled``)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ PREFILL_HEAVY_TOKENS = 1024
 LONG_CONTEXT_TOKENS = 2048
 WEAK_SHARE = 0.25
 HELD = "not identified, held at prior"
+SETTLED = "not identified by the fit"
+EAGER_TERMS = ("eager_layer_host_s", "eager_moe_layer_host_s")
 
 
 def _deployments(cases):
@@ -31,6 +36,26 @@ PROMPT_LENGTH_RATIO = 2.0     # a per-token cost needs uncached prompts at least
 def _prompt_lengths_vary(cases) -> bool:
     lengths = [c.run.prompt_tokens.mean for c in cases if c.run.prompt_pool is None]
     return bool(lengths) and max(lengths) >= PROMPT_LENGTH_RATIO * min(lengths) > 0
+
+
+def eager_prompt_steps(case, deployment) -> bool:
+    """Whether the run's prompt steps exceed the largest CUDA graph its server captured for steps with a prompt
+    (``Deployment.cudagraph_tokens``; None: every step graphed), so that an eager host floor can bind on them."""
+    limits = getattr(deployment, "cudagraph_tokens", None)
+    return limits is not None and case.run.prompt_tokens.mean > limits[1]
+
+
+def _eager_reason(base: str, where: str, mine, names: Sequence[str]) -> str | None:
+    eager = [(c, d) for c, d in mine if eager_prompt_steps(c, d)]
+    if not eager:
+        return f"no run{where} has prompt steps beyond its captured CUDA graphs (the host floor never binds)"
+    if base == "eager_moe_layer_host_s" and not any(d.model.is_moe for _, d in eager):
+        return f"no run{where} with eager prompt steps serves a MoE model"
+    if base == "eager_layer_host_s" and all(d.model.is_moe for _, d in eager) and any(
+            split(n)[0] == "eager_moe_layer_host_s" for n in names):
+        return (f"every run{where} with eager prompt steps serves a MoE model (the host time per decoder layer is "
+                "not split from the one per MoE layer)")
+    return None
 
 
 def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence | None = None) -> dict[str, str]:
@@ -79,17 +104,34 @@ def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence |
         elif base == "kv_memory_efficiency" and not any(
                 c.run.prompt_tokens.mean + c.run.output_tokens.mean >= LONG_CONTEXT_TOKENS for c, _ in mine):
             held[name] = f"no run reaches {LONG_CONTEXT_TOKENS}-token contexts"
+        elif base in EAGER_TERMS and (why := _eager_reason(base, where, mine, names)) is not None:
+            held[name] = why
     return held
 
 
-def identification(names: Sequence[str], std: dict[str, float], held: dict[str, str]) -> dict[str, str]:
-    """Per parameter: ``identified``, ``weakly identified (+/- x of its range)`` or the held-at-prior reason."""
+def range_share(name: str, std: dict[str, float]) -> float:
+    """One standard error of ``name`` as a share of its plausible range (nan when none)."""
+    p = PARAMETERS_BY_NAME[name]
+    return p.from_model(std.get(name, float("nan"))) / (p.upper - p.lower)
+
+
+def not_identified(names: Sequence[str], std: dict[str, float]) -> tuple[str, ...]:
+    """Those of ``names`` whose standard error spans more than ``WEAK_SHARE`` of their range (or is unknown)."""
+    return tuple(n for n in names if not range_share(n, std) <= WEAK_SHARE)
+
+
+def identification(names: Sequence[str], std: dict[str, float], held: dict[str, str],
+                   settled: dict[str, float] | None = None) -> dict[str, str]:
+    """Per parameter: ``identified``, ``weakly identified (+/- x of its range)`` or the held-at-prior reason;
+    ``settled``: {name: its range share in the fit} of those a fold then held at their prior."""
     out = {}
-    for name in list(names) + [n for n in held if n not in names]:
+    settled = settled or {}
+    for name in list(names) + [n for n in list(settled) + list(held) if n not in names]:
         if name in held:
             out[name] = f"{HELD}: {held[name]}"
-            continue
-        p = PARAMETERS_BY_NAME[name]
-        share = p.from_model(std.get(name, float("nan"))) / (p.upper - p.lower)
-        out[name] = "identified" if share <= WEAK_SHARE else f"weakly identified (+/- {share:.0%} of its range)"
+        elif name in settled:
+            out[name] = f"{SETTLED} (+/- {settled[name]:.0%} of its range), held at its prior"
+        else:
+            share = range_share(name, std)
+            out[name] = "identified" if share <= WEAK_SHARE else f"weakly identified (+/- {share:.0%} of its range)"
     return out

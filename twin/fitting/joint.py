@@ -28,7 +28,7 @@ from pathlib import Path
 
 from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
-from twin.fitting.identify import held_at_prior, identification
+from twin.fitting.identify import held_at_prior, identification, not_identified, range_share
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
 from twin.fitting.scoped import params_for
@@ -136,19 +136,22 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
              names: Sequence[str] = JOINT_NAMES, outer_iterations: int = 2, fit_sim_s: float = 60.0,
              eval_sim_s: float | None = 120.0, workers: int = 1, seed: int = 0,
              evidence: Sequence[tuple] | None = None, defaults: Sequence[dict] | None = None,
-             allow: Sequence[str] = (), cache: dict | None = None) -> FoldResult:
+             allow: Sequence[str] = (), cache: dict | None = None, settle: bool = True) -> FoldResult:
     """Fit ``names`` on every group but ``group`` and predict ``group``. Embedded values whose evidence
     (``twin.fitting.provenance``) includes a row of ``group`` are refit (when fitted here) from their stated
     prior, or reset to it. ``evidence``: (case, deployment) of EVERY ground-truth row (default: ``cases``);
     ``first``: ``cases`` simulated at ``default_start(names)`` (``fit_sim_s``; unused when nothing is fitted);
     ``defaults``: ``cases`` predicted at the embedded defaults (``eval_sim_s``), reused for a held-out case the
     fold costs exactly as the defaults do; ``allow``: parameters let through unchanged (the report says so);
-    ``cache``: a dict kept across folds (held-out predictions by case and the cost keywords it sees)."""
+    ``cache``: a dict kept across folds (held-out predictions by case and the cost keywords it sees);
+    ``settle``: a fitted term the training rows do not identify (``identify.not_identified``) is held at its prior
+    (the stated one where its evidence is held out, else its embedded value) and the others are fitted again."""
     train = [i for i, c in enumerate(cases) if group_of(c) != group]
     test_idx = [i for i, c in enumerate(cases) if group_of(c) == group]
     test = [cases[i] for i in test_idx]
     train_cases = [cases[i] for i in train]
     held = held_at_prior(train_cases, names) if names else {}
+    settled: dict[str, float] = {}
     fit_names = tuple(n for n in names if n not in held)
     plan = fold_plan(group, group_of, evidence if evidence is not None else with_deployments(cases), fit_names,
                      allow=allow)
@@ -163,10 +166,14 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
             for k, r in zip(moved, simulate_cases([train_cases[k] for k in moved], point, seed=seed,
                                                   max_sim_s=fit_sim_s, workers=workers)):
                 train_first[k] = r
+        priors = start | plan.prior
         result = fit(train_cases, names=fit_names, start=start, fixed=plan.fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
-                     first=train_first, final_simulation=False, priors=start | plan.prior)
+                     first=train_first, final_simulation=False, priors=priors)
         params, std = result.params, result.std
+        if settle and (weak := not_identified(fit_names, std)):
+            params, std, settled = _settle(train_cases, fit_names, weak, std, priors, plan.fixed, start,
+                                           train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed)
     else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
         params, std = dict(plan.fixed), {}
     predicted: list = [None] * len(test)
@@ -186,7 +193,23 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         predicted[k] = r.metrics
         if cache is not None:
             cache[keys[k]] = r.metrics
-    return FoldResult(kind, group, params, std, identification(fit_names, std, held), test, predicted, plan)
+    return FoldResult(kind, group, params, std, identification(fit_names, std, held, settled), test, predicted,
+                      plan)
+
+
+def _settle(train_cases, fit_names, weak, std, priors, fixed, start, first, **sim):
+    """Hold the terms the fit did not identify (``weak``) at their priors and fit the others again on the same
+    simulations (one surrogate round): returns (params, standard errors, {held term: its range share})."""
+    settled = {n: range_share(n, std) for n in weak}
+    fixed = {**fixed, **{n: priors[n] if n in priors else PARAMETERS_BY_NAME[n].to_model(PARAMETERS_BY_NAME[n].prior)
+                         for n in weak}}
+    keep = tuple(n for n in fit_names if n not in weak)
+    if not keep:
+        return fixed, {}, settled
+    again = fit(train_cases, names=keep, start=start, fixed=fixed, outer_iterations=1, first=first,
+                final_simulation=False, priors=priors, max_sim_s=sim["fit_sim_s"], workers=sim["workers"],
+                seed=sim["seed"])
+    return again.params, again.std, settled
 
 
 def summarize(pairs: Sequence[tuple[Case, dict[str, float]]]) -> dict[str, dict[str, float | int | None]]:

@@ -20,7 +20,17 @@ its weak prior pulling towards the stated prior), else RESET to its stated prior
 (``FoldPlan``).
 Stated priors: ``default_terms.FLAT_DEFAULTS``; for the flat serving terms and where that has none, the fit
 parameter's prior (``twin.fitting.parameters``); a generation's efficiencies and all-reduce latency, and the fused
-all-reduce, inherit (``INHERIT``): reset, they take the fold's unscoped (reference) value."""
+all-reduce, inherit (``INHERIT``): reset, they take the fold's unscoped (reference) value (the hierarchical
+prior: a quantity physics says is shared across generations, a fraction of the datasheet rate, is predicted for
+a held-out generation by the others' value).
+
+What a NEW embedded term must declare (round 6), so that the folds keep it out of the groups it was read from:
+(1) a ``twin.fitting.parameters`` FitParameter for its fit key (unit in the name, range, stated prior);
+(2) its value in one of the tables above (then its evidence defaults to every row in its scope) or, if it lives
+elsewhere, an ``Entry`` here; (3) a ``DECLARED_EVIDENCE`` line when the rows it was read off are narrower OR
+wider than its scope (a value read off some rows GIVEN another term's value has that term's rows as evidence
+too); (4) an ``INHERITS_FROM`` line only if physics says the quantity carries across generations and a held-out
+test showed it (the eager host floors do not: round 6, docs/fidelity.md)."""
 
 from __future__ import annotations
 
@@ -75,15 +85,16 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
         "memory_efficiency", "step_overhead_s", "per_seq_overhead_s", "request_path_s", "request_path_jitter_s",
         "allreduce_latency_s")},
     # the eager host floors (twin.cost.eager_steps, docs/fidelity.md "Round 5: the per-request TTFT intercept"):
-    # per decoder layer off the B200 Llama-3.1-70B rows, per MoE layer off the March B200 Kimi-K2.5 / MiniMax-M2.5
+    # per decoder layer off the B200 Llama-3.1-70B rows; per MoE layer off the March B200 Kimi-K2.5 / MiniMax-M2.5
+    # rows GIVEN the per-layer value (least squares of the MoE rows' floor less 0.84 ms x layers), so the Llama
+    # rows are its evidence too (round 6: declared; round 5 had Kimi / MiniMax only, a leak in the Llama fold)
     "eager_layer_host_s@blackwell": ("the B200 Llama rows", _b200_family("llama")),
-    "eager_moe_layer_host_s@blackwell": ("the B200 Kimi-K2.5 and MiniMax-M2.5 rows", _b200_family("kimi", "minimax")),
+    "eager_moe_layer_host_s@blackwell": ("the B200 Kimi-K2.5 and MiniMax-M2.5 rows, given the B200 Llama rows' "
+                                         "per-layer value", _b200_family("kimi", "minimax", "llama")),
     # the Hopper Marlin MXFP4 path (twin.cost.marlin_mxfp4): picked on the gpt-oss-120b H100 rows, folds by TP / ISL /
     # load (docs/fidelity.md "Round 6: gpt-oss-120b and Llama prompt steps")
     **{f"{n}@hopper+experts_mxfp4": ("the H100 gpt-oss-120b rows", _h100_family("gpt-oss"))
        for n in ("moe_expert_compute_efficiency", "layer_token_overhead_s", "fused_allreduce_latency_s")},
-
-
     # the sync servers' exposed host time per sequence (twin.cost.sync_host): off the Qwen3-32B H100 rows (vLLM 0.12)
     "per_seq_overhead_s@sync": ("the Qwen3-32B H100 rows", lambda case, _d: _family(case) == "qwen3"),
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
@@ -236,7 +247,8 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     units: where the fit starts, and what a held parameter keeps. (The all-reduce latency is the NVLink one:
     every GPU in the data is NVLink-connected.)"""
     from twin.cost import roofline as r
-    from twin.cost.default_terms import EXPERT_FORMAT_TERMS, FORMAT_QUANT_EFFICIENCY, generation_term
+    from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
+                                         GENERATION_TERMS, generation_term)
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import default_efficiencies
     from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
@@ -266,6 +278,11 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
               "layer_token_overhead_s": generation_term(hopper, "layer_token_overhead_s", 0.0),
               "layer_token_overhead_s@blackwell": generation_term(blackwell, "layer_token_overhead_s", 0.0),
               "allreduce_latency_s@blackwell": r.default_allreduce_latency_s(blackwell)}
+    # every other generation-scoped entry, and the flat defaults of the terms resolved per deployment (the eager
+    # floors, ...), so that a fit of any of them starts from, and is pulled towards, what is embedded
+    values |= {f"{n}@{gen}": v for gen, terms in GENERATION_TERMS.items() for n, v in terms.items()
+               if f"{n}@{gen}" not in values}
+    values |= {n: v for n, v in FLAT_DEFAULTS.items() if v is not None and n not in values}
     fused = generation_term(blackwell, "fused_allreduce_latency_s", None)
     if fused is not None:
         values["fused_allreduce_latency_s"] = fused
