@@ -58,15 +58,17 @@ from twin.errors import run_script  # noqa: E402
 DEFAULT_SILICON_EVERY = 3          # --no-refit / --defaults-only: every 3rd runnable silicon row
 REFIT_SILICON_EVERY = 16           # the default report (a fit per fold): every 16th (bounded time on 2 cores)
 REFIT_FIT_SIM_S = 30.0             # ... and 30 s of each inference-perf run simulated in the fits
-# the terms the default report refits per fold: the serving terms (read off the inference-perf H100 runs) and the
-# Blackwell terms (read off B200 rows): every embedded value a fold may have to hold out, so each is learnt from
-# the training rows instead of falling to its stated prior. The per-token per-layer cost is fitted POOLED (one
-# value for every generation, replacing the embedded Blackwell 0.2 us and Hopper 0): a held-out generation takes
-# what the others show (round 6: 0.2 us on the H100 rows, read off B200 only, moves H100 TPOT 7.1 -> 6.8 %,
-# signed TTFT -12.8 -> -0.3 %; docs/fidelity.md "Round 6: the folds"). The eager host floors stay Blackwell's:
-# at Blackwell's values they overshoot the H100 MiniMax rows (TTFT +42 %), so they are not generation-free.
+# the terms the default report refits per fold: the serving terms (read off the inference-perf H100 runs), the
+# silicon rows' own request path (the vllm-bench client's, so a fold does not carry one source's per-request time
+# into another's: docs/fidelity.md "Round 6: the request path and the client"), the sync servers' per-sequence
+# time (twin.cost.sync_host; without it a fold that fits per_seq_overhead_s drops the Qwen3 rows' 45 us) and the
+# Blackwell terms (read off B200 rows): every embedded value a fold may have to hold out, in the embedded defaults'
+# own scopes, so each is learnt from the training rows or, where they cannot identify it, held at its prior. The
+# per-token per-layer cost stays Blackwell's: set on Hopper too (0.2 us) it moves Qwen3 TPOT to +16.5 % and H100
+# TPOT from 3.3 to 6.0 % (docs/fidelity.md "Round 6 outcome"); the eager floors overshoot the H100 MiniMax rows.
 FOLD_TERMS = ("memory_efficiency", "step_overhead_s", "per_seq_overhead_s", "request_path_s", "allreduce_latency_s",
-              "layer_token_overhead_s", "eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell")
+              "request_path_s@client_vllm_bench", "per_seq_overhead_s@sync", "layer_token_overhead_s@blackwell",
+              "eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell")
 
 
 def _cells(summary: dict) -> str:
