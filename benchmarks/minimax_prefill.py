@@ -24,6 +24,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from twin.errors import run_script  # noqa: E402
@@ -89,14 +91,9 @@ def slope_fit() -> None:
         return _med(values, cells[k][8192]) - _med(values, cells[k][1024])
 
     def at(e: float, k) -> float:       # the twin's difference at efficiency e, log-interpolated on the grid
-        xs = [math.log(g) for g in GRID]
-        ys = [math.log(delta(pred[g], k)) for g in GRID]
-        x = math.log(e)
-        for j in range(len(GRID) - 1):
-            if xs[j] >= x >= xs[j + 1]:
-                t = (x - xs[j]) / (xs[j + 1] - xs[j])
-                return math.exp(ys[j] + t * (ys[j + 1] - ys[j]))
-        raise ValueError(e)
+        assert GRID[-1] <= e <= GRID[0], e
+        xs = [math.log(g) for g in reversed(GRID)]
+        return math.exp(numpy.interp(math.log(e), xs, [math.log(delta(pred[g], k)) for g in reversed(GRID)]))
 
     fine = [round(GRID[-1] + 0.005 * i, 3) for i in range(int((GRID[0] - GRID[-1]) / 0.005) + 1)]
     splits = {"TP": lambda k: f"TP{k[0]}", "date": lambda k: k[2]}
