@@ -33,6 +33,8 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
+
 from twin.cost.generations import gpu_generation
 from twin.cost.moe_terms import routed_expert_flops_per_token
 from twin.cost.mxfp4_path import group_rate_dtype
@@ -107,8 +109,6 @@ def install(cost) -> None:
         return t + padding_s(tokens) if tokens != n_seqs else t
 
     def step_times_s(tokens, seqs, logits, context, pairs):
-        import numpy as np
-
         t = arrays(tokens, seqs, logits, context, pairs)
         tok = np.asarray(tokens).astype(np.int64)
         mixed = tok != np.asarray(seqs)

@@ -107,7 +107,7 @@ class RooflineCostModel:
         compute_efficiency: float | None = None,      # None: the GPU generation's (twin.cost.generations)
         memory_efficiency: float | None = None,
         step_overhead_s: float = DEFAULT_STEP_OVERHEAD_S,
-        per_seq_overhead_s: float = DEFAULT_PER_SEQ_OVERHEAD_S,
+        per_seq_overhead_s: float | None = None,      # None: 18.7 us, + the sync host time (sync_host)
         allreduce_latency_s: float | None = None,
         interconnect_efficiency: float = DEFAULT_INTERCONNECT_EFFICIENCY,
         gemm_half_tokens: float = DEFAULT_GEMM_HALF_TOKENS,
@@ -156,14 +156,14 @@ class RooflineCostModel:
         self.memory_efficiency = check_fraction("memory_efficiency", memory_efficiency)
         self.interconnect_efficiency = check_fraction("interconnect_efficiency", interconnect_efficiency)
         self.step_overhead_s = check_nonneg("step_overhead_s", step_overhead_s)
-        self.per_seq_overhead_s = check_nonneg("per_seq_overhead_s", per_seq_overhead_s)
-        sync = self.sync_seq_host_s = exposed_seq_host_s(async_scheduling, sync_seq_host_s)   # 0 when async
+        self.per_seq_overhead_s = check_nonneg("per_seq_overhead_s", DEFAULT_PER_SEQ_OVERHEAD_S if
+                                               per_seq_overhead_s is None else per_seq_overhead_s)
+        sync = self.sync_seq_host_s = exposed_seq_host_s(async_scheduling, sync_seq_host_s, per_seq_overhead_s)
         self.per_token_overhead_s = check_nonneg("per_token_overhead_s", d["per_token_overhead_s"])
         self.request_path_s = check_nonneg("request_path_s", request_path_s)
         self.request_path_jitter_s = check_nonneg("request_path_jitter_s", request_path_jitter_s)
         self.gemm_half_tokens = check_nonneg("gemm_half_tokens", gemm_half_tokens)
-        if allreduce_latency_s is None:
-            allreduce_latency_s = default_allreduce_latency_s(gpu)
+        allreduce_latency_s = default_allreduce_latency_s(gpu) if allreduce_latency_s is None else allreduce_latency_s
         self.allreduce_latency_s = check_nonneg("allreduce_latency_s", allreduce_latency_s)
         self.allreduce_fusion, self.moe_layer_overhead_s = bool(allreduce_fusion), check_nonneg(
             "moe_layer_overhead_s", d["moe_layer_overhead_s"])

@@ -13,7 +13,8 @@ the step pays ``sync_seq_host_s x sequences`` on top. Prior: 0 (the roofline's a
 Embedded value (``twin.cost.default_terms.SYNC_HOST_TERMS``): read off the only decode rows in the data that ran
 without async scheduling and show their TPOT cleanly, Qwen3-32B bf16 on H100 (vLLM 0.12.0), on the TP8 rows and
 checked on the TP2 / TP4 rows held out (docs/fidelity.md, "Round 6: decode per sequence"). Where a server's
-scheduler is async, or the cost model is built without a deployment (the bare roofline's default), it is 0.
+scheduler is async, the cost model is built without a deployment (the bare roofline's default), or the
+per-sequence cost is given (a calibration's or a fit's value is the server's whole per-sequence cost), it is 0.
 In the fitting world the same exposure is the scoped ``per_seq_overhead_s@sync`` (``twin.fitting.scoped``), whose
 embedded value is ``per_seq_overhead_s`` plus this term (``twin.fitting.provenance.embedded_start``).
 """
@@ -26,10 +27,12 @@ from twin.cost.param_checks import check_nonneg
 EMBEDDED_SYNC_SEQ_HOST_S = SYNC_HOST_TERMS["sync_seq_host_s"]
 
 
-def exposed_seq_host_s(async_scheduling: bool, sync_seq_host_s: float | None = None) -> float:
-    """Seconds per scheduled sequence per step that the host adds to the step: 0 with async scheduling, else the
-    given ``sync_seq_host_s`` (None: the embedded value); a one-line error when the given value is negative."""
-    if async_scheduling:
+def exposed_seq_host_s(async_scheduling: bool, sync_seq_host_s: float | None = None,
+                       per_seq_overhead_s: float | None = None) -> float:
+    """Seconds per scheduled sequence per step that the host adds to the step: 0 with async scheduling or where
+    ``per_seq_overhead_s`` is given (a calibration's or a fit's value is the server's whole per-sequence cost),
+    else the given ``sync_seq_host_s`` (None: the embedded value); a one-line error when it is negative."""
+    if async_scheduling or per_seq_overhead_s is not None:
         return 0.0
     return check_nonneg("sync_seq_host_s", EMBEDDED_SYNC_SEQ_HOST_S if sync_seq_host_s is None else sync_seq_host_s)
 

@@ -55,21 +55,12 @@ def _no_rows(_case, _deployment) -> bool:
     return False
 
 
-def _b200_family(*families: str) -> Callable:
-    """The B200 silicon rows of ``families`` (an entry read off those rows only)."""
+def _silicon_rows(system: str, *families: str) -> Callable:
+    """The silicon rows of ``families`` on ``system`` (``b200_sxm``, ``h100_sxm``): an entry read off those only."""
     def rows(case, _deployment) -> bool:
         from twin.fitting.silicon import model_family
         row = getattr(case, "row", None)
-        return row is not None and row.system == "b200_sxm" and model_family(row.model_path) in families
-    return rows
-
-
-def _h100_family(*families: str) -> Callable:
-    """The H100 silicon rows of ``families``."""
-    def rows(case, _deployment) -> bool:
-        from twin.fitting.silicon import model_family
-        row = getattr(case, "row", None)
-        return row is not None and row.system == "h100_sxm" and model_family(row.model_path) in families
+        return row is not None and row.system == system and model_family(row.model_path) in families
     return rows
 
 
@@ -88,12 +79,12 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # per decoder layer off the B200 Llama-3.1-70B rows; per MoE layer off the March B200 Kimi-K2.5 / MiniMax-M2.5
     # rows GIVEN the per-layer value (least squares of the MoE rows' floor less 0.84 ms x layers), so the Llama
     # rows are its evidence too (round 6: declared; round 5 had Kimi / MiniMax only, a leak in the Llama fold)
-    "eager_layer_host_s@blackwell": ("the B200 Llama rows", _b200_family("llama")),
+    "eager_layer_host_s@blackwell": ("the B200 Llama rows", _silicon_rows("b200_sxm", "llama")),
     "eager_moe_layer_host_s@blackwell": ("the B200 Kimi-K2.5 and MiniMax-M2.5 rows, given the B200 Llama rows' "
-                                         "per-layer value", _b200_family("kimi", "minimax", "llama")),
+                                         "per-layer value", _silicon_rows("b200_sxm", "kimi", "minimax", "llama")),
     # the Hopper Marlin MXFP4 path (twin.cost.marlin_mxfp4): picked on the gpt-oss-120b H100 rows, folds by TP / ISL /
     # load (docs/fidelity.md "Round 6: gpt-oss-120b and Llama prompt steps")
-    **{f"{n}@hopper+experts_mxfp4": ("the H100 gpt-oss-120b rows", _h100_family("gpt-oss"))
+    **{f"{n}@hopper+experts_mxfp4": ("the H100 gpt-oss-120b rows", _silicon_rows("h100_sxm", "gpt-oss"))
        for n in ("moe_expert_compute_efficiency", "layer_token_overhead_s", "fused_allreduce_latency_s")},
     # the sync servers' exposed host time per sequence (twin.cost.sync_host): off the Qwen3-32B H100 rows (vLLM 0.12)
     "per_seq_overhead_s@sync": ("the Qwen3-32B H100 rows", lambda case, _d: _family(case) == "qwen3"),
@@ -142,10 +133,9 @@ def embedded_entries() -> list[Entry]:
     """Every embedded value of a fitted term that differs from its stated prior, in table order."""
     from twin.cost import roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
-                                         GENERATION_TERMS)
+                                         GENERATION_TERMS, SYNC_HOST_TERMS)
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION
-    from twin.cost.default_terms import SYNC_HOST_TERMS
     mem, comp = GENERATION_DEFAULTS[REFERENCE_GENERATION]
     out = [Entry(n, v, _stated_prior(n, n, {}), "twin.cost.roofline") for n, v in (
         ("memory_efficiency", mem), ("compute_efficiency", comp), ("gemm_half_tokens", r.DEFAULT_GEMM_HALF_TOKENS),
@@ -248,11 +238,10 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     every GPU in the data is NVLink-connected.)"""
     from twin.cost import roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
-                                         GENERATION_TERMS, generation_term)
+                                         GENERATION_TERMS, SYNC_HOST_TERMS, generation_term)
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import default_efficiencies
     from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
-    from twin.cost.default_terms import SYNC_HOST_TERMS
     from twin.hardware.catalog import resolve_gpu
     mem, comp = default_efficiencies("H100-SXM")
     bw_mem, bw_comp = default_efficiencies("B200")

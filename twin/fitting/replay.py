@@ -175,11 +175,8 @@ def cost_model_for(dep: Deployment, target: Target, params: dict[str, float]) ->
     where their scope covers the deployment; the server's all-reduce fusion is the deployment's."""
     kw = {"allreduce_fusion": getattr(dep, "allreduce_fusion", False),
           "cudagraph_tokens": getattr(dep, "cudagraph_tokens", None),
-          "float32_matmul_precision": getattr(dep, "float32_matmul_precision", None)} | params_for(params, dep)
-    if not getattr(dep.scheduler_config, "async_scheduling", True) and not any(
-            k.partition("@")[0] == "per_seq_overhead_s" for k in params):
-        kw["async_scheduling"] = False    # twin.cost.sync_host: on the embedded per-sequence default only (a given
-        # per_seq_overhead_s, e.g. the fit's per_seq_overhead_s@sync, is the server's whole per-sequence cost)
+          "float32_matmul_precision": getattr(dep, "float32_matmul_precision", None),
+          "async_scheduling": getattr(dep.scheduler_config, "async_scheduling", True)} | params_for(params, dep)
     return RooflineCostModel(dep.model, dep.gpu, tensor_parallel_size=target.tensor_parallel_size,
                              weight_dtype=dep.weight_formats or target.weight_dtype, kv_dtype=target.kv_dtype,
                              layout=dep.layout, **kw)

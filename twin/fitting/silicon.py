@@ -45,8 +45,8 @@ each row's measurement date, read at the snapshot of 2026-08-21, commit 843c6254
   on B200 in March 2026 (v0.17.0, f342df18e) ran with ``VLLM_USE_FLASHINFER_MOE_FP8=0 VLLM_MOE_USE_DEEP_GEMM=0``
   (vLLM's Triton / CUTLASS block-FP8 MoE), from 2026-04-03 (v0.19.0) with vLLM's default FP8 MoE and
   ``VLLM_FLASHINFER_ALLREDUCE_BACKEND=mnnvl``, from 2026-04-21 (41ed82dc1; NVFP4 13962fcfa)
-  ``VLLM_FLOAT32_MATMUL_PRECISION=high`` (its FP32 router on TF32 tensor cores: ``twin.cost.router_gemm``); Kimi INT4 with ``VLLM_USE_FLASHINFER_MOE_INT4=1`` from 79ea3651a
-  (2026-03-24), Marlin W4A16 MoE before;
+  ``VLLM_FLOAT32_MATMUL_PRECISION=high`` (its FP32 router on TF32 tensor cores: ``twin.cost.router_gemm``); Kimi
+  INT4 with ``VLLM_USE_FLASHINFER_MOE_INT4=1`` from 79ea3651a (2026-03-24), Marlin W4A16 MoE before;
 * Kimi-K2.5 INT4 (v0.15.1; issue 33, round 5): every row ran the Marlin W4A16 MoE (``fused_marlin_moe`` via
   compressed-tensors' ``CompressedTensorsWNA16MarlinMoEMethod``), priced by the ``int4`` expert-path terms of
   ``twin.cost.marlin_moe``: vLLM PR #39315 (2026-04-08) states that ``VLLM_USE_FLASHINFER_MOE_INT4`` "has been

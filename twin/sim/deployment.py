@@ -182,9 +182,7 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
     fp32 = body.server.float32_matmul_precision
     if cm.kind == "roofline":
         params = ({"allreduce_fusion": True} if fusion else {}) | {"cudagraph_tokens": graphs} | (
-            {"float32_matmul_precision": fp32} if fp32 else {}) | ({} if (
-            sched.async_scheduling or "per_seq_overhead_s" in params) else {"async_scheduling": False}) | params
-        # (twin.cost.sync_host: on the embedded per-sequence default only; a given one is the server's whole cost)
+            {"float32_matmul_precision": fp32} if fp32 else {}) | {"async_scheduling": sched.async_scheduling} | params
     if cm.kind == "profile":
         params["path"] = str(_relative(cm.profile, base_dir))
 
