@@ -8,6 +8,10 @@ FP32 router GEMM is priced (``twin.cost.router_gemm``; docs/fidelity.md "Round 6
     # moe_expert_compute_efficiency@blackwell+experts_fp8 from the 8k - 1k TTFT differences of the v0.19 FP8 rows,
     # fitted on one part and tested on the other: by TP (2 / 4) and by measurement date (~4 min)
     python benchmarks/minimax_prefill.py slope-fit
+    # round 7: moe_prompt_stream_efficiency (twin.cost.prompt_experts) on a grid, fitted on the light-load (CONC <= 16)
+    # 1k/1k rows of one part and held out on the others: by TP, by GPU (B200 FP8 -> H100 FP8), by ISL / OSL, and
+    # the high-load rows (CONC >= 32) at every fitted value (~15 min with --every 2)
+    python benchmarks/minimax_prefill.py stream-test --every 2
 
 The fit uses differences, as ``benchmarks/hopper_rows.py prefill-fit`` does: per cell (TP, CONC <= 16, date) the
 measured mean TTFT of the 8k/1k rows minus the 1k/1k rows' (medians over repeats), against the twin's at each
@@ -115,13 +119,79 @@ def slope_fit() -> None:
                 print(f"  held-out median |error|: {statistics.median(e0):.1%} -> {statistics.median(e1):.1%}")
 
 
+STREAM = "moe_prompt_stream_efficiency@{}+experts_{}"
+STREAM_EXTRA = (0.0, 0.5, 1.0, 1.5, 2.0)        # x = 1 / efficiency - 1: the grid (the errors are linear in x)
+
+
+def _group(r) -> tuple:
+    return (r.system[:4], (r.precision or "").lower(), _layout(r), "C<=16" if r.concurrency <= 16 else "C>=32",
+            f"{r.isl // 1024}k/{r.osl // 1024}k")
+
+
+def stream_test(every: int) -> None:
+    cases = [c for c in silicon_cases()[0] if model_family(c.row.model_path) == "minimax" and (
+        (c.row.system == "b200_sxm" and c.row.vllm_version == "0.19.0") or c.row.system == "h100_sxm")][::every]
+    scopes = [STREAM.format(g, f) for g, f in (("blackwell", "fp8"), ("hopper", "fp8"), ("blackwell", "nvfp4"))]
+    errs = {}        # x -> [(TTFT, TPOT) signed error per case]
+    for x in STREAM_EXTRA:
+        res = simulate_cases(cases, default_start() | {k: 1.0 / (1.0 + x) for k in scopes}, max_sim_s=60.0)
+        errs[x] = [(r.metrics["mean_ttft_ms"] / c.run.metrics["mean_ttft_ms"] - 1,
+                    r.metrics["mean_tpot_ms"] / c.run.metrics["mean_tpot_ms"] - 1) for c, r in zip(cases, res)]
+
+    def at(x: float, i: int, j: int) -> float:      # case i's error j at extra x, linear between grid points
+        return float(numpy.interp(x, STREAM_EXTRA, [errs[g][i][j] for g in STREAM_EXTRA]))
+
+    def fit(train) -> float:                          # the x whose median signed TTFT on the training cases is 0
+        idx = [i for i, c in enumerate(cases) if train(c.row)]
+        fine = numpy.linspace(STREAM_EXTRA[0], STREAM_EXTRA[-1], 401)
+        return float(min(fine, key=lambda x: abs(statistics.median(at(x, i, 0) for i in idx)))), len(idx)
+
+    light_1k = lambda r: r.concurrency <= 16 and r.isl == r.osl == 1024          # noqa: E731
+    fp8 = lambda r: (r.precision or "").lower() == "fp8"                          # noqa: E731
+    b200 = lambda r: r.system == "b200_sxm"                                       # noqa: E731
+    splits = [("B200 FP8, fit on TP2", lambda r: b200(r) and fp8(r) and r.tp == 2 and r.moe_ep == 1 and light_1k(r),
+               lambda r: b200(r) and fp8(r)),
+              ("B200 FP8, fit on TP4", lambda r: b200(r) and fp8(r) and r.tp == 4 and r.moe_ep == 1 and light_1k(r),
+               lambda r: b200(r) and fp8(r)),
+              ("FP8, fit on B200 (GPU held out: H100)", lambda r: b200(r) and fp8(r) and light_1k(r), fp8),
+              ("FP8, fit on H100 (GPU held out: B200)", lambda r: not b200(r) and light_1k(r), fp8),
+              ("B200 NVFP4, fit on TP1 + TP2", lambda r: not fp8(r) and r.tp <= 2 and r.moe_ep == 1 and light_1k(r),
+               lambda r: not fp8(r))]
+    for name, train, shown in splits:
+        x, n = fit(train)
+        print(f"{name} ({n} cases): moe_prompt_stream_efficiency = {1 / (1 + x):.3f} (x = 1/eff - 1 = {x:.2f})")
+        groups: dict[tuple, list[int]] = {}
+        for i, c in enumerate(cases):
+            if shown(c.row):
+                groups.setdefault(_group(c.row), []).append(i)
+        def med(idx: list[int], x_: float, j: int, absolute: bool = False) -> float:
+            return statistics.median(abs(at(x_, i, j)) if absolute else at(x_, i, j) for i in idx)
+
+        for g, idx in sorted(groups.items()):
+            tag = "fit " if all(train(cases[i].row) for i in idx) else "held"
+            print(f"  {tag} {' '.join(g):<34} n={len(idx):<3} TTFT {med(idx, 0, 0):+6.1%} -> {med(idx, x, 0):+6.1%}"
+                  f"   TPOT {med(idx, 0, 1):+6.1%} -> {med(idx, x, 1):+6.1%}")
+        for band in ("C<=16", "C>=32"):
+            idx = [i for i, c in enumerate(cases) if shown(c.row) and not train(c.row) and _group(c.row)[3] == band]
+            if idx:
+                print(f"  held out, {band}: n={len(idx)} median |TTFT| {med(idx, 0, 0, True):.1%} -> "
+                      f"{med(idx, x, 0, True):.1%} (signed {med(idx, 0, 0):+.1%} -> {med(idx, x, 0):+.1%}), |TPOT| "
+                      f"{med(idx, 0, 1, True):.1%} -> {med(idx, x, 1, True):.1%} (signed {med(idx, 0, 1):+.1%} -> "
+                      f"{med(idx, x, 1):+.1%})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("table")
     sub.add_parser("slope-fit")
+    st = sub.add_parser("stream-test")
+    st.add_argument("--every", type=int, default=2, help="every n-th MiniMax row (default 2)")
     args = ap.parse_args()
-    table() if args.cmd == "table" else slope_fit()
+    if args.cmd == "stream-test":
+        stream_test(args.every)
+    else:
+        table() if args.cmd == "table" else slope_fit()
 
 
 if __name__ == "__main__":

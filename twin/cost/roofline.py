@@ -57,6 +57,7 @@ from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.router_gemm import router_fp32_token_s
 from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, routed_expert_read_bytes
 from twin.cost.marlin_blocks import install as install_marlin_blocks
+from twin.cost.prompt_experts import install as install_prompt_stream
 from twin.cost.sync_host import explain_sync_host, exposed_seq_host_s
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
@@ -99,10 +100,8 @@ class RooflineCostModel:
 
     def __init__(
         self,
-        model: ModelSpec | str,
-        gpu: GpuSpec | str,
-        tensor_parallel_size: int = 1,
-        weight_dtype: str = "bf16",
+        model: ModelSpec | str, gpu: GpuSpec | str,
+        tensor_parallel_size: int = 1, weight_dtype: str = "bf16",
         kv_dtype: str = "bf16",
         compute_efficiency: float | None = None,      # None: the GPU generation's (twin.cost.generations)
         memory_efficiency: float | None = None,
@@ -121,7 +120,7 @@ class RooflineCostModel:
         quant_weight_efficiency: float | None = None,  # quantized GEMMs' rate vs 16-bit ones; None: the format's
         kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
-        allreduce_fusion: bool = False,               # vLLM's fuse_allreduce_rms (twin.cost.kernel_path)
+        allreduce_fusion: bool = False, moe_prompt_stream_efficiency: float | None = None,  # kernel_path, prompt_experts
         fused_allreduce_latency_s: float | None = None,   # None: the unfused latency (twin.cost.kernel_path)
         moe_layer_overhead_s: float | None = None,    # per MoE layer per step: the expert kernel path's fixed time
         eager_layer_host_s: float | None = None, eager_moe_layer_host_s: float | None = None,  # eager_steps; as above
@@ -238,6 +237,7 @@ class RooflineCostModel:
             self.step_time_from_sums = functools.partial(windowed_step_time, self._constants)
         install_eager(self, model, d["eager_layer_host_s"], d["eager_moe_layer_host_s"], cudagraph_tokens)
         install_marlin_blocks(self)      # Marlin MoE's padded token blocks in prompt steps (marlin_blocks)
+        install_prompt_stream(self, moe_prompt_stream_efficiency, bandwidth)   # experts' stream in prompt steps
 
     @property
     def constants(self) -> RooflineConstants:
