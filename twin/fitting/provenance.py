@@ -277,13 +277,14 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     values |= {f"{n}@{gen}": v for gen, terms in GENERATION_TERMS.items() for n, v in terms.items()
                if f"{n}@{gen}" not in values}
     values |= {n: v for n, v in FLAT_DEFAULTS.items() if v is not None and n not in values}
-    values |= {f"{n}@{gen}+kv_{kv}": v for (gen, kv), terms in KV_FORMAT_TERMS.items() for n, v in terms.items()}
     fused = generation_term(blackwell, "fused_allreduce_latency_s", None)
     if fused is not None:
         values["fused_allreduce_latency_s"] = fused
     # the expert kernel paths' embedded values, by format and by (generation, format) (twin.cost.generation_experts)
     paths = {f"{k}@experts_{fmt}": v for fmt, terms in EXPERT_FORMAT_TERMS.items() for k, v in terms.items()}
     paths |= scoped_values()
+    # the KV cache format's decode attention rate by generation (twin.cost.kv_attention), held the same way
+    paths |= {f"{n}@{gen}+kv_{kv}": v for (gen, kv), terms in KV_FORMAT_TERMS.items() for n, v in terms.items()}
     values |= paths
     # an expert path's embedded value holds beside its unscoped term (which would override it otherwise)
     out = {n: values[n] for n in names if n in values}
