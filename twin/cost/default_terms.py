@@ -40,6 +40,11 @@ EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {
 # (twin.cost.sync_host; prior 0): fitted on the Qwen3-32B H100 TP8 rows (vLLM 0.12.0, the data's only sync decode
 # rows), held out on its TP2 / TP4 rows (docs/fidelity.md "Round 6: decode per sequence (issue 33)")
 SYNC_HOST_TERMS: dict[str, float] = {"sync_seq_host_s": 45e-6}
+# (GPU generation, KV cache format) -> {roofline keyword: value}: paged decode attention's KV read rate where it is
+# not the weights' (twin.cost.kv_attention; prior: memory_efficiency). FP8 KV on Hopper runs FlashAttention 3's FP8
+# kernel (vLLM: FP8 KV only on FA3 + SM90); picked on the Llama-3.1-70B FP8 H100 rows with each TP, ISL/OSL pair
+# and load band held out (docs/fidelity.md "Round 7: Llama decode and gpt-oss held out (issue 33)")
+KV_FORMAT_TERMS: dict[tuple[str, str], dict[str, float]] = {("hopper", "fp8"): {"kv_memory_efficiency": 0.3}}
 # the roofline's flat defaults of the terms resolved here (where no table above has a value)
 FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_allreduce_latency_s": None,
                  "layer_token_overhead_s": 0.0,

@@ -59,6 +59,7 @@ from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, rou
 from twin.cost.marlin_blocks import install as install_marlin_blocks
 from twin.cost.prompt_experts import install as install_prompt_stream
 from twin.cost.sync_host import explain_sync_host, exposed_seq_host_s
+from twin.cost.kv_attention import explain_kv_path, kv_read_efficiency
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
 
@@ -118,7 +119,7 @@ class RooflineCostModel:
         layer_overhead_s: float | None = None,        # per decoder layer per step (kernel latencies; s); as above
         layer_token_overhead_s: float | None = None,  # per token per layer, every TP rank (layer_tokens); as above
         quant_weight_efficiency: float | None = None,  # quantized GEMMs' rate vs 16-bit ones; None: the format's
-        kv_memory_efficiency: float | None = None,    # paged-attention KV reads; None: memory_efficiency
+        kv_memory_efficiency: float | None = None,    # KV reads; None: the KV format's (kv_attention), else memory
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
         allreduce_fusion: bool = False, moe_prompt_stream_efficiency: float | None = None,  # kernel_path, prompt_experts
         fused_allreduce_latency_s: float | None = None,   # None: the unfused latency (twin.cost.kernel_path)
@@ -149,6 +150,7 @@ class RooflineCostModel:
             "moe_expert_efficiency", "moe_expert_compute_efficiency"))
         self.layer_overhead_s = check_nonneg("layer_overhead_s", d["layer_overhead_s"])
         self.quant_weight_efficiency = check_fraction("quant_weight_efficiency", d["quant_weight_efficiency"])
+        kv_memory_efficiency = kv_read_efficiency(gpu, self.kv_dtype, kv_memory_efficiency)   # None: the weights'
         self.kv_memory_efficiency = check_fraction(
             "kv_memory_efficiency", memory_efficiency if kv_memory_efficiency is None else kv_memory_efficiency)
         self.compute_efficiency = check_fraction("compute_efficiency", compute_efficiency)
@@ -174,7 +176,6 @@ class RooflineCostModel:
         shards, dp = layout.moe_shards, layout.dp
         # quantized GEMMs reach quant_weight_efficiency of 16-bit ones: their groups' FLOPs and the weight streams
         q = self.quant_weight_efficiency if formats.is_quantized else 1.0
-        kv_base_bandwidth = bandwidth
         bandwidth = bandwidth * q if q != 1.0 else bandwidth                  # the weight streams
 
         # seconds per unit of work, per GPU; each layer group on its format's path (W8A8, FP4 where the GPU has it)
@@ -197,8 +198,7 @@ class RooflineCostModel:
             self._moe_weights_s = functools.lru_cache(maxsize=8192)(
                 lambda tokens: (model.weight_read_bytes(formats, tp, tokens, moe_shards=shards, moe_tokens=tokens * dp)
                                 + x * routed_expert_read_bytes(model, routed_format, shards, tokens * dp)) / bandwidth)
-        kv_bandwidth = kv_base_bandwidth if kv_memory_efficiency is None else \
-            gpu.memory_bandwidth_bytes_per_s * self.kv_memory_efficiency
+        kv_bandwidth = gpu.memory_bandwidth_bytes_per_s * self.kv_memory_efficiency    # the weights' unless set
         at = self._attention = attention_terms(model, gpu, act, self.kv_dtype, tp, self.compute_efficiency,
                                                kv_bandwidth)
         self._k_attn = at.k_attn_decode                                            # per (query, key) pair
@@ -374,7 +374,7 @@ class RooflineCostModel:
                 parts["moe_all2all_s"] = self._t_a2a + self._k_a2a * tokens
                 parts["allreduce_s"] -= parts["moe_all2all_s"]
             explain_overhead_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens, self._t_moe, self._k_fp32)
-            explain_sync_host(parts, self.sync_seq_host_s, n_seqs)
+            explain_sync_host(parts, self.sync_seq_host_s, n_seqs); explain_kv_path(parts, self)   # KV's own rate
             if self._attention.k_sink:        # attention-sink logits, apart from the KV write
                 parts["attention_sink_s"] = self._attention.k_sink * tokens
                 parts["kv_write_s"] = self._k_kv * tokens

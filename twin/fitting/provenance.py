@@ -88,6 +88,9 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
        for n in ("moe_expert_compute_efficiency", "layer_token_overhead_s", "fused_allreduce_latency_s")},
     # the sync servers' exposed host time per sequence (twin.cost.sync_host): off the Qwen3-32B H100 rows (vLLM 0.12)
     "per_seq_overhead_s@sync": ("the Qwen3-32B H100 rows", lambda case, _d: _family(case) == "qwen3"),
+    # FP8 KV decode attention on Hopper (twin.cost.kv_attention): picked on the Llama-3.1-70B H100 rows, folds by TP /
+    # ISL-OSL / load (docs/fidelity.md "Round 7: Llama decode and gpt-oss held out")
+    "kv_memory_efficiency@hopper+kv_fp8": ("the H100 Llama-3.1-70B rows", _silicon_rows("h100_sxm", "llama")),
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
     "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", _no_rows),
 }
@@ -133,7 +136,7 @@ def embedded_entries() -> list[Entry]:
     """Every embedded value of a fitted term that differs from its stated prior, in table order."""
     from twin.cost import roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
-                                         GENERATION_TERMS, SYNC_HOST_TERMS)
+                                         GENERATION_TERMS, KV_FORMAT_TERMS, SYNC_HOST_TERMS)
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION
     mem, comp = GENERATION_DEFAULTS[REFERENCE_GENERATION]
@@ -144,6 +147,8 @@ def embedded_entries() -> list[Entry]:
         ("allreduce_latency_s", r.ALLREDUCE_LATENCY_FAST_S))]
     out.append(Entry("per_seq_overhead_s@sync", r.DEFAULT_PER_SEQ_OVERHEAD_S + SYNC_HOST_TERMS["sync_seq_host_s"],
                      _stated_prior("per_seq_overhead_s", "per_seq_overhead_s@sync", {}), "SYNC_HOST_TERMS"))
+    out += [Entry(f"{n}@{gen}+kv_{kv}", v, _stated_prior(n, f"{n}@{gen}+kv_{kv}", {}), "KV_FORMAT_TERMS")
+            for (gen, kv), terms in KV_FORMAT_TERMS.items() for n, v in terms.items()]
     for gen, (g_mem, g_comp) in GENERATION_DEFAULTS.items():
         if gen != REFERENCE_GENERATION:
             out += [Entry(f"{n}@{gen}", v, INHERIT, "twin.cost.generations.GENERATION_DEFAULTS")
@@ -238,7 +243,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     every GPU in the data is NVLink-connected.)"""
     from twin.cost import roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
-                                         GENERATION_TERMS, SYNC_HOST_TERMS, generation_term)
+                                         GENERATION_TERMS, KV_FORMAT_TERMS, SYNC_HOST_TERMS, generation_term)
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import default_efficiencies
     from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
@@ -278,6 +283,8 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     # the expert kernel paths' embedded values, by format and by (generation, format) (twin.cost.generation_experts)
     paths = {f"{k}@experts_{fmt}": v for fmt, terms in EXPERT_FORMAT_TERMS.items() for k, v in terms.items()}
     paths |= scoped_values()
+    # the KV cache format's decode attention rate by generation (twin.cost.kv_attention), held the same way
+    paths |= {f"{n}@{gen}+kv_{kv}": v for (gen, kv), terms in KV_FORMAT_TERMS.items() for n, v in terms.items()}
     values |= paths
     # an expert path's embedded value holds beside its unscoped term (which would override it otherwise)
     out = {n: values[n] for n in names if n in values}

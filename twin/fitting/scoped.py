@@ -17,13 +17,18 @@ must stay at its prior there (``twin.fitting.identify`` reports it as not identi
 
 Clients (issue 33, round 6): ``@client_<name>`` covers the runs that client measured (``MeasuredRun.client``,
 ``twin.workload.clients``): ``request_path_s@client_vllm_bench`` gives the silicon rows' request path apart from
-the inference-perf runs' (the request path is a client's and its host's as much as the server's)."""
+the inference-perf runs' (the request path is a client's and its host's as much as the server's).
+
+KV cache formats (issue 33, round 7): ``@kv_fp8`` covers the deployments whose KV cache is FP8; with a generation,
+``kv_memory_efficiency@hopper+kv_fp8`` is the FP8 KV decode attention's read rate on Hopper
+(``twin.cost.kv_attention``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from twin.cost.generations import GENERATION_OF_NAME, gpu_generation
+from twin.cost.kv_attention import kv_format
 from twin.hardware.weight_formats import format_family
 from twin.workload.clients import CLIENT_SCOPES, SCOPE_PREFIX as CLIENT_PREFIX, client_scope
 
@@ -32,7 +37,9 @@ WEIGHT_SCOPES = ("fp8", "int8", "int4", "nf4")
 EXPERT_PREFIX = "experts_"
 EXPERT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4")
 EXPERT_SCOPES = tuple(EXPERT_PREFIX + f for f in EXPERT_FORMATS)
-SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",) + EXPERT_SCOPES + CLIENT_SCOPES
+KV_PREFIX = "kv_"          # the KV cache format (issue 33, round 7: ``hopper+kv_fp8``, twin.cost.kv_attention)
+KV_SCOPES = (KV_PREFIX + "fp8",)
+SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",) + EXPERT_SCOPES + CLIENT_SCOPES + KV_SCOPES
 
 
 def split(name: str) -> tuple[str, str | None]:
@@ -50,6 +57,9 @@ def in_scope(scope: str, deployment: Any) -> bool:
     if scope.startswith(CLIENT_PREFIX):       # the runs one client measured (twin.workload.clients)
         client = getattr(deployment, "client", None)
         return client is not None and client_scope(client) == scope
+    if scope.startswith(KV_PREFIX):        # the KV cache's format family (fp8_e4m3 -> fp8)
+        kv = getattr(getattr(deployment, "kv_pool", None), "kv_dtype", None)
+        return kv is not None and kv_format(kv) == scope[len(KV_PREFIX):]
     if scope == "sync":
         return not bool(getattr(deployment.scheduler_config, "async_scheduling", False))
     if scope in WEIGHT_SCOPES:     # any linear layer group in that format (Kimi-K2.5: INT4 routed experts only)

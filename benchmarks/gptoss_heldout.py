@@ -1,0 +1,86 @@
+"""gpt-oss-120b held out by family (issue 33, round 7): which of its MXFP4 kernel-path values are facts that carry,
+and what the held-out rows say about the others.
+
+In the family fold that holds gpt-oss out, every fitted term of its own kernel paths (twin.cost.marlin_mxfp4,
+the B200 path's fused all-reduce of twin.cost.mxfp4_path) is reset to its stated prior, while the kernel facts
+with no free parameter stay (Marlin's padded token blocks, twin.cost.marlin_blocks; MXFP4 x MXFP8 at the FP8
+tensor rate on Blackwell, twin.cost.mxfp4_path). The serving terms the fold fits on the other families do not act
+on those entries, so the held-out gpt-oss rows can be simulated directly at the fold's fitted values (read from a
+held-out report's JSON) with each path term set one way or the other: at its prior (the fold), at its embedded
+value (a leak: what the term is worth), or at a physically stated alternative prior.
+
+    python benchmarks/gptoss_heldout.py --report report.json      # a fidelity_real.py --folds family --json file
+        [--every 3]                                               # every 3rd gpt-oss row (default); 1: all
+
+Variants (each on top of the fold's values):
+* ``fold``: the report's held-out prediction (every path term at its stated prior);
+* ``+shapes``: the Hopper Marlin experts' efficiency at 1 / 1.138 (vLLM rounds the per-rank intermediate size to
+  128 and the hidden size to 256 for Marlin: (1,536 / 1,440) x (3,072 / 2,880) = 1.138 more MMA work at TP 2-8; a
+  kernel fact, no free parameter) instead of 1;
+* ``+path fused AR``: both fused all-reduce latencies at their embedded values (11 us B200, 18 us H100): what
+  carrying them as facts would be worth (a leak here: they were read off these rows);
+* ``+experts``: the Hopper Marlin efficiency and per-token-per-layer time at their embedded values (a leak);
+* ``embedded``: every path term at its embedded value (the in-sample figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+H_EFF, H_LT, H_AR = ("moe_expert_compute_efficiency@hopper+experts_mxfp4", "layer_token_overhead_s@hopper+experts_mxfp4",
+                     "fused_allreduce_latency_s@hopper+experts_mxfp4")
+B_AR = "fused_allreduce_latency_s@blackwell+experts_mxfp4"
+MARLIN_SHAPE_FACTOR = (1536 / 1440) * (3072 / 2880)       # Marlin's rounded-up expert shapes at TP 2-8
+
+
+def fold_params(report: Path) -> dict[str, float]:
+    folds = json.loads(report.read_text())["folds"]["family"]["folds"]
+    return next(f for f in folds if f["held_out"] == "gpt-oss")["params"]
+
+
+def variants(fold: dict[str, float]) -> dict[str, dict[str, float]]:
+    from twin.cost.generation_experts import scoped_values
+    emb = scoped_values()
+    return {"fold": fold,
+            "+shapes": fold | {H_EFF: 1.0 / MARLIN_SHAPE_FACTOR},
+            "+path fused AR": fold | {H_AR: emb[H_AR], B_AR: emb[B_AR]},
+            "+experts": fold | {H_EFF: emb[H_EFF], H_LT: emb[H_LT]},
+            "embedded": fold | {k: emb[k] for k in (H_EFF, H_LT, H_AR, B_AR)}}
+
+
+def simulate(params: dict[str, float], every: int) -> list[dict]:
+    from twin.fitting.fit import simulate_cases
+    from twin.fitting.silicon import model_family, silicon_cases
+    cases = [c for c in silicon_cases()[0] if model_family(c.row.model_path) == "gpt-oss"][::every]
+    res = simulate_cases(cases, params, max_sim_s=60.0)
+    return [dict(gpu=c.row.system[:4], tp=c.row.tp, conc=c.row.concurrency, mttft=c.row.ttft_ms,
+                 pttft=r.metrics["mean_ttft_ms"], mtpot=c.row.tpot_ms, ptpot=r.metrics["mean_tpot_ms"])
+            for c, r in zip(cases, res)]
+
+
+def _cell(rows: list[dict], metric: str) -> str:
+    e = [r["p" + metric] / r["m" + metric] - 1.0 for r in rows if r["m" + metric] and r["m" + metric] > 0]
+    return f"{statistics.median(map(abs, e)):.1%} ({statistics.median(e):+.1%})" if e else "-"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--report", type=Path, required=True)
+    ap.add_argument("--every", type=int, default=3)
+    args = ap.parse_args()
+    print("| variant | GPU | n | TTFT | TPOT |\n|---|---|---|---|---|")
+    for name, params in variants(fold_params(args.report)).items():
+        rows = simulate(params, args.every)
+        for gpu in ("h100", "b200", None):
+            rs = [r for r in rows if gpu is None or r["gpu"] == gpu]
+            print(f"| {name} | {gpu or 'all'} | {len(rs)} | {_cell(rs, 'ttft')} | {_cell(rs, 'tpot')} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
