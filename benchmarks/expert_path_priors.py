@@ -14,10 +14,12 @@ path's distinct silicon rows are simulated three ways, everything else at the em
 Errors: predicted / measured - 1 (negative: the twin is too fast); median |error| (median signed) per path.
 
     python benchmarks/expert_path_priors.py          # ~5 min on a shared CPU
+    python benchmarks/expert_path_priors.py --paths hopper+experts_mxfp4 --variants flat,pooled
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -62,12 +64,19 @@ def summary(cases: list, results: list) -> str:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--paths", default="", help="comma-separated path scopes (default: every pooled path)")
+    ap.add_argument("--variants", default="embedded,flat,pooled")
+    args = ap.parse_args()
     t0 = time.perf_counter()
     cases, _ = silicon_cases()
     evidence = with_deployments(cases)
     dep_of = {id(c): d for c, d in evidence}
     entries = embedded_entries()
     paths = sorted({e.scope for e in entries if e.prior == POOLED})
+    if args.paths:
+        paths = [q for q in args.paths.split(",") if q in paths]
+    variants = args.variants.split(",")
     base = default_start()
     for path in paths:
         rows = distinct([(c, d) for c, d in evidence if in_scope(path, d)])
@@ -80,6 +89,8 @@ def main() -> None:
                           for k, v in pooled.items()))
         run_cases = [c for c, _ in rows]
         for label, params in (("embedded", base), ("flat", base | flat), ("pooled", base | pooled)):
+            if label not in variants:
+                continue
             res = simulate_cases(run_cases, params, max_sim_s=None, workers=1)
             print(f"  {label:<9} {summary(run_cases, res)}")
     print(f"({time.perf_counter() - t0:.0f} s)")
