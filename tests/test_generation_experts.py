@@ -144,7 +144,7 @@ def test_the_pair_table_is_evidence_a_held_out_fold_sees():
     entries = {e.parameter: e for e in embedded_entries() if e.table == "GENERATION_EXPERT_TERMS"}
     assert {k: (e.value, e.prior) for k, e in entries.items()} == {      # POOLED: round 7, the other paths'
         "moe_expert_compute_efficiency@hopper+experts_fp8": (0.18, POOLED),
-        "moe_layer_overhead_s@hopper+experts_fp8": (16e-6, POOLED),
+        "moe_layer_overhead_s@hopper+experts_fp8": (16e-6, 0.0),
         "fused_allreduce_latency_s@blackwell+experts_mxfp4": (11e-6, INHERIT),
         "moe_expert_compute_efficiency@hopper+experts_mxfp4": (0.35, POOLED),      # twin.cost.marlin_mxfp4
         "layer_token_overhead_s@hopper+experts_mxfp4": (0.15e-6, 0.0),

@@ -22,8 +22,8 @@ Stated priors: ``default_terms.FLAT_DEFAULTS``; for the flat serving terms and w
 parameter's prior (``twin.fitting.parameters``); a generation's efficiencies and all-reduce latency, and the fused
 all-reduce, inherit (``INHERIT``): reset, they take the fold's unscoped (reference) value (the hierarchical
 prior: a quantity physics says is shared across generations, a fraction of the datasheet rate, is predicted for
-a held-out generation by the others' value); an expert kernel path's efficiencies and fixed time (``POOLED_TERMS``)
-pool (``POOLED``): reset, they take the other expert paths' embedded values, pooled (``pooled_path_prior``; round 7).
+a held-out generation by the others' value); an expert kernel path's efficiencies (``POOLED_TERMS``) pool
+(``POOLED``): reset, they take the other expert paths' embedded values, pooled (``pooled_path_prior``; round 7).
 
 What a NEW embedded term must declare (round 6), so that the folds keep it out of the groups it was read from:
 (1) a ``twin.fitting.parameters`` FitParameter for its fit key (unit in the name, range, stated prior);
@@ -43,10 +43,11 @@ from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 
 INHERIT = "inherit"          # a prior that is the fold's unscoped value of ``INHERITS_FROM[base]``
 POOLED = "pooled"            # a prior pooled from the OTHER expert kernel paths' values (``pooled_path_prior``)
-# the expert kernel path's efficiencies and fixed time (twin.cost.moe_terms, twin.cost.kernel_path) -> how a held-out
-# path's prior pools the other paths' embedded values: fractions of the dense rate geometrically, times arithmetically
-POOLED_TERMS = {"moe_expert_compute_efficiency": "geometric", "moe_expert_efficiency": "geometric",
-                "moe_layer_overhead_s": "arithmetic"}
+# an expert kernel path's efficiencies (fractions of the dense GEMMs' rate, twin.cost.moe_terms) whose held-out prior
+# pools the other paths' embedded values. Not its fixed time per MoE layer (twin.cost.kernel_path): pooled, Kimi
+# INT4's 51.6 us put MiniMax H100's held-out TPOT from 3.6 % to 6.3 % (its own: 16 us, read under PIECEWISE graphs);
+# a fixed time follows a server's kernel count and graph mode, not a rate of the path (docs/fidelity.md, round 7)
+POOLED_TERMS = ("moe_expert_compute_efficiency", "moe_expert_efficiency")
 INHERITS_FROM = {"memory_efficiency": "memory_efficiency", "compute_efficiency": "compute_efficiency",
                  "allreduce_latency_s": "allreduce_latency_s", "fused_allreduce_latency_s": "allreduce_latency_s"}
 INFERENCE_PERF = "the inference-perf H100 runs (twin.cost.roofline's serving fit)"
@@ -172,10 +173,10 @@ def embedded_entries() -> list[Entry]:
 
 
 def pooled_path_prior(base: str, entries: Sequence[Entry], held: Iterable[str] = ()) -> float:
-    """The stated prior of an expert kernel path's ``base`` term whose evidence a fold holds out (issue 33, round
-    7): the geometric (fractions of the dense rate) or arithmetic (times) mean of the values the OTHER expert
-    kernel paths embed for it (``entries`` whose scope names an expert format and whose parameter is not in
-    ``held``), else the flat prior (``default_terms.FLAT_DEFAULTS``: no other path has a value).
+    """The stated prior of an expert kernel path's ``base`` efficiency whose evidence a fold holds out (issue 33,
+    round 7): the geometric mean of the values the OTHER expert kernel paths embed for it (``entries`` whose scope
+    names an expert format and whose parameter is not in ``held``), else the flat prior
+    (``default_terms.FLAT_DEFAULTS``: no other path has a value).
 
     Why (docs/fidelity.md "Round 7: Kimi-K2.5 and unseen expert kernel paths"): every expert kernel path the data
     measured runs its grouped GEMMs below the dense GEMMs' rate (0.18-0.35 where a value is embedded), so the flat
@@ -190,9 +191,7 @@ def pooled_path_prior(base: str, entries: Sequence[Entry], held: Iterable[str] =
               and EXPERT_PREFIX in (e.scope or "") and isinstance(e.value, float)]
     if not values:
         return FLAT_DEFAULTS[base]
-    if POOLED_TERMS[base] == "geometric":
-        return math.exp(sum(math.log(v) for v in values) / len(values))
-    return sum(values) / len(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 REFIT, RESET, KEPT = "refit on the training rows", "reset to its stated prior", "kept: no stated prior (leaks)"
