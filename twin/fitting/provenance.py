@@ -44,9 +44,10 @@ from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 INHERIT = "inherit"          # a prior that is the fold's unscoped value of ``INHERITS_FROM[base]``
 POOLED = "pooled"            # a prior pooled from the OTHER expert kernel paths' values (``pooled_path_prior``)
 # an expert kernel path's efficiencies (fractions of the dense GEMMs' rate, twin.cost.moe_terms) whose held-out prior
-# pools the other paths' embedded values. Not its fixed time per MoE layer (twin.cost.kernel_path): pooled, Kimi
-# INT4's 51.6 us put MiniMax H100's held-out TPOT from 3.6 % to 6.3 % (its own: 16 us, read under PIECEWISE graphs);
-# a fixed time follows a server's kernel count and graph mode, not a rate of the path (docs/fidelity.md, round 7)
+# pools the other paths' embedded values. Not its fixed time per MoE layer (twin.cost.kernel_path): pooled too, the
+# MiniMax family fold's TPOT went from 3.6 % to 6.3 % (its H100 rows then took Kimi INT4's 51.6 us per MoE layer,
+# ~3.2 ms per step, against their own 16 us, read under PIECEWISE graphs); a fixed time follows a server's kernel
+# count and graph mode, not a rate of the path (docs/fidelity.md "Round 7: Kimi-K2.5 and unseen expert kernel paths")
 POOLED_TERMS = ("moe_expert_compute_efficiency", "moe_expert_efficiency")
 INHERITS_FROM = {"memory_efficiency": "memory_efficiency", "compute_efficiency": "compute_efficiency",
                  "allreduce_latency_s": "allreduce_latency_s", "fused_allreduce_latency_s": "allreduce_latency_s"}
