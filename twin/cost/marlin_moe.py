@@ -38,7 +38,7 @@ Round 7 (docs/fidelity.md "Round 7: Kimi-K2.5 and unseen expert kernel paths"): 
 expert's (token, expert) pairs to whole token blocks (``twin.cost.marlin_blocks``, now on for INT4 experts), and
 the terms were refitted by the same procedure with the blocks in the prompt steps and the other terms as embedded
 since round 5 (the Blackwell per-token cost and eager floors): ``a`` 51.6 +/- 5.9 us, ``e`` 0.620 +/- 0.036,
-``c`` 0.171 (0.141 without the blocks: the blocks hold a sixth of the prompt steps' extra time); held out (the
+``c`` 0.171 (0.141 without the blocks: the blocks hold a fifth of the prompt steps' extra time); held out (the
 same 9 runs), TTFT 15.2 % (-0.8 %) -> 4.0 % (+3.0 %), TPOT 2.9 % (+1.8 %) -> 4.4 % (-4.4 %) against round 5's
 values under today's other terms (``a`` and ``e`` are not moved by the blocks: pure decodes are not charged; they
 move because the terms embedded since round 5 changed the decode residual they are read off).
