@@ -73,7 +73,7 @@ def test_an_entry_added_by_anyone_gets_its_scope_as_evidence_and_a_stated_prior(
     entries = {e.parameter: e for e in pv.embedded_entries()}
     assert entries["per_token_overhead_s@hopper"].prior == 0.0
     assert entries["quant_weight_efficiency@int4"].prior == 1.0
-    assert entries["moe_layer_overhead_s@experts_nvfp4"].prior == 0.0
+    assert entries["moe_layer_overhead_s@experts_nvfp4"].prior == 0.0       # a fixed time does not pool (round 7)
     assert entries["moe_layer_overhead_s@experts_nvfp4"].evidence == "every ground-truth row on experts_nvfp4"
 
 
@@ -185,3 +185,33 @@ def test_the_eager_floors_are_evidence_of_their_named_families_b200_rows_only(ro
     # the H100 Llama row is evidence of neither
     h100 = pv.fold_plan("h100", lambda c: "h100" if c is llama_h100 else "other", ev, ())
     assert "eager_layer_host_s@blackwell" not in h100.actions and "eager_moe_layer_host_s@blackwell" not in h100.actions
+
+
+def test_an_unseen_expert_kernel_path_is_predicted_from_the_other_paths_values(rows, monkeypatch):
+    """Round 7: a held-out expert path's efficiencies take the geometric mean of the other paths' embedded values,
+    an efficiency no other path has its flat prior; the other paths keep theirs, and a term outside the pooled
+    set (the fixed time, ``layer_token_overhead_s``) keeps its own stated prior."""
+    monkeypatch.setitem(default_terms.EXPERT_FORMAT_TERMS, "bf16", {
+        "moe_expert_compute_efficiency": 0.5, "moe_layer_overhead_s": 30e-6, "moe_expert_efficiency": 0.8})
+    monkeypatch.setattr(generation_experts, "GENERATION_EXPERT_TERMS", {
+        ("hopper", "fp8"): {"moe_expert_compute_efficiency": 0.2, "moe_layer_overhead_s": 10e-6},
+        ("hopper", "mxfp4"): {"moe_expert_compute_efficiency": 0.45, "layer_token_overhead_s": 0.1e-6}})
+    entries = {e.parameter: e for e in pv.embedded_entries()}
+    assert {k: e.prior for k, e in entries.items() if "experts_" in k} == {
+        "moe_expert_compute_efficiency@experts_bf16": pv.POOLED, "moe_layer_overhead_s@experts_bf16": 0.0,
+        "moe_expert_efficiency@experts_bf16": pv.POOLED, "moe_expert_compute_efficiency@hopper+experts_fp8": pv.POOLED,
+        "moe_layer_overhead_s@hopper+experts_fp8": 0.0,
+        "moe_expert_compute_efficiency@hopper+experts_mxfp4": pv.POOLED,
+        "layer_token_overhead_s@hopper+experts_mxfp4": 0.0}
+    # the B200 Mixtral row (bf16 experts) held out with its family
+    plan = pv.fold_plan("mixtral", FOLDS["family"], with_deployments(rows), ())
+    assert plan.fixed == pytest.approx({"layer_token_overhead_s@blackwell": 0.0,
+                                        "moe_expert_compute_efficiency@experts_bf16": (0.2 * 0.45) ** 0.5,
+                                        "moe_layer_overhead_s@experts_bf16": 0.0,
+                                        "moe_expert_efficiency@experts_bf16": 1.0}, rel=1e-12)
+    assert all(a == pv.RESET for _, a in plan.actions.values())
+    # by hand: no other value, the flat prior; only the paths not held out pool
+    es = list(entries.values())
+    assert pv.pooled_path_prior("moe_expert_efficiency", es, {"moe_expert_efficiency@experts_bf16"}) == 1.0
+    assert pv.pooled_path_prior("moe_expert_compute_efficiency", es, ()) == pytest.approx(
+        (0.5 * 0.2 * 0.45) ** (1 / 3), rel=1e-12)

@@ -114,7 +114,7 @@ def test_default_start_carries_the_embedded_pair_beside_its_unscoped_term():
     start = default_start(("moe_expert_compute_efficiency",))
     assert start == {"moe_expert_compute_efficiency": 1.0,
                      "moe_expert_compute_efficiency@hopper+experts_fp8": 0.18,
-                     "moe_expert_compute_efficiency@experts_int4": 0.206,        # twin.cost.marlin_moe
+                     "moe_expert_compute_efficiency@experts_int4": 0.171,        # twin.cost.marlin_moe
                      "moe_expert_compute_efficiency@hopper+experts_mxfp4": 0.35}  # twin.cost.marlin_mxfp4
     assert default_start(("step_overhead_s",)) == {"step_overhead_s": pytest.approx(1.74e-3)}
 
@@ -140,13 +140,13 @@ def test_minimax_h100_rows_carry_their_scripts_launch_flags():
 def test_the_pair_table_is_evidence_a_held_out_fold_sees():
     """twin.fitting.provenance lists each (generation, expert format) entry with its stated prior, so a fold that
     holds out its rows resets or refits it."""
-    from twin.fitting.provenance import INHERIT, embedded_entries
+    from twin.fitting.provenance import INHERIT, POOLED, embedded_entries
     entries = {e.parameter: e for e in embedded_entries() if e.table == "GENERATION_EXPERT_TERMS"}
-    assert {k: (e.value, e.prior) for k, e in entries.items()} == {
-        "moe_expert_compute_efficiency@hopper+experts_fp8": (0.18, 1.0),
+    assert {k: (e.value, e.prior) for k, e in entries.items()} == {      # POOLED: round 7, the other paths'
+        "moe_expert_compute_efficiency@hopper+experts_fp8": (0.18, POOLED),
         "moe_layer_overhead_s@hopper+experts_fp8": (16e-6, 0.0),
         "fused_allreduce_latency_s@blackwell+experts_mxfp4": (11e-6, INHERIT),
-        "moe_expert_compute_efficiency@hopper+experts_mxfp4": (0.35, 1.0),         # twin.cost.marlin_mxfp4
+        "moe_expert_compute_efficiency@hopper+experts_mxfp4": (0.35, POOLED),      # twin.cost.marlin_mxfp4
         "layer_token_overhead_s@hopper+experts_mxfp4": (0.15e-6, 0.0),
         "fused_allreduce_latency_s@hopper+experts_mxfp4": (18e-6, INHERIT)}
     assert entries["moe_layer_overhead_s@hopper+experts_fp8"].evidence == "every ground-truth row on hopper+experts_fp8"

@@ -120,3 +120,44 @@ def test_the_entry_declares_the_h100_gpt_oss_rows_as_its_evidence():
     b200 = NS(row=NS(system="b200_sxm", model_path="openai/gpt-oss-120b"))
     llama = NS(row=NS(system="h100_sxm", model_path="meta-llama/Llama-3.1-70B-Instruct"))
     assert e.is_evidence(h100, None) and not e.is_evidence(b200, None) and not e.is_evidence(llama, None)
+
+
+def test_int4_experts_take_marlin_on_every_generation_with_kimis_blocks():
+    """Round 7: compressed-tensors W4A16 experts load as ``CompressedTensorsWNA16MarlinMoEMethod``, whose ``apply``
+    calls ``fused_marlin_moe``: Kimi-K2.5 INT4 (384 experts, top-8) pays the padded blocks on B200 and H100."""
+    from twin.hardware.catalog import resolve_gpu, resolve_model
+    kimi, int4 = resolve_model("kimi-k2.5"), WeightFormats(routed_experts="int4-g32-sym")
+    for gpu in ("B200", "H100-SXM"):
+        assert on_marlin_path(resolve_gpu(gpu), kimi, int4)
+    assert not on_marlin_path(resolve_gpu("B200"), kimi, WeightFormats.uniform("nvfp4"))
+    assert not on_marlin_path(resolve_gpu("B200"), resolve_model("llama-3.1-8b"), WeightFormats.uniform("int4"))
+    # a 1k prompt: 1024 x 8 / 384 = 21.3 pairs per expert: 21.3 / 16 >= 0.9, 21.3 / 32 < 0.9 -> B = 32, ~52 % padded
+    assert marlin_block_rows(1024, 8, 384) == 32 and marlin_block_rows(8192, 8, 384) == 64
+    assert expected_padded_rows(1024, 8, 384) / (8 * 1024) == pytest.approx(1.516, abs=1e-3)
+    assert expected_padded_rows(8192, 8, 384) / (8 * 8192) == pytest.approx(1.143, abs=1e-3)     # B = 64: ~14 %
+
+
+def test_the_padded_rows_are_gpu_time_under_the_eager_floor():
+    """On a step no CUDA graph covers the step takes max(GPU time + padded rows, host floor): the rows are GPU
+    work the host's launches overlap, not time after the floor (round 6 added them on top)."""
+    from twin.hardware.catalog import resolve_model
+    kw = dict(model=resolve_model("kimi-k2.5"), gpu="B200", tensor_parallel_size=8,
+              weight_dtype=WeightFormats(routed_experts="int4-g32-sym"))
+    graphed = RooflineCostModel(**kw, eager_layer_host_s=0.0, eager_moe_layer_host_s=0.0)
+    prompt = step([1024, 1, 1, 1], [0, 900, 900, 900])
+    gpu_s = graphed.step_time_s(prompt)                   # GPU time with the padded rows in it
+    pad = graphed.marlin_padding_s(1027)
+    assert pad > 0 and graphed.explain(prompt)["moe_block_padding_s"] == pytest.approx(pad, rel=1e-12)
+    arr = lambda m: m.step_times_s(np.array([1027]), np.array([4]), np.array([4]), np.array([2700]),   # noqa: E731
+                                   np.array([3 * 900 + 0.5 * (1024 * 1024 + 3 + 1027)]))[0]
+    for host_s in (0.5 * gpu_s, gpu_s - 0.5 * pad, 2.0 * gpu_s):      # the floor below, between, above
+        per_layer = host_s / 61                           # 61 decoder layers, no MoE-layer part
+        eager = RooflineCostModel(**kw, eager_layer_host_s=per_layer, eager_moe_layer_host_s=0.0,
+                                  cudagraph_tokens=(512, 512))
+        want = max(gpu_s, 61 * per_layer)
+        assert eager.step_time_s(prompt) == pytest.approx(want, rel=1e-12)
+        assert arr(eager) == pytest.approx(want, rel=1e-12)
+        e = eager.explain(prompt)
+        assert e["moe_block_padding_s"] == pytest.approx(pad, rel=1e-12)
+        assert e.get("eager_host_floor_s", 0.0) == pytest.approx(max(0.0, 61 * per_layer - gpu_s), abs=1e-12)
+        assert sum(v for k, v in e.items() if k != "total_s") == pytest.approx(e["total_s"], rel=1e-12)

@@ -33,7 +33,9 @@ FORMAT_QUANT_EFFICIENCY: dict[str, float] = {}
 # routed experts' format (base name: ``int4-g32-sym`` -> ``int4``) -> {roofline keyword: value}, MoE models only
 EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {
     # INT4 W4A16 experts on vLLM's Marlin MoE (Kimi-K2.5 INT4, B200): fitted with other configurations held out,
-    # twin.cost.marlin_moe (docs/fidelity.md "Round 5: Kimi-K2.5")
+    # twin.cost.marlin_moe (docs/fidelity.md "Round 5: Kimi-K2.5"); refitted in round 7 with Marlin's padded token
+    # blocks on (twin.cost.marlin_blocks). Held out by family, a fold pools them from the other expert paths'
+    # values (twin.fitting.provenance.pooled_path_prior)
     "int4": MARLIN_W4A16_MOE_TERMS,
 }
 # the engine core's CPU time per sequence per step that a server without async scheduling exposes

@@ -76,11 +76,15 @@ def eager_host_s(model, eager_layer_host_s: float, eager_moe_layer_host_s: float
     return per_layer * model.num_hidden_layers + per_moe * moe_layers
 
 
-def floored_array(t, tokens, seqs, limits: tuple[int, int], host_s: float):
+def floored_array(t, tokens, seqs, limits: tuple[int, int], host_s: float, gpu_extra=None):
     """Numpy arrays of steps (GPU times, scheduled tokens, sequences) with each step that no graph covers
-    raised to at least ``host_s``; a pure decode is a step with as many tokens as sequences."""
+    raised to at least ``host_s``; a pure decode is a step with as many tokens as sequences. ``gpu_extra``
+    (tokens, seqs -> seconds per step, or None): more GPU time of each step, added before the floor (the GPU
+    runs it while the host launches: ``twin.cost.marlin_blocks``' padded rows)."""
     import numpy as np
 
+    if gpu_extra is not None:
+        t = t + gpu_extra(tokens, seqs)
     if not host_s:
         return t
     tokens = np.asarray(tokens)

@@ -12,8 +12,15 @@ version of it read; ``oracle/mxfp4.py`` for the backend choice):
 * Which deployments take this path: gpt-oss-120b's H100 rows (``single_node/gptoss_fp4_h100.sh``, InferenceX
   cec542a9a, v0.18.0) export ``VLLM_MXFP4_USE_MARLIN=1``, and vLLM's MXFP4 oracle returns the ``MARLIN`` backend
   for it before its own priority list (W4A16: E2M1 weights dequantised to bf16 in registers, ``mma.sync`` MMAs;
-  Hopper has no FP4 tensor rate). Kimi-K2.5's INT4 experts take the same kernel (``twin.cost.marlin_moe``), but
-  their fitted values were read without this term, so it stays off there until they are refitted with it.
+  Hopper has no FP4 tensor rate). INT4 experts on every generation (``MARLIN_FORMATS``; issue 33, round 7):
+  vLLM loads compressed-tensors W4A16 experts (Kimi-K2.5's INT4 checkpoint) with
+  ``CompressedTensorsWNA16MarlinMoEMethod``, whose ``apply`` calls the same ``fused_marlin_moe`` with
+  ``input_dtype`` = ``get_marlin_input_dtype`` (None unless the server asks for 8-bit activations, so the
+  ``max(block_size_m, 16)`` of 8-bit activations does not apply): the same block heuristic and
+  ``moe_align_block_size`` (``compressed_tensors_moe.py`` and ``fused_marlin_moe.py``, read at a 2026 main
+  commit; round 5 read the v0.15.1 path to ``fused_marlin_moe``). Kimi-K2.5 (E = 384, top-8): a 1k prompt step
+  takes B = 32 and pads ~52 %, an 8k one B = 64 and ~14 %; its INT4 terms (``twin.cost.marlin_moe``) are refitted
+  with the blocks in place.
 
 The term (seconds per step, prompt steps only): ``(E[padded rows] - M x top_k) x the path's seconds per routed
 row``, where a routed row costs one (token, expert) pair's expert FLOPs on this GPU at the path's rate (the
@@ -24,8 +31,9 @@ and +12 %: the short prompts' excess that one per-pair rate cannot give both. ``
 Pure decode steps are not charged: with a few pairs per expert the Marlin kernel streams the expert weights and
 its padded MMAs overlap the stream. Charged, a TP2 C = 64 decode step of gpt-oss (B = 8: ~890 rows for 256
 pairs) would take ~2.7 ms more, +19 % on a TPOT the rows show within +5 % without it. No free parameter: a fact
-of the kernel priced at the path's fitted rate. On a step no CUDA graph covers it is added on top of the eager
-host floor (0 on Hopper).
+of the kernel priced at the path's fitted rate. It is GPU time: on a step no CUDA graph covers, the step takes the
+longer of (GPU time + padded rows) and the eager host floor (``twin.cost.eager_steps``; round 6 added it on top of
+the floor, the same on Hopper, whose floor is 0, but not on Blackwell).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from twin.hardware.weight_formats import format_family
 
 MARLIN_BLOCK_ROWS = (8, 16, 32, 48, 64)     # fused_marlin_moe's candidate block_size_m, smallest first
 MARLIN_PATHS = {("hopper", "mxfp4")}        # (GPU generation, routed experts' format) served by Marlin MoE here
+MARLIN_FORMATS = {"int4"}                   # routed experts' formats served by Marlin MoE on every generation
 _TAIL_SD = 12.0                             # binomial terms kept: mean +/- 12 standard deviations
 
 
@@ -75,8 +84,9 @@ def expected_padded_rows(tokens: int, top_k: int, experts: int) -> float:
 
 def on_marlin_path(gpu, model, formats) -> bool:
     """Whether the deployment's routed experts run on vLLM's Marlin MoE kernel here (``MARLIN_PATHS``)."""
-    return bool(getattr(model, "is_moe", False)) and \
-        (gpu_generation(gpu), format_family(formats.routed_experts)) in MARLIN_PATHS
+    fmt = format_family(formats.routed_experts)
+    on_path = fmt in MARLIN_FORMATS or (gpu_generation(gpu), fmt) in MARLIN_PATHS
+    return bool(getattr(model, "is_moe", False)) and on_path
 
 
 def seconds_per_routed_row(cost) -> float:
@@ -89,9 +99,12 @@ def seconds_per_routed_row(cost) -> float:
 
 
 def install(cost) -> None:
-    """Give a roofline ``cost`` on the Marlin path its padded rows: ``marlin_padding_s(tokens)`` and step-time
-    methods that add it to every step with a prompt in it (elsewhere nothing changes: the hot path is untouched)."""
-    cost.marlin_padding_s = None
+    """Give a roofline ``cost`` on the Marlin path its padded rows: ``marlin_padding_s(tokens)``, a step-time method
+    that adds it to every step with a prompt in it, ``marlin_padding_array`` (the same for the fit's arrays, added
+    by the roofline before its eager floor) and ``explain()``'s part. Installed before the eager floor
+    (``twin.cost.eager_steps``), which then floors the GPU time with the rows in it. Elsewhere nothing changes
+    (``marlin_padding_s`` / ``marlin_padding_array`` None: the hot path is untouched)."""
+    cost.marlin_padding_s = cost.marlin_padding_array = None
     if not on_marlin_path(cost.gpu, cost.model, cost.weight_formats):
         return
     model, per_row = cost.model, seconds_per_routed_row(cost)
@@ -101,23 +114,21 @@ def install(cost) -> None:
     def padding_s(tokens: int) -> float:
         return max(0.0, expected_padded_rows(tokens, k, e) - tokens * k) * per_row
 
-    sums, arrays, explain = cost.step_time_from_sums, cost.step_times_s, cost.explain
+    sums, explain = cost.step_time_from_sums, cost.explain
 
     def step_time_from_sums(n_seqs: int, tokens: int, context: int, new_x_context: int, new_squared: int,
                             spec_tokens: int) -> float:
         t = sums(n_seqs, tokens, context, new_x_context, new_squared, spec_tokens)
         return t + padding_s(tokens) if tokens != n_seqs else t
 
-    def step_times_s(tokens, seqs, logits, context, pairs):
-        t = arrays(tokens, seqs, logits, context, pairs)
+    def padding_array(tokens, seqs):
         tok = np.asarray(tokens).astype(np.int64)
-        mixed = tok != np.asarray(seqs)
-        if not mixed.any():
-            return t
-        unique, inverse = np.unique(tok[mixed], return_inverse=True)
         add = np.zeros(len(tok))
-        add[mixed] = np.array([padding_s(int(x)) for x in unique])[inverse]
-        return t + add
+        mixed = tok != np.asarray(seqs)
+        if mixed.any():
+            unique, inverse = np.unique(tok[mixed], return_inverse=True)
+            add[mixed] = np.array([padding_s(int(x)) for x in unique])[inverse]
+        return add
 
     def explain_step(step) -> dict[str, float]:
         parts = explain(step)
@@ -130,5 +141,5 @@ def install(cost) -> None:
                 parts["eager_host_floor_s"] = left
         return parts
 
-    cost.marlin_padding_s = padding_s
-    cost.step_time_from_sums, cost.step_times_s, cost.explain = step_time_from_sums, step_times_s, explain_step
+    cost.marlin_padding_s, cost.marlin_padding_array = padding_s, padding_array
+    cost.step_time_from_sums, cost.explain = step_time_from_sums, explain_step

@@ -34,7 +34,16 @@ prefill on TTFT(8k/1k) - TTFT(1k/1k) at C = 4; held out: every 1k/8k row and the
   (prefill; ~0.28 PFLOP/s per B200 at the Blackwell compute efficiency 0.6); set exactly by one TTFT
   difference, so these rows give it no standard error.
 
-Held-out figures (9 distinct runs; priors -> fitted, MLA's replicated down projections in both, twin.hardware.
+Round 7 (docs/fidelity.md "Round 7: Kimi-K2.5 and unseen expert kernel paths"): the same kernel pads every
+expert's (token, expert) pairs to whole token blocks (``twin.cost.marlin_blocks``, now on for INT4 experts), and
+the terms were refitted by the same procedure with the blocks in the prompt steps and the other terms as embedded
+since round 5 (the Blackwell per-token cost and eager floors): ``a`` 51.6 +/- 5.9 us, ``e`` 0.620 +/- 0.036,
+``c`` 0.171 (0.141 without the blocks: the blocks hold a fifth of the prompt steps' extra time); held out (the
+same 9 runs), TTFT 15.2 % (-0.8 %) -> 4.0 % (+3.0 %), TPOT 2.9 % (+1.8 %) -> 4.4 % (-4.4 %) against round 5's
+values under today's other terms (``a`` and ``e`` are not moved by the blocks: pure decodes are not charged; they
+move because the terms embedded since round 5 changed the decode residual they are read off).
+
+Round 5's held-out figures (9 distinct runs; priors -> fitted, MLA's replicated down projections in both, twin.hardware.
 mla_replicated): TPOT -38.6 % -> +1.9 % (median |error| 2.2 %), E2E -38.7 % -> +1.2 %, throughput +63.1 % ->
 -1.2 %, TTFT -51.0 % -> -21.7 % (what is left at light load is a per-request intercept, not the expert path).
 Measured on B200 only; the terms belong to the kernel path (Marlin runs the same ``mma.sync`` code on Hopper and
@@ -46,9 +55,10 @@ that would take its share out of this one (docs/fidelity.md "Round 5: Kimi-K2.5"
 from __future__ import annotations
 
 # routed-expert format family -> roofline keyword -> value (model units), read by twin.cost.default_terms
+# round 7: refitted with Marlin's padded token blocks on (twin.cost.marlin_blocks) by the same held-out procedure
 MARLIN_W4A16_MOE_TERMS: dict[str, float] = {
-    "moe_layer_overhead_s": 42.7e-6,           # s per MoE layer per step
-    "moe_expert_efficiency": 0.418,            # fraction of the dense weight streams' rate
-    "moe_expert_compute_efficiency": 0.206,    # fraction of the dense bf16 GEMMs' FLOP rate
+    "moe_layer_overhead_s": 51.6e-6,           # s per MoE layer per step (round 5: 42.7e-6)
+    "moe_expert_efficiency": 0.620,            # fraction of the dense weight streams' rate (round 5: 0.418)
+    "moe_expert_compute_efficiency": 0.171,    # fraction of the dense bf16 GEMMs' FLOP rate (round 5: 0.206)
 }
 

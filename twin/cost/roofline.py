@@ -235,8 +235,8 @@ class RooflineCostModel:
             self._k_seq, self._k_tok)
         if at.window:         # windowed / top-k layers: their own step time (keeps the plain path unchanged)
             self.step_time_from_sums = functools.partial(windowed_step_time, self._constants)
+        install_marlin_blocks(self)      # Marlin MoE's padded token blocks in prompt steps (GPU time: under the floor)
         install_eager(self, model, d["eager_layer_host_s"], d["eager_moe_layer_host_s"], cudagraph_tokens)
-        install_marlin_blocks(self)      # Marlin MoE's padded token blocks in prompt steps (marlin_blocks)
         install_prompt_stream(self, moe_prompt_stream_efficiency, bandwidth)   # experts' stream in prompt steps
 
     @property
@@ -334,7 +334,7 @@ class RooflineCostModel:
             attention = np.maximum(k_attn * pairs_a, self._k_kv * kv_tokens)
         return floored_array(linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce
                              * tokens) + (self._t_step + self._k_seq * np.asarray(seqs) + self._k_tok * tokens),
-                             tokens, seqs, self.cudagraph_tokens, self.eager_host_s_per_step)
+                             tokens, seqs, self.cudagraph_tokens, self.eager_host_s_per_step, self.marlin_padding_array)
 
     # ------------------------------------------------------------------------------------------------ reports
     def explain(self, step: StepShape) -> dict[str, float]:

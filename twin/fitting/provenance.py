@@ -22,7 +22,8 @@ Stated priors: ``default_terms.FLAT_DEFAULTS``; for the flat serving terms and w
 parameter's prior (``twin.fitting.parameters``); a generation's efficiencies and all-reduce latency, and the fused
 all-reduce, inherit (``INHERIT``): reset, they take the fold's unscoped (reference) value (the hierarchical
 prior: a quantity physics says is shared across generations, a fraction of the datasheet rate, is predicted for
-a held-out generation by the others' value).
+a held-out generation by the others' value); an expert kernel path's efficiencies (``POOLED_TERMS``) pool
+(``POOLED``): reset, they take the other expert paths' embedded values, pooled (``pooled_path_prior``; round 7).
 
 What a NEW embedded term must declare (round 6), so that the folds keep it out of the groups it was read from:
 (1) a ``twin.fitting.parameters`` FitParameter for its fit key (unit in the name, range, stated prior);
@@ -41,6 +42,13 @@ from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 
 INHERIT = "inherit"          # a prior that is the fold's unscoped value of ``INHERITS_FROM[base]``
+POOLED = "pooled"            # a prior pooled from the OTHER expert kernel paths' values (``pooled_path_prior``)
+# an expert kernel path's efficiencies (fractions of the dense GEMMs' rate, twin.cost.moe_terms) whose held-out prior
+# pools the other paths' embedded values. Not its fixed time per MoE layer (twin.cost.kernel_path): pooled too, the
+# MiniMax family fold's TPOT went from 3.6 % to 6.3 % (its H100 rows then took Kimi INT4's 51.6 us per MoE layer,
+# ~3.2 ms per step, against their own 16 us, read under PIECEWISE graphs); a fixed time follows a server's kernel
+# count and graph mode, not a rate of the path (docs/fidelity.md "Round 7: Kimi-K2.5 and unseen expert kernel paths")
+POOLED_TERMS = ("moe_expert_compute_efficiency", "moe_expert_efficiency")
 INHERITS_FROM = {"memory_efficiency": "memory_efficiency", "compute_efficiency": "compute_efficiency",
                  "allreduce_latency_s": "allreduce_latency_s", "fused_allreduce_latency_s": "allreduce_latency_s"}
 INFERENCE_PERF = "the inference-perf H100 runs (twin.cost.roofline's serving fit)"
@@ -126,6 +134,8 @@ class Entry:
 def _stated_prior(base: str, key: str, flat: dict) -> float | str | None:
     if base in INHERITS_FROM and key != base:
         return INHERIT
+    if base in POOLED_TERMS and EXPERT_PREFIX in (split(key)[1] or ""):
+        return POOLED
     if flat.get(base) is not None:
         return flat[base]
     p = PARAMETERS_BY_NAME.get(key) or PARAMETERS_BY_NAME.get(base)
@@ -166,6 +176,28 @@ def embedded_entries() -> list[Entry]:
             for key, v in scoped_values().items()]
     return [e for e in out if not (isinstance(e.prior, float) and abs(e.value - e.prior) <= 1e-12 * max(
         1.0, abs(e.prior)))]
+
+
+def pooled_path_prior(base: str, entries: Sequence[Entry], held: Iterable[str] = ()) -> float:
+    """The stated prior of an expert kernel path's ``base`` efficiency whose evidence a fold holds out (issue 33,
+    round 7): the geometric mean of the values the OTHER expert kernel paths embed for it (``entries`` whose scope
+    names an expert format and whose parameter is not in ``held``), else the flat prior
+    (``default_terms.FLAT_DEFAULTS``: no other path has a value).
+
+    Why (docs/fidelity.md "Round 7: Kimi-K2.5 and unseen expert kernel paths"): every expert kernel path the data
+    measured runs its grouped GEMMs below the dense GEMMs' rate (0.18-0.35 where a value is embedded), so the flat
+    prior 1 (the dense rate) predicts an unseen path too fast by construction; the other paths' values are the
+    hierarchical prior across paths, as ``INHERIT`` is across GPU generations. Only fitted values are pooled (a
+    path without an entry has no measured value, only the flat prior)."""
+    import math
+
+    from twin.cost.default_terms import FLAT_DEFAULTS
+    held = set(held)
+    values = [e.value for e in entries if split(e.parameter)[0] == base and e.parameter not in held
+              and EXPERT_PREFIX in (e.scope or "") and isinstance(e.value, float)]
+    if not values:
+        return FLAT_DEFAULTS[base]
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 REFIT, RESET, KEPT = "refit on the training rows", "reset to its stated prior", "kept: no stated prior (leaks)"
@@ -211,6 +243,8 @@ def fold_plan(group: str, group_of: Callable, evidence: Iterable[tuple], fitted:
             actions[e.parameter] = (e, KEPT if e.prior is None else RESET)
 
     def prior_value(e: Entry) -> float:
+        if e.prior == POOLED:
+            return pooled_path_prior(split(e.parameter)[0], entries, actions)
         if e.prior != INHERIT:
             return e.prior
         src = INHERITS_FROM[split(e.parameter)[0]]
