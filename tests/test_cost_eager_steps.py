@@ -93,12 +93,14 @@ def test_decodes_above_the_captured_size_are_floored_on_every_path():
     assert arr[0] == 0.080 and arr[2] == 0.080 and arr[1] < 0.080
 
 
-def test_the_embedded_default_is_blackwells_and_hopper_keeps_0():
+def test_the_per_layer_host_time_is_every_generations_and_the_moe_extra_blackwells():
+    # round 7: the host time per decoder layer is the host's (HOST_TERMS); the MoE layers' extra stays Blackwell's
     b200 = RooflineCostModel("kimi-k2.5", "B200", 8, "nvfp4", "fp8", cudagraph_tokens=(8, 8))
     h100 = RooflineCostModel("kimi-k2.5", "H100-SXM", 8, "fp8", "bf16", cudagraph_tokens=(8, 8))
     assert (b200.eager_layer_host_s, b200.eager_moe_layer_host_s) == (0.84e-3, 1.15e-3)
     assert b200.eager_host_s_per_step == pytest.approx(61 * 0.84e-3 + 60 * 1.15e-3)
-    assert (h100.eager_layer_host_s, h100.eager_moe_layer_host_s, h100.eager_host_s_per_step) == (0.0, 0.0, 0.0)
+    assert (h100.eager_layer_host_s, h100.eager_moe_layer_host_s) == (0.84e-3, 0.0)
+    assert h100.eager_host_s_per_step == pytest.approx(61 * 0.84e-3)
 
 
 def test_parameters_report_the_floor_only_when_set():
