@@ -19,7 +19,8 @@ GENERATION_TERMS: dict[str, dict[str, float]] = {
     # prefill and decode time per scheduled token per decoder layer that TP does not split (twin.cost.layer_tokens):
     # 0.2 us read off the C = 4 prompt slopes of the B200 rows (four families, TP 1-8, vLLM 0.10-0.19), 0.18-0.21
     # with each family held out (docs/fidelity.md, "Round 4: where the light-load TTFT goes"); Hopper's dense rows
-    # show none, so Hopper keeps 0. Not identified for other generations: they keep the flat 0.
+    # show none, so Hopper keeps 0 (round 7: fitted on the H100 rows alone, 0.023 +/- 0.03 us; Hopper's Marlin
+    # MXFP4 path has its own, twin.cost.marlin_mxfp4). Not identified for other generations: they keep the flat 0.
     # host time of a forward pass no CUDA graph covers (twin.cost.eager_steps; the graphs' limits are launch
     # facts): 0.84 ms per decoder layer from the B200 Llama rows' 1k prompt steps under FULL_DECODE_ONLY (a floor
     # that does not move with TP: 0.86 at TP 1-2, 0.84-0.87 at TP 4-8), 1.15 ms more per MoE layer from the March

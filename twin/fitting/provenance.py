@@ -30,7 +30,8 @@ What a NEW embedded term must declare (round 6), so that the folds keep it out o
 elsewhere, an ``Entry`` here; (3) a ``DECLARED_EVIDENCE`` line when the rows it was read off are narrower OR
 wider than its scope (a value read off some rows GIVEN another term's value has that term's rows as evidence
 too); (4) an ``INHERITS_FROM`` line only if physics says the quantity carries across generations and a held-out
-test showed it (the eager host floors do not: round 6, docs/fidelity.md)."""
+test showed it (the Blackwell eager MoE floor does not: round 6, docs/fidelity.md; the per-layer host time is
+unscoped instead, ``default_terms.HOST_TERMS``: round 7)."""
 
 from __future__ import annotations
 
