@@ -157,3 +157,14 @@ def test_the_intercept_script_prints_the_one_over_conc_test(capsys):
     script.section_b(rows)
     out = capsys.readouterr().out
     assert "C4:    +40  C8:    +20  C16:    +40" in out and "ratio to C4: +0.50  +1.00" in out
+
+
+def test_a_generation_without_rows_takes_the_hosts_per_layer_time_and_no_moe_extra():
+    from types import SimpleNamespace
+    from twin.cost.default_terms import embedded
+    dense = SimpleNamespace(is_moe=False)
+    for gpu in ("A100-SXM", "H100-SXM", "B200"):
+        got = embedded(gpu, dense, None, eager_layer_host_s=None, eager_moe_layer_host_s=None)
+        assert got == {"eager_layer_host_s": 0.84e-3,
+                       "eager_moe_layer_host_s": 1.15e-3 if gpu == "B200" else 0.0}, gpu
+    assert embedded("A100-SXM", dense, None, eager_layer_host_s=0.5e-3) == {"eager_layer_host_s": 0.5e-3}
