@@ -68,12 +68,10 @@ REFIT_FIT_SIM_S = 30.0             # ... and 30 s of each inference-perf run sim
 # beside the unscoped one, which then holds on Hopper only: H100 rows teach H100, B200 rows B200) and the per-token
 # per-layer cost fitted on Hopper too (unscoped, beside Blackwell's own): a fold without Blackwell rows predicts
 # them with the value the other generation's rows show (the held Blackwell entry falls back to it) instead of 0.
-# The eager host time per decoder layer is the host's on every generation (twin.cost.default_terms.HOST_TERMS):
-# unscoped, so a fold without the B200 rows refits it on the H100 rows; the MoE layers' extra stays Blackwell's.
 FOLD_TERMS = ("memory_efficiency", "step_overhead_s", "per_seq_overhead_s", "request_path_s", "allreduce_latency_s",
               "request_path_s@client_vllm_bench", "per_seq_overhead_s@sync", "memory_efficiency@blackwell",
               "layer_token_overhead_s", "layer_token_overhead_s@blackwell",
-              "eager_layer_host_s", "eager_moe_layer_host_s@blackwell")
+              "eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell")
 
 
 def _cells(summary: dict) -> str:

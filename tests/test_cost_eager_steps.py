@@ -93,14 +93,12 @@ def test_decodes_above_the_captured_size_are_floored_on_every_path():
     assert arr[0] == 0.080 and arr[2] == 0.080 and arr[1] < 0.080
 
 
-def test_the_per_layer_host_time_is_every_generations_and_the_moe_extra_blackwells():
-    # round 7: the host time per decoder layer is the host's (HOST_TERMS); the MoE layers' extra stays Blackwell's
+def test_the_embedded_default_is_blackwells_and_hopper_keeps_0():
     b200 = RooflineCostModel("kimi-k2.5", "B200", 8, "nvfp4", "fp8", cudagraph_tokens=(8, 8))
     h100 = RooflineCostModel("kimi-k2.5", "H100-SXM", 8, "fp8", "bf16", cudagraph_tokens=(8, 8))
     assert (b200.eager_layer_host_s, b200.eager_moe_layer_host_s) == (0.84e-3, 1.15e-3)
     assert b200.eager_host_s_per_step == pytest.approx(61 * 0.84e-3 + 60 * 1.15e-3)
-    assert (h100.eager_layer_host_s, h100.eager_moe_layer_host_s) == (0.84e-3, 0.0)
-    assert h100.eager_host_s_per_step == pytest.approx(61 * 0.84e-3)
+    assert (h100.eager_layer_host_s, h100.eager_moe_layer_host_s, h100.eager_host_s_per_step) == (0.0, 0.0, 0.0)
 
 
 def test_parameters_report_the_floor_only_when_set():
@@ -157,14 +155,3 @@ def test_the_intercept_script_prints_the_one_over_conc_test(capsys):
     script.section_b(rows)
     out = capsys.readouterr().out
     assert "C4:    +40  C8:    +20  C16:    +40" in out and "ratio to C4: +0.50  +1.00" in out
-
-
-def test_a_generation_without_rows_takes_the_hosts_per_layer_time_and_no_moe_extra():
-    from types import SimpleNamespace
-    from twin.cost.default_terms import embedded
-    dense = SimpleNamespace(is_moe=False)
-    for gpu in ("A100-SXM", "H100-SXM", "B200"):
-        got = embedded(gpu, dense, None, eager_layer_host_s=None, eager_moe_layer_host_s=None)
-        assert got == {"eager_layer_host_s": 0.84e-3,
-                       "eager_moe_layer_host_s": 1.15e-3 if gpu == "B200" else 0.0}, gpu
-    assert embedded("A100-SXM", dense, None, eager_layer_host_s=0.5e-3) == {"eager_layer_host_s": 0.5e-3}

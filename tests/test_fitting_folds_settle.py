@@ -77,8 +77,6 @@ def test_a_fold_holds_an_unidentified_term_at_its_prior_and_fits_the_others_agai
     monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
     monkeypatch.setattr(joint, "simulate_cases", lambda cases, params, **kw: [
         SimpleNamespace(metrics={"mean_ttft_ms": 1.0}) for _ in cases])
-    from twin.cost import default_terms
-    monkeypatch.setattr(default_terms, "HOST_TERMS", {})      # the floor's embedded value: its prior 0 here
     cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)),
              Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
     first = [SimpleNamespace(metrics={}) for _ in cases]
@@ -101,13 +99,12 @@ def test_a_fold_holds_an_unidentified_term_at_its_prior_and_fits_the_others_agai
 
 def test_every_generation_scoped_entry_and_flat_default_is_a_start(monkeypatch):
     from twin.cost import default_terms
-    monkeypatch.setitem(default_terms.GENERATION_TERMS, "blackwell", {"eager_layer_host_s": 0.8e-3,
+    monkeypatch.setitem(default_terms.GENERATION_TERMS, "blackwell", {"eager_layer_host_s": 0.84e-3,
                                                                      "eager_moe_layer_host_s": 1.15e-3})
-    monkeypatch.setattr(default_terms, "HOST_TERMS", {"eager_layer_host_s": 0.84e-3})
     assert embedded_start(("eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell",
-                           "eager_layer_host_s", "eager_moe_layer_host_s")) == {
-        "eager_layer_host_s@blackwell": 0.8e-3, "eager_moe_layer_host_s@blackwell": 1.15e-3,
-        "eager_layer_host_s": 0.84e-3, "eager_moe_layer_host_s": 0.0}      # the host's (round 7), the flat 0
+                           "eager_layer_host_s")) == {"eager_layer_host_s@blackwell": 0.84e-3,
+                                                      "eager_moe_layer_host_s@blackwell": 1.15e-3,
+                                                      "eager_layer_host_s": 0.0}
 
 
 def test_the_default_report_refits_per_fold_and_no_refit_fits_nothing():
@@ -120,7 +117,7 @@ def test_the_default_report_refits_per_fold_and_no_refit_fits_nothing():
     assert fr._names(fr.parser().parse_args(["--defaults-only"])) == ()
     assert fr._names(fr.parser().parse_args(["--terms", "request_path_s"])) == ("request_path_s",)
     # round 7: decode bandwidth and the per-token per-layer cost by generation (Hopper: the unscoped ones)
-    assert {"eager_layer_host_s", "layer_token_overhead_s@blackwell", "request_path_s@client_vllm_bench",
+    assert {"eager_layer_host_s@blackwell", "layer_token_overhead_s@blackwell", "request_path_s@client_vllm_bench",
             "per_seq_overhead_s@sync", "memory_efficiency", "memory_efficiency@blackwell",
             "layer_token_overhead_s"} <= set(fr.FOLD_TERMS)
     assert not math.isnan(fr.REFIT_FIT_SIM_S) and fr.REFIT_SILICON_EVERY > fr.DEFAULT_SILICON_EVERY

@@ -44,7 +44,6 @@ def tables_of_round_4(monkeypatch):
     monkeypatch.setattr(default_terms, "EXPERT_FORMAT_TERMS", {})
     monkeypatch.setattr(generation_experts, "GENERATION_EXPERT_TERMS", {})
     monkeypatch.setattr(default_terms, "SYNC_HOST_TERMS", {"sync_seq_host_s": 0.0})    # round 6 (twin.cost.sync_host)
-    monkeypatch.setattr(default_terms, "HOST_TERMS", {})                               # round 7 (eager_steps)
 
 
 @pytest.fixture()
@@ -168,12 +167,10 @@ def test_a_refit_entry_starts_from_its_value_pulled_towards_its_prior(rows, monk
 
 def test_the_eager_floors_are_evidence_of_their_named_families_b200_rows_only(rows, monkeypatch):
     from types import SimpleNamespace
-    monkeypatch.setitem(default_terms.GENERATION_TERMS, "blackwell", {"eager_moe_layer_host_s": 1.15e-3})
-    monkeypatch.setattr(default_terms, "HOST_TERMS", {"eager_layer_host_s": 0.84e-3})
+    monkeypatch.setitem(default_terms.GENERATION_TERMS, "blackwell", {
+        "eager_layer_host_s": 0.84e-3, "eager_moe_layer_host_s": 1.15e-3})
     entries = {e.parameter: e for e in pv.embedded_entries()}
-    # round 7: the per-layer host time is unscoped (every generation's), its evidence still the B200 Llama rows
-    assert entries["eager_layer_host_s"].evidence == "the B200 Llama rows"
-    assert entries["eager_layer_host_s"].table == "HOST_TERMS" and entries["eager_layer_host_s"].prior == 0.0
+    assert entries["eager_layer_host_s@blackwell"].evidence == "the B200 Llama rows"
     llama_b200, kimi_b200, llama_h100 = rows[2], rows[3], rows[1]
     for case, model, system in ((llama_b200, "meta-llama/Llama-3.1-70B-Instruct", "b200_sxm"),
                                 (kimi_b200, "moonshotai/Kimi-K2.5", "b200_sxm"),
@@ -182,13 +179,9 @@ def test_the_eager_floors_are_evidence_of_their_named_families_b200_rows_only(ro
     ev = with_deployments(rows)
     # the per-MoE-layer value was read off the MoE rows GIVEN the Llama rows' per-layer one: both are Llama's
     llama = pv.fold_plan("llama", lambda c: "llama" if c is not kimi_b200 else "kimi", ev, ())
-    assert llama.fixed["eager_layer_host_s"] == 0.0 and llama.fixed["eager_moe_layer_host_s@blackwell"] == 0.0
+    assert llama.fixed["eager_layer_host_s@blackwell"] == 0.0 and llama.fixed["eager_moe_layer_host_s@blackwell"] == 0.0
     kimi = pv.fold_plan("kimi", lambda c: "llama" if c is not kimi_b200 else "kimi", ev, ())
     assert kimi.fixed == {"eager_moe_layer_host_s@blackwell": 0.0}
     # the H100 Llama row is evidence of neither
     h100 = pv.fold_plan("h100", lambda c: "h100" if c is llama_h100 else "other", ev, ())
-    assert "eager_layer_host_s" not in h100.actions and "eager_moe_layer_host_s@blackwell" not in h100.actions
-    # fitted in a fold that holds the B200 Llama rows out, it is refit (from 0.84 ms) on the other rows
-    refit = pv.fold_plan("llama", lambda c: "llama" if c is not kimi_b200 else "kimi", ev, ("eager_layer_host_s",))
-    assert refit.actions["eager_layer_host_s"][1] == pv.REFIT and "eager_layer_host_s" not in refit.fixed
-    assert refit.start["eager_layer_host_s"] == 0.84e-3 and refit.prior["eager_layer_host_s"] == 0.0
+    assert "eager_layer_host_s@blackwell" not in h100.actions and "eager_moe_layer_host_s@blackwell" not in h100.actions

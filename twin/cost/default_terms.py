@@ -19,21 +19,14 @@ GENERATION_TERMS: dict[str, dict[str, float]] = {
     # prefill and decode time per scheduled token per decoder layer that TP does not split (twin.cost.layer_tokens):
     # 0.2 us read off the C = 4 prompt slopes of the B200 rows (four families, TP 1-8, vLLM 0.10-0.19), 0.18-0.21
     # with each family held out (docs/fidelity.md, "Round 4: where the light-load TTFT goes"); Hopper's dense rows
-    # show none, so Hopper keeps 0 (round 7: fitted on the H100 rows alone, 0.023 +/- 0.03 us; Hopper's Marlin
-    # MXFP4 path has its own, twin.cost.marlin_mxfp4). Not identified for other generations: they keep the flat 0.
+    # show none, so Hopper keeps 0. Not identified for other generations: they keep the flat 0.
     # host time of a forward pass no CUDA graph covers (twin.cost.eager_steps; the graphs' limits are launch
     # facts): 0.84 ms per decoder layer from the B200 Llama rows' 1k prompt steps under FULL_DECODE_ONLY (a floor
     # that does not move with TP: 0.86 at TP 1-2, 0.84-0.87 at TP 4-8), 1.15 ms more per MoE layer from the March
     # Kimi-K2.5 and MiniMax-M2.5 rows (held out by family: 0.87 without Kimi, 1.31 without MiniMax; docs/fidelity.md
-    # "Round 5: the per-request TTFT intercept"). The per-decoder-layer part is a host cost, not the GPU's: HOST_TERMS.
-    "blackwell": {"layer_token_overhead_s": 0.2e-6, "eager_moe_layer_host_s": 1.15e-3},
+    # "Round 5: the per-request TTFT intercept"). Hopper's rows hide it behind slower prompt steps: 0 there.
+    "blackwell": {"layer_token_overhead_s": 0.2e-6, "eager_layer_host_s": 0.84e-3, "eager_moe_layer_host_s": 1.15e-3},
 }
-# host (CPU) time per decoder layer to launch an eager forward pass (twin.cost.eager_steps), on every generation:
-# the kernel launches from Python are the host's work, not the GPU's. 0.84 ms read off the B200 Llama-3.1-70B
-# rows (above); the H100 Llama-3.1-70B rows (same FP8 checkpoint, same vLLM 0.10.2), held out from it, imply 0.93
-# ms (0.60-1.03) per layer at light load (benchmarks/eager_floor_by_generation.py; docs/fidelity.md "Round 7: terms
-# by GPU generation"). The MoE layers' extra (GENERATION_TERMS) is kernel-path specific and stays Blackwell's.
-HOST_TERMS: dict[str, float] = {"eager_layer_host_s": 0.84e-3}
 # weight format of any linear layer group (the fit's ``@int4``, ``@fp8`` scopes) -> quant_weight_efficiency;
 # the first format in this order that a checkpoint uses sets it
 FORMAT_QUANT_EFFICIENCY: dict[str, float] = {}
@@ -78,7 +71,7 @@ def expert_format_term(model, formats, name: str, fallback: float) -> float:
 
 def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, float | None]:
     """``given`` with each None replaced by its embedded default on this deployment: the expert format's, the
-    generation's, the format's (``quant_weight_efficiency``), the host's (``HOST_TERMS``), else the flat default."""
+    generation's, the format's (``quant_weight_efficiency``), else the flat default."""
     out: dict[str, float | None] = {}
     for name, value in given.items():
         if value is not None:
@@ -90,5 +83,5 @@ def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, f
         elif name.startswith("moe_"):
             out[name] = expert_format_term(model, formats, name, FLAT_DEFAULTS[name])
         else:
-            out[name] = generation_term(gpu, name, HOST_TERMS.get(name, FLAT_DEFAULTS[name]))
+            out[name] = generation_term(gpu, name, FLAT_DEFAULTS[name])
     return out

@@ -21,12 +21,6 @@ sits on a floor that does not move with TP (Llama-3.1-70B FP8/FP4 1k prompts und
 FULL_DECODE_ONLY``: twin prefill step + gap = 62-75 ms at TP 1-8), and the same Kimi-K2.5 NVFP4 configuration is
 ~90 ms slower per 1k request when its capture size was ``2 x max_num_seqs = 2 x CONC`` (March 2026 scripts) than
 with ``--max-cudagraph-capture-size 2048`` (April), while its 8k rows (eager in both) agree.
-
-Round 7 (docs/fidelity.md "Round 7: terms by GPU generation"): the per-decoder-layer part is the host's, not the
-GPU's, so it is embedded for every generation (``twin.cost.default_terms.HOST_TERMS``, 0.84 ms off the B200 Llama
-rows): the H100 Llama-3.1-70B rows (same checkpoint and vLLM release) imply 0.93 ms per layer, and set on Hopper it
-moves the H100 rows' TTFT from 7.3 % (-6.9 %) to 5.8 % (-4.2 %). The per-MoE-layer extra depends on the expert
-kernel path and stays Blackwell's.
 """
 
 from __future__ import annotations

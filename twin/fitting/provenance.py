@@ -30,8 +30,7 @@ What a NEW embedded term must declare (round 6), so that the folds keep it out o
 elsewhere, an ``Entry`` here; (3) a ``DECLARED_EVIDENCE`` line when the rows it was read off are narrower OR
 wider than its scope (a value read off some rows GIVEN another term's value has that term's rows as evidence
 too); (4) an ``INHERITS_FROM`` line only if physics says the quantity carries across generations and a held-out
-test showed it (the Blackwell eager MoE floor does not: round 6, docs/fidelity.md; the per-layer host time is
-unscoped instead, ``default_terms.HOST_TERMS``: round 7)."""
+test showed it (the eager host floors do not: round 6, docs/fidelity.md)."""
 
 from __future__ import annotations
 
@@ -80,8 +79,7 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # per decoder layer off the B200 Llama-3.1-70B rows; per MoE layer off the March B200 Kimi-K2.5 / MiniMax-M2.5
     # rows GIVEN the per-layer value (least squares of the MoE rows' floor less 0.84 ms x layers), so the Llama
     # rows are its evidence too (round 6: declared; round 5 had Kimi / MiniMax only, a leak in the Llama fold)
-    # (round 7: the per-layer one is the host's on every generation, twin.cost.default_terms.HOST_TERMS)
-    "eager_layer_host_s": ("the B200 Llama rows", _silicon_rows("b200_sxm", "llama")),
+    "eager_layer_host_s@blackwell": ("the B200 Llama rows", _silicon_rows("b200_sxm", "llama")),
     "eager_moe_layer_host_s@blackwell": ("the B200 Kimi-K2.5 and MiniMax-M2.5 rows, given the B200 Llama rows' "
                                          "per-layer value", _silicon_rows("b200_sxm", "kimi", "minimax", "llama")),
     # the Hopper Marlin MXFP4 path (twin.cost.marlin_mxfp4): picked on the gpt-oss-120b H100 rows, folds by TP / ISL /
@@ -135,7 +133,7 @@ def embedded_entries() -> list[Entry]:
     """Every embedded value of a fitted term that differs from its stated prior, in table order."""
     from twin.cost import roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
-                                         GENERATION_TERMS, HOST_TERMS, SYNC_HOST_TERMS)
+                                         GENERATION_TERMS, SYNC_HOST_TERMS)
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION
     mem, comp = GENERATION_DEFAULTS[REFERENCE_GENERATION]
@@ -150,7 +148,6 @@ def embedded_entries() -> list[Entry]:
         if gen != REFERENCE_GENERATION:
             out += [Entry(f"{n}@{gen}", v, INHERIT, "twin.cost.generations.GENERATION_DEFAULTS")
                     for n, v in (("memory_efficiency", g_mem), ("compute_efficiency", g_comp))]
-    out += [Entry(n, v, _stated_prior(n, n, FLAT_DEFAULTS), "HOST_TERMS") for n, v in HOST_TERMS.items()]
     for gen, terms in GENERATION_TERMS.items():
         out += [Entry(f"{n}@{gen}", v, _stated_prior(n, f"{n}@{gen}", FLAT_DEFAULTS), "GENERATION_TERMS")
                 for n, v in terms.items()]
@@ -241,7 +238,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     every GPU in the data is NVLink-connected.)"""
     from twin.cost import roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
-                                         GENERATION_TERMS, HOST_TERMS, SYNC_HOST_TERMS, generation_term)
+                                         GENERATION_TERMS, SYNC_HOST_TERMS, generation_term)
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import default_efficiencies
     from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
@@ -274,7 +271,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     # floors, ...), so that a fit of any of them starts from, and is pulled towards, what is embedded
     values |= {f"{n}@{gen}": v for gen, terms in GENERATION_TERMS.items() for n, v in terms.items()
                if f"{n}@{gen}" not in values}
-    values |= {n: v for n, v in (FLAT_DEFAULTS | HOST_TERMS).items() if v is not None and n not in values}
+    values |= {n: v for n, v in FLAT_DEFAULTS.items() if v is not None and n not in values}
     fused = generation_term(blackwell, "fused_allreduce_latency_s", None)
     if fused is not None:
         values["fused_allreduce_latency_s"] = fused
