@@ -63,11 +63,14 @@ REFIT_FIT_SIM_S = 30.0             # ... and 30 s of each inference-perf run sim
 # into another's: docs/fidelity.md "Round 6: the request path and the client"), the sync servers' per-sequence
 # time (twin.cost.sync_host; without it a fold that fits per_seq_overhead_s drops the Qwen3 rows' 45 us) and the
 # Blackwell terms (read off B200 rows): every embedded value a fold may have to hold out, in the embedded defaults'
-# own scopes, so each is learnt from the training rows or, where they cannot identify it, held at its prior. The
-# per-token per-layer cost stays Blackwell's: set on Hopper too (0.2 us) it moves Qwen3 TPOT to +16.5 % and H100
-# TPOT from 3.3 to 6.0 % (docs/fidelity.md "Round 6 outcome"); the eager floors overshoot the H100 MiniMax rows.
+# own scopes, so each is learnt from the training rows or, where they cannot identify it, held at its prior.
+# Round 7 (issue 33, "Round 7: terms by GPU generation"): decode bandwidth by generation (``memory_efficiency@blackwell``
+# beside the unscoped one, which then holds on Hopper only: H100 rows teach H100, B200 rows B200) and the per-token
+# per-layer cost fitted on Hopper too (unscoped, beside Blackwell's own): a fold without Blackwell rows predicts
+# them with the value the other generation's rows show (the held Blackwell entry falls back to it) instead of 0.
 FOLD_TERMS = ("memory_efficiency", "step_overhead_s", "per_seq_overhead_s", "request_path_s", "allreduce_latency_s",
-              "request_path_s@client_vllm_bench", "per_seq_overhead_s@sync", "layer_token_overhead_s@blackwell",
+              "request_path_s@client_vllm_bench", "per_seq_overhead_s@sync", "memory_efficiency@blackwell",
+              "layer_token_overhead_s", "layer_token_overhead_s@blackwell",
               "eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell")
 
 

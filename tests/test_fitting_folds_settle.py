@@ -116,8 +116,53 @@ def test_the_default_report_refits_per_fold_and_no_refit_fits_nothing():
     assert fr._names(fr.parser().parse_args(["--no-refit"])) == ()
     assert fr._names(fr.parser().parse_args(["--defaults-only"])) == ()
     assert fr._names(fr.parser().parse_args(["--terms", "request_path_s"])) == ("request_path_s",)
+    # round 7: decode bandwidth and the per-token per-layer cost by generation (Hopper: the unscoped ones)
     assert {"eager_layer_host_s@blackwell", "layer_token_overhead_s@blackwell", "request_path_s@client_vllm_bench",
-            "per_seq_overhead_s@sync"} <= set(fr.FOLD_TERMS) and "layer_token_overhead_s" not in fr.FOLD_TERMS
+            "per_seq_overhead_s@sync", "memory_efficiency", "memory_efficiency@blackwell",
+            "layer_token_overhead_s"} <= set(fr.FOLD_TERMS)
     assert not math.isnan(fr.REFIT_FIT_SIM_S) and fr.REFIT_SILICON_EVERY > fr.DEFAULT_SILICON_EVERY
     md = fr.parameter_markdown([("GPU", "B200", "request_path_s", "4.4 ms", "0.7", "identified")])
     assert md.splitlines()[-1] == "| GPU | B200 | `request_path_s` | 4.4 ms | 0.7 | identified |"
+
+
+def _capture_fit(monkeypatch, calls):
+    def fake_fit(cases, **kw):
+        calls.append(kw)
+        return SimpleNamespace(params={**kw["fixed"], **{n: 1e-7 for n in kw["names"]}},
+                               std={n: 1e-9 for n in kw["names"]})
+    monkeypatch.setattr(joint, "fit", fake_fit)
+    monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
+    monkeypatch.setattr(joint, "simulate_cases", lambda cases, params, **kw: [
+        SimpleNamespace(metrics={"mean_ttft_ms": 1.0}) for _ in cases])
+
+
+def test_an_expert_paths_entry_is_held_beside_its_fitted_unscoped_term(monkeypatch):
+    # round 7: fitting layer_token_overhead_s unscoped (Hopper) must not override the (hopper, mxfp4) path's 0.15 us
+    calls: list = []
+    _capture_fit(monkeypatch, calls)
+    cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)),
+             Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
+    first = [SimpleNamespace(metrics={}) for _ in cases]
+    fold = run_fold("GPU", "test", cases, lambda c: "train" if c.run.name == "x" else "test", first,
+                    names=("layer_token_overhead_s",), outer_iterations=1, evidence=[])
+    assert calls[0]["fixed"] == {"layer_token_overhead_s@hopper+experts_mxfp4": 0.15e-6}
+    assert fold.params == {"layer_token_overhead_s@hopper+experts_mxfp4": 0.15e-6, "layer_token_overhead_s": 1e-7}
+
+
+def test_a_held_out_expert_paths_entry_is_refit_as_its_unscoped_term_not_held(monkeypatch):
+    # the gpt-oss H100 rows (the path entry's evidence) held out: the entry is not kept (that would leak)
+    calls: list = []
+    _capture_fit(monkeypatch, calls)
+    cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)),
+             Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
+    first = [SimpleNamespace(metrics={}) for _ in cases]
+    from twin.fitting.replay import deployment_for
+    target = Target("gpt-oss-120b", "H100-SXM", 2, weight_dtype="mxfp4")
+    gptoss_h100 = SimpleNamespace(run=_run("z"), target=target,
+                                  row=SimpleNamespace(system="h100_sxm", model_path="openai/gpt-oss-120b"))
+    fold = run_fold("family", "test", cases, lambda c: "train" if c.run.name == "x" else "test", first,
+                    names=("layer_token_overhead_s",), outer_iterations=1,
+                    evidence=[(gptoss_h100, deployment_for(gptoss_h100.run, target))])
+    assert "layer_token_overhead_s@hopper+experts_mxfp4" not in calls[0]["fixed"]
+    assert fold.plan.actions["layer_token_overhead_s@hopper+experts_mxfp4"][1] == "refit on the training rows"
+    assert fold.params["layer_token_overhead_s"] == 1e-7

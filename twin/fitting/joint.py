@@ -157,25 +157,29 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
                      allow=allow)
     start = default_start(names) | plan.start
     # a held parameter is left out: a scoped one falls back to the unscoped value (Blackwell carries Hopper's
-    # fitted fractions, a server without async scheduling the async overheads), the others to the model's
+    # fitted fractions, a server without async scheduling the async overheads), the others to the model's; an
+    # expert path's embedded entry beside a fitted unscoped term of its name is held (the fitted value would
+    # override it; round 7: layer_token_overhead_s beside Hopper's Marlin MXFP4 path), unless its evidence is held
+    # out (the plan then refits it as the unscoped term, or resets it)
+    fixed = {n: v for n, v in start.items() if n not in names and n not in plan.actions} | plan.fixed
     if fit_names:
         train_first = [first[i] for i in train]
         if plan.actions:       # training rows the plan costs differently: simulated again at the fit's start
-            point = {**plan.fixed, **to_model_params(from_model_params(start, fit_names), fit_names)}
+            point = {**fixed, **to_model_params(from_model_params(start, fit_names), fit_names)}
             moved = [k for k, (_, d) in enumerate(with_deployments(train_cases)) if plan.affects(d)]
             for k, r in zip(moved, simulate_cases([train_cases[k] for k in moved], point, seed=seed,
                                                   max_sim_s=fit_sim_s, workers=workers)):
                 train_first[k] = r
         priors = start | plan.prior
-        result = fit(train_cases, names=fit_names, start=start, fixed=plan.fixed,
+        result = fit(train_cases, names=fit_names, start=start, fixed=fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
                      first=train_first, final_simulation=False, priors=priors)
         params, std = result.params, result.std
         if settle and (weak := not_identified(fit_names, std)):
-            params, std, settled = _settle(train_cases, fit_names, weak, std, priors, plan.fixed, start,
+            params, std, settled = _settle(train_cases, fit_names, weak, std, priors, fixed, start,
                                            train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed)
     else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
-        params, std = dict(plan.fixed), {}
+        params, std = dict(fixed), {}
     predicted: list = [None] * len(test)
     deps = with_deployments(test)
     if defaults is not None and not fit_names:

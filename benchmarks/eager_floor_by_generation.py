@@ -1,0 +1,82 @@
+"""Is the eager prompt-step floor a property of the GPU generation? The host time per decoder layer that each
+light-load silicon row implies, on H100 and on B200 (issue 33, round 7; docs/fidelity.md "Round 7: terms by GPU
+generation").
+
+For each silicon row at CONC <= ``--max-conc`` whose prompt steps exceed its server's captured CUDA graphs
+(``identify.eager_prompt_steps``), with 1k prompts (an 8k prompt step is GPU-bound on both GPUs): the twin's GPU
+time of one prompt step of the row's mean prompt (the embedded defaults, no floor), the floor the embedded
+defaults put under it, and the TTFT the twin misses at the embedded defaults (measured - predicted, from a
+``fidelity_real.py --defaults-only --json`` file). At light load a request's TTFT holds one prompt step, so the
+step the row implies is ``max(GPU, floor) + missed`` and the host time per decoder layer is that over the layers
+(an upper bound where the missing time is something else). No simulation: the errors come from the JSON.
+
+    python benchmarks/fidelity_real.py --defaults-only --silicon-every 3 --eval-sim-s 60 --workers 1 --json d.json
+    python benchmarks/eager_floor_by_generation.py d.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import statistics
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from twin.errors import run_script  # noqa: E402
+from twin.fitting.identify import eager_prompt_steps  # noqa: E402
+from twin.fitting.joint import FOLDS, all_cases, with_deployments  # noqa: E402
+from twin.fitting.replay import cost_model_for  # noqa: E402
+from twin.fitting.silicon import SiliconCase  # noqa: E402
+
+SHORT_PROMPT_TOKENS = 2048       # 1k rows (ISL 1024: prompts 820-1024 tokens)
+
+
+def implied_host_s(gpu_s: float, floor_s: float, missed_s: float) -> float:
+    """The prompt step a light-load row implies: the twin's step (the longer of GPU time and floor) plus what its
+    TTFT misses (s)."""
+    return max(gpu_s, floor_s) + missed_s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("defaults_json", type=Path)
+    ap.add_argument("--ground-truth", type=Path, default=None)
+    ap.add_argument("--max-conc", type=int, default=8)
+    args = ap.parse_args()
+    by_name = {c["name"]: c for c in json.loads(args.defaults_json.read_text())["cases"]}
+    every = json.loads(args.defaults_json.read_text())["args"].get("silicon_every", 3)
+    cases = [c for c in all_cases(args.ground_truth, silicon_every=every, sources=("silicon",))
+             if isinstance(c, SiliconCase) and c.run.name in by_name]
+    groups: dict[tuple, list[float]] = collections.defaultdict(list)
+    print(f"{'GPU':9} {'family':8} {'TP':>2} {'C':>3} | {'GPU step':>8} {'floor':>6} {'missed':>7} | host/layer")
+    for c, d in with_deployments(cases):
+        rec = by_name[c.run.name]
+        m, p = rec["measured"].get("mean_ttft_ms"), rec["predicted"].get("mean_ttft_ms")
+        n = int(c.run.prompt_tokens.mean)
+        if (m is None or p is None or c.run.max_concurrency > args.max_conc or n >= SHORT_PROMPT_TOKENS
+                or not eager_prompt_steps(c, d)):
+            continue
+        cost = cost_model_for(d, c.target, {})
+        shape = SimpleNamespace(num_new_tokens=[n], num_computed_before=[0], num_spec_tokens=[0])
+        floor_s = getattr(cost, "eager_host_s_per_step", 0.0)
+        parts = cost.explain(shape)
+        gpu_s = parts["total_s"] - parts.get("eager_host_floor_s", 0.0)
+        host = implied_host_s(gpu_s, floor_s, (m - p) / 1e3)
+        per_layer = host / d.model.num_hidden_layers
+        key = (FOLDS["GPU"](c), FOLDS["family"](c))
+        groups[key].append(per_layer)
+        print(f"{key[0]:9} {key[1]:8} {c.target.tensor_parallel_size:2d} {c.run.max_concurrency:3d} | "
+              f"{1e3 * gpu_s:6.1f}ms {1e3 * floor_s:4.1f}ms {m - p:+6.1f}ms | {1e3 * per_layer:.2f} ms")
+    print("\nmedian implied host time per decoder layer (ms), light-load 1k rows with eager prompt steps:")
+    for key in sorted(groups):
+        v = groups[key]
+        print(f"  {key[0]:9} {key[1]:8} n={len(v):2d}  {1e3 * statistics.median(v):.2f}  "
+              f"(range {1e3 * min(v):.2f}-{1e3 * max(v):.2f})")
+
+
+if __name__ == "__main__":
+    run_script(main)
