@@ -150,7 +150,8 @@ def test_a_refit_entry_starts_from_its_value_pulled_towards_its_prior(rows, monk
     def fake_fit(cases, **kw):
         seen.update(kw, cases=cases)
         return type("R", (), {"params": {**kw["fixed"], "layer_token_overhead_s@blackwell": 0.3e-6},
-                              "std": {"layer_token_overhead_s@blackwell": 0.01e-6}})()
+                              "std": {"layer_token_overhead_s@blackwell": 0.01e-6},
+                                  "data_share": {"layer_token_overhead_s@blackwell": 1.0}})()
 
     monkeypatch.setattr(joint, "fit", fake_fit)
     monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})

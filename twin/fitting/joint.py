@@ -28,10 +28,10 @@ from pathlib import Path
 
 from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
-from twin.fitting.identify import held_at_prior, identification, not_identified, range_share
+from twin.fitting.identify import held_at_prior, identification, not_identified, weakness
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
-from twin.fitting.scoped import params_for
+from twin.fitting.scoped import params_for, split
 from twin.fitting.targets import METRICS
 from twin.fitting.silicon import SiliconCase, model_family, silicon_cases
 
@@ -124,6 +124,7 @@ class FoldResult:
     cases: list[Case]
     predicted: list[dict[str, float]]
     plan: FoldPlan | None = None       # what the fold did with the embedded values its group gave evidence to
+    data_share: dict[str, float] | None = None     # of each fitted term's precision: the runs' (fit._standard_errors)
 
 
 def with_deployments(cases: Sequence[Case]) -> list[tuple[Case, object]]:
@@ -170,12 +171,12 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         result = fit(train_cases, names=fit_names, start=start, fixed=plan.fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
                      first=train_first, final_simulation=False, priors=priors)
-        params, std = result.params, result.std
-        if settle and (weak := not_identified(fit_names, std)):
-            params, std, settled = _settle(train_cases, fit_names, weak, std, priors, plan.fixed, start,
-                                           train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed)
+        params, std, share = result.params, result.std, result.data_share
+        if settle and (weak := not_identified(fit_names, std, share)):
+            params, std, share, settled = _settle(train_cases, fit_names, weak, std, share, priors, plan.fixed,
+                                                  start, train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed)
     else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
-        params, std = dict(plan.fixed), {}
+        params, std, share = dict(plan.fixed), {}, {}
     predicted: list = [None] * len(test)
     deps = with_deployments(test)
     if defaults is not None and not fit_names:
@@ -193,23 +194,23 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         predicted[k] = r.metrics
         if cache is not None:
             cache[keys[k]] = r.metrics
-    return FoldResult(kind, group, params, std, identification(fit_names, std, held, settled), test, predicted,
-                      plan)
+    return FoldResult(kind, group, params, std, identification(fit_names, std, held, settled, share), test,
+                      predicted, plan, share)
 
 
-def _settle(train_cases, fit_names, weak, std, priors, fixed, start, first, **sim):
+def _settle(train_cases, fit_names, weak, std, share, priors, fixed, start, first, **sim):
     """Hold the terms the fit did not identify (``weak``) at their priors and fit the others again on the same
-    simulations (one surrogate round): returns (params, standard errors, {held term: its range share})."""
-    settled = {n: range_share(n, std) for n in weak}
+    simulations (one surrogate round): returns (params, standard errors, data shares, {held term: why})."""
+    settled = {n: weakness(n, std, share) for n in weak}
     fixed = {**fixed, **{n: priors[n] if n in priors else PARAMETERS_BY_NAME[n].to_model(PARAMETERS_BY_NAME[n].prior)
                          for n in weak}}
     keep = tuple(n for n in fit_names if n not in weak)
     if not keep:
-        return fixed, {}, settled
+        return fixed, {}, {}, settled
     again = fit(train_cases, names=keep, start=start, fixed=fixed, outer_iterations=1, first=first,
                 final_simulation=False, priors=priors, max_sim_s=sim["fit_sim_s"], workers=sim["workers"],
                 seed=sim["seed"])
-    return again.params, again.std, settled
+    return again.params, again.std, again.data_share, settled
 
 
 def summarize(pairs: Sequence[tuple[Case, dict[str, float]]]) -> dict[str, dict[str, float | int | None]]:
@@ -227,20 +228,31 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
     return embedded_start(names)
 
 
+def simulated_value(fold: FoldResult, name: str) -> tuple[float | None, str]:
+    """The value of ``name`` the fold's simulations used (model units) and where it came from: the fitted one;
+    the plan's reset (its evidence is held out); for a held scoped term not in the fold's parameters, the
+    unscoped value it falls back to (``scoped.params_for``: e.g. ``per_seq_overhead_s@sync`` held in a fold
+    without a sync server in its training rows costs the held-out sync servers at the fold's
+    ``per_seq_overhead_s``, a given value being the server's whole per-sequence cost); else the embedded default
+    the cost model resolves itself."""
+    if fold.plan is not None and name in fold.plan.fixed:
+        return fold.plan.fixed[name], "stated prior: its evidence is held out"
+    if name in fold.params:
+        return fold.params[name], ""
+    base, scope = split(name)
+    if scope is not None and base in fold.params:
+        return fold.params[base], f"held: simulated at the fold's {base}"
+    value = default_start((name,)).get(name)
+    return value, "held: the embedded default" if value is not None else "held"
+
+
 def parameter_table(fold: FoldResult) -> list[tuple[str, str, str, str]]:
-    """(name, value in fit units, one standard error, identification) per parameter of a fold."""
+    """(name, value in fit units as simulated, one standard error, identification) per parameter of a fold."""
     rows = []
     for name, status in fold.identification.items():
         p = PARAMETERS_BY_NAME[name]
-        value = fold.params.get(name)
-        if fold.plan is not None and name in fold.plan.fixed:      # reset: its evidence is held out
-            value = fold.plan.fixed[name]
-            v = f"{p.from_model(value):.4g} {p.unit} (stated prior: its evidence is held out)"
-        elif value is None:    # held: the embedded default it keeps (a scoped one falls back to the unscoped)
-            value = default_start((name,)).get(name)
-            v = f"{p.from_model(value):.4g} {p.unit} (prior)" if value is not None else "-"
-        else:
-            v = f"{p.from_model(value):.4g} {p.unit}"
+        value, where = simulated_value(fold, name)
+        v = "-" if value is None else f"{p.from_model(value):.4g} {p.unit}" + (f" ({where})" if where else "")
         sd = fold.std.get(name)
         rows.append((name, v, f"{p.from_model(sd):.2g}" if sd is not None and math.isfinite(sd) else "-", status))
     return rows
