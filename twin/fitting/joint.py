@@ -163,10 +163,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         train_first = [first[i] for i in train]
         if plan.actions:       # training rows the plan costs differently: simulated again at the fit's start
             point = {**plan.fixed, **to_model_params(from_model_params(start, fit_names), fit_names)}
-            moved = [k for k, (_, d) in enumerate(with_deployments(train_cases)) if plan.affects(d)]
-            for k, r in zip(moved, simulate_cases([train_cases[k] for k in moved], point, seed=seed,
-                                                  max_sim_s=fit_sim_s, workers=workers)):
-                train_first[k] = r
+            _resimulate(train_cases, train_first, plan, point, default_start(names), cache, max_sim_s=fit_sim_s,
+                        workers=workers, seed=seed)
         priors = start | plan.prior
         result = fit(train_cases, names=fit_names, start=start, fixed=plan.fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
@@ -196,6 +194,25 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
             cache[keys[k]] = r.metrics
     return FoldResult(kind, group, params, std, identification(fit_names, std, held, settled, share), test,
                       predicted, plan, share)
+
+
+def _resimulate(train_cases, train_first, plan, point, first_point, cache, **sim) -> None:
+    """Replace in ``train_first`` the simulations of the training rows ``plan`` costs differently at ``point``
+    than at ``first_point`` (where ``train_first`` was simulated): a row whose cost keywords are the same at both
+    keeps its simulation (the same run, seed and keywords give the same replay), and with ``cache`` a row
+    simulated at the same keywords by an earlier fold (folds that reset the same entries) is reused."""
+    moved = [(k, d) for k, (_, d) in enumerate(with_deployments(train_cases))
+             if plan.affects(d) and params_for(point, d) != params_for(first_point, d)]
+    keys = {k: ("fit", train_cases[k].run.name, repr(train_cases[k].target),
+                tuple(sorted(params_for(point, d).items())), sim["max_sim_s"], sim["seed"]) for k, d in moved}
+    todo = [k for k, _ in moved if cache is None or keys[k] not in cache]
+    for k, r in zip(todo, simulate_cases([train_cases[k] for k in todo], point, **sim) if todo else []):
+        if cache is not None:
+            cache[keys[k]] = r
+        train_first[k] = r
+    for k, _ in moved:
+        if k not in todo:
+            train_first[k] = cache[keys[k]]
 
 
 def _settle(train_cases, fit_names, weak, std, share, priors, fixed, start, first, **sim):
