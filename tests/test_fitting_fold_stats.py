@@ -165,3 +165,24 @@ def test_a_training_row_is_simulated_again_only_where_its_cost_keywords_move_and
                           seed=0)
         assert train_first[0] == "h100-first" and train_first[1].metrics == {"gpu": "B200", "call": 1}
     assert calls == [["B200"]] and len(cache) == 1
+
+
+def test_recosted_steps_are_linear_between_whole_sequence_counts():
+    """The cost model prices a step by whole tokens (a MoE step's expert bytes): the surrogate's steps at a
+    fractional concurrency are priced between the whole numbers of sequences either side, so a 0.5 % smaller
+    concurrency no longer drops a 4-sequence decode step to 3 tokens' price (round 6's jump)."""
+    from twin.fitting.surrogate import _recosted
+    seen = []
+
+    class Truncating:       # a step's price by whole tokens, as the roofline's MoE lookup truncates them
+        @staticmethod
+        def step_times_s(tokens, seqs, logits, context, pairs):
+            seen.append((np.array(tokens), np.array(seqs)))
+            return np.floor(tokens) * 1.0
+
+    features = tuple(np.array([v]) for v in (4.0, 4.0, 4.0, 100.0, 104.0))
+    decodes = np.array([4.0])
+    assert _recosted(Truncating, features, decodes, 1.0).tolist() == [4.0]
+    assert _recosted(Truncating, features, decodes, 0.995) == pytest.approx([3.98], abs=1e-12)   # truncated: 3
+    assert _recosted(Truncating, features, decodes, 1.25).tolist() == [5.0]                        # whole: one call
+    assert all((t == s).all() for t, s in seen)         # sequences and tokens move together: decode steps stay so
