@@ -8,8 +8,8 @@ without async scheduling, the eager host floors runs whose prompt steps no captu
 split the per-layer host time from the per-MoE-layer one, such runs of a dense model). After the fit
 (``identification``): a parameter whose standard error spans more than ``WEAK_SHARE`` of its plausible range, or
 whose precision the runs give less than ``MIN_DATA_SHARE`` of (its weak prior the rest), is not identified
-(``not_identified``; the standard errors: ``twin.fitting.fit._standard_errors``); a held-out fold then holds it at its prior and fits the others again
-(``twin.fitting.joint.run_fold``), and the report says so (``settled``)."""
+(``not_identified``; the standard errors: ``twin.fitting.fit._standard_errors``); a held-out fold then holds it
+at its prior and fits the others again (``twin.fitting.joint.run_fold``), and the report says so (``settled``)."""
 
 from __future__ import annotations
 
