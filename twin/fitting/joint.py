@@ -144,7 +144,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     ``first``: ``cases`` simulated at ``default_start(names)`` (``fit_sim_s``; unused when nothing is fitted);
     ``defaults``: ``cases`` predicted at the embedded defaults (``eval_sim_s``), reused for a held-out case the
     fold costs exactly as the defaults do; ``allow``: parameters let through unchanged (the report says so);
-    ``cache``: a dict kept across folds (held-out predictions by case and the cost keywords it sees);
+    ``cache``: a dict kept across folds (held-out predictions, and training rows simulated again at a fold's
+    start, by case and the cost keywords it sees);
     ``settle``: a fitted term the training rows do not identify (``identify.not_identified``) is held at its prior
     (the stated one where its evidence is held out, else its embedded value) and the others are fitted again."""
     train = [i for i, c in enumerate(cases) if group_of(c) != group]
