@@ -60,7 +60,7 @@ def main() -> None:
     res = fit(cases, names=names, start=start, priors=start, outer_iterations=args.outer, max_sim_s=args.fit_sim_s,
               workers=args.workers, first=first, final_simulation=False)
     print(f"joint fit on {len(res.cases)} cases in {time.perf_counter() - t0:.0f} s ({res.iterations} rounds)")
-    status = identification(names, res.std, held)
+    status = identification(names, res.std, held, None, res.data_share)
     for name in terms:
         p = PARAMETERS_BY_NAME[name]
         if name in res.params and name in names:

@@ -70,8 +70,10 @@ def test_a_fold_holds_an_unidentified_term_at_its_prior_and_fits_the_others_agai
         calls.append(kw)
         if len(calls) == 1:      # the first fit: the floor's standard error spans 30 % of its 0-10 ms range
             return SimpleNamespace(params={**kw["fixed"], "request_path_s": 9e-3, "eager_layer_host_s": 4e-3},
-                                   std={"request_path_s": 1e-3, "eager_layer_host_s": 3e-3})
-        return SimpleNamespace(params={**kw["fixed"], "request_path_s": 7e-3}, std={"request_path_s": 0.5e-3})
+                                   std={"request_path_s": 1e-3, "eager_layer_host_s": 3e-3},
+                                   data_share={"request_path_s": 0.9, "eager_layer_host_s": 0.9})
+        return SimpleNamespace(params={**kw["fixed"], "request_path_s": 7e-3}, std={"request_path_s": 0.5e-3},
+                               data_share={"request_path_s": 0.9})
 
     monkeypatch.setattr(joint, "fit", fake_fit)
     monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})

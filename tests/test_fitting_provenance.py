@@ -150,7 +150,8 @@ def test_a_refit_entry_starts_from_its_value_pulled_towards_its_prior(rows, monk
     def fake_fit(cases, **kw):
         seen.update(kw, cases=cases)
         return type("R", (), {"params": {**kw["fixed"], "layer_token_overhead_s@blackwell": 0.3e-6},
-                              "std": {"layer_token_overhead_s@blackwell": 0.01e-6}})()
+                              "std": {"layer_token_overhead_s@blackwell": 0.01e-6},
+                                  "data_share": {"layer_token_overhead_s@blackwell": 1.0}})()
 
     monkeypatch.setattr(joint, "fit", fake_fit)
     monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
@@ -159,9 +160,9 @@ def test_a_refit_entry_starts_from_its_value_pulled_towards_its_prior(rows, monk
     fold = run_fold("family", "mixtral", rows, FOLDS["family"], first, names=(name,), outer_iterations=1)
     assert fold.plan.actions[name][1] == pv.REFIT
     assert seen["start"][name] == 0.2e-6 and seen["priors"][name] == 0.0 and seen["fixed"] == {}
-    # the B200 llama row (third) was simulated again at the start; the two H100 rows keep their first run
-    assert seen["first"][:2] == first[:2] and seen["first"][2] is not first[2]
-    assert seen["first"][2].metrics == replay(rows[2].run, rows[2].target, {name: 0.2e-6}, max_sim_s=60.0).metrics
+    # the start is the embedded value, where ``first`` was simulated: every row keeps its first run (round 7: a
+    # row the plan costs at the same keywords is not simulated again; tests/test_fitting_fold_stats.py)
+    assert seen["first"] == first[:3]        # the fourth row (mixtral) is held out
     assert fold.params[name] == 0.3e-6
 
 

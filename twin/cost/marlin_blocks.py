@@ -63,6 +63,7 @@ def marlin_block_rows(tokens: int, top_k: int, experts: int) -> int:
     return MARLIN_BLOCK_ROWS[-1]
 
 
+@functools.lru_cache(maxsize=1 << 16)      # parameter-free: one cache for every cost model (the fit builds many)
 def expected_padded_rows(tokens: int, top_k: int, experts: int) -> float:
     """E[sum over experts of ceil(n_e / B) x B], each n_e ~ Binomial(tokens, top_k / experts)."""
     if tokens <= 0:

@@ -56,6 +56,7 @@ from twin.cost.kernel_path import explain_overhead_parts, fused_allreduce_latenc
 from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.router_gemm import router_fp32_token_s
 from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, routed_expert_read_bytes
+from twin.cost.weight_stream import moe_weight_read_bytes
 from twin.cost.marlin_blocks import install as install_marlin_blocks
 from twin.cost.prompt_experts import install as install_prompt_stream
 from twin.cost.sync_host import explain_sync_host, exposed_seq_host_s
@@ -182,9 +183,8 @@ class RooflineCostModel:
         self._k_linear = linear_seconds_per_token(model, gpu, formats, tp, self.compute_efficiency, q)
         self._k_lm_head = 2.0 * model.lm_head_matmul_params / tp / peak_act       # per logit position
         self._t_weights = model.weight_read_bytes(formats, tp, moe_shards=shards) / bandwidth
-        self._moe_weights_s = None if not model.is_moe else functools.lru_cache(maxsize=8192)(
-            lambda tokens: model.weight_read_bytes(formats, tp, tokens, moe_shards=shards, moe_tokens=tokens * dp)
-            / bandwidth)     # MoE: by the step's tokens (every DP rank's reach the shared experts' GPUs)
+        self._moe_weights_s = None if not model.is_moe else functools.lru_cache(maxsize=8192)(lambda tokens:
+            moe_weight_read_bytes(model, formats, tp, shards, dp, tokens) / bandwidth)    # MoE: every DP rank's tokens
         self._moe_extra = extra_factor(self.moe_expert_efficiency) if model.is_moe else 0.0
         moe_compute_extra = extra_factor(self.moe_expert_compute_efficiency) if model.is_moe else 0.0
         self._k_linear_dense_eff, self._moe_weights_dense_eff = self._k_linear, self._moe_weights_s
@@ -196,7 +196,7 @@ class RooflineCostModel:
         if self._moe_extra:
             x, routed_format = self._moe_extra, formats.routed_experts
             self._moe_weights_s = functools.lru_cache(maxsize=8192)(
-                lambda tokens: (model.weight_read_bytes(formats, tp, tokens, moe_shards=shards, moe_tokens=tokens * dp)
+                lambda tokens: (moe_weight_read_bytes(model, formats, tp, shards, dp, tokens)
                                 + x * routed_expert_read_bytes(model, routed_format, shards, tokens * dp)) / bandwidth)
         kv_bandwidth = gpu.memory_bandwidth_bytes_per_s * self.kv_memory_efficiency    # the weights' unless set
         at = self._attention = attention_terms(model, gpu, act, self.kv_dtype, tp, self.compute_efficiency,

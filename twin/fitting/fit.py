@@ -62,6 +62,7 @@ class FitResult:
     cases: list[Case]                              # the cases fitted (those that did not queue)
     iterations: int
     history: list[dict[str, float]] = field(default_factory=list)
+    data_share: dict[str, float] = field(default_factory=dict)   # of each term's precision: the runs' (not the prior's)
 
 
 def _replay_one(args: tuple[Case, dict[str, float], int, float | None]) -> Replayed:
@@ -99,6 +100,7 @@ def _measured(case: Case) -> list[tuple[str, float, float]]:
 
 def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: np.ndarray,
                        names: tuple[str, ...], fixed: dict[str, float], priors: dict[str, float] | None = None):
+    """scipy's solution and the residual function it minimised (``_standard_errors`` evaluates it again)."""
     lower = np.array([PARAMETERS_BY_NAME[n].lower for n in names])
     upper = np.array([PARAMETERS_BY_NAME[n].upper for n in names])
     prior = from_model_params(priors, names) if priors is not None else \
@@ -120,7 +122,7 @@ def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: n
     # a bound (a prior of 0 or 1 is often one), so such a parameter could never leave its prior
     x0 = np.clip(x0, lower + START_INSET * span, upper - START_INSET * span)
     sol = least_squares(residuals, x0, bounds=(lower, upper), x_scale=span, method="trf", max_nfev=60 * len(names))
-    return sol
+    return sol, residuals
 
 
 def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: tuple[str, ...] = PARAMETER_NAMES,
@@ -148,11 +150,11 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
     replayed = first if first is not None else simulate_cases(cases, params, seed=seed, max_sim_s=max_sim_s,
                                                               workers=workers, progress=progress)
     history = [dict(params)]
-    sol = None
+    sol = residuals = None
     it = 0
     for it in range(1, outer_iterations + 1):
         surrogates = [Surrogate(c.run, c.target, d, r, params, seed) for c, d, r in zip(cases, deployments, replayed)]
-        sol = _fit_on_surrogates(surrogates, cases, x, names, fixed, priors)
+        sol, residuals = _fit_on_surrogates(surrogates, cases, x, names, fixed, priors)
         moved = np.max(np.abs(sol.x - x) / spans)        # as a share of each parameter's plausible range
         x = sol.x
         params = {**fixed, **to_model_params(x, names)}
@@ -164,19 +166,44 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
                                   progress=progress)
         if moved < tol:
             break
-    std = _standard_errors(sol, names) if sol is not None else {n: float("nan") for n in names}
+    std, share = _standard_errors(residuals, sol.x, names) if sol is not None else (
+        {n: float("nan") for n in names}, {n: 0.0 for n in names})
     return FitResult(params=params, std=std, predicted=[r.metrics for r in replayed], names=names,
-                     cases=list(cases), iterations=it, history=history)
+                     cases=list(cases), iterations=it, history=history, data_share=share)
 
 
-def _standard_errors(sol, names: tuple[str, ...]) -> dict[str, float]:
-    """One standard error per parameter from the Jacobian at the solution (Gauss-Newton covariance)."""
-    jac = np.asarray(sol.jac)
-    dof = max(1, jac.shape[0] - jac.shape[1])
-    s2 = 2.0 * sol.cost / dof
+SE_STEP_SHARE = 0.01      # the standard errors' Jacobian step, as a share of each parameter's plausible range
+
+
+def _standard_errors(residuals: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
+                     names: tuple[str, ...]) -> tuple[dict[str, float], dict[str, float]]:
+    """One standard error per parameter (model units) and the share of its precision the runs give (the rest is
+    the weak prior's), from the Gauss-Newton covariance s^2 (J^T J)^-1 at the solution ``x`` (s^2: the residual
+    variance there, over residuals less parameters).
+
+    J is taken by central differences over +/- ``SE_STEP_SHARE`` of each parameter's range (one-sided at a
+    bound), not scipy's: its steps (~1e-8 of the value) fall below the surrogate's resolution, and where the
+    optimiser stopped on a small jump of the surrogate that Jacobian is huge and the standard error ~0 (issue 33,
+    round 7: memory_efficiency +/- 5e-8 on a MoE run whose recosted steps lost a token to truncation).
+    The data share is 1 - (the prior's precision) / (the term's whole precision, correlations included): ~0 where
+    the runs do not move the term apart from the others, whatever s^2 (a noise-free fit has a tiny s^2 and so a
+    tiny standard error for a term only its prior holds)."""
+    lower = np.array([PARAMETERS_BY_NAME[n].lower for n in names])
+    upper = np.array([PARAMETERS_BY_NAME[n].upper for n in names])
+    span = upper - lower
+    r0 = residuals(x)
+    jac = np.empty((len(r0), len(names)))
+    for i in range(len(names)):
+        hi, lo = x.copy(), x.copy()
+        hi[i], lo[i] = min(upper[i], x[i] + SE_STEP_SHARE * span[i]), max(lower[i], x[i] - SE_STEP_SHARE * span[i])
+        jac[:, i] = (residuals(hi) - residuals(lo)) / (hi[i] - lo[i])
+    s2 = float(r0 @ r0) / max(1, len(r0) - len(names))
     try:
-        cov = np.linalg.pinv(jac.T @ jac) * s2
-        err = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+        inv = np.linalg.pinv(jac.T @ jac)
+        err = np.sqrt(np.clip(np.diag(inv) * s2, 0.0, None))
+        prior_precision = (PRIOR_WEIGHT / span) ** 2            # of the prior's residual rows alone, per s^2
+        share = np.clip(1.0 - prior_precision * np.diag(inv), 0.0, 1.0)
     except np.linalg.LinAlgError:
-        err = np.full(len(names), np.nan)
-    return {n: PARAMETERS_BY_NAME[n].to_model(e) for n, e in zip(names, err)}
+        err, share = np.full(len(names), np.nan), np.zeros(len(names))
+    return ({n: PARAMETERS_BY_NAME[n].to_model(e) for n, e in zip(names, err)},
+            {n: float(v) for n, v in zip(names, share)})

@@ -6,9 +6,10 @@ from a prefix cache, else GEMMs never leave the weight-read bound), the MoE expe
 KV-read efficiency long contexts, the all-reduce latency tensor parallelism, the ``@sync`` overheads a server
 without async scheduling, the eager host floors runs whose prompt steps no captured CUDA graph covers (and, to
 split the per-layer host time from the per-MoE-layer one, such runs of a dense model). After the fit
-(``identification``): a parameter whose standard error spans more than ``WEAK_SHARE`` of its plausible range is
-not identified (``not_identified``); a held-out fold then holds it at its prior and fits the others again
-(``twin.fitting.joint.run_fold``), and the report says so (``settled``)."""
+(``identification``): a parameter whose standard error spans more than ``WEAK_SHARE`` of its plausible range, or
+whose precision the runs give less than ``MIN_DATA_SHARE`` of (its weak prior the rest), is not identified
+(``not_identified``; the standard errors: ``twin.fitting.fit._standard_errors``); a held-out fold then holds it
+at its prior and fits the others again (``twin.fitting.joint.run_fold``), and the report says so (``settled``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from twin.fitting.scoped import in_scope, split
 PREFILL_HEAVY_TOKENS = 1024
 LONG_CONTEXT_TOKENS = 2048
 WEAK_SHARE = 0.25
+MIN_DATA_SHARE = 0.5      # of a term's precision the runs must give (not its weak prior) for it to be identified
 HELD = "not identified, held at prior"
 SETTLED = "not identified by the fit"
 EAGER_TERMS = ("eager_layer_host_s", "eager_moe_layer_host_s")
@@ -115,23 +117,39 @@ def range_share(name: str, std: dict[str, float]) -> float:
     return p.from_model(std.get(name, float("nan"))) / (p.upper - p.lower)
 
 
-def not_identified(names: Sequence[str], std: dict[str, float]) -> tuple[str, ...]:
-    """Those of ``names`` whose standard error spans more than ``WEAK_SHARE`` of their range (or is unknown)."""
-    return tuple(n for n in names if not range_share(n, std) <= WEAK_SHARE)
+def weakness(name: str, std: dict[str, float], data_share: dict[str, float] | None = None) -> str | None:
+    """Why the fit did not identify ``name`` (None: it did): its standard error spans more than ``WEAK_SHARE`` of
+    its range (or is unknown), or the runs give less than ``MIN_DATA_SHARE`` of its precision (the weak prior the
+    rest: a standard error that small is the prior's and the residuals', not the runs' evidence)."""
+    share = range_share(name, std)
+    if not share <= WEAK_SHARE:
+        return f"+/- {share:.0%} of its range"
+    data = (data_share or {}).get(name)
+    if data is not None and not data >= MIN_DATA_SHARE:
+        return f"the runs give {data:.0%} of its precision, its prior the rest"
+    return None
+
+
+def not_identified(names: Sequence[str], std: dict[str, float],
+                   data_share: dict[str, float] | None = None) -> tuple[str, ...]:
+    """Those of ``names`` the fit did not identify (``weakness``)."""
+    return tuple(n for n in names if weakness(n, std, data_share) is not None)
 
 
 def identification(names: Sequence[str], std: dict[str, float], held: dict[str, str],
-                   settled: dict[str, float] | None = None) -> dict[str, str]:
-    """Per parameter: ``identified``, ``weakly identified (+/- x of its range)`` or the held-at-prior reason;
-    ``settled``: {name: its range share in the fit} of those a fold then held at their prior."""
+                   settled: dict[str, float | str] | None = None,
+                   data_share: dict[str, float] | None = None) -> dict[str, str]:
+    """Per parameter: ``identified``, ``weakly identified (why)`` or the held-at-prior reason; ``settled``:
+    {name: its range share in the fit, or why it was not identified} of those a fold then held at their prior."""
     out = {}
     settled = settled or {}
     for name in list(names) + [n for n in list(settled) + list(held) if n not in names]:
         if name in held:
             out[name] = f"{HELD}: {held[name]}"
         elif name in settled:
-            out[name] = f"{SETTLED} (+/- {settled[name]:.0%} of its range), held at its prior"
+            why = settled[name] if isinstance(settled[name], str) else f"+/- {settled[name]:.0%} of its range"
+            out[name] = f"{SETTLED} ({why}), held at its prior"
         else:
-            share = range_share(name, std)
-            out[name] = "identified" if share <= WEAK_SHARE else f"weakly identified (+/- {share:.0%} of its range)"
+            why = weakness(name, std, data_share)
+            out[name] = "identified" if why is None else f"weakly identified ({why})"
     return out

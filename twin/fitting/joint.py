@@ -28,10 +28,10 @@ from pathlib import Path
 
 from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
-from twin.fitting.identify import held_at_prior, identification, not_identified, range_share
+from twin.fitting.identify import held_at_prior, identification, not_identified, weakness
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
-from twin.fitting.scoped import params_for
+from twin.fitting.scoped import params_for, split
 from twin.fitting.targets import METRICS
 from twin.fitting.silicon import SiliconCase, model_family, silicon_cases
 
@@ -124,6 +124,7 @@ class FoldResult:
     cases: list[Case]
     predicted: list[dict[str, float]]
     plan: FoldPlan | None = None       # what the fold did with the embedded values its group gave evidence to
+    data_share: dict[str, float] | None = None     # of each fitted term's precision: the runs' (fit._standard_errors)
 
 
 def with_deployments(cases: Sequence[Case]) -> list[tuple[Case, object]]:
@@ -143,7 +144,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     ``first``: ``cases`` simulated at ``default_start(names)`` (``fit_sim_s``; unused when nothing is fitted);
     ``defaults``: ``cases`` predicted at the embedded defaults (``eval_sim_s``), reused for a held-out case the
     fold costs exactly as the defaults do; ``allow``: parameters let through unchanged (the report says so);
-    ``cache``: a dict kept across folds (held-out predictions by case and the cost keywords it sees);
+    ``cache``: a dict kept across folds (held-out predictions, and training rows simulated again at a fold's
+    start, by case and the cost keywords it sees);
     ``settle``: a fitted term the training rows do not identify (``identify.not_identified``) is held at its prior
     (the stated one where its evidence is held out, else its embedded value) and the others are fitted again."""
     train = [i for i, c in enumerate(cases) if group_of(c) != group]
@@ -166,20 +168,18 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         train_first = [first[i] for i in train]
         if plan.actions:       # training rows the plan costs differently: simulated again at the fit's start
             point = {**fixed, **to_model_params(from_model_params(start, fit_names), fit_names)}
-            moved = [k for k, (_, d) in enumerate(with_deployments(train_cases)) if plan.affects(d)]
-            for k, r in zip(moved, simulate_cases([train_cases[k] for k in moved], point, seed=seed,
-                                                  max_sim_s=fit_sim_s, workers=workers)):
-                train_first[k] = r
+            _resimulate(train_cases, train_first, plan, point, default_start(names), cache, max_sim_s=fit_sim_s,
+                        workers=workers, seed=seed)
         priors = start | plan.prior
         result = fit(train_cases, names=fit_names, start=start, fixed=fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
                      first=train_first, final_simulation=False, priors=priors)
-        params, std = result.params, result.std
-        if settle and (weak := not_identified(fit_names, std)):
-            params, std, settled = _settle(train_cases, fit_names, weak, std, priors, fixed, start,
-                                           train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed)
+        params, std, share = result.params, result.std, result.data_share
+        if settle and (weak := not_identified(fit_names, std, share)):
+            params, std, share, settled = _settle(train_cases, fit_names, weak, std, share, priors, fixed,
+                                                  start, train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed)
     else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
-        params, std = dict(fixed), {}
+        params, std, share = dict(fixed), {}, {}
     predicted: list = [None] * len(test)
     deps = with_deployments(test)
     if defaults is not None and not fit_names:
@@ -197,23 +197,42 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         predicted[k] = r.metrics
         if cache is not None:
             cache[keys[k]] = r.metrics
-    return FoldResult(kind, group, params, std, identification(fit_names, std, held, settled), test, predicted,
-                      plan)
+    return FoldResult(kind, group, params, std, identification(fit_names, std, held, settled, share), test,
+                      predicted, plan, share)
 
 
-def _settle(train_cases, fit_names, weak, std, priors, fixed, start, first, **sim):
+def _resimulate(train_cases, train_first, plan, point, first_point, cache, **sim) -> None:
+    """Replace in ``train_first`` the simulations of the training rows ``plan`` costs differently at ``point``
+    than at ``first_point`` (where ``train_first`` was simulated): a row whose cost keywords are the same at both
+    keeps its simulation (the same run, seed and keywords give the same replay), and with ``cache`` a row
+    simulated at the same keywords by an earlier fold (folds that reset the same entries) is reused."""
+    moved = [(k, d) for k, (_, d) in enumerate(with_deployments(train_cases))
+             if plan.affects(d) and params_for(point, d) != params_for(first_point, d)]
+    keys = {k: ("fit", train_cases[k].run.name, repr(train_cases[k].target),
+                tuple(sorted(params_for(point, d).items())), sim["max_sim_s"], sim["seed"]) for k, d in moved}
+    todo = [k for k, _ in moved if cache is None or keys[k] not in cache]
+    for k, r in zip(todo, simulate_cases([train_cases[k] for k in todo], point, **sim) if todo else []):
+        if cache is not None:
+            cache[keys[k]] = r
+        train_first[k] = r
+    for k, _ in moved:
+        if k not in todo:
+            train_first[k] = cache[keys[k]]
+
+
+def _settle(train_cases, fit_names, weak, std, share, priors, fixed, start, first, **sim):
     """Hold the terms the fit did not identify (``weak``) at their priors and fit the others again on the same
-    simulations (one surrogate round): returns (params, standard errors, {held term: its range share})."""
-    settled = {n: range_share(n, std) for n in weak}
+    simulations (one surrogate round): returns (params, standard errors, data shares, {held term: why})."""
+    settled = {n: weakness(n, std, share) for n in weak}
     fixed = {**fixed, **{n: priors[n] if n in priors else PARAMETERS_BY_NAME[n].to_model(PARAMETERS_BY_NAME[n].prior)
                          for n in weak}}
     keep = tuple(n for n in fit_names if n not in weak)
     if not keep:
-        return fixed, {}, settled
+        return fixed, {}, {}, settled
     again = fit(train_cases, names=keep, start=start, fixed=fixed, outer_iterations=1, first=first,
                 final_simulation=False, priors=priors, max_sim_s=sim["fit_sim_s"], workers=sim["workers"],
                 seed=sim["seed"])
-    return again.params, again.std, settled
+    return again.params, again.std, again.data_share, settled
 
 
 def summarize(pairs: Sequence[tuple[Case, dict[str, float]]]) -> dict[str, dict[str, float | int | None]]:
@@ -231,20 +250,31 @@ def default_start(names: Sequence[str] = JOINT_NAMES) -> dict[str, float]:
     return embedded_start(names)
 
 
+def simulated_value(fold: FoldResult, name: str) -> tuple[float | None, str]:
+    """The value of ``name`` the fold's simulations used (model units) and where it came from: the fitted one;
+    the plan's reset (its evidence is held out); for a held scoped term not in the fold's parameters, the
+    unscoped value it falls back to (``scoped.params_for``: e.g. ``per_seq_overhead_s@sync`` held in a fold
+    without a sync server in its training rows costs the held-out sync servers at the fold's
+    ``per_seq_overhead_s``, a given value being the server's whole per-sequence cost); else the embedded default
+    the cost model resolves itself."""
+    if fold.plan is not None and name in fold.plan.fixed:
+        return fold.plan.fixed[name], "stated prior: its evidence is held out"
+    if name in fold.params:
+        return fold.params[name], ""
+    base, scope = split(name)
+    if scope is not None and base in fold.params:
+        return fold.params[base], f"held: simulated at the fold's {base}"
+    value = default_start((name,)).get(name)
+    return value, "held: the embedded default" if value is not None else "held"
+
+
 def parameter_table(fold: FoldResult) -> list[tuple[str, str, str, str]]:
-    """(name, value in fit units, one standard error, identification) per parameter of a fold."""
+    """(name, value in fit units as simulated, one standard error, identification) per parameter of a fold."""
     rows = []
     for name, status in fold.identification.items():
         p = PARAMETERS_BY_NAME[name]
-        value = fold.params.get(name)
-        if fold.plan is not None and name in fold.plan.fixed:      # reset: its evidence is held out
-            value = fold.plan.fixed[name]
-            v = f"{p.from_model(value):.4g} {p.unit} (stated prior: its evidence is held out)"
-        elif value is None:    # held: the embedded default it keeps (a scoped one falls back to the unscoped)
-            value = default_start((name,)).get(name)
-            v = f"{p.from_model(value):.4g} {p.unit} (prior)" if value is not None else "-"
-        else:
-            v = f"{p.from_model(value):.4g} {p.unit}"
+        value, where = simulated_value(fold, name)
+        v = "-" if value is None else f"{p.from_model(value):.4g} {p.unit}" + (f" ({where})" if where else "")
         sd = fold.std.get(name)
         rows.append((name, v, f"{p.from_model(sd):.2g}" if sd is not None and math.isfinite(sd) else "-", status))
     return rows

@@ -107,7 +107,7 @@ class Surrogate:
 
     def _window_sums(self, params: dict[str, float], scale: float, windows) -> np.ndarray:
         features, decodes, a, b = windows[:4]
-        dt = self._cost_for(params).step_times_s(*_scaled(features, decodes, scale))
+        dt = _recosted(self._cost_for(params), features, decodes, scale)
         cs = np.concatenate(([0.0], np.cumsum(dt)))
         return cs[b] - cs[a]
 
@@ -118,7 +118,7 @@ class Surrogate:
         return self._cost
 
     def step_times(self, params: dict[str, float], scale: float = 1.0) -> np.ndarray:
-        return self._cost_for(params).step_times_s(*_scaled(self._features, self._decodes, scale))
+        return _recosted(self._cost_for(params), self._features, self._decodes, scale)
 
     def _path_s(self, params: dict[str, float]) -> np.ndarray:
         params = params_for(params, self.deployment)      # scoped values (name@scope) where they apply
@@ -157,13 +157,31 @@ class Surrogate:
         return out
 
 
-def _scaled(features, decodes: np.ndarray, scale: float):
-    """Step features with (scale - 1) x the decodes more (or fewer) sequences, with their contexts."""
+def _scaled(features, decodes: np.ndarray, scale: float, extra: np.ndarray | None = None):
+    """Step features with ``extra`` (default (scale - 1) x the decodes) more (or fewer) sequences, with their
+    contexts."""
     tokens, seqs, logits, context, pairs = features
     if scale != 1.0:
-        extra = (scale - 1.0) * decodes
+        extra = (scale - 1.0) * decodes if extra is None else extra
         frac = np.divide(decodes, seqs, out=np.zeros_like(seqs), where=seqs > 0)
         tokens, seqs, logits = tokens + extra, seqs + extra, logits + extra
         context = context * (1.0 + (scale - 1.0) * frac)
         pairs = pairs * (1.0 + (scale - 1.0) * frac)
     return tokens, seqs, logits, context, pairs
+
+
+def _recosted(cost, features, decodes: np.ndarray, scale: float) -> np.ndarray:
+    """The steps' times at ``scale`` x their decoding sequences: linear between the whole numbers of added
+    sequences either side. The cost model prices a step by whole tokens (a MoE step's routed-expert bytes, the
+    Marlin blocks); given 3.98 tokens it took 3, so a 0.5 % smaller concurrency made a 4-sequence MoE decode
+    step read 3 tokens' experts: the recosted TPOT jumped 3 % (MiniMax-M2.5, B200 TP4, C=4) and the fit stopped
+    on the jump (issue 33, round 7). Sequences, tokens and logits move together (a decode step stays one)."""
+    if scale == 1.0:
+        return cost.step_times_s(*features)
+    extra = (scale - 1.0) * decodes
+    lo = np.floor(extra)
+    share = extra - lo
+    t_lo = cost.step_times_s(*_scaled(features, decodes, scale, lo))
+    if not share.any():
+        return t_lo
+    return t_lo + share * (cost.step_times_s(*_scaled(features, decodes, scale, lo + 1.0)) - t_lo)
