@@ -131,7 +131,7 @@ def _capture_fit(monkeypatch, calls):
     def fake_fit(cases, **kw):
         calls.append(kw)
         return SimpleNamespace(params={**kw["fixed"], **{n: 1e-7 for n in kw["names"]}},
-                               std={n: 1e-9 for n in kw["names"]})
+                               std={n: 1e-9 for n in kw["names"]}, data_share={n: 1.0 for n in kw["names"]})
     monkeypatch.setattr(joint, "fit", fake_fit)
     monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
     monkeypatch.setattr(joint, "simulate_cases", lambda cases, params, **kw: [
