@@ -122,3 +122,27 @@ def explain_floor(parts: dict[str, float]) -> None:
     extra = parts["total_s"] - sum(v for k, v in parts.items() if k != "total_s")
     if extra > 1e-12:
         parts["eager_host_floor_s"] = extra
+
+
+def prompt_step_array(tokens, seqs, per_step_s):
+    """Numpy array over steps (scheduled tokens, sequences): ``per_step_s(tokens)`` seconds for each step with a
+    prompt in it, 0 for a pure decode (one call per distinct token count). The GPU terms that only prompt steps
+    pay (``twin.cost.marlin_blocks``, ``twin.cost.prompt_experts``) add it to the fit's arrays."""
+    import numpy as np
+
+    tok = np.asarray(tokens).astype(np.int64)
+    add = np.zeros(len(tok))
+    mixed = tok != np.asarray(seqs)
+    if mixed.any():
+        unique, inverse = np.unique(tok[mixed], return_inverse=True)
+        add[mixed] = np.array([per_step_s(int(x)) for x in unique])[inverse]
+    return add
+
+
+def name_floor_share(parts: dict[str, float], key: str, seconds: float) -> None:
+    """Name ``seconds`` of a step's total beyond its GPU parts (``explain_floor``'s ``eager_host_floor_s``, which
+    holds every time the parts do not name) as its own part ``key``; the floor keeps what is left."""
+    parts[key] = seconds
+    left = parts.pop("eager_host_floor_s", 0.0) - seconds
+    if left > 1e-12:
+        parts["eager_host_floor_s"] = left

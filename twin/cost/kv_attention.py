@@ -48,7 +48,8 @@ def explain_kv_path(parts: dict[str, float], model) -> None:
     (``kv_read_path_extra_s``, seconds per step) out of ``parts["kv_read_s"]``, only where that rate is the one in
     use (``model``: a roofline; a given ``kv_memory_efficiency`` stays in ``kv_read_s``)."""
     eff, mem, exposed = model.kv_memory_efficiency, model.memory_efficiency, parts.get("kv_read_s", 0.0)
-    if exposed > 0.0 and eff < mem and eff == kv_read_efficiency(model.gpu, model.kv_dtype, None):         # the whole read is exposed + compute; at the weights' rate it is less
+    # the whole read is exposed + compute; at the weights' rate it is less
+    if exposed > 0.0 and eff < mem and eff == kv_read_efficiency(model.gpu, model.kv_dtype, None):
         at_weights_rate = max(0.0, (exposed + parts["attention_compute_s"]) * eff / mem - parts["attention_compute_s"])
         parts["kv_read_path_extra_s"] = exposed - at_weights_rate
         parts["kv_read_s"] = at_weights_rate

@@ -41,8 +41,7 @@ from __future__ import annotations
 import functools
 import math
 
-import numpy as np
-
+from twin.cost.eager_steps import name_floor_share, prompt_step_array
 from twin.cost.generations import gpu_generation
 from twin.cost.moe_terms import routed_expert_flops_per_token
 from twin.cost.mxfp4_path import group_rate_dtype
@@ -123,23 +122,14 @@ def install(cost) -> None:
         return t + padding_s(tokens) if tokens != n_seqs else t
 
     def padding_array(tokens, seqs):
-        tok = np.asarray(tokens).astype(np.int64)
-        add = np.zeros(len(tok))
-        mixed = tok != np.asarray(seqs)
-        if mixed.any():
-            unique, inverse = np.unique(tok[mixed], return_inverse=True)
-            add[mixed] = np.array([padding_s(int(x)) for x in unique])[inverse]
-        return add
+        return prompt_step_array(tokens, seqs, padding_s)
 
     def explain_step(step) -> dict[str, float]:
         parts = explain(step)
         n_seqs, tokens = len(step.num_new_tokens), sum(step.num_new_tokens)
         pad = padding_s(tokens) if n_seqs and tokens != n_seqs else 0.0
         if pad:        # the floor's catch-all part holds it (total beyond the GPU parts): name it
-            parts["moe_block_padding_s"] = pad
-            left = parts.pop("eager_host_floor_s", 0.0) - pad
-            if left > 1e-12:
-                parts["eager_host_floor_s"] = left
+            name_floor_share(parts, "moe_block_padding_s", pad)
         return parts
 
     cost.marlin_padding_s, cost.marlin_padding_array = padding_s, padding_array

@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
-
 from twin.cost.default_terms import FLAT_DEFAULTS, embedded
+from twin.cost.eager_steps import name_floor_share, prompt_step_array
 from twin.cost.moe_terms import routed_expert_read_bytes
 from twin.cost.param_checks import check_fraction
 
@@ -75,25 +74,14 @@ def install(cost, given: float | None, bandwidth_bytes_per_s: float) -> None:
         return t + extra_s(tokens) if tokens != n_seqs else t
 
     def step_times_s(tokens, seqs, logits, context, pairs):
-        t = arrays(tokens, seqs, logits, context, pairs)
-        tok = np.asarray(tokens).astype(np.int64)
-        mixed = tok != np.asarray(seqs)
-        if not mixed.any():
-            return t
-        unique, inverse = np.unique(tok[mixed], return_inverse=True)
-        add = np.zeros(len(tok))
-        add[mixed] = np.array([extra_s(int(x)) for x in unique])[inverse]
-        return t + add
+        return arrays(tokens, seqs, logits, context, pairs) + prompt_step_array(tokens, seqs, extra_s)
 
     def explain_step(step) -> dict[str, float]:
         parts = explain(step)
         n_seqs, tokens = len(step.num_new_tokens), sum(step.num_new_tokens)
         extra = extra_s(tokens) if n_seqs and tokens != n_seqs else 0.0
         if extra:      # a floored step's catch-all part holds it (total beyond the GPU parts): name it
-            parts["moe_prompt_stream_extra_s"] = extra
-            left = parts.pop("eager_host_floor_s", 0.0) - extra
-            if left > 1e-12:
-                parts["eager_host_floor_s"] = left
+            name_floor_share(parts, "moe_prompt_stream_extra_s", extra)
         return parts
 
     cost.prompt_stream_s = extra_s
