@@ -98,11 +98,16 @@ def _measured(case: Case) -> list[tuple[str, float, float]]:
             if k in case.run.metrics and case.run.metrics[k] > 0]
 
 
+def _bounds(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(lower, upper) of each parameter's plausible range, in fit units."""
+    return (np.array([PARAMETERS_BY_NAME[n].lower for n in names]),
+            np.array([PARAMETERS_BY_NAME[n].upper for n in names]))
+
+
 def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: np.ndarray,
                        names: tuple[str, ...], fixed: dict[str, float], priors: dict[str, float] | None = None):
     """scipy's solution and the residual function it minimised (``_standard_errors`` evaluates it again)."""
-    lower = np.array([PARAMETERS_BY_NAME[n].lower for n in names])
-    upper = np.array([PARAMETERS_BY_NAME[n].upper for n in names])
+    lower, upper = _bounds(names)
     prior = from_model_params(priors, names) if priors is not None else \
         np.array([PARAMETERS_BY_NAME[n].prior for n in names])
     span = upper - lower
@@ -144,7 +149,8 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
                              "latencies measure the queue, not the server)")
     fixed = dict(fixed or {})
     x = from_model_params(start or {}, names)
-    spans = np.array([PARAMETERS_BY_NAME[n].upper - PARAMETERS_BY_NAME[n].lower for n in names])
+    lower, upper = _bounds(names)
+    spans = upper - lower
     deployments = [deployment_for(c.run, c.target) for c in cases]
     params = {**fixed, **to_model_params(x, names)}
     replayed = first if first is not None else simulate_cases(cases, params, seed=seed, max_sim_s=max_sim_s,
@@ -188,8 +194,7 @@ def _standard_errors(residuals: Callable[[np.ndarray], np.ndarray], x: np.ndarra
     The data share is 1 - (the prior's precision) / (the term's whole precision, correlations included): ~0 where
     the runs do not move the term apart from the others, whatever s^2 (a noise-free fit has a tiny s^2 and so a
     tiny standard error for a term only its prior holds)."""
-    lower = np.array([PARAMETERS_BY_NAME[n].lower for n in names])
-    upper = np.array([PARAMETERS_BY_NAME[n].upper for n in names])
+    lower, upper = _bounds(names)
     span = upper - lower
     r0 = residuals(x)
     jac = np.empty((len(r0), len(names)))

@@ -187,8 +187,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
             if not plan.affects(d):
                 predicted[k] = defaults[test_idx[k]]
     # ``cache``: predictions by (case, the cost model keywords it sees): folds that cost a case alike share one
-    keys = [(c.run.name, repr(c.target), tuple(sorted(params_for(params, d).items())), eval_sim_s, seed)
-            for c, d in deps]
+    keys = [_cache_key(c, d, params, eval_sim_s, seed) for c, d in deps]
     if cache is not None:
         predicted = [cache.get(key, p) if p is None else p for key, p in zip(keys, predicted)]
     todo = [k for k, p in enumerate(predicted) if p is None]
@@ -201,23 +200,28 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
                       predicted, plan, share)
 
 
+def _cache_key(case: Case, deployment, params: dict[str, float], sim_s: float | None, seed: int,
+               kind: str = "predict") -> tuple:
+    """A simulation's key in a fold ``cache``: the case and the cost model keywords it sees (folds that cost a
+    case alike share one simulation); ``kind`` keeps a fit's training simulation apart from a held-out prediction."""
+    return (kind, case.run.name, repr(case.target), tuple(sorted(params_for(params, deployment).items())), sim_s,
+            seed)
+
+
 def _resimulate(train_cases, train_first, plan, point, first_point, cache, **sim) -> None:
     """Replace in ``train_first`` the simulations of the training rows ``plan`` costs differently at ``point``
     than at ``first_point`` (where ``train_first`` was simulated): a row whose cost keywords are the same at both
     keeps its simulation (the same run, seed and keywords give the same replay), and with ``cache`` a row
     simulated at the same keywords by an earlier fold (folds that reset the same entries) is reused."""
-    moved = [(k, d) for k, (_, d) in enumerate(with_deployments(train_cases))
-             if plan.affects(d) and params_for(point, d) != params_for(first_point, d)]
-    keys = {k: ("fit", train_cases[k].run.name, repr(train_cases[k].target),
-                tuple(sorted(params_for(point, d).items())), sim["max_sim_s"], sim["seed"]) for k, d in moved}
-    todo = [k for k, _ in moved if cache is None or keys[k] not in cache]
+    cache = {} if cache is None else cache
+    moved = {k: _cache_key(train_cases[k], d, point, sim["max_sim_s"], sim["seed"], "fit")
+             for k, (_, d) in enumerate(with_deployments(train_cases))
+             if plan.affects(d) and params_for(point, d) != params_for(first_point, d)}
+    todo = [k for k, key in moved.items() if key not in cache]
     for k, r in zip(todo, simulate_cases([train_cases[k] for k in todo], point, **sim) if todo else []):
-        if cache is not None:
-            cache[keys[k]] = r
-        train_first[k] = r
-    for k, _ in moved:
-        if k not in todo:
-            train_first[k] = cache[keys[k]]
+        cache[moved[k]] = r
+    for k, key in moved.items():
+        train_first[k] = cache[key]
 
 
 def _settle(train_cases, fit_names, weak, std, share, priors, fixed, start, first, **sim):

@@ -145,11 +145,26 @@ def _stated_prior(base: str, key: str, flat: dict) -> float | str | None:
     return None if p is None else p.to_model(p.prior)
 
 
+def _sync_per_seq_s() -> float:
+    """The embedded ``per_seq_overhead_s@sync``: the async servers' per-sequence time plus the host time a server
+    without async scheduling exposes (``twin.cost.sync_host``)."""
+    from twin.cost import roofline as r
+    from twin.cost.default_terms import SYNC_HOST_TERMS
+    return r.DEFAULT_PER_SEQ_OVERHEAD_S + SYNC_HOST_TERMS["sync_seq_host_s"]
+
+
+def _kv_path_values() -> dict[str, float]:
+    """The KV cache formats' embedded decode-attention terms by fit key (``name@generation+kv_format``,
+    ``twin.cost.kv_attention``)."""
+    from twin.cost.default_terms import KV_FORMAT_TERMS
+    return {f"{n}@{gen}+kv_{kv}": v for (gen, kv), terms in KV_FORMAT_TERMS.items() for n, v in terms.items()}
+
+
 def embedded_entries() -> list[Entry]:
     """Every embedded value of a fitted term that differs from its stated prior, in table order."""
     from twin.cost import roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
-                                         GENERATION_TERMS, KV_FORMAT_TERMS, SYNC_HOST_TERMS)
+                                         GENERATION_TERMS)
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION
     mem, comp = GENERATION_DEFAULTS[REFERENCE_GENERATION]
@@ -158,10 +173,9 @@ def embedded_entries() -> list[Entry]:
         ("step_overhead_s", r.DEFAULT_STEP_OVERHEAD_S), ("per_seq_overhead_s", r.DEFAULT_PER_SEQ_OVERHEAD_S),
         ("request_path_s", r.DEFAULT_REQUEST_PATH_S), ("request_path_jitter_s", r.DEFAULT_REQUEST_PATH_JITTER_S),
         ("allreduce_latency_s", r.ALLREDUCE_LATENCY_FAST_S))]
-    out.append(Entry("per_seq_overhead_s@sync", r.DEFAULT_PER_SEQ_OVERHEAD_S + SYNC_HOST_TERMS["sync_seq_host_s"],
+    out.append(Entry("per_seq_overhead_s@sync", _sync_per_seq_s(),
                      _stated_prior("per_seq_overhead_s", "per_seq_overhead_s@sync", {}), "SYNC_HOST_TERMS"))
-    out += [Entry(f"{n}@{gen}+kv_{kv}", v, _stated_prior(n, f"{n}@{gen}+kv_{kv}", {}), "KV_FORMAT_TERMS")
-            for (gen, kv), terms in KV_FORMAT_TERMS.items() for n, v in terms.items()]
+    out += [Entry(k, v, _stated_prior(split(k)[0], k, {}), "KV_FORMAT_TERMS") for k, v in _kv_path_values().items()]
     for gen, (g_mem, g_comp) in GENERATION_DEFAULTS.items():
         if gen != REFERENCE_GENERATION:
             out += [Entry(f"{n}@{gen}", v, INHERIT, "twin.cost.generations.GENERATION_DEFAULTS")
@@ -284,7 +298,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     every GPU in the data is NVLink-connected.)"""
     from twin.cost import roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
-                                         GENERATION_TERMS, KV_FORMAT_TERMS, SYNC_HOST_TERMS, generation_term)
+                                         GENERATION_TERMS, generation_term)
     from twin.cost.generation_experts import scoped_values
     from twin.cost.generations import default_efficiencies
     from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
@@ -305,7 +319,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
               "quant_weight_efficiency@fp8": FORMAT_QUANT_EFFICIENCY.get("fp8", 1.0),
               "quant_weight_efficiency@int4": FORMAT_QUANT_EFFICIENCY.get("int4", 1.0),
               "step_overhead_s@sync": r.DEFAULT_STEP_OVERHEAD_S,
-              "per_seq_overhead_s@sync": r.DEFAULT_PER_SEQ_OVERHEAD_S + SYNC_HOST_TERMS["sync_seq_host_s"],
+              "per_seq_overhead_s@sync": _sync_per_seq_s(),
               "per_token_overhead_s": generation_term(hopper, "per_token_overhead_s", r.DEFAULT_PER_TOKEN_OVERHEAD_S),
               "per_token_overhead_s@blackwell": generation_term(blackwell, "per_token_overhead_s",
                                                                 r.DEFAULT_PER_TOKEN_OVERHEAD_S),
@@ -325,7 +339,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     paths = {f"{k}@experts_{fmt}": v for fmt, terms in EXPERT_FORMAT_TERMS.items() for k, v in terms.items()}
     paths |= scoped_values()
     # the KV cache format's decode attention rate by generation (twin.cost.kv_attention), held the same way
-    paths |= {f"{n}@{gen}+kv_{kv}": v for (gen, kv), terms in KV_FORMAT_TERMS.items() for n, v in terms.items()}
+    paths |= _kv_path_values()
     values |= paths
     # an expert path's embedded value holds beside its unscoped term (which would override it otherwise)
     out = {n: values[n] for n in names if n in values}
