@@ -51,3 +51,23 @@ def test_a_fold_resets_a_marlin_path_to_the_marlin_prior_and_the_others_to_the_p
     # the block-FP8 path keeps round 7's pooled prior: every other path's value, as embedded
     minimax = pv.fold_plan("minimax", lambda c: c, evidence, (), entries=es)
     assert minimax.fixed == pytest.approx({FP8_H: (0.2 * 0.45) ** 0.5}, rel=1e-12)
+
+
+def test_an_inheriting_reset_follows_the_folds_fitted_unfused_latency():
+    """Round 8 (twin.fitting.inherit_fitted): a held-out path's fused all-reduce reset to INHERIT takes the value
+    the fold FITTED for the unfused latency (generation-scoped first), not the embedded start the plan read."""
+    from twin.fitting.inherit_fitted import inherited_after_fit
+    fused_b = pv.Entry("fused_allreduce_latency_s@blackwell+experts_mxfp4", 11e-6, pv.INHERIT, "GENERATION_EXPERT_TERMS")
+    fused_h = pv.Entry("fused_allreduce_latency_s@hopper+experts_mxfp4", 18e-6, pv.INHERIT, "GENERATION_EXPERT_TERMS")
+    eff = pv.Entry(MXFP4_H, 0.35, pv.POOLED, "GENERATION_EXPERT_TERMS")
+    plan = pv.FoldPlan({e.parameter: (e, pv.RESET) for e in (fused_b, fused_h, eff)},
+                       {fused_b.parameter: 24.7e-6, fused_h.parameter: 24.7e-6, MXFP4_H: 0.342}, {}, {})
+    params = dict(plan.fixed) | {"allreduce_latency_s": 20.3e-6, "step_overhead_s": 2e-3}
+    assert inherited_after_fit(plan, params) == {fused_b.parameter: 20.3e-6, fused_h.parameter: 20.3e-6}
+    # a fitted generation value comes first; a source the plan itself reset keeps the plan's value
+    assert inherited_after_fit(plan, params | {"allreduce_latency_s@blackwell": 15e-6}) == {
+        fused_b.parameter: 15e-6, fused_h.parameter: 20.3e-6}
+    plan.fixed["allreduce_latency_s"] = 8e-6
+    assert inherited_after_fit(plan, params) == {}
+    # not fitted at all (nothing to fit in the fold): the plan's value stands
+    assert inherited_after_fit(plan, {fused_b.parameter: 24.7e-6}) == {}
