@@ -199,7 +199,7 @@ def row_server(row: SiliconRow) -> dict:
     elif gptoss_h100_v0180(row):       # single_node/gptoss_fp4_h100.sh, cec542a9a (Marlin MXFP4 MoE)
         server.update(gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=row.concurrency,
                       enable_prefix_caching=False)
-    elif gptoss_h100_2025(row):        # gptoss_fp4_h100_docker.sh, 25506e87c / 4e135fd3f: async-scheduling true
+    elif gptoss_h100_2025(row):        # gptoss_fp4_h100_docker.sh (2025-09 .. 12): async-scheduling true
         server.update(async_scheduling=True, gpu_memory_utilization=0.9, max_num_batched_tokens=8192,
                       max_num_seqs=row.concurrency, enable_prefix_caching=False)
     if fused_allreduce_rms(row):
@@ -228,8 +228,8 @@ def row_cudagraphs(row: SiliconRow) -> dict:
 
 
 def gptoss_h100_2025(row: SiliconRow) -> bool:
-    """A 2025-12 gpt-oss-120b H100 row (``gptoss_fp4_h100_docker.sh`` 25506e87c / 4e135fd3f: ``async-scheduling:
-    true`` in every version since 2025-09, so async although v0.11.2 defaults it off; issue 33, round 8)."""
+    """A 2025 gpt-oss-120b H100 row (``gptoss_fp4_h100_docker.sh`` af4ccd03f / 25506e87c / 4e135fd3f: ``async-
+    scheduling: true`` in every version since 2025-09, so async although v0.11 defaults it off; issue 33, round 8)."""
     return model_family(row.model_path) == "gpt-oss" and row.system == "h100_sxm" and (row.measured or "") < "2026"
 
 
