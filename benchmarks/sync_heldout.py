@@ -8,7 +8,7 @@ simulates the held-out Qwen3 rows at the fold's values (read from a ``fidelity_r
 report) and at two leaks that say what the term is worth, NOT predictions: the fold's per-sequence time plus the
 embedded 45 us exposure, and the embedded 63.7 us.
 
-    python benchmarks/sync_heldout.py --report family.json [--every 3]
+    python benchmarks/sync_heldout.py --report family.json [--every 1]
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def main() -> None:
     from twin.fitting.silicon import model_family, silicon_cases
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--report", type=Path, required=True)
-    ap.add_argument("--every", type=int, default=3)
+    ap.add_argument("--every", type=int, default=1)
     args = ap.parse_args()
     folds = json.loads(args.report.read_text())["folds"]["family"]["folds"]
     fold = dict(next(f for f in folds if f["held_out"] == "qwen3")["params"])
