@@ -20,7 +20,12 @@ Variants (each on top of the fold's values):
 * ``+path fused AR``: both fused all-reduce latencies at their embedded values (11 us B200, 18 us H100): what
   carrying them as facts would be worth (a leak here: they were read off these rows);
 * ``+experts``: the Hopper Marlin efficiency and per-token-per-layer time at their embedded values (a leak);
-* ``embedded``: every path term at its embedded value (the in-sample figure).
+* ``embedded``: every path term at its embedded value (the in-sample figure);
+* round 8 (``--variants`` picks a subset): ``+Marlin prior``: the Hopper Marlin efficiency at the Kimi-K2.5 INT4
+  Marlin path's value carried to Hopper at equal FLOPs per SM clock (``twin.fitting.marlin_prior``, 0.342; no
+  gpt-oss row), ``+fitted AR``: both fused all-reduces at the fold's FITTED unfused latency instead of the embedded
+  24.7 us (``twin.fitting.inherit_fitted``), ``round 8``: both (what the round-8 fold does); ``round 8 +token
+  (leak)``: and the Marlin path's embedded 0.15 us per token per layer (what that reset is worth).
 """
 
 from __future__ import annotations
@@ -46,12 +51,18 @@ def fold_params(report: Path) -> dict[str, float]:
 
 def variants(fold: dict[str, float]) -> dict[str, dict[str, float]]:
     from twin.cost.generation_experts import scoped_values
+    from twin.fitting.marlin_prior import marlin_path_prior
+    from twin.fitting.provenance import embedded_entries
     emb = scoped_values()
+    marlin = marlin_path_prior(H_EFF, embedded_entries(), {H_EFF})
+    ar = {H_AR: fold["allreduce_latency_s"], B_AR: fold["allreduce_latency_s"]}
     return {"fold": fold,
             "+shapes": fold | {H_EFF: 1.0 / MARLIN_SHAPE_FACTOR},
             "+path fused AR": fold | {H_AR: emb[H_AR], B_AR: emb[B_AR]},
             "+experts": fold | {H_EFF: emb[H_EFF], H_LT: emb[H_LT]},
-            "embedded": fold | {k: emb[k] for k in (H_EFF, H_LT, H_AR, B_AR)}}
+            "embedded": fold | {k: emb[k] for k in (H_EFF, H_LT, H_AR, B_AR)},
+            "+Marlin prior": fold | {H_EFF: marlin}, "+fitted AR": fold | ar, "round 8": fold | {H_EFF: marlin} | ar,
+            "round 8 +token (leak)": fold | {H_EFF: marlin, H_LT: emb[H_LT]} | ar}
 
 
 def simulate(params: dict[str, float], every: int) -> list[dict]:
@@ -73,9 +84,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--report", type=Path, required=True)
     ap.add_argument("--every", type=int, default=3)
+    ap.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
     args = ap.parse_args()
+    only = [v.strip() for v in args.variants.split(",") if v.strip()]
     print("| variant | GPU | n | TTFT | TPOT |\n|---|---|---|---|---|")
     for name, params in variants(fold_params(args.report)).items():
+        if only and name not in only:
+            continue
         rows = simulate(params, args.every)
         for gpu in ("h100", "b200", None):
             rs = [r for r in rows if gpu is None or r["gpu"] == gpu]

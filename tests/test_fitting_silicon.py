@@ -126,6 +126,21 @@ def test_server_facts_per_model(tmp_path):
     assert row_server(b200)["fuse_allreduce_rms"] is True and "fuse_allreduce_rms" not in row_server(h100)
 
 
+def test_the_2025_gpt_oss_h100_servers_ran_with_async_scheduling(tmp_path):
+    """InferenceX's gptoss_fp4_h100_docker.sh (25506e87c, 4e135fd3f) passed ``async-scheduling: true``: the
+    v0.11.2 rows are async servers although 0.11 defaults it off (issue 33, round 8); the 2026 rows keep theirs."""
+    src = "source_file=2026-04-06.csv; silicon_concurrency=512; measured=2025-12-08T00:00:00.000Z"
+    oss = {**BASE, "model_path": "openai/gpt-oss-120b", "precision": "fp4", "backend_version": "0.11.2",
+           "batch_size": "512", "silicon_data_source": src}
+    march = {**oss, "backend_version": "0.18.0", "batch_size": "16",
+             "silicon_data_source": "source_file=2026-04-06.csv; silicon_concurrency=16; measured=2026-03-27"}
+    dec, mar = read_silicon(_write(tmp_path, [oss, march]))
+    assert row_server(dec) == {"vllm_version": "0.11", "async_scheduling": True, "gpu_memory_utilization": 0.9,
+                               "max_num_batched_tokens": 8192, "max_num_seqs": 512, "enable_prefix_caching": False,
+                               "max_cudagraph_capture_size": 2048}
+    assert "async_scheduling" not in row_server(mar)          # 0.18: on by default
+
+
 def test_releases_map_onto_the_newest_modelled_one_not_newer():
     assert modelled_release("0.10.2") == "0.11"          # older than every modelled release: the oldest
     assert modelled_release("0.12.0") == "0.11"

@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from twin.fitting.marlin_prior import marlin_path_prior
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 
@@ -263,8 +264,9 @@ def fold_plan(group: str, group_of: Callable, evidence: Iterable[tuple], fitted:
             actions[e.parameter] = (e, KEPT if e.prior is None else RESET)
 
     def prior_value(e: Entry) -> float:
-        if e.prior == POOLED:
-            return pooled_path_prior(split(e.parameter)[0], entries, actions)
+        if e.prior == POOLED:      # a Marlin path: the other Marlin paths' values first (round 8, marlin_prior)
+            marlin = marlin_path_prior(e.parameter, entries, actions)
+            return pooled_path_prior(split(e.parameter)[0], entries, actions) if marlin is None else marlin
         if e.prior != INHERIT:
             return e.prior
         src = INHERITS_FROM[split(e.parameter)[0]]

@@ -199,6 +199,9 @@ def row_server(row: SiliconRow) -> dict:
     elif gptoss_h100_v0180(row):       # single_node/gptoss_fp4_h100.sh, cec542a9a (Marlin MXFP4 MoE)
         server.update(gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=row.concurrency,
                       enable_prefix_caching=False)
+    elif gptoss_h100_2025(row):        # gptoss_fp4_h100_docker.sh (2025-09 .. 12): async-scheduling true
+        server.update(async_scheduling=True, gpu_memory_utilization=0.9, max_num_batched_tokens=8192,
+                      max_num_seqs=row.concurrency, enable_prefix_caching=False)
     if fused_allreduce_rms(row):
         server["fuse_allreduce_rms"] = True
     if minimax_b200_tf32_router(row):
@@ -209,20 +212,25 @@ def row_server(row: SiliconRow) -> dict:
 def row_cudagraphs(row: SiliconRow) -> dict:
     """The row's CUDA-graph launch facts (``twin.cost.eager_steps``; InferenceX scripts as cited in the module
     docstring): the Llama B200 scripts (4b860b78e) set ``cudagraph_mode: FULL_DECODE_ONLY`` (a step with a prompt
-    runs eagerly); ``--max-cudagraph-capture-size 2048`` (0.10-0.11: ``cuda-graph-sizes: 2048``, the 2025-11 gpt-oss
-    B200 rows, ``gptoss_fp4_b200_docker.sh`` at 4b860b78e): gpt-oss B200 v0.15.1 (d2c2acb19) and H100 v0.18
-    (cec542a9a), MiniMax-M2.5 B200 from 2026-04-03 (bddbf4031, 41ed82dc1; NVFP4 79bd988e9, 13962fcfa), Kimi-K2.5
-    NVFP4 from 2026-04-20 (6c3acebfa). Every other row: vLLM's default, min(2 x max_num_seqs, 512) (the March Kimi
-    scripts pass ``--max-num-seqs CONC``: 2 x CONC tokens; MiniMax March: 512)."""
+    runs eagerly); ``--max-cudagraph-capture-size 2048`` (0.10-0.11: ``cuda-graph-sizes: 2048``; the 2025 gpt-oss
+    rows: ``gptoss_fp4_b200_docker.sh`` 4b860b78e, ``gptoss_fp4_h100_docker.sh`` 25506e87c): gpt-oss B200 v0.15.1
+    (d2c2acb19) and H100 v0.18 (cec542a9a), MiniMax-M2.5 B200 from 2026-04-03 (bddbf4031, 41ed82dc1; NVFP4
+    79bd988e9, 13962fcfa), Kimi-K2.5 NVFP4 from 2026-04-20 (6c3acebfa). Else vLLM's default, min(2 x max_num_seqs,
+    512) (the March Kimi scripts pass ``--max-num-seqs CONC``; MiniMax March: 512)."""
     fam = model_family(row.model_path)
     if fam == "llama" and row.system == "b200_sxm" and row.vllm_version == LLAMA_DEFAULT_VERSION:
         return {"cudagraph_mode": "full_decode_only"}
-    if (gptoss_b200_v0151(row) or kimi_april_fp4(row)
-            or (fam == "gpt-oss" and row.system == "b200_sxm" and (row.measured or "") < "2026")   # cuda-graph-sizes
-            or gptoss_h100_v0180(row)
+    if (gptoss_b200_v0151(row) or kimi_april_fp4(row) or gptoss_h100_v0180(row)
+            or (fam == "gpt-oss" and (row.measured or "") < "2026")   # cuda-graph-sizes / max-cudagraph-capture-size
             or (fam == "minimax" and row.system == "b200_sxm" and row.month >= "2026-04")):
         return {"max_cudagraph_capture_size": 2048}
     return {}
+
+
+def gptoss_h100_2025(row: SiliconRow) -> bool:
+    """A 2025 gpt-oss-120b H100 row (``gptoss_fp4_h100_docker.sh`` af4ccd03f / 25506e87c / 4e135fd3f: ``async-
+    scheduling: true`` in every version since 2025-09, so async although v0.11 defaults it off; issue 33, round 8)."""
+    return model_family(row.model_path) == "gpt-oss" and row.system == "h100_sxm" and (row.measured or "") < "2026"
 
 
 def gptoss_b200_v0151(row: SiliconRow) -> bool:

@@ -1,0 +1,56 @@
+"""The held-out prior of a Marlin expert path's FLOP efficiency: the OTHER Marlin paths' values, carried at equal
+FLOPs per SM clock (issue 33, round 8; docs/fidelity.md "Round 8: Qwen3 and gpt-oss held out").
+
+Two expert kernel paths in the data run vLLM's ``fused_marlin_moe`` (W4A16: 4-bit weights dequantised to bf16 in
+registers, multiplied with the warp-level ``mma.sync`` m16n8k16 the kernel was written for on Ampere):
+Kimi-K2.5's INT4 experts on B200 (``twin.cost.marlin_moe``, ``EXPERT_FORMAT_TERMS["int4"]``) and gpt-oss-120b's
+MXFP4 experts on H100 with ``VLLM_MXFP4_USE_MARLIN=1`` (``twin.cost.marlin_mxfp4``). Their
+``moe_expert_compute_efficiency`` is a fraction of the DENSE bf16 GEMMs' rate on the row's GPU, and the dense
+GEMMs use the generation's widest MMA: ``wgmma`` on Hopper, 4,096 dense bf16 FLOPs per SM per clock (H100 SXM:
+132 SMs x 1.83 GHz x 4,096 = 989 TFLOP/s, the datasheet's dense figure), ``tcgen05.mma`` on Blackwell, 8,192
+(twice Hopper's per SM; B200: 148 SMs x ~1.86 GHz x 8,192 = 2,250 TFLOP/s). Marlin issues neither: its
+``mma.sync`` rate per SM per clock is taken as the same on both generations (the wide MMAs are what doubled the
+per-SM peak; an assumption, no instruction microbenchmark was read). So one Marlin kernel's efficiency on
+generation g is its efficiency on generation h times ``MMA_FLOPS_PER_SM_CLOCK[h] / MMA_FLOPS_PER_SM_CLOCK[g]``:
+the fraction halves from Hopper to Blackwell while the absolute rate only follows the SM count and clock.
+
+A fold holding one Marlin path out (its family's rows) resets its efficiency to the geometric mean of the other
+Marlin paths' embedded values so converted (``marlin_path_prior``); with no other Marlin path it falls back to
+``provenance.pooled_path_prior`` (every expert path). The other, non-Marlin paths (block FP8 on Hopper) run
+``wgmma`` kernels and stay out of this prior. Only the compute efficiency (prefill FLOPs) is carried: the decode
+weight-stream rate and the fixed time per MoE layer follow the kernel count, graph mode and bytes per weight of
+a server, not the MMA instruction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+# dense bf16 tensor-core FLOPs per SM per clock of the generation's widest MMA (see above)
+MMA_FLOPS_PER_SM_CLOCK: dict[str, int] = {"hopper": 4096, "blackwell": 8192}
+# the Marlin W4A16 paths' efficiency fit keys -> the GPU generation of the rows their value was read off (and that
+# a fold holding them out predicts): Kimi-K2.5 INT4 (B200), gpt-oss-120b MXFP4 with VLLM_MXFP4_USE_MARLIN (H100)
+MARLIN_PATHS: dict[str, str] = {"moe_expert_compute_efficiency@experts_int4": "blackwell",
+                                "moe_expert_compute_efficiency@hopper+experts_mxfp4": "hopper"}
+
+
+def carried_efficiency(value: float, measured_on: str, predicted_on: str) -> float:
+    """A Marlin path's efficiency read on generation ``measured_on``, as a fraction of ``predicted_on``'s dense
+    rate: equal FLOPs per SM clock (``MMA_FLOPS_PER_SM_CLOCK``)."""
+    return value * MMA_FLOPS_PER_SM_CLOCK[measured_on] / MMA_FLOPS_PER_SM_CLOCK[predicted_on]
+
+
+def marlin_path_prior(parameter: str, entries: Sequence, held: Iterable[str] = ()) -> float | None:
+    """The stated prior of Marlin path ``parameter`` whose evidence a fold holds out: the geometric mean of the
+    other Marlin paths' embedded values (``entries``: ``provenance.Entry``; not in ``held``) carried to its
+    generation; None where ``parameter`` is not a Marlin path or no other one has a value."""
+    if parameter not in MARLIN_PATHS:
+        return None
+    held = set(held)
+    target = MARLIN_PATHS[parameter]
+    values = [carried_efficiency(e.value, MARLIN_PATHS[e.parameter], target) for e in entries
+              if e.parameter in MARLIN_PATHS and e.parameter != parameter and e.parameter not in held]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
