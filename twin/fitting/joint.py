@@ -30,7 +30,7 @@ from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
 from twin.fitting.identify import held_at_prior, identification, not_identified, weakness
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
-from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan, unseen_reference
+from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
 from twin.fitting.scoped import params_for, split
 from twin.fitting.targets import METRICS
 from twin.fitting.silicon import SiliconCase, model_family, silicon_cases
@@ -180,7 +180,6 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
                                                   start, train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed)
     else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
         params, std, share = dict(fixed), {}, {}
-    params = params | unseen_reference(plan, params)
     predicted: list = [None] * len(test)
     deps = with_deployments(test)
     if defaults is not None and not fit_names:

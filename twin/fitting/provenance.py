@@ -269,23 +269,6 @@ def host_prior(base: str, generation: str, entries: Sequence[Entry], held: Itera
     return math.prod(values) ** (1.0 / len(values)) if values else FLAT_DEFAULTS[base]
 
 
-def unseen_reference(plan: "FoldPlan", params: dict[str, float]) -> dict[str, float]:
-    """(Round 8, experiment) The reference generation held out: an unscoped fraction (``INHERITS_FROM`` a name to
-    itself) the fold resets takes the geometric mean of its generation-scoped values FITTED in the fold (``params``),
-    and every reset entry inheriting it follows; {} when none is fitted."""
-    import math
-    out: dict[str, float] = {}
-    for p, (e, action) in plan.actions.items():
-        if action != RESET or e.scope is not None or INHERITS_FROM.get(p) != p:
-            continue
-        fitted = [v for n, v in params.items() if split(n)[0] == p and split(n)[1] and n not in plan.fixed]
-        if fitted:
-            out[p] = math.prod(fitted) ** (1.0 / len(fitted))
-            out |= {q: out[p] for q, (f, a) in plan.actions.items() if a == RESET and f.prior == INHERIT
-                    and INHERITS_FROM.get(split(q)[0]) == p and q != p}
-    return out
-
-
 REFIT, RESET, KEPT = "refit on the training rows", "reset to its stated prior", "kept: no stated prior (leaks)"
 
 
