@@ -288,6 +288,7 @@ class FoldPlan:
 
     def lines(self) -> list[str]:
         return [f"{p}: {a}{f' as {self.via[p]} (held itself: its unscoped term replaces it)' if p in self.via else ''}"
+                f"{f', {self.fixed[p]:.4g} ({e.prior})' if a == RESET and isinstance(e.prior, str) else ''}"
                 f" ({e.table}; evidence: {e.evidence})" for p, (e, a) in self.actions.items()]
 
 
