@@ -23,7 +23,9 @@ parameter's prior (``twin.fitting.parameters``); a generation's efficiencies and
 all-reduce, inherit (``INHERIT``): reset, they take the fold's unscoped (reference) value (the hierarchical
 prior: a quantity physics says is shared across generations, a fraction of the datasheet rate, is predicted for
 a held-out generation by the others' value); an expert kernel path's efficiencies (``POOLED_TERMS``) pool
-(``POOLED``): reset, they take the other expert paths' embedded values, pooled (``pooled_path_prior``; round 7).
+(``POOLED``): reset, they take the other expert paths' embedded values, pooled (``pooled_path_prior``; round 7); a
+generation's host time per decoder layer (``HOST_TERMS``, ``HOST``) takes the other generations' host time
+(``host_prior``; round 8).
 
 What a NEW embedded term must declare (round 6), so that the folds keep it out of the groups it was read from:
 (1) a ``twin.fitting.parameters`` FitParameter for its fit key (unit in the name, range, stated prior);
@@ -31,7 +33,8 @@ What a NEW embedded term must declare (round 6), so that the folds keep it out o
 elsewhere, an ``Entry`` here; (3) a ``DECLARED_EVIDENCE`` line when the rows it was read off are narrower OR
 wider than its scope (a value read off some rows GIVEN another term's value has that term's rows as evidence
 too); (4) an ``INHERITS_FROM`` line only if physics says the quantity carries across generations and a held-out
-test showed it (the eager host floors do not: round 6, docs/fidelity.md)."""
+test showed it (the eager host floors do not: round 6, docs/fidelity.md), or a ``HOST_TERMS`` one for a host
+time that the other generations' rows predict (round 8: the per-layer floor, not the MoE layers' extra)."""
 
 from __future__ import annotations
 
