@@ -55,16 +55,12 @@ HOST = "host"                # a prior pooled from the OTHER GPU generations' va
 POOLED_TERMS = ("moe_expert_compute_efficiency", "moe_expert_efficiency")
 INHERITS_FROM = {"memory_efficiency": "memory_efficiency", "compute_efficiency": "compute_efficiency",
                  "allreduce_latency_s": "allreduce_latency_s", "fused_allreduce_latency_s": "allreduce_latency_s",
-                 # paged decode attention's KV read rate: its stated prior is the weights' rate (twin.cost.kv_attention:
-                 # "KV streamed like the weights"), so a reset one takes the fold's memory_efficiency (round 8; before,
-                 # the fit parameter's 0.978 beside a fold's weights at 0.8)
+                 # paged decode attention's KV read rate: stated prior, the weights' rate (twin.cost.kv_attention; round 8)
                  "kv_memory_efficiency": "memory_efficiency"}
 # HOST terms (issue 33, round 8): the CPU's time to launch an eager forward pass per decoder layer
-# (twin.cost.eager_steps), the same Python / dispatcher / launch path whatever GPU it drives, so a generation whose
-# own evidence a fold holds out is predicted by what the OTHER generations' rows show (``host_prior``), not by 0.
-# Measured (docs/fidelity.md "Round 7: terms by GPU generation", "Round 8: a generation no training row comes
-# from"): 0.89 ms per decoder layer on B200 and 0.92 ms on H100 on light-load 1k prompt steps outside the graphs.
-# Not the MoE layers' extra (``eager_moe_layer_host_s``): that follows the expert kernel path (the H100 FP8 MiniMax
+# (twin.cost.eager_steps), the same host code whatever GPU it drives, so a generation whose own evidence a fold
+# holds out is predicted by what the OTHER generations' rows show (``host_prior``: B200 0.89 ms, H100 0.92 ms on
+# light-load 1k prompt steps outside the graphs; docs/fidelity.md "Round 8"), not by 0. Not the MoE layers' extra (``eager_moe_layer_host_s``): that follows the expert kernel path (the H100 FP8 MiniMax
 # rows need none beyond the per-layer time, the B200 NVFP4 / INT4 rows 1.5-2.3 ms per layer in all).
 HOST_TERMS = ("eager_layer_host_s",)
 INFERENCE_PERF = "the inference-perf H100 runs (twin.cost.roofline's serving fit)"
@@ -258,9 +254,8 @@ def host_prior(base: str, generation: str, entries: Sequence[Entry], held: Itera
     off (``held_rows``: the held-out (case, deployment) pairs); none left: the flat prior 0
     (``default_terms.FLAT_DEFAULTS``).
 
-    Why: the host's launch time per decoder layer is the CPU's (twin.cost.eager_steps), and the two generations
-    measured agree (B200 0.89 ms, H100 0.92 ms on light-load 1k prompt steps outside the graphs; fitted on H100
-    alone 0.94 +/- 0.17 ms): a GPU generation no training row comes from runs the same host code."""
+    Why: it is the CPU's launch time (twin.cost.eager_steps), and the generations measured agree (B200 0.89 ms,
+    H100 0.92 ms per layer on light-load 1k prompt steps outside the graphs; docs/fidelity.md "Round 8")."""
     import math
 
     from twin.cost.default_terms import FLAT_DEFAULTS
