@@ -47,7 +47,8 @@ def ip_floor(ground_truth: Path, host_ms: float) -> None:
     from twin.fitting.joint import all_cases, default_start, errors
     cases = all_cases(ground_truth, sources=("inference-perf",))
     base = default_start(())
-    for label, params in (("defaults", base), (f"+{host_ms} ms/layer", base | {"eager_layer_host_s": host_ms * 1e-3})):
+    floor = base | {"eager_layer_host_s": host_ms * 1e-3}
+    for label, params in (("defaults", base), (f"+{host_ms} ms/layer", floor)):
         errs = [errors(c, r.metrics) for c, r in zip(cases, simulate_cases(cases, params, max_sim_s=60.0))]
         for key in ("mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms"):
             xs = [e[key] for e in errs if key in e]
@@ -60,7 +61,8 @@ def ip_floor(ground_truth: Path, host_ms: float) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("plans", "ip-floor"))
-    ap.add_argument("--ground-truth", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "ground-truth")
+    ap.add_argument("--ground-truth", type=Path,
+                    default=Path(__file__).resolve().parents[2] / "shared" / "ground-truth")
     ap.add_argument("--host-ms", type=float, default=0.92)
     a = ap.parse_args(argv)
     plans(a.ground_truth) if a.what == "plans" else ip_floor(a.ground_truth, a.host_ms)

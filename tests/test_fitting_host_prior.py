@@ -52,7 +52,8 @@ def test_the_fold_plan_resets_a_held_out_generations_host_term_to_the_others_rea
     plan = pv.fold_plan("B", lambda c: c[0].upper(), evidence, (), entries=entries)
     assert plan.actions["eager_layer_host_s@blackwell"][1] == pv.RESET
     assert plan.fixed == {"eager_layer_host_s@blackwell": 0.9e-3}
-    assert plan.lines() == ["eager_layer_host_s@blackwell: reset to its stated prior, 0.0009 (host) (test; evidence: test)"]
+    assert plan.lines() == ["eager_layer_host_s@blackwell: reset to its stated prior, 0.0009 (host) (test; "
+                            "evidence: test)"]
     # refit where the fold fits it: its weak prior pulls towards the reading, it starts at its embedded value
     refit = pv.fold_plan("B", lambda c: c[0].upper(), evidence, ("eager_layer_host_s@blackwell",), entries=entries)
     assert refit.prior == {"eager_layer_host_s@blackwell": 0.9e-3}

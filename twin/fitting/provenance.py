@@ -55,13 +55,13 @@ HOST = "host"                # a prior pooled from the OTHER GPU generations' va
 POOLED_TERMS = ("moe_expert_compute_efficiency", "moe_expert_efficiency")
 INHERITS_FROM = {"memory_efficiency": "memory_efficiency", "compute_efficiency": "compute_efficiency",
                  "allreduce_latency_s": "allreduce_latency_s", "fused_allreduce_latency_s": "allreduce_latency_s",
-                 # paged decode attention's KV read rate: stated prior, the weights' rate (twin.cost.kv_attention; round 8)
+                 # paged decode attention's KV read: stated prior, the weights' rate (twin.cost.kv_attention; round 8)
                  "kv_memory_efficiency": "memory_efficiency"}
-# HOST terms (issue 33, round 8): the CPU's time to launch an eager forward pass per decoder layer
-# (twin.cost.eager_steps), the same host code whatever GPU it drives, so a generation whose own evidence a fold
-# holds out is predicted by what the OTHER generations' rows show (``host_prior``: B200 0.89 ms, H100 0.92 ms on
-# light-load 1k prompt steps outside the graphs; docs/fidelity.md "Round 8"), not by 0. Not the MoE layers' extra (``eager_moe_layer_host_s``): that follows the expert kernel path (the H100 FP8 MiniMax
-# rows need none beyond the per-layer time, the B200 NVFP4 / INT4 rows 1.5-2.3 ms per layer in all).
+# HOST terms (issue 33, round 8): the CPU's time to launch an eager forward pass per decoder layer (twin.cost.
+# eager_steps), the same host code whatever GPU it drives: a generation whose own evidence a fold holds out takes
+# what the OTHER generations' rows show (``host_prior``; B200 0.89 ms, H100 0.92 ms; docs/fidelity.md "Round 8"),
+# not 0. Not the MoE layers' extra (``eager_moe_layer_host_s``): it follows the expert kernel path (H100 FP8 MiniMax
+# rows: none beyond the per-layer time; B200 NVFP4 / INT4 rows: 1.5-2.3 ms per layer in all).
 HOST_TERMS = ("eager_layer_host_s",)
 INFERENCE_PERF = "the inference-perf H100 runs (twin.cost.roofline's serving fit)"
 
