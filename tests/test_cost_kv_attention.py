@@ -77,7 +77,8 @@ def test_the_fit_scope_and_its_provenance():
     assert params_for({key: 0.5}, _deployment("H100-SXM", "fp8")) == {"kv_memory_efficiency": 0.5}
     assert params_for({key: 0.5}, _deployment("H100-SXM", "bf16")) == {}
     entry = next(e for e in pv.embedded_entries() if e.parameter == key)
-    assert (entry.value, entry.prior, entry.table) == (0.3, 0.978, "KV_FORMAT_TERMS")
+    # stated prior: the weights' rate, the fold's memory_efficiency (round 8: inherited, not the fit parameter's 0.978)
+    assert (entry.value, entry.prior, entry.table) == (0.3, pv.INHERIT, "KV_FORMAT_TERMS")
     assert entry.evidence == "the H100 Llama-3.1-70B rows"
     assert pv.embedded_start((key,)) == {key: 0.3}
 

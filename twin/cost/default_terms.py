@@ -24,7 +24,9 @@ GENERATION_TERMS: dict[str, dict[str, float]] = {
     # facts): 0.84 ms per decoder layer from the B200 Llama rows' 1k prompt steps under FULL_DECODE_ONLY (a floor
     # that does not move with TP: 0.86 at TP 1-2, 0.84-0.87 at TP 4-8), 1.15 ms more per MoE layer from the March
     # Kimi-K2.5 and MiniMax-M2.5 rows (held out by family: 0.87 without Kimi, 1.31 without MiniMax; docs/fidelity.md
-    # "Round 5: the per-request TTFT intercept"). Hopper's rows hide it behind slower prompt steps: 0 there.
+    # "Round 5: the per-request TTFT intercept"). Hopper keeps 0 here, although its light-load 1k rows show the same
+    # host time (0.92 ms per layer, round 7/8): the calibrate workflow's synthetic H100 runs were made without it;
+    # a fold without B200 rows takes that reading for Blackwell (twin.fitting.provenance.HOST_READINGS, host_prior).
     "blackwell": {"layer_token_overhead_s": 0.2e-6, "eager_layer_host_s": 0.84e-3, "eager_moe_layer_host_s": 1.15e-3},
 }
 # weight format of any linear layer group (the fit's ``@int4``, ``@fp8`` scopes) -> quant_weight_efficiency;

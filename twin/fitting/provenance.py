@@ -22,8 +22,9 @@ Stated priors: ``default_terms.FLAT_DEFAULTS``; for the flat serving terms and w
 parameter's prior (``twin.fitting.parameters``); a generation's efficiencies and all-reduce latency, and the fused
 all-reduce, inherit (``INHERIT``): reset, they take the fold's unscoped (reference) value (the hierarchical
 prior: a quantity physics says is shared across generations, a fraction of the datasheet rate, is predicted for
-a held-out generation by the others' value); an expert kernel path's efficiencies (``POOLED_TERMS``) pool
-(``POOLED``): reset, they take the other expert paths' embedded values, pooled (``pooled_path_prior``; round 7).
+a held-out generation by the others' value); an expert kernel path's efficiencies (``POOLED_TERMS``, ``POOLED``)
+take the other Marlin paths' values (``marlin_prior``) or else all other paths', pooled (``pooled_path_prior``); a
+generation's host time per decoder layer (``HOST_TERMS``, ``HOST``) takes the other generations' (``host_prior``).
 
 What a NEW embedded term must declare (round 6), so that the folds keep it out of the groups it was read from:
 (1) a ``twin.fitting.parameters`` FitParameter for its fit key (unit in the name, range, stated prior);
@@ -31,7 +32,8 @@ What a NEW embedded term must declare (round 6), so that the folds keep it out o
 elsewhere, an ``Entry`` here; (3) a ``DECLARED_EVIDENCE`` line when the rows it was read off are narrower OR
 wider than its scope (a value read off some rows GIVEN another term's value has that term's rows as evidence
 too); (4) an ``INHERITS_FROM`` line only if physics says the quantity carries across generations and a held-out
-test showed it (the eager host floors do not: round 6, docs/fidelity.md)."""
+test showed it (the eager host floors do not: round 6, docs/fidelity.md), or a ``HOST_TERMS`` one for a host
+time that the other generations' rows predict (round 8: the per-layer floor, not the MoE layers' extra)."""
 
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 
 INHERIT = "inherit"          # a prior that is the fold's unscoped value of ``INHERITS_FROM[base]``
 POOLED = "pooled"            # a prior pooled from the OTHER expert kernel paths' values (``pooled_path_prior``)
+HOST = "host"                # a prior pooled from the OTHER GPU generations' values of a host term (``host_prior``)
 # an expert kernel path's efficiencies (fractions of the dense GEMMs' rate, twin.cost.moe_terms) whose held-out prior
 # pools the other paths' embedded values. Not its fixed time per MoE layer (twin.cost.kernel_path): pooled too, the
 # MiniMax family fold's TPOT went from 3.6 % to 6.3 % (its H100 rows then took Kimi INT4's 51.6 us per MoE layer,
@@ -51,7 +54,15 @@ POOLED = "pooled"            # a prior pooled from the OTHER expert kernel paths
 # count and graph mode, not a rate of the path (docs/fidelity.md "Round 7: Kimi-K2.5 and unseen expert kernel paths")
 POOLED_TERMS = ("moe_expert_compute_efficiency", "moe_expert_efficiency")
 INHERITS_FROM = {"memory_efficiency": "memory_efficiency", "compute_efficiency": "compute_efficiency",
-                 "allreduce_latency_s": "allreduce_latency_s", "fused_allreduce_latency_s": "allreduce_latency_s"}
+                 "allreduce_latency_s": "allreduce_latency_s", "fused_allreduce_latency_s": "allreduce_latency_s",
+                 # paged decode attention's KV read: stated prior, the weights' rate (twin.cost.kv_attention; round 8)
+                 "kv_memory_efficiency": "memory_efficiency"}
+# HOST terms (issue 33, round 8): the CPU's time to launch an eager forward pass per decoder layer (twin.cost.
+# eager_steps), the same host code whatever GPU it drives: a generation whose own evidence a fold holds out takes
+# what the OTHER generations' rows show (``host_prior``; B200 0.89 ms, H100 0.92 ms; docs/fidelity.md "Round 8"),
+# not 0. Not the MoE layers' extra (``eager_moe_layer_host_s``): it follows the expert kernel path (H100 FP8 MiniMax
+# rows: none beyond the per-layer time; B200 NVFP4 / INT4 rows: 1.5-2.3 ms per layer in all).
+HOST_TERMS = ("eager_layer_host_s",)
 INFERENCE_PERF = "the inference-perf H100 runs (twin.cost.roofline's serving fit)"
 
 
@@ -108,6 +119,22 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
 }
 
 
+# a host term's value READ on a generation whose embedded value is another (Hopper's eager floor stays 0 in
+# GENERATION_TERMS: round 7 found the calibrate workflow's synthetic H100 runs made without it), by fit key: (value,
+# what it was read off, which rows). Only another generation's evidence in ``host_prior``; never simulated itself.
+HOST_READINGS: dict[str, tuple[float, str, Callable]] = {
+    # the median of the 8 light-load (C <= 8) 1k rows of H100 Llama-3.1-70B FP8 (TP2 / TP8) and MiniMax-M2.5 FP8
+    # (TP4) whose prompt steps exceed the captured graphs: (twin GPU step + the TTFT the embedded defaults miss) /
+    # decoder layers, 0.60-1.06 ms (benchmarks/eager_floor_by_generation.py on main 510fba8's defaults, no
+    # simulation; an upper bound where the missed time is something else). Given the embedded request path, so
+    # the inference-perf runs are its evidence too
+    "eager_layer_host_s@hopper": (0.92e-3, "the H100 Llama-3.1-70B / MiniMax-M2.5 rows' light-load 1k prompt steps, "
+                                  "given the inference-perf runs' request path",
+                                  lambda c, d: _silicon_rows("h100_sxm", "llama", "minimax")(c, d)
+                                  or _inference_perf(c, d)),
+}
+
+
 @dataclass(frozen=True)
 class Entry:
     parameter: str                     # ``name`` or ``name@scope`` (twin.fitting.scoped)
@@ -138,6 +165,8 @@ class Entry:
 def _stated_prior(base: str, key: str, flat: dict) -> float | str | None:
     if base in INHERITS_FROM and key != base:
         return INHERIT
+    if base in HOST_TERMS and key != base:
+        return HOST
     if base in POOLED_TERMS and EXPERT_PREFIX in (split(key)[1] or ""):
         return POOLED
     if flat.get(base) is not None:
@@ -218,6 +247,26 @@ def pooled_path_prior(base: str, entries: Sequence[Entry], held: Iterable[str] =
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def host_prior(base: str, generation: str, entries: Sequence[Entry], held: Iterable[str], held_rows) -> float:
+    """The stated prior of a host term ``base`` (``HOST_TERMS``) on ``generation`` whose evidence a fold holds
+    out (issue 33, round 8): the geometric mean of what the OTHER generations' rows show, their embedded entries
+    (``entries`` not in ``held``) and ``HOST_READINGS``, each only where the fold keeps every row it was read
+    off (``held_rows``: the held-out (case, deployment) pairs); none left: the flat prior 0
+    (``default_terms.FLAT_DEFAULTS``).
+
+    Why: it is the CPU's launch time (twin.cost.eager_steps), and the generations measured agree (B200 0.89 ms,
+    H100 0.92 ms per layer on light-load 1k prompt steps outside the graphs; docs/fidelity.md "Round 8")."""
+    import math
+
+    from twin.cost.default_terms import FLAT_DEFAULTS
+    held = set(held)
+    values = [e.value for e in entries if split(e.parameter)[0] == base and e.parameter not in held
+              and e.scope not in (None, generation) and "+" not in e.scope and e.value > 0]
+    values += [v for key, (v, _, rows) in HOST_READINGS.items() if split(key)[0] == base
+               and split(key)[1] != generation and not any(rows(c, d) for c, d in held_rows)]
+    return math.prod(values) ** (1.0 / len(values)) if values else FLAT_DEFAULTS[base]
+
+
 REFIT, RESET, KEPT = "refit on the training rows", "reset to its stated prior", "kept: no stated prior (leaks)"
 
 
@@ -237,6 +286,7 @@ class FoldPlan:
 
     def lines(self) -> list[str]:
         return [f"{p}: {a}{f' as {self.via[p]} (held itself: its unscoped term replaces it)' if p in self.via else ''}"
+                f"{f', {self.fixed[p]:.4g} ({e.prior})' if a == RESET and isinstance(e.prior, str) else ''}"
                 f" ({e.table}; evidence: {e.evidence})" for p, (e, a) in self.actions.items()]
 
 
@@ -265,8 +315,10 @@ def fold_plan(group: str, group_of: Callable, evidence: Iterable[tuple], fitted:
 
     def prior_value(e: Entry) -> float:
         if e.prior == POOLED:      # a Marlin path: the other Marlin paths' values first (round 8, marlin_prior)
-            marlin = marlin_path_prior(e.parameter, entries, actions)
-            return pooled_path_prior(split(e.parameter)[0], entries, actions) if marlin is None else marlin
+            return (marlin_path_prior(e.parameter, entries, actions)
+                    or pooled_path_prior(split(e.parameter)[0], entries, actions))
+        if e.prior == HOST:
+            return host_prior(split(e.parameter)[0], e.scope, entries, actions, held_rows)
         if e.prior != INHERIT:
             return e.prior
         src = INHERITS_FROM[split(e.parameter)[0]]
