@@ -191,6 +191,9 @@ def embedded_entries() -> list[Entry]:
                 for n, v in terms.items()]
     out += [Entry(key, v, _stated_prior(split(key)[0], key, FLAT_DEFAULTS), "GENERATION_EXPERT_TERMS")
             for key, v in scoped_values().items()]
+    from twin.cost.mla_decode import MLA_TERMS       # MLA models' (issue 33, round 8): evidence every MLA row
+    out += [Entry(f"{n}@mla", v, _stated_prior(n, f"{n}@mla", FLAT_DEFAULTS), "MLA_TERMS")
+            for n, v in MLA_TERMS.items()]
     return [e for e in out if not (isinstance(e.prior, float) and abs(e.value - e.prior) <= 1e-12 * max(
         1.0, abs(e.prior)))]
 
@@ -340,6 +343,8 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     paths |= scoped_values()
     # the KV cache format's decode attention rate by generation (twin.cost.kv_attention), held the same way
     paths |= _kv_path_values()
+    from twin.cost.mla_decode import MLA_TERMS       # MLA models' fixed time per layer (issue 33, round 8)
+    paths |= {f"{n}@mla": v for n, v in MLA_TERMS.items()}
     values |= paths
     # an expert path's embedded value holds beside its unscoped term (which would override it otherwise)
     out = {n: values[n] for n in names if n in values}
