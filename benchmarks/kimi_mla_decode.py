@@ -8,8 +8,8 @@ squares on one part of the rows and tested on the rest:
 * ``const``: c0 per step (embedded as ``layer_overhead_s@mla`` = c0 / decoder layers);
 * ``const+n``: c0 + k x (mean running batch x layers) (a per-token-per-layer part; not embedded).
 
-Held-out splits: by TP and date (train April TP4, test TP8 and March), by date (train March, test April), by shape
-(train 1k/1k and 8k/1k, test 1k/8k). Errors: median |TPOT error| (median signed) of the test rows, from the twin's
+Held-out splits: by TP and date (train the TP4 runs measured 2026-03-27 / 04-20, test the TP8 runs and the runs
+measured 2026-03-11), by date (train the 03-11 runs, test the others), by shape (train 1k/1k and 8k/1k, test 1k/8k). Errors: median |TPOT error| (median signed) of the test rows, from the twin's
 TPOT plus the fitted gap (the gap model is linear in the step time; ``--check`` simulates the embedded value).
 
     python benchmarks/kimi_mla_decode.py            # ~1 min: the fits
@@ -35,8 +35,8 @@ from twin.hardware.catalog import resolve_model  # noqa: E402
 
 KEY = "layer_overhead_s@mla"
 MODELS = {"const": lambda r: [1.0], "const+n": lambda r: [1.0, r["n"] * r["layers"]]}
-SPLITS = {"train April TP4, test TP8 + March": lambda r: r["tp"] == 4 and r["date"] == "april",
-          "train March, test April": lambda r: r["date"] == "march",
+SPLITS = {"train TP4 03-27/04-20, test TP8 + 03-11": lambda r: r["tp"] == 4 and r["date"] != "03-11",
+          "train 03-11, test 03-27/04-20": lambda r: r["date"] == "03-11",
           "train 1k/1k + 8k/1k, test 1k/8k": lambda r: r["osl"] == 1024,
           "all rows (the embedded value)": lambda r: True}
 
@@ -47,7 +47,8 @@ def records(recs: list[dict], cases: list) -> list[dict]:
     for r in recs:
         c = by_name[r["name"]]
         out.append({"name": r["name"], "tp": c.target.tensor_parallel_size, "osl": r["osl"], "conc": r["conc"],
-                    "date": "march" if "2026_03" in r["name"] else "april",
+                    # measured 2026-03-11 (the 2026-03-25 file's runs), else 2026-03-27 or 04-20
+                    "date": "03-11" if "2026_03_25" in r["name"] else "03-27/04-20",
                     "layers": resolve_model(c.target.model).num_hidden_layers,
                     "n": r["predicted"]["mean_running_batch"], "tpot_ms": r["measured"]["mean_tpot_ms"],
                     "gap_s": (r["measured"]["mean_tpot_ms"] - r["predicted"]["mean_tpot_ms"]) * 1e-3})
@@ -79,7 +80,7 @@ def main() -> None:
                      for r in test]
             per_layer = coef[0] / train[0]["layers"]
             extra = f", k = {coef[1] * 1e6:+.2f} us per token per layer" if len(coef) > 1 else ""
-            print(f"{split_name:<36} {model_name:<8} c0 = {coef[0] * 1e3:.3f} ms per step ({per_layer * 1e6:.1f} us "
+            print(f"{split_name:<40} {model_name:<8} c0 = {coef[0] * 1e3:.3f} ms per step ({per_layer * 1e6:.1f} us "
                   f"per layer){extra}; test n = {len(test)}: TPOT {_fmt(before)} -> {_fmt(after)}")
     print(f"embedded: {KEY} = {MLA_TERMS['layer_overhead_s'] * 1e6:.1f} us per decoder layer")
     if args.check:

@@ -14,11 +14,11 @@ and step that the roofline does not have.
 The term: ``layer_overhead_s`` (seconds per decoder layer per step, ``twin.cost.roofline``'s existing fixed time
 per layer, prior 0) on MLA models only (fit key ``layer_overhead_s@mla``, ``twin.fitting.scoped``); ``explain()``
 names it ``layer_overhead_s`` (seconds per step). Read off the Kimi-K2.5 NVFP4 rows' decode: at the embedded
-defaults their TPOT is 0.9-1.3 ms per step short at CONC <= 16 at TP4 and TP8 alike (not TP-divided), on both
-measurement dates and all three ISL/OSL pairs (``benchmarks/kimi_mla_decode.py``). One constant per step fitted by
-least squares on the April TP4 rows predicts the TP8 and March rows (held out) at TPOT 11.3 % (-11.3 %) -> 3.9 %
-(-2.8 %); fitted on the March rows, the April rows 9.7 % (-9.7 %) -> 2.8 % (-2.3 %); on the 1k/1k and 8k/1k rows,
-the 1k/8k rows 9.1 % (-9.1 %) -> 3.7 % (-1.9 %). Embedded: the fit on all 43 distinct NVFP4 runs, 0.80 ms per
+defaults their TPOT is 0.9-1.3 ms per step short at CONC <= 16 at TP4 and TP8 alike (not TP-divided), on all
+three measurement dates (2026-03-11, 03-27, 04-20) and all three ISL/OSL pairs (``benchmarks/kimi_mla_decode.py``).
+One constant per step fitted by least squares on the TP4 runs measured 03-27 / 04-20 predicts the TP8 runs and the
+03-11 runs (held out) at TPOT 11.3 % (-11.3 %) -> 3.9 % (-2.8 %); fitted on the 03-11 runs, the others 9.7 %
+(-9.7 %) -> 2.8 % (-2.3 %); on the 1k/1k and 8k/1k runs, the 1k/8k runs 9.1 % (-9.1 %) -> 3.7 % (-1.9 %). Embedded: the fit on all 43 distinct NVFP4 runs, 0.80 ms per
 step = 13.2 us per decoder layer (all 43: 9.6 % (-9.6 %) -> 2.9 % (-1.8 %) by the linear estimate).
 
 What it does not say: Kimi-K2.5 is the only MLA family in the data, so the value cannot be tested on another MLA
