@@ -22,7 +22,7 @@ Variants (each on top of the fold's values):
 * ``+experts``: the Hopper Marlin efficiency and per-token-per-layer time at their embedded values (a leak);
 * ``embedded``: every path term at its embedded value (the in-sample figure);
 * round 8 (``--variants`` picks a subset): ``+Marlin prior``: the Hopper Marlin efficiency at the Kimi-K2.5 INT4
-  Marlin path's value carried to Hopper at equal FLOPs per SM clock (``twin.fitting.marlin_prior``, 0.342; no
+  Marlin path's value carried to Hopper at equal FLOPs per SM clock (``twin.fitting.expert_path_prior``, 0.342; no
   gpt-oss row), ``+fitted AR``: both fused all-reduces at the fold's FITTED unfused latency instead of the embedded
   24.7 us (``twin.fitting.inherit_fitted``), ``round 8``: both (what the round-8 fold does); ``round 8 +token
   (leak)``: and the Marlin path's embedded 0.15 us per token per layer (what that reset is worth).
@@ -51,7 +51,7 @@ def fold_params(report: Path) -> dict[str, float]:
 
 def variants(fold: dict[str, float]) -> dict[str, dict[str, float]]:
     from twin.cost.generation_experts import scoped_values
-    from twin.fitting.marlin_prior import marlin_path_prior
+    from twin.fitting.expert_path_prior import marlin_path_prior
     from twin.fitting.provenance import embedded_entries
     emb = scoped_values()
     marlin = marlin_path_prior(H_EFF, embedded_entries(), {H_EFF})

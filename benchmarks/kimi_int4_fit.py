@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.kimi_slices import kimi_cases, run  # noqa: E402
+from benchmarks.kimi_slices import kimi_cases, parse_set, run  # noqa: E402
 from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
 from twin.fitting.replay import cost_model_for, deployment_for  # noqa: E402
@@ -45,8 +45,13 @@ A, E, C = ("moe_layer_overhead_s@experts_int4", "moe_expert_efficiency@experts_i
 PRIORS = {A: 0.0, E: 1.0, C: 1.0}
 
 
+DECODE_SHAPE = [(1024, 1024)]      # the rows the decode terms are read off (``--decode-on``)
+
+
 def is_train(rec: dict) -> bool:
-    return (rec["isl"], rec["osl"]) == (1024, 1024) or (rec["isl"] == 8192 and rec["conc"] == 4)
+    """Training rows: the decode shape's runs, and the C = 4 pair (1k/1k, 8k/1k) whose TTFT difference sets c."""
+    return ((rec["isl"], rec["osl"]) == DECODE_SHAPE[0]
+            or (rec["conc"] == 4 and (rec["isl"], rec["osl"]) in ((1024, 1024), (8192, 1024))))
 
 
 def expert_read_s(case, params: dict[str, float], batch: float) -> float:
@@ -72,15 +77,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep-decode", action="store_true",
                     help="a and e at their embedded values (twin.cost.marlin_moe); only c is fitted")
+    ap.add_argument("--set", action="append", default=[],
+                    help="name=value in model units held fixed under the fit (repeatable), e.g. "
+                         "eager_moe_layer_host_s@blackwell+experts_int4=0.5e-3")
+    ap.add_argument("--decode-on", default="1024/1024",
+                    help="ISL/OSL of the runs a and e are read off (1024/8192: the decode-dominated runs, whose "
+                         "prompt steps are an eighth as frequent)")
     args = ap.parse_args()
+    DECODE_SHAPE[0] = tuple(int(x) for x in args.decode_on.split("/"))
     t0 = time.perf_counter()
     cases = [c for c in kimi_cases() if (c.row.precision or "").lower() == "int4"]
     by_name = {c.run.name: c for c in cases}
-    base_params = default_start() | PRIORS
+    base_params = default_start() | PRIORS | parse_set(args.set)
     base = run(cases, base_params)
     print("priors (a = 0, e = 1, c = 1):\n  " + summary(base, True) + "\n  " + summary(base, False))
 
-    train = [r for r in base if is_train(r) and (r["isl"], r["osl"]) == (1024, 1024)]
+    train = [r for r in base if (r["isl"], r["osl"]) == DECODE_SHAPE[0]]
     y = np.array([(r["measured"]["mean_tpot_ms"] - r["predicted"]["mean_tpot_ms"]) * 1e-3 for r in train])
     layers = 60.0
     x = np.array([[layers, expert_read_s(by_name[r["name"]], base_params, r["predicted"]["mean_running_batch"])]
@@ -95,7 +107,7 @@ def main() -> None:
     cov = float(resid @ resid) / (len(y) - 2) * np.linalg.inv(x.T @ x)       # least-squares standard errors
     se_a, se_x = np.sqrt(np.diag(cov))
     se_e = se_x / (1.0 + extra) ** 2                                           # delta method for e = 1/(1 + x)
-    print(f"decode fit on {len(train)} 1k/1k rows: a = {a * 1e6:.1f} +/- {se_a * 1e6:.1f} us per MoE layer, "
+    print(f"decode fit on {len(train)} {args.decode_on} rows: a = {a * 1e6:.1f} +/- {se_a * 1e6:.1f} us per MoE layer, "
           f"e = {e:.3f} +/- {se_e:.3f} (1/e - 1 = {extra:.3f}); residuals (ms): "
           + ", ".join(f"{v * 1e3:+.2f}" for v in resid))
 
@@ -119,6 +131,9 @@ def main() -> None:
     fitted = run(cases, base_params | {A: a, E: e, C: c})
     print(f"fitted (a = {a * 1e6:.1f} us, e = {e:.3f}, c = {c:.3f}):\n  " + summary(fitted, True) + "\n  "
           + summary(fitted, False))
+    for r in sorted(fitted, key=lambda r: (r["isl"], r["osl"], r["conc"])):
+        print(f"  {'train' if is_train(r) else 'held '} {r['isl']}/{r['osl']} C={r['conc']:<3d} TTFT "
+              f"{100 * r['errors']['mean_ttft_ms']:+6.1f}%  TPOT {100 * r['errors']['mean_tpot_ms']:+6.1f}%")
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from twin.cost import default_terms, generation_experts
 from twin.fitting import provenance as pv
+from twin.fitting.expert_path_prior import pooled_path_prior
 from twin.fitting.fit import Case
 from twin.fitting.joint import FOLDS, WeightedCase, default_start, run_fold, with_deployments
 from twin.fitting.measured_run import LengthSample, MeasuredRun
@@ -213,6 +214,6 @@ def test_an_unseen_expert_kernel_path_is_predicted_from_the_other_paths_values(r
     assert all(a == pv.RESET for _, a in plan.actions.values())
     # by hand: no other value, the flat prior; only the paths not held out pool
     es = list(entries.values())
-    assert pv.pooled_path_prior("moe_expert_efficiency", es, {"moe_expert_efficiency@experts_bf16"}) == 1.0
-    assert pv.pooled_path_prior("moe_expert_compute_efficiency", es, ()) == pytest.approx(
+    assert pooled_path_prior("moe_expert_efficiency", es, {"moe_expert_efficiency@experts_bf16"}) == 1.0
+    assert pooled_path_prior("moe_expert_compute_efficiency", es, ()) == pytest.approx(
         (0.5 * 0.2 * 0.45) ** (1 / 3), rel=1e-12)

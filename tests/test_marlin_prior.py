@@ -1,12 +1,12 @@
 """A held-out Marlin expert path's FLOP efficiency is predicted from the other Marlin paths' values at equal FLOPs
-per SM clock (twin.fitting.marlin_prior; issue 33, round 8)."""
+per SM clock (twin.fitting.expert_path_prior; issue 33, round 8)."""
 
 from __future__ import annotations
 
 import pytest
 
 from twin.fitting import provenance as pv
-from twin.fitting.marlin_prior import MARLIN_PATHS, MMA_FLOPS_PER_SM_CLOCK, carried_efficiency, marlin_path_prior
+from twin.fitting.expert_path_prior import MARLIN_PATHS, MMA_FLOPS_PER_SM_CLOCK, carried_efficiency, marlin_path_prior
 
 INT4 = "moe_expert_compute_efficiency@experts_int4"
 MXFP4_H = "moe_expert_compute_efficiency@hopper+experts_mxfp4"

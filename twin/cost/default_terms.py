@@ -10,6 +10,7 @@ from __future__ import annotations
 from twin.cost.generation_experts import generation_expert_term
 from twin.cost.generations import gpu_generation
 from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS
+from twin.cost.mla_decode import mla_term
 from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
 from twin.hardware.catalog import GpuSpec
 from twin.hardware.weight_formats import format_family
@@ -37,7 +38,7 @@ EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {
     # INT4 W4A16 experts on vLLM's Marlin MoE (Kimi-K2.5 INT4, B200): fitted with other configurations held out,
     # twin.cost.marlin_moe (docs/fidelity.md "Round 5: Kimi-K2.5"); refitted in round 7 with Marlin's padded token
     # blocks on (twin.cost.marlin_blocks). Held out by family, a fold pools them from the other expert paths'
-    # values (twin.fitting.provenance.pooled_path_prior)
+    # values (twin.fitting.expert_path_prior)
     "int4": MARLIN_W4A16_MOE_TERMS,
 }
 # the engine core's CPU time per sequence per step that a server without async scheduling exposes
@@ -80,7 +81,8 @@ def expert_format_term(model, formats, name: str, fallback: float) -> float:
 
 def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, float | None]:
     """``given`` with each None replaced by its embedded default on this deployment: the expert format's, the
-    generation's, the format's (``quant_weight_efficiency``), else the flat default."""
+    attention architecture's (MLA), the generation's, the format's (``quant_weight_efficiency``), else the flat
+    default."""
     out: dict[str, float | None] = {}
     for name, value in given.items():
         if value is not None:
@@ -91,6 +93,8 @@ def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, f
             out[name] = on_path       # the (generation, expert format) kernel path's (twin.cost.generation_experts)
         elif name.startswith("moe_"):
             out[name] = expert_format_term(model, formats, name, FLAT_DEFAULTS[name])
+        elif (on_mla := mla_term(model, name)) is not None:
+            out[name] = on_mla        # an MLA model's (twin.cost.mla_decode.MLA_TERMS)
         else:
             out[name] = generation_term(gpu, name, FLAT_DEFAULTS[name])
     return out

@@ -72,3 +72,13 @@ def explain_overhead_parts(parts: dict[str, float], per_token_overhead_s: float,
     if moe_layer_overhead_step_s:
         parts["moe_layer_overhead_s"] = moe_layer_overhead_step_s
         parts["overhead_s"] -= moe_layer_overhead_step_s
+
+
+def explain_layer_overhead(parts: dict[str, float], cost_model) -> None:
+    """Move the fixed time per decoder layer of a step (``layer_overhead_s`` x decoder layers, seconds; embedded
+    for MLA models: ``twin.cost.mla_decode``) out of ``parts["overhead_s"]`` into ``parts["layer_overhead_s"]``,
+    only when it is set; the parts still add up."""
+    step_s = cost_model.layer_overhead_s * cost_model.model.num_hidden_layers
+    if step_s:
+        parts["layer_overhead_s"] = step_s
+        parts["overhead_s"] -= step_s

@@ -50,15 +50,22 @@ Measured on B200 only; the terms belong to the kernel path (Marlin runs the same
 Ampere), so they apply to every INT4 expert deployment until a fit on another GPU says otherwise. Part of the
 fixed time may be Kimi's rather than Marlin's (its NVFP4 rows miss ~20 us per layer at C = 4 too): a term for
 that would take its share out of this one (docs/fidelity.md "Round 5: Kimi-K2.5").
+
+Round 8 (docs/fidelity.md "Round 8: Kimi-K2.5"): that term now exists (``twin.cost.mla_decode``, 13.2 us per
+decoder layer on MLA models, read off the Kimi NVFP4 rows with TP / date / shape held out), and the same
+procedure with it on gives ``a`` 38.2 +/- 5.4 us (51.6 - 13.4: the MLA time, 0.80 ms per step, came out of the
+fixed time whole), ``e`` 0.618 +/- 0.033, ``c`` 0.171; the held-out runs' figures are unchanged (TTFT 4.0 %
+(+3.0 %), TPOT 4.4 % (-4.4 %)): the step is split differently, not costed differently.
 """
 
 from __future__ import annotations
 
 # routed-expert format family -> roofline keyword -> value (model units), read by twin.cost.default_terms
-# round 7: refitted with Marlin's padded token blocks on (twin.cost.marlin_blocks) by the same held-out procedure
+# round 7: refitted with Marlin's padded token blocks on (twin.cost.marlin_blocks) by the same held-out procedure;
+# round 8: refitted by it again with MLA's fixed time per layer on (twin.cost.mla_decode: 13.2 us x 61 layers)
 MARLIN_W4A16_MOE_TERMS: dict[str, float] = {
-    "moe_layer_overhead_s": 51.6e-6,           # s per MoE layer per step (round 5: 42.7e-6)
-    "moe_expert_efficiency": 0.620,            # fraction of the dense weight streams' rate (round 5: 0.418)
+    "moe_layer_overhead_s": 38.2e-6,           # s per MoE layer per step (round 5: 42.7e-6; round 7: 51.6e-6)
+    "moe_expert_efficiency": 0.618,            # fraction of the dense weight streams' rate (round 5: 0.418; 7: 0.620)
     "moe_expert_compute_efficiency": 0.171,    # fraction of the dense bf16 GEMMs' FLOP rate (round 5: 0.206)
 }
 

@@ -52,7 +52,7 @@ from twin.cost.default_terms import FLAT_DEFAULTS, embedded, generation_term
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
 from twin.cost.layer_tokens import layer_token_terms
 from twin.cost.eager_steps import explain_floor, floored_array, install as install_eager
-from twin.cost.kernel_path import explain_overhead_parts, fused_allreduce_latency
+from twin.cost.kernel_path import explain_layer_overhead, explain_overhead_parts, fused_allreduce_latency
 from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.router_gemm import router_fp32_token_s
 from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, routed_expert_read_bytes
@@ -374,7 +374,7 @@ class RooflineCostModel:
                 parts["moe_all2all_s"] = self._t_a2a + self._k_a2a * tokens
                 parts["allreduce_s"] -= parts["moe_all2all_s"]
             explain_overhead_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens, self._t_moe, self._k_fp32)
-            explain_sync_host(parts, self.sync_seq_host_s, n_seqs); explain_kv_path(parts, self)   # KV's own rate
+            explain_sync_host(parts, self.sync_seq_host_s, n_seqs); explain_kv_path(parts, self); explain_layer_overhead(parts, self)
             if self._attention.k_sink:        # attention-sink logits, apart from the KV write
                 parts["attention_sink_s"] = self._attention.k_sink * tokens
                 parts["kv_write_s"] = self._k_kv * tokens

@@ -87,6 +87,10 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
     FitParameter("layer_overhead_s@blackwell", "us per decoder layer per step", 1e-6, 0.0, 100.0, 0.0,
                  "fixed GPU time per layer and step on Blackwell at any TP (kernel latencies a CUDA graph does "
                  "not hide); prior 0 as on Hopper"),
+    # multi-head latent attention's small kernels per layer (twin.cost.mla_decode; issue 33, round 8)
+    FitParameter("layer_overhead_s@mla", "us per decoder layer per step", 1e-6, 0.0, 100.0, 0.0,
+                 "fixed GPU time per layer and step of an MLA model (norms, rope, absorbed BMMs, latent cache "
+                 "write, MLA decode at their minimum durations); prior 0: the roofline"),
     FitParameter("allreduce_latency_s@blackwell", "us per all-reduce", 1e-6, 0.0, 200.0, 24.7,
                  "fixed cost of one tensor-parallel all-reduce on Blackwell (NVLink 5); prior: Hopper's fitted "
                  "value"),

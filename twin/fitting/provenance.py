@@ -23,7 +23,7 @@ parameter's prior (``twin.fitting.parameters``); a generation's efficiencies and
 all-reduce, inherit (``INHERIT``): reset, they take the fold's unscoped (reference) value (the hierarchical
 prior: a quantity physics says is shared across generations, a fraction of the datasheet rate, is predicted for
 a held-out generation by the others' value); an expert kernel path's efficiencies (``POOLED_TERMS``, ``POOLED``)
-take the other Marlin paths' values (``marlin_prior``) or else all other paths', pooled (``pooled_path_prior``); a
+take the other Marlin paths' values, else all other paths', pooled (``expert_path_prior``); a
 generation's host time per decoder layer (``HOST_TERMS``, ``HOST``) takes the other generations' (``host_prior``).
 
 What a NEW embedded term must declare (round 6), so that the folds keep it out of the groups it was read from:
@@ -40,12 +40,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from twin.fitting.marlin_prior import marlin_path_prior
+from twin.fitting.expert_path_prior import expert_path_prior
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 
 INHERIT = "inherit"          # a prior that is the fold's unscoped value of ``INHERITS_FROM[base]``
-POOLED = "pooled"            # a prior pooled from the OTHER expert kernel paths' values (``pooled_path_prior``)
+POOLED = "pooled"            # a prior pooled from the OTHER expert kernel paths' values (``expert_path_prior``)
 HOST = "host"                # a prior pooled from the OTHER GPU generations' values of a host term (``host_prior``)
 # an expert kernel path's efficiencies (fractions of the dense GEMMs' rate, twin.cost.moe_terms) whose held-out prior
 # pools the other paths' embedded values. Not its fixed time per MoE layer (twin.cost.kernel_path): pooled too, the
@@ -221,30 +221,11 @@ def embedded_entries() -> list[Entry]:
                 for n, v in terms.items()]
     out += [Entry(key, v, _stated_prior(split(key)[0], key, FLAT_DEFAULTS), "GENERATION_EXPERT_TERMS")
             for key, v in scoped_values().items()]
+    from twin.cost.mla_decode import MLA_TERMS       # MLA models' (issue 33, round 8): evidence every MLA row
+    out += [Entry(f"{n}@mla", v, _stated_prior(n, f"{n}@mla", FLAT_DEFAULTS), "MLA_TERMS")
+            for n, v in MLA_TERMS.items()]
     return [e for e in out if not (isinstance(e.prior, float) and abs(e.value - e.prior) <= 1e-12 * max(
         1.0, abs(e.prior)))]
-
-
-def pooled_path_prior(base: str, entries: Sequence[Entry], held: Iterable[str] = ()) -> float:
-    """The stated prior of an expert kernel path's ``base`` efficiency whose evidence a fold holds out (issue 33,
-    round 7): the geometric mean of the values the OTHER expert kernel paths embed for it (``entries`` whose scope
-    names an expert format and whose parameter is not in ``held``), else the flat prior
-    (``default_terms.FLAT_DEFAULTS``: no other path has a value).
-
-    Why (docs/fidelity.md "Round 7: Kimi-K2.5 and unseen expert kernel paths"): every expert kernel path the data
-    measured runs its grouped GEMMs below the dense GEMMs' rate (0.18-0.35 where a value is embedded), so the flat
-    prior 1 (the dense rate) predicts an unseen path too fast by construction; the other paths' values are the
-    hierarchical prior across paths, as ``INHERIT`` is across GPU generations. Only fitted values are pooled (a
-    path without an entry has no measured value, only the flat prior)."""
-    import math
-
-    from twin.cost.default_terms import FLAT_DEFAULTS
-    held = set(held)
-    values = [e.value for e in entries if split(e.parameter)[0] == base and e.parameter not in held
-              and EXPERT_PREFIX in (e.scope or "") and isinstance(e.value, float)]
-    if not values:
-        return FLAT_DEFAULTS[base]
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def host_prior(base: str, generation: str, entries: Sequence[Entry], held: Iterable[str], held_rows) -> float:
@@ -314,9 +295,8 @@ def fold_plan(group: str, group_of: Callable, evidence: Iterable[tuple], fitted:
             actions[e.parameter] = (e, KEPT if e.prior is None else RESET)
 
     def prior_value(e: Entry) -> float:
-        if e.prior == POOLED:      # a Marlin path: the other Marlin paths' values first (round 8, marlin_prior)
-            return (marlin_path_prior(e.parameter, entries, actions)
-                    or pooled_path_prior(split(e.parameter)[0], entries, actions))
+        if e.prior == POOLED:
+            return expert_path_prior(e.parameter, entries, actions)
         if e.prior == HOST:
             return host_prior(split(e.parameter)[0], e.scope, entries, actions, held_rows)
         if e.prior != INHERIT:
@@ -394,6 +374,8 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     paths |= scoped_values()
     # the KV cache format's decode attention rate by generation (twin.cost.kv_attention), held the same way
     paths |= _kv_path_values()
+    from twin.cost.mla_decode import MLA_TERMS       # MLA models' fixed time per layer (issue 33, round 8)
+    paths |= {f"{n}@mla": v for n, v in MLA_TERMS.items()}
     values |= paths
     # an expert path's embedded value holds beside its unscoped term (which would override it otherwise)
     out = {n: values[n] for n in names if n in values}

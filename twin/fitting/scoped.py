@@ -21,7 +21,11 @@ the inference-perf runs' (the request path is a client's and its host's as much 
 
 KV cache formats (issue 33, round 7): ``@kv_fp8`` covers the deployments whose KV cache is FP8; with a generation,
 ``kv_memory_efficiency@hopper+kv_fp8`` is the FP8 KV decode attention's read rate on Hopper
-(``twin.cost.kv_attention``)."""
+(``twin.cost.kv_attention``).
+
+Attention architecture (issue 33, round 8): ``@mla`` covers the models with multi-head latent attention
+(DeepSeek-V3 layout: Kimi-K2.5 in the data), ``layer_overhead_s@mla`` their fixed time per layer and step
+(``twin.cost.mla_decode``)."""
 
 from __future__ import annotations
 
@@ -39,7 +43,9 @@ EXPERT_FORMATS = ("bf16", "fp16", "fp8", "int8", "int4", "nvfp4", "mxfp4")
 EXPERT_SCOPES = tuple(EXPERT_PREFIX + f for f in EXPERT_FORMATS)
 KV_PREFIX = "kv_"          # the KV cache format (issue 33, round 7: ``hopper+kv_fp8``, twin.cost.kv_attention)
 KV_SCOPES = (KV_PREFIX + "fp8",)
-SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",) + EXPERT_SCOPES + CLIENT_SCOPES + KV_SCOPES
+MLA_SCOPE = "mla"          # models with multi-head latent attention (issue 33, round 8)
+SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",) + EXPERT_SCOPES + CLIENT_SCOPES + KV_SCOPES \
+    + (MLA_SCOPE,)
 
 
 def split(name: str) -> tuple[str, str | None]:
@@ -60,6 +66,8 @@ def in_scope(scope: str, deployment: Any) -> bool:
     if scope.startswith(KV_PREFIX):        # the KV cache's format family (fp8_e4m3 -> fp8)
         kv = getattr(getattr(deployment, "kv_pool", None), "kv_dtype", None)
         return kv is not None and kv_format(kv) == scope[len(KV_PREFIX):]
+    if scope == MLA_SCOPE:        # multi-head latent attention models (twin.cost.mla_decode)
+        return bool(getattr(getattr(deployment, "model", None), "is_mla", False))
     if scope == "sync":
         return not bool(getattr(deployment.scheduler_config, "async_scheduling", False))
     if scope in WEIGHT_SCOPES:     # any linear layer group in that format (Kimi-K2.5: INT4 routed experts only)

@@ -1,5 +1,6 @@
-"""The held-out prior of a Marlin expert path's FLOP efficiency: the OTHER Marlin paths' values, carried at equal
-FLOPs per SM clock (issue 33, round 8; docs/fidelity.md "Round 8: Qwen3 and gpt-oss held out").
+"""The held-out prior of an expert kernel path's efficiency (``expert_path_prior``): for a Marlin path's FLOP
+efficiency the OTHER Marlin paths' values, carried at equal FLOPs per SM clock (issue 33, round 8; docs/fidelity.md
+"Round 8: Qwen3 and gpt-oss held out"), else every other path's values pooled (round 7).
 
 Two expert kernel paths in the data run vLLM's ``fused_marlin_moe`` (W4A16: 4-bit weights dequantised to bf16 in
 registers, multiplied with the warp-level ``mma.sync`` m16n8k16 the kernel was written for on Ampere):
@@ -16,7 +17,7 @@ the fraction halves from Hopper to Blackwell while the absolute rate only follow
 
 A fold holding one Marlin path out (its family's rows) resets its efficiency to the geometric mean of the other
 Marlin paths' embedded values so converted (``marlin_path_prior``); with no other Marlin path it falls back to
-``provenance.pooled_path_prior`` (every expert path). The other, non-Marlin paths (block FP8 on Hopper) run
+``pooled_path_prior`` (every expert path; round 7). The other, non-Marlin paths (block FP8 on Hopper) run
 ``wgmma`` kernels and stay out of this prior. Only the compute efficiency (prefill FLOPs) is carried: the decode
 weight-stream rate and the fixed time per MoE layer follow the kernel count, graph mode and bytes per weight of
 a server, not the MMA instruction.
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+
+from twin.fitting.scoped import EXPERT_PREFIX, split
 
 # dense bf16 tensor-core FLOPs per SM per clock of the generation's widest MMA (see above)
 MMA_FLOPS_PER_SM_CLOCK: dict[str, int] = {"hopper": 4096, "blackwell": 8192}
@@ -54,3 +57,31 @@ def marlin_path_prior(parameter: str, entries: Sequence, held: Iterable[str] = (
     if not values:
         return None
     return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def pooled_path_prior(base: str, entries: Sequence, held: Iterable[str] = ()) -> float:
+    """The stated prior of an expert kernel path's ``base`` efficiency whose evidence a fold holds out (issue 33,
+    round 7): the geometric mean of the values the OTHER expert kernel paths embed for it (``entries`` whose scope
+    names an expert format and whose parameter is not in ``held``), else the flat prior
+    (``default_terms.FLAT_DEFAULTS``: no other path has a value).
+
+    Why (docs/fidelity.md "Round 7: Kimi-K2.5 and unseen expert kernel paths"): every expert kernel path the data
+    measured runs its grouped GEMMs below the dense GEMMs' rate (0.18-0.35 where a value is embedded), so the flat
+    prior 1 (the dense rate) predicts an unseen path too fast by construction; the other paths' values are the
+    hierarchical prior across paths, as ``INHERIT`` is across GPU generations. Only fitted values are pooled (a
+    path without an entry has no measured value, only the flat prior)."""
+    from twin.cost.default_terms import FLAT_DEFAULTS
+    held = set(held)
+    values = [e.value for e in entries if split(e.parameter)[0] == base and e.parameter not in held
+              and EXPERT_PREFIX in (e.scope or "") and isinstance(e.value, float)]
+    if not values:
+        return FLAT_DEFAULTS[base]
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def expert_path_prior(parameter: str, entries: Sequence, held: Iterable[str] = ()) -> float:
+    """The stated prior of expert kernel path efficiency ``parameter`` whose evidence a fold holds out: the other
+    Marlin paths' values carried to its generation (``marlin_path_prior``), else every other path's, pooled."""
+    held = set(held)
+    marlin = marlin_path_prior(parameter, entries, held)
+    return pooled_path_prior(split(parameter)[0], entries, held) if marlin is None else marlin
