@@ -44,6 +44,14 @@ GENERATION_EXPERT_TERMS: dict[tuple[str, str], dict[str, float]] = {
     # FULL_AND_PIECEWISE on an FP8 MoE on one H100), which one model cannot tell apart from the expert path's
     # fixed time: a Hopper FP8 MoE server on full CUDA graphs may spend less.
     ("hopper", "fp8"): {"moe_expert_compute_efficiency": 0.18, "moe_layer_overhead_s": 16e-6},
+    # MiniMax-M2.5 FP8 on B200 (v0.19.0, block-FP8 experts): its light-load 1k prompt steps stream the routed experts
+    # at ~half the decode rate (twin.cost.prompt_experts) AND its decode tokens do not pay Blackwell's per-token-per-
+    # layer cost (twin.cost.decode_tokens), fitted together on a grid (benchmarks/minimax_prefill.py joint-test):
+    # fit on the 1k/1k rows 0.50 / 0.0, held out 8k/1k + 1k/8k TTFT 13.1 % -> 10.5 %; fit on C <= 16 + C >= 128
+    # 0.51 / 0.0, held out C 32-64 TTFT 13.1 % (-12.7 %) -> 4.2 % (-3.2 %), TPOT 2.6 % -> 2.1 %; fit on TP4 0.57,
+    # on TP2 0.43 (docs/fidelity.md "Round 8: MiniMax-M2.5"). The share at 0 Blackwell-wide is REJECTED: the other
+    # families' B200 rows' TPOT goes -1.8 % -> -4.5 % signed at the embedded defaults.
+    ("blackwell", "fp8"): {"moe_prompt_stream_efficiency": 0.5, "layer_token_decode_share": 0.0},
     # gpt-oss-120b's B200 MXFP4 path (v0.15.1, FlashInfer TRTLLM-gen MoE): its fused all-reduce + RMSNorm, 11 us
     # per all-reduce, held out by ISL/OSL and by TP (twin.cost.mxfp4_path; docs/fidelity.md "Round 5: gpt-oss-120b")
     ("blackwell", "mxfp4"): {"fused_allreduce_latency_s": 11.0e-6},
