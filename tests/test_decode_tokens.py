@@ -1,7 +1,7 @@
 """Issue 33, round 8: which tokens pay the per-token-per-layer cost (``twin.cost.decode_tokens``,
 ``layer_token_decode_share``): prior 1 (every token pays, bit-identical to round 7), the discount per sequence by
 hand at share 0 and 0.5 on decode and prompt steps, every step function the same, ``explain()``'s parts adding up,
-the embedded value on Blackwell's FP8 expert path only, its provenance, and bad values rejected."""
+nothing embedded (round 8: not adopted), the fit key's scope, its declared evidence, and bad values rejected."""
 
 from __future__ import annotations
 
@@ -42,24 +42,30 @@ def test_each_sequence_skips_its_decode_tokens_share(share):
     assert m.decode_step_times_s(64, 57600, 1)[0] == pytest.approx(m.step_time_s(DECODE), rel=1e-12)
 
 
-def test_embedded_on_blackwell_fp8_experts_only():
-    def off(model, gpu, dtype):
-        return RooflineCostModel(model, gpu, tensor_parallel_size=2, weight_dtype=dtype)._k_seq_off
-    b200_fp8 = RooflineCostModel("MiniMaxAI/MiniMax-M2.5", "B200", tensor_parallel_size=2, weight_dtype="fp8")
-    assert b200_fp8._k_seq_off == pytest.approx(0.2e-6 * 62, rel=1e-12)   # share 0: a decode token pays none
-    assert b200_fp8.moe_prompt_stream_efficiency == 0.5
-    assert off("MiniMaxAI/MiniMax-M2.5", "H100-SXM", "fp8") == 0.0      # Hopper: nothing per token to share
-    assert off("MiniMaxAI/MiniMax-M2.5", "B200", "nvfp4") == 0.0
-    assert off("llama-3.1-70b", "B200", "fp8") == 0.0                   # dense FP8: not the expert path
+def test_nothing_is_embedded_and_the_fit_key_reaches_blackwell_fp8_experts_only():
+    from types import SimpleNamespace as NS
+
+    from twin.fitting.scoped import params_for
+    from twin.hardware.catalog import resolve_gpu, resolve_model
+    from twin.hardware.weight_formats import WeightFormats
+    for model, gpu, dtype in (("MiniMaxAI/MiniMax-M2.5", "B200", "fp8"), ("MiniMaxAI/MiniMax-M2.5", "H100-SXM", "fp8"),
+                              ("MiniMaxAI/MiniMax-M2.5", "B200", "nvfp4"), ("llama-3.1-70b", "B200", "fp8")):
+        assert RooflineCostModel(model, gpu, tensor_parallel_size=2, weight_dtype=dtype)._k_seq_off == 0.0
+    key = "layer_token_decode_share@blackwell+experts_fp8"
+    dep = NS(gpu=resolve_gpu("B200"), weight_formats=WeightFormats.uniform("fp8"),
+             model=resolve_model("MiniMaxAI/MiniMax-M2.5"))
+    assert params_for({key: 0.0}, dep) == {"layer_token_decode_share": 0.0}
+    m = RooflineCostModel("MiniMaxAI/MiniMax-M2.5", "B200", tensor_parallel_size=2, weight_dtype="fp8",
+                          **params_for({key: 0.0}, dep))
+    assert m._k_seq_off == pytest.approx(0.2e-6 * 62, rel=1e-12)        # share 0: a decode token pays none
+    hopper = NS(gpu=resolve_gpu("H100-SXM"), weight_formats=WeightFormats.uniform("fp8"), model=dep.model)
+    assert params_for({key: 0.0}, hopper) == {}
 
 
-def test_provenance_names_the_rows_and_the_prior():
-    from twin.fitting.provenance import embedded_entries
-    got = {e.parameter: e for e in embedded_entries()}
-    for key, value in (("layer_token_decode_share@blackwell+experts_fp8", 0.0),
-                       ("moe_prompt_stream_efficiency@blackwell+experts_fp8", 0.5)):
-        assert got[key].value == value and got[key].prior == 1.0
-        assert "MiniMax-M2.5 FP8" in got[key].evidence
+def test_provenance_declares_the_rows_a_fit_would_read():
+    from twin.fitting.provenance import DECLARED_EVIDENCE
+    for key in ("layer_token_decode_share@blackwell+experts_fp8", "moe_prompt_stream_efficiency@blackwell+experts_fp8"):
+        assert DECLARED_EVIDENCE[key][0] == "the B200 MiniMax-M2.5 FP8 rows"
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])

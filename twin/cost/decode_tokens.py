@@ -19,8 +19,11 @@ Prior 1 (every token pays: the round-4 form). Why a share (docs/fidelity.md, rou
 1k prompt steps on B200 need ~0.5 of the decode weight-stream rate for their routed experts
 (``twin.cost.prompt_experts``), which round 7 rejected because the same price over-charged every CONC >= 32 row;
 fitted jointly with this share on the B200 v0.19 MiniMax FP8 rows the share goes to 0 (decode tokens do not pay
-it) in every split tried (by TP, by ISL / OSL, by load band), and the B200 rows of the other families test it
-held out (``benchmarks/minimax_prefill.py``).
+it) in every split tried (by TP, by ISL / OSL, by load band: ``benchmarks/minimax_prefill.py joint-test``).
+Nothing is embedded: Blackwell-wide, share 0 makes the other families' B200 decode too fast at the embedded
+defaults (TPOT -1.8 % -> -4.5 % signed), and on MiniMax's FP8 expert path alone (with the prompt stream at 0.5) the
+family folds' Kimi-held-out refit of the eager MoE host floor falls from 1.08 to 0.43 ms (held-out Kimi TTFT
+11.8 % -> 25.4 %). A fit may set it per scope (``layer_token_decode_share@blackwell+experts_fp8``).
 """
 
 from __future__ import annotations

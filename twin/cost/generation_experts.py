@@ -44,14 +44,12 @@ GENERATION_EXPERT_TERMS: dict[tuple[str, str], dict[str, float]] = {
     # FULL_AND_PIECEWISE on an FP8 MoE on one H100), which one model cannot tell apart from the expert path's
     # fixed time: a Hopper FP8 MoE server on full CUDA graphs may spend less.
     ("hopper", "fp8"): {"moe_expert_compute_efficiency": 0.18, "moe_layer_overhead_s": 16e-6},
-    # MiniMax-M2.5 FP8 on B200 (v0.19.0, block-FP8 experts): its light-load 1k prompt steps stream the routed experts
-    # at ~half the decode rate (twin.cost.prompt_experts) AND its decode tokens do not pay Blackwell's per-token-per-
-    # layer cost (twin.cost.decode_tokens), fitted together on a grid (benchmarks/minimax_prefill.py joint-test):
-    # fit on the 1k/1k rows 0.50 / 0.0, held out 8k/1k + 1k/8k TTFT 13.1 % -> 10.5 %; fit on C <= 16 + C >= 128
-    # 0.51 / 0.0, held out C 32-64 TTFT 13.1 % (-12.7 %) -> 4.2 % (-3.2 %), TPOT 2.6 % -> 2.1 %; fit on TP4 0.57,
-    # on TP2 0.43 (docs/fidelity.md "Round 8: MiniMax-M2.5"). The share at 0 Blackwell-wide is REJECTED: the other
-    # families' B200 rows' TPOT goes -1.8 % -> -4.5 % signed at the embedded defaults.
-    ("blackwell", "fp8"): {"moe_prompt_stream_efficiency": 0.5, "layer_token_decode_share": 0.0},
+    # NOT embedded (round 8, docs/fidelity.md "Round 8: MiniMax-M2.5"): ("blackwell", "fp8") with
+    # moe_prompt_stream_efficiency 0.5 and layer_token_decode_share 0 (twin.cost.prompt_experts, decode_tokens),
+    # fitted together on the B200 MiniMax FP8 rows and held out by TP, ISL / OSL and load band (MiniMax TTFT 15.5 %
+    # -> 8.5 % at the defaults), but with it the family folds' Kimi-held-out refit of eager_moe_layer_host_s@blackwell
+    # falls 1.08 -> 0.43 ms (the MiniMax 8k rows it explains had propped that floor) and held-out Kimi TTFT goes
+    # 11.8 % -> 25.4 % (family TTFT mean 12.5 % -> 14.5 %): it waits for that floor's identification.
     # gpt-oss-120b's B200 MXFP4 path (v0.15.1, FlashInfer TRTLLM-gen MoE): its fused all-reduce + RMSNorm, 11 us
     # per all-reduce, held out by ISL/OSL and by TP (twin.cost.mxfp4_path; docs/fidelity.md "Round 5: gpt-oss-120b")
     ("blackwell", "mxfp4"): {"fused_allreduce_latency_s": 11.0e-6},
