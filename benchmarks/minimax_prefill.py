@@ -12,6 +12,9 @@ FP32 router GEMM is priced (``twin.cost.router_gemm``; docs/fidelity.md "Round 6
     # 1k/1k rows of one part and held out on the others: by TP, by GPU (B200 FP8 -> H100 FP8), by ISL / OSL, and
     # the high-load rows (CONC >= 32) at every fitted value (~15 min with --every 2)
     python benchmarks/minimax_prefill.py stream-test --every 2
+    # round 8: that stream fitted TOGETHER with the share of Blackwell's per-token-per-layer cost a decode token pays
+    # (twin.cost.decode_tokens), on the B200 v0.19 FP8 rows of one part (TP, ISL/OSL, load band), held out on the rest
+    python benchmarks/minimax_prefill.py joint-test --every 3        # ~6 min
 
 The fit uses differences, as ``benchmarks/hopper_rows.py prefill-fit`` does: per cell (TP, CONC <= 16, date) the
 measured mean TTFT of the 8k/1k rows minus the 1k/1k rows' (medians over repeats), against the twin's at each
@@ -134,7 +137,8 @@ def stream_test(every: int) -> None:
     scopes = [STREAM.format(g, f) for g, f in (("blackwell", "fp8"), ("hopper", "fp8"), ("blackwell", "nvfp4"))]
     errs = {}        # x -> [(TTFT, TPOT) signed error per case]
     for x in STREAM_EXTRA:
-        res = simulate_cases(cases, default_start() | {k: 1.0 / (1.0 + x) for k in scopes}, max_sim_s=60.0)
+        res = simulate_cases(cases, default_start() | {k: 1.0 / (1.0 + x) for k in scopes} | {
+            "layer_token_decode_share@blackwell+experts_fp8": 1.0}, max_sim_s=60.0)   # round 7's (round 8: 0)
         errs[x] = [(r.metrics["mean_ttft_ms"] / c.run.metrics["mean_ttft_ms"] - 1,
                     r.metrics["mean_tpot_ms"] / c.run.metrics["mean_tpot_ms"] - 1) for c, r in zip(cases, res)]
 
@@ -180,6 +184,54 @@ def stream_test(every: int) -> None:
                       f"{med(idx, x, 1):+.1%})")
 
 
+def joint_test(every: int) -> None:
+    """Round 8: the prompt steps' expert stream (x = 1/e - 1 of ``moe_prompt_stream_efficiency@blackwell+experts_fp8``)
+    and the share of Blackwell's per-token-per-layer cost a decode token pays (``layer_token_decode_share@blackwell+
+    experts_fp8``, twin.cost.decode_tokens) fitted together on the B200 v0.19 MiniMax FP8 rows of one part (least
+    squares of the signed TTFT and TPOT errors, bilinear between the grid's corners: the errors are linear in x,
+    round 7, and in the share, which moves a per-sequence constant) and held out on the others. The embedded
+    values are the baseline here too, so the corners are set explicitly."""
+    cases = [c for c in silicon_cases()[0] if model_family(c.row.model_path) == "minimax" and
+             c.row.system == "b200_sxm" and c.row.vllm_version == "0.19.0"][::every]
+    e_key, s_key = STREAM.format("blackwell", "fp8"), "layer_token_decode_share@blackwell+experts_fp8"
+    x_hi = 1.2
+    corners = {}
+    for x, share in ((0.0, 1.0), (x_hi, 1.0), (0.0, 0.0), (x_hi, 0.0)):
+        res = simulate_cases(cases, default_start() | {e_key: 1.0 / (1.0 + x), s_key: share}, max_sim_s=60.0)
+        corners[x, share] = [(r.metrics["mean_ttft_ms"] / c.run.metrics["mean_ttft_ms"] - 1,
+                              r.metrics["mean_tpot_ms"] / c.run.metrics["mean_tpot_ms"] - 1)
+                             for c, r in zip(cases, res)]
+
+    def err(i: int, x: float, share: float, j: int) -> float:
+        fx, fs = x / x_hi, 1.0 - share
+        return ((1 - fx) * (1 - fs) * corners[0.0, 1.0][i][j] + fx * (1 - fs) * corners[x_hi, 1.0][i][j]
+                + (1 - fx) * fs * corners[0.0, 0.0][i][j] + fx * fs * corners[x_hi, 0.0][i][j])
+
+    fp8 = lambda r: (r.precision or "").lower() == "fp8"                          # noqa: E731
+    splits = [("TP2 (EP1)", lambda r: fp8(r) and (r.tp, r.moe_ep, r.attention_dp) == (2, 1, 1)),
+              ("TP4 (EP1)", lambda r: fp8(r) and (r.tp, r.moe_ep, r.attention_dp) == (4, 1, 1)),
+              ("1k/1k", lambda r: fp8(r) and r.isl == r.osl == 1024),
+              ("C <= 16 and C >= 128", lambda r: fp8(r) and (r.concurrency <= 16 or r.concurrency >= 128))]
+    grid = [(x, sh) for x in numpy.linspace(0.0, 2.4, 49) for sh in numpy.linspace(0.0, 1.0, 21)]
+    for name, train in splits:
+        tr = [i for i, c in enumerate(cases) if train(c.row)]
+        best = min(grid, key=lambda p: sum(err(i, *p, 0) ** 2 + err(i, *p, 1) ** 2 for i in tr))
+        print(f"fit on FP8 {name} ({len(tr)} cases): moe_prompt_stream_efficiency = {1 / (1 + best[0]):.3f}, "
+              f"layer_token_decode_share = {best[1]:.2f}")
+        held = [i for i, c in enumerate(cases) if fp8(c.row) and not train(c.row)]
+        light = [i for i in held if cases[i].row.concurrency <= 16]
+        for label, idx in (("held out", held), ("held out, C <= 16", light),
+                           ("held out, C >= 32", [i for i in held if i not in light])):
+            if not idx:
+                continue
+            def med(p, j, a=False):
+                return statistics.median(abs(err(i, *p, j)) if a else err(i, *p, j) for i in idx)
+            b = (0.0, 1.0)
+            print(f"  {label:<18} n={len(idx):<3} TTFT {med(b, 0, True):5.1%} ({med(b, 0):+5.1%}) -> "
+                  f"{med(best, 0, True):5.1%} ({med(best, 0):+5.1%})   TPOT {med(b, 1, True):5.1%} ({med(b, 1):+5.1%}) "
+                  f"-> {med(best, 1, True):5.1%} ({med(best, 1):+5.1%})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -187,9 +239,13 @@ def main() -> None:
     sub.add_parser("slope-fit")
     st = sub.add_parser("stream-test")
     st.add_argument("--every", type=int, default=2, help="every n-th MiniMax row (default 2)")
+    jt = sub.add_parser("joint-test")
+    jt.add_argument("--every", type=int, default=3, help="every n-th B200 v0.19 MiniMax row (default 3)")
     args = ap.parse_args()
     if args.cmd == "stream-test":
         stream_test(args.every)
+    elif args.cmd == "joint-test":
+        joint_test(args.every)
     else:
         table() if args.cmd == "table" else slope_fit()
 

@@ -52,7 +52,7 @@ SYNC_HOST_TERMS: dict[str, float] = {"sync_seq_host_s": 45e-6}
 KV_FORMAT_TERMS: dict[tuple[str, str], dict[str, float]] = {("hopper", "fp8"): {"kv_memory_efficiency": 0.3}}
 # the roofline's flat defaults of the terms resolved here (where no table above has a value)
 FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_allreduce_latency_s": None,
-                 "layer_token_overhead_s": 0.0,
+                 "layer_token_overhead_s": 0.0, "layer_token_decode_share": 1.0,    # twin.cost.decode_tokens: prior 1
                  "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, "moe_layer_overhead_s": 0.0,
                  "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY, "moe_prompt_stream_efficiency": 1.0,
                  "eager_layer_host_s": 0.0, "eager_moe_layer_host_s": 0.0}      # twin.cost.eager_steps: priors 0

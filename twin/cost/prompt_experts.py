@@ -14,11 +14,13 @@ routed experts reach in a step with a prompt in it (any step whose tokens exceed
 seconds per such step, on the weights' side (the step's touched experts, ``twin.cost.moe_terms``; the bandwidth
 the roofline streams weights at). Pure decode steps are not charged. ``explain()``: ``moe_prompt_stream_extra_s``.
 
-Prior: 1 (no extra; the decode rate). Nothing is embedded: the rows that call for it (MiniMax-M2.5 at CONC <= 16,
-FP8 on B200 and H100, NVFP4 on B200) are fitted and held out by TP, GPU, ISL and OSL in docs/fidelity.md, and
-the same value over-charges the rows at CONC >= 32 (TPOT +5 points): a fixed price per prompt step is not what
-those servers pay, so the term stays at its prior until the load dependence is understood. A fit may still set it
-per (generation, expert format) scope (``moe_prompt_stream_efficiency@blackwell+experts_fp8``).
+Prior: 1 (no extra; the decode rate). Round 7 fitted it on the rows that call for it (MiniMax-M2.5 at CONC <= 16,
+FP8 on B200 and H100) and held it out by TP, GPU, ISL and OSL, but alone it over-charged the rows at CONC >= 32
+(TPOT +5 points). Round 8 found the load dependence on the decode side: those rows' decode tokens do not pay
+Blackwell's per-token-per-layer cost (``twin.cost.decode_tokens``); fitted together (0.5 and share 0) they hold out
+by TP, ISL / OSL and load band, but are not embedded: the family folds' refit of the eager MoE host floor leans on
+the gap they explain (docs/fidelity.md "Round 8: MiniMax-M2.5"). It stays at its prior; a fit may set it per
+(generation, expert format) scope (``moe_prompt_stream_efficiency@blackwell+experts_fp8``).
 """
 
 from __future__ import annotations

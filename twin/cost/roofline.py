@@ -50,7 +50,7 @@ from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_
                                        windowed_attention, RooflineConstants, windowed_step_time, group_rate_dtype)
 from twin.cost.default_terms import FLAT_DEFAULTS, embedded, generation_term
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
-from twin.cost.layer_tokens import layer_token_terms
+from twin.cost.decode_tokens import explain_decode_share, layer_token_split
 from twin.cost.eager_steps import explain_floor, floored_array, install as install_eager
 from twin.cost.kernel_path import explain_layer_overhead, explain_overhead_parts, fused_allreduce_latency
 from twin.cost.param_checks import check_fraction, check_nonneg
@@ -103,22 +103,20 @@ class RooflineCostModel:
     def __init__(
         self,
         model: ModelSpec | str, gpu: GpuSpec | str,
-        tensor_parallel_size: int = 1, weight_dtype: str = "bf16",
-        kv_dtype: str = "bf16",
+        tensor_parallel_size: int = 1, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
         compute_efficiency: float | None = None,      # None: the GPU generation's (twin.cost.generations)
         memory_efficiency: float | None = None,
         step_overhead_s: float = DEFAULT_STEP_OVERHEAD_S,
         per_seq_overhead_s: float | None = None,      # None: 18.7 us, + the sync host time (sync_host)
-        allreduce_latency_s: float | None = None,
-        interconnect_efficiency: float = DEFAULT_INTERCONNECT_EFFICIENCY,
+        allreduce_latency_s: float | None = None, interconnect_efficiency: float = DEFAULT_INTERCONNECT_EFFICIENCY,
         gemm_half_tokens: float = DEFAULT_GEMM_HALF_TOKENS,
         per_token_overhead_s: float | None = None,    # None: the generation's (twin.cost.default_terms)
-        request_path_s: float = DEFAULT_REQUEST_PATH_S,
-        request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
+        request_path_s: float = DEFAULT_REQUEST_PATH_S, request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
         moe_expert_efficiency: float | None = None,   # twin.cost.moe_terms: weight streams; None: the format's
         moe_expert_compute_efficiency: float | None = None,   # ... and their FLOPs; None: twin.cost.default_terms
         layer_overhead_s: float | None = None,        # per decoder layer per step (kernel latencies; s); as above
         layer_token_overhead_s: float | None = None,  # per token per layer, every TP rank (layer_tokens); as above
+        layer_token_decode_share: float | None = None,   # ... the part decode tokens pay (decode_tokens); as above
         quant_weight_efficiency: float | None = None,  # quantized GEMMs' rate vs 16-bit ones; None: the format's
         kv_memory_efficiency: float | None = None,    # KV reads; None: the KV format's (kv_attention), else memory
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
@@ -146,7 +144,7 @@ class RooflineCostModel:
                      moe_layer_overhead_s=moe_layer_overhead_s, fused_allreduce_latency_s=fused_allreduce_latency_s,
                      moe_expert_compute_efficiency=moe_expert_compute_efficiency, moe_expert_efficiency=
                      moe_expert_efficiency, eager_layer_host_s=eager_layer_host_s,
-                     eager_moe_layer_host_s=eager_moe_layer_host_s)    # None: the embedded defaults
+                     eager_moe_layer_host_s=eager_moe_layer_host_s, layer_token_decode_share=layer_token_decode_share)
         self.moe_expert_efficiency, self.moe_expert_compute_efficiency = (check_fraction(k, d[k]) for k in (
             "moe_expert_efficiency", "moe_expert_compute_efficiency"))
         self.layer_overhead_s = check_nonneg("layer_overhead_s", d["layer_overhead_s"])
@@ -225,9 +223,10 @@ class RooflineCostModel:
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
         self._t_moe = self.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0    # explain()
         self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers + self._t_moe
-        self.layer_token_overhead_s, self._k_layer_tok = layer_token_terms(d["layer_token_overhead_s"], model)
+        self.layer_token_overhead_s, self._k_layer_tok, self._k_seq_off = layer_token_split(d, model)   # decode_tokens
         self._k_fp32 = fp32 = router_fp32_token_s(model, gpu, float32_matmul_precision, self.compute_efficiency)
-        self._k_seq, self._k_tok = self.per_seq_overhead_s + sync, self.per_token_overhead_s + self._k_layer_tok + fp32
+        self._k_seq = self.per_seq_overhead_s + sync - self._k_seq_off      # decode_tokens: the decodes' share
+        self._k_tok = self.per_token_overhead_s + self._k_layer_tok + fp32
         self._decode_terms: dict[int, tuple[float, float, float, float, float]] = {}   # see _decode_terms_of
         self._constants = RooflineConstants(
             self._k_linear, self._k_lm_head, self._t_weights, self._moe_weights_s, at, self._k_kv_write,
@@ -374,7 +373,8 @@ class RooflineCostModel:
                 parts["moe_all2all_s"] = self._t_a2a + self._k_a2a * tokens
                 parts["allreduce_s"] -= parts["moe_all2all_s"]
             explain_overhead_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens, self._t_moe, self._k_fp32)
-            explain_sync_host(parts, self.sync_seq_host_s, n_seqs); explain_kv_path(parts, self); explain_layer_overhead(parts, self)
+            explain_sync_host(parts, self.sync_seq_host_s, n_seqs); explain_kv_path(parts, self)   # KV's own rate
+            explain_layer_overhead(parts, self); explain_decode_share(parts, self._k_seq_off, n_seqs)
             if self._attention.k_sink:        # attention-sink logits, apart from the KV write
                 parts["attention_sink_s"] = self._attention.k_sink * tokens
                 parts["kv_write_s"] = self._k_kv * tokens

@@ -114,6 +114,9 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # FP8 KV decode attention on Hopper (twin.cost.kv_attention): picked on the Llama-3.1-70B H100 rows, folds by TP /
     # ISL-OSL / load (docs/fidelity.md "Round 7: Llama decode and gpt-oss held out")
     "kv_memory_efficiency@hopper+kv_fp8": ("the H100 Llama-3.1-70B rows", _silicon_rows("h100_sxm", "llama")),
+    # MiniMax-M2.5 FP8's B200 pair (twin.cost.generation_experts, round 8): fitted on the B200 MiniMax FP8 rows
+    **{f"{n}@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows", _silicon_rows("b200_sxm", "minimax"))
+       for n in ("moe_prompt_stream_efficiency", "layer_token_decode_share")},
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
     "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", _no_rows),
 }
