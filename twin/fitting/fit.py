@@ -6,7 +6,8 @@ ones (scipy ``least_squares`` on log ratios, with weak priors towards the pre-fi
 parameters until they stop moving. The last simulation at the final parameters gives the in-sample errors.
 
 Residual weights: mean TPOT x2, mean and median TTFT x1, p90 TTFT x0.5 (it pins the request path's variable
-part). p99 latencies are left to the evaluation: one run's tail is too noisy to steer shared parameters.
+part). p99 latencies are left to the evaluation: one run's tail is too noisy to steer shared parameters. A run
+that met its server cold (``MeasuredRun.cold_start``) leaves its mean TTFT to the evaluation too.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from twin.errors import TwinInputError
-from twin.fitting.measured_run import MeasuredRun
+from twin.fitting.measured_run import COLD_START_UNFITTED, MeasuredRun
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.replay import Replayed, Target, deployment_for, replay
 from twin.fitting.surrogate import Surrogate
@@ -94,8 +95,11 @@ START_INSET = 1e-3       # share of a parameter's range the optimiser starts ins
 
 
 def _measured(case: Case) -> list[tuple[str, float, float]]:
+    """(metric, measured value, weight) of the fit's targets on one run; a cold run's one-off tail is not one
+    (``measured_run.COLD_START_UNFITTED``)."""
+    skip = COLD_START_UNFITTED if case.run.cold_start else ()
     return [(k, case.run.metrics[k], w) for k, w in FIT_METRICS.items()
-            if k in case.run.metrics and case.run.metrics[k] > 0]
+            if k in case.run.metrics and case.run.metrics[k] > 0 and k not in skip]
 
 
 def _bounds(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:

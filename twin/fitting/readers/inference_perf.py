@@ -13,7 +13,8 @@ are the client's measured quantiles; output lengths are the configured ``output_
 ``ignore_eos`` (the server then generates exactly that many), else the measured quantiles. inference-perf
 versions that stamp several stream messages per token make its TPOT and ITL fields unreliable, so TPOT is
 derived as (mean E2E - mean TTFT) / (output tokens - 1). Requests that failed with latencies clustered at one
-value were cut by a client timeout; that value becomes ``timeout_s``."""
+value were cut by a client timeout; that value becomes ``timeout_s``. The profile's stages run in order against
+one server, so stage 0 is the first traffic that server sees: ``cold_start`` (``twin.fitting.measured_run``)."""
 
 from __future__ import annotations
 
@@ -192,7 +193,8 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
         prompt_pool=_prompt_pool(client, where),
         timeout_s=timeout, model=server.get("model") or get(client, "server.model_name", where, required=False),
         tensor_parallel_size=tp if isinstance(tp, int) and not isinstance(tp, bool) else None,
-        server={k: server[k] for k in SERVER_KNOBS if k in server}, experiment=experiment, client=INFERENCE_PERF)
+        server={k: server[k] for k in SERVER_KNOBS if k in server}, experiment=experiment, client=INFERENCE_PERF,
+        cold_start=bool(stage) and int(stage.group(1)) == 0)
 
 
 def read_inference_perf(path: Path) -> list[MeasuredRun]:

@@ -1,0 +1,69 @@
+"""A run that met its server cold (twin.fitting.measured_run.COLD_START_UNFITTED): the inference-perf reader marks
+the first stage, the fit leaves that run's mean TTFT to the evaluation, and a one-off tail in it does not move
+the request path a fit recovers from twin-generated runs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.fitting_helpers import write_config, write_stage
+from twin.fitting.fit import Case, _measured, fit
+from twin.fitting.measured_run import COLD_START_UNFITTED, LengthSample, MeasuredRun
+from twin.fitting.readers.inference_perf import read_inference_perf
+from twin.fitting.replay import Target, replay
+
+METRICS = {"mean_ttft_ms": 30.0, "median_ttft_ms": 28.0, "p90_ttft_ms": 35.0, "p99_ttft_ms": 50.0,
+           "mean_e2el_ms": 330.0, "median_e2el_ms": 320.0, "p99_e2el_ms": 400.0}
+TARGET = Target("llama-2-7b", "H100-SXM", 1)
+
+
+def _run(name: str, conc: int, cold: bool = False) -> MeasuredRun:
+    return MeasuredRun(name=name, source="test", num_requests=3 * conc, rate_per_s=float("inf"),
+                       max_concurrency=conc, prompt_tokens=LengthSample.constant(256),
+                       output_tokens=LengthSample.constant(32), metrics={"completed": 1.0},
+                       server={"enable_prefix_caching": False, "vllm_version": "0.14"}, experiment=name,
+                       client="inference-perf", cold_start=cold)
+
+
+def test_the_first_inference_perf_stage_is_cold_the_later_ones_are_not(tmp_path):
+    d = tmp_path / "exp"
+    write_config(d, model="meta-llama/Llama-2-7b-hf", tp=1, groups=2, per_group=2, system_tokens=50,
+                 question_tokens=100, output_tokens=20, stages=[(5.0, 60.0), (10.0, 60.0)], server={})
+    for i, rate in enumerate((5.0, 10.0)):
+        write_stage(d, i, rate=rate, duration_s=60.0, metrics=METRICS, prompt_tokens=150, output_tokens=20)
+    assert [r.cold_start for r in read_inference_perf(d)] == [True, False]
+    assert MeasuredRun.__dataclass_fields__["cold_start"].default is False      # other readers: warm
+
+
+def test_a_cold_runs_mean_ttft_is_not_a_fit_target():
+    metrics = {"mean_ttft_ms": 63.0, "median_ttft_ms": 53.0, "p90_ttft_ms": 61.0, "mean_tpot_ms": 18.0}
+    warm = Case(dataclasses.replace(_run("w", 4), metrics=metrics), TARGET)
+    cold = Case(dataclasses.replace(_run("c", 4, cold=True), metrics=metrics), TARGET)
+    assert COLD_START_UNFITTED == ("mean_ttft_ms",)
+    assert [k for k, _, _ in _measured(warm)] == ["mean_tpot_ms", "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms"]
+    assert [k for k, _, _ in _measured(cold)] == ["mean_tpot_ms", "median_ttft_ms", "p90_ttft_ms"]
+    assert [v for _, v, _ in _measured(cold)] == [18.0, 53.0, 61.0]
+
+
+def test_a_one_off_tail_in_a_cold_runs_mean_does_not_move_the_fitted_request_path():
+    """Twin-generated runs at a 5 ms path; each run's measured mean TTFT then gets +10 ms of a one-off stall
+    (its median and p90 stay: the stall hit 1 % of the requests). Marked cold, the fit recovers 5 ms; the same
+    runs marked warm pull the path up (the stall is spread over every request)."""
+    true = {"request_path_s": 5e-3, "request_path_jitter_s": 0.0}
+    cases = {True: [], False: []}
+    for conc in (2, 8):
+        run = _run(f"r{conc}", conc)
+        m = replay(run, TARGET, true).metrics
+        metrics = {k: m[k] for k in ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "mean_tpot_ms")}
+        metrics["mean_ttft_ms"] += 10.0
+        for cold in (True, False):
+            cases[cold].append(Case(dataclasses.replace(run, metrics=metrics, cold_start=cold), TARGET))
+    kw = dict(names=("request_path_s",), start={"request_path_s": 10e-3, "request_path_jitter_s": 0.0},
+              fixed={"request_path_jitter_s": 0.0}, outer_iterations=2)
+    cold = fit(cases[True], **kw).params["request_path_s"]
+    warm = fit(cases[False], **kw).params["request_path_s"]
+    # stated tolerance: 0.5 ms (the other costs are the generator's own)
+    assert cold == pytest.approx(5e-3, abs=0.5e-3)
+    assert warm > 7e-3
