@@ -38,6 +38,11 @@ MARLIN_PATHS: dict[str, str] = {"moe_expert_compute_efficiency@experts_int4": "b
                                 "moe_expert_compute_efficiency@hopper+experts_mxfp4": "hopper"}
 
 
+def geometric_mean(values: Sequence[float]) -> float:
+    """The geometric mean of positive ``values`` (the pooling of the held-out priors: rates and times multiply)."""
+    return math.prod(values) ** (1.0 / len(values))
+
+
 def carried_efficiency(value: float, measured_on: str, predicted_on: str) -> float:
     """A Marlin path's efficiency read on generation ``measured_on``, as a fraction of ``predicted_on``'s dense
     rate: equal FLOPs per SM clock (``MMA_FLOPS_PER_SM_CLOCK``)."""
@@ -54,9 +59,7 @@ def marlin_path_prior(parameter: str, entries: Sequence, held: Iterable[str] = (
     target = MARLIN_PATHS[parameter]
     values = [carried_efficiency(e.value, MARLIN_PATHS[e.parameter], target) for e in entries
               if e.parameter in MARLIN_PATHS and e.parameter != parameter and e.parameter not in held]
-    if not values:
-        return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return geometric_mean(values) if values else None
 
 
 def pooled_path_prior(base: str, entries: Sequence, held: Iterable[str] = ()) -> float:
@@ -74,9 +77,7 @@ def pooled_path_prior(base: str, entries: Sequence, held: Iterable[str] = ()) ->
     held = set(held)
     values = [e.value for e in entries if split(e.parameter)[0] == base and e.parameter not in held
               and EXPERT_PREFIX in (e.scope or "") and isinstance(e.value, float)]
-    if not values:
-        return FLAT_DEFAULTS[base]
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return geometric_mean(values) if values else FLAT_DEFAULTS[base]
 
 
 def expert_path_prior(parameter: str, entries: Sequence, held: Iterable[str] = ()) -> float:

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from twin.fitting.expert_path_prior import expert_path_prior
+from twin.fitting.expert_path_prior import expert_path_prior, geometric_mean
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 
@@ -240,15 +240,13 @@ def host_prior(base: str, generation: str, entries: Sequence[Entry], held: Itera
 
     Why: it is the CPU's launch time (twin.cost.eager_steps), and the generations measured agree (B200 0.89 ms,
     H100 0.92 ms per layer on light-load 1k prompt steps outside the graphs; docs/fidelity.md "Round 8")."""
-    import math
-
     from twin.cost.default_terms import FLAT_DEFAULTS
     held = set(held)
     values = [e.value for e in entries if split(e.parameter)[0] == base and e.parameter not in held
               and e.scope not in (None, generation) and "+" not in e.scope and e.value > 0]
     values += [v for key, (v, _, rows) in HOST_READINGS.items() if split(key)[0] == base
                and split(key)[1] != generation and not any(rows(c, d) for c, d in held_rows)]
-    return math.prod(values) ** (1.0 / len(values)) if values else FLAT_DEFAULTS[base]
+    return geometric_mean(values) if values else FLAT_DEFAULTS[base]
 
 
 REFIT, RESET, KEPT = "refit on the training rows", "reset to its stated prior", "kept: no stated prior (leaks)"
