@@ -57,8 +57,8 @@ INHERITS_FROM = {"memory_efficiency": "memory_efficiency", "compute_efficiency":
                  "allreduce_latency_s": "allreduce_latency_s", "fused_allreduce_latency_s": "allreduce_latency_s",
                  # paged decode attention's KV read: stated prior, the weights' rate (twin.cost.kv_attention; round 8)
                  "kv_memory_efficiency": "memory_efficiency",
-                 # an expert path's eager MoE floor (round 8b): held out, the fold's generation value (twin.fitting.
-                 # inherit_fitted), as before the path had its own; the unscoped / @generation keys' prior stays 0
+                 # an expert path's eager MoE floor (round 8b; none embedded): held out, the fold's generation value
+                 # (twin.fitting.inherit_fitted), as before the path had its own; the @generation key's prior stays 0
                  "eager_moe_layer_host_s": "eager_moe_layer_host_s"}
 PATH_INHERITS = ("eager_moe_layer_host_s",)     # INHERIT on an expert path's key only (generation+experts_<fmt>)
 # HOST terms (issue 33, round 8): the CPU's time to launch an eager forward pass per decoder layer (twin.cost.
@@ -121,8 +121,8 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # MiniMax-M2.5 FP8's B200 pair (twin.cost.generation_experts, round 8): fitted on the B200 MiniMax FP8 rows
     **{f"{n}@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows", _silicon_rows("b200_sxm", "minimax"))
        for n in ("moe_prompt_stream_efficiency", "layer_token_decode_share")},
-    # ... and its eager floor per MoE layer (round 8b): read off its light-load 1k rows GIVEN the B200 Llama rows'
-    # per-layer value and the pair above
+    # ... and its eager floor per MoE layer (round 8b, tried, not embedded: docs/fidelity.md "Round 8: the Blackwell
+    # MoE eager floor by expert path"): read off its light-load 1k rows GIVEN the B200 Llama rows' per-layer value
     "eager_moe_layer_host_s@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows, given the B200 Llama rows' "
                                                      "per-layer value", _silicon_rows("b200_sxm", "minimax", "llama")),
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
