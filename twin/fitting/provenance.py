@@ -386,8 +386,9 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     from twin.cost.mla_decode import MLA_TERMS       # MLA models' fixed time per layer (issue 33, round 8)
     paths |= {f"{n}@mla": v for n, v in MLA_TERMS.items()}
     values |= paths
-    # an expert path's embedded value holds beside its unscoped or generation-scoped term (which would override it
-    # otherwise: eager_moe_layer_host_s@blackwell beside ...@blackwell+experts_fp8, round 8b)
+    # an expert path's embedded value holds beside its unscoped term, and a (generation, path) one beside its
+    # generation's term (either would override it otherwise: eager_moe_layer_host_s@blackwell beside
+    # ...@blackwell+experts_fp8, round 8b)
     out = {n: values[n] for n in names if n in values}
-    bases = {split(m)[0] for m in names}
-    return out | {n: v for n, v in paths.items() if split(n)[0] in bases}
+    return out | {n: v for n, v in paths.items() if split(n)[0] in names or (
+        "+" in split(n)[1] and f"{split(n)[0]}@{split(n)[1].split('+')[0]}" in names)}
