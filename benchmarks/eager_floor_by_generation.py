@@ -31,6 +31,7 @@ from twin.fitting.identify import eager_prompt_steps  # noqa: E402
 from twin.fitting.joint import FOLDS, all_cases, with_deployments  # noqa: E402
 from twin.fitting.replay import cost_model_for  # noqa: E402
 from twin.fitting.silicon import SiliconCase  # noqa: E402
+from twin.hardware.weight_formats import format_family  # noqa: E402
 
 SHORT_PROMPT_TOKENS = 2048       # 1k rows (ISL 1024: prompts 820-1024 tokens)
 
@@ -41,17 +42,27 @@ def implied_host_s(gpu_s: float, floor_s: float, missed_s: float) -> float:
     return max(gpu_s, floor_s) + missed_s
 
 
+def implied_moe_layer_s(step_s: float, per_layer_s: float, model) -> float:
+    """The implied step's time beyond ``per_layer_s`` x decoder layers, per MoE layer (s): what the row says the
+    MoE layers' extra kernels cost (``eager_moe_layer_host_s``), given the per-layer value."""
+    return (step_s - per_layer_s * model.num_hidden_layers) / model.moe_layers
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("defaults_json", type=Path)
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--max-conc", type=int, default=8)
+    ap.add_argument("--by-path", action="store_true",
+                    help="group MoE rows by expert format too, and print each row's implied time per MoE layer "
+                         "beyond the embedded per-layer value (round 8b: does the MoE floor follow the path?)")
     args = ap.parse_args()
     by_name = {c["name"]: c for c in json.loads(args.defaults_json.read_text())["cases"]}
     every = json.loads(args.defaults_json.read_text())["args"].get("silicon_every", 3)
     cases = [c for c in all_cases(args.ground_truth, silicon_every=every, sources=("silicon",))
              if isinstance(c, SiliconCase) and c.run.name in by_name]
     groups: dict[tuple, list[float]] = collections.defaultdict(list)
+    moe_groups: dict[tuple, list[float]] = collections.defaultdict(list)
     print(f"{'GPU':9} {'family':8} {'TP':>2} {'C':>3} | {'GPU step':>8} {'floor':>6} {'missed':>7} | host/layer")
     for c, d in with_deployments(cases):
         rec = by_name[c.run.name]
@@ -68,14 +79,27 @@ def main() -> None:
         host = implied_host_s(gpu_s, floor_s, (m - p) / 1e3)
         per_layer = host / d.model.num_hidden_layers
         key = (FOLDS["GPU"](c), FOLDS["family"](c))
+        line = (f"{key[0]:9} {key[1]:8} {c.target.tensor_parallel_size:2d} {c.run.max_concurrency:3d} | "
+                f"{1e3 * gpu_s:6.1f}ms {1e3 * floor_s:4.1f}ms {m - p:+6.1f}ms | {1e3 * per_layer:.2f} ms")
+        if args.by_path and d.model.is_moe:
+            key = (*key, format_family(d.weight_formats.routed_experts))
+            moe_s = implied_moe_layer_s(host, getattr(cost, "eager_layer_host_s", 0.0), d.model)
+            line += (f" | {key[2]:6} {c.row.measured or '-':10} v{c.row.vllm_version or '?':7} "
+                     f"{1e3 * moe_s:.2f} ms/MoE layer")
+            moe_groups[key].append(moe_s)
         groups[key].append(per_layer)
-        print(f"{key[0]:9} {key[1]:8} {c.target.tensor_parallel_size:2d} {c.run.max_concurrency:3d} | "
-              f"{1e3 * gpu_s:6.1f}ms {1e3 * floor_s:4.1f}ms {m - p:+6.1f}ms | {1e3 * per_layer:.2f} ms")
+        print(line)
     print("\nmedian implied host time per decoder layer (ms), light-load 1k rows with eager prompt steps:")
     for key in sorted(groups):
         v = groups[key]
-        print(f"  {key[0]:9} {key[1]:8} n={len(v):2d}  {1e3 * statistics.median(v):.2f}  "
+        print(f"  {' '.join(key):24} n={len(v):2d}  {1e3 * statistics.median(v):.2f}  "
               f"(range {1e3 * min(v):.2f}-{1e3 * max(v):.2f})")
+    if moe_groups:
+        print("\nmedian implied host time per MoE layer beyond the embedded per-layer value (ms), by expert path:")
+        for key in sorted(moe_groups):
+            v = moe_groups[key]
+            print(f"  {' '.join(key):24} n={len(v):2d}  {1e3 * statistics.median(v):.2f}  "
+                  f"(range {1e3 * min(v):.2f}-{1e3 * max(v):.2f})")
 
 
 if __name__ == "__main__":

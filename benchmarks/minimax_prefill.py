@@ -15,6 +15,10 @@ FP32 router GEMM is priced (``twin.cost.router_gemm``; docs/fidelity.md "Round 6
     # round 8: that stream fitted TOGETHER with the share of Blackwell's per-token-per-layer cost a decode token pays
     # (twin.cost.decode_tokens), on the B200 v0.19 FP8 rows of one part (TP, ISL/OSL, load band), held out on the rest
     python benchmarks/minimax_prefill.py joint-test --every 3        # ~6 min
+    # round 8b: the eager host time per MoE layer each light-load (CONC <= 8) 1k row with eager prompt steps implies,
+    # beyond the embedded 0.84 ms per decoder layer, by GPU, family, expert format and release: all rows, not a
+    # sample (benchmarks/eager_floor_by_generation.py's reading); --pair: with MiniMax FP8's B200 pair in place
+    python benchmarks/minimax_prefill.py floor-by-path [--pair]     # ~30 s
 
 The fit uses differences, as ``benchmarks/hopper_rows.py prefill-fit`` does: per cell (TP, CONC <= 16, date) the
 measured mean TTFT of the 8k/1k rows minus the 1k/1k rows' (medians over repeats), against the twin's at each
@@ -232,6 +236,45 @@ def joint_test(every: int) -> None:
                   f"-> {med(best, 1, True):5.1%} ({med(best, 1):+5.1%})")
 
 
+PAIR = {"moe_prompt_stream_efficiency@blackwell+experts_fp8": 0.5, "layer_token_decode_share@blackwell+experts_fp8": 0.0}
+PER_LAYER_S = 0.84e-3      # the embedded eager_layer_host_s@blackwell (twin.cost.default_terms.GENERATION_TERMS)
+
+
+def floor_by_path(pair: bool) -> None:
+    from types import SimpleNamespace
+
+    from twin.fitting.identify import eager_prompt_steps
+    from twin.fitting.joint import with_deployments
+    from twin.fitting.replay import cost_model_for
+    from twin.hardware.weight_formats import format_family
+    from benchmarks.eager_floor_by_generation import implied_host_s, implied_moe_layer_s
+    params = default_start() | (PAIR if pair else {})
+    sel = [(c, d) for c, d in with_deployments([c for c in silicon_cases()[0] if c.row.concurrency <= 8
+                                                and c.row.isl == 1024])
+           if d.model.is_moe and eager_prompt_steps(c, d)]
+    groups: dict[tuple, list[float]] = {}
+    for (c, d), r in zip(sel, simulate_cases([c for c, _ in sel], params, max_sim_s=60.0)):
+        m, p = c.run.metrics.get("mean_ttft_ms"), r.metrics.get("mean_ttft_ms")
+        if m is None or p is None:
+            continue
+        cost = cost_model_for(d, c.target, params)
+        parts = cost.explain(SimpleNamespace(num_new_tokens=[int(c.run.prompt_tokens.mean)], num_computed_before=[0],
+                                             num_spec_tokens=[0]))
+        gpu_s = parts["total_s"] - parts.get("eager_host_floor_s", 0.0)
+        step = implied_host_s(gpu_s, getattr(cost, "eager_host_s_per_step", 0.0), (m - p) / 1e3)
+        moe = implied_moe_layer_s(step, PER_LAYER_S, d.model)
+        key = (c.row.system, model_family(c.row.model_path), format_family(d.weight_formats.routed_experts),
+               c.row.vllm_version or "?")
+        groups.setdefault(key, []).append(moe)
+        print(f"{' '.join(key):36} {c.row.measured} {_layout(c.row):<11} C{c.row.concurrency:<2} GPU step "
+              f"{1e3 * gpu_s:5.1f} ms, TTFT {m:6.1f} measured, {p:6.1f} twin: {1e3 * moe:5.2f} ms per MoE layer")
+    print(f"\nmedian per MoE layer beyond {1e3 * PER_LAYER_S:.2f} ms per decoder layer (ms){' (with the pair)' * pair}:")
+    for key in sorted(groups):
+        v = groups[key]
+        print(f"  {' '.join(key):36} n={len(v):2d}  {1e3 * statistics.median(v):.2f} "
+              f"({1e3 * min(v):.2f}-{1e3 * max(v):.2f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -241,8 +284,12 @@ def main() -> None:
     st.add_argument("--every", type=int, default=2, help="every n-th MiniMax row (default 2)")
     jt = sub.add_parser("joint-test")
     jt.add_argument("--every", type=int, default=3, help="every n-th B200 v0.19 MiniMax row (default 3)")
+    fb = sub.add_parser("floor-by-path")
+    fb.add_argument("--pair", action="store_true", help="with MiniMax FP8's B200 pair (stream 0.5, share 0)")
     args = ap.parse_args()
-    if args.cmd == "stream-test":
+    if args.cmd == "floor-by-path":
+        floor_by_path(args.pair)
+    elif args.cmd == "stream-test":
         stream_test(args.every)
     elif args.cmd == "joint-test":
         joint_test(args.every)

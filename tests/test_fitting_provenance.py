@@ -217,3 +217,34 @@ def test_an_unseen_expert_kernel_path_is_predicted_from_the_other_paths_values(r
     assert pooled_path_prior("moe_expert_efficiency", es, {"moe_expert_efficiency@experts_bf16"}) == 1.0
     assert pooled_path_prior("moe_expert_compute_efficiency", es, ()) == pytest.approx(
         (0.5 * 0.2 * 0.45) ** (1 / 3), rel=1e-12)
+
+
+def test_an_expert_paths_eager_floor_holds_beside_the_generation_fit_and_inherits_it_held_out(rows, monkeypatch):
+    """Round 8b: an (generation, expert format) value of the eager MoE floor (tried for MiniMax FP8 on B200, not
+    embedded) is held beside the fitted ``@blackwell`` key (which would override it otherwise), and a fold that
+    holds out its rows gives it the fold's fitted ``@blackwell`` value, not 0."""
+    from types import SimpleNamespace
+
+    from twin.fitting.inherit_fitted import inherited_after_fit
+    monkeypatch.setitem(default_terms.GENERATION_TERMS, "blackwell", {
+        "eager_layer_host_s": 0.84e-3, "eager_moe_layer_host_s": 1.15e-3})
+    monkeypatch.setattr(generation_experts, "GENERATION_EXPERT_TERMS",
+                        {("blackwell", "fp8"): {"eager_moe_layer_host_s": 0.39e-3}})
+    path = "eager_moe_layer_host_s@blackwell+experts_fp8"
+    entries = {e.parameter: e for e in pv.embedded_entries()}
+    assert entries[path].prior == pv.INHERIT and entries["eager_moe_layer_host_s@blackwell"].prior == 0.0
+    assert pv.embedded_start(("eager_moe_layer_host_s@blackwell",)) == {
+        "eager_moe_layer_host_s@blackwell": 1.15e-3, path: 0.39e-3}
+    assert pv.embedded_start(("memory_efficiency",)) == {"memory_efficiency": pv.embedded_start(
+        ("memory_efficiency",))["memory_efficiency"]}            # other terms' starts carry no path value
+    llama_b200, minimax_b200 = rows[2], rows[3]
+    for case, model in ((llama_b200, "meta-llama/Llama-3.1-70B-Instruct"), (minimax_b200, "MiniMaxAI/MiniMax-M2.5")):
+        object.__setattr__(case, "row", SimpleNamespace(system="b200_sxm", model_path=model))
+    ev = with_deployments(rows)
+    group = lambda c: "minimax" if c is minimax_b200 else "other"          # noqa: E731
+    held = pv.fold_plan("minimax", group, ev, ("eager_moe_layer_host_s@blackwell",))
+    assert held.actions[path][1] == pv.RESET and held.fixed[path] == 0.0
+    assert inherited_after_fit(held, {"eager_moe_layer_host_s@blackwell": 1.3e-3}) == {path: 1.3e-3}
+    kept = pv.fold_plan("other", lambda c: "other" if c is rows[0] else "minimax", ev,
+                        ("eager_moe_layer_host_s@blackwell",))
+    assert path not in kept.actions

@@ -56,7 +56,11 @@ POOLED_TERMS = ("moe_expert_compute_efficiency", "moe_expert_efficiency")
 INHERITS_FROM = {"memory_efficiency": "memory_efficiency", "compute_efficiency": "compute_efficiency",
                  "allreduce_latency_s": "allreduce_latency_s", "fused_allreduce_latency_s": "allreduce_latency_s",
                  # paged decode attention's KV read: stated prior, the weights' rate (twin.cost.kv_attention; round 8)
-                 "kv_memory_efficiency": "memory_efficiency"}
+                 "kv_memory_efficiency": "memory_efficiency",
+                 # an expert path's eager MoE floor (round 8b; none embedded): held out, the fold's generation value
+                 # (twin.fitting.inherit_fitted), as before the path had its own; the @generation key's prior stays 0
+                 "eager_moe_layer_host_s": "eager_moe_layer_host_s"}
+PATH_INHERITS = ("eager_moe_layer_host_s",)     # INHERIT on an expert path's key only (generation+experts_<fmt>)
 # HOST terms (issue 33, round 8): the CPU's time to launch an eager forward pass per decoder layer (twin.cost.
 # eager_steps), the same host code whatever GPU it drives: a generation whose own evidence a fold holds out takes
 # what the OTHER generations' rows show (``host_prior``; B200 0.89 ms, H100 0.92 ms; docs/fidelity.md "Round 8"),
@@ -117,6 +121,10 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # MiniMax-M2.5 FP8's B200 pair (twin.cost.generation_experts, round 8): fitted on the B200 MiniMax FP8 rows
     **{f"{n}@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows", _silicon_rows("b200_sxm", "minimax"))
        for n in ("moe_prompt_stream_efficiency", "layer_token_decode_share")},
+    # ... and its eager floor per MoE layer (round 8b, tried, not embedded: docs/fidelity.md "Round 8: the Blackwell
+    # MoE eager floor by expert path"): read off its light-load 1k rows GIVEN the B200 Llama rows' per-layer value
+    "eager_moe_layer_host_s@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows, given the B200 Llama rows' "
+                                                     "per-layer value", _silicon_rows("b200_sxm", "minimax", "llama")),
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
     "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", _no_rows),
 }
@@ -166,7 +174,7 @@ class Entry:
 
 
 def _stated_prior(base: str, key: str, flat: dict) -> float | str | None:
-    if base in INHERITS_FROM and key != base:
+    if base in INHERITS_FROM and key != base and (base not in PATH_INHERITS or "+" in (split(key)[1] or "")):
         return INHERIT
     if base in HOST_TERMS and key != base:
         return HOST
@@ -378,6 +386,9 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     from twin.cost.mla_decode import MLA_TERMS       # MLA models' fixed time per layer (issue 33, round 8)
     paths |= {f"{n}@mla": v for n, v in MLA_TERMS.items()}
     values |= paths
-    # an expert path's embedded value holds beside its unscoped term (which would override it otherwise)
+    # an expert path's embedded value holds beside its unscoped term, and a (generation, path) one beside its
+    # generation's term (either would override it otherwise: eager_moe_layer_host_s@blackwell beside
+    # ...@blackwell+experts_fp8, round 8b)
     out = {n: values[n] for n in names if n in values}
-    return out | {n: v for n, v in paths.items() if split(n)[0] in names}
+    return out | {n: v for n, v in paths.items() if split(n)[0] in names or (
+        "+" in split(n)[1] and f"{split(n)[0]}@{split(n)[1].split('+')[0]}" in names)}
