@@ -48,6 +48,22 @@ def implied_moe_layer_s(step_s: float, per_layer_s: float, model) -> float:
     return (step_s - per_layer_s * model.num_hidden_layers) / model.moe_layers
 
 
+def prompt_step_gpu_s(cost, prompt_tokens: int) -> float:
+    """The twin's GPU time of one step holding a single uncached prompt of ``prompt_tokens`` (s): the step less the
+    eager floor under it."""
+    parts = cost.explain(SimpleNamespace(num_new_tokens=[prompt_tokens], num_computed_before=[0], num_spec_tokens=[0]))
+    return parts["total_s"] - parts.get("eager_host_floor_s", 0.0)
+
+
+def print_medians(title: str, groups: dict[tuple, list[float]], width: int = 24) -> None:
+    """Each group's median and range, in ms, under ``title``."""
+    print(title)
+    for key in sorted(groups):
+        v = groups[key]
+        print(f"  {' '.join(key):{width}} n={len(v):2d}  {1e3 * statistics.median(v):.2f}  "
+              f"(range {1e3 * min(v):.2f}-{1e3 * max(v):.2f})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("defaults_json", type=Path)
@@ -72,10 +88,8 @@ def main() -> None:
                 or not eager_prompt_steps(c, d)):
             continue
         cost = cost_model_for(d, c.target, {})
-        shape = SimpleNamespace(num_new_tokens=[n], num_computed_before=[0], num_spec_tokens=[0])
         floor_s = getattr(cost, "eager_host_s_per_step", 0.0)
-        parts = cost.explain(shape)
-        gpu_s = parts["total_s"] - parts.get("eager_host_floor_s", 0.0)
+        gpu_s = prompt_step_gpu_s(cost, n)
         host = implied_host_s(gpu_s, floor_s, (m - p) / 1e3)
         per_layer = host / d.model.num_hidden_layers
         key = (FOLDS["GPU"](c), FOLDS["family"](c))
@@ -89,17 +103,11 @@ def main() -> None:
             moe_groups[key].append(moe_s)
         groups[key].append(per_layer)
         print(line)
-    print("\nmedian implied host time per decoder layer (ms), light-load 1k rows with eager prompt steps:")
-    for key in sorted(groups):
-        v = groups[key]
-        print(f"  {' '.join(key):24} n={len(v):2d}  {1e3 * statistics.median(v):.2f}  "
-              f"(range {1e3 * min(v):.2f}-{1e3 * max(v):.2f})")
+    print_medians("\nmedian implied host time per decoder layer (ms), light-load 1k rows with eager prompt steps:",
+                  groups)
     if moe_groups:
-        print("\nmedian implied host time per MoE layer beyond the embedded per-layer value (ms), by expert path:")
-        for key in sorted(moe_groups):
-            v = moe_groups[key]
-            print(f"  {' '.join(key):24} n={len(v):2d}  {1e3 * statistics.median(v):.2f}  "
-                  f"(range {1e3 * min(v):.2f}-{1e3 * max(v):.2f})")
+        print_medians("\nmedian implied host time per MoE layer beyond the embedded per-layer value (ms), by expert "
+                      "path:", moe_groups)
 
 
 if __name__ == "__main__":

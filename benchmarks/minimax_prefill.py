@@ -130,6 +130,11 @@ STREAM = "moe_prompt_stream_efficiency@{}+experts_{}"
 STREAM_EXTRA = (0.0, 0.5, 1.0, 1.5, 2.0)        # x = 1 / efficiency - 1: the grid (the errors are linear in x)
 
 
+def fp8(row) -> bool:
+    """An FP8 row (the rest of MiniMax's are NVFP4)."""
+    return (row.precision or "").lower() == "fp8"
+
+
 def _group(r) -> tuple:
     return (r.system[:4], (r.precision or "").lower(), _layout(r), "C<=16" if r.concurrency <= 16 else "C>=32",
             f"{r.isl // 1024}k/{r.osl // 1024}k")
@@ -155,7 +160,6 @@ def stream_test(every: int) -> None:
         return float(min(fine, key=lambda x: abs(statistics.median(at(x, i, 0) for i in idx)))), len(idx)
 
     light_1k = lambda r: r.concurrency <= 16 and r.isl == r.osl == 1024          # noqa: E731
-    fp8 = lambda r: (r.precision or "").lower() == "fp8"                          # noqa: E731
     b200 = lambda r: r.system == "b200_sxm"                                       # noqa: E731
     splits = [("B200 FP8, fit on TP2", lambda r: b200(r) and fp8(r) and r.tp == 2 and r.moe_ep == 1 and light_1k(r),
                lambda r: b200(r) and fp8(r)),
@@ -211,7 +215,6 @@ def joint_test(every: int) -> None:
         return ((1 - fx) * (1 - fs) * corners[0.0, 1.0][i][j] + fx * (1 - fs) * corners[x_hi, 1.0][i][j]
                 + (1 - fx) * fs * corners[0.0, 0.0][i][j] + fx * fs * corners[x_hi, 0.0][i][j])
 
-    fp8 = lambda r: (r.precision or "").lower() == "fp8"                          # noqa: E731
     splits = [("TP2 (EP1)", lambda r: fp8(r) and (r.tp, r.moe_ep, r.attention_dp) == (2, 1, 1)),
               ("TP4 (EP1)", lambda r: fp8(r) and (r.tp, r.moe_ep, r.attention_dp) == (4, 1, 1)),
               ("1k/1k", lambda r: fp8(r) and r.isl == r.osl == 1024),
@@ -237,17 +240,17 @@ def joint_test(every: int) -> None:
 
 
 PAIR = {"moe_prompt_stream_efficiency@blackwell+experts_fp8": 0.5, "layer_token_decode_share@blackwell+experts_fp8": 0.0}
-PER_LAYER_S = 0.84e-3      # the embedded eager_layer_host_s@blackwell (twin.cost.default_terms.GENERATION_TERMS)
 
 
 def floor_by_path(pair: bool) -> None:
-    from types import SimpleNamespace
-
+    from twin.cost.default_terms import GENERATION_TERMS
     from twin.fitting.identify import eager_prompt_steps
     from twin.fitting.joint import with_deployments
     from twin.fitting.replay import cost_model_for
     from twin.hardware.weight_formats import format_family
-    from benchmarks.eager_floor_by_generation import implied_host_s, implied_moe_layer_s
+    from benchmarks.eager_floor_by_generation import (implied_host_s, implied_moe_layer_s, print_medians,
+                                                      prompt_step_gpu_s)
+    per_layer_s = GENERATION_TERMS["blackwell"]["eager_layer_host_s"]      # the embedded floor per decoder layer
     params = default_start() | (PAIR if pair else {})
     sel = [(c, d) for c, d in with_deployments([c for c in silicon_cases()[0] if c.row.concurrency <= 8
                                                 and c.row.isl == 1024])
@@ -258,21 +261,16 @@ def floor_by_path(pair: bool) -> None:
         if m is None or p is None:
             continue
         cost = cost_model_for(d, c.target, params)
-        parts = cost.explain(SimpleNamespace(num_new_tokens=[int(c.run.prompt_tokens.mean)], num_computed_before=[0],
-                                             num_spec_tokens=[0]))
-        gpu_s = parts["total_s"] - parts.get("eager_host_floor_s", 0.0)
+        gpu_s = prompt_step_gpu_s(cost, int(c.run.prompt_tokens.mean))
         step = implied_host_s(gpu_s, getattr(cost, "eager_host_s_per_step", 0.0), (m - p) / 1e3)
-        moe = implied_moe_layer_s(step, PER_LAYER_S, d.model)
+        moe = implied_moe_layer_s(step, per_layer_s, d.model)
         key = (c.row.system, model_family(c.row.model_path), format_family(d.weight_formats.routed_experts),
                c.row.vllm_version or "?")
         groups.setdefault(key, []).append(moe)
         print(f"{' '.join(key):36} {c.row.measured} {_layout(c.row):<11} C{c.row.concurrency:<2} GPU step "
               f"{1e3 * gpu_s:5.1f} ms, TTFT {m:6.1f} measured, {p:6.1f} twin: {1e3 * moe:5.2f} ms per MoE layer")
-    print(f"\nmedian per MoE layer beyond {1e3 * PER_LAYER_S:.2f} ms per decoder layer (ms){' (with the pair)' * pair}:")
-    for key in sorted(groups):
-        v = groups[key]
-        print(f"  {' '.join(key):36} n={len(v):2d}  {1e3 * statistics.median(v):.2f} "
-              f"({1e3 * min(v):.2f}-{1e3 * max(v):.2f})")
+    print_medians(f"\nmedian per MoE layer beyond {1e3 * per_layer_s:.2f} ms per decoder layer (ms)"
+                  f"{' (with the pair)' * pair}:", groups, width=36)
 
 
 def main() -> None:

@@ -127,7 +127,10 @@ def test_the_default_report_refits_per_fold_and_no_refit_fits_nothing():
     assert md.splitlines()[-1] == "| GPU | B200 | `request_path_s` | 4.4 ms | 0.7 | identified |"
 
 
-def _capture_fit(monkeypatch, calls):
+def _capture_fit(monkeypatch):
+    """A fake fit recording its calls, and two H100 Llama runs (the fold trains on "x", tests on "y")."""
+    calls: list = []
+
     def fake_fit(cases, **kw):
         calls.append(kw)
         return SimpleNamespace(params={**kw["fixed"], **{n: 1e-7 for n in kw["names"]}},
@@ -136,15 +139,14 @@ def _capture_fit(monkeypatch, calls):
     monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
     monkeypatch.setattr(joint, "simulate_cases", lambda cases, params, **kw: [
         SimpleNamespace(metrics={"mean_ttft_ms": 1.0}) for _ in cases])
+    cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)),
+             Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
+    return calls, cases, [SimpleNamespace(metrics={}) for _ in cases]
 
 
 def test_an_expert_paths_entry_is_held_beside_its_fitted_unscoped_term(monkeypatch):
     # round 7: fitting layer_token_overhead_s unscoped (Hopper) must not override the (hopper, mxfp4) path's 0.15 us
-    calls: list = []
-    _capture_fit(monkeypatch, calls)
-    cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)),
-             Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
-    first = [SimpleNamespace(metrics={}) for _ in cases]
+    calls, cases, first = _capture_fit(monkeypatch)
     fold = run_fold("GPU", "test", cases, lambda c: "train" if c.run.name == "x" else "test", first,
                     names=("layer_token_overhead_s",), outer_iterations=1, evidence=[])
     assert calls[0]["fixed"] == {"layer_token_overhead_s@hopper+experts_mxfp4": 0.15e-6}
@@ -153,11 +155,7 @@ def test_an_expert_paths_entry_is_held_beside_its_fitted_unscoped_term(monkeypat
 
 def test_a_held_out_expert_paths_entry_is_refit_as_its_unscoped_term_not_held(monkeypatch):
     # the gpt-oss H100 rows (the path entry's evidence) held out: the entry is not kept (that would leak)
-    calls: list = []
-    _capture_fit(monkeypatch, calls)
-    cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)),
-             Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
-    first = [SimpleNamespace(metrics={}) for _ in cases]
+    calls, cases, first = _capture_fit(monkeypatch)
     from twin.fitting.replay import deployment_for
     target = Target("gpt-oss-120b", "H100-SXM", 2, weight_dtype="mxfp4")
     gptoss_h100 = SimpleNamespace(run=_run("z"), target=target,

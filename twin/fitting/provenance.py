@@ -390,5 +390,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     # generation's term (either would override it otherwise: eager_moe_layer_host_s@blackwell beside
     # ...@blackwell+experts_fp8, round 8b)
     out = {n: values[n] for n in names if n in values}
-    return out | {n: v for n, v in paths.items() if split(n)[0] in names or (
-        "+" in split(n)[1] and f"{split(n)[0]}@{split(n)[1].split('+')[0]}" in names)}
+    def held_beside(key: str) -> bool:      # its base term, or its generation's scoped term, is fitted
+        base, scope = split(key)
+        return base in names or ("+" in scope and f"{base}@{scope.split('+')[0]}" in names)
+    return out | {n: v for n, v in paths.items() if held_beside(n)}
