@@ -136,3 +136,31 @@ def step_shape(new: Sequence[int], computed: Sequence[int], spec: Sequence[int] 
     """A step's shape for the cost models: new tokens and computed context per sequence (no draft tokens)."""
     return SchedulerOutput(step_index=0, num_new_tokens=list(new), num_computed_before=list(computed),
                            num_spec_tokens=[0] * len(new) if spec is None else list(spec))
+
+
+# a 1,024-token prompt beside three 900-token decodes, and the fit's arrays of it and of a pure decode step: the
+# sequences' context before, and the (query, key) pairs as the roofline counts them
+PROMPT_PAIRS = 3 * 900 + 0.5 * (1024 * 1024 + 3 + 1027)
+
+
+def check_prompt_only_term(m, plain, part: str, extra_s: float):
+    """A cost model ``m`` whose GPU term ``part`` only prompt steps pay, against ``plain`` without it: the prompt
+    step above costs ``extra_s`` more step by step and in ``explain()`` (whose parts still add up), a pure decode
+    nothing, and the fit's arrays give the step-by-step values. Returns (the prompt step's ``explain()``, the
+    arrays)."""
+    import numpy as np
+    import pytest
+
+    prompt = step_shape([1024, 1, 1, 1], [0, 900, 900, 900])
+    decode = step_shape([1, 1, 1, 1], [900] * 4)
+    assert m.step_time_s(prompt) - plain.step_time_s(prompt) == pytest.approx(extra_s, rel=1e-9)
+    assert m.step_time_s(decode) == plain.step_time_s(decode)
+    e = m.explain(prompt)
+    assert e[part] == pytest.approx(extra_s, rel=1e-12)
+    assert sum(v for k, v in e.items() if k != "total_s") == pytest.approx(e["total_s"], rel=1e-12)
+    assert part not in m.explain(decode)
+    arr = m.step_times_s(np.array([1027, 4]), np.array([4, 4]), np.array([4, 4]), np.array([2700, 3600]),
+                         np.array([PROMPT_PAIRS, 3604.0]))
+    assert arr[0] == pytest.approx(m.step_time_s(prompt), rel=1e-12)
+    assert arr[1] == pytest.approx(m.step_time_s(decode), rel=1e-12)
+    return e, arr

@@ -63,11 +63,28 @@ def test_not_identified_is_a_standard_error_over_a_quarter_of_the_range_and_says
                       "memory_efficiency": f"{identify.HELD}: why"}
 
 
-def test_a_fold_holds_an_unidentified_term_at_its_prior_and_fits_the_others_again(monkeypatch):
-    calls = []
+def _capture_fit(monkeypatch, result=None):
+    """A fake fit recording its calls (``result(calls, kw)``: what it returns; default: every fitted term at 1e-7,
+    identified), and two H100 Llama runs (the fold trains on "x", tests on "y")."""
+    calls: list = []
 
     def fake_fit(cases, **kw):
         calls.append(kw)
+        if result is not None:
+            return result(calls, kw)
+        return SimpleNamespace(params={**kw["fixed"], **{n: 1e-7 for n in kw["names"]}},
+                               std={n: 1e-9 for n in kw["names"]}, data_share={n: 1.0 for n in kw["names"]})
+    monkeypatch.setattr(joint, "fit", fake_fit)
+    monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
+    monkeypatch.setattr(joint, "simulate_cases", lambda cases, params, **kw: [
+        SimpleNamespace(metrics={"mean_ttft_ms": 1.0}) for _ in cases])
+    cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)),
+             Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
+    return calls, cases, [SimpleNamespace(metrics={}) for _ in cases]
+
+
+def test_a_fold_holds_an_unidentified_term_at_its_prior_and_fits_the_others_again(monkeypatch):
+    def result(calls, kw):
         if len(calls) == 1:      # the first fit: the floor's standard error spans 30 % of its 0-10 ms range
             return SimpleNamespace(params={**kw["fixed"], "request_path_s": 9e-3, "eager_layer_host_s": 4e-3},
                                    std={"request_path_s": 1e-3, "eager_layer_host_s": 3e-3},
@@ -75,13 +92,7 @@ def test_a_fold_holds_an_unidentified_term_at_its_prior_and_fits_the_others_agai
         return SimpleNamespace(params={**kw["fixed"], "request_path_s": 7e-3}, std={"request_path_s": 0.5e-3},
                                data_share={"request_path_s": 0.9})
 
-    monkeypatch.setattr(joint, "fit", fake_fit)
-    monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
-    monkeypatch.setattr(joint, "simulate_cases", lambda cases, params, **kw: [
-        SimpleNamespace(metrics={"mean_ttft_ms": 1.0}) for _ in cases])
-    cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)),
-             Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
-    first = [SimpleNamespace(metrics={}) for _ in cases]
+    calls, cases, first = _capture_fit(monkeypatch, result)
     names = ("request_path_s", "eager_layer_host_s")
     fold = run_fold("GPU", "nothing-held", cases, lambda c: "train" if c.run.name == "x" else "test",
                     first, names=names, outer_iterations=1, evidence=[])
@@ -125,23 +136,6 @@ def test_the_default_report_refits_per_fold_and_no_refit_fits_nothing():
     assert not math.isnan(fr.REFIT_FIT_SIM_S) and fr.REFIT_SILICON_EVERY > fr.DEFAULT_SILICON_EVERY
     md = fr.parameter_markdown([("GPU", "B200", "request_path_s", "4.4 ms", "0.7", "identified")])
     assert md.splitlines()[-1] == "| GPU | B200 | `request_path_s` | 4.4 ms | 0.7 | identified |"
-
-
-def _capture_fit(monkeypatch):
-    """A fake fit recording its calls, and two H100 Llama runs (the fold trains on "x", tests on "y")."""
-    calls: list = []
-
-    def fake_fit(cases, **kw):
-        calls.append(kw)
-        return SimpleNamespace(params={**kw["fixed"], **{n: 1e-7 for n in kw["names"]}},
-                               std={n: 1e-9 for n in kw["names"]}, data_share={n: 1.0 for n in kw["names"]})
-    monkeypatch.setattr(joint, "fit", fake_fit)
-    monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
-    monkeypatch.setattr(joint, "simulate_cases", lambda cases, params, **kw: [
-        SimpleNamespace(metrics={"mean_ttft_ms": 1.0}) for _ in cases])
-    cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)),
-             Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
-    return calls, cases, [SimpleNamespace(metrics={}) for _ in cases]
 
 
 def test_an_expert_paths_entry_is_held_beside_its_fitted_unscoped_term(monkeypatch):

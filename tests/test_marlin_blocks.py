@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from core_helpers import PROMPT_PAIRS, check_prompt_only_term
 from core_helpers import step_shape as step
 
 from twin.cost.marlin_blocks import (expected_padded_rows, marlin_block_rows, on_marlin_path,
@@ -64,23 +65,10 @@ def test_prompt_steps_pay_the_padded_rows_at_the_paths_rate_and_decodes_do_not(m
     assert seconds_per_routed_row(m) == pytest.approx(per_row, rel=1e-3)
     pad = (expected_padded_rows(1027, 4, 128) - 4 * 1027) * seconds_per_routed_row(m)
     assert pad == pytest.approx((6161.40 - 4108) * per_row, rel=1e-3)     # ~6,161 rows run for 4,108 pairs
-    prompt = step([1024, 1, 1, 1], [0, 900, 900, 900])
-    decode = step([1, 1, 1, 1], [900] * 4)
-    assert m.step_time_s(prompt) - plain.step_time_s(prompt) == pytest.approx(pad, rel=1e-9)
-    assert m.step_time_s(decode) == plain.step_time_s(decode)
-    e = m.explain(prompt)
-    assert e["moe_block_padding_s"] == pytest.approx(pad, rel=1e-12)
+    e, arr = check_prompt_only_term(m, plain, "moe_block_padding_s", pad)
     assert "eager_host_floor_s" not in e
-    assert sum(v for k, v in e.items() if k != "total_s") == pytest.approx(e["total_s"], rel=1e-12)
-    assert "moe_block_padding_s" not in m.explain(decode)
-    # the fit's arrays: the same values, step by step (context before; (query, key) pairs as the roofline counts)
-    pairs_prompt = 3 * 900 + 0.5 * (1024 * 1024 + 3 + 1027)
-    arr = m.step_times_s(np.array([1027, 4]), np.array([4, 4]), np.array([4, 4]), np.array([2700, 3600]),
-                         np.array([pairs_prompt, 3604.0]))
-    assert arr[0] == pytest.approx(m.step_time_s(prompt), rel=1e-12)
-    assert arr[1] == pytest.approx(m.step_time_s(decode), rel=1e-12)
     assert arr[0] - plain.step_times_s(np.array([1027]), np.array([4]), np.array([4]), np.array([2700]),
-                                       np.array([pairs_prompt]))[0] == pytest.approx(pad, rel=1e-9)
+                                       np.array([PROMPT_PAIRS]))[0] == pytest.approx(pad, rel=1e-9)
 
 
 def test_the_hopper_marlin_mxfp4_entry_acts_on_its_path_only():

@@ -5,8 +5,8 @@ the fit's scoped name, and bad values rejected."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from core_helpers import check_prompt_only_term
 from core_helpers import step_shape as step
 
 from twin.cost.moe_terms import routed_expert_read_bytes
@@ -41,19 +41,7 @@ def test_prompt_steps_pay_the_slower_stream_and_decodes_do_not():
     assert want > 0
     assert m.prompt_stream_s(1027) == pytest.approx(want, rel=1e-12)
     assert prompt_stream_extra_s(model, "fp8", 2, 1027, bandwidth, 0.25) == pytest.approx(3 * want, rel=1e-12)
-    prompt = step([1024, 1, 1, 1], [0, 900, 900, 900])
-    decode = step([1, 1, 1, 1], [900] * 4)
-    assert m.step_time_s(prompt) - plain.step_time_s(prompt) == pytest.approx(want, rel=1e-9)
-    assert m.step_time_s(decode) == plain.step_time_s(decode)
-    e = m.explain(prompt)
-    assert e["moe_prompt_stream_extra_s"] == pytest.approx(want, rel=1e-12)
-    assert sum(v for k, v in e.items() if k != "total_s") == pytest.approx(e["total_s"], rel=1e-12)
-    assert "moe_prompt_stream_extra_s" not in m.explain(decode)
-    pairs_prompt = 3 * 900 + 0.5 * (1024 * 1024 + 3 + 1027)
-    arr = m.step_times_s(np.array([1027, 4]), np.array([4, 4]), np.array([4, 4]), np.array([2700, 3600]),
-                         np.array([pairs_prompt, 3604.0]))
-    assert arr[0] == pytest.approx(m.step_time_s(prompt), rel=1e-12)
-    assert arr[1] == pytest.approx(m.step_time_s(decode), rel=1e-12)
+    check_prompt_only_term(m, plain, "moe_prompt_stream_extra_s", want)
 
 
 def test_the_fits_scoped_name_reaches_its_generation_and_format_only():
