@@ -154,7 +154,8 @@ def runs_table(cases, result: CalibrationFit) -> Table:
     table.add_column("fitted on")
     for col in ("TTFT p50", "TTFT p90", "TPOT", "E2E", "throughput"):
         table.add_column(col, justify="right")
-    role = {c.run.name: "latency" for c in result.latency_cases}
+    role = {c.run.name: "latency, cold start: mean TTFT not fitted" if c.run.cold_start else "latency"
+            for c in result.latency_cases}
     role.update({c.run.name: "capacity (saturated)" for c in result.capacity_cases})
     role.update({name: f"dropped: {why}" for name, why in result.dropped})
     for c in cases:
@@ -162,7 +163,7 @@ def runs_table(cases, result: CalibrationFit) -> Table:
         cells = []
         for k in ("median_ttft_ms", "p90_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "output_throughput"):
             v, q = c.run.metrics.get(k), pred.get(k)
-            if k == "output_throughput" and role[c.run.name] == "latency" and not c.run.closed_loop:
+            if k == "output_throughput" and role[c.run.name].startswith("latency") and not c.run.closed_loop:
                 v = None        # an open loop the server kept up with: its throughput is the offered rate
             cells.append("-" if not v or q is None else f"{100 * (q / v - 1):+.0f}%")
         table.add_row(c.run.name[-40:], role[c.run.name], *cells)

@@ -5,7 +5,7 @@ Objective (a sum of squared, noise-scaled terms; scipy ``least_squares``):
 
 * each run the server kept up with: log(simulated / measured) of mean TPOT, mean, median and p90 TTFT, each
   divided by the relative noise stated in ``METRIC_NOISE`` (the run-to-run spread of that statistic on a real
-  server);
+  server); a run that met its server cold leaves its mean TTFT out (``measured_run.is_fit_target``);
 * each saturated run (``MeasuredRun.queueing``: its latencies measure the queue, which grows with the run's
   length): log(simulated / measured) throughput over ``CAPACITY_NOISE``: it pins the server's capacity, so the
   fitted server neither collapses nor runs away at the knee;
@@ -32,6 +32,7 @@ from scipy.optimize import least_squares
 from twin.errors import TwinInputError
 from twin.fitting.fit import Case
 from twin.fitting.identify import held_at_prior
+from twin.fitting.measured_run import is_fit_target
 from twin.fitting.parameters import PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.replay import Replayed, cost_model_for, deployment_for, replay
 from twin.fitting.surrogate import Surrogate, compress_steps
@@ -231,7 +232,7 @@ def calibrate_fit(cases: Sequence[Case], *, seed: int = 0, replications: int = 2
             for c, reps in zip(latency, sims[:nl]):
                 noise = {"mean_tpot_ms": METRIC_NOISE["mean_tpot_ms"],
                          **ttft_noise([r.ttft_s for r in reps], replications)}
-                targets.append([(k, c.run.metrics[k], noise[k]) for k in METRIC_NOISE if c.run.metrics.get(k)])
+                targets.append([(k, c.run.metrics[k], noise[k]) for k in METRIC_NOISE if is_fit_target(c.run, k)])
 
         def residuals(xv):
             pv = params_at(xv)

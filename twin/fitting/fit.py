@@ -21,7 +21,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from twin.errors import TwinInputError
-from twin.fitting.measured_run import COLD_START_UNFITTED, MeasuredRun
+from twin.fitting.measured_run import MeasuredRun, is_fit_target
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.replay import Replayed, Target, deployment_for, replay
 from twin.fitting.surrogate import Surrogate
@@ -97,9 +97,7 @@ START_INSET = 1e-3       # share of a parameter's range the optimiser starts ins
 def _measured(case: Case) -> list[tuple[str, float, float]]:
     """(metric, measured value, weight) of the fit's targets on one run; a cold run's one-off tail is not one
     (``measured_run.COLD_START_UNFITTED``)."""
-    skip = COLD_START_UNFITTED if case.run.cold_start else ()
-    return [(k, case.run.metrics[k], w) for k, w in FIT_METRICS.items()
-            if k in case.run.metrics and case.run.metrics[k] > 0 and k not in skip]
+    return [(k, case.run.metrics[k], w) for k, w in FIT_METRICS.items() if is_fit_target(case.run, k)]
 
 
 def _bounds(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -38,6 +38,13 @@ QUEUEING_TTFT_STEPS = 50
 COLD_START_UNFITTED: tuple[str, ...] = ("mean_ttft_ms",)
 
 
+def is_fit_target(run: MeasuredRun, metric: str) -> bool:
+    """Whether a fit may take ``run``'s measured ``metric`` as a target: measured, positive, and not a cold
+    run's one-off tail (``COLD_START_UNFITTED``); the evaluation compares every metric regardless."""
+    value = run.metrics.get(metric)
+    return bool(value and value > 0) and not (run.cold_start and metric in COLD_START_UNFITTED)
+
+
 @dataclass(frozen=True)
 class LengthSample:
     """Token counts of a run's requests: the exact per-request values (in send order) when the file has them,
