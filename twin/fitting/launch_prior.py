@@ -57,6 +57,7 @@ GENERIC_MOE_LAYER_OPS = 21     # vLLM's generic Triton fused_moe on a GQA layer:
 PATH_LAYER_OPS: dict[tuple[str, str], tuple[int, str]] = {
     ("blackwell", "fp8"): (27, "MiniMax-M2.5, Triton block-FP8 fused_moe (March v0.17.0 rows)"),
     ("blackwell", "int4"): (26, "Kimi-K2.5 MLA, Marlin W4A16 fused_marlin_moe (v0.15.1)"),
+    # Kimi's count: its rows are the path's eager 1k ones (MiniMax NVFP4's layer, ~22 ops, runs 8k GPU-bound steps)
     ("blackwell", "nvfp4"): (24, "Kimi-K2.5 MLA, FlashInfer CUTLASS fused MoE (v0.17.0)"),
     ("blackwell", "mxfp4"): (11, "gpt-oss-120b, FlashInfer TRT-LLM-gen MXFP4 MoE (v0.15.1)"),
     ("hopper", "fp8"): (27, "MiniMax-M2.5, block-FP8 MoE (v0.18.0, H100)"),
