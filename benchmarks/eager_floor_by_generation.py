@@ -135,12 +135,14 @@ def predicted_layer_ms(per_layer_ms: float, gpu: str, family: str, fmt: str | No
 def print_launch_check(groups: dict[tuple, list[float]]) -> None:
     """Each group's implied host time per decoder layer against its op count x the per-op time of each reading."""
     print("\nhost time per decoder layer, implied (median, ms) vs ops per layer x per-op time (launch_prior):")
-    print(f"  {'group':24} {'n':>3} {'implied':>8} {'ops':>4} " + " ".join(f"{h:>14}" for h, _ in PER_LAYER_READINGS_MS))
+    print(f"  {'group':24} {'n':>3} {'implied':>8} {'ops':>4} {'us/op':>6} "
+          + " ".join(f"{h:>14}" for h, _ in PER_LAYER_READINGS_MS))
     for key in sorted(groups):
         v = groups[key]
         preds = [predicted_layer_ms(ms, key[0], key[1], key[2] if len(key) > 2 else None)
                  for _, ms in PER_LAYER_READINGS_MS]
         print(f"  {' '.join(key):24} {len(v):3d} {1e3 * statistics.median(v):8.2f} {preds[0][0]:4d} "
+              f"{1e6 * statistics.median(v) / preds[0][0]:6.1f} "
               + " ".join(f"{p:8.2f} ({100 * (p / (1e3 * statistics.median(v)) - 1):+4.0f}%)" for _, p in preds))
 
 
