@@ -76,3 +76,13 @@ def test_the_path_priors_are_simulated_on_their_paths_only():
             seen.setdefault(key, params_for(params, d).get("eager_moe_layer_host_s"))
     assert seen[("B200", True)] == 5e-4 and seen[("B200", False)] == 1e-4
     assert seen[("H100-SXM", False)] is None
+
+
+def test_the_readings_check_predicts_each_group_from_its_count():
+    from benchmark_module import load_benchmark
+    check = load_benchmark("eager_floor_by_generation")
+    # a dense group: 16 ops, the reading itself; a counted path: its count; a path without one: the generic count
+    assert check.predicted_layer_ms(0.92, "B200", "llama", None) == (16, pytest.approx(0.92, rel=1e-12))
+    assert check.predicted_layer_ms(0.92, "B200", "minimax", "fp8") == (27, pytest.approx(27 * 0.0575, rel=1e-12))
+    assert check.predicted_layer_ms(0.92, "H100-SXM", "minimax", "fp8") == (27, pytest.approx(1.5525, rel=1e-12))
+    assert check.predicted_layer_ms(1.6, "B200", "mixtral", "bf16")[0] == lp.GENERIC_MOE_LAYER_OPS
