@@ -69,10 +69,15 @@ def main() -> None:
     ap.add_argument("defaults_json", type=Path)
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--max-conc", type=int, default=8)
+    ap.add_argument("--launches", action="store_true",
+                    help="beside each group's implied host time per decoder layer, what its host-dispatched ops per "
+                         "layer predict at the per-op time of each generation's per-layer reading (round 9, "
+                         "twin.fitting.launch_prior); implies --by-path")
     ap.add_argument("--by-path", action="store_true",
                     help="group MoE rows by expert format too, and print each row's implied time per MoE layer "
                          "beyond the embedded per-layer value (round 8b: does the MoE floor follow the path?)")
     args = ap.parse_args()
+    args.by_path = args.by_path or args.launches
     by_name = {c["name"]: c for c in json.loads(args.defaults_json.read_text())["cases"]}
     every = json.loads(args.defaults_json.read_text())["args"].get("silicon_every", 3)
     cases = [c for c in all_cases(args.ground_truth, silicon_every=every, sources=("silicon",))
@@ -108,6 +113,37 @@ def main() -> None:
     if moe_groups:
         print_medians("\nmedian implied host time per MoE layer beyond the embedded per-layer value (ms), by expert "
                       "path:", moe_groups)
+    if args.launches:
+        print_launch_check(groups)
+
+
+# the per-layer host readings in ms (round 8: H100 median of 8 light-load 1k rows, provenance.HOST_READINGS; B200:
+# the embedded GENERATION_TERMS value off the B200 Llama rows), each a dense FP8 layer of launch_prior.DENSE_LAYER_OPS
+PER_LAYER_READINGS_MS = (("H100 0.92 ms", 0.92), ("B200 0.84 ms", 0.84))
+
+
+def predicted_layer_ms(per_layer_ms: float, gpu: str, family: str, fmt: str | None) -> tuple[int, float]:
+    """(host-dispatched ops per decoder layer, their host time in ms at the per-op time of ``per_layer_ms``) for a
+    row group: a MoE path's count (``launch_prior.PATH_LAYER_OPS``), else the dense layer's; Kimi's 61 decoder
+    layers hold 60 MoE ones, so its whole-model mean is ~1/61 below the count's."""
+    from twin.fitting.launch_prior import DENSE_LAYER_OPS, GENERIC_MOE_LAYER_OPS, PATH_LAYER_OPS, per_op_s
+    gen = "hopper" if gpu.startswith("H100") else "blackwell"
+    ops = DENSE_LAYER_OPS if fmt is None else PATH_LAYER_OPS.get((gen, fmt), (GENERIC_MOE_LAYER_OPS, ""))[0]
+    return ops, ops * per_op_s(per_layer_ms)
+
+
+def print_launch_check(groups: dict[tuple, list[float]]) -> None:
+    """Each group's implied host time per decoder layer against its op count x the per-op time of each reading."""
+    print("\nhost time per decoder layer, implied (median, ms) vs ops per layer x per-op time (launch_prior):")
+    print(f"  {'group':24} {'n':>3} {'implied':>8} {'ops':>4} {'us/op':>6} "
+          + " ".join(f"{h:>14}" for h, _ in PER_LAYER_READINGS_MS))
+    for key in sorted(groups):
+        v = groups[key]
+        preds = [predicted_layer_ms(ms, key[0], key[1], key[2] if len(key) > 2 else None)
+                 for _, ms in PER_LAYER_READINGS_MS]
+        print(f"  {' '.join(key):24} {len(v):3d} {1e3 * statistics.median(v):8.2f} {preds[0][0]:4d} "
+              f"{1e6 * statistics.median(v) / preds[0][0]:6.1f} "
+              + " ".join(f"{p:8.2f} ({100 * (p / (1e3 * statistics.median(v)) - 1):+4.0f}%)" for _, p in preds))
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ def readings(monkeypatch):
 
 def test_a_host_term_of_a_generation_states_the_host_prior():
     assert pv._stated_prior("eager_layer_host_s", "eager_layer_host_s@blackwell", {}) == pv.HOST
-    # the MoE layers' extra follows the expert kernel path, not the host: its flat prior 0
-    assert pv._stated_prior("eager_moe_layer_host_s", "eager_moe_layer_host_s@blackwell", {}) == 0.0
+    # the MoE layers' extra too (round 9: its path's extra ops at the per-layer prior's per-op time,
+    # twin.fitting.launch_prior; tests/test_fitting_launch_prior.py)
+    assert pv._stated_prior("eager_moe_layer_host_s", "eager_moe_layer_host_s@blackwell", {}) == pv.HOST
     assert pv._stated_prior("kv_memory_efficiency", "kv_memory_efficiency@hopper+kv_fp8", {}) == pv.INHERIT
 
 

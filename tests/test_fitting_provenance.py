@@ -183,7 +183,14 @@ def test_the_eager_floors_are_evidence_of_their_named_families_b200_rows_only(ro
     llama = pv.fold_plan("llama", lambda c: "llama" if c is not kimi_b200 else "kimi", ev, ())
     assert llama.fixed["eager_layer_host_s@blackwell"] == 0.0 and llama.fixed["eager_moe_layer_host_s@blackwell"] == 0.0
     kimi = pv.fold_plan("kimi", lambda c: "llama" if c is not kimi_b200 else "kimi", ev, ())
-    assert kimi.fixed == {"eager_moe_layer_host_s@blackwell": 0.0}
+    # reset to its stated prior (round 9, twin.fitting.launch_prior): the extra ops of a MoE layer at the per-op
+    # time of the Hopper per-layer reading, whose rows this fold keeps; each counted expert path its own
+    from twin.fitting import launch_prior
+    per_layer = pv.HOST_READINGS["eager_layer_host_s@hopper"][0]
+    assert kimi.fixed == pytest.approx({"eager_moe_layer_host_s@blackwell": launch_prior.moe_floor_prior_s(per_layer),
+                                        **{f"eager_moe_layer_host_s@blackwell+experts_{fmt}": launch_prior.moe_extra_s(
+                                            per_layer, ops) for (gen, fmt), (ops, _) in
+                                           launch_prior.PATH_LAYER_OPS.items() if gen == "blackwell"}}, rel=1e-12)
     # the H100 Llama row is evidence of neither
     h100 = pv.fold_plan("h100", lambda c: "h100" if c is llama_h100 else "other", ev, ())
     assert "eager_layer_host_s@blackwell" not in h100.actions and "eager_moe_layer_host_s@blackwell" not in h100.actions
@@ -232,7 +239,7 @@ def test_an_expert_paths_eager_floor_holds_beside_the_generation_fit_and_inherit
                         {("blackwell", "fp8"): {"eager_moe_layer_host_s": 0.39e-3}})
     path = "eager_moe_layer_host_s@blackwell+experts_fp8"
     entries = {e.parameter: e for e in pv.embedded_entries()}
-    assert entries[path].prior == pv.INHERIT and entries["eager_moe_layer_host_s@blackwell"].prior == 0.0
+    assert entries[path].prior == pv.INHERIT and entries["eager_moe_layer_host_s@blackwell"].prior == pv.HOST
     assert pv.embedded_start(("eager_moe_layer_host_s@blackwell",)) == {
         "eager_moe_layer_host_s@blackwell": 1.15e-3, path: 0.39e-3}
     assert pv.embedded_start(("memory_efficiency",)) == {"memory_efficiency": pv.embedded_start(

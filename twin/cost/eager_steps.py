@@ -21,6 +21,10 @@ sits on a floor that does not move with TP (Llama-3.1-70B FP8/FP4 1k prompts und
 FULL_DECODE_ONLY``: twin prefill step + gap = 62-75 ms at TP 1-8), and the same Kimi-K2.5 NVFP4 configuration is
 ~90 ms slower per 1k request when its capture size was ``2 x max_num_seqs = 2 x CONC`` (March 2026 scripts) than
 with ``--max-cudagraph-capture-size 2048`` (April), while its 8k rows (eager in both) agree.
+
+A fold that holds out a generation's readings (issue 33, rounds 8-9) takes the other generations' per-layer host
+time (``twin.fitting.provenance.host_prior``) and, for the MoE layers' extra, each expert path's host-dispatched
+ops beyond a dense layer's at that per-op time (``twin.fitting.launch_prior``).
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from twin.fitting import launch_prior
 from twin.fitting.expert_path_prior import expert_path_prior, geometric_mean
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
@@ -64,9 +65,9 @@ PATH_INHERITS = ("eager_moe_layer_host_s",)     # INHERIT on an expert path's ke
 # HOST terms (issue 33, round 8): the CPU's time to launch an eager forward pass per decoder layer (twin.cost.
 # eager_steps), the same host code whatever GPU it drives: a generation whose own evidence a fold holds out takes
 # what the OTHER generations' rows show (``host_prior``; B200 0.89 ms, H100 0.92 ms; docs/fidelity.md "Round 8"),
-# not 0. Not the MoE layers' extra (``eager_moe_layer_host_s``): it follows the expert kernel path (H100 FP8 MiniMax
-# rows: none beyond the per-layer time; B200 NVFP4 / INT4 rows: 1.5-2.3 ms per layer in all).
-HOST_TERMS = ("eager_layer_host_s",)
+# not 0. The MoE layers' extra follows the expert kernel path: its prior is that path's extra host-dispatched ops at
+# the per-op time of the per-layer prior (round 9, twin.fitting.launch_prior; 0 where that prior is 0).
+HOST_TERMS = ("eager_layer_host_s", "eager_moe_layer_host_s")
 INFERENCE_PERF = "the inference-perf H100 runs (twin.cost.roofline's serving fit)"
 
 
@@ -249,6 +250,8 @@ def host_prior(base: str, generation: str, entries: Sequence[Entry], held: Itera
     Why: it is the CPU's launch time (twin.cost.eager_steps), and the generations measured agree (B200 0.89 ms,
     H100 0.92 ms per layer on light-load 1k prompt steps outside the graphs; docs/fidelity.md "Round 8")."""
     from twin.cost.default_terms import FLAT_DEFAULTS
+    if base == launch_prior.MOE_FLOOR:      # round 9: the extra ops of a MoE layer at the per-layer prior's per-op time
+        return launch_prior.moe_floor_prior_s(host_prior(launch_prior.PER_LAYER, generation, entries, held, held_rows))
     held = set(held)
     values = [e.value for e in entries if split(e.parameter)[0] == base and e.parameter not in held
               and e.scope not in (None, generation) and "+" not in e.scope and e.value > 0]
@@ -321,6 +324,7 @@ def fold_plan(group: str, group_of: Callable, evidence: Iterable[tuple], fitted:
             PARAMETERS_BY_NAME[src].prior))
 
     fixed = {p: prior_value(e) for p, (e, a) in actions.items() if a == RESET}
+    fixed |= launch_prior.path_floor_priors(fixed, lambda g: host_prior("eager_layer_host_s", g, entries, actions, held_rows))
     prior = {p: prior_value(e) for p, (e, a) in actions.items() if a == REFIT and p in fitted}
     # a refit starts where the embedded value is (a floor such as twin.cost.eager_steps' has no slope at its
     # prior 0), and its weak prior pulls towards the stated prior: a term the training rows do not identify ends
