@@ -162,6 +162,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--eval-sim-s", type=float, default=60.0)
     ap.add_argument("--outer", type=int, default=1, help="fit rounds (simulate, fit on the surrogate)")
     ap.add_argument("--folds", default="source,GPU,family")
+    ap.add_argument("--groups", default="", help="comma-separated held-out groups to run (e.g. kimi,qwen3); "
+                    "default every group of each fold kind (the pooled lines then cover these groups only)")
     ap.add_argument("--defaults-only", action="store_true",
                     help="no folds: the embedded defaults' errors by source, GPU and family (all in-sample for "
                          "the inference-perf runs, which they were fitted on)")
@@ -241,6 +243,8 @@ def main() -> None:
         if len(groups) < 2:
             print(f"\nleave-one-{kind}-out: only one {kind} in the data; skipped")
             continue
+        if only := {g.strip() for g in args.groups.split(",") if g.strip()}:
+            groups = [g for g in groups if g in only]
         print(f"\n== leave-one-{kind}-out")
         print(_header("held out"))
         pooled, pooled_default, fold_docs, group_summaries = [], [], [], []
