@@ -193,6 +193,10 @@ def main() -> None:
     _, skipped = silicon_cases(args.ground_truth, max_requests=args.silicon_max_requests)
     cases = all_cases(args.ground_truth, silicon_max_requests=args.silicon_max_requests,
                       silicon_every=args.silicon_every)
+    only = {g.strip() for g in args.groups.split(",") if g.strip()}
+    known = {FOLDS[k.strip()](c) for k in args.folds.split(",") if k.strip() for c in cases}
+    if only - known:
+        raise SystemExit(f"--groups: unknown group {sorted(only - known)[0]!r}; allowed: {', '.join(sorted(known))}")
     reasons = collections.Counter(r.split(" (")[0] for _, r in skipped)
     print(f"{len(cases)} cases: " + ", ".join(f"{k} {v}" for k, v in collections.Counter(
         FOLDS['source'](c) for c in cases).items()) + f" (silicon every {args.silicon_every}); silicon rows the "
@@ -243,7 +247,7 @@ def main() -> None:
         if len(groups) < 2:
             print(f"\nleave-one-{kind}-out: only one {kind} in the data; skipped")
             continue
-        if only := {g.strip() for g in args.groups.split(",") if g.strip()}:
+        if only:
             groups = [g for g in groups if g in only]
         print(f"\n== leave-one-{kind}-out")
         print(_header("held out"))
