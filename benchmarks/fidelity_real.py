@@ -162,6 +162,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--eval-sim-s", type=float, default=60.0)
     ap.add_argument("--outer", type=int, default=1, help="fit rounds (simulate, fit on the surrogate)")
     ap.add_argument("--folds", default="source,GPU,family")
+    ap.add_argument("--groups", default="", help="comma-separated held-out groups to run (e.g. kimi,qwen3); "
+                    "default every group of each fold kind (the pooled lines then cover these groups only)")
     ap.add_argument("--defaults-only", action="store_true",
                     help="no folds: the embedded defaults' errors by source, GPU and family (all in-sample for "
                          "the inference-perf runs, which they were fitted on)")
@@ -191,6 +193,10 @@ def main() -> None:
     _, skipped = silicon_cases(args.ground_truth, max_requests=args.silicon_max_requests)
     cases = all_cases(args.ground_truth, silicon_max_requests=args.silicon_max_requests,
                       silicon_every=args.silicon_every)
+    only = {g.strip() for g in args.groups.split(",") if g.strip()}
+    known = {FOLDS[k.strip()](c) for k in args.folds.split(",") if k.strip() for c in cases}
+    if only - known:
+        raise SystemExit(f"--groups: unknown group {sorted(only - known)[0]!r}; allowed: {', '.join(sorted(known))}")
     reasons = collections.Counter(r.split(" (")[0] for _, r in skipped)
     print(f"{len(cases)} cases: " + ", ".join(f"{k} {v}" for k, v in collections.Counter(
         FOLDS['source'](c) for c in cases).items()) + f" (silicon every {args.silicon_every}); silicon rows the "
@@ -241,6 +247,8 @@ def main() -> None:
         if len(groups) < 2:
             print(f"\nleave-one-{kind}-out: only one {kind} in the data; skipped")
             continue
+        if only:
+            groups = [g for g in groups if g in only]
         print(f"\n== leave-one-{kind}-out")
         print(_header("held out"))
         pooled, pooled_default, fold_docs, group_summaries = [], [], [], []

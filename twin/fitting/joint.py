@@ -29,6 +29,7 @@ from pathlib import Path
 from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
 from twin.fitting.identify import held_at_prior, identification, not_identified, weakness
+from twin.fitting.held_priors import held_priors_after_fit
 from twin.fitting.inherit_fitted import inherited_after_fit
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
@@ -181,8 +182,9 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
                                                   start, train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed)
     else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
         params, std, share = dict(fixed), {}, {}
-    plan.fixed.update(inherited := inherited_after_fit(plan, params))     # round 8: INHERIT follows the fit
-    params = params | inherited
+    resets, added = held_priors_after_fit(plan, params, names)            # round 9: MLA / sync stated priors
+    plan.fixed.update(inherited := inherited_after_fit(plan, params) | resets)   # round 8: INHERIT follows the fit
+    params = params | inherited | added
     predicted: list = [None] * len(test)
     deps = with_deployments(test)
     if defaults is not None and not fit_names:

@@ -1,0 +1,64 @@
+"""Stated priors, applied after a fold's fit, for two terms that only one family's rows show (issue 33, round 9;
+docs/fidelity.md "Round 9: Kimi and Qwen3 held out (issue 33)"). Without them a fold holding that family out
+costs it at 0: Kimi-K2.5 is the data's only MLA family, Qwen3-32B's rows its only server without async scheduling.
+
+1. **MLA's fixed time per decoder layer** (``layer_overhead_s@mla``, twin.cost.mla_decode; embedded 13.2 us, read
+   off every Kimi NVFP4 row). Physically: the kernels an MLA decode layer runs beyond a GQA layer's, each at its
+   minimum duration inside the CUDA graph. Counted from vLLM's MLA layer (``MultiHeadLatentAttentionWrapper``,
+   ``vllm/model_executor/layers/mla.py``) and its decode path (``MLAAttention.forward_impl``,
+   ``vllm/model_executor/layers/attention/mla_attention.py``): the q_a and kv_a RMSNorms, the q_b projection (the
+   fused q_a / kv_a down projection, rope, the latent cache write, the decode kernel and o_proj replace a GQA layer's
+   qkv GEMM, rope, cache write, attention and o_proj one for one), the per-head batched GEMM with W_UK before the
+   decode kernel, the query's concat (with its FP8 quantisation on an FP8 KV cache, one kernel) and the batched GEMM
+   with W_UV after it: ``MLA_EXTRA_DECODE_KERNELS`` = 6. The time per kernel is read in the unit that transfers
+   from the fold's own fit: the roofline's only fixed time per decoder layer at TP > 1 is its two all-reduces'
+   latency (``allreduce_latency_s``, fitted per fold; with the all-reduce itself it holds the minimum durations of
+   the layer's other kernels, round 7/8: one collinear constant per layer), over the kernels a GQA decoder layer
+   runs at TP > 1 (``GQA_LAYER_KERNELS`` = 12: two RMSNorms, the qkv, o, gate-up and down GEMMs, rope, the cache
+   write, attention, SiLU-and-mul, two all-reduces). Prior = 6 x 2 x allreduce_latency_s / 12 (an upper estimate:
+   an all-reduce takes longer than a small norm or concat). Kimi's own rows are not used.
+2. **A sync server's host time per sequence** (``per_seq_overhead_s@sync``, twin.cost.sync_host; embedded 45 us over
+   the async value, read off the Qwen3 rows). A fold with no sync server in its training rows held it at the fold's
+   async ``per_seq_overhead_s`` (0 exposed). Prior: the per-request Python work of vLLM 0.12's sync decode step,
+   re-enacted statement by statement and timed in CPU time (``benchmarks/sync_host_prior.py``: 4.5-5.3 us per
+   sequence per step on an AMD EPYC), ``SYNC_SEQ_HOST_PRIOR_S`` = 4.7 us over the fold's async value. A LOWER
+   bound (logging, stats, metadata builds and GIL hand-offs not re-enacted): the Qwen3 rows read ~9x more, which
+   the re-enactment does not explain (docs).
+"""
+
+from __future__ import annotations
+
+from twin.fitting.provenance import RESET, FoldPlan
+
+MLA_KEY, SYNC_KEY = "layer_overhead_s@mla", "per_seq_overhead_s@sync"
+MLA_EXTRA_DECODE_KERNELS = 6       # q_a / kv_a RMSNorms, q_b GEMM, W_UK and W_UV batched GEMMs, the query's concat
+GQA_LAYER_KERNELS = 12             # a GQA decoder layer at TP > 1, its two all-reduces included
+ALLREDUCES_PER_LAYER = 2
+SYNC_SEQ_HOST_PRIOR_S = 4.7e-6     # s per sequence per step: benchmarks/sync_host_prior.py (CPU time, AMD EPYC)
+
+
+def mla_layer_prior_s(allreduce_latency_s: float) -> float:
+    """Seconds per MLA decoder layer per step: the MLA layer's extra kernels at the per-kernel time a GQA layer's
+    fitted fixed time per layer (its all-reduces' latency) gives."""
+    return MLA_EXTRA_DECODE_KERNELS * ALLREDUCES_PER_LAYER * allreduce_latency_s / GQA_LAYER_KERNELS
+
+
+def _allreduce_s(params: dict[str, float]) -> float:
+    from twin.fitting.provenance import embedded_start
+    return params.get("allreduce_latency_s", embedded_start(("allreduce_latency_s",))["allreduce_latency_s"])
+
+
+def held_priors_after_fit(plan: FoldPlan, params: dict[str, float],
+                          names=()) -> tuple[dict[str, float], dict[str, float]]:
+    """(plan resets replaced, values added to the fold's parameters): the MLA layer time where the plan reset it
+    (to its flat prior 0), the sync host time where the fold holds ``per_seq_overhead_s@sync`` at the async value
+    (fitted in ``names`` but not in ``params``: no sync server among the training rows) or reset it."""
+    resets: dict[str, float] = {}
+    if plan.actions.get(MLA_KEY, (None, None))[1] == RESET and MLA_KEY in plan.fixed:
+        resets[MLA_KEY] = mla_layer_prior_s(_allreduce_s(params))
+    if plan.actions.get(SYNC_KEY, (None, None))[1] == RESET and SYNC_KEY in plan.fixed:
+        resets[SYNC_KEY] = plan.fixed[SYNC_KEY] + SYNC_SEQ_HOST_PRIOR_S
+    added: dict[str, float] = {}
+    if SYNC_KEY in names and SYNC_KEY not in params and SYNC_KEY not in resets and "per_seq_overhead_s" in params:
+        added[SYNC_KEY] = params["per_seq_overhead_s"] + SYNC_SEQ_HOST_PRIOR_S
+    return resets, added
