@@ -8,6 +8,14 @@ the server release together: the data here cannot split the client from the serv
 inference-perf runs); naming the client of each run lets a fit give another client's runs their own value
 (``request_path_s@client_<name>``, ``twin.fitting.scoped``), so that the runs of one client do not set another's.
 
+What the two clients' paths are (issue 33, round 9, ``benchmarks/request_path_readings.py``; docs/fidelity.md
+"Round 9: the bench client's per-request time"): on the silicon rows whose prompt step the twin prices well
+(graphed 1k prompts at TP >= 4, CONC <= 8), the bench client's TTFT is the inference-perf path + 0-2.5 ms (gpt-oss
+on B200 v0.15.1 +0.9 ms and H100 v0.18 +2.5 ms, MiniMax NVFP4 on v0.19 -0.4 ms), with no cost per TP rank and none
+per prompt token the rows resolve (<= ~0.2 us). So a fitted ``request_path_s@client_vllm_bench`` of 13-22 ms is
+not the client's: it is prompt-step time of some weight paths (MiniMax FP8 +12 ms, Kimi NVFP4 +19 ms) and eager
+host floors that the fit parks on the only per-request term it has.
+
 Facts (each client's public source):
 
 * ``vllm-bench``: ``vllm bench serve`` / ``benchmarks/benchmark_serving.py`` and the InferenceX copy that measured
