@@ -63,3 +63,21 @@ def test_the_fold_sets_it_where_the_generation_is_held_or_reset(monkeypatch):
     assert fold_moe_token_prior(names, {"layer_token_overhead_s@blackwell": "no run"}, hopper_out) == {}
     # the unscoped (reference) term is not a generation's: nothing for it
     assert fold_moe_token_prior(("layer_token_overhead_s",), {"layer_token_overhead_s": "no run"}, empty) == {}
+
+
+def test_the_reading_closes_the_measured_growth_through_the_floor():
+    from tests.benchmark_module import load_benchmark
+    m = load_benchmark("layer_token_reading")
+    # a graphed 1k step (10 ms GPU) and an eager 8k step (50 ms GPU under a 60 ms floor), no wait difference
+    short, long = [(10e-3, 1000, 0.0)], [(50e-3, 8000, 60e-3)]
+    # measured growth 98 ms: X n_8k - X n_1k = 98 - 40 ms of GPU growth -> X = 58 ms / 7,000 tokens
+    assert m.implied_extra_per_token_s(short, long, 0.0, 98e-3) == pytest.approx(58e-3 / 7000, rel=1e-9)
+    # under the floor: the long step stays 60 ms until 50 ms + X 8,000 passes it, so a 55 ms growth needs
+    # 60 ms + ... : 50 + 8000 X - (10 + 1000 X) = 55 ms -> X = 15 ms / 7,000, with the step above the floor
+    assert m.implied_extra_per_token_s(short, long, 0.0, 55e-3) == pytest.approx(15e-3 / 7000, rel=1e-9)
+    # the floor alone grows more than measured: "below"
+    assert m.implied_extra_per_token_s(short, long, 0.0, 45e-3) == float("-inf")
+    # two TP sizes: k and U recovered exactly
+    k, u, rms = m.tp_split([(50e-6, 0.5 * 50e-6 + 12e-6), (6e-6, 0.5 * 6e-6 + 12e-6)])
+    assert (k, u, rms) == (pytest.approx(0.5), pytest.approx(12e-6), pytest.approx(0.0, abs=1e-15))
+    assert m.tp_split([(6e-6, 1e-6)]) is None
