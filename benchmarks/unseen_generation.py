@@ -31,6 +31,7 @@ def plans(ground_truth: Path) -> None:
     from twin.fitting import provenance as pv
     from twin.fitting.identify import held_at_prior
     from twin.fitting.joint import FOLDS, all_cases, with_deployments
+    from twin.fitting.moe_token_prior import fold_moe_token_prior
     cases = all_cases(ground_truth)
     evidence = with_deployments(cases)
     for kind, groups in GROUPS:
@@ -39,7 +40,9 @@ def plans(ground_truth: Path) -> None:
             held = held_at_prior(train, FOLD_TERMS)
             plan = pv.fold_plan(group, FOLDS[kind], evidence, tuple(n for n in FOLD_TERMS if n not in held))
             print(f"{kind} {group}: reset " + ", ".join(f"{k}={v:.6g}" for k, v in sorted(plan.fixed.items()))
-                  + "; refit towards " + ", ".join(f"{k}={v:.6g}" for k, v in sorted(plan.prior.items())))
+                  + "; refit towards " + ", ".join(f"{k}={v:.6g}" for k, v in sorted(plan.prior.items()))
+                  + "".join(f"; MoE per-token prior {k}={v:.6g}" for k, v in sorted(     # round 9, moe_token_prior
+                      fold_moe_token_prior(FOLD_TERMS, held, plan).items())))
 
 
 def ip_floor(ground_truth: Path, host_ms: float) -> None:

@@ -12,6 +12,12 @@ nearly the same at TP1 and TP8, and per decoder layer the four families land clo
 gpt-oss-120b, 0.18 Llama-3.1-70B, 0.23 MiniMax-M2.5, 0.15 Kimi-K2.5) where per token alone they spread 2.5x.
 The term folds into the roofline's per-token coefficient, so the step-time hot path is unchanged; ``explain()``
 shows it as its own part (``layer_token_overhead_s``), apart from the flat ``per_token_overhead_s``.
+
+What it is (round 9, ``benchmarks/layer_token_reading.py``; docs/fidelity.md "Round 9: Blackwell's per-token prompt
+cost"): split over TP, the B200 rows' missing prompt time is a GEMM share (an achieved fraction of the datasheet of
+0.38-0.40, H100 0.45) plus a part TP does not divide, 0.15-0.21 us per layer on the dense Llama-3.1-70B (H100:
+0.016) and 0.15-0.3 us on every MoE path of either generation (H100 gpt-oss 0.195): a fold without the generation's
+rows gives its MoE paths the other generation's MoE reading (``twin.fitting.moe_token_prior``).
 """
 
 from __future__ import annotations
