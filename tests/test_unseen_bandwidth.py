@@ -65,3 +65,38 @@ def test_the_rows_no_term_explains_are_the_llama_b200_tp1_rows_of_vllm_0_10_2():
                 _Row(llama, "b200_sxm", 1, "0.15.1"), _Row("openai/gpt-oss-120b", "b200_sxm", 1, "0.15.1")):
         assert unexplained_decode_gap(_Case(row)) is None
     assert unexplained_decode_gap(_Case(None)) is None
+
+
+def test_a_fold_fits_without_the_unexplained_rows_and_still_predicts_them(monkeypatch):
+    from types import SimpleNamespace
+
+    from twin.fitting import joint
+    from twin.fitting.fit import Case
+    from twin.fitting.measured_run import LengthSample, MeasuredRun
+    from twin.fitting.replay import Target
+
+    def run(name: str) -> MeasuredRun:
+        return MeasuredRun(name=name, source="test", num_requests=12, rate_per_s=float("inf"), max_concurrency=4,
+                           prompt_tokens=LengthSample.constant(1024), output_tokens=LengthSample.constant(32),
+                           metrics={"completed": 1.0, "mean_ttft_ms": 50.0, "mean_tpot_ms": 10.0},
+                           server={"enable_prefix_caching": False, "vllm_version": "0.14"}, experiment=name)
+
+    fitted_on: list = []
+
+    def fake_fit(cases, **kw):
+        fitted_on.append([c.run.name for c in cases])
+        return SimpleNamespace(params={**kw["fixed"], **{n: 2e-3 for n in kw["names"]}},
+                               std={n: 1e-9 for n in kw["names"]}, data_share={n: 1.0 for n in kw["names"]})
+    monkeypatch.setattr(joint, "fit", fake_fit)
+    monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
+    monkeypatch.setattr(joint, "simulate_cases", lambda cases, params, **kw: [
+        SimpleNamespace(metrics={"mean_ttft_ms": 1.0}) for _ in cases])
+    monkeypatch.setattr(joint, "unexplained_decode_gap", lambda c: "gap" if c.run.name.startswith("gap") else None)
+    target = Target("llama-2-7b", "H100-SXM", 1)
+    cases = [Case(run("train"), target), Case(run("gap-train"), target), Case(run("gap-test"), target),
+             Case(run("test"), target)]
+    first = [SimpleNamespace(metrics={}) for _ in cases]
+    fold = joint.run_fold("GPU", "test", cases, lambda c: "test" if c.run.name.endswith("test") else "train", first,
+                          names=("step_overhead_s",), outer_iterations=1, evidence=[])
+    assert fitted_on == [["train"]]
+    assert [c.run.name for c in fold.cases] == ["gap-test", "test"]
