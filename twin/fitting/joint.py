@@ -37,6 +37,7 @@ from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
 from twin.fitting.scoped import params_for, split
 from twin.fitting.targets import METRICS
 from twin.fitting.silicon import SiliconCase, model_family, silicon_cases
+from twin.fitting.unseen_bandwidth import unexplained_decode_gap, unseen_reference
 
 JOINT_NAMES: tuple[str, ...] = PARAMETER_NAMES + (
     "memory_efficiency@blackwell", "compute_efficiency@blackwell", "request_path_s@blackwell",
@@ -151,7 +152,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     start, by case and the cost keywords it sees);
     ``settle``: a fitted term the training rows do not identify (``identify.not_identified``) is held at its prior
     (the stated one where its evidence is held out, else its embedded value) and the others are fitted again."""
-    train = [i for i, c in enumerate(cases) if group_of(c) != group]
+    # round 9: a row whose decode the cost model knowingly cannot express does not set the shared terms
+    train = [i for i, c in enumerate(cases) if group_of(c) != group and not unexplained_decode_gap(c)]
     test_idx = [i for i, c in enumerate(cases) if group_of(c) == group]
     test = [cases[i] for i in test_idx]
     train_cases = [cases[i] for i in train]
@@ -184,6 +186,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
                                                   start, train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed)
     else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
         params, std, share = dict(fixed), {}, {}
+    plan.fixed.update(carried := unseen_reference(plan, params))     # round 9: the other generations' fraction
+    params = params | carried
     resets, added = held_priors_after_fit(plan, params, names)            # round 9: MLA / sync stated priors
     plan.fixed.update(inherited := inherited_after_fit(plan, params) | resets)   # round 8: INHERIT follows the fit
     params = params | inherited | added
