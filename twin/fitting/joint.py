@@ -31,8 +31,8 @@ from twin.fitting.ground_truth import h100_cases
 from twin.fitting.identify import held_at_prior, identification, not_identified, weakness
 from twin.fitting.held_priors import held_priors_after_fit
 from twin.fitting.inherit_fitted import inherited_after_fit
-from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.moe_token_prior import fold_moe_token_prior
+from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
 from twin.fitting.scoped import params_for, split
 from twin.fitting.targets import METRICS

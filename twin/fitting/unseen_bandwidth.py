@@ -30,8 +30,7 @@ So:
 
 from __future__ import annotations
 
-import math
-
+from twin.fitting.expert_path_prior import geometric_mean
 from twin.fitting.provenance import INHERIT, INHERITS_FROM, RESET, FoldPlan
 from twin.fitting.scoped import split
 from twin.fitting.silicon import model_family
@@ -64,7 +63,7 @@ def unseen_reference(plan: FoldPlan, params: dict[str, float]) -> dict[str, floa
         fitted = [v for n, v in params.items() if split(n)[0] == p and split(n)[1] and n not in plan.fixed]
         if not fitted:
             continue
-        out[p] = math.prod(fitted) ** (1.0 / len(fitted))
+        out[p] = geometric_mean(fitted)
         out |= {q: out[p] for q, (f, a) in plan.actions.items()
                 if a == RESET and f.prior == INHERIT and INHERITS_FROM.get(split(q)[0]) == p and q != p}
     return out
