@@ -59,3 +59,16 @@ def write_config(folder: Path, *, model: str, tp: int, groups: int, per_group: i
     (folder / "results_config.yaml").write_text(yaml.safe_dump(client))
     (folder / "exp-config.yaml").write_text(yaml.safe_dump({"model": model, "tensor_parallelism": tp,
                                                             **(server or {})}))
+
+
+def provenance_entry(parameter: str, value: float):
+    """A ``twin.fitting.provenance.Entry`` for ``parameter`` at ``value`` with its stated prior, read off 'test'."""
+    from twin.fitting import provenance as pv
+    return pv.Entry(parameter, value, pv._stated_prior(parameter.split("@")[0], parameter, {}), "test")
+
+
+def one_hopper_host_reading(monkeypatch, value_s: float) -> None:
+    """``provenance.HOST_READINGS`` reduced to one per-layer reading on Hopper, ``value_s``, off the rows 'h100'."""
+    from twin.fitting import provenance as pv
+    monkeypatch.setattr(pv, "HOST_READINGS", {"eager_layer_host_s@hopper": (value_s, "test rows",
+                                                                             lambda c, d: c == "h100")})

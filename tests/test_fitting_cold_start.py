@@ -29,6 +29,21 @@ def _run(name: str, conc: int, cold: bool = False) -> MeasuredRun:
                        client="inference-perf", cold_start=cold)
 
 
+def _stalled_runs(concurrencies) -> dict[bool, list[Case]]:
+    """Twin-generated runs (a 5 ms request path, no jitter), each measured mean TTFT then given +10 ms of a one-off
+    stall (its median and p90 stay: the stall hit 1 % of the requests), marked cold (True) and warm (False)."""
+    true = {"request_path_s": 5e-3, "request_path_jitter_s": 0.0}
+    cases: dict[bool, list[Case]] = {True: [], False: []}
+    for conc in concurrencies:
+        run = _run(f"r{conc}", conc)
+        m = replay(run, TARGET, true).metrics
+        metrics = {k: m[k] for k in ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "mean_tpot_ms")}
+        metrics["mean_ttft_ms"] += 10.0
+        for cold in (True, False):
+            cases[cold].append(Case(dataclasses.replace(run, metrics=metrics, cold_start=cold), TARGET))
+    return cases
+
+
 def test_the_first_inference_perf_stage_is_cold_the_later_ones_are_not(tmp_path):
     d = tmp_path / "exp"
     write_config(d, model="meta-llama/Llama-2-7b-hf", tp=1, groups=2, per_group=2, system_tokens=50,
@@ -53,15 +68,7 @@ def test_a_one_off_tail_in_a_cold_runs_mean_does_not_move_the_fitted_request_pat
     """Twin-generated runs at a 5 ms path; each run's measured mean TTFT then gets +10 ms of a one-off stall
     (its median and p90 stay: the stall hit 1 % of the requests). Marked cold, the fit recovers 5 ms; the same
     runs marked warm pull the path up (the stall is spread over every request)."""
-    true = {"request_path_s": 5e-3, "request_path_jitter_s": 0.0}
-    cases = {True: [], False: []}
-    for conc in (2, 8):
-        run = _run(f"r{conc}", conc)
-        m = replay(run, TARGET, true).metrics
-        metrics = {k: m[k] for k in ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "mean_tpot_ms")}
-        metrics["mean_ttft_ms"] += 10.0
-        for cold in (True, False):
-            cases[cold].append(Case(dataclasses.replace(run, metrics=metrics, cold_start=cold), TARGET))
+    cases = _stalled_runs((2, 8))
     kw = dict(names=("request_path_s",), start={"request_path_s": 10e-3, "request_path_jitter_s": 0.0},
               fixed={"request_path_jitter_s": 0.0}, outer_iterations=2)
     cold = fit(cases[True], **kw).params["request_path_s"]
@@ -84,16 +91,7 @@ def test_twin_calibrate_leaves_a_cold_runs_one_off_tail_out_of_the_request_path(
     """``twin calibrate``'s objective on the same twin-generated runs (5 ms path, no jitter) with a +10 ms one-off
     stall in each mean TTFT: marked cold, the fitted time per request (path plus mean jitter, which the fit may
     trade) stays at the generator's; marked warm, the stall pulls it up."""
-    true = {"request_path_s": 5e-3, "request_path_jitter_s": 0.0}
-    cases = {True: [], False: []}
-    for conc in (1, 2, 4, 8):
-        run = _run(f"r{conc}", conc)
-        m = replay(run, TARGET, true).metrics
-        metrics = {k: m[k] for k in ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "mean_tpot_ms")}
-        metrics["mean_ttft_ms"] += 10.0
-        for cold in (True, False):
-            cases[cold].append(Case(dataclasses.replace(run, metrics=metrics, cold_start=cold), TARGET))
-
+    cases = _stalled_runs((1, 2, 4, 8))
     fits = {cold: calibrate_fit(cases[cold], replications=1, max_sim_s=10.0, outer_iterations=2, report=False)
             for cold in (True, False)}
     per_request_s = {cold: f.params["request_path_s"] + f.params["request_path_jitter_s"] for cold, f in fits.items()}

@@ -8,18 +8,14 @@ import math
 
 import pytest
 
+from tests.fitting_helpers import one_hopper_host_reading, provenance_entry
 from twin.fitting import provenance as pv
-
-
-def _entry(parameter: str, value: float) -> pv.Entry:
-    return pv.Entry(parameter, value, pv._stated_prior(parameter.split("@")[0], parameter, {}), "test")
 
 
 @pytest.fixture()
 def readings(monkeypatch):
     """One reading on Hopper, read off the rows named 'h100'."""
-    monkeypatch.setattr(pv, "HOST_READINGS", {"eager_layer_host_s@hopper": (0.9e-3, "test rows",
-                                                                             lambda c, d: c == "h100")})
+    one_hopper_host_reading(monkeypatch, 0.9e-3)
 
 
 def test_a_host_term_of_a_generation_states_the_host_prior():
@@ -31,7 +27,7 @@ def test_a_host_term_of_a_generation_states_the_host_prior():
 
 
 def test_a_held_out_generation_takes_the_other_generations_reading(readings):
-    entries = [_entry("eager_layer_host_s@blackwell", 0.84e-3)]
+    entries = [provenance_entry("eager_layer_host_s@blackwell", 0.84e-3)]
     held = ["eager_layer_host_s@blackwell"]
     # Blackwell held out, the Hopper rows kept: Hopper's reading
     assert pv.host_prior("eager_layer_host_s", "blackwell", entries, held, [("b200", None)]) == 0.9e-3
@@ -42,12 +38,12 @@ def test_a_held_out_generation_takes_the_other_generations_reading(readings):
     assert pv.host_prior("eager_layer_host_s", "ampere", entries, (), []) == pytest.approx(
         math.sqrt(0.84e-3 * 0.9e-3), rel=1e-12)
     # an expert path's entry of the name is not a generation's host time
-    assert pv.host_prior("eager_layer_host_s", "ampere", [_entry("eager_layer_host_s@hopper+experts_fp8", 5e-3)],
+    assert pv.host_prior("eager_layer_host_s", "ampere", [provenance_entry("eager_layer_host_s@hopper+experts_fp8", 5e-3)],
                          (), [("h100", None)]) == 0.0
 
 
 def test_the_fold_plan_resets_a_held_out_generations_host_term_to_the_others_reading(readings, monkeypatch):
-    entries = [_entry("eager_layer_host_s@blackwell", 0.84e-3)]
+    entries = [provenance_entry("eager_layer_host_s@blackwell", 0.84e-3)]
     monkeypatch.setitem(pv.DECLARED_EVIDENCE, "eager_layer_host_s@blackwell", ("test", lambda c, d: c == "b200"))
     evidence = [("h100", None), ("b200", None)]
     plan = pv.fold_plan("B", lambda c: c[0].upper(), evidence, (), entries=entries)
@@ -62,7 +58,7 @@ def test_the_fold_plan_resets_a_held_out_generations_host_term_to_the_others_rea
 
 
 def test_a_reset_kv_read_rate_takes_the_folds_reset_weights_rate(monkeypatch):
-    entries = [pv.Entry("memory_efficiency", 0.978, 0.8, "test"), _entry("kv_memory_efficiency@hopper+kv_fp8", 0.3)]
+    entries = [pv.Entry("memory_efficiency", 0.978, 0.8, "test"), provenance_entry("kv_memory_efficiency@hopper+kv_fp8", 0.3)]
     for key in ("memory_efficiency", "kv_memory_efficiency@hopper+kv_fp8"):
         monkeypatch.setitem(pv.DECLARED_EVIDENCE, key, ("test", lambda c, d: c == "h100"))
     plan = pv.fold_plan("H", lambda c: c[0].upper(), [("h100", None)], (), entries=entries)

@@ -6,19 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fitting_helpers import one_hopper_host_reading, provenance_entry
 from twin.fitting import launch_prior as lp
 from twin.fitting import provenance as pv
-
-
-def _entry(parameter: str, value: float) -> pv.Entry:
-    return pv.Entry(parameter, value, pv._stated_prior(parameter.split("@")[0], parameter, {}), "test")
 
 
 @pytest.fixture()
 def readings(monkeypatch):
     """One per-layer reading on Hopper (1.6 ms: 0.1 ms per op of a 16-op dense layer), read off the rows 'h100'."""
-    monkeypatch.setattr(pv, "HOST_READINGS", {"eager_layer_host_s@hopper": (1.6e-3, "test rows",
-                                                                             lambda c, d: c == "h100")})
+    one_hopper_host_reading(monkeypatch, 1.6e-3)
 
 
 def test_the_counts_and_the_per_op_time():
@@ -34,7 +30,7 @@ def test_the_counts_and_the_per_op_time():
 
 
 def test_the_moe_floor_prior_follows_the_per_layer_prior(readings):
-    entries = [_entry("eager_layer_host_s@blackwell", 0.84e-3), _entry("eager_moe_layer_host_s@blackwell", 1.15e-3)]
+    entries = [provenance_entry("eager_layer_host_s@blackwell", 0.84e-3), provenance_entry("eager_moe_layer_host_s@blackwell", 1.15e-3)]
     held = ["eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell"]
     assert pv.host_prior("eager_moe_layer_host_s", "blackwell", entries, held, [("b200", None)]) == pytest.approx(
         (lp.GENERIC_MOE_LAYER_OPS - 16) * 0.1e-3, rel=1e-12)
@@ -44,7 +40,7 @@ def test_the_moe_floor_prior_follows_the_per_layer_prior(readings):
 
 
 def test_a_fold_resetting_the_moe_floor_gives_each_counted_path_its_prior(readings, monkeypatch):
-    entries = [_entry("eager_layer_host_s@blackwell", 0.84e-3), _entry("eager_moe_layer_host_s@blackwell", 1.15e-3)]
+    entries = [provenance_entry("eager_layer_host_s@blackwell", 0.84e-3), provenance_entry("eager_moe_layer_host_s@blackwell", 1.15e-3)]
     for key in ("eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell"):
         monkeypatch.setitem(pv.DECLARED_EVIDENCE, key, ("test", lambda c, d: c == "b200"))
     evidence = [("h100", None), ("b200", None)]
