@@ -19,11 +19,11 @@ costs it at 0: Kimi-K2.5 is the data's only MLA family, Qwen3-32B's rows its onl
    an all-reduce takes longer than a small norm or concat). Kimi's own rows are not used.
 2. **A sync server's host time per sequence** (``per_seq_overhead_s@sync``, twin.cost.sync_host; embedded 45 us over
    the async value, read off the Qwen3 rows). A fold with no sync server in its training rows held it at the fold's
-   async ``per_seq_overhead_s`` (0 exposed). Prior: the per-request Python work of vLLM 0.12's sync decode step,
-   re-enacted statement by statement and timed in CPU time (``benchmarks/sync_host_prior.py``: 4.5-5.3 us per
-   sequence per step on an AMD EPYC), ``SYNC_SEQ_HOST_PRIOR_S`` = 4.7 us over the fold's async value. A LOWER
-   bound (logging, stats, metadata builds and GIL hand-offs not re-enacted): the Qwen3 rows read ~9x more, which
-   the re-enactment does not explain (docs).
+   async ``per_seq_overhead_s`` (0 exposed). Prior: the per-sequence book-keeping of vLLM 0.12's sync decode step
+   (plan, hand-off to the worker, worker tables, sampled tokens, output records), modelled and timed in CPU time
+   (``benchmarks/sync_host_prior.py``: 2.9-3.5 us per sequence per step on an AMD EPYC), ``SYNC_SEQ_HOST_PRIOR_S``
+   = 3 us over the fold's async value. A LOWER bound (logging, stats, metadata builds and GIL hand-offs not
+   modelled): the Qwen3 rows read ~15x more, which the model does not explain (docs).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ MLA_KEY, SYNC_KEY = "layer_overhead_s@mla", "per_seq_overhead_s@sync"
 MLA_EXTRA_DECODE_KERNELS = 6       # q_a / kv_a RMSNorms, q_b GEMM, W_UK and W_UV batched GEMMs, the query's concat
 GQA_LAYER_KERNELS = 12             # a GQA decoder layer at TP > 1, its two all-reduces included
 ALLREDUCES_PER_LAYER = 2
-SYNC_SEQ_HOST_PRIOR_S = 4.7e-6     # s per sequence per step: benchmarks/sync_host_prior.py (CPU time, AMD EPYC)
+SYNC_SEQ_HOST_PRIOR_S = 3.0e-6     # s per sequence per step: benchmarks/sync_host_prior.py (CPU time, AMD EPYC)
 
 
 def mla_layer_prior_s(allreduce_latency_s: float) -> float:
