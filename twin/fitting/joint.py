@@ -151,7 +151,14 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     ``cache``: a dict kept across folds (held-out predictions, and training rows simulated again at a fold's
     start, by case and the cost keywords it sees);
     ``settle``: a fitted term the training rows do not identify (``identify.not_identified``) is held at its prior
-    (the stated one where its evidence is held out, else its embedded value) and the others are fitted again."""
+    (the stated one where its evidence is held out, else its embedded value) and the others are fitted again.
+
+    What a fold assumes for a term it has no reading of (issue 33, docs/fidelity.md "Round 8 / 9 outcome"): the
+    plan's stated priors (``provenance.fold_plan``: pooled or carried expert-path efficiencies, ``expert_path_prior``;
+    host time from another generation and kernel launches, ``launch_prior``); before the fit, a generation's MoE
+    per-token cost from the other generation (``moe_token_prior``); after it, the reference generation's bandwidth
+    fraction from the others (``unseen_bandwidth``), MLA and sync-host priors (``held_priors``), inheriting resets
+    at the fitted source (``inherit_fitted``)."""
     # round 9: a row whose decode the cost model knowingly cannot express does not set the shared terms
     train = [i for i, c in enumerate(cases) if group_of(c) != group and not unexplained_decode_gap(c)]
     test_idx = [i for i, c in enumerate(cases) if group_of(c) == group]
