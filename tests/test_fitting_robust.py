@@ -18,10 +18,12 @@ from twin.fitting.robust import ROBUST_SCALE_LOG, transformed
 
 
 def _rho(s: float, loss: str) -> float:      # scipy.optimize.least_squares' documented rho(s), s = (z / scale)^2
+    if loss == "cauchy":
+        return math.log(1.0 + s)
     return 2.0 * (math.sqrt(1.0 + s) - 1.0) if loss == "soft_l1" else (s if s <= 1.0 else 2.0 * math.sqrt(s) - 1.0)
 
 
-@pytest.mark.parametrize("loss", ["soft_l1", "huber"])
+@pytest.mark.parametrize("loss", ["soft_l1", "huber", "cauchy"])
 @pytest.mark.parametrize("z", [-0.5, -0.36, -0.1, -0.02, 0.0, 0.05, 0.1, 0.3, 2.0])
 def test_transformed_squares_to_scipys_rho_cost(loss, z):
     t = transformed(z, loss, 0.1)
@@ -36,11 +38,13 @@ def test_transformed_is_the_residual_itself_within_the_scale_and_grows_as_a_squa
     # far beyond the scale both losses grow as sqrt(2 scale |z|): a 30 % row pulls ~ scale / |z| of its LS weight
     assert transformed(-4.0, "soft_l1", 0.1) == pytest.approx(-math.sqrt(2 * 0.1 * 4.0), rel=0.03)
     assert transformed(-4.0, "huber", 0.1) == pytest.approx(-math.sqrt(2 * 0.1 * 4.0 - 0.01), rel=1e-12)
+    # cauchy's grows as scale sqrt(2 ln(|z| / scale)): a row 10 scales off pulls ~1/100 of its LS weight
+    assert transformed(-1.0, "cauchy", 0.1) == pytest.approx(-0.1 * math.sqrt(math.log(101.0)), rel=1e-12)
 
 
 def test_bad_loss_or_scale_is_a_one_line_error():
-    with pytest.raises(TwinInputError, match="'cauchy' is not one of linear, soft_l1, huber"):
-        transformed(0.1, "cauchy")
+    with pytest.raises(TwinInputError, match="'arctan' is not one of linear, soft_l1, huber"):
+        transformed(0.1, "arctan")
     with pytest.raises(TwinInputError, match="0.0 is not a positive log ratio"):
         transformed(0.1, "soft_l1", 0.0)
 

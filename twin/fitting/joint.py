@@ -34,6 +34,7 @@ from twin.fitting.inherit_fitted import inherited_after_fit
 from twin.fitting.moe_token_prior import fold_moe_token_prior
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
+from twin.fitting.robust import ROBUST_SCALE_LOG
 from twin.fitting.scoped import params_for, split
 from twin.fitting.targets import METRICS
 from twin.fitting.silicon import SiliconCase, model_family, silicon_cases
@@ -142,7 +143,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
              eval_sim_s: float | None = 120.0, workers: int = 1, seed: int = 0,
              evidence: Sequence[tuple] | None = None, defaults: Sequence[dict] | None = None,
              allow: Sequence[str] = (), cache: dict | None = None, settle: bool = True, loss: str = "linear",
-             exclude_gap: bool = True) -> FoldResult:
+             loss_scale: float = ROBUST_SCALE_LOG, exclude_gap: bool = True) -> FoldResult:
     """Fit ``names`` on every group but ``group`` and predict ``group``. Embedded values whose evidence
     (``twin.fitting.provenance``) includes a row of ``group`` are refit (when fitted here) from their stated
     prior, or reset to it. ``evidence``: (case, deployment) of EVERY ground-truth row (default: ``cases``);
@@ -153,7 +154,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     start, by case and the cost keywords it sees);
     ``settle``: a fitted term the training rows do not identify (``identify.not_identified``) is held at its prior
     (the stated one where its evidence is held out, else its embedded value) and the others are fitted again;
-    ``loss``: the fit's loss on the data residuals (``twin.fitting.robust``); ``exclude_gap``: leave the rows
+    ``loss``, ``loss_scale``: the fit's loss on the data residuals (``twin.fitting.robust``); ``exclude_gap``: leave the rows
     ``unexplained_decode_gap`` names out of the fit (round 9)."""
     # round 9: a row whose decode the cost model knowingly cannot express does not set the shared terms
     train = [i for i, c in enumerate(cases)
@@ -183,12 +184,12 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         priors = start | plan.prior
         result = fit(train_cases, names=fit_names, start=start, fixed=fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
-                     first=train_first, final_simulation=False, priors=priors, loss=loss)
+                     first=train_first, final_simulation=False, priors=priors, loss=loss, scale=loss_scale)
         params, std, share = result.params, result.std, result.data_share
         if settle and (weak := not_identified(fit_names, std, share)):
             params, std, share, settled = _settle(train_cases, fit_names, weak, std, share, priors, fixed,
                                                   start, train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed,
-                                                  loss=loss)
+                                                  loss=loss, scale=loss_scale)
     else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
         params, std, share = dict(fixed), {}, {}
     plan.fixed.update(carried := unseen_reference(plan, params))     # round 9: the other generations' fraction
@@ -251,7 +252,7 @@ def _settle(train_cases, fit_names, weak, std, share, priors, fixed, start, firs
         return fixed, {}, {}, settled
     again = fit(train_cases, names=keep, start=start, fixed=fixed, outer_iterations=1, first=first,
                 final_simulation=False, priors=priors, max_sim_s=sim["fit_sim_s"], workers=sim["workers"],
-                seed=sim["seed"], loss=sim["loss"])
+                seed=sim["seed"], loss=sim["loss"], scale=sim["scale"])
     return again.params, again.std, again.data_share, settled
 
 
