@@ -93,3 +93,6 @@ def test_one_inexpressible_run_moves_the_robust_fit_less_than_least_squares(clea
     off = {loss: abs(math.log(r.params["step_overhead_s"] / TRUE["step_overhead_s"])) for loss, r in pulled.items()}
     # stated: the robust fit's step overhead at most half as far (in log) from the truth as least squares'
     assert off["soft_l1"] <= 0.5 * off["linear"], off
+    # the standard errors read the robust-weighted residuals: the inexpressible run inflates least squares' s^2
+    # (and so its standard error), not the robust fit's
+    assert pulled["soft_l1"].std["step_overhead_s"] < pulled["linear"].std["step_overhead_s"]

@@ -14,7 +14,14 @@ transformed residuals minimises exactly sum_i w_i^2 scale^2 rho(z_i^2 / scale^2)
 whatever the row's weight (scipy's ``f_scale`` would act on the weighted residual), and the weak priors' rows stay
 quadratic; and the fit's standard errors (``fit._standard_errors``, which re-evaluate the residual function) then
 read the robust-weighted residuals and Jacobian (a down-weighted row adds less to s^2 and to J^T J), the
-Gauss-Newton covariance of the M-estimate, as scipy's own rescaling gives it."""
+Gauss-Newton covariance of the M-estimate, as scipy's own rescaling gives it (not Huber's sandwich correction).
+
+Tried in place of the fold fits' named exclusion (``unseen_bandwidth.unexplained_decode_gap``) and NOT adopted: the
+fold fits keep least squares (``fit(loss="linear")``, the default). A convex loss (soft_l1, huber) at 0.10 leaves
+the pull as it was (Blackwell's fraction 0.78 with the rows in; at that fraction the rows are only 6-18 % off, no
+further than many others); Cauchy at 0.05 finds the fraction the rows' exclusion gives (0.94) but changes the
+folds without those rows too, and the held-out figures are worse on B200 held out (docs/fidelity.md "Round 9: a
+robust fold fit")."""
 
 from __future__ import annotations
 
