@@ -154,8 +154,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     start, by case and the cost keywords it sees);
     ``settle``: a fitted term the training rows do not identify (``identify.not_identified``) is held at its prior
     (the stated one where its evidence is held out, else its embedded value) and the others are fitted again;
-    ``loss``, ``loss_scale``: the fit's loss on the data residuals (``twin.fitting.robust``); ``exclude_gap``: leave the rows
-    ``unexplained_decode_gap`` names out of the fit (round 9)."""
+    ``loss``, ``loss_scale``: the fit's loss on the data residuals (``twin.fitting.robust``; least squares by
+    default); ``exclude_gap``: leave the rows ``unexplained_decode_gap`` names out of the fit (round 9)."""
     # round 9: a row whose decode the cost model knowingly cannot express does not set the shared terms
     train = [i for i, c in enumerate(cases)
              if group_of(c) != group and not (exclude_gap and unexplained_decode_gap(c))]

@@ -4,24 +4,25 @@ The fit minimises squared log ratios (predicted / measured) of whole-run metrics
 model cannot express at all (e.g. the Llama-3.1-70B B200 TP1 rows of vLLM 0.10.2: ~5 ms per decode step no term
 explains, TPOT -30 %) weighs (0.36 / 0.05)^2 ~ 50 times a row the model meets to its usual 5 %, and drags shared
 terms to absorb it. A robust loss keeps the quadratic cost for residuals within a stated scale of the model's own
-error and lets larger ones count ~linearly, without naming any row.
+error and lets larger ones count less, without naming any row.
 
 Each data residual z (a weighted log ratio's unweighted part) is replaced by ``transformed(z, loss, scale)``: the
 signed square root of ``scale^2 * rho((z / scale)^2)``, so that a plain (linear-loss) least-squares on the
 transformed residuals minimises exactly sum_i w_i^2 scale^2 rho(z_i^2 / scale^2), with rho scipy's own
 (``least_squares`` ``loss=``; "soft_l1": rho(s) = 2 (sqrt(1 + s) - 1); "huber": rho(s) = s for s <= 1, else
-2 sqrt(s) - 1; "cauchy": rho(s) = ln(1 + s), whose pull falls back towards 0 beyond the scale). Done on the residuals, not through scipy's ``loss=``, for two reasons: the scale is per log ratio,
-whatever the row's weight (scipy's ``f_scale`` would act on the weighted residual), and the weak priors' rows stay
-quadratic; and the fit's standard errors (``fit._standard_errors``, which re-evaluate the residual function) then
-read the robust-weighted residuals and Jacobian (a down-weighted row adds less to s^2 and to J^T J), the
-Gauss-Newton covariance of the M-estimate, as scipy's own rescaling gives it (not Huber's sandwich correction).
+2 sqrt(s) - 1; "cauchy": rho(s) = ln(1 + s), whose pull falls back towards 0 beyond the scale). Done on the
+residuals, not through scipy's ``loss=``, for two reasons: the scale is per log ratio, whatever the row's weight
+(scipy's ``f_scale`` would act on the weighted residual), and the weak priors' rows stay quadratic; and the fit's
+standard errors (``fit._standard_errors``, which re-evaluate the residual function) then read the robust-weighted
+residuals and Jacobian (a down-weighted row adds less to s^2 and to J^T J), the Gauss-Newton covariance of the
+M-estimate, as scipy's own rescaling gives it (not Huber's sandwich correction).
 
 Tried in place of the fold fits' named exclusion (``unseen_bandwidth.unexplained_decode_gap``) and NOT adopted: the
-fold fits keep least squares (``fit(loss="linear")``, the default). A convex loss (soft_l1, huber) at 0.10 leaves
-the pull as it was (Blackwell's fraction 0.78 with the rows in; at that fraction the rows are only 6-18 % off, no
-further than many others); Cauchy at 0.05 finds the fraction the rows' exclusion gives (0.94) but changes the
-folds without those rows too, and the held-out figures are worse on B200 held out (docs/fidelity.md "Round 9: a
-robust fold fit")."""
+fold fits keep least squares (``fit(loss="linear")``, the default). A convex loss (soft_l1; huber not run) at 0.10
+leaves the pull as it was (Blackwell's fraction 0.78 with the rows in; at that fraction the rows are only 6-18 %
+off, no further than many others); Cauchy at 0.05 finds the fraction the rows' exclusion gives (0.94) but changes
+the folds without those rows too, and the held-out figures are worse on B200 held out (docs/fidelity.md "Round 9:
+a robust fold fit")."""
 
 from __future__ import annotations
 
