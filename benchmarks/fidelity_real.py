@@ -50,6 +50,7 @@ from twin.fitting.joint import (FOLDS, JOINT_NAMES, METRICS, all_cases, default_
                                 parameter_table, run_fold, summarize, with_deployments)
 from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
 from twin.fitting.provenance import embedded_entries  # noqa: E402
+from twin.fitting.robust import LOSSES, ROBUST_SCALE_LOG  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.targets import markdown, target_lines, verdict_markdown  # noqa: E402
 from twin.hardware.catalog import resolve_model  # noqa: E402
@@ -175,6 +176,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--joint", action="store_true", help="fit JOINT_NAMES in each fold")
     ap.add_argument("--allow-leak", default="", help="comma-separated embedded parameters used unchanged even "
                     "in folds that hold out their evidence (the figures then no longer hold them out)")
+    ap.add_argument("--fold-loss", default="linear", choices=LOSSES,
+                    help="the fold fits' loss on each run's log ratios (twin.fitting.robust; default least squares)")
+    ap.add_argument("--fold-loss-scale", type=float, default=ROBUST_SCALE_LOG,
+                    help="the robust loss's scale, in log-ratio units (default %(default)s)")
+    ap.add_argument("--keep-gap-rows", action="store_true", help="fit the rows twin.fitting.unseen_bandwidth."
+                    "unexplained_decode_gap names too (by default they are left out of every fold's fit)")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the markdown summary here")
     ap.add_argument("--json", type=Path, default=None)
     return ap
@@ -255,7 +262,8 @@ def main() -> None:
         for g in groups:
             fold = run_fold(kind, g, cases, group_of, first, names=names, outer_iterations=args.outer,
                             fit_sim_s=args.fit_sim_s, eval_sim_s=args.eval_sim_s, workers=args.workers,
-                            evidence=evidence, defaults=default_pred, allow=allow, cache=cache)
+                            evidence=evidence, defaults=default_pred, allow=allow, cache=cache,
+                            loss=args.fold_loss, loss_scale=args.fold_loss_scale, exclude_gap=not args.keep_gap_rows)
             pairs = list(zip(fold.cases, fold.predicted))
             dpairs = [(c, default_by_name[c.run.name]) for c in fold.cases]
             pooled += pairs

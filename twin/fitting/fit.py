@@ -24,6 +24,7 @@ from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun, is_fit_target
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.replay import Replayed, Target, deployment_for, replay
+from twin.fitting.robust import ROBUST_SCALE_LOG, transformed
 from twin.fitting.surrogate import Surrogate
 
 FIT_METRICS: dict[str, float] = {"mean_tpot_ms": 2.0, "mean_ttft_ms": 1.0, "median_ttft_ms": 1.0,
@@ -107,8 +108,10 @@ def _bounds(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: np.ndarray,
-                       names: tuple[str, ...], fixed: dict[str, float], priors: dict[str, float] | None = None):
-    """scipy's solution and the residual function it minimised (``_standard_errors`` evaluates it again)."""
+                       names: tuple[str, ...], fixed: dict[str, float], priors: dict[str, float] | None = None,
+                       loss: str = "linear", scale: float = ROBUST_SCALE_LOG):
+    """scipy's solution and the residual function it minimised (``_standard_errors`` evaluates it again);
+    ``loss``/``scale``: each data residual's log ratio through ``robust.transformed`` (the priors' rows as they are)."""
     lower, upper = _bounds(names)
     prior = from_model_params(priors, names) if priors is not None else \
         np.array([PARAMETERS_BY_NAME[n].prior for n in names])
@@ -121,7 +124,7 @@ def _fit_on_surrogates(surrogates: list[Surrogate], cases: Sequence[Case], x0: n
         res = []
         for sur, tgt, cw in zip(surrogates, targets, case_weights):
             pred = sur.predict(params)
-            res.extend(cw * w * math.log(max(pred[k], 1e-9) / v) for k, v, w in tgt)
+            res.extend(cw * w * transformed(math.log(max(pred[k], 1e-9) / v), loss, scale) for k, v, w in tgt)
         res.extend(PRIOR_WEIGHT * (x - prior) / span)
         return np.asarray(res)
 
@@ -136,13 +139,15 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
         fixed: dict[str, float] | None = None, outer_iterations: int = 3, seed: int = 0,
         max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1, tol: float = 0.002,
         progress: Callable[[int], None] | None = None, first: list[Replayed] | None = None,
-        final_simulation: bool = True, priors: dict[str, float] | None = None) -> FitResult:
+        final_simulation: bool = True, priors: dict[str, float] | None = None, loss: str = "linear",
+        scale: float = ROBUST_SCALE_LOG) -> FitResult:
     """Fit ``names`` (the others stay at ``fixed`` or the model's defaults) to ``cases``; runs that queue
     (``MeasuredRun.queueing``) are left out of the fit, and ``predicted`` follows the cases that were fitted.
 
     ``first``: the cases already simulated at ``start`` (saves one simulation of every case).
     ``final_simulation=False``: no simulation at the final parameters (``predicted`` is then empty).
-    ``priors``: the values (model units) the weak priors pull towards; default each parameter's stated prior."""
+    ``priors``: the values (model units) the weak priors pull towards; default each parameter's stated prior.
+    ``loss``: ``linear`` (least squares on log ratios) or a robust one (``twin.fitting.robust``) at ``scale``."""
     if first is not None:
         first = [r for c, r in zip(cases, first) if not c.run.queueing]
     cases = [c for c in cases if not c.run.queueing]
@@ -162,7 +167,7 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
     it = 0
     for it in range(1, outer_iterations + 1):
         surrogates = [Surrogate(c.run, c.target, d, r, params, seed) for c, d, r in zip(cases, deployments, replayed)]
-        sol, residuals = _fit_on_surrogates(surrogates, cases, x, names, fixed, priors)
+        sol, residuals = _fit_on_surrogates(surrogates, cases, x, names, fixed, priors, loss, scale)
         moved = np.max(np.abs(sol.x - x) / spans)        # as a share of each parameter's plausible range
         x = sol.x
         params = {**fixed, **to_model_params(x, names)}

@@ -34,6 +34,7 @@ from twin.fitting.inherit_fitted import inherited_after_fit
 from twin.fitting.moe_token_prior import fold_moe_token_prior
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
+from twin.fitting.robust import ROBUST_SCALE_LOG
 from twin.fitting.scoped import params_for, split
 from twin.fitting.targets import METRICS
 from twin.fitting.silicon import SiliconCase, model_family, silicon_cases
@@ -141,7 +142,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
              names: Sequence[str] = JOINT_NAMES, outer_iterations: int = 2, fit_sim_s: float = 60.0,
              eval_sim_s: float | None = 120.0, workers: int = 1, seed: int = 0,
              evidence: Sequence[tuple] | None = None, defaults: Sequence[dict] | None = None,
-             allow: Sequence[str] = (), cache: dict | None = None, settle: bool = True) -> FoldResult:
+             allow: Sequence[str] = (), cache: dict | None = None, settle: bool = True, loss: str = "linear",
+             loss_scale: float = ROBUST_SCALE_LOG, exclude_gap: bool = True) -> FoldResult:
     """Fit ``names`` on every group but ``group`` and predict ``group``. Embedded values whose evidence
     (``twin.fitting.provenance``) includes a row of ``group`` are refit (when fitted here) from their stated
     prior, or reset to it. ``evidence``: (case, deployment) of EVERY ground-truth row (default: ``cases``);
@@ -151,7 +153,9 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     ``cache``: a dict kept across folds (held-out predictions, and training rows simulated again at a fold's
     start, by case and the cost keywords it sees);
     ``settle``: a fitted term the training rows do not identify (``identify.not_identified``) is held at its prior
-    (the stated one where its evidence is held out, else its embedded value) and the others are fitted again.
+    (the stated one where its evidence is held out, else its embedded value) and the others are fitted again;
+    ``loss``, ``loss_scale``: the fit's loss on the data residuals (``twin.fitting.robust``; least squares by
+    default); ``exclude_gap``: leave the rows ``unexplained_decode_gap`` names out of the fit (round 9).
 
     What a fold assumes for a term it has no reading of (issue 33, docs/fidelity.md "Round 8 / 9 outcome"): the
     plan's stated priors (``provenance.fold_plan``: pooled or carried expert-path efficiencies, ``expert_path_prior``;
@@ -160,7 +164,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     fraction from the others (``unseen_bandwidth``), MLA and sync-host priors (``held_priors``), inheriting resets
     at the fitted source (``inherit_fitted``)."""
     # round 9: a row whose decode the cost model knowingly cannot express does not set the shared terms
-    train = [i for i, c in enumerate(cases) if group_of(c) != group and not unexplained_decode_gap(c)]
+    train = [i for i, c in enumerate(cases)
+             if group_of(c) != group and not (exclude_gap and unexplained_decode_gap(c))]
     test_idx = [i for i, c in enumerate(cases) if group_of(c) == group]
     test = [cases[i] for i in test_idx]
     train_cases = [cases[i] for i in train]
@@ -186,11 +191,12 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         priors = start | plan.prior
         result = fit(train_cases, names=fit_names, start=start, fixed=fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
-                     first=train_first, final_simulation=False, priors=priors)
+                     first=train_first, final_simulation=False, priors=priors, loss=loss, scale=loss_scale)
         params, std, share = result.params, result.std, result.data_share
         if settle and (weak := not_identified(fit_names, std, share)):
             params, std, share, settled = _settle(train_cases, fit_names, weak, std, share, priors, fixed,
-                                                  start, train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed)
+                                                  start, train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed,
+                                                  loss=loss, scale=loss_scale)
     else:      # nothing to fit here: the held-out group is predicted at the defaults less the plan's resets
         params, std, share = dict(fixed), {}, {}
     plan.fixed.update(carried := unseen_reference(plan, params))     # round 9: the other generations' fraction
@@ -253,7 +259,7 @@ def _settle(train_cases, fit_names, weak, std, share, priors, fixed, start, firs
         return fixed, {}, {}, settled
     again = fit(train_cases, names=keep, start=start, fixed=fixed, outer_iterations=1, first=first,
                 final_simulation=False, priors=priors, max_sim_s=sim["fit_sim_s"], workers=sim["workers"],
-                seed=sim["seed"])
+                seed=sim["seed"], loss=sim["loss"], scale=sim["scale"])
     return again.params, again.std, again.data_share, settled
 
 
