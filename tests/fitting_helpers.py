@@ -72,3 +72,31 @@ def one_hopper_host_reading(monkeypatch, value_s: float) -> None:
     from twin.fitting import provenance as pv
     monkeypatch.setattr(pv, "HOST_READINGS", {"eager_layer_host_s@hopper": (value_s, "test rows",
                                                                              lambda c, d: c == "h100")})
+
+
+def fake_fold_fit(monkeypatch, value: float, *, held: dict | None = None, result=None) -> tuple[list, list]:
+    """``twin.fitting.joint.run_fold`` without simulation: (fit calls, simulated parameters). Each fit call's
+    keywords are recorded, with ``fitted_on`` (its training runs' names) added; it returns ``result(calls, kw)`` when
+    given, else every fitted term at ``value``, identified. ``held``: what the identification holds at its prior
+    (default nothing); each simulation's parameters are recorded and every case gets 1 ms TTFT and TPOT."""
+    from types import SimpleNamespace
+
+    from twin.fitting import joint
+    calls: list = []
+    simulated: list = []
+
+    def fit(cases, **kw):
+        calls.append(kw)
+        kw["fitted_on"] = [c.run.name for c in cases]
+        if result is not None:
+            return result(calls, kw)
+        return SimpleNamespace(params={**kw["fixed"], **{n: value for n in kw["names"]}},
+                               std={n: 1e-9 for n in kw["names"]}, data_share={n: 1.0 for n in kw["names"]})
+
+    def simulate(cases, params, **kw):
+        simulated.append(dict(params))
+        return [SimpleNamespace(metrics={"mean_ttft_ms": 1.0, "mean_tpot_ms": 1.0}) for _ in cases]
+    monkeypatch.setattr(joint, "fit", fit)
+    monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: dict(held or {}))
+    monkeypatch.setattr(joint, "simulate_cases", simulate)
+    return calls, simulated

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from twin.fitting import identify, joint
+from tests.fitting_helpers import fake_fold_fit
+from twin.fitting import identify
 from twin.fitting.fit import Case
 from twin.fitting.identify import SETTLED, held_at_prior, identification, not_identified, range_share
 from twin.fitting.joint import run_fold
@@ -66,18 +67,7 @@ def test_not_identified_is_a_standard_error_over_a_quarter_of_the_range_and_says
 def _capture_fit(monkeypatch, result=None):
     """A fake fit recording its calls (``result(calls, kw)``: what it returns; default: every fitted term at 1e-7,
     identified), and two H100 Llama runs (the fold trains on "x", tests on "y")."""
-    calls: list = []
-
-    def fake_fit(cases, **kw):
-        calls.append(kw)
-        if result is not None:
-            return result(calls, kw)
-        return SimpleNamespace(params={**kw["fixed"], **{n: 1e-7 for n in kw["names"]}},
-                               std={n: 1e-9 for n in kw["names"]}, data_share={n: 1.0 for n in kw["names"]})
-    monkeypatch.setattr(joint, "fit", fake_fit)
-    monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
-    monkeypatch.setattr(joint, "simulate_cases", lambda cases, params, **kw: [
-        SimpleNamespace(metrics={"mean_ttft_ms": 1.0}) for _ in cases])
+    calls, _ = fake_fold_fit(monkeypatch, 1e-7, result=result)
     cases = [Case(_run("x"), Target("llama-2-7b", "H100-SXM", 1)),
              Case(_run("y"), Target("llama-2-70b", "H100-SXM", 4))]
     return calls, cases, [SimpleNamespace(metrics={}) for _ in cases]

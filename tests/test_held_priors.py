@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.fitting_helpers import fake_fold_fit
 from twin.fitting import joint
 from twin.fitting import provenance as pv
 from twin.fitting.fit import Case
@@ -67,18 +68,7 @@ def test_a_fold_without_a_sync_server_adds_the_reenacted_host_time_to_its_async_
 
 
 def test_run_fold_simulates_the_held_out_sync_server_at_the_prior(monkeypatch):
-    seen = []
-
-    def fake_fit(cases, **kw):
-        return SimpleNamespace(params={**kw["fixed"], **{n: 5e-6 for n in kw["names"]}},
-                               std={n: 1e-9 for n in kw["names"]}, data_share={n: 1.0 for n in kw["names"]})
-
-    def fake_simulate(cases, params, **kw):
-        seen.append(dict(params))
-        return [SimpleNamespace(metrics={"mean_tpot_ms": 1.0}) for _ in cases]
-    monkeypatch.setattr(joint, "fit", fake_fit)
-    monkeypatch.setattr(joint, "simulate_cases", fake_simulate)
-    monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {SYNC_KEY: "no run (sync) in the data"})
+    _, seen = fake_fold_fit(monkeypatch, 5e-6, held={SYNC_KEY: "no run (sync) in the data"})
     cases = [_row("q", "qwen3-32b", "H100-SXM", 2, "0.12"), _row("l", "llama-3.1-70b", "H100-SXM", 8, "0.14")]
     first = [SimpleNamespace(metrics={}) for _ in cases]
     fold = run_fold("family", "qwen3", cases, FOLDS["family"], first, names=("per_seq_overhead_s", SYNC_KEY),

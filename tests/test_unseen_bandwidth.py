@@ -9,17 +9,14 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.fitting_helpers import fake_fold_fit, provenance_entry
 from twin.fitting import provenance as pv
 from twin.fitting.unseen_bandwidth import unexplained_decode_gap, unseen_reference
 
 
-def _entry(parameter: str, value: float) -> pv.Entry:
-    return pv.Entry(parameter, value, pv._stated_prior(parameter.split("@")[0], parameter, {}), "test")
-
-
 def _plan(fixed_fitted=()) -> pv.FoldPlan:
     """Hopper held out: the unscoped fraction and the Hopper FP8 KV read rate (inheriting it) reset."""
-    me, kv = _entry("memory_efficiency", 0.978), _entry("kv_memory_efficiency@hopper+kv_fp8", 0.3)
+    me, kv = provenance_entry("memory_efficiency", 0.978), provenance_entry("kv_memory_efficiency@hopper+kv_fp8", 0.3)
     assert kv.prior == pv.INHERIT
     actions = {"memory_efficiency": (me, pv.RESET), kv.parameter: (kv, pv.RESET)}
     fixed = {"memory_efficiency": 0.8, kv.parameter: 0.8} | {n: 0.5 for n in fixed_fitted}
@@ -40,7 +37,7 @@ def test_nothing_is_carried_without_a_fitted_generation_value():
     assert unseen_reference(_plan(("memory_efficiency@blackwell",)), {"memory_efficiency@blackwell": 0.5}) == {}
     assert unseen_reference(_plan(), {"memory_efficiency": 0.8}) == {}
     # a refit (not reset) reference keeps its own fitted value
-    me = _entry("memory_efficiency", 0.978)
+    me = provenance_entry("memory_efficiency", 0.978)
     refit = pv.FoldPlan({"memory_efficiency": (me, pv.REFIT)}, {}, {}, {})
     assert unseen_reference(refit, {"memory_efficiency": 0.95, "memory_efficiency@blackwell": 0.8}) == {}
 
@@ -81,16 +78,7 @@ def test_a_fold_fits_without_the_unexplained_rows_and_still_predicts_them(monkey
                            metrics={"completed": 1.0, "mean_ttft_ms": 50.0, "mean_tpot_ms": 10.0},
                            server={"enable_prefix_caching": False, "vllm_version": "0.14"}, experiment=name)
 
-    fitted_on: list = []
-
-    def fake_fit(cases, **kw):
-        fitted_on.append([c.run.name for c in cases])
-        return SimpleNamespace(params={**kw["fixed"], **{n: 2e-3 for n in kw["names"]}},
-                               std={n: 1e-9 for n in kw["names"]}, data_share={n: 1.0 for n in kw["names"]})
-    monkeypatch.setattr(joint, "fit", fake_fit)
-    monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: {})
-    monkeypatch.setattr(joint, "simulate_cases", lambda cases, params, **kw: [
-        SimpleNamespace(metrics={"mean_ttft_ms": 1.0}) for _ in cases])
+    calls, _ = fake_fold_fit(monkeypatch, 2e-3)
     monkeypatch.setattr(joint, "unexplained_decode_gap", lambda c: "gap" if c.run.name.startswith("gap") else None)
     target = Target("llama-2-7b", "H100-SXM", 1)
     cases = [Case(run("train"), target), Case(run("gap-train"), target), Case(run("gap-test"), target),
@@ -98,5 +86,5 @@ def test_a_fold_fits_without_the_unexplained_rows_and_still_predicts_them(monkey
     first = [SimpleNamespace(metrics={}) for _ in cases]
     fold = joint.run_fold("GPU", "test", cases, lambda c: "test" if c.run.name.endswith("test") else "train", first,
                           names=("step_overhead_s",), outer_iterations=1, evidence=[])
-    assert fitted_on == [["train"]]
+    assert [kw["fitted_on"] for kw in calls] == [["train"]]
     assert [c.run.name for c in fold.cases] == ["gap-test", "test"]

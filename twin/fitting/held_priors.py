@@ -28,7 +28,7 @@ costs it at 0: Kimi-K2.5 is the data's only MLA family, Qwen3-32B's rows its onl
 
 from __future__ import annotations
 
-from twin.fitting.provenance import RESET, FoldPlan
+from twin.fitting.provenance import RESET, FoldPlan, embedded_start
 
 MLA_KEY, SYNC_KEY = "layer_overhead_s@mla", "per_seq_overhead_s@sync"
 MLA_EXTRA_DECODE_KERNELS = 6       # q_a / kv_a RMSNorms, q_b GEMM, W_UK and W_UV batched GEMMs, the query's concat
@@ -44,7 +44,6 @@ def mla_layer_prior_s(allreduce_latency_s: float) -> float:
 
 
 def _allreduce_s(params: dict[str, float]) -> float:
-    from twin.fitting.provenance import embedded_start
     return params.get("allreduce_latency_s", embedded_start(("allreduce_latency_s",))["allreduce_latency_s"])
 
 
@@ -53,10 +52,13 @@ def held_priors_after_fit(plan: FoldPlan, params: dict[str, float],
     """(plan resets replaced, values added to the fold's parameters): the MLA layer time where the plan reset it
     (to its flat prior 0), the sync host time where the fold holds ``per_seq_overhead_s@sync`` at the async value
     (fitted in ``names`` but not in ``params``: no sync server among the training rows) or reset it."""
+    def reset(key: str) -> bool:
+        return plan.actions.get(key, (None, None))[1] == RESET and key in plan.fixed
+
     resets: dict[str, float] = {}
-    if plan.actions.get(MLA_KEY, (None, None))[1] == RESET and MLA_KEY in plan.fixed:
+    if reset(MLA_KEY):
         resets[MLA_KEY] = mla_layer_prior_s(_allreduce_s(params))
-    if plan.actions.get(SYNC_KEY, (None, None))[1] == RESET and SYNC_KEY in plan.fixed:
+    if reset(SYNC_KEY):
         resets[SYNC_KEY] = plan.fixed[SYNC_KEY] + SYNC_SEQ_HOST_PRIOR_S
     added: dict[str, float] = {}
     if SYNC_KEY in names and SYNC_KEY not in params and SYNC_KEY not in resets and "per_seq_overhead_s" in params:

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from twin.cost.generations import GENERATION_OF_NAME
 from twin.fitting.expert_path_prior import geometric_mean
+from twin.fitting.provenance import RESET, embedded_entries
 from twin.fitting.scoped import EXPERT_FORMATS, EXPERT_PREFIX, split
 
 TERM = "layer_token_overhead_s"
@@ -62,8 +64,6 @@ def fold_moe_token_prior(names: Sequence[str], held_names: Iterable[str], plan) 
     """``moe_token_prior`` for every generation-scoped ``layer_token_overhead_s@<gen>`` among a fold's ``names``:
     unfitted where the training rows cannot identify it (``held_names``) or the fold's ``plan``
     (``provenance.FoldPlan``) resets it; the readings whose evidence the plan holds out are left out."""
-    from twin.cost.generations import GENERATION_OF_NAME
-    from twin.fitting.provenance import RESET, embedded_entries
     generations = {g for g, _ in GENERATION_OF_NAME}
     unfitted = set(held_names) | {p for p, (_, a) in plan.actions.items() if a == RESET}
     out: dict[str, float] = {}
