@@ -9,6 +9,9 @@ file), and with one group of terms switched at a time, in either direction:
 Prints, per (family, GPU) slice and pooled, the median signed TTFT mean and TPOT error of each variant.
 
     python benchmarks/source_fold_terms.py FOLD.json [--direction off,on] [--groups eager,token] [--sim-s 60]
+    python benchmarks/source_fold_terms.py FOLD.json --direction none --set eager_layer_host_s@blackwell=7.5e-5
+        (the fold's values with the given ones on top: a candidate prior tried on the held-out rows, no fit; exact
+        for a term the fold's training rows never cost, e.g. a Blackwell term in the silicon-held-out fold)
 """
 
 from __future__ import annotations
@@ -78,13 +81,16 @@ def main() -> None:
     ap.add_argument("--groups", default=",".join(GROUPS))
     ap.add_argument("--sim-s", type=float, default=60.0)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--set", default="", help="name=value,...: one more variant, the fold's values with these")
     ap.add_argument("--save", type=Path, default=None, help="per-case errors of every variant (JSON)")
     args = ap.parse_args()
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if source_of(c) == "silicon"]
     embedded = {n: v for n, v in default_start(ALL).items() if v is not None}
     fold = fold_values(args.fold_json)
     variants = {"defaults": embedded, "fold": fold}
-    for d in args.direction.split(","):
+    if args.set:
+        variants["fold + set"] = fold | {k: float(v) for k, v in (kv.split("=") for kv in args.set.split(","))}
+    for d in (x for x in args.direction.split(",") if x in ("off", "on")):
         for g in args.groups.split(","):
             names = GROUPS[g]
             if d == "off":
