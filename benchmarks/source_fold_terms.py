@@ -1,0 +1,113 @@
+"""Which term's absence makes the silicon-held-out source fold's gap (issue 33, round 10; docs/fidelity.md "Round 10:
+the silicon-held-out source fold"). No fit: the held-out silicon rows of the default report (every 16th) are
+simulated at the embedded defaults, at the fold's values (read off a ``fidelity_real.py --folds source --json``
+file), and with one group of terms switched at a time, in either direction:
+
+* ``off``: the embedded defaults with one group at the fold's value (what losing that group alone costs);
+* ``on``: the fold's values with one group at the embedded default (what restoring that group alone gains).
+
+Prints, per (family, GPU) slice and pooled, the median signed TTFT mean and TPOT error of each variant.
+
+    python benchmarks/source_fold_terms.py FOLD.json [--direction off,on] [--groups eager,token] [--sim-s 60]
+    python benchmarks/source_fold_terms.py FOLD.json --direction none --set eager_layer_host_s@blackwell=7.5e-5
+        (the fold's values with the given ones on top: a candidate prior tried on the held-out rows, no fit; exact
+        for a term the fold's training rows never cost, e.g. a Blackwell term in the silicon-held-out fold)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+from twin.fitting.fit import simulate_cases  # noqa: E402
+from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_of, source_of  # noqa: E402
+
+# the silicon-read terms by what they are (the fold resets or refits each; docs/fidelity.md "Round 9 outcome")
+GROUPS: dict[str, tuple[str, ...]] = {
+    "eager": ("eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell"),
+    "token": ("layer_token_overhead_s@blackwell",),
+    "hopper_paths": ("moe_expert_compute_efficiency@hopper+experts_fp8", "moe_layer_overhead_s@hopper+experts_fp8",
+                     "moe_expert_compute_efficiency@hopper+experts_mxfp4", "layer_token_overhead_s@hopper+experts_mxfp4",
+                     "fused_allreduce_latency_s@hopper+experts_mxfp4"),
+    "int4": ("moe_layer_overhead_s@experts_int4", "moe_expert_efficiency@experts_int4",
+             "moe_expert_compute_efficiency@experts_int4"),
+    "fused_b200": ("fused_allreduce_latency_s@blackwell+experts_mxfp4",),
+    "mla": ("layer_overhead_s@mla",),
+    "sync": ("per_seq_overhead_s@sync",),
+    "bandwidth": ("memory_efficiency", "memory_efficiency@blackwell", "kv_memory_efficiency@hopper+kv_fp8"),
+    "serving": ("step_overhead_s", "per_seq_overhead_s", "allreduce_latency_s"),
+    "request": ("request_path_s", "request_path_s@client_vllm_bench"),
+}
+ALL = tuple(n for names in GROUPS.values() for n in names)
+
+
+def fold_values(report: Path, kind: str = "source", group: str = "silicon") -> dict[str, float]:
+    """The values the fold's simulations used for every name in ``GROUPS``: its parameters, a scoped name it
+    does not carry at the unscoped one it falls back to (``joint.simulated_value``'s rule)."""
+    folds = json.loads(report.read_text())["folds"][kind]["folds"]
+    fold = next(f for f in folds if f["held_out"] == group)
+    params = dict(fold["params"])
+    out = {}
+    for name in ALL:
+        base = name.split("@")[0]
+        out[name] = params[name] if name in params else params[base]
+    return out
+
+
+def slices(cases, errs) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {"all": list(errs)}
+    for c, e in zip(cases, errs):
+        out.setdefault(f"{family_of(c)} {gpu_of(c)}", []).append(e)
+    return out
+
+
+def _med(errs: list[dict], key: str) -> str:
+    xs = [e[key] for e in errs if key in e]
+    return f"{100 * statistics.median(xs):+6.1f}" if xs else "     -"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("fold_json", type=Path)
+    ap.add_argument("--ground-truth", type=Path, default=None)
+    ap.add_argument("--direction", default="off,on")
+    ap.add_argument("--groups", default=",".join(GROUPS))
+    ap.add_argument("--sim-s", type=float, default=60.0)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--set", default="", help="name=value,...: one more variant, the fold's values with these")
+    ap.add_argument("--save", type=Path, default=None, help="per-case errors of every variant (JSON)")
+    args = ap.parse_args()
+    cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if source_of(c) == "silicon"]
+    embedded = {n: v for n, v in default_start(ALL).items() if v is not None}
+    fold = fold_values(args.fold_json)
+    variants = {"defaults": embedded, "fold": fold}
+    if args.set:
+        variants["fold + set"] = fold | {k: float(v) for k, v in (kv.split("=") for kv in args.set.split(","))}
+    for d in (x for x in args.direction.split(",") if x in ("off", "on")):
+        for g in args.groups.split(","):
+            names = GROUPS[g]
+            if d == "off":
+                variants[f"off {g}"] = embedded | {n: fold[n] for n in names}
+            else:
+                variants[f"on {g}"] = fold | {n: embedded[n] for n in names if n in embedded}
+    results = {}
+    for label, params in variants.items():
+        runs = simulate_cases(cases, params, max_sim_s=args.sim_s, workers=args.workers)
+        results[label] = [errors(c, r.metrics) for c, r in zip(cases, runs)]
+        sl = slices(cases, results[label])
+        print(f"== {label}: " + "; ".join(f"{k} (n {len(v)}) TTFT {_med(v, 'mean_ttft_ms')} TPOT "
+                                         f"{_med(v, 'mean_tpot_ms')}" for k, v in sorted(sl.items())), flush=True)
+    if args.save:
+        args.save.write_text(json.dumps({"cases": [c.run.name for c in cases], "variants": variants,
+                                         "errors": results}, indent=1))
+
+
+if __name__ == "__main__":
+    run_script(main)
