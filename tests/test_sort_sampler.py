@@ -33,11 +33,11 @@ def _qwen(source: str = GAP, version: str = "0.12.0", model: str = "qwen3-32b"):
 
 
 def test_two_hundred_bytes_per_entry_at_the_datasheet_bandwidth():
-    assert SORT_SAMPLER_BYTES_PER_ENTRY == 200
-    # Qwen3-32B's 151,936 entries on an H100 SXM (3.35 TB/s): 30.39 MB per sequence, 9.07 us
-    assert sort_sampler_seq_s(151_936, 3.35e12) == pytest.approx(200 * 151_936 / 3.35e12, rel=1e-12)
-    assert sort_sampler_seq_s(151_936, 3.35e12) == pytest.approx(9.0708e-6, rel=1e-4)
-    assert "9.07 us per sequence per step" in explain_sort_sampler(151_936, 3.35e12)
+    assert SORT_SAMPLER_BYTES_PER_ENTRY == 248
+    # Qwen3-32B's 151,936 entries on an H100 SXM (3.35 TB/s): 37.68 MB per sequence, 11.25 us
+    assert sort_sampler_seq_s(151_936, 3.35e12) == pytest.approx(248 * 151_936 / 3.35e12, rel=1e-12)
+    assert sort_sampler_seq_s(151_936, 3.35e12) == pytest.approx(11.2478e-6, rel=1e-4)
+    assert "11.25 us per sequence per step" in explain_sort_sampler(151_936, 3.35e12)
     with pytest.raises(TwinInputError, match="memory_bytes_per_s = 0"):
         sort_sampler_seq_s(151_936, 0)
     with pytest.raises(TwinInputError, match="vocab_size = -1"):
@@ -51,7 +51,7 @@ def test_only_a_row_whose_client_leaves_sampling_to_a_top_k_top_p_config_on_0_12
     assert not pays_sort_sampler(_qwen(model="llama-3.1-70b"))                 # generation config not asserted
     assert not pays_sort_sampler(_row("i", "qwen3-32b", "H100-SXM", 2, "0.12"))   # no silicon row
     assert sort_sampler_prior_s([_qwen(), _qwen(source="db-dump/x")]) == pytest.approx(
-        200 * 151_936 / 3.35e12, rel=1e-9)
+        248 * 151_936 / 3.35e12, rel=1e-9)
     assert sort_sampler_prior_s([_qwen(version="0.19.0")]) == 0.0
 
 
@@ -60,7 +60,7 @@ def test_the_qwen3_fold_adds_the_sampler_to_the_host_prior():
     ev = with_deployments([q, llama])
     names = ("per_seq_overhead_s", SYNC_KEY)
     plan = pv.fold_plan("qwen3", FOLDS["family"], ev, names)
-    sampler = 200 * 151_936 / 3.35e12
+    sampler = 248 * 151_936 / 3.35e12
     _, added = held_priors_after_fit(plan, {"per_seq_overhead_s": 5e-6}, names, [q])
     assert added == {SYNC_KEY: pytest.approx(5e-6 + SYNC_SEQ_HOST_PRIOR_S + sampler, rel=1e-12)}
     # held-out rows that do not pay it (a greedy client): the host time alone, as in round 9

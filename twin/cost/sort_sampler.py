@@ -20,14 +20,18 @@ decode and Kimi INT4 held out").
 
 **What it costs.** Per vocabulary entry of each sequence, beyond the greedy path's fp32 copy and argmax, the bytes
 the PyTorch path moves through HBM (each kernel reads and writes whole rows; counted from the kernel sequence, not
-measured): temperature scaling (read, write fp32: 8), the sort with int64 indices (an LSD radix sort of 32-bit
-keys: four 8-bit passes, each reading and writing key and index, 4 x 2 x (4 + 8) = 96, its key histogram 4 and
-the index fill 8: 108), the top-k mask and fill (10), top-p's softmax over the sorted row (12), cumulative sum
-(8), mask and fill (10), the scatter back to vocabulary order (index, value, value: 16), the softmax to
-probabilities (12) and the exponential-race draw (noise written 4, divide 12; its argmax replaces the greedy one):
-``SORT_SAMPLER_BYTES_PER_ENTRY`` = 216 - 16 = 200 bytes. At the GPU's datasheet bandwidth that is a LOWER bound: a
-radix pass is not a streaming copy, and PyTorch sorts batches with many rows by a full sort plus a sort by row.
-Qwen3-32B (151,936 entries) on an H100 SXM (3.35 TB/s): 30.4 MB per sequence, 9.07 us per sequence per step.
+measured): temperature scaling (read, write fp32: 8); the sort, which PyTorch's CUDA stable sort
+(``aten/src/ATen/native/cuda/SortStable.cu``, ``launch_stable_sort_kernel``) runs for 2 to 127 rows as a full sort
+of the whole batch followed by a sort by row (``segmented_sort_pairs_by_full_sort``): an (index, row) fill (int2:
+8), an LSD radix sort of the fp32 keys with int2 values (four 8-bit passes reading and writing both, 4 x 2 x 12 =
+96, and the key histogram 4), one radix pass on the row bits (int64 read and written: 16, histogram 8) and a
+post-process that gathers the values and writes values and int64 indices (24): 156 in all (1 row: a plain
+4-pass sort, 108; 128 rows and more: CUB's segmented sort, about as much); the top-k mask and fill (10), top-p's
+softmax over the sorted row (12), cumulative sum (8), mask and fill (10), the scatter back to vocabulary order
+(index, value, value: 16), the softmax to probabilities (12) and the exponential-race draw (noise written 4,
+divide 12; its argmax replaces the greedy one): ``SORT_SAMPLER_BYTES_PER_ENTRY`` = 248 bytes. At the GPU's
+datasheet bandwidth that is a LOWER bound: a radix pass and a gather are not streaming copies.
+Qwen3-32B (151,936 entries) on an H100 SXM (3.35 TB/s): 37.7 MB per sequence, 11.25 us per sequence per step.
 It is not divided by TP (every rank, or rank 0 alone, samples the whole batch over the whole vocabulary) and does
 not grow with the context: the shape of the per-sequence cost the Qwen3 rows show (round 6).
 """
@@ -40,9 +44,12 @@ from twin.errors import TwinInputError
 # (what, bytes per vocabulary entry): the PyTorch top-k / top-p path of vLLM 0.12 beyond the greedy one
 SORT_SAMPLER_BYTES: tuple[tuple[str, int], ...] = (
     ("temperature: read, write fp32", 8),
-    ("sort: 4 radix passes x read/write (fp32 key + int64 index)", 96),
+    ("sort: index-and-row fill (int2)", 8),
+    ("sort: 4 radix passes x read/write (fp32 key + int2 value)", 96),
     ("sort: key histogram", 4),
-    ("sort: index fill (int64)", 8),
+    ("sort: 1 radix pass by row x read/write (int64 key)", 16),
+    ("sort: its histogram", 8),
+    ("sort: post-process (read int2, gather value, write value and int64 index)", 24),
     ("top-k: compare (fp32 -> bool), masked fill", 10),
     ("top-p: softmax over the sorted row", 12),
     ("top-p: cumulative sum", 8),
