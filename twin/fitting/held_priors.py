@@ -24,11 +24,16 @@ costs it at 0: Kimi-K2.5 is the data's only MLA family, Qwen3-32B's rows its onl
    (``benchmarks/sync_host_prior.py``: 2.9-3.5 us per sequence per step on an AMD EPYC), ``SYNC_SEQ_HOST_PRIOR_S``
    = 3 us over the fold's async value. A LOWER bound (logging, stats, metadata builds and GIL hand-offs not
    modelled): the Qwen3 rows read ~15x more, which the model does not explain (docs).
+   Round 10: beside it, the GPU time of vLLM 0.12's sort-based top-k / top-p sampler where the held-out rows'
+   client leaves sampling to a generation config that sets them (``twin.fitting.sampler_facts``,
+   ``twin.cost.sort_sampler``: 248 bytes per vocabulary entry at the datasheet bandwidth, 11.25 us per sequence for
+   Qwen3-32B on an H100; a lower bound). The Qwen3 rows are sync AND sampled so; the data read the sum.
 """
 
 from __future__ import annotations
 
 from twin.fitting.provenance import RESET, FoldPlan, embedded_start
+from twin.fitting.sampler_facts import sort_sampler_prior_s
 
 MLA_KEY, SYNC_KEY = "layer_overhead_s@mla", "per_seq_overhead_s@sync"
 MLA_EXTRA_DECODE_KERNELS = 6       # q_a / kv_a RMSNorms, q_b GEMM, W_UK and W_UV batched GEMMs, the query's concat
@@ -48,19 +53,21 @@ def _allreduce_s(params: dict[str, float]) -> float:
 
 
 def held_priors_after_fit(plan: FoldPlan, params: dict[str, float],
-                          names=()) -> tuple[dict[str, float], dict[str, float]]:
+                          names=(), held_out=()) -> tuple[dict[str, float], dict[str, float]]:
     """(plan resets replaced, values added to the fold's parameters): the MLA layer time where the plan reset it
     (to its flat prior 0), the sync host time where the fold holds ``per_seq_overhead_s@sync`` at the async value
-    (fitted in ``names`` but not in ``params``: no sync server among the training rows) or reset it."""
+    (fitted in ``names`` but not in ``params``: no sync server among the training rows) or reset it, plus the sort
+    sampler's time of the ``held_out`` cases that pay it (round 10)."""
     def reset(key: str) -> bool:
         return plan.actions.get(key, (None, None))[1] == RESET and key in plan.fixed
 
+    sync_prior = SYNC_SEQ_HOST_PRIOR_S + sort_sampler_prior_s(held_out)
     resets: dict[str, float] = {}
     if reset(MLA_KEY):
         resets[MLA_KEY] = mla_layer_prior_s(_allreduce_s(params))
     if reset(SYNC_KEY):
-        resets[SYNC_KEY] = plan.fixed[SYNC_KEY] + SYNC_SEQ_HOST_PRIOR_S
+        resets[SYNC_KEY] = plan.fixed[SYNC_KEY] + sync_prior
     added: dict[str, float] = {}
     if SYNC_KEY in names and SYNC_KEY not in params and SYNC_KEY not in resets and "per_seq_overhead_s" in params:
-        added[SYNC_KEY] = params["per_seq_overhead_s"] + SYNC_SEQ_HOST_PRIOR_S
+        added[SYNC_KEY] = params["per_seq_overhead_s"] + sync_prior
     return resets, added

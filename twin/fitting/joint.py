@@ -201,7 +201,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         params, std, share = dict(fixed), {}, {}
     plan.fixed.update(carried := unseen_reference(plan, params))     # round 9: the other generations' fraction
     params = params | carried
-    resets, added = held_priors_after_fit(plan, params, names)            # round 9: MLA / sync stated priors
+    resets, added = held_priors_after_fit(plan, params, names, test)      # round 9/10: MLA / sync stated priors
     plan.fixed.update(inherited := inherited_after_fit(plan, params) | resets)   # round 8: INHERIT follows the fit
     params = params | inherited | added
     predicted: list = [None] * len(test)

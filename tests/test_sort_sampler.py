@@ -1,0 +1,72 @@
+"""The sort-based top-k / top-p sampler's time per sequence (twin.cost.sort_sampler), which rows pay it
+(twin.fitting.sampler_facts) and the sync prior a fold without a sync server takes with it (twin.fitting.held_priors;
+issue 33, round 10)."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from tests.test_held_priors import _row
+from twin.cost.sort_sampler import SORT_SAMPLER_BYTES_PER_ENTRY, explain_sort_sampler, sort_sampler_seq_s
+from twin.errors import TwinInputError
+from twin.fitting import provenance as pv
+from twin.fitting.held_priors import SYNC_KEY, SYNC_SEQ_HOST_PRIOR_S, held_priors_after_fit
+from twin.fitting.joint import FOLDS, with_deployments
+from twin.fitting.sampler_facts import pays_sort_sampler, sort_sampler_prior_s
+from twin.fitting.silicon_rows import SiliconRow
+
+GAP = "source_file=/x/aic-auto-gap-analysis/data/h100_sxm/vllm/0.12.0/Qwen_Qwen3-32B.csv"
+
+
+def _silicon_row(source: str, version: str) -> SiliconRow:
+    return SiliconRow(line=2, id="r", source=source, measured=None, image=None, backend="vllm", vllm_version=version,
+                      model_path="Qwen/Qwen3-32B", system="h100_sxm", precision=None, gemm_quant=None, moe_quant=None,
+                      mode="agg", isl=1024, osl=128, concurrency=8, batch_size=8, tp=2, pp=1, attention_dp=1,
+                      moe_tp=1, moe_ep=1, ttft_ms=100.0, tpot_ms=10.0)
+
+
+def _qwen(source: str = GAP, version: str = "0.12.0", model: str = "qwen3-32b"):
+    case = _row("q", model, "H100-SXM", 2, "0.11")
+    object.__setattr__(case, "row", _silicon_row(source, version))
+    return case
+
+
+def test_two_hundred_bytes_per_entry_at_the_datasheet_bandwidth():
+    assert SORT_SAMPLER_BYTES_PER_ENTRY == 248
+    # Qwen3-32B's 151,936 entries on an H100 SXM (3.35 TB/s): 37.68 MB per sequence, 11.25 us
+    assert sort_sampler_seq_s(151_936, 3.35e12) == pytest.approx(248 * 151_936 / 3.35e12, rel=1e-12)
+    assert sort_sampler_seq_s(151_936, 3.35e12) == pytest.approx(11.2478e-6, rel=1e-4)
+    assert "11.25 us per sequence per step" in explain_sort_sampler(151_936, 3.35e12)
+    with pytest.raises(TwinInputError, match="memory_bytes_per_s = 0"):
+        sort_sampler_seq_s(151_936, 0)
+    with pytest.raises(TwinInputError, match="vocab_size = -1"):
+        sort_sampler_seq_s(-1, 3.35e12)
+
+
+def test_only_a_row_whose_client_leaves_sampling_to_a_top_k_top_p_config_on_0_12_pays_it():
+    assert pays_sort_sampler(_qwen())
+    assert not pays_sort_sampler(_qwen(source="db-dump/2026-04-27"))           # InferenceX: greedy client
+    assert not pays_sort_sampler(_qwen(version="0.14.0"))                      # release not asserted
+    assert not pays_sort_sampler(_qwen(model="llama-3.1-70b"))                 # generation config not asserted
+    assert not pays_sort_sampler(_row("i", "qwen3-32b", "H100-SXM", 2, "0.12"))   # no silicon row
+    assert sort_sampler_prior_s([_qwen(), _qwen(source="db-dump/x")]) == pytest.approx(
+        248 * 151_936 / 3.35e12, rel=1e-9)
+    assert sort_sampler_prior_s([_qwen(version="0.19.0")]) == 0.0
+
+
+def test_the_qwen3_fold_adds_the_sampler_to_the_host_prior():
+    q, llama = _qwen(), _row("l", "llama-3.1-70b", "H100-SXM", 8, "0.14")
+    ev = with_deployments([q, llama])
+    names = ("per_seq_overhead_s", SYNC_KEY)
+    plan = pv.fold_plan("qwen3", FOLDS["family"], ev, names)
+    sampler = 248 * 151_936 / 3.35e12
+    _, added = held_priors_after_fit(plan, {"per_seq_overhead_s": 5e-6}, names, [q])
+    assert added == {SYNC_KEY: pytest.approx(5e-6 + SYNC_SEQ_HOST_PRIOR_S + sampler, rel=1e-12)}
+    # held-out rows that do not pay it (a greedy client): the host time alone, as in round 9
+    greedy = _qwen(source="db-dump/x")
+    _, added = held_priors_after_fit(plan, {"per_seq_overhead_s": 5e-6}, names, [greedy])
+    assert added == {SYNC_KEY: pytest.approx(5e-6 + SYNC_SEQ_HOST_PRIOR_S, rel=1e-12)}
+    reset = pv.fold_plan("qwen3", FOLDS["family"], ev, ())
+    assert held_priors_after_fit(reset, {}, (), [q])[0] == {
+        SYNC_KEY: pytest.approx(18.7e-6 + SYNC_SEQ_HOST_PRIOR_S + sampler, rel=1e-12)}
