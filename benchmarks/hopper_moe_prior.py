@@ -38,7 +38,8 @@ def _cell(errs: list[dict], key: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("report", type=Path)
-    ap.add_argument("--ground-truth", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "ground-truth")
+    ap.add_argument("--ground-truth", type=Path,
+                    default=Path(__file__).resolve().parents[2] / "shared" / "ground-truth")
     ap.add_argument("--folds", default="family,GPU")
     ap.add_argument("--bench-ms", type=float, default=None)
     args = ap.parse_args()

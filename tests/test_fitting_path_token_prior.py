@@ -52,9 +52,11 @@ def test_held_paths_are_hopper_expert_paths_only():
 def test_the_minimax_fold_pools_the_other_families_readings():
     plan = _plan("moe_expert_compute_efficiency@hopper+experts_fp8", "moe_layer_overhead_s@hopper+experts_fp8")
     prior = ptp.path_token_prior(plan, "MiniMaxAI", _family, EVIDENCE)
-    # MiniMax's own B200 reading is held out with its family: gpt-oss H100 and Kimi B200 remain
+    # MiniMax's own B200 reading is held out with its family: gpt-oss H100 and Kimi B200 remain; its block-FP8
+    # (wgmma) path's reset efficiency takes the dense rate beside it, not the Marlin paths' pooled value
     assert prior == {"layer_token_overhead_s@hopper+experts_fp8": pytest.approx(math.sqrt(0.195e-6 * 0.241e-6),
-                                                                                rel=1e-12)}
+                                                                                rel=1e-12),
+                     "moe_expert_compute_efficiency@hopper+experts_fp8": 1.0}
 
 
 def test_a_path_refit_as_its_unscoped_term_takes_it_too():
@@ -62,6 +64,12 @@ def test_a_path_refit_as_its_unscoped_term_takes_it_too():
     prior = ptp.path_token_prior(plan, "openai", _family, EVIDENCE)
     assert prior == {"layer_token_overhead_s@hopper+experts_mxfp4": pytest.approx(math.sqrt(0.241e-6 * 0.146e-6),
                                                                                   rel=1e-12)}
+
+
+def test_a_marlin_paths_reset_efficiency_keeps_its_carried_prior():
+    plan = _plan("moe_expert_compute_efficiency@hopper+experts_mxfp4", "layer_token_overhead_s@hopper+experts_mxfp4")
+    prior = ptp.path_token_prior(plan, "openai", _family, EVIDENCE)
+    assert set(prior) == {"layer_token_overhead_s@hopper+experts_mxfp4"}
 
 
 def test_nothing_without_a_held_hopper_path_or_a_kept_reading():

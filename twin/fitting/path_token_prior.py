@@ -22,6 +22,17 @@ Blackwell's 0.2 us). Such a path takes the geometric mean of the readings above 
 Blackwell's paths are not given one: there the fold fits ``layer_token_overhead_s@blackwell`` on its MoE and dense
 rows alike (the B200-held-out fold: ``twin.fitting.moe_token_prior``).
 
+The efficiency beside it: a held-out path's ``moe_expert_compute_efficiency`` is reset to the other paths' values
+(``twin.fitting.expert_path_prior``), and today those are Marlin W4A16 paths only (``mma.sync`` with the weights
+dequantised in registers: gpt-oss MXFP4 0.35, Kimi INT4 0.175). A Hopper path that is not a Marlin one (block FP8:
+DeepGEMM or Triton ``fused_moe``, both on Hopper's ``wgmma`` FP8 tensor cores like the dense GEMMs) takes the dense
+rate instead (the flat prior 1), beside U: round 8 already keeps such paths out of the Marlin prior for this reason.
+Checked against the one reading of such a path, not fitted to it: MiniMax-M2.5's H100 FP8 path embeds efficiency
+0.18 and no per-token term (fitted on its 8k - 1k TTFT growth); an 8k-token prompt step at TP4 EP4 costs 215.3 ms
+there, and 214.1 ms at the dense rate plus U = 0.217 us (the Kimi / gpt-oss readings), against 287.1 ms with the
+pooled Marlin efficiency (0.245) plus U; a 1k step 31.1 / 43.4 / 43.4 ms (the rows' 1k TTFT is ~26 ms above the
+twin's at the embedded values, at both lengths).
+
 A stated prior (the readings' rows are training rows of every fold that uses them), not a fit: no fold's training
 rows are simulated differently (no Hopper MoE path trains where its evidence is held out)."""
 
@@ -29,11 +40,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from twin.fitting.expert_path_prior import geometric_mean
-from twin.fitting.provenance import _silicon_rows
+from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
+from twin.fitting.expert_path_prior import MARLIN_PATHS, geometric_mean
+from twin.fitting.provenance import RESET, _silicon_rows
 from twin.fitting.scoped import EXPERT_PREFIX, split
 
 TERM = "layer_token_overhead_s"
+EFFICIENCY = "moe_expert_compute_efficiency"
 GENERATIONS = ("hopper",)      # generations whose fitted per-token term carries no MoE reading (see above)
 # (what, us per token per MoE decoder layer, the rows it was read off): benchmarks/layer_token_reading.py, main
 # 36f3017's embedded defaults with the per-token term at 0, the TP-split U of docs/fidelity.md "Round 9:
@@ -72,4 +85,9 @@ def path_token_prior(plan, group: str, group_of: Callable, evidence: Sequence[tu
     if not values:
         return {}
     v = geometric_mean(values)
-    return {f"{TERM}@{gen}+{EXPERT_PREFIX}{fmt}": v for gen, fmt in sorted(paths)}
+    out = {f"{TERM}@{gen}+{EXPERT_PREFIX}{fmt}": v for gen, fmt in sorted(paths)}
+    for gen, fmt in sorted(paths):      # a wgmma path whose efficiency is reset: the dense rate beside U
+        key = f"{EFFICIENCY}@{gen}+{EXPERT_PREFIX}{fmt}"
+        if key not in MARLIN_PATHS and plan.actions.get(key, (None, None))[1] == RESET:
+            out[key] = DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
+    return out
