@@ -78,3 +78,9 @@ def test_nothing_without_a_held_hopper_path_or_a_kept_reading():
     # every reading's rows held out (the silicon-held-out source fold): nothing
     plan = _plan("moe_expert_compute_efficiency@hopper+experts_fp8")
     assert ptp.path_token_prior(plan, "silicon", lambda c: "silicon", EVIDENCE) == {}
+
+
+def test_switched_off_the_folds_are_round_9s(monkeypatch):
+    monkeypatch.setattr(ptp, "ENABLED", False)
+    plan = _plan("moe_expert_compute_efficiency@hopper+experts_fp8")
+    assert ptp.path_token_prior(plan, "MiniMaxAI", _family, EVIDENCE) == {}
