@@ -83,7 +83,8 @@ def main() -> None:
             print(f"  {group:14s} {len(before):3d} | {_cell(list(before.values()), KEYS[0])} -> "
                   f"{_cell(list(after.values()), KEYS[0])} | {_cell(list(before.values()), KEYS[1])} -> "
                   f"{_cell(list(after.values()), KEYS[1])} | "
-                  + (", ".join(f"{k} {v * 1e6:.4g} us" for k, v in prior.items()) or "none"))
+                  + (", ".join(f"{k} {v * 1e6:.4g} us" if split(k)[0].endswith("_s") else f"{k} {v:g}"
+                               for k, v in prior.items()) or "none"))
         print(f"  {'all held out':14s} {len(pooled_before):3d} | {_cell(pooled_before, KEYS[0])} -> "
               f"{_cell(pooled_after, KEYS[0])} | {_cell(pooled_before, KEYS[1])} -> {_cell(pooled_after, KEYS[1])}")
 
