@@ -32,6 +32,7 @@ def plans(ground_truth: Path) -> None:
     from twin.fitting.identify import held_at_prior
     from twin.fitting.joint import FOLDS, all_cases, with_deployments
     from twin.fitting.moe_token_prior import fold_moe_token_prior
+    from twin.fitting.path_token_prior import path_token_prior
     cases = all_cases(ground_truth)
     evidence = with_deployments(cases)
     for kind, groups in GROUPS:
@@ -42,7 +43,9 @@ def plans(ground_truth: Path) -> None:
             print(f"{kind} {group}: reset " + ", ".join(f"{k}={v:.6g}" for k, v in sorted(plan.fixed.items()))
                   + "; refit towards " + ", ".join(f"{k}={v:.6g}" for k, v in sorted(plan.prior.items()))
                   + "".join(f"; MoE per-token prior {k}={v:.6g}" for k, v in sorted(     # round 9, moe_token_prior
-                      fold_moe_token_prior(FOLD_TERMS, held, plan).items())))
+                      fold_moe_token_prior(FOLD_TERMS, held, plan).items()))
+                  + "".join(f"; Hopper MoE path per-token prior {k}={v:.6g}" for k, v in    # round 10
+                            path_token_prior(plan, group, FOLDS[kind], evidence).items()))
 
 
 def ip_floor(ground_truth: Path, host_ms: float) -> None:
