@@ -8,6 +8,7 @@ stated priors is a LEAK (a value read off the rows being predicted, or the embed
 term is worth, it is not a prediction.
 
     python benchmarks/gptoss_b200_levers.py --report X.json --kind family --group gpt-oss [--every 2] [--gpu b200]
+    python benchmarks/gptoss_b200_levers.py --report embedded --gpu h100 --variants fold,"decode share 0"   # in-sample
 
 Variants: ``fold``; ``fused AR 11 us (leak)``: the B200 MXFP4 path's embedded fused all-reduce; ``bandwidth 0.978
 (leak)``: Blackwell's decode weight-stream fraction at the embedded (unscoped) value; ``step 1.74 ms (leak)``,
@@ -30,11 +31,13 @@ SHARE = "layer_token_decode_share@blackwell+experts_mxfp4"
 
 
 def fold_params(report: Path, kind: str, group: str) -> dict[str, float]:
+    if str(report) == "embedded":         # the embedded defaults (an in-sample check)
+        return {}
     folds = json.loads(report.read_text())["folds"][kind]["folds"]
     return next(f for f in folds if f["held_out"] == group)["params"]
 
 
-def variants(fold: dict[str, float]) -> dict[str, dict[str, float]]:
+def variants(fold: dict[str, float], generation: str = "blackwell") -> dict[str, dict[str, float]]:
     from twin.cost.generation_experts import scoped_values
     from twin.fitting.provenance import embedded_start
     emb = scoped_values()
@@ -44,7 +47,7 @@ def variants(fold: dict[str, float]) -> dict[str, dict[str, float]]:
             "bandwidth 0.978 (leak)": fold | {"memory_efficiency@blackwell": start["memory_efficiency"]},
             "step 1.74 ms (leak)": fold | {"step_overhead_s": start["step_overhead_s"]},
             "per-seq 18.7 us (leak)": fold | {"per_seq_overhead_s": start["per_seq_overhead_s"]},
-            "decode share 0": fold | {SHARE: 0.0}}
+            "decode share 0": fold | {SHARE.replace("blackwell", generation): 0.0}}
 
 
 def simulate(params: dict[str, float], every: int, gpu: str) -> list[dict]:
@@ -73,7 +76,8 @@ def main() -> None:
     args = ap.parse_args()
     only = [v.strip() for v in args.variants.split(",") if v.strip()]
     print("| variant | n | TPOT | TPOT C <= 16 | TPOT C >= 32 | TTFT |\n|---|---|---|---|---|---|")
-    for name, params in variants(fold_params(args.report, args.kind, args.group)).items():
+    generation = "hopper" if args.gpu == "h100" else "blackwell"
+    for name, params in variants(fold_params(args.report, args.kind, args.group), generation).items():
         if only and name not in only:
             continue
         rows = simulate(params, args.every, args.gpu)
