@@ -1,7 +1,7 @@
 """A generation without rows, on MoE models (issue 33, round 9): a fold that cannot fit
 ``layer_token_overhead_s@<gen>`` sets it on that generation's expert paths to the OTHER generations' MoE
 expert-path readings of the term (twin.fitting.moe_token_prior), never its own, never a dense value, and nothing
-where no reading's evidence is kept."""
+where no reading's evidence is kept; round 10: with a decode share of 0 (prompt tokens pay it)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def test_only_the_other_generations_expert_path_readings_count():
 
 def test_the_prior_covers_every_expert_path_and_only_when_the_term_is_not_fitted():
     prior = moe_token_prior("blackwell", ("layer_token_overhead_s@blackwell",), ENTRIES, ())
-    assert prior == {f"layer_token_overhead_s@blackwell+experts_{f}": 0.15e-6 for f in EXPERT_FORMATS}
+    assert prior == ({f"layer_token_overhead_s@blackwell+experts_{f}": 0.15e-6 for f in EXPERT_FORMATS}
+                     | {f"layer_token_decode_share@blackwell+experts_{f}": 0.0 for f in EXPERT_FORMATS})
     # fitted here (the fold has rows of the generation): nothing
     assert moe_token_prior("blackwell", (), ENTRIES, ()) == {}
     # no reading kept: nothing (the term falls back as before)
@@ -54,6 +55,8 @@ def test_the_fold_sets_it_where_the_generation_is_held_or_reset(monkeypatch):
     # held: the training rows have no Blackwell row
     held = fold_moe_token_prior(names, {"layer_token_overhead_s@blackwell": "no run"}, empty)
     assert held["layer_token_overhead_s@blackwell+experts_int4"] == 0.15e-6
+    # round 10: charged to prompt tokens only (the reading is a prompt-growth reading)
+    assert held["layer_token_decode_share@blackwell+experts_int4"] == 0.0
     # reset by the plan (its evidence held out, not refit)
     reset = pv.FoldPlan({"layer_token_overhead_s@blackwell": (entry, pv.RESET)}, {}, {}, {})
     assert fold_moe_token_prior(names, {}, reset) == held

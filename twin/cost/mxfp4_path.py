@@ -22,7 +22,8 @@ applied here, the second a value in ``twin.cost.generation_experts``'s (GPU gene
   11-13 us per all-reduce, not the unfused 24.7 us (72 all-reduces per step: 1.8 ms of a 3.0 ms TPOT). Kept to
   this path because the other B200 families with the same flag (Llama-3.1-70B, Kimi-K2.5) need per-layer time
   the twin does not yet name, which the unfused latency carries for them today (docs/fidelity.md, "Round 4: MoE
-  experts by kernel path").
+  experts by kernel path"). A fold that holds these rows out prices it at its fitted unfused latency less the one
+  kernel the fusion removes (x 5 / 6: ``twin.fitting.fused_allreduce_prior``; issue 33, round 10).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from pathlib import Path
 from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
 from twin.fitting.identify import held_at_prior, identification, not_identified, weakness
+from twin.fitting.fused_allreduce_prior import fused_prior_after_fit
 from twin.fitting.held_priors import held_priors_after_fit
 from twin.fitting.inherit_fitted import inherited_after_fit
 from twin.fitting.moe_token_prior import fold_moe_token_prior
@@ -204,7 +205,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     plan.fixed.update(carried := unseen_reference(plan, params))     # round 9: the other generations' fraction
     params = params | carried
     resets, added = held_priors_after_fit(plan, params, names, test)      # round 9/10: MLA / sync stated priors
-    plan.fixed.update(inherited := inherited_after_fit(plan, params) | resets)   # round 8: INHERIT follows the fit
+    # round 8: INHERIT follows the fit; round 10: a held-out fused all-reduce at the unfused one less a kernel
+    plan.fixed.update(inherited := fused_prior_after_fit(plan, inherited_after_fit(plan, params) | resets))
     params = params | inherited | added
     predicted: list = [None] * len(test)
     deps = with_deployments(test)

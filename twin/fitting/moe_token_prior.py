@@ -28,6 +28,14 @@ from twin.fitting.provenance import RESET, embedded_entries
 from twin.fitting.scoped import EXPERT_FORMATS, EXPERT_PREFIX, split
 
 TERM = "layer_token_overhead_s"
+SHARE = "layer_token_decode_share"     # twin.cost.decode_tokens: the share a decode-position token pays
+# round 10: the carried reading is charged to prompt tokens only. It was read off how TTFT grows with the PROMPT
+# (U above: evidence about prompt tokens); where a decode share was read at all it is ~0 (round 8: the B200
+# MiniMax FP8 rows, fitted jointly with their prompt stream), and the reading's own rows decode better without it
+# (the H100 gpt-oss rows at the embedded defaults, Hopper's MXFP4 path at share 0 instead of 1: TPOT 3.9 % (+2.7 %)
+# -> 3.1 % (+0.5 %) over 69 rows, C >= 32 +6.0 % -> +3.6 %; benchmarks/gptoss_b200_levers.py --report embedded
+# --gpu h100). Embedded entries keep the flat prior 1 (not refitted here).
+PRIOR_DECODE_SHARE = 0.0
 
 
 def moe_token_readings(generation: str, entries: Sequence, held: Iterable[str]) -> list[float]:
@@ -47,7 +55,8 @@ def moe_token_readings(generation: str, entries: Sequence, held: Iterable[str]) 
 
 
 def moe_token_prior(generation: str, unfitted: Iterable[str], entries: Sequence, held: Iterable[str]) -> dict[str, float]:
-    """The values a fold sets for ``layer_token_overhead_s@<generation>+experts_<fmt>`` (every expert format) when
+    """The values a fold sets for ``layer_token_overhead_s@<generation>+experts_<fmt>`` (every expert format; with
+    ``layer_token_decode_share`` there at ``PRIOR_DECODE_SHARE``: prompt tokens pay it, decode tokens not) when
     ``layer_token_overhead_s@<generation>`` is among ``unfitted`` (the fold's training rows have no row of the
     generation, or its evidence is held out and it is not refit): the other generations' MoE readings pooled
     (``moe_token_readings``); {} when the term is fitted here or no reading is kept."""
@@ -57,7 +66,8 @@ def moe_token_prior(generation: str, unfitted: Iterable[str], entries: Sequence,
     if not values:
         return {}
     v = geometric_mean(values)
-    return {f"{TERM}@{generation}+{EXPERT_PREFIX}{fmt}": v for fmt in EXPERT_FORMATS}
+    return {f"{key}@{generation}+{EXPERT_PREFIX}{fmt}": x for fmt in EXPERT_FORMATS
+            for key, x in ((TERM, v), (SHARE, PRIOR_DECODE_SHARE))}
 
 
 def fold_moe_token_prior(names: Sequence[str], held_names: Iterable[str], plan) -> dict[str, float]:
