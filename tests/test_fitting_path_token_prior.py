@@ -56,6 +56,7 @@ def test_the_minimax_fold_pools_the_other_families_readings():
     # (wgmma) path's reset efficiency takes the dense rate beside it, not the Marlin paths' pooled value
     assert prior == {"layer_token_overhead_s@hopper+experts_fp8": pytest.approx(math.sqrt(0.195e-6 * 0.241e-6),
                                                                                 rel=1e-12),
+                     "layer_token_decode_share@hopper+experts_fp8": 0.0,
                      "moe_expert_compute_efficiency@hopper+experts_fp8": 1.0}
 
 
@@ -63,13 +64,15 @@ def test_a_path_refit_as_its_unscoped_term_takes_it_too():
     plan = _plan("layer_token_overhead_s@hopper+experts_mxfp4", action=pv.REFIT)
     prior = ptp.path_token_prior(plan, "openai", _family, EVIDENCE)
     assert prior == {"layer_token_overhead_s@hopper+experts_mxfp4": pytest.approx(math.sqrt(0.241e-6 * 0.146e-6),
-                                                                                  rel=1e-12)}
+                                                                                  rel=1e-12),
+                     "layer_token_decode_share@hopper+experts_mxfp4": 0.0}
 
 
 def test_a_marlin_paths_reset_efficiency_keeps_its_carried_prior():
     plan = _plan("moe_expert_compute_efficiency@hopper+experts_mxfp4", "layer_token_overhead_s@hopper+experts_mxfp4")
     prior = ptp.path_token_prior(plan, "openai", _family, EVIDENCE)
-    assert set(prior) == {"layer_token_overhead_s@hopper+experts_mxfp4"}
+    assert set(prior) == {"layer_token_overhead_s@hopper+experts_mxfp4",
+                          "layer_token_decode_share@hopper+experts_mxfp4"}
 
 
 def test_nothing_without_a_held_hopper_path_or_a_kept_reading():

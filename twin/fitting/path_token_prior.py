@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 
 from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
 from twin.fitting.expert_path_prior import MARLIN_PATHS, geometric_mean
+from twin.fitting.moe_token_prior import PRIOR_DECODE_SHARE, SHARE
 from twin.fitting.provenance import RESET, _silicon_rows
 from twin.fitting.scoped import EXPERT_PREFIX, split
 
@@ -78,7 +79,7 @@ def held_paths(actions: dict) -> set[tuple[str, str]]:
 
 
 def path_token_prior(plan, group: str, group_of: Callable, evidence: Sequence[tuple]) -> dict[str, float]:
-    """``layer_token_overhead_s@<gen>+experts_<fmt>`` for every held-out Hopper expert path of ``plan``
+    """``layer_token_overhead_s@<gen>+experts_<fmt>`` (decode share 0) for every held-out Hopper expert path of ``plan``
     (``provenance.FoldPlan``) of the fold holding out ``group`` (``evidence``: (case, deployment) of every
     ground-truth row): the geometric mean of the readings whose rows it keeps; {} where no path is held or no
     reading is kept."""
@@ -87,7 +88,10 @@ def path_token_prior(plan, group: str, group_of: Callable, evidence: Sequence[tu
     if not values:
         return {}
     v = geometric_mean(values)
-    out = {f"{TERM}@{gen}+{EXPERT_PREFIX}{fmt}": v for gen, fmt in sorted(paths)}
+    # charged to prompt tokens only, as the carried Blackwell prior (``moe_token_prior.PRIOR_DECODE_SHARE``): the
+    # readings are of how TTFT grows with the prompt
+    out = {f"{key}@{gen}+{EXPERT_PREFIX}{fmt}": x for gen, fmt in sorted(paths)
+           for key, x in ((TERM, v), (SHARE, PRIOR_DECODE_SHARE))}
     for gen, fmt in sorted(paths):      # a wgmma path whose efficiency is reset: the dense rate beside U
         key = f"{EFFICIENCY}@{gen}+{EXPERT_PREFIX}{fmt}"
         if key not in MARLIN_PATHS and plan.actions.get(key, (None, None))[1] == RESET:
