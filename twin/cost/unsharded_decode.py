@@ -7,11 +7,12 @@ Blackwell, 11 us), and at TP 1 nothing. The B200 rows say that split is wrong on
 release, ISL / OSL, CONC <= 8), the measured TPOT over TP 1 / 2 / 4 / 8 is a fixed time K plus a part TP divides
 (w / TP) plus, at TP > 1 only, an all-reduce part A; by least squares (``benchmarks/tp1_decode.py``):
 
-* Llama-3.1-70B FP8 and NVFP4 (vLLM 0.10.2, 2025-10-29): A = -0.07 ms per step (-0.4 over all ISL / OSL pairs),
-  K = 5.0-6.1 ms at every TP: TP 1 pays the fixed time TP > 1 pays, and the 160 all-reduces add nothing the rows
-  resolve;
+* Llama-3.1-70B FP8 / NVFP4 (vLLM 0.10.2, 2025-10-29): A = -0.42 / +0.36 ms per step over 160 all-reduces,
+  K = 5.5-6.4 / 5.0-6.0 ms at every TP: TP 1 pays the fixed time TP > 1 pays, and the all-reduces add nothing
+  the rows resolve;
 * MiniMax-M2.5 NVFP4 (vLLM 0.19.0, 2026-04-22): A = 1.31 ms over 186 all-reduces (7.0 us each), K = 3.7-4.4 ms;
-* gpt-oss-120b MXFP4 (vLLM 0.15.1, 2026-02-25): A = 0.40 ms over 72 (5.6 us each), K = 2.4-2.8 ms.
+* gpt-oss-120b MXFP4 (vLLM 0.15.1, 2026-02-25): A = 0.40 ms over 72 (5.5 us each), K = 2.4-2.8 ms;
+* K per decoder layer: 60-80 us in all four sets.
 
 So on Blackwell, three families and three releases, what the fitted all-reduce latency carries at TP > 1 is
 mostly fixed time of the layer's kernel chain (norms, activation quantisation, rotary / cache write, the decode
@@ -25,7 +26,7 @@ pays per decoder layer and step ``2 x max(L - link, 0)``, L the all-reduce laten
 (the fused path value where there is one, else the unfused latency; the q / k norm's extra all-reduce of
 MiniMax-type models is all communication and is not charged). ``explain()``: ``unsharded_layer_floor_s``
 (seconds per step), out of ``overhead_s``. Blackwell's link part: 6 us, the increment per all-reduce read off the
-gpt-oss and MiniMax B200 TP pairs (5.6 and 7.0 us), the Llama rows not used (they test it). Hopper has none: its
+gpt-oss and MiniMax B200 TP pairs (5.5 and 7.0 us), the Llama rows not used (they test it). Hopper has none: its
 only TP 1 rows (Llama-2-7B, the inference-perf runs, unfused, 32 layers) fit without it (TPOT within 3 %), so no
 reading says a Hopper TP 1 step misses the time; a generation without an entry pays nothing (the old behaviour).
 """
