@@ -31,7 +31,7 @@ def test_the_link_part_is_blackwells_only():
 def test_a_tp1_blackwell_step_pays_the_layers_floor(monkeypatch):
     m = _model(allreduce_latency_s=20e-6)
     expected = 2 * 80 * (20e-6 - LINK_S)
-    assert m._t_unsharded == pytest.approx(expected, rel=1e-12)
+    assert m.unsharded_floor_s == pytest.approx(expected, rel=1e-12)
     decode = step_shape([1] * 4, [1500] * 4)
     parts = m.explain(decode)
     assert parts["unsharded_layer_floor_s"] == pytest.approx(expected, rel=1e-12)
@@ -39,20 +39,20 @@ def test_a_tp1_blackwell_step_pays_the_layers_floor(monkeypatch):
     # without the link part (a generation that has none) the same step is exactly that much shorter
     monkeypatch.setitem(GENERATION_TERMS["blackwell"], LINK_KEY, None)
     off = _model(allreduce_latency_s=20e-6)
-    assert off._t_unsharded == 0.0
+    assert off.unsharded_floor_s == 0.0
     assert m.step_time_s(decode) - off.step_time_s(decode) == pytest.approx(expected, rel=1e-9)
 
 
 def test_the_path_fused_latency_sets_it_and_it_never_goes_negative():
-    assert _model(allreduce_latency_s=20e-6, fused_allreduce_latency_s=11e-6)._t_unsharded == pytest.approx(
+    assert _model(allreduce_latency_s=20e-6, fused_allreduce_latency_s=11e-6).unsharded_floor_s == pytest.approx(
         2 * 80 * (11e-6 - LINK_S), rel=1e-12)
-    assert _model(allreduce_latency_s=4e-6)._t_unsharded == 0.0
+    assert _model(allreduce_latency_s=4e-6).unsharded_floor_s == 0.0
 
 
 @pytest.mark.parametrize("gpu, tp", [("B200", 2), ("B200", 8), ("H100-SXM", 1), ("H100-SXM", 4)])
 def test_no_floor_at_tp_above_one_or_on_hopper(gpu, tp):
     m = _model(gpu, tp)
-    assert m._t_unsharded == 0.0
+    assert m.unsharded_floor_s == 0.0
     assert "unsharded_layer_floor_s" not in m.explain(step_shape([1] * 4, [1500] * 4))
 
 

@@ -53,22 +53,22 @@ def unsharded_floor_s(cost_model, tensor_parallel_size: int, collective_s: float
     return ALLREDUCE_POINTS_PER_LAYER * cost_model.model.num_hidden_layers * max(latency_s - link_s, 0.0)
 
 
-def step_fixed_parts(cost_model, model, tensor_parallel_size: int) -> tuple[float, float]:
-    """(the MoE layers' fixed time, the whole fixed time) of one step, seconds: the step overhead, the fixed time
-    per decoder layer (``layer_overhead_s``), per MoE layer (``moe_layer_overhead_s``) and the unsharded floor
-    (``unsharded_floor_s``; set once ``cost_model._t_a2a`` is)."""
+def step_fixed_parts(cost_model, model, tensor_parallel_size: int, collective_s: float) -> tuple[float, float, float]:
+    """(the MoE layers' fixed time, the unsharded floor, the whole fixed time) of one step, seconds: the step
+    overhead, the fixed time per decoder layer (``layer_overhead_s``), per MoE layer (``moe_layer_overhead_s``)
+    and the unsharded floor (``unsharded_floor_s``; ``collective_s``: the step's expert / data-parallel exchange)."""
     t_moe = cost_model.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0
-    cost_model._t_unsharded = unsharded_floor_s(cost_model, tensor_parallel_size, cost_model._t_a2a)
-    return t_moe, (cost_model.step_overhead_s + cost_model.layer_overhead_s * model.num_hidden_layers + t_moe
-                   + cost_model._t_unsharded)
+    floor_s = unsharded_floor_s(cost_model, tensor_parallel_size, collective_s)
+    return t_moe, floor_s, (cost_model.step_overhead_s + cost_model.layer_overhead_s * model.num_hidden_layers
+                            + t_moe + floor_s)
 
 
 def explain_layer_floors(parts: dict[str, float], cost_model) -> None:
-    """``twin.cost.kernel_path.explain_layer_overhead``, then the unsharded floor (seconds per step) moved out of
-    ``parts["overhead_s"]`` into ``parts["unsharded_layer_floor_s"]``, only where it is charged; the parts still
-    add up."""
+    """``twin.cost.kernel_path.explain_layer_overhead``, then the unsharded floor (``cost_model.unsharded_floor_s``,
+    seconds per step) moved out of ``parts["overhead_s"]`` into ``parts["unsharded_layer_floor_s"]``, only where it
+    is charged; the parts still add up."""
     explain_layer_overhead(parts, cost_model)
-    step_s = getattr(cost_model, "_t_unsharded", 0.0)
+    step_s = cost_model.unsharded_floor_s
     if step_s:
         parts["unsharded_layer_floor_s"] = step_s
         parts["overhead_s"] -= step_s
