@@ -28,7 +28,11 @@ GENERATION_TERMS: dict[str, dict[str, float]] = {
     # "Round 5: the per-request TTFT intercept"). Hopper keeps 0 here, although its light-load 1k rows show the same
     # host time (0.92 ms per layer, round 7/8): the calibrate workflow's synthetic H100 runs were made without it;
     # a fold without B200 rows takes that reading for Blackwell (twin.fitting.provenance.HOST_READINGS, host_prior).
-    "blackwell": {"layer_token_overhead_s": 0.2e-6, "eager_layer_host_s": 0.84e-3, "eager_moe_layer_host_s": 1.15e-3},
+    # the link part of one all-reduce, so that a step with no collective (TP 1) still pays the rest of the fitted
+    # latency per layer (twin.cost.unsharded_decode): 6 us, the increment per all-reduce of the gpt-oss and
+    # MiniMax NVFP4 B200 TP pairs over their TP 1 rows (5.5 / 7.0 us, benchmarks/tp1_decode.py); Hopper has none
+    "blackwell": {"layer_token_overhead_s": 0.2e-6, "eager_layer_host_s": 0.84e-3, "eager_moe_layer_host_s": 1.15e-3,
+                  "unsharded_allreduce_link_s": 6e-6},
 }
 # weight format of any linear layer group (the fit's ``@int4``, ``@fp8`` scopes) -> quant_weight_efficiency;
 # the first format in this order that a checkpoint uses sets it

@@ -52,7 +52,7 @@ from twin.cost.default_terms import FLAT_DEFAULTS, embedded, generation_term
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
 from twin.cost.decode_tokens import explain_decode_share, layer_token_split
 from twin.cost.eager_steps import explain_floor, floored_array, install as install_eager
-from twin.cost.kernel_path import explain_layer_overhead, explain_overhead_parts, fused_allreduce_latency
+from twin.cost.kernel_path import explain_overhead_parts, fused_allreduce_latency
 from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.router_gemm import router_fp32_token_s
 from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, routed_expert_read_bytes
@@ -61,6 +61,7 @@ from twin.cost.marlin_blocks import install as install_marlin_blocks
 from twin.cost.prompt_experts import install as install_prompt_stream
 from twin.cost.sync_host import explain_sync_host, exposed_seq_host_s
 from twin.cost.kv_attention import explain_kv_path, kv_read_efficiency
+from twin.cost.unsharded_decode import explain_layer_floors, step_fixed_parts
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
 
@@ -221,8 +222,7 @@ class RooflineCostModel:
         self._t_allreduce += self._t_a2a     # folded into one term on the hot path; explain() splits them
         self._k_allreduce += self._k_a2a
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
-        self._t_moe = self.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0    # explain()
-        self._t_step = self.step_overhead_s + self.layer_overhead_s * model.num_hidden_layers + self._t_moe
+        self._t_moe, self.unsharded_floor_s, self._t_step = step_fixed_parts(self, model, tp, self._t_a2a)
         self.layer_token_overhead_s, self._k_layer_tok, self._k_seq_off = layer_token_split(d, model)   # decode_tokens
         self._k_fp32 = fp32 = router_fp32_token_s(model, gpu, float32_matmul_precision, self.compute_efficiency)
         self._k_seq = self.per_seq_overhead_s + sync - self._k_seq_off      # decode_tokens: the decodes' share
@@ -374,7 +374,7 @@ class RooflineCostModel:
                 parts["allreduce_s"] -= parts["moe_all2all_s"]
             explain_overhead_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens, self._t_moe, self._k_fp32)
             explain_sync_host(parts, self.sync_seq_host_s, n_seqs); explain_kv_path(parts, self)   # KV's own rate
-            explain_layer_overhead(parts, self); explain_decode_share(parts, self._k_seq_off, n_seqs)
+            explain_layer_floors(parts, self); explain_decode_share(parts, self._k_seq_off, n_seqs)
             if self._attention.k_sink:        # attention-sink logits, apart from the KV write
                 parts["attention_sink_s"] = self._attention.k_sink * tokens
                 parts["kv_write_s"] = self._k_kv * tokens
