@@ -19,22 +19,15 @@ tokens only (``layer_token_decode_share@blackwell+experts_mxfp4``, twin.cost.dec
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-B_AR = "fused_allreduce_latency_s@blackwell+experts_mxfp4"
+from gptoss_heldout import B_AR, _cell, fold_params, simulate  # noqa: E402  (the round-7 script's rows, cells)
+
 SHARE = "layer_token_decode_share@blackwell+experts_mxfp4"
-
-
-def fold_params(report: Path, kind: str, group: str) -> dict[str, float]:
-    if str(report) == "embedded":         # the embedded defaults (an in-sample check)
-        return {}
-    folds = json.loads(report.read_text())["folds"][kind]["folds"]
-    return next(f for f in folds if f["held_out"] == group)["params"]
 
 
 def variants(fold: dict[str, float], generation: str = "blackwell") -> dict[str, dict[str, float]]:
@@ -48,21 +41,6 @@ def variants(fold: dict[str, float], generation: str = "blackwell") -> dict[str,
             "step 1.74 ms (leak)": fold | {"step_overhead_s": start["step_overhead_s"]},
             "per-seq 18.7 us (leak)": fold | {"per_seq_overhead_s": start["per_seq_overhead_s"]},
             "decode share 0": fold | {SHARE.replace("blackwell", generation): 0.0}}
-
-
-def simulate(params: dict[str, float], every: int, gpu: str) -> list[dict]:
-    from twin.fitting.fit import simulate_cases
-    from twin.fitting.silicon import model_family, silicon_cases
-    cases = [c for c in silicon_cases()[0]
-             if model_family(c.row.model_path) == "gpt-oss" and c.row.system.startswith(gpu)][::every]
-    res = simulate_cases(cases, params, max_sim_s=60.0)
-    return [dict(tp=c.row.tp, conc=c.row.concurrency, mtpot=c.row.tpot_ms, ptpot=r.metrics["mean_tpot_ms"],
-                 mttft=c.row.ttft_ms, pttft=r.metrics["mean_ttft_ms"]) for c, r in zip(cases, res)]
-
-
-def _cell(rows: list[dict], metric: str) -> str:
-    e = [r["p" + metric] / r["m" + metric] - 1.0 for r in rows if r["m" + metric] and r["m" + metric] > 0]
-    return f"{statistics.median(map(abs, e)):.1%} ({statistics.median(e):+.1%})" if e else "-"
 
 
 def main() -> None:

@@ -44,9 +44,12 @@ B_AR = "fused_allreduce_latency_s@blackwell+experts_mxfp4"
 MARLIN_SHAPE_FACTOR = (1536 / 1440) * (3072 / 2880)       # Marlin's rounded-up expert shapes at TP 2-8
 
 
-def fold_params(report: Path) -> dict[str, float]:
-    folds = json.loads(report.read_text())["folds"]["family"]["folds"]
-    return next(f for f in folds if f["held_out"] == "gpt-oss")["params"]
+def fold_params(report: Path, kind: str = "family", group: str = "gpt-oss") -> dict[str, float]:
+    """The fitted values of ``report``'s fold of ``kind`` holding out ``group``; ``embedded``: {} (the defaults)."""
+    if str(report) == "embedded":
+        return {}
+    folds = json.loads(report.read_text())["folds"][kind]["folds"]
+    return next(f for f in folds if f["held_out"] == group)["params"]
 
 
 def variants(fold: dict[str, float]) -> dict[str, dict[str, float]]:
@@ -65,10 +68,13 @@ def variants(fold: dict[str, float]) -> dict[str, dict[str, float]]:
             "round 8 +token (leak)": fold | {H_EFF: marlin, H_LT: emb[H_LT]} | ar}
 
 
-def simulate(params: dict[str, float], every: int) -> list[dict]:
+def simulate(params: dict[str, float], every: int, gpu: str = "") -> list[dict]:
+    """Every ``every``-th gpt-oss silicon row (of ``gpu``, a system prefix such as ``b200``; all where empty)
+    simulated at ``params``: measured and predicted TTFT / TPOT per row."""
     from twin.fitting.fit import simulate_cases
     from twin.fitting.silicon import model_family, silicon_cases
-    cases = [c for c in silicon_cases()[0] if model_family(c.row.model_path) == "gpt-oss"][::every]
+    cases = [c for c in silicon_cases()[0]
+             if model_family(c.row.model_path) == "gpt-oss" and c.row.system.startswith(gpu)][::every]
     res = simulate_cases(cases, params, max_sim_s=60.0)
     return [dict(gpu=c.row.system[:4], tp=c.row.tp, conc=c.row.concurrency, mttft=c.row.ttft_ms,
                  pttft=r.metrics["mean_ttft_ms"], mtpot=c.row.tpot_ms, ptpot=r.metrics["mean_tpot_ms"])

@@ -159,12 +159,14 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     ``loss``, ``loss_scale``: the fit's loss on the data residuals (``twin.fitting.robust``; least squares by
     default); ``exclude_gap``: leave the rows ``unexplained_decode_gap`` names out of the fit (round 9).
 
-    What a fold assumes for a term it has no reading of (issue 33, docs/fidelity.md "Round 8 / 9 outcome"): the
-    plan's stated priors (``provenance.fold_plan``: pooled or carried expert-path efficiencies, ``expert_path_prior``;
-    host time from another generation and kernel launches, ``launch_prior``); before the fit, a generation's MoE
-    per-token cost from the other generation (``moe_token_prior``); after it, the reference generation's bandwidth
-    fraction from the others (``unseen_bandwidth``), MLA and sync-host priors (``held_priors``), inheriting resets
-    at the fitted source (``inherit_fitted``)."""
+    What a fold assumes for a term it has no reading of (issue 33, docs/fidelity.md "Round 8 / 9 / 10 outcome"):
+    the plan's stated priors (``provenance.fold_plan``: pooled or carried expert-path efficiencies,
+    ``expert_path_prior``; host time from another generation and kernel launches, ``launch_prior``); before the fit,
+    a generation's MoE per-token cost from the other generation (``moe_token_prior``) and a held-out Hopper MoE
+    path's from the MoE readings kept (``path_token_prior``); after it, the reference generation's bandwidth
+    fraction from the others (``unseen_bandwidth``), MLA and sync-host (with the sort sampler) priors
+    (``held_priors``), inheriting resets at the fitted source (``inherit_fitted``), a held-out fused all-reduce at
+    the unfused latency less one kernel (``fused_allreduce_prior``)."""
     # round 9: a row whose decode the cost model knowingly cannot express does not set the shared terms
     train = [i for i, c in enumerate(cases)
              if group_of(c) != group and not (exclude_gap and unexplained_decode_gap(c))]
@@ -174,8 +176,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     held = held_at_prior(train_cases, names) if names else {}
     settled: dict[str, float] = {}
     fit_names = tuple(n for n in names if n not in held)
-    plan = fold_plan(group, group_of, evidence if evidence is not None else with_deployments(cases), fit_names,
-                     allow=allow)
+    evidence = evidence if evidence is not None else with_deployments(cases)
+    plan = fold_plan(group, group_of, evidence, fit_names, allow=allow)
     start = default_start(names) | plan.start
     # a held parameter is left out: a scoped one falls back to the unscoped value (Blackwell carries Hopper's
     # fitted fractions, a server without async scheduling the async overheads), the others to the model's; an
@@ -184,7 +186,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     # out (the plan then refits it as the unscoped term, or resets it)
     fixed = {n: v for n, v in start.items() if n not in names and n not in plan.actions} | plan.fixed
     fixed |= fold_moe_token_prior(names, held, plan)    # round 9: a generation without rows, on MoE models
-    fixed |= path_token_prior(plan, group, group_of, evidence or with_deployments(cases))   # round 10: Hopper MoE paths
+    fixed |= path_token_prior(plan, group, group_of, evidence)     # round 10: a held-out Hopper MoE path
     if fit_names:
         train_first = [first[i] for i in train]
         if plan.actions:       # training rows the plan costs differently: simulated again at the fit's start
