@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
 from twin.fitting.expert_path_prior import MARLIN_PATHS, geometric_mean
 from twin.fitting.moe_token_prior import PRIOR_DECODE_SHARE, SHARE
-from twin.fitting.provenance import RESET, _silicon_rows
+from twin.fitting.provenance import RESET, silicon_rows_of
 from twin.fitting.scoped import EXPERT_PREFIX, split
 
 # on in every fold (round 10); False: the folds as in round 9 (docs/fidelity.md: the held-out figures move both ways)
@@ -55,9 +55,9 @@ GENERATIONS = ("hopper",)      # generations whose fitted per-token term carries
 # 36f3017's embedded defaults with the per-token term at 0, the TP-split U of docs/fidelity.md "Round 9:
 # Blackwell's per-token prompt cost"
 MOE_TOKEN_READINGS: tuple[tuple[str, float, Callable], ...] = (
-    ("H100 gpt-oss-120b MXFP4 Marlin, TP 2 / 4 / 8", 0.195e-6, _silicon_rows("h100_sxm", "gpt-oss")),
-    ("B200 Kimi-K2.5 NVFP4, TP 4 / 8", 0.241e-6, _silicon_rows("b200_sxm", "kimi")),
-    ("B200 MiniMax-M2.5 NVFP4, TP 1 / 2", 0.146e-6, _silicon_rows("b200_sxm", "minimax")),
+    ("H100 gpt-oss-120b MXFP4 Marlin, TP 2 / 4 / 8", 0.195e-6, silicon_rows_of("h100_sxm", "gpt-oss")),
+    ("B200 Kimi-K2.5 NVFP4, TP 4 / 8", 0.241e-6, silicon_rows_of("b200_sxm", "kimi")),
+    ("B200 MiniMax-M2.5 NVFP4, TP 1 / 2", 0.146e-6, silicon_rows_of("b200_sxm", "minimax")),
 )
 
 

@@ -80,7 +80,7 @@ def _no_rows(_case, _deployment) -> bool:
     return False
 
 
-def _silicon_rows(system: str, *families: str) -> Callable:
+def silicon_rows_of(system: str, *families: str) -> Callable:
     """The silicon rows of ``families`` on ``system`` (``b200_sxm``, ``h100_sxm``): an entry read off those only."""
     def rows(case, _deployment) -> bool:
         from twin.fitting.silicon import model_family
@@ -104,12 +104,12 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # per decoder layer off the B200 Llama-3.1-70B rows; per MoE layer off the March B200 Kimi-K2.5 / MiniMax-M2.5
     # rows GIVEN the per-layer value (least squares of the MoE rows' floor less 0.84 ms x layers), so the Llama
     # rows are its evidence too (round 6: declared; round 5 had Kimi / MiniMax only, a leak in the Llama fold)
-    "eager_layer_host_s@blackwell": ("the B200 Llama rows", _silicon_rows("b200_sxm", "llama")),
+    "eager_layer_host_s@blackwell": ("the B200 Llama rows", silicon_rows_of("b200_sxm", "llama")),
     "eager_moe_layer_host_s@blackwell": ("the B200 Kimi-K2.5 and MiniMax-M2.5 rows, given the B200 Llama rows' "
-                                         "per-layer value", _silicon_rows("b200_sxm", "kimi", "minimax", "llama")),
+                                         "per-layer value", silicon_rows_of("b200_sxm", "kimi", "minimax", "llama")),
     # the Hopper Marlin MXFP4 path (twin.cost.marlin_mxfp4): picked on the gpt-oss-120b H100 rows, folds by TP / ISL /
     # load (docs/fidelity.md "Round 6: gpt-oss-120b and Llama prompt steps")
-    **{f"{n}@hopper+experts_mxfp4": ("the H100 gpt-oss-120b rows", _silicon_rows("h100_sxm", "gpt-oss"))
+    **{f"{n}@hopper+experts_mxfp4": ("the H100 gpt-oss-120b rows", silicon_rows_of("h100_sxm", "gpt-oss"))
        for n in ("moe_expert_compute_efficiency", "layer_token_overhead_s", "fused_allreduce_latency_s")},
     # the sync servers' per-sequence time (twin.cost.sync_host): its 45 us read off the Qwen3-32B H100 rows (vLLM
     # 0.12) GIVEN the async servers' 18.7 us (the inference-perf runs), which the embedded 63.7 us includes
@@ -118,14 +118,14 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
                                 lambda case, d: _family(case) == "qwen3" or _inference_perf(case, d)),
     # FP8 KV decode attention on Hopper (twin.cost.kv_attention): picked on the Llama-3.1-70B H100 rows, folds by TP /
     # ISL-OSL / load (docs/fidelity.md "Round 7: Llama decode and gpt-oss held out")
-    "kv_memory_efficiency@hopper+kv_fp8": ("the H100 Llama-3.1-70B rows", _silicon_rows("h100_sxm", "llama")),
+    "kv_memory_efficiency@hopper+kv_fp8": ("the H100 Llama-3.1-70B rows", silicon_rows_of("h100_sxm", "llama")),
     # MiniMax-M2.5 FP8's B200 pair (twin.cost.generation_experts, round 8): fitted on the B200 MiniMax FP8 rows
-    **{f"{n}@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows", _silicon_rows("b200_sxm", "minimax"))
+    **{f"{n}@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows", silicon_rows_of("b200_sxm", "minimax"))
        for n in ("moe_prompt_stream_efficiency", "layer_token_decode_share")},
     # ... and its eager floor per MoE layer (round 8b, tried, not embedded: docs/fidelity.md "Round 8: the Blackwell
     # MoE eager floor by expert path"): read off its light-load 1k rows GIVEN the B200 Llama rows' per-layer value
-    "eager_moe_layer_host_s@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows, given the B200 Llama rows' "
-                                                     "per-layer value", _silicon_rows("b200_sxm", "minimax", "llama")),
+    "eager_moe_layer_host_s@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows, given the B200 Llama rows' per-"
+                                                     "layer value", silicon_rows_of("b200_sxm", "minimax", "llama")),
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
     "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", _no_rows),
 }
@@ -142,7 +142,7 @@ HOST_READINGS: dict[str, tuple[float, str, Callable]] = {
     # the inference-perf runs are its evidence too
     "eager_layer_host_s@hopper": (0.92e-3, "the H100 Llama-3.1-70B / MiniMax-M2.5 rows' light-load 1k prompt steps, "
                                   "given the inference-perf runs' request path",
-                                  lambda c, d: _silicon_rows("h100_sxm", "llama", "minimax")(c, d)
+                                  lambda c, d: silicon_rows_of("h100_sxm", "llama", "minimax")(c, d)
                                   or _inference_perf(c, d)),
 }
 
