@@ -222,7 +222,7 @@ class RooflineCostModel:
         self._t_allreduce += self._t_a2a     # folded into one term on the hot path; explain() splits them
         self._k_allreduce += self._k_a2a
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
-        self._t_moe, self.unsharded_floor_s, self._t_step = step_fixed_parts(self, model, tp, self._t_a2a)
+        self._t_moe, self.unsharded_floor_s, self._t_step = step_fixed_parts(self, tp, self._t_a2a)
         self.layer_token_overhead_s, self._k_layer_tok, self._k_seq_off = layer_token_split(d, model)   # decode_tokens
         self._k_fp32 = fp32 = router_fp32_token_s(model, gpu, float32_matmul_precision, self.compute_efficiency)
         self._k_seq = self.per_seq_overhead_s + sync - self._k_seq_off      # decode_tokens: the decodes' share

@@ -53,10 +53,11 @@ def unsharded_floor_s(cost_model, tensor_parallel_size: int, collective_s: float
     return ALLREDUCE_POINTS_PER_LAYER * cost_model.model.num_hidden_layers * max(latency_s - link_s, 0.0)
 
 
-def step_fixed_parts(cost_model, model, tensor_parallel_size: int, collective_s: float) -> tuple[float, float, float]:
+def step_fixed_parts(cost_model, tensor_parallel_size: int, collective_s: float) -> tuple[float, float, float]:
     """(the MoE layers' fixed time, the unsharded floor, the whole fixed time) of one step, seconds: the step
     overhead, the fixed time per decoder layer (``layer_overhead_s``), per MoE layer (``moe_layer_overhead_s``)
     and the unsharded floor (``unsharded_floor_s``; ``collective_s``: the step's expert / data-parallel exchange)."""
+    model = cost_model.model
     t_moe = cost_model.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0
     floor_s = unsharded_floor_s(cost_model, tensor_parallel_size, collective_s)
     return t_moe, floor_s, (cost_model.step_overhead_s + cost_model.layer_overhead_s * model.num_hidden_layers

@@ -66,8 +66,17 @@ def moe_token_prior(generation: str, unfitted: Iterable[str], entries: Sequence,
     if not values:
         return {}
     v = geometric_mean(values)
-    return {f"{key}@{generation}+{EXPERT_PREFIX}{fmt}": x for fmt in EXPERT_FORMATS
-            for key, x in ((TERM, v), (SHARE, PRIOR_DECODE_SHARE))}
+    out: dict[str, float] = {}
+    for fmt in EXPERT_FORMATS:
+        out |= prompt_token_entries(generation, fmt, v)
+    return out
+
+
+def prompt_token_entries(generation: str, fmt: str, value_s: float) -> dict[str, float]:
+    """``layer_token_overhead_s`` of the ``<generation>+experts_<fmt>`` path at ``value_s``, charged to prompt tokens
+    only (its ``layer_token_decode_share`` at ``PRIOR_DECODE_SHARE``): a held-out prior read off TTFT growth."""
+    path = f"{generation}+{EXPERT_PREFIX}{fmt}"
+    return {f"{TERM}@{path}": value_s, f"{SHARE}@{path}": PRIOR_DECODE_SHARE}
 
 
 def fold_moe_token_prior(names: Sequence[str], held_names: Iterable[str], plan) -> dict[str, float]:

@@ -42,13 +42,12 @@ from collections.abc import Callable, Sequence
 
 from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
 from twin.fitting.expert_path_prior import MARLIN_PATHS, geometric_mean
-from twin.fitting.moe_token_prior import PRIOR_DECODE_SHARE, SHARE
+from twin.fitting.moe_token_prior import prompt_token_entries
 from twin.fitting.provenance import RESET, silicon_rows_of
 from twin.fitting.scoped import EXPERT_PREFIX, split
 
 # on in every fold (round 10); False: the folds as in round 9 (docs/fidelity.md: the held-out figures move both ways)
 ENABLED = True
-TERM = "layer_token_overhead_s"
 EFFICIENCY = "moe_expert_compute_efficiency"
 GENERATIONS = ("hopper",)      # generations whose fitted per-token term carries no MoE reading (see above)
 # (what, us per token per MoE decoder layer, the rows it was read off): benchmarks/layer_token_reading.py, main
@@ -88,10 +87,9 @@ def path_token_prior(plan, group: str, group_of: Callable, evidence: Sequence[tu
     if not values:
         return {}
     v = geometric_mean(values)
-    # charged to prompt tokens only, as the carried Blackwell prior (``moe_token_prior.PRIOR_DECODE_SHARE``): the
-    # readings are of how TTFT grows with the prompt
-    out = {f"{key}@{gen}+{EXPERT_PREFIX}{fmt}": x for gen, fmt in sorted(paths)
-           for key, x in ((TERM, v), (SHARE, PRIOR_DECODE_SHARE))}
+    out: dict[str, float] = {}
+    for gen, fmt in sorted(paths):     # prompt tokens only, as the carried Blackwell prior: readings of TTFT growth
+        out |= prompt_token_entries(gen, fmt, v)
     for gen, fmt in sorted(paths):      # a wgmma path whose efficiency is reset: the dense rate beside U
         key = f"{EFFICIENCY}@{gen}+{EXPERT_PREFIX}{fmt}"
         if key not in MARLIN_PATHS and plan.actions.get(key, (None, None))[1] == RESET:
