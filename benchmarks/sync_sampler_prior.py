@@ -1,10 +1,11 @@
 """The sort-based top-k / top-p sampler's time per sequence per step (``twin.cost.sort_sampler``) and which silicon
 rows pay it (``twin.fitting.sampler_facts``): the part of a fold's ``per_seq_overhead_s@sync`` prior beside the
 sync loop's host time (issue 33, round 10; docs/fidelity.md "Round 10: Qwen3's sync decode and Kimi INT4 held
-out"). Prints the byte count per vocabulary entry, the time per sequence for every model and GPU of the silicon
-rows at the datasheet bandwidth, and the rows that pay it by (model, GPU, vLLM release, client). Round 11: the kernels by PyTorch's stable-sort path (one
-row, full sort below 128 rows, CUB segmented from 128), their bytes per entry by class, the launches per step, and
-the estimate (radix passes at CUB's stated fraction of the datasheet) beside the round-10 bound.
+out"; round 11: "Round 11: Qwen3's sampler and the sync step"). Prints the kernels by PyTorch's stable-sort path
+(one row, full sort below 128 rows, CUB segmented from 128) with their bytes per vocabulary entry by class
+(streaming, radix passes) and launches per step; the time per sequence for every model and GPU of the silicon
+rows (radix passes at CUB's stated fraction of the datasheet, the rest at the datasheet; in brackets all at the
+datasheet, round 10's bound); and the rows that pay it by (model, GPU, vLLM release, client).
 
     python benchmarks/sync_sampler_prior.py [--ground-truth ../shared/ground-truth]
 """
@@ -43,7 +44,8 @@ def main() -> None:
     for c in cases:
         groups[(resolve_model(c.target.model).name, c.target.gpu, c.row.vllm_version or "-",
                 "published" if c.row.published_client else "gap-analysis")].append(c)
-    print("\n| model | GPU | vLLM | client | rows | vocab | us per sequence at batch 64 / 128 (bound at 64) | pays it |")
+    print("\n| model | GPU | vLLM | client | rows | vocab | us per sequence at batch 64 / 128 (bound at 64) "
+          "| pays it |")
     print("|---|---|---|---|---|---|---|---|")
     for (model, gpu, version, client), cs in sorted(groups.items()):
         vocab = resolve_model(cs[0].target.model).vocab_size

@@ -91,3 +91,31 @@ def test_the_qwen3_fold_adds_the_sampler_to_the_host_prior():
     reset = pv.fold_plan("qwen3", FOLDS["family"], ev, ())
     assert held_priors_after_fit(reset, {}, (), [q])[0] == {
         SYNC_KEY: pytest.approx(18.7e-6 + SYNC_SEQ_HOST_PRIOR_S + sampler, rel=1e-12)}
+
+
+def _shape_module():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sync_sampler_shape.py"
+    spec = importlib.util.spec_from_file_location("sync_sampler_shape", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_shape_reading_recovers_a_per_step_and_a_per_sequence_part():
+    """benchmarks/sync_sampler_shape.py: each row's implied per-sequence value from two simulated values (TPOT
+    linear in it), and implied = a + S / B fitted over the batch B, on rows built with a = 20 us, S = 80 us."""
+    mod = _shape_module()
+    runs = []
+    for conc in (8, 16, 64, 128):
+        true_us = 20.0 + 80.0 / conc
+        meas = 5.0 + 0.01 * conc * true_us                    # TPOT (ms) at the row's true per-sequence value
+        for v in (10.0, 40.0):
+            runs.append(dict(v_us=v, tp=2, isl=1024, osl=128, conc=conc, fp8=False, meas=meas,
+                             pred=5.0 + 0.01 * conc * v))
+    rows = mod.implied(runs)
+    want = sorted(round(20.0 + 80.0 / c, 9) for c in (8, 16, 64, 128))
+    assert sorted(round(r["implied_us"], 9) for r in rows) == want
+    a, s = mod.fit_a_s(rows)
+    assert a == pytest.approx(20.0, abs=1e-9) and s == pytest.approx(80.0, abs=1e-9)
