@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from tests.test_held_priors import _row
-from twin.cost.sort_sampler import SORT_SAMPLER_BYTES_PER_ENTRY, explain_sort_sampler, sort_sampler_seq_s
+from twin.cost.sort_sampler import (RADIX_SORT_BANDWIDTH_FRACTION, explain_sort_sampler, sampler_bytes,
+                                    sampler_kernels_per_step, sort_path, sort_sampler_bound_s, sort_sampler_seq_s)
 from twin.errors import TwinInputError
 from twin.fitting import provenance as pv
 from twin.fitting.held_priors import SYNC_KEY, SYNC_SEQ_HOST_PRIOR_S, held_priors_after_fit
@@ -32,16 +33,36 @@ def _qwen(source: str = GAP, version: str = "0.12.0", model: str = "qwen3-32b"):
     return case
 
 
-def test_two_hundred_bytes_per_entry_at_the_datasheet_bandwidth():
-    assert SORT_SAMPLER_BYTES_PER_ENTRY == 248
-    # Qwen3-32B's 151,936 entries on an H100 SXM (3.35 TB/s): 37.68 MB per sequence, 11.25 us
-    assert sort_sampler_seq_s(151_936, 3.35e12) == pytest.approx(248 * 151_936 / 3.35e12, rel=1e-12)
-    assert sort_sampler_seq_s(151_936, 3.35e12) == pytest.approx(11.2478e-6, rel=1e-4)
-    assert "11.25 us per sequence per step" in explain_sort_sampler(151_936, 3.35e12)
+def test_the_sort_path_by_rows_as_pytorchs_stable_sort_picks_it():
+    assert [sort_path(r) for r in (1, 2, 127, 128, 144)] == ["one row", "full sort", "full sort", "segmented",
+                                                             "segmented"]
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(TwinInputError, match="rows = "):
+            sort_path(bad)
+
+
+def test_bytes_per_entry_by_class_and_path():
+    assert sampler_bytes(64) == {"stream": 148, "radix": 124}     # full sort: Onesweep pairs + the row-bit pass
+    assert sampler_bytes(128) == {"stream": 124, "radix": 168}    # CUB segmented: 6 passes of 28 B
+    assert sampler_bytes(1) == {"stream": 124, "radix": 100}
+    assert [sampler_kernels_per_step(r) for r in (1, 64, 128)] == [28, 33, 24]
+
+
+def test_radix_passes_at_cubs_stated_fraction_streaming_at_the_datasheet():
+    assert RADIX_SORT_BANDWIDTH_FRACTION == pytest.approx(1.92e9 * 100 / 336.5e9, abs=0.005)
+    v, bw = 151_936, 3.35e12
+    assert sort_sampler_seq_s(v, bw, 64) == pytest.approx((148 + 124 / RADIX_SORT_BANDWIDTH_FRACTION) * v / bw,
+                                                          rel=1e-12)
+    assert sort_sampler_seq_s(v, bw, 64) == pytest.approx(16.58e-6, rel=1e-3)
+    assert sort_sampler_seq_s(v, bw, 128) == pytest.approx(18.99e-6, rel=1e-3)
+    assert sort_sampler_bound_s(v, bw, 64) == pytest.approx(272 * v / bw, rel=1e-12)
+    assert sort_sampler_bound_s(v, bw, 64) < sort_sampler_seq_s(v, bw, 64)
+    line = explain_sort_sampler(v, bw, 64)
+    assert "16.58 us per sequence per step" in line and "12.34 us" in line and "33 kernels" in line
     with pytest.raises(TwinInputError, match="memory_bytes_per_s = 0"):
-        sort_sampler_seq_s(151_936, 0)
+        sort_sampler_seq_s(v, 0)
     with pytest.raises(TwinInputError, match="vocab_size = -1"):
-        sort_sampler_seq_s(-1, 3.35e12)
+        sort_sampler_seq_s(-1, bw)
 
 
 def test_only_a_row_whose_client_leaves_sampling_to_a_top_k_top_p_config_on_0_12_pays_it():
@@ -50,8 +71,8 @@ def test_only_a_row_whose_client_leaves_sampling_to_a_top_k_top_p_config_on_0_12
     assert not pays_sort_sampler(_qwen(version="0.14.0"))                      # release not asserted
     assert not pays_sort_sampler(_qwen(model="llama-3.1-70b"))                 # generation config not asserted
     assert not pays_sort_sampler(_row("i", "qwen3-32b", "H100-SXM", 2, "0.12"))   # no silicon row
-    assert sort_sampler_prior_s([_qwen(), _qwen(source="db-dump/x")]) == pytest.approx(
-        248 * 151_936 / 3.35e12, rel=1e-9)
+    assert sort_sampler_prior_s([_qwen(), _qwen(source="db-dump/x")]) == pytest.approx(      # batch 8: full sort
+        sort_sampler_seq_s(151_936, 3.35e12, 8), rel=1e-12)
     assert sort_sampler_prior_s([_qwen(version="0.19.0")]) == 0.0
 
 
@@ -60,7 +81,7 @@ def test_the_qwen3_fold_adds_the_sampler_to_the_host_prior():
     ev = with_deployments([q, llama])
     names = ("per_seq_overhead_s", SYNC_KEY)
     plan = pv.fold_plan("qwen3", FOLDS["family"], ev, names)
-    sampler = 248 * 151_936 / 3.35e12
+    sampler = sort_sampler_seq_s(151_936, 3.35e12, 8)
     _, added = held_priors_after_fit(plan, {"per_seq_overhead_s": 5e-6}, names, [q])
     assert added == {SYNC_KEY: pytest.approx(5e-6 + SYNC_SEQ_HOST_PRIOR_S + sampler, rel=1e-12)}
     # held-out rows that do not pay it (a greedy client): the host time alone, as in round 9
@@ -70,3 +91,31 @@ def test_the_qwen3_fold_adds_the_sampler_to_the_host_prior():
     reset = pv.fold_plan("qwen3", FOLDS["family"], ev, ())
     assert held_priors_after_fit(reset, {}, (), [q])[0] == {
         SYNC_KEY: pytest.approx(18.7e-6 + SYNC_SEQ_HOST_PRIOR_S + sampler, rel=1e-12)}
+
+
+def _shape_module():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sync_sampler_shape.py"
+    spec = importlib.util.spec_from_file_location("sync_sampler_shape", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_shape_reading_recovers_a_per_step_and_a_per_sequence_part():
+    """benchmarks/sync_sampler_shape.py: each row's implied per-sequence value from two simulated values (TPOT
+    linear in it), and implied = a + S / B fitted over the batch B, on rows built with a = 20 us, S = 80 us."""
+    mod = _shape_module()
+    runs = []
+    for conc in (8, 16, 64, 128):
+        true_us = 20.0 + 80.0 / conc
+        meas = 5.0 + 0.01 * conc * true_us                    # TPOT (ms) at the row's true per-sequence value
+        for v in (10.0, 40.0):
+            runs.append(dict(v_us=v, tp=2, isl=1024, osl=128, conc=conc, fp8=False, meas=meas,
+                             pred=5.0 + 0.01 * conc * v))
+    rows = mod.implied(runs)
+    want = sorted(round(20.0 + 80.0 / c, 9) for c in (8, 16, 64, 128))
+    assert sorted(round(r["implied_us"], 9) for r in rows) == want
+    a, s = mod.fit_a_s(rows)
+    assert a == pytest.approx(20.0, abs=1e-9) and s == pytest.approx(80.0, abs=1e-9)

@@ -26,8 +26,9 @@ costs it at 0: Kimi-K2.5 is the data's only MLA family, Qwen3-32B's rows its onl
    modelled): the Qwen3 rows read ~15x more, which the model does not explain (docs).
    Round 10: beside it, the GPU time of vLLM 0.12's sort-based top-k / top-p sampler where the held-out rows'
    client leaves sampling to a generation config that sets them (``twin.fitting.sampler_facts``,
-   ``twin.cost.sort_sampler``: 248 bytes per vocabulary entry at the datasheet bandwidth, 11.25 us per sequence for
-   Qwen3-32B on an H100; a lower bound). The Qwen3 rows are sync AND sampled so; the data read the sum.
+   ``twin.cost.sort_sampler``: round 11, the kernels of PyTorch's sort path by batch, radix passes at CUB's stated
+   0.57 of the datasheet bandwidth: 16.6 / 19.0 us per Qwen3-32B sequence on an H100 below / from 128 rows, an
+   estimate from below). The Qwen3 rows are sync AND sampled so; the data read the sum.
 """
 
 from __future__ import annotations

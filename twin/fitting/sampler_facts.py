@@ -15,6 +15,8 @@ A row pays it where all three hold:
 In this data that is exactly the Qwen3-32B H100 rows, also the only server without async scheduling: the two
 costs are one per-sequence constant in every Qwen3 row (``per_seq_overhead_s@sync``), so a fold that holds them
 out (no sync server in training) gets this time beside the sync loop's host time (``twin.fitting.held_priors``).
+Round 11: the time is the kernel-by-kernel estimate at each held-out row's batch (``twin.cost.sort_sampler``:
+16.6 us per Qwen3 sequence on an H100 below 128 rows, 19.0 us from 128), no longer the datasheet bound (11.25 us).
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ def pays_sort_sampler(case) -> bool:
 
 def sort_sampler_prior_s(cases: Iterable) -> float:
     """Seconds per sequence per step: the mean over ``cases`` that pay it of the sort sampler's time at their
-    model's vocabulary and their GPU's datasheet bandwidth (a lower bound), 0 where none does."""
+    model's vocabulary, their GPU's datasheet bandwidth and their batch (the sort's path; round 11: radix passes at
+    CUB's stated fraction of the datasheet, ``twin.cost.sort_sampler``), 0 where none does."""
     times = [sort_sampler_seq_s(resolve_model(c.target.model).vocab_size,
-                                resolve_gpu(c.target.gpu).memory_bandwidth_bytes_per_s)
+                                resolve_gpu(c.target.gpu).memory_bandwidth_bytes_per_s,
+                                max(1, c.row.batch_size or c.row.concurrency))
              for c in cases if pays_sort_sampler(c)]
     return sum(times) / len(times) if times else 0.0
