@@ -96,7 +96,9 @@ class ColdCompiles:
             cfg = config_for(m, table)
             return cfg, int_class(m, top_k, num_experts, cfg[0])
 
-        warm = {spec(s) for s in capture_sizes(largest_graph_tokens)} | {spec(max_num_batched_tokens)}
+        graphed = capture_sizes(largest_graph_tokens)
+        largest_graph_tokens = graphed[-1] if graphed else 0     # vLLM's largest size is the last one captured
+        warm = {spec(s) for s in graphed} | {spec(max_num_batched_tokens)}
         ids: dict = {}
         key_of = [-1] * (max_num_batched_tokens + 1)
         for m in range(largest_graph_tokens + 1, max_num_batched_tokens + 1):
