@@ -16,7 +16,10 @@ and GPU (``configs/E=<experts>,N=<intermediate per rank>,device_name=<GPU>.json`
 count is nearest the step's M tokens (ties: the smaller, the file's order). The ints are ``num_valid_tokens = k M``
 and ``EM = k M + E (BLOCK_SIZE_M - 1)`` (``moe_align_block_size``'s padded length), so with k = 2 and even
 BLOCK_SIZE_M the class is set by M mod 8 (0: ``num_valid_tokens`` divisible by 16; 4: ``EM`` divisible by 16;
-else neither). The strides and N, K do not vary with the step.
+else neither). The strides and N, K do not vary with the step. vLLM has left these two ints specialised (issue
+#11056, Dec 2024, asked for ``do_not_specialize``; its PR #11057 closed unmerged; PRs #56580 and #55268, Sept 2026,
+open, say start-up profiling and graph capture reach only a few of the combinations, so the first request that
+lands on another compiles it mid-serving).
 
 **Which are compiled before the first request.** vLLM's start-up runs the model at ``max_num_batched_tokens``
 (the memory profile run) and at every CUDA-graph capture size (``[1, 2, 4] + 8, 16, ... 248`` then every 16 up to
@@ -27,12 +30,15 @@ graphs), each two kernel compiles, paid once per server process at the first ste
 
 **Prior** (``TRITON_COMPILE_S_PER_KERNEL``): 0.37 s of host CPU per kernel compile, measured (not fitted) by
 compiling vLLM's ``fused_moe_kernel`` BF16 path with Triton 3.5.1 (the Triton of PyTorch 2.9, vLLM 0.12-0.14) for
-sm_90 at each of the configurations of the Mixtral H100 table: 0.30-0.39 s of CPU (Triton's passes plus ``ptxas``;
-wall twice that on a loaded 2-core machine, which a dedicated server core does not see). So one new
-specialisation stalls a step ~0.74 s; the Mixtral stage-0 runs show ITL maxima of 0.9-1.06 s.
+sm_90 at the configurations of the Mixtral H100 table that a cold server meets (the 256-2048 entries, both
+launches): 0.28-0.39 s of CPU each, mean 0.35 s, on the least loaded of three runs (Triton's passes plus
+``ptxas``), means 0.42 and 0.47 s on two runs beside other jobs. So one new specialisation stalls a step ~0.74 s;
+the Mixtral stage-0 runs show ITL maxima of 0.9-1.06 s, and TensorRT-LLM's notes on its Triton MoE path put one
+first-seen specialisation's JIT stall at ~0.2-2 s (NVIDIA/TensorRT-LLM PR #15311).
 
-Only deployments whose table is known here are priced (``FUSED_MOE_CONFIGS``); elsewhere the term is absent and
-``explain`` says so. Silicon rows are measured on warmed servers and never pay it.
+Only deployments whose table is known here are priced (``FUSED_MOE_CONFIGS``); elsewhere no clock is built
+(``twin.fitting.cold_start``: the replay's ``cold_start`` is None). The silicon rows are not cold runs (their
+README: 2 x CONC warm-up requests before each measurement).
 """
 
 from __future__ import annotations
