@@ -100,3 +100,68 @@ def test_twin_calibrate_leaves_a_cold_runs_one_off_tail_out_of_the_request_path(
     assert per_request_s[False] > 7e-3
     roles = {cold: list(runs_table(cases[cold], fits[cold]).columns[1].cells) for cold in (True, False)}
     assert roles == {True: ["latency, cold start: mean TTFT not fitted"] * 4, False: ["latency"] * 4}
+
+
+# ---- round 11: a cold run's one-off fused-MoE compiles, priced into its means (twin.fitting.cold_start) ----
+
+MIXTRAL_TP2 = Target("mistralai/Mixtral-8x7B-v0.1", "H100-SXM", 2)
+
+
+def _mixtral_run(cold: bool) -> MeasuredRun:
+    """Eight unique 600-token prompts, four at a time: prompt steps above the 256-token graphs."""
+    return MeasuredRun(name="m", source="test", num_requests=8, rate_per_s=float("inf"), max_concurrency=4,
+                       prompt_tokens=LengthSample.constant(600), output_tokens=LengthSample.constant(8),
+                       metrics={"completed": 1.0},
+                       server={"enable_prefix_caching": False, "vllm_version": "0.14", "max_num_seqs": 128,
+                               "max_num_batched_tokens": 2048, "max_model_len": 4096},
+                       experiment="m", client="inference-perf", cold_start=cold)
+
+
+def test_a_cold_mixtral_run_adds_its_compile_stalls_to_its_means_spread_over_its_requests(monkeypatch):
+    from twin.fitting import cold_start
+    params = {"request_path_s": 5e-3, "request_path_jitter_s": 0.0}
+    warm = replay(_mixtral_run(False), MIXTRAL_TP2, params)
+    assert warm.cold_start is None
+    cold = replay(_mixtral_run(True), MIXTRAL_TP2, params)
+    cs = cold.cold_start
+    assert cs.specialisations == 13 and cs.stall_s == pytest.approx(0.74)
+    assert cs.stalls >= 1
+    for k in ("mean_ttft_ms", "mean_e2el_ms"):
+        assert cs.added_ms[k] > 0
+        assert cold.metrics[k] == pytest.approx(warm.metrics[k] + cs.added_ms[k], rel=1e-12)
+    # a stall shifts every later step: the request whose prompt step paid it waits its whole 740 ms, no request
+    # gains, and the sum is spread over the run's 8 requests
+    assert cs.added_ms["mean_ttft_ms"] >= 740.0 / 8 - 1e-6
+    assert cold.metrics["median_ttft_ms"] == warm.metrics["median_ttft_ms"]       # medians left alone
+    monkeypatch.setattr(cold_start, "ENABLED", False)
+    off = replay(_mixtral_run(True), MIXTRAL_TP2, params)
+    assert off.cold_start is None and off.metrics == warm.metrics
+
+
+def test_a_cold_dense_run_is_replayed_warm():
+    params = {"request_path_s": 5e-3, "request_path_jitter_s": 0.0}
+    cold = replay(_run("d", 4, cold=True), TARGET, params)
+    warm = replay(_run("d", 4), TARGET, params)
+    assert cold.cold_start is None and cold.metrics == warm.metrics
+
+
+def test_cold_added_spreads_each_metrics_summed_increase_over_the_requests_sent():
+    from types import SimpleNamespace as R
+
+    from twin.cost.cold_compile import FUSED_MOE_CONFIGS, ColdCompiles
+    from twin.fitting.cold_start import cold_added, with_cold_start
+    compiles = ColdCompiles(FUSED_MOE_CONFIGS[("H100-SXM", 8, 7168)], 2, 8, 2048, 256)
+
+    def rec(i, first, finish, out=11):
+        return R(request_id=i, arrival_s=0.0, first_token_s=first, finish_s=finish, num_output_tokens=out)
+    warm = [rec(0, 0.1, 1.1), rec(1, 0.2, 1.2), rec(2, None, None)]
+    cold = [rec(0, 0.1, 1.6), rec(1, 0.9, 2.0), rec(2, 0.5, 1.0)]     # request 2 has no warm first token: skipped
+    wrapped = []
+    out = cold_added(_mixtral_run(True), warm, lambda wrap: (wrapped.append(wrap(object())), cold)[1], compiles)
+    # sums: TTFT 0.7 s, E2E 0.5 + 0.8 s, TPOT (0.05 + 0.01) s; over max(8 requests sent, 3 simulated)
+    assert out.added_ms == pytest.approx({"mean_ttft_ms": 700 / 8, "mean_e2el_ms": 1300 / 8,
+                                          "mean_tpot_ms": 60 / 8})
+    assert out.stalls == 0 and out.specialisations == 13 and len(wrapped) == 1
+    assert with_cold_start({"mean_ttft_ms": 50.0, "median_ttft_ms": 40.0}, out) == \
+        {"mean_ttft_ms": pytest.approx(50.0 + 87.5), "median_ttft_ms": 40.0}
+    assert with_cold_start({"mean_ttft_ms": 50.0}, None) == {"mean_ttft_ms": 50.0}

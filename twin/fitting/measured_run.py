@@ -34,7 +34,8 @@ QUEUEING_TTFT_STEPS = 50
 # codegen 69 / 290 then 55 / 72), while the medians move by the load alone. Such a tail moves a mean by several
 # ms (Mixtral stage 0: mean 63.0 against median 53.0 ms) and a median hardly (1 % of the requests), so a cold run's mean TTFT is
 # not a target of the fit (``twin.fitting.fit``): a per-request term fitted to it would carry the one-off stall
-# to every request of every run. The evaluation still compares it.
+# to every request of every run. The evaluation still compares it; the replay prices the part it can name (the
+# fused-MoE compiles a cold server meets, ``twin.fitting.cold_start``) into a cold run's means.
 COLD_START_UNFITTED: tuple[str, ...] = ("mean_ttft_ms",)
 
 

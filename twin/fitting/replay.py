@@ -19,6 +19,7 @@ from twin.cost.roofline import RooflineCostModel
 from pydantic import ValidationError
 
 from twin.errors import TwinInputError
+from twin.fitting.cold_start import ColdStart, cold_added, compiles_for, with_cold_start
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.run_span import over_run_span
 from twin.fitting.scoped import params_for
@@ -168,6 +169,7 @@ class Replayed:
     request_index: np.ndarray
     arrival_s: np.ndarray | None = None
     replica: np.ndarray | None = None
+    cold_start: ColdStart | None = None     # a cold run's compile stalls and what they add (twin.fitting.cold_start)
 
 
 def cost_model_for(dep: Deployment, target: Target, params: dict[str, float]) -> RooflineCostModel:
@@ -214,23 +216,29 @@ def replay(run: MeasuredRun, target: Target, params: dict[str, float], *, seed: 
     dep = deployment or deployment_for(run, target)
     specs = build_requests(run, seed, requests_to_simulate(run, max_sim_s))
     cost = cost_model_for(dep, target, params)
-    traffic = CappedOpenLoop(specs, run.max_concurrency) if run.max_concurrency else specs
     dp = dep.engines_per_replica      # data parallelism: DP engine cores behind vLLM's DP load balancer
+
+    def run_sim(cost_of):
+        return simulate(CappedOpenLoop(specs, run.max_concurrency) if run.max_concurrency else specs,
+                        lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks), cost_of, seed=seed,
+                        num_replicas=dp, **({"router": DataParallelRouter()} if dp > 1 else {}))
     logs = [StepLog(cost) for _ in range(dp)]      # one per engine core: each in its own step order
-    result = simulate(traffic, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
-                      lambda i: logs[i], seed=seed, num_replicas=dp,
-                      **({"router": DataParallelRouter()} if dp > 1 else {}))
+    result = run_sim(lambda i: logs[i])
+    compiles = compiles_for(run, dep)              # a cold server's one-off compiles (twin.fitting.cold_start)
+    cold = cold_added(run, result.requests, lambda wrap: run_sim(lambda i: wrap(cost)).requests,
+                      compiles) if compiles is not None else None
     if not result.requests:
         raise TwinInputError(f"{run.name}: the replay simulated no request")
     cut = warmup_cut(specs, run)
     measured = [r for r in result.requests if r.arrival_s >= cut and r.first_token_s is not None]
-    metrics = result.metrics(window=(cut, None) if cut > 0 else None)
+    metrics = with_cold_start(result.metrics(window=(cut, None) if cut > 0 else None), cold)
     if len(specs) < run.num_requests and measured:       # a slice of the run: its throughput over the run's span
         metrics = over_run_span(metrics, run, specs[-1].arrival_s, max(r.finish_s or 0.0 for r in measured))
     return Replayed(metrics, _step_arrays(logs, result.steps),
                     np.array([r.first_token_s - r.arrival_s for r in measured]),
                     np.array([r.request_id for r in measured], dtype=np.int64),
-                    np.array([r.arrival_s for r in measured]), np.array([r.replica for r in measured], dtype=np.int64))
+                    np.array([r.arrival_s for r in measured]), np.array([r.replica for r in measured], dtype=np.int64),
+                    cold)
 
 
 def _step_arrays(logs: list[StepLog], records) -> dict[str, np.ndarray]:

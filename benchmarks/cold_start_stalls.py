@@ -1,0 +1,117 @@
+"""The inference-perf runs' cold-start stalls (issue 33, round 11, ``twin.fitting.cold_start``): per run, the
+measured TTFT mean / median / max and ITL max beside the twin's mean TTFT and E2E at the embedded defaults, warm
+(the replay before round 11) and with the cold server's one-off fused-MoE compiles; the specialisations the twin
+met and what they add. Also a sweep of the compile time per kernel (a sensitivity check, not a fit).
+
+    python benchmarks/cold_start_stalls.py [--ground-truth DIR] [--eval-sim-s 60] [--families mixtral]
+    python benchmarks/cold_start_stalls.py --sweep 0.2,0.37,0.6 --families mixtral
+    # the held-out folds of a fidelity_real.py --json report (made without the term), re-simulated without / with it
+    python benchmarks/cold_start_stalls.py --report REPORT.json [--folds family,source,GPU]
+
+``--report``: a fold's fit keeps cold runs' mean TTFT out of its targets, so for the folds that hold the cold
+runs out their fit is the same with and without the term; each held-out cold case the term covers is simulated
+again at the fold's reported parameters, without it (which must reproduce the report) and with it.
+
+Signed errors: predicted / measured - 1."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from twin.cost import cold_compile  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+from twin.fitting import cold_start  # noqa: E402
+from twin.fitting.ground_truth import h100_cases  # noqa: E402
+from twin.fitting.joint import default_start  # noqa: E402
+from twin.fitting.replay import replay  # noqa: E402
+
+
+def _extremes(root: Path, run_name: str) -> tuple[float, float]:
+    exp, stage = run_name.rsplit("/stage", 1)
+    f = root / "h100-vllm-inference-perf" / exp / f"results_stage_{stage}_lifecycle_metrics.json"
+    if not f.is_file():
+        return float("nan"), float("nan")
+    lat = json.loads(f.read_text())["successes"]["latency"]
+    return 1e3 * lat["time_to_first_token"]["max"], 1e3 * lat["inter_token_latency"]["max"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ground-truth", type=Path, default=None)
+    ap.add_argument("--eval-sim-s", type=float, default=60.0)
+    ap.add_argument("--families", default="", help="comma list of substrings of the run names (default: all)")
+    ap.add_argument("--sweep", default="", help="comma list of compile seconds per kernel to try (cold runs only)")
+    ap.add_argument("--report", type=Path, default=None)
+    ap.add_argument("--folds", default="family,source,GPU")
+    ap.add_argument("--patched", type=Path, default=None,
+                    help="with --report: write the report with the re-simulated cases' errors replaced")
+    args = ap.parse_args(argv)
+    if args.report is not None:
+        return _folds(args)
+    cases, _ = h100_cases(args.ground_truth)
+    root = args.ground_truth or Path(__file__).resolve().parents[2] / "shared" / "ground-truth"
+    wanted = [f for f in args.families.split(",") if f]
+    cases = [c for c in cases if not wanted or any(f in c.run.name for f in wanted)]
+    params = default_start(())
+    print("| run | cold | TTFT mean / median / max, ITL max (measured, ms) | twin mean TTFT warm -> cold (signed) "
+          "| E2E mean warm -> cold (signed) | compiles met / possible |")
+    print("|---|---|---|---|---|---|")
+    for c in cases:
+        m = c.run.metrics
+        cold_start.ENABLED = False
+        warm = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s).metrics
+        cold_start.ENABLED = True
+        r = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s)
+        t_max, itl_max = _extremes(root, c.run.name)
+        cs = r.cold_start
+        met = f"{cs.stalls} / {cs.specialisations} (+{cs.added_ms['mean_ttft_ms']:.1f} ms)" if cs else "-"
+        e = lambda k, p: f"{p[k]:.1f} ({p[k] / m[k] - 1:+.1%})"   # noqa: E731
+        print(f"| {c.run.name} | {'yes' if c.run.cold_start else 'no'} | {m['mean_ttft_ms']:.1f} / "
+              f"{m['median_ttft_ms']:.1f} / {t_max:.0f}, {itl_max:.0f} | {e('mean_ttft_ms', warm)} -> "
+              f"{e('mean_ttft_ms', r.metrics)} | {e('mean_e2el_ms', warm)} -> {e('mean_e2el_ms', r.metrics)} | {met} |")
+        for s in [float(x) for x in args.sweep.split(",") if x] if c.run.cold_start else []:
+            saved = cold_compile.TRITON_COMPILE_S_PER_KERNEL
+            try:
+                cold_compile.TRITON_COMPILE_S_PER_KERNEL = s
+                p = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s).metrics
+            finally:
+                cold_compile.TRITON_COMPILE_S_PER_KERNEL = saved
+            print(f"|   compile {s:.2f} s/kernel | | | {e('mean_ttft_ms', p)} | {e('mean_e2el_ms', p)} | |")
+
+
+def _folds(args) -> None:
+    from twin.fitting.joint import errors, with_deployments
+    report = json.loads(args.report.read_text())
+    cases, _ = h100_cases(args.ground_truth)
+    by_name = {c.run.name: (c, d) for c, d in with_deployments(cases)}
+    keys = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
+    print("| fold | run | TTFT mean before -> after | TPOT | E2E mean | compiles met |")
+    print("|---|---|---|---|---|---|")
+    for kind in [k for k in args.folds.split(",") if k]:
+        for fold in report["folds"][kind]["folds"]:
+            for name, before in fold["errors"].items():
+                if name not in by_name or cold_start.compiles_for(by_name[name][0].run, by_name[name][1]) is None:
+                    continue
+                c, d = by_name[name]
+                out = []
+                for on in (False, True):
+                    cold_start.ENABLED = on
+                    r = replay(c.run, c.target, fold["params"], max_sim_s=args.eval_sim_s, deployment=d)
+                    out.append((errors(c, r.metrics), r.cold_start))
+                cold_start.ENABLED = True
+                (off, _), (on, cs) = out
+                fold["errors"][name] = on
+                cells = " | ".join(f"{100 * before[k]:+.1f} / {100 * off[k]:+.1f} -> {100 * on[k]:+.1f} %" for k in keys)
+                print(f"| {kind}: {fold['held_out']} | {name} | {cells} | {cs.stalls} / {cs.specialisations} |")
+    if args.patched is not None:
+        report.pop("markdown", None)
+        args.patched.write_text(json.dumps(report))
+
+
+if __name__ == "__main__":
+    run_script(main)
