@@ -58,9 +58,10 @@ def _set(model: str, layers: int, k_ms: float, gpu: str = "b200", tps=(1, 2, 4, 
              _dep(gpu, layers)) for tp in tps]
 
 
-def test_kept_sets_give_k_per_layer_only_with_tp1_and_a_larger_tp_in_the_reference_group():
+def test_kept_sets_give_k_per_layer_only_with_tp1_and_two_larger_tps_in_the_reference_group():
     evidence = (_set("a", 80, 5.6) + _set("b", 62, 3.72) + _set("h", 80, 9.0, gpu="h100")
-                + _set("no-tp1", 40, 3.0, tps=(2, 4, 8)) + _set("other-group", 40, 3.0, group=G2))
+                + _set("no-tp1", 40, 3.0, tps=(2, 4, 8)) + _set("other-group", 40, 3.0, group=G2)
+                + _set("two-tp", 40, 3.0, tps=(1, 8)))
     assert kept_layer_fixed_s(evidence, "blackwell") == pytest.approx([5.6e-3 / 80, 3.72e-3 / 62], rel=1e-9)
     assert kept_layer_fixed_s(evidence, "hopper") == pytest.approx([9.0e-3 / 80], rel=1e-9)
     # loaded rows (CONC > 8) are not read

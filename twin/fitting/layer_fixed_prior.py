@@ -68,8 +68,8 @@ def _light(row) -> bool:
 
 def kept_layer_fixed_s(evidence: Sequence[tuple], generation: str) -> list[float]:
     """Seconds per decoder layer: K at ``REFERENCE_GROUP`` over the layers, for each set of silicon rows in
-    ``evidence`` ((case, deployment) pairs) on ``generation`` that differ in TP only and have a TP 1 and a TP > 1
-    row in that group."""
+    ``evidence`` ((case, deployment) pairs) on ``generation`` that differ in TP only and have a TP 1 row and two
+    larger TP sizes in that group."""
     sets: dict[tuple, list] = {}
     layers: dict[tuple, int] = {}
     for case, dep in evidence:
@@ -82,7 +82,7 @@ def kept_layer_fixed_s(evidence: Sequence[tuple], generation: str) -> list[float
     out = []
     for key, points in sorted(sets.items(), key=lambda kv: str(kv[0])):
         tps = {tp for tp, g, _ in points if g == REFERENCE_GROUP}
-        if 1 in tps and max(tps) > 1:
+        if 1 in tps and len(tps) >= 3:      # K, w and A identified in the group itself
             out.append(tp_split(points)[0][REFERENCE_GROUP] / layers[key])
     return out
 
