@@ -31,6 +31,7 @@ def plans(ground_truth: Path) -> None:
     from twin.fitting import provenance as pv
     from twin.fitting.identify import held_at_prior
     from twin.fitting.joint import FOLDS, all_cases, with_deployments
+    from twin.fitting.layer_fixed_prior import kept_readings
     from twin.fitting.moe_token_prior import fold_moe_token_prior
     from twin.fitting.path_token_prior import path_token_prior
     cases = all_cases(ground_truth)
@@ -45,7 +46,11 @@ def plans(ground_truth: Path) -> None:
                   + "".join(f"; MoE per-token prior {k}={v:.6g}" for k, v in sorted(     # round 9, moe_token_prior
                       fold_moe_token_prior(FOLD_TERMS, held, plan).items()))
                   + "".join(f"; Hopper MoE path per-token prior {k}={v:.6g}" for k, v in    # round 10
-                            path_token_prior(plan, group, FOLDS[kind], evidence).items()))
+                            path_token_prior(plan, group, FOLDS[kind], evidence).items())
+                  + "".join(f"; fused all-reduce from the kept TP sets {k}: {r[0] * 1e6:.4g} us per layer over "
+                            f"{r[1]} sets, {r[2]} layers, link {r[3] * 1e6:.3g} us" for k, r in     # round 11
+                            kept_readings(plan, [e for e in evidence if FOLDS[kind](e[0]) != group],
+                                          [e for e in evidence if FOLDS[kind](e[0]) == group]).items()))
 
 
 def ip_floor(ground_truth: Path, host_ms: float) -> None:

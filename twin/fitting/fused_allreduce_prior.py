@@ -30,6 +30,10 @@ MLA prior (the norm a kernel removes is shorter than an average kernel of the la
 fuses only messages below a per-TP size (``FI_ALLREDUCE_FUSION_MAX_SIZE_MB`` / the scripts'
 ``VLLM_FLASHINFER_ALLREDUCE_FUSION_THRESHOLDS_MB``), which every gpt-oss decode step is under (2,880 x 2 bytes per
 token: >= 182 tokens at TP 8 under 1 MB), so the prior applies to the whole step as the fitted value did.
+
+Round 11: where the fold keeps Blackwell TP sets and the path's generation has a link part, the reset entry takes
+``twin.fitting.layer_fixed_prior`` instead (the kept sets' fixed time per decoder layer; 7.2 us in the gpt-oss
+fold); this rule stays for the other folds and for Hopper's path.
 """
 
 from __future__ import annotations
@@ -52,12 +56,13 @@ def is_fused_term(parameter: str) -> bool:
     return parameter.split("@", 1)[0] == FUSED_TERM
 
 
-def fused_prior_after_fit(plan, values: dict[str, float]) -> dict[str, float]:
+def fused_prior_after_fit(plan, values: dict[str, float], matched: dict[str, float] | None = None) -> dict[str, float]:
     """``values`` (a fold's post-fit replacements of its plan's resets: ``inherit_fitted`` / ``held_priors``) with
-    every fused all-reduce the plan (``provenance.FoldPlan``) resets priced at ``fused_allreduce_prior_s`` of the
-    unfused latency it inherited (the fold's fitted one, else the plan's reset value)."""
+    every fused all-reduce the plan (``provenance.FoldPlan``) resets priced at ``matched``'s value where it has one
+    (round 11: ``twin.fitting.layer_fixed_prior``), else at ``fused_allreduce_prior_s`` of the unfused latency it
+    inherited (the fold's fitted one, else the plan's reset value)."""
     out = dict(values)
     for p, (_, action) in plan.actions.items():
         if action == RESET and is_fused_term(p) and p in plan.fixed:
-            out[p] = fused_allreduce_prior_s(values.get(p, plan.fixed[p]))
+            out[p] = (matched or {}).get(p, fused_allreduce_prior_s(values.get(p, plan.fixed[p])))
     return out

@@ -31,6 +31,7 @@ from twin.fitting.ground_truth import h100_cases
 from twin.fitting.identify import held_at_prior, identification, not_identified, weakness
 from twin.fitting.fused_allreduce_prior import fused_prior_after_fit
 from twin.fitting.held_priors import held_priors_after_fit
+from twin.fitting.layer_fixed_prior import layer_matched_priors
 from twin.fitting.inherit_fitted import inherited_after_fit
 from twin.fitting.moe_token_prior import fold_moe_token_prior
 from twin.fitting.path_token_prior import path_token_prior
@@ -207,11 +208,13 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     plan.fixed.update(carried := unseen_reference(plan, params))     # round 9: the other generations' fraction
     params = params | carried
     resets, added = held_priors_after_fit(plan, params, names, test)      # round 9/10: MLA / sync stated priors
-    # round 8: INHERIT follows the fit; round 10: a held-out fused all-reduce at the unfused one less a kernel
-    plan.fixed.update(inherited := fused_prior_after_fit(plan, inherited_after_fit(plan, params) | resets))
+    deps = with_deployments(test)
+    # round 8: INHERIT follows the fit; round 10: a held-out fused all-reduce at the unfused one less a kernel, or
+    # (round 11) at the kept Blackwell TP sets' fixed time per decoder layer
+    matched = layer_matched_priors(plan, params, [e for e in evidence if group_of(e[0]) != group], deps)
+    plan.fixed.update(inherited := fused_prior_after_fit(plan, inherited_after_fit(plan, params) | resets, matched))
     params = params | inherited | added
     predicted: list = [None] * len(test)
-    deps = with_deployments(test)
     if defaults is not None and not fit_names:
         for k, (_, d) in enumerate(deps):
             if not plan.affects(d):

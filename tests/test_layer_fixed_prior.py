@@ -1,0 +1,97 @@
+"""A held-out fused all-reduce priced from the kept Blackwell TP sets' fixed time per decoder layer
+(twin.fitting.layer_fixed_prior; issue 33, round 11)."""
+
+from types import SimpleNamespace as NS
+
+import pytest
+
+from tests.fitting_helpers import provenance_entry
+from twin.fitting import provenance as pv
+from twin.fitting.fused_allreduce_prior import fused_prior_after_fit
+from twin.fitting.layer_fixed_prior import (REFERENCE_GROUP, kept_layer_fixed_s, layer_matched_priors,
+                                            light_step_fixed_s, matched_fused_latency_s, tp_split)
+
+FUSED_B = "fused_allreduce_latency_s@blackwell+experts_mxfp4"
+FUSED_H = "fused_allreduce_latency_s@hopper+experts_mxfp4"
+G1, G2 = REFERENCE_GROUP, (8192, 1024, 8)
+
+
+def test_tp_split_recovers_fixed_divided_and_allreduce_parts_exactly():
+    truth = {G1: (2.4, 1.1), G2: (2.8, 2.0)}          # K, w per group; A = 0.4
+    points = [(tp, g, k + w / tp + (0.4 if tp > 1 else 0.0)) for g, (k, w) in truth.items() for tp in (1, 2, 4, 8)]
+    ks, a = tp_split(points)
+    assert a == pytest.approx(0.4, abs=1e-12)
+    assert ks == pytest.approx({G1: 2.4, G2: 2.8}, abs=1e-12)
+
+
+def test_matched_latency_is_the_link_plus_the_missing_fixed_time_per_allreduce():
+    # 36 layers at 62 us each = 2.232 ms; 2.144 ms already charged: 88 us over 72 all-reduces, plus the 6 us link
+    assert matched_fused_latency_s(62e-6, 36, 2.144e-3, 6e-6) == pytest.approx(6e-6 + 88e-6 / 72, rel=1e-12)
+    # a step already paying more than the layers read: the all-reduce costs its link part, no less
+    assert matched_fused_latency_s(50e-6, 36, 2.144e-3, 6e-6) == pytest.approx(6e-6, rel=1e-12)
+
+
+def test_light_step_fixed_time_takes_the_most_specific_scope():
+    params = {"step_overhead_s": 2e-3, "per_seq_overhead_s": 10e-6, "layer_token_overhead_s": 0.1e-6,
+              "layer_token_overhead_s@blackwell": 0.2e-6}
+    scope = "blackwell+experts_mxfp4"
+    assert light_step_fixed_s(params, scope, 36, 4) == pytest.approx(2e-3 + 4 * (10e-6 + 36 * 0.2e-6), rel=1e-12)
+    params |= {"layer_token_overhead_s@" + scope: 0.3e-6, "layer_token_decode_share@" + scope: 0.0}
+    assert light_step_fixed_s(params, scope, 36, 4) == pytest.approx(2e-3 + 4 * 10e-6, rel=1e-12)
+
+
+def _row(model: str, tp: int, group: tuple, tpot_ms: float, system: str = "b200_sxm", **kw):
+    isl, osl, conc = group
+    fields = dict(model_path=model, system=system, precision="fp4", vllm_version="0.19.0", measured="2026-04-22",
+                  mode="agg", moe_ep=1, attention_dp=1, pp=1, isl=isl, osl=osl, concurrency=conc, tp=tp,
+                  tpot_ms=tpot_ms) | kw
+    return NS(row=NS(**fields))
+
+
+def _dep(gpu: str, layers: int, experts: str | None = None):
+    return NS(gpu=gpu, model=NS(num_hidden_layers=layers, is_moe=experts is not None),
+              weight_formats=NS(routed_experts=experts) if experts else None)
+
+
+def _set(model: str, layers: int, k_ms: float, gpu: str = "b200", tps=(1, 2, 4, 8), group=REFERENCE_GROUP):
+    return [(_row(model, tp, group, k_ms + 4.0 / tp + (0.3 if tp > 1 else 0.0), system=gpu + "_sxm"),
+             _dep(gpu, layers)) for tp in tps]
+
+
+def test_kept_sets_give_k_per_layer_only_with_tp1_and_two_larger_tps_in_the_reference_group():
+    evidence = (_set("a", 80, 5.6) + _set("b", 62, 3.72) + _set("h", 80, 9.0, gpu="h100")
+                + _set("no-tp1", 40, 3.0, tps=(2, 4, 8)) + _set("other-group", 40, 3.0, group=G2)
+                + _set("two-tp", 40, 3.0, tps=(1, 8)))
+    assert kept_layer_fixed_s(evidence, "blackwell") == pytest.approx([5.6e-3 / 80, 3.72e-3 / 62], rel=1e-9)
+    assert kept_layer_fixed_s(evidence, "hopper") == pytest.approx([9.0e-3 / 80], rel=1e-9)
+    # loaded rows (CONC > 8) are not read
+    loaded = [(_row("c", tp, (1024, 1024, 64), 9.0 + 1.0 / tp), _dep("b200", 40)) for tp in (1, 2)]
+    assert kept_layer_fixed_s(loaded, "blackwell") == []
+
+
+def _plan(actions: dict[str, str], fixed: dict[str, float]) -> pv.FoldPlan:
+    return pv.FoldPlan({p: (provenance_entry(p, fixed.get(p, 1.0)), a) for p, a in actions.items()},
+                       dict(fixed), {}, {})
+
+
+PARAMS = {"step_overhead_s": 2.0e-3, "per_seq_overhead_s": 10e-6, "layer_token_overhead_s@blackwell": 0.0}
+
+
+def test_the_reset_blackwell_fused_entry_takes_the_matched_prior_hopper_keeps_the_kernel_rule():
+    plan = _plan({FUSED_B: pv.RESET, FUSED_H: pv.RESET}, {FUSED_B: 24e-6, FUSED_H: 24e-6})
+    kept = _set("a", 80, 5.6) + _set("b", 62, 3.72) + _set("c", 60, 3.9)      # 70, 60, 65 us per layer: median 65
+    held = [(None, _dep("b200", 36, "mxfp4")), (None, _dep("h100", 36, "mxfp4"))]
+    matched = layer_matched_priors(plan, PARAMS, kept, held)
+    step_s = 2.0e-3 + 4 * 10e-6
+    assert matched == pytest.approx({FUSED_B: 6e-6 + (36 * 65e-6 - step_s) / 72}, rel=1e-9)
+    out = fused_prior_after_fit(plan, {FUSED_B: 22e-6, FUSED_H: 22e-6}, matched)
+    assert out == pytest.approx({FUSED_B: matched[FUSED_B], FUSED_H: 22e-6 * 5 / 6}, rel=1e-12)
+
+
+def test_no_kept_set_or_no_held_model_on_the_path_leaves_the_kernel_rule():
+    plan = _plan({FUSED_B: pv.RESET}, {FUSED_B: 24e-6})
+    held = [(None, _dep("b200", 36, "mxfp4"))]
+    assert layer_matched_priors(plan, PARAMS, [], held) == {}
+    assert layer_matched_priors(plan, PARAMS, _set("a", 80, 5.6), [(None, _dep("b200", 36, "nvfp4"))]) == {}
+    assert layer_matched_priors(_plan({FUSED_B: pv.REFIT}, {}), PARAMS, _set("a", 80, 5.6), held) == {}
+    assert fused_prior_after_fit(plan, {FUSED_B: 24e-6}, {}) == pytest.approx({FUSED_B: 20e-6}, rel=1e-12)
