@@ -33,6 +33,7 @@ def plans(ground_truth: Path) -> None:
     from twin.fitting.joint import FOLDS, all_cases, with_deployments
     from twin.fitting.moe_token_prior import fold_moe_token_prior
     from twin.fitting.path_token_prior import path_token_prior
+    from twin.fitting.expert_request_prior import expert_request_prior
     cases = all_cases(ground_truth)
     evidence = with_deployments(cases)
     for kind, groups in GROUPS:
@@ -45,7 +46,9 @@ def plans(ground_truth: Path) -> None:
                   + "".join(f"; MoE per-token prior {k}={v:.6g}" for k, v in sorted(     # round 9, moe_token_prior
                       fold_moe_token_prior(FOLD_TERMS, held, plan).items()))
                   + "".join(f"; Hopper MoE path per-token prior {k}={v:.6g}" for k, v in    # round 10
-                            path_token_prior(plan, group, FOLDS[kind], evidence).items()))
+                            path_token_prior(plan, group, FOLDS[kind], evidence).items())
+                  + "".join(f"; expert path request time prior {k}={v:.6g}" for k, v in    # round 11
+                            expert_request_prior(plan).items()))
 
 
 def ip_floor(ground_truth: Path, host_ms: float) -> None:

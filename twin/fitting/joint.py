@@ -34,7 +34,7 @@ from twin.fitting.held_priors import held_priors_after_fit
 from twin.fitting.inherit_fitted import inherited_after_fit
 from twin.fitting.moe_token_prior import fold_moe_token_prior
 from twin.fitting.path_token_prior import path_token_prior
-from twin.fitting.prompt_fixed_prior import prompt_fixed_prior
+from twin.fitting.expert_request_prior import expert_request_prior
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
 from twin.fitting.robust import ROBUST_SCALE_LOG
@@ -188,7 +188,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     fixed = {n: v for n, v in start.items() if n not in names and n not in plan.actions} | plan.fixed
     fixed |= fold_moe_token_prior(names, held, plan)    # round 9: a generation without rows, on MoE models
     fixed |= path_token_prior(plan, group, group_of, evidence)     # round 10: a held-out Hopper MoE path
-    fixed |= prompt_fixed_prior(plan)      # round 11: a held-out generation's fixed MoE prompt time, rate-scaled
+    fixed |= expert_request_prior(plan)    # round 11: a held-out generation's expert-path request time
     if fit_names:
         train_first = [first[i] for i in train]
         if plan.actions:       # training rows the plan costs differently: simulated again at the fit's start

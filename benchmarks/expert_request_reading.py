@@ -1,4 +1,4 @@
-"""The MoE prompt time that does not grow with the prompt, by expert path and GPU (issue 33, round 11; docs/
+"""The MoE request time that does not grow with the prompt, by expert path and GPU (issue 33, round 11; docs/
 fidelity.md "Round 11: the bench client and MoE prompt time on B200").
 
 Reads the light-load rows (CONC <= ``--max-conc``) of a per-case JSON (``request_path_readings.py --save`` or
@@ -6,11 +6,11 @@ Reads the light-load rows (CONC <= ``--max-conc``) of a per-case JSON (``request
 twin mean TTFT at 1k and at 8k prompts: a time that is there at both lengths alike is neither per prompt token nor
 the eager host floor (which an 8k step's GPU time hides). Then the block-FP8 path's reading per GPU generation: the
 median gap over its rows at TP >= 4 on vLLM's default FP8 MoE backend (the March 2026 B200 scripts forced another
-one: ``VLLM_USE_FLASHINFER_MOE_FP8=0 VLLM_MOE_USE_DEEP_GEMM=0``), per MoE layer, and how each generation's value
-predicts the other's through the GPUs' dense FP8 tensor rates (``twin.fitting.prompt_fixed_prior``).
+one: ``VLLM_USE_FLASHINFER_MOE_FP8=0 VLLM_MOE_USE_DEEP_GEMM=0``), per request, and how each generation's value
+predicts the other's through the GPUs' dense FP8 tensor rates (``twin.fitting.expert_request_prior``).
 
     python benchmarks/request_path_readings.py --max-conc 8 --save L.json      # ~1-2 min, the embedded defaults
-    python benchmarks/prompt_fixed_reading.py L.json
+    python benchmarks/expert_request_reading.py L.json
 """
 
 from __future__ import annotations
@@ -28,12 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from request_path_readings import rows_from  # noqa: E402
 from twin.errors import run_script  # noqa: E402
-from twin.fitting.prompt_fixed_prior import rate_ratio  # noqa: E402
-from twin.hardware.catalog import resolve_model  # noqa: E402
+from twin.fitting.expert_request_prior import rate_ratio  # noqa: E402
 
 GPU_OF = {"hopper": "H100-SXM", "blackwell": "B200"}
 GENERATION_OF = {"H100": "hopper", "B200": "blackwell"}
-MOE_LAYERS = resolve_model("MiniMaxAI/MiniMax-M2.5").moe_layers
 
 
 def default_backend(row: dict) -> bool:
@@ -66,15 +64,14 @@ def main() -> None:
         cells = [f"{np.median(v[i]):+6.1f} ms ({len(v[i]):>2})" if v.get(i) else f"{'-':>14}" for i in (1024, 8192)]
         print(f"{str(key):<44} | {cells[0]} | {cells[1]}")
     read = fp8_readings(rows)
-    print(f"\nblock-FP8 path (MiniMax-M2.5 FP8, TP >= 4, default backend), {MOE_LAYERS} MoE layers:")
+    print("\nblock-FP8 path (MiniMax-M2.5 FP8, TP >= 4, default backend), per request:")
     for gen, (gap, n) in sorted(read.items()):
-        print(f"  {gen:<10} median gap {gap:+6.2f} ms over {n} rows = {gap / MOE_LAYERS:.4f} ms per MoE layer")
+        print(f"  {gen:<10} median gap {gap:+6.2f} ms over {n} rows")
     if len(read) == 2:
         (g1, (v1, _)), (g2, (v2, _)) = sorted(read.items())
         for a, va, b, vb in ((g1, v1, g2, v2), (g2, v2, g1, v1)):
             pred = va * rate_ratio(GPU_OF[a], GPU_OF[b])
-            print(f"  {b} predicted from {a}: {pred / MOE_LAYERS:.4f} ms per MoE layer (read {vb / MOE_LAYERS:.4f}; "
-                  f"{100 * (pred / vb - 1):+.1f} %)")
+            print(f"  {b} predicted from {a}: {pred:.2f} ms (read {vb:.2f}; {100 * (pred / vb - 1):+.1f} %)")
 
 
 if __name__ == "__main__":
