@@ -53,7 +53,7 @@ GENERATION_EXPERT_TERMS: dict[tuple[str, str], dict[str, float]] = {
     # the H100 reading by the FP8 tensor rates: 11.5 ms (+1.3 %). Held out by GPU in both directions
     # (twin.fitting.expert_request_prior; docs/fidelity.md "Round 11: the bench client and MoE prompt time on B200")
     ("blackwell", "fp8"): {"expert_path_request_s": 11.35e-3},
-    # NOT embedded (round 8, docs/fidelity.md "Round 8: MiniMax-M2.5"): ("blackwell", "fp8") with
+    # NOT embedded on this path (round 8, docs/fidelity.md "Round 8: MiniMax-M2.5"): ("blackwell", "fp8") with
     # moe_prompt_stream_efficiency 0.5 and layer_token_decode_share 0 (twin.cost.prompt_experts, decode_tokens),
     # fitted together on the B200 MiniMax FP8 rows and held out by TP, ISL / OSL and load band (MiniMax TTFT 15.5 %
     # -> 8.5 % at the defaults), but with it the family folds' Kimi-held-out refit of eager_moe_layer_host_s@blackwell
