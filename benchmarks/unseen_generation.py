@@ -34,6 +34,7 @@ def plans(ground_truth: Path) -> None:
     from twin.fitting.layer_fixed_prior import kept_readings
     from twin.fitting.moe_token_prior import fold_moe_token_prior
     from twin.fitting.path_token_prior import path_token_prior
+    from twin.fitting.expert_request_prior import expert_request_prior
     cases = all_cases(ground_truth)
     evidence = with_deployments(cases)
     for kind, groups in GROUPS:
@@ -50,7 +51,9 @@ def plans(ground_truth: Path) -> None:
                   + "".join(f"; fused all-reduce from the kept TP sets {k}: {r[0] * 1e6:.4g} us per layer over "
                             f"{r[1]} sets, {r[2]} layers, link {r[3] * 1e6:.3g} us" for k, r in     # round 11
                             kept_readings(plan, [e for e in evidence if FOLDS[kind](e[0]) != group],
-                                          [e for e in evidence if FOLDS[kind](e[0]) == group]).items()))
+                                          [e for e in evidence if FOLDS[kind](e[0]) == group]).items())
+                  + "".join(f"; expert path request time prior {k}={v:.6g}" for k, v in    # round 11
+                            expert_request_prior(plan).items()))
 
 
 def ip_floor(ground_truth: Path, host_ms: float) -> None:

@@ -23,9 +23,12 @@ HOPPER_FP8 = ("hopper", "fp8")
 
 def test_the_hopper_fp8_entry_is_the_held_out_fit():
     assert ge.GENERATION_EXPERT_TERMS[HOPPER_FP8] == {"moe_expert_compute_efficiency": 0.18,
-                                                      "moe_layer_overhead_s": 16e-6}
+                                                      "moe_layer_overhead_s": 16e-6,
+                                                      "expert_path_request_s": 26.15e-3}     # round 11
     assert ge.scoped_values() == {"moe_expert_compute_efficiency@hopper+experts_fp8": 0.18,
                                   "moe_layer_overhead_s@hopper+experts_fp8": 16e-6,
+                                  "expert_path_request_s@hopper+experts_fp8": 26.15e-3,     # twin.cost.expert_path_request
+                                  "expert_path_request_s@blackwell+experts_fp8": 11.35e-3,
                                   "fused_allreduce_latency_s@blackwell+experts_mxfp4": 11e-6,    # twin.cost.mxfp4_path
                                   "moe_expert_compute_efficiency@hopper+experts_mxfp4": 0.35,    # twin.cost.marlin_mxfp4
                                   "layer_token_overhead_s@hopper+experts_mxfp4": 0.15e-6,
@@ -145,6 +148,9 @@ def test_the_pair_table_is_evidence_a_held_out_fold_sees():
     assert {k: (e.value, e.prior) for k, e in entries.items()} == {      # POOLED: round 7, the other paths'
         "moe_expert_compute_efficiency@hopper+experts_fp8": (0.18, POOLED),
         "moe_layer_overhead_s@hopper+experts_fp8": (16e-6, 0.0),
+        # round 11: prior 0 (a held-out generation gets the other's rate-scaled, twin.fitting.expert_request_prior)
+        "expert_path_request_s@hopper+experts_fp8": (26.15e-3, 0.0),
+        "expert_path_request_s@blackwell+experts_fp8": (11.35e-3, 0.0),
         "fused_allreduce_latency_s@blackwell+experts_mxfp4": (11e-6, INHERIT),
         "moe_expert_compute_efficiency@hopper+experts_mxfp4": (0.35, POOLED),      # twin.cost.marlin_mxfp4
         "layer_token_overhead_s@hopper+experts_mxfp4": (0.15e-6, 0.0),

@@ -59,6 +59,7 @@ FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_al
                  "layer_token_overhead_s": 0.0, "layer_token_decode_share": 1.0,    # twin.cost.decode_tokens: prior 1
                  "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, "moe_layer_overhead_s": 0.0,
                  "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY, "moe_prompt_stream_efficiency": 1.0,
+                 "expert_path_request_s": 0.0,    # twin.cost.expert_path_request: prior 0
                  "eager_layer_host_s": 0.0, "eager_moe_layer_host_s": 0.0}      # twin.cost.eager_steps: priors 0
 
 

@@ -57,7 +57,7 @@ from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.router_gemm import router_fp32_token_s
 from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, routed_expert_read_bytes
 from twin.cost.weight_stream import moe_weight_read_bytes
-from twin.cost.marlin_blocks import install as install_marlin_blocks
+from twin.cost.expert_path_request import install as install_marlin_and_path
 from twin.cost.prompt_experts import install as install_prompt_stream
 from twin.cost.sync_host import explain_sync_host, exposed_seq_host_s
 from twin.cost.kv_attention import explain_kv_path, kv_read_efficiency
@@ -123,7 +123,7 @@ class RooflineCostModel:
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
         allreduce_fusion: bool = False, moe_prompt_stream_efficiency: float | None = None,  # kernel_path, prompt_experts
         fused_allreduce_latency_s: float | None = None,   # None: the unfused latency (twin.cost.kernel_path)
-        moe_layer_overhead_s: float | None = None,    # per MoE layer per step: the expert kernel path's fixed time
+        moe_layer_overhead_s: float | None = None, expert_path_request_s: float | None = None,  # kernel_path; expert_path_request
         eager_layer_host_s: float | None = None, eager_moe_layer_host_s: float | None = None,  # eager_steps; as above
         cudagraph_tokens: tuple[int, int] | None = None,  # largest graphed (decode, mixed) steps; None: all graphed
         float32_matmul_precision: str | None = None,  # torch's, for FP32 GEMMs (twin.cost.router_gemm); None: vLLM's
@@ -234,7 +234,7 @@ class RooflineCostModel:
             self._k_seq, self._k_tok)
         if at.window:         # windowed / top-k layers: their own step time (keeps the plain path unchanged)
             self.step_time_from_sums = functools.partial(windowed_step_time, self._constants)
-        install_marlin_blocks(self)      # Marlin MoE's padded token blocks in prompt steps (GPU time: under the floor)
+        install_marlin_and_path(self, expert_path_request_s)   # Marlin's padded blocks (GPU); the path's per-request time
         install_eager(self, model, d["eager_layer_host_s"], d["eager_moe_layer_host_s"], cudagraph_tokens)
         install_prompt_stream(self, moe_prompt_stream_efficiency, bandwidth)   # experts' stream in prompt steps
 

@@ -35,6 +35,7 @@ from twin.fitting.layer_fixed_prior import layer_matched_priors
 from twin.fitting.inherit_fitted import inherited_after_fit
 from twin.fitting.moe_token_prior import fold_moe_token_prior
 from twin.fitting.path_token_prior import path_token_prior
+from twin.fitting.expert_request_prior import expert_request_prior
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.provenance import FoldPlan, embedded_start, fold_plan
 from twin.fitting.robust import ROBUST_SCALE_LOG
@@ -164,10 +165,12 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     the plan's stated priors (``provenance.fold_plan``: pooled or carried expert-path efficiencies,
     ``expert_path_prior``; host time from another generation and kernel launches, ``launch_prior``); before the fit,
     a generation's MoE per-token cost from the other generation (``moe_token_prior``) and a held-out Hopper MoE
-    path's from the MoE readings kept (``path_token_prior``); after it, the reference generation's bandwidth
+    path's from the MoE readings kept (``path_token_prior``), an expert path's request time from another generation's
+    (``expert_request_prior``); after it, the reference generation's bandwidth
     fraction from the others (``unseen_bandwidth``), MLA and sync-host (with the sort sampler) priors
     (``held_priors``), inheriting resets at the fitted source (``inherit_fitted``), a held-out fused all-reduce at
-    the unfused latency less one kernel (``fused_allreduce_prior``)."""
+    the unfused latency less one kernel (``fused_allreduce_prior``) or, on Blackwell, at the kept TP sets' fixed
+    time per decoder layer (``layer_fixed_prior``)."""
     # round 9: a row whose decode the cost model knowingly cannot express does not set the shared terms
     train = [i for i, c in enumerate(cases)
              if group_of(c) != group and not (exclude_gap and unexplained_decode_gap(c))]
@@ -188,6 +191,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     fixed = {n: v for n, v in start.items() if n not in names and n not in plan.actions} | plan.fixed
     fixed |= fold_moe_token_prior(names, held, plan)    # round 9: a generation without rows, on MoE models
     fixed |= path_token_prior(plan, group, group_of, evidence)     # round 10: a held-out Hopper MoE path
+    fixed |= expert_request_prior(plan)    # round 11: a held-out generation's expert-path request time
     if fit_names:
         train_first = [first[i] for i in train]
         if plan.actions:       # training rows the plan costs differently: simulated again at the fit's start

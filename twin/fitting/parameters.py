@@ -128,6 +128,11 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
                  1.0, 0.05, 1.0, 1.0, "routed-expert grouped-GEMM FLOPs of FP8 experts on Hopper GPUs"),
     FitParameter("moe_layer_overhead_s@hopper+experts_fp8", "us per MoE layer per step", 1e-6, 0.0, 200.0, 0.0,
                  "fixed time of a MoE layer's FP8 expert kernels on Hopper GPUs; prior 0"),
+    # issue 33, round 11 (twin.cost.expert_path_request): the block-FP8 expert path's per-request time, per generation
+    # (a held-out generation takes the other's, scaled by the FP8 tensor rates)
+    *(FitParameter(f"expert_path_request_s@{g}+experts_fp8", "ms per request", 1e-3, 0.0, 100.0, 0.0,
+                   f"time per request of a deployment with FP8 experts on {g} GPUs, beside the client's request "
+                   f"path; prior 0") for g in ("hopper", "blackwell")),
     # ... and the fused all-reduce of the MXFP4 experts' Blackwell path (gpt-oss-120b, twin.cost.mxfp4_path)
     FitParameter("fused_allreduce_latency_s@blackwell+experts_mxfp4", "us per fused all-reduce", 1e-6, 0.0, 100.0,
                  24.7, "fused all-reduce + RMSNorm on Blackwell servers of MXFP4-expert models; prior: the unfused "
