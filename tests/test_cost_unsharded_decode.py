@@ -5,11 +5,10 @@ light-load split of the measured rows that reads it (benchmarks/tp1_decode.py)."
 
 from __future__ import annotations
 
-import importlib.util
 import types
-from pathlib import Path
 
 import pytest
+from benchmark_module import load_benchmark
 from core_helpers import step_shape
 
 from twin.cost.default_terms import GENERATION_TERMS
@@ -64,16 +63,8 @@ def test_no_floor_beside_an_expert_parallel_exchange():
     assert unsharded_floor_s(fake, 2, 0.0) == 0.0
 
 
-def _tp1_decode():
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "tp1_decode.py"
-    spec = importlib.util.spec_from_file_location("tp1_decode", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_split_recovers_a_fixed_time_a_tp_divided_part_and_an_allreduce_part():
-    mod = _tp1_decode()
+    mod = load_benchmark("tp1_decode")
     rows = []
     for isl, k, w in ((1024, 5.0, 11.0), (8192, 6.0, 12.0)):
         for tp in (1, 2, 4, 8):

@@ -1,22 +1,16 @@
 """benchmarks/kimi_slices.py and kimi_int4_fit.py: the slice tables and the held-out split (exact values)."""
 
-import importlib.util
 import sys
 from pathlib import Path
+
+from benchmark_module import load_benchmark
 
 _ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(_ROOT))
 
 
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, _ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ks = _load("kimi_slices")
-fit = _load("kimi_int4_fit")
+ks = load_benchmark("kimi_slices")
+fit = load_benchmark("kimi_int4_fit")
 
 
 def _rec(slice_, conc, ttft, tpot, isl=1024, osl=1024):

@@ -1,14 +1,10 @@
 """benchmarks/moe_shape_slices.py: the expert shape per rank and the EP / TP-only pairing (exact values)."""
 
-import importlib.util
-from pathlib import Path
+from benchmark_module import load_benchmark
 
 from twin.hardware.catalog import resolve_model
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "moe_shape_slices.py"
-_spec = importlib.util.spec_from_file_location("moe_shape_slices", _PATH)
-mss = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(mss)
+mss = load_benchmark("moe_shape_slices")
 
 
 def test_width_per_rank_splits_experts_over_tp_only_without_expert_parallelism():

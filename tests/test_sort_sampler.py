@@ -4,8 +4,8 @@ issue 33, round 10)."""
 
 from __future__ import annotations
 
-
 import pytest
+from benchmark_module import load_benchmark
 
 from tests.test_held_priors import _row
 from twin.cost.sort_sampler import (RADIX_SORT_BANDWIDTH_FRACTION, explain_sort_sampler, sampler_bytes,
@@ -93,20 +93,10 @@ def test_the_qwen3_fold_adds_the_sampler_to_the_host_prior():
         SYNC_KEY: pytest.approx(18.7e-6 + SYNC_SEQ_HOST_PRIOR_S + sampler, rel=1e-12)}
 
 
-def _shape_module():
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sync_sampler_shape.py"
-    spec = importlib.util.spec_from_file_location("sync_sampler_shape", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_shape_reading_recovers_a_per_step_and_a_per_sequence_part():
     """benchmarks/sync_sampler_shape.py: each row's implied per-sequence value from two simulated values (TPOT
     linear in it), and implied = a + S / B fitted over the batch B, on rows built with a = 20 us, S = 80 us."""
-    mod = _shape_module()
+    mod = load_benchmark("sync_sampler_shape")
     runs = []
     for conc in (8, 16, 64, 128):
         true_us = 20.0 + 80.0 / conc
