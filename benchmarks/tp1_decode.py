@@ -21,9 +21,9 @@ import csv
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from twin.fitting.layer_fixed_prior import tp_split  # noqa: E402
 
 GROUND_TRUTH = Path(__file__).resolve().parents[2] / "shared" / "ground-truth"
 CSV = "vllm-silicon-h100-b200/measurements.csv"
@@ -48,20 +48,9 @@ def light_rows(rows: list[dict], keep) -> list[dict]:
 
 
 def split(rows: list[dict], with_allreduce: bool = True) -> tuple[dict, float | None, float]:
-    """({group: (K, w)}, A or None, rms in ms) by least squares (see the module docstring)."""
-    groups = sorted({(int(r["isl"]), int(r["osl"]), int(r["batch_size"])) for r in rows})
-    x, y = [], []
-    for r in rows:
-        tp, g = int(r["tp_size"]), groups.index((int(r["isl"]), int(r["osl"]), int(r["batch_size"])))
-        row = [0.0] * (2 * len(groups)) + ([1.0 if tp > 1 else 0.0] if with_allreduce else [])
-        row[g], row[len(groups) + g] = 1.0, 1.0 / tp
-        x.append(row)
-        y.append(float(r["silicon_tpot_ms"]))
-    x, y = np.array(x), np.array(y)
-    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
-    rms = float(np.sqrt(np.mean((x @ beta - y) ** 2)))
-    per_group = {g: (beta[i], beta[len(groups) + i]) for i, g in enumerate(groups)}
-    return per_group, (float(beta[-1]) if with_allreduce else None), rms
+    """({group: (K, w)}, A or None, rms in ms) by least squares (``twin.fitting.layer_fixed_prior.tp_split``)."""
+    return tp_split([(int(r["tp_size"]), (int(r["isl"]), int(r["osl"]), int(r["batch_size"])),
+                      float(r["silicon_tpot_ms"])) for r in rows], with_allreduce)
 
 
 def main() -> None:

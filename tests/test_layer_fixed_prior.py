@@ -19,9 +19,10 @@ G1, G2 = REFERENCE_GROUP, (8192, 1024, 8)
 def test_tp_split_recovers_fixed_divided_and_allreduce_parts_exactly():
     truth = {G1: (2.4, 1.1), G2: (2.8, 2.0)}          # K, w per group; A = 0.4
     points = [(tp, g, k + w / tp + (0.4 if tp > 1 else 0.0)) for g, (k, w) in truth.items() for tp in (1, 2, 4, 8)]
-    ks, a = tp_split(points)
-    assert a == pytest.approx(0.4, abs=1e-12)
-    assert ks == pytest.approx({G1: 2.4, G2: 2.8}, abs=1e-12)
+    groups, a, rms = tp_split(points)
+    assert a == pytest.approx(0.4, abs=1e-12) and rms < 1e-12
+    assert {g: kw[0] for g, kw in groups.items()} == pytest.approx({G1: 2.4, G2: 2.8}, abs=1e-12)
+    assert {g: kw[1] for g, kw in groups.items()} == pytest.approx({G1: 1.1, G2: 2.0}, abs=1e-12)
 
 
 def test_matched_latency_is_the_link_plus_the_missing_fixed_time_per_allreduce():

@@ -13,6 +13,7 @@ the term stays at its stated prior 0."""
 from __future__ import annotations
 
 from twin.cost.generation_experts import GENERATION_EXPERT_TERMS
+from twin.fitting.expert_path_prior import geometric_mean
 from twin.fitting.provenance import RESET
 from twin.hardware.catalog import resolve_gpu
 
@@ -45,8 +46,5 @@ def expert_request_prior(plan, table: dict | None = None) -> dict[str, float]:
         kept = [v * rate_ratio(GENERATION_GPU[g], GENERATION_GPU[gen]) for (g, f), v in values.items()
                 if f == fmt and g != gen and key(g, f) not in plan.actions]
         if kept:
-            product = 1.0
-            for v in kept:
-                product *= v
-            out[key(gen, fmt)] = product ** (1.0 / len(kept))
+            out[key(gen, fmt)] = geometric_mean(kept)
     return out

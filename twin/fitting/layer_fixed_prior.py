@@ -49,16 +49,22 @@ REFERENCE_GROUP = (1024, 1024, 4)     # (ISL, OSL, CONC): the light-load group e
 MAX_LIGHT_CONC = 8                    # the TP sets' rows (benchmarks/tp1_decode.py)
 
 
-def tp_split(points: Sequence[tuple[int, tuple, float]]) -> tuple[dict[tuple, float], float]:
-    """({group: K}, A) of ``points`` (TP, group, TPOT in any unit) by least squares on TPOT = K_g + w_g / TP +
-    A [TP > 1], one K_g and w_g per group (see the module docstring)."""
+def tp_split(points: Sequence[tuple[int, tuple, float]], with_allreduce: bool = True
+             ) -> tuple[dict[tuple, tuple[float, float]], float | None, float]:
+    """({group: (K, w)}, A or None, rms) of ``points`` (TP, group, TPOT in any unit) by least squares on TPOT = K_g +
+    w_g / TP + A [TP > 1] (without A: K_g + w_g / TP), one K_g and w_g per group (see the module docstring)."""
     groups = sorted({g for _, g, _ in points})
-    x = np.zeros((len(points), 2 * len(groups) + 1))
+    x = np.zeros((len(points), 2 * len(groups) + (1 if with_allreduce else 0)))
     for i, (tp, g, _) in enumerate(points):
         j = groups.index(g)
-        x[i, j], x[i, len(groups) + j], x[i, -1] = 1.0, 1.0 / tp, 1.0 if tp > 1 else 0.0
-    beta, *_ = np.linalg.lstsq(x, np.array([t for _, _, t in points]), rcond=None)
-    return {g: float(beta[j]) for j, g in enumerate(groups)}, float(beta[-1])
+        x[i, j], x[i, len(groups) + j] = 1.0, 1.0 / tp
+        if with_allreduce:
+            x[i, -1] = 1.0 if tp > 1 else 0.0
+    y = np.array([t for _, _, t in points])
+    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
+    rms = float(np.sqrt(np.mean((x @ beta - y) ** 2)))
+    per_group = {g: (float(beta[j]), float(beta[len(groups) + j])) for j, g in enumerate(groups)}
+    return per_group, (float(beta[-1]) if with_allreduce else None), rms
 
 
 def _light(row) -> bool:
@@ -83,7 +89,7 @@ def kept_layer_fixed_s(evidence: Sequence[tuple], generation: str) -> list[float
     for key, points in sorted(sets.items(), key=lambda kv: str(kv[0])):
         tps = {tp for tp, g, _ in points if g == REFERENCE_GROUP}
         if 1 in tps and len(tps) >= 3:      # K, w and A identified in the group itself
-            out.append(tp_split(points)[0][REFERENCE_GROUP] / layers[key])
+            out.append(tp_split(points)[0][REFERENCE_GROUP][0] / layers[key])
     return out
 
 
