@@ -275,10 +275,11 @@ class FoldPlan:
         return any(e.applies(deployment) for e, a in self.actions.values() if a != KEPT)
 
     via: dict[str, str] = field(default_factory=dict)   # parameter -> the unscoped term that refits it
+    how: dict[str, str] = field(default_factory=dict)   # parameter -> what prices a reset one after the fit
 
     def lines(self) -> list[str]:
         return [f"{p}: {a}{f' as {self.via[p]} (held itself: its unscoped term replaces it)' if p in self.via else ''}"
-                f"{f', {self.fixed[p]:.4g} ({e.prior})' if a == RESET and isinstance(e.prior, str) else ''}"
+                f"{f', {self.fixed[p]:.4g} ({self.how.get(p, e.prior)})' if a == RESET and isinstance(e.prior, str) else ''}"
                 f" ({e.table}; evidence: {e.evidence})" for p, (e, a) in self.actions.items()]
 
 
