@@ -58,9 +58,9 @@ def test_no_floor_at_tp_above_one_or_on_hopper(gpu, tp):
 def test_no_floor_beside_an_expert_parallel_exchange():
     fake = types.SimpleNamespace(gpu=_model().gpu, fused_allreduce_latency_s=24.7e-6,
                                  model=types.SimpleNamespace(num_hidden_layers=10))
-    assert unsharded_floor_s(fake, 1, 0.0) == pytest.approx(2 * 10 * (24.7e-6 - LINK_S), rel=1e-12)
-    assert unsharded_floor_s(fake, 1, 1e-4) == 0.0
-    assert unsharded_floor_s(fake, 2, 0.0) == 0.0
+    assert unsharded_floor_s(fake, 1, 0.0, LINK_S) == pytest.approx(2 * 10 * (24.7e-6 - LINK_S), rel=1e-12)
+    assert unsharded_floor_s(fake, 1, 1e-4, LINK_S) == 0.0
+    assert unsharded_floor_s(fake, 2, 0.0, LINK_S) == 0.0
 
 
 def test_the_split_recovers_a_fixed_time_a_tp_divided_part_and_an_allreduce_part():

@@ -7,7 +7,7 @@ import pytest
 from tests.fitting_helpers import provenance_entry
 from twin.fitting import provenance as pv
 from twin.fitting.fused_allreduce_prior import (KERNELS_PER_ALLREDUCE, fused_allreduce_prior_s,
-                                                fused_prior_after_fit, is_fused_term)
+                                                fused_prior_after_fit, fused_prior_labels, is_fused_term)
 from twin.fitting.held_priors import mla_layer_prior_s
 
 FUSED_B = "fused_allreduce_latency_s@blackwell+experts_mxfp4"
@@ -48,3 +48,21 @@ def test_a_refit_fused_entry_is_not_touched():
     plan = _plan({FUSED_B: pv.REFIT}, {})
     assert fused_prior_after_fit(plan, {}) == {}
     assert fused_prior_after_fit(_plan({}, {}), {FUSED_B: 20e-6}) == {FUSED_B: 20e-6}
+
+
+def test_the_plan_lines_say_which_rule_priced_a_reset_fused_entry_not_inherit():
+    """The report's plan line of a reset fused entry names the rule that set its value after the fit (issue 33 round
+    11): the one-kernel rule here, the kept TP sets' layer-matched one where ``matched`` has it; other resets keep
+    their stated prior's name."""
+    plan = _plan({FUSED_B: pv.RESET, FUSED_H: pv.RESET, EFF_H: pv.RESET},
+                 {FUSED_B: 24.7e-6, FUSED_H: 24.7e-6, EFF_H: 0.342})
+    assert "(inherit)" in plan.lines()[0]
+    labels = fused_prior_labels(plan, {FUSED_B: 7.2e-6})
+    assert labels == {FUSED_B: "the kept Blackwell TP sets' fixed time per layer, twin.fitting.layer_fixed_prior",
+                      FUSED_H: "the fold's unfused latency less 1 kernel of 6, twin.fitting.fused_allreduce_prior"}
+    plan.how.update(labels)
+    plan.fixed.update(fused_prior_after_fit(plan, {}, {FUSED_B: 7.2e-6}))
+    lines = plan.lines()
+    assert lines[0].startswith(f"{FUSED_B}: {pv.RESET}, 7.2e-06 (the kept Blackwell TP sets' fixed time per layer")
+    assert lines[1].startswith(f"{FUSED_H}: {pv.RESET}, 2.058e-05 (the fold's unfused latency less 1 kernel of 6")
+    assert "inherit" not in lines[0] + lines[1]

@@ -96,3 +96,15 @@ def test_no_kept_set_or_no_held_model_on_the_path_leaves_the_kernel_rule():
     assert layer_matched_priors(plan, PARAMS, _set("a", 80, 5.6), [(None, _dep("b200", 36, "nvfp4"))]) == {}
     assert layer_matched_priors(_plan({FUSED_B: pv.REFIT}, {}), PARAMS, _set("a", 80, 5.6), held) == {}
     assert fused_prior_after_fit(plan, {FUSED_B: 24e-6}, {}) == pytest.approx({FUSED_B: 20e-6}, rel=1e-12)
+
+
+def test_a_fold_that_resets_the_link_part_leaves_the_kernel_rule():
+    """Issue 33 round 11 (twin.fitting.link_prior): the matched prior adds Blackwell's link part; a fold holding out
+    the rows it was read off has none, so its reset fused entry takes the one-kernel rule."""
+    link = "unsharded_allreduce_link_s@blackwell"
+    kept = _set("a", 80, 5.6) + _set("b", 62, 3.72) + _set("c", 60, 3.9)
+    held = [(None, _dep("b200", 36, "mxfp4"))]
+    assert FUSED_B in layer_matched_priors(_plan({FUSED_B: pv.RESET}, {FUSED_B: 24e-6}), PARAMS, kept, held)
+    plan = _plan({FUSED_B: pv.RESET, link: pv.RESET}, {FUSED_B: 24e-6, link: 1.0})
+    assert layer_matched_priors(plan, PARAMS, kept, held) == {}
+    assert fused_prior_after_fit(plan, {FUSED_B: 24e-6}, {}) == pytest.approx({FUSED_B: 20e-6}, rel=1e-12)

@@ -54,13 +54,20 @@ SYNC_HOST_TERMS: dict[str, float] = {"sync_seq_host_s": 45e-6}
 # kernel (vLLM: FP8 KV only on FA3 + SM90); picked on the Llama-3.1-70B FP8 H100 rows with each TP, ISL/OSL pair
 # and load band held out (docs/fidelity.md "Round 7: Llama decode and gpt-oss held out (issue 33)")
 KV_FORMAT_TERMS: dict[tuple[str, str], dict[str, float]] = {("hopper", "fp8"): {"kv_memory_efficiency": 0.3}}
+# the link part of one all-reduce (twin.cost.unsharded_decode) where no generation entry says: 1 s, longer than any
+# all-reduce latency the twin charges (fitted range 0-100 us, the PCIe prior 77 us), so that max(L - link, 0) = 0:
+# the whole latency is link and a TP 1 step pays nothing extra (Hopper's behaviour). Its stated prior too: a fold
+# holding out the rows Blackwell's 6 us was read off resets it to this (twin.fitting.link_prior: no physical fact
+# gives a better one)
+NO_FLOOR_LINK_S = 1.0
 # the roofline's flat defaults of the terms resolved here (where no table above has a value)
 FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_allreduce_latency_s": None,
                  "layer_token_overhead_s": 0.0, "layer_token_decode_share": 1.0,    # twin.cost.decode_tokens: prior 1
                  "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, "moe_layer_overhead_s": 0.0,
                  "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY, "moe_prompt_stream_efficiency": 1.0,
                  "expert_path_request_s": 0.0,    # twin.cost.expert_path_request: prior 0
-                 "eager_layer_host_s": 0.0, "eager_moe_layer_host_s": 0.0}      # twin.cost.eager_steps: priors 0
+                 "eager_layer_host_s": 0.0, "eager_moe_layer_host_s": 0.0,      # twin.cost.eager_steps: priors 0
+                 "unsharded_allreduce_link_s": NO_FLOOR_LINK_S}                 # twin.cost.unsharded_decode
 
 
 def generation_term(gpu: GpuSpec | str, name: str, fallback: float) -> float:

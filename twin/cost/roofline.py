@@ -122,7 +122,7 @@ class RooflineCostModel:
         kv_memory_efficiency: float | None = None,    # KV reads; None: the KV format's (kv_attention), else memory
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
         allreduce_fusion: bool = False, moe_prompt_stream_efficiency: float | None = None,  # kernel_path, prompt_experts
-        fused_allreduce_latency_s: float | None = None,   # None: the unfused latency (twin.cost.kernel_path)
+        fused_allreduce_latency_s: float | None = None, unsharded_allreduce_link_s: float | None = None,  # kernel_path; unsharded_decode
         moe_layer_overhead_s: float | None = None, expert_path_request_s: float | None = None,  # kernel_path; expert_path_request
         eager_layer_host_s: float | None = None, eager_moe_layer_host_s: float | None = None,  # eager_steps; as above
         cudagraph_tokens: tuple[int, int] | None = None,  # largest graphed (decode, mixed) steps; None: all graphed
@@ -143,8 +143,8 @@ class RooflineCostModel:
         d = embedded(gpu, model, formats, per_token_overhead_s=per_token_overhead_s, layer_overhead_s=layer_overhead_s,
                      layer_token_overhead_s=layer_token_overhead_s, quant_weight_efficiency=quant_weight_efficiency,
                      moe_layer_overhead_s=moe_layer_overhead_s, fused_allreduce_latency_s=fused_allreduce_latency_s,
-                     moe_expert_compute_efficiency=moe_expert_compute_efficiency, moe_expert_efficiency=
-                     moe_expert_efficiency, eager_layer_host_s=eager_layer_host_s,
+                     moe_expert_compute_efficiency=moe_expert_compute_efficiency, eager_layer_host_s=eager_layer_host_s,
+                     moe_expert_efficiency=moe_expert_efficiency, unsharded_allreduce_link_s=unsharded_allreduce_link_s,
                      eager_moe_layer_host_s=eager_moe_layer_host_s, layer_token_decode_share=layer_token_decode_share)
         self.moe_expert_efficiency, self.moe_expert_compute_efficiency = (check_fraction(k, d[k]) for k in (
             "moe_expert_efficiency", "moe_expert_compute_efficiency"))
@@ -222,7 +222,7 @@ class RooflineCostModel:
         self._t_allreduce += self._t_a2a     # folded into one term on the hot path; explain() splits them
         self._k_allreduce += self._k_a2a
         self._t_gemm_knee = self._k_linear * self.gemm_half_tokens    # the M + half tokens of the knee
-        self._t_moe, self.unsharded_floor_s, self._t_step = step_fixed_parts(self, tp, self._t_a2a)
+        self._t_moe, self.unsharded_floor_s, self._t_step = step_fixed_parts(self, tp, self._t_a2a, d)
         self.layer_token_overhead_s, self._k_layer_tok, self._k_seq_off = layer_token_split(d, model)   # decode_tokens
         self._k_fp32 = fp32 = router_fp32_token_s(model, gpu, float32_matmul_precision, self.compute_efficiency)
         self._k_seq = self.per_seq_overhead_s + sync - self._k_seq_off      # decode_tokens: the decodes' share

@@ -20,9 +20,10 @@ attention kernel, the small-M GEMMs' minimum durations: which kernels, TPOT rows
 too; the communication itself is the small remainder. The twin's TP 1 step had lost it: Llama B200 TP 1 missed
 ~5 ms per step (round 7, TPOT -17..-40 %), MiniMax NVFP4 TP 1 ~2.9 ms (-37..-41 %), gpt-oss TP 1 ~0.25 ms.
 
-The term: on a generation that has it (``GENERATION_TERMS[gen]["unsharded_allreduce_link_s"]``, the link part
-of one all-reduce, seconds), a deployment with no collective at all (TP 1, no expert or data-parallel exchange)
-pays per decoder layer and step ``2 x max(L - link, 0)``, L the all-reduce latency its path would run at TP > 1
+The term: the roofline's ``unsharded_allreduce_link_s`` (the link part of one all-reduce, seconds; None: the
+embedded ``GENERATION_TERMS[gen]["unsharded_allreduce_link_s"]``, else ``default_terms.NO_FLOOR_LINK_S``, no
+floor; issue 33 round 11: a fold holding out its B200 rows resets it to that, ``twin.fitting.link_prior``), a
+deployment with no collective at all (TP 1, no expert or data-parallel exchange) pays per decoder layer and step ``2 x max(L - link, 0)``, L the all-reduce latency its path would run at TP > 1
 (the fused path value where there is one, else the unfused latency; the q / k norm's extra all-reduce of
 MiniMax-type models is all communication and is not charged). ``explain()``: ``unsharded_layer_floor_s``
 (seconds per step), out of ``overhead_s``. Blackwell's link part: 6 us, the increment per all-reduce read off the
@@ -33,33 +34,36 @@ reading says a Hopper TP 1 step misses the time; a generation without an entry p
 
 from __future__ import annotations
 
-from twin.cost.default_terms import generation_term
 from twin.cost.kernel_path import explain_layer_overhead
+from twin.cost.param_checks import check_nonneg
 
 LINK_KEY = "unsharded_allreduce_link_s"      # GENERATION_TERMS entry: the link part of one all-reduce (s)
 ALLREDUCE_POINTS_PER_LAYER = 2               # after attention's o_proj and after the MLP's down projection
 
 
-def unsharded_floor_s(cost_model, tensor_parallel_size: int, collective_s: float) -> float:
+def unsharded_floor_s(cost_model, tensor_parallel_size: int, collective_s: float, link_s: float | None) -> float:
     """Seconds per step a deployment without any collective (``tensor_parallel_size`` 1 and ``collective_s``, its
     expert / data-parallel exchange time per step, 0) pays for the per-layer kernel time its TP > 1 all-reduces
-    carry: 2 x decoder layers x max(L - link, 0), where its generation has a link part; else 0."""
-    if tensor_parallel_size != 1 or collective_s:
-        return 0.0
-    link_s = generation_term(cost_model.gpu, LINK_KEY, None)
-    if link_s is None:
+    carry: 2 x decoder layers x max(L - link, 0), ``link_s`` the link part (the roofline's ``unsharded_allreduce_
+    link_s``: its generation's, else ``default_terms.NO_FLOOR_LINK_S``, longer than any L: 0; None: 0 too)."""
+    if tensor_parallel_size != 1 or collective_s or link_s is None:
         return 0.0
     latency_s = cost_model.fused_allreduce_latency_s      # the path's fused value, else the unfused latency
     return ALLREDUCE_POINTS_PER_LAYER * cost_model.model.num_hidden_layers * max(latency_s - link_s, 0.0)
 
 
-def step_fixed_parts(cost_model, tensor_parallel_size: int, collective_s: float) -> tuple[float, float, float]:
+def step_fixed_parts(cost_model, tensor_parallel_size: int, collective_s: float,
+                     terms: dict[str, float | None]) -> tuple[float, float, float]:
     """(the MoE layers' fixed time, the unsharded floor, the whole fixed time) of one step, seconds: the step
     overhead, the fixed time per decoder layer (``layer_overhead_s``), per MoE layer (``moe_layer_overhead_s``)
-    and the unsharded floor (``unsharded_floor_s``; ``collective_s``: the step's expert / data-parallel exchange)."""
+    and the unsharded floor (``unsharded_floor_s``; ``collective_s``: the step's expert / data-parallel exchange;
+    ``terms[LINK_KEY]``: the link part, as ``cost_model.unsharded_allreduce_link_s``; a one-line error if negative;
+    ``terms``: the roofline's resolved terms, ``twin.cost.default_terms.embedded``)."""
     model = cost_model.model
     t_moe = cost_model.moe_layer_overhead_s * model.moe_layers if model.is_moe else 0.0
-    floor_s = unsharded_floor_s(cost_model, tensor_parallel_size, collective_s)
+    link_s = terms.get(LINK_KEY)
+    link_s = cost_model.unsharded_allreduce_link_s = None if link_s is None else check_nonneg(LINK_KEY, link_s)
+    floor_s = unsharded_floor_s(cost_model, tensor_parallel_size, collective_s, link_s)
     return t_moe, floor_s, (cost_model.step_overhead_s + cost_model.layer_overhead_s * model.num_hidden_layers
                             + t_moe + floor_s)
 

@@ -66,3 +66,13 @@ def fused_prior_after_fit(plan, values: dict[str, float], matched: dict[str, flo
         if action == RESET and is_fused_term(p) and p in plan.fixed:
             out[p] = (matched or {}).get(p, fused_allreduce_prior_s(values.get(p, plan.fixed[p])))
     return out
+
+
+def fused_prior_labels(plan, matched: dict[str, float] | None = None) -> dict[str, str]:
+    """What prices each fused all-reduce ``plan`` resets after the fit (``fused_prior_after_fit``), for the report's
+    plan lines (``provenance.FoldPlan.how``; without it they would say "inherit")."""
+    one_kernel = (f"the fold's unfused latency less {FUSION_REMOVED_KERNELS} kernel of {KERNELS_PER_ALLREDUCE:g}, "
+                  "twin.fitting.fused_allreduce_prior")
+    matched_by = "the kept Blackwell TP sets' fixed time per layer, twin.fitting.layer_fixed_prior"
+    return {p: (matched_by if p in (matched or {}) else one_kernel)
+            for p, (_, action) in plan.actions.items() if action == RESET and is_fused_term(p) and p in plan.fixed}

@@ -29,7 +29,7 @@ from pathlib import Path
 from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
 from twin.fitting.identify import held_at_prior, identification, not_identified, weakness
-from twin.fitting.fused_allreduce_prior import fused_prior_after_fit
+from twin.fitting.fused_allreduce_prior import fused_prior_after_fit, fused_prior_labels
 from twin.fitting.held_priors import held_priors_after_fit
 from twin.fitting.layer_fixed_prior import layer_matched_priors
 from twin.fitting.inherit_fitted import inherited_after_fit
@@ -216,6 +216,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     # round 8: INHERIT follows the fit; round 10: a held-out fused all-reduce at the unfused one less a kernel, or
     # (round 11) at the kept Blackwell TP sets' fixed time per decoder layer
     matched = layer_matched_priors(plan, params, [e for e in evidence if group_of(e[0]) != group], deps)
+    plan.how.update(fused_prior_labels(plan, matched))       # the report says which rule priced it, not "inherit"
     plan.fixed.update(inherited := fused_prior_after_fit(plan, inherited_after_fit(plan, params) | resets, matched))
     params = params | inherited | added
     predicted: list = [None] * len(test)

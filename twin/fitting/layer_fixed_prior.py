@@ -25,10 +25,12 @@ held-out model pays per decoder layer what the kept sets read, in the twin's own
 with k the median over the kept Blackwell TP sets of K / layers at the reference group (``REFERENCE_GROUP``: 1k /
 1k at CONC 4, the one every Blackwell TP set in the data has), C = 4, the fold's fitted serving terms, and
 ``link`` the generation's link part of an all-reduce (``GENERATION_TERMS``, 6 us on Blackwell). No TP set kept on
-the path's generation (a fold holding out all B200 rows, or the silicon rows), no link part (Hopper), or not one
+the path's generation (a fold holding out all B200 rows, or the silicon rows), no link part (Hopper, or a fold that
+resets Blackwell's: ``link_reset``, issue 33 round 11, ``twin.fitting.link_prior``), or not one
 held-out model on the path: round 10's one-kernel rule stands. Measured TPOT only: no simulation, and the rows
 that ``unexplained_decode_gap`` keeps out of the fit (the Llama B200 TP 1 0.10.2 rows) are read here, since the
-reading does not go through the cost model. In the gpt-oss fold: k = 62.0 us, F = 2.14 ms, L = 7.2 us.
+reading does not go through the cost model. In the gpt-oss fold (round 11, before the fold reset the link part
+that gpt-oss's own B200 rows gave evidence to): k = 62.0 us, F = 2.14 ms, L = 7.2 us; since, the kernel rule.
 """
 
 from __future__ import annotations
@@ -122,6 +124,13 @@ def _on_path(dep, scope: str) -> bool:
             and format_family(formats.routed_experts) == fmt)
 
 
+def link_reset(plan, generation: str) -> bool:
+    """Whether ``plan`` resets ``generation``'s link part (``twin.fitting.link_prior``: a fold holding out the rows
+    it was read off); then the fold has no link part there and the one-kernel rule prices a reset fused entry."""
+    entry = plan.actions.get(f"{LINK_KEY}@{generation}")
+    return entry is not None and entry[1] == RESET
+
+
 def kept_readings(plan, kept: Sequence[tuple], held: Sequence[tuple]) -> dict[str, tuple[float, int, int, float]]:
     """{fused key: (k, sets read, held-out model's decoder layers, link)} for each fused entry ``plan`` resets whose
     generation has a link part, at least one TP set among ``kept`` ((case, deployment) of the rows the fold keeps)
@@ -133,7 +142,7 @@ def kept_readings(plan, kept: Sequence[tuple], held: Sequence[tuple]) -> dict[st
             continue
         scope = p.split("@", 1)[1]
         gen = scope.split("+", 1)[0]
-        link_s = GENERATION_TERMS.get(gen, {}).get(LINK_KEY)
+        link_s = None if link_reset(plan, gen) else GENERATION_TERMS.get(gen, {}).get(LINK_KEY)
         models = {dep.model.num_hidden_layers for _, dep in held if _on_path(dep, scope)}
         ks = kept_layer_fixed_s(kept, gen) if link_s is not None and len(models) == 1 else []
         if ks:

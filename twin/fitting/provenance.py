@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 from twin.fitting import launch_prior
 from twin.fitting.expert_path_prior import expert_path_prior, geometric_mean
+from twin.fitting.link_prior import EVIDENCE as LINK_EVIDENCE, no_rows as _no_rows
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 
@@ -74,10 +75,6 @@ INFERENCE_PERF = "the inference-perf H100 runs (twin.cost.roofline's serving fit
 def _inference_perf(case, _deployment) -> bool:
     from twin.fitting.silicon import SiliconCase
     return not isinstance(case, SiliconCase)
-
-
-def _no_rows(_case, _deployment) -> bool:
-    return False
 
 
 def silicon_rows_of(system: str, *families: str) -> Callable:
@@ -126,6 +123,8 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # MoE eager floor by expert path"): read off its light-load 1k rows GIVEN the B200 Llama rows' per-layer value
     "eager_moe_layer_host_s@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows, given the B200 Llama rows' per-"
                                                      "layer value", silicon_rows_of("b200_sxm", "minimax", "llama")),
+    # the Blackwell link part of an all-reduce (round 10, twin.fitting.link_prior): B200 gpt-oss / MiniMax NVFP4 rows
+    **LINK_EVIDENCE,
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
     "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", _no_rows),
 }
@@ -276,10 +275,11 @@ class FoldPlan:
         return any(e.applies(deployment) for e, a in self.actions.values() if a != KEPT)
 
     via: dict[str, str] = field(default_factory=dict)   # parameter -> the unscoped term that refits it
+    how: dict[str, str] = field(default_factory=dict)   # parameter -> what prices a reset one after the fit
 
     def lines(self) -> list[str]:
         return [f"{p}: {a}{f' as {self.via[p]} (held itself: its unscoped term replaces it)' if p in self.via else ''}"
-                f"{f', {self.fixed[p]:.4g} ({e.prior})' if a == RESET and isinstance(e.prior, str) else ''}"
+                f"{f', {self.fixed[p]:.4g} ({self.how.get(p, e.prior)})' if a == RESET and isinstance(e.prior, str) else ''}"
                 f" ({e.table}; evidence: {e.evidence})" for p, (e, a) in self.actions.items()]
 
 

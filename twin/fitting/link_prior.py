@@ -1,0 +1,40 @@
+"""Where the Blackwell link part of an all-reduce came from, and what a fold that holds those rows out uses (issue
+33, round 11; docs/fidelity.md "Round 11: the Blackwell link part held out (issue 33)").
+
+``unsharded_allreduce_link_s@blackwell`` (6 us, ``twin.cost.default_terms.GENERATION_TERMS``; the term:
+``twin.cost.unsharded_decode``: a TP 1 step pays 2 x layers x max(L - link, 0)) is the increment per all-reduce
+that the gpt-oss-120b MXFP4 and MiniMax-M2.5 NVFP4 B200 TP sets show over their TP 1 rows (5.5 / 7.0 us,
+``benchmarks/tp1_decode.py``; the Llama B200 sets were not used: they test it). Those rows are its evidence
+(``ROWS``): a fold holding any of them out (the B200 GPU fold, the silicon source fold, the gpt-oss and MiniMax
+family folds) resets it to its stated prior, ``default_terms.NO_FLOOR_LINK_S``: no floor, the whole all-reduce
+latency is link and a TP 1 step pays nothing extra (Hopper's behaviour, and the twin's before round 10). No
+physical fact gives a better one: the exchange-only latency of a collective (NCCL's LL figures, 7.8-15 us at TP
+2-8) is a TP > 1 quantity, and which kernels a TP 1 step still runs is what the TP sets read, not a datasheet.
+
+A fold without the link part prices a reset fused all-reduce by round 10's one-kernel rule
+(``twin.fitting.layer_fixed_prior.kept_readings``), since its layer-matched rule adds the link part."""
+
+from __future__ import annotations
+
+from twin.cost.unsharded_decode import LINK_KEY
+
+TERM = f"{LINK_KEY}@blackwell"
+WHAT = "the B200 gpt-oss-120b and MiniMax-M2.5 NVFP4 rows (their TP sets' increment per all-reduce)"
+
+
+def rows(case, _deployment) -> bool:
+    """Whether ``case`` is a B200 gpt-oss-120b row or a B200 MiniMax-M2.5 NVFP4 (``fp4``) row."""
+    from twin.fitting.silicon import model_family
+    row = getattr(case, "row", None)
+    if row is None or row.system != "b200_sxm":
+        return False
+    family = model_family(row.model_path)
+    return family == "gpt-oss" or (family == "minimax" and row.precision == "fp4")
+
+
+def no_rows(_case, _deployment) -> bool:
+    """No measured row (an entry at a value no row was read for)."""
+    return False
+
+
+EVIDENCE = {TERM: (WHAT, rows)}        # twin.fitting.provenance.DECLARED_EVIDENCE
