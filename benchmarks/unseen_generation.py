@@ -31,7 +31,7 @@ def plans(ground_truth: Path) -> None:
     from twin.fitting import provenance as pv
     from twin.fitting.identify import held_at_prior
     from twin.fitting.joint import FOLDS, all_cases, with_deployments
-    from twin.fitting.layer_fixed_prior import kept_readings
+    from twin.fitting.layer_fixed_prior import kept_link_prior, kept_readings
     from twin.fitting.moe_token_prior import fold_moe_token_prior
     from twin.fitting.path_token_prior import path_token_prior
     from twin.fitting.expert_request_prior import expert_request_prior
@@ -42,6 +42,8 @@ def plans(ground_truth: Path) -> None:
             train = [c for c in cases if FOLDS[kind](c) != group]
             held = held_at_prior(train, FOLD_TERMS)
             plan = pv.fold_plan(group, FOLDS[kind], evidence, tuple(n for n in FOLD_TERMS if n not in held))
+            kept = [e for e in evidence if FOLDS[kind](e[0]) != group]
+            plan.fixed.update(kept_link_prior(plan, kept))      # round 11, as joint.run_fold
             print(f"{kind} {group}: reset " + ", ".join(f"{k}={v:.6g}" for k, v in sorted(plan.fixed.items()))
                   + "; refit towards " + ", ".join(f"{k}={v:.6g}" for k, v in sorted(plan.prior.items()))
                   + "".join(f"; MoE per-token prior {k}={v:.6g}" for k, v in sorted(     # round 9, moe_token_prior
@@ -50,8 +52,7 @@ def plans(ground_truth: Path) -> None:
                             path_token_prior(plan, group, FOLDS[kind], evidence).items())
                   + "".join(f"; fused all-reduce from the kept TP sets {k}: {r[0] * 1e6:.4g} us per layer over "
                             f"{r[1]} sets, {r[2]} layers, link {r[3] * 1e6:.3g} us" for k, r in     # round 11
-                            kept_readings(plan, [e for e in evidence if FOLDS[kind](e[0]) != group],
-                                          [e for e in evidence if FOLDS[kind](e[0]) == group]).items())
+                            kept_readings(plan, kept, [e for e in evidence if FOLDS[kind](e[0]) == group]).items())
                   + "".join(f"; expert path request time prior {k}={v:.6g}" for k, v in    # round 11
                             expert_request_prior(plan).items()))
 

@@ -8,8 +8,11 @@ import pytest
 from tests.fitting_helpers import provenance_entry
 from twin.fitting import provenance as pv
 from twin.fitting.fused_allreduce_prior import fused_prior_after_fit
-from twin.fitting.layer_fixed_prior import (REFERENCE_GROUP, kept_layer_fixed_s, layer_matched_priors,
-                                            light_step_fixed_s, matched_fused_latency_s, tp_split)
+from twin.cost.default_terms import NO_FLOOR_LINK_S
+from twin.fitting.layer_fixed_prior import (REFERENCE_GROUP, fold_link_s, kept_layer_fixed_s, kept_link_prior,
+                                            layer_matched_priors, light_step_fixed_s, matched_fused_latency_s,
+                                            tp_split)
+from twin.fitting.link_prior import TERM
 
 FUSED_B = "fused_allreduce_latency_s@blackwell+experts_mxfp4"
 FUSED_H = "fused_allreduce_latency_s@hopper+experts_mxfp4"
@@ -108,3 +111,20 @@ def test_a_fold_that_resets_the_link_part_leaves_the_kernel_rule():
     plan = _plan({FUSED_B: pv.RESET, link: pv.RESET}, {FUSED_B: 24e-6, link: 1.0})
     assert layer_matched_priors(plan, PARAMS, kept, held) == {}
     assert fused_prior_after_fit(plan, {FUSED_B: 24e-6}, {}) == pytest.approx({FUSED_B: 20e-6}, rel=1e-12)
+
+
+def test_a_reset_link_part_is_read_again_off_the_evidence_sets_the_fold_keeps():
+    """kept_link_prior (twin.fitting.link_prior's term): the all-reduce part A of each kept evidence set (B200 gpt-oss /
+    MiniMax NVFP4) over its all-reduces per step (MiniMax-M2: three per layer, its q / k norms span the heads)."""
+    minimax = NS(num_hidden_layers=62, qk_norm_allreduce=True, is_moe=True)
+    kept = [(_row("MiniMaxAI/MiniMax-M2.5", tp, REFERENCE_GROUP, 3.72 + 4.0 / tp + (0.3 if tp > 1 else 0.0)),
+             NS(gpu="b200", model=minimax, weight_formats=None)) for tp in (1, 4, 8)]
+    kept += _set("meta-llama/Llama-3.1-70B-Instruct", 80, 5.6)      # not its evidence: not read
+    reset = _plan({TERM: pv.RESET}, {TERM: NO_FLOOR_LINK_S})
+    assert fold_link_s(reset, "blackwell") is None                   # the no-floor prior
+    reread = kept_link_prior(reset, kept)
+    assert reread == {TERM: pytest.approx(0.3e-3 / 186, rel=1e-9)}
+    reset.fixed.update(reread)
+    assert fold_link_s(reset, "blackwell") == pytest.approx(0.3e-3 / 186, rel=1e-9)
+    assert kept_link_prior(reset, kept[3:]) == {}                    # no evidence set kept: no floor stays
+    assert kept_link_prior(_plan({TERM: pv.KEPT}, {}), kept) == {}   # kept entry: the embedded value stands

@@ -31,7 +31,7 @@ from twin.fitting.ground_truth import h100_cases
 from twin.fitting.identify import held_at_prior, identification, not_identified, weakness
 from twin.fitting.fused_allreduce_prior import fused_prior_after_fit, fused_prior_labels
 from twin.fitting.held_priors import held_priors_after_fit
-from twin.fitting.layer_fixed_prior import layer_matched_priors
+from twin.fitting.layer_fixed_prior import kept_link_prior, layer_matched_priors
 from twin.fitting.inherit_fitted import inherited_after_fit
 from twin.fitting.moe_token_prior import fold_moe_token_prior
 from twin.fitting.path_token_prior import path_token_prior
@@ -188,6 +188,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     # expert path's embedded entry beside a fitted unscoped term of its name is held (the fitted value would
     # override it; round 7: layer_token_overhead_s beside Hopper's Marlin MXFP4 path), unless its evidence is held
     # out (the plan then refits it as the unscoped term, or resets it)
+    plan.fixed.update(kept_link_prior(plan, [e for e in evidence if group_of(e[0]) != group]))   # round 11
     fixed = {n: v for n, v in start.items() if n not in names and n not in plan.actions} | plan.fixed
     fixed |= fold_moe_token_prior(names, held, plan)    # round 9: a generation without rows, on MoE models
     fixed |= path_token_prior(plan, group, group_of, evidence)     # round 10: a held-out Hopper MoE path

@@ -26,7 +26,7 @@ with k the median over the kept Blackwell TP sets of K / layers at the reference
 1k at CONC 4, the one every Blackwell TP set in the data has), C = 4, the fold's fitted serving terms, and
 ``link`` the generation's link part of an all-reduce (``GENERATION_TERMS``, 6 us on Blackwell). No TP set kept on
 the path's generation (a fold holding out all B200 rows, or the silicon rows), no link part (Hopper, or a fold that
-resets Blackwell's: ``link_reset``, issue 33 round 11, ``twin.fitting.link_prior``), or not one
+resets Blackwell's and keeps no TP set of its evidence: ``fold_link_s``, ``twin.fitting.link_prior``), or not one
 held-out model on the path: round 10's one-kernel rule stands. Measured TPOT only: no simulation, and the rows
 that ``unexplained_decode_gap`` keeps out of the fit (the Llama B200 TP 1 0.10.2 rows) are read here, since the
 reading does not go through the cost model. In the gpt-oss fold (round 11, before the fold reset the link part
@@ -40,10 +40,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from twin.cost.default_terms import GENERATION_TERMS
+from twin.cost.default_terms import GENERATION_TERMS, NO_FLOOR_LINK_S
 from twin.cost.generations import gpu_generation
 from twin.cost.unsharded_decode import ALLREDUCE_POINTS_PER_LAYER, LINK_KEY
 from twin.fitting.fused_allreduce_prior import is_fused_term
+from twin.fitting.link_prior import TERM as LINK_TERM, rows as link_evidence
 from twin.fitting.provenance import RESET
 from twin.hardware.weight_formats import format_family
 
@@ -74,25 +75,31 @@ def _light(row) -> bool:
             and row.pp <= 1)
 
 
-def kept_layer_fixed_s(evidence: Sequence[tuple], generation: str) -> list[float]:
-    """Seconds per decoder layer: K at ``REFERENCE_GROUP`` over the layers, for each set of silicon rows in
-    ``evidence`` ((case, deployment) pairs) on ``generation`` that differ in TP only and have a TP 1 row and two
-    larger TP sizes in that group."""
+def tp_sets(evidence: Sequence[tuple], generation: str) -> list[tuple[list, object]]:
+    """(points, model spec) for each set of light-load silicon rows in ``evidence`` ((case, deployment) pairs)
+    on ``generation`` that differ in TP only and have a TP 1 row and two larger TP sizes in ``REFERENCE_GROUP``
+    (K, w and A identified in that group itself); points as ``tp_split`` takes them, TPOT in seconds."""
     sets: dict[tuple, list] = {}
-    layers: dict[tuple, int] = {}
+    models: dict[tuple, object] = {}
     for case, dep in evidence:
         row = getattr(case, "row", None)
         if row is None or not _light(row) or gpu_generation(dep.gpu) != generation:
             continue
         key = (row.model_path, row.system, row.precision, row.vllm_version, row.measured)
         sets.setdefault(key, []).append((row.tp, (row.isl, row.osl, row.concurrency), row.tpot_ms * 1e-3))
-        layers[key] = dep.model.num_hidden_layers
+        models[key] = dep.model
     out = []
     for key, points in sorted(sets.items(), key=lambda kv: str(kv[0])):
         tps = {tp for tp, g, _ in points if g == REFERENCE_GROUP}
-        if 1 in tps and len(tps) >= 3:      # K, w and A identified in the group itself
-            out.append(tp_split(points)[0][REFERENCE_GROUP][0] / layers[key])
+        if 1 in tps and len(tps) >= 3:
+            out.append((points, models[key]))
     return out
+
+
+def kept_layer_fixed_s(evidence: Sequence[tuple], generation: str) -> list[float]:
+    """Seconds per decoder layer: K at ``REFERENCE_GROUP`` over the layers, for each of ``tp_sets``."""
+    return [tp_split(points)[0][REFERENCE_GROUP][0] / model.num_hidden_layers
+            for points, model in tp_sets(evidence, generation)]
 
 
 def matched_fused_latency_s(layer_fixed_s: float, layers: int, step_fixed_s: float, link_s: float) -> float:
@@ -126,9 +133,18 @@ def _on_path(dep, scope: str) -> bool:
 
 def link_reset(plan, generation: str) -> bool:
     """Whether ``plan`` resets ``generation``'s link part (``twin.fitting.link_prior``: a fold holding out the rows
-    it was read off); then the fold has no link part there and the one-kernel rule prices a reset fused entry."""
+    it was read off)."""
     entry = plan.actions.get(f"{LINK_KEY}@{generation}")
     return entry is not None and entry[1] == RESET
+
+
+def fold_link_s(plan, generation: str) -> float | None:
+    """The link part ``plan``'s fold prices ``generation``'s all-reduces with: where it resets it, its value in the
+    plan (re-read off the TP sets the fold keeps, ``kept_link_prior``, else no floor); else
+    the embedded one. None where there is none (no floor: then the one-kernel rule prices a reset fused entry)."""
+    key = f"{LINK_KEY}@{generation}"
+    value = plan.fixed.get(key) if link_reset(plan, generation) else GENERATION_TERMS.get(generation, {}).get(LINK_KEY)
+    return None if value is None or value >= NO_FLOOR_LINK_S else value
 
 
 def kept_readings(plan, kept: Sequence[tuple], held: Sequence[tuple]) -> dict[str, tuple[float, int, int, float]]:
@@ -142,7 +158,7 @@ def kept_readings(plan, kept: Sequence[tuple], held: Sequence[tuple]) -> dict[st
             continue
         scope = p.split("@", 1)[1]
         gen = scope.split("+", 1)[0]
-        link_s = None if link_reset(plan, gen) else GENERATION_TERMS.get(gen, {}).get(LINK_KEY)
+        link_s = fold_link_s(plan, gen)
         models = {dep.model.num_hidden_layers for _, dep in held if _on_path(dep, scope)}
         ks = kept_layer_fixed_s(kept, gen) if link_s is not None and len(models) == 1 else []
         if ks:
@@ -159,3 +175,20 @@ def layer_matched_priors(plan, params: dict[str, float], kept: Sequence[tuple],
     return {p: matched_fused_latency_s(k, layers, light_step_fixed_s(params, p.split("@", 1)[1], layers,
                                                                       REFERENCE_GROUP[2]), link_s)
             for p, (k, _, layers, link_s) in kept_readings(plan, kept, held).items()}
+
+
+def allreduces_per_step(model) -> int:
+    """A decode step's all-reduces at TP > 1: two per decoder layer, three where the q / k norms span all heads
+    (``ModelSpec.qk_norm_allreduce``, MiniMax-M2; ``benchmarks/tp1_decode.py`` counts them alike)."""
+    return model.num_hidden_layers * (ALLREDUCE_POINTS_PER_LAYER + (1 if model.qk_norm_allreduce else 0))
+
+
+def kept_link_prior(plan, kept) -> dict[str, float]:
+    """{``link_prior.TERM``: the median link part per all-reduce of its evidence TP sets among ``kept`` ((case,
+    deployment) of the rows the fold keeps; ``twin.fitting.link_prior``)} where ``plan`` resets it and keeps such a
+    set; {} otherwise (the no-floor prior stays)."""
+    if not link_reset(plan, "blackwell"):
+        return {}
+    readings = [tp_split(points)[1] / allreduces_per_step(model)
+                for points, model in tp_sets([e for e in kept if link_evidence(*e)], "blackwell")]
+    return {LINK_TERM: statistics.median(readings)} if readings else {}

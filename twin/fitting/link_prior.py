@@ -11,8 +11,12 @@ latency is link and a TP 1 step pays nothing extra (Hopper's behaviour, and the 
 physical fact gives a better one: the exchange-only latency of a collective (NCCL's LL figures, 7.8-15 us at TP
 2-8) is a TP > 1 quantity, and which kernels a TP 1 step still runs is what the TP sets read, not a datasheet.
 
-A fold without the link part prices a reset fused all-reduce by round 10's one-kernel rule
-(``twin.fitting.layer_fixed_prior.kept_readings``), since its layer-matched rule adds the link part."""
+A fold that keeps some of those TP sets (the gpt-oss and MiniMax family folds keep the other family's) reads it
+again off them (``layer_fixed_prior.kept_link_prior``: the all-reduce part A of each kept set's TP split over its
+all-reduces per step; their median): 7.0 us in the gpt-oss fold (MiniMax NVFP4), 5.5 us in the MiniMax fold
+(gpt-oss), where the embedded 6 us is the reading of both. A fold left without a link part prices a reset fused
+all-reduce by round 10's one-kernel rule (``twin.fitting.layer_fixed_prior.kept_readings``), since its
+layer-matched rule adds the link part."""
 
 from __future__ import annotations
 
@@ -38,3 +42,4 @@ def no_rows(_case, _deployment) -> bool:
 
 
 EVIDENCE = {TERM: (WHAT, rows)}        # twin.fitting.provenance.DECLARED_EVIDENCE
+
