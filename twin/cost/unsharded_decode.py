@@ -23,7 +23,8 @@ too; the communication itself is the small remainder. The twin's TP 1 step had l
 The term: the roofline's ``unsharded_allreduce_link_s`` (the link part of one all-reduce, seconds; None: the
 embedded ``GENERATION_TERMS[gen]["unsharded_allreduce_link_s"]``, else ``default_terms.NO_FLOOR_LINK_S``, no
 floor; issue 33 round 11: a fold holding out its B200 rows resets it to that, ``twin.fitting.link_prior``), a
-deployment with no collective at all (TP 1, no expert or data-parallel exchange) pays per decoder layer and step ``2 x max(L - link, 0)``, L the all-reduce latency its path would run at TP > 1
+deployment with no collective at all (TP 1, no expert or data-parallel exchange) pays per decoder layer and step
+``2 x max(L - link, 0)``, L the all-reduce latency its path would run at TP > 1
 (the fused path value where there is one, else the unfused latency; the q / k norm's extra all-reduce of
 MiniMax-type models is all communication and is not charged). ``explain()``: ``unsharded_layer_floor_s``
 (seconds per step), out of ``overhead_s``. Blackwell's link part: 6 us, the increment per all-reduce read off the

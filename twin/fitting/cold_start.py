@@ -43,7 +43,7 @@ def compiles_for(run: MeasuredRun, dep: Deployment) -> ColdCompiles | None:
     layout = dep.layout
     if not (ENABLED and run.cold_start) or (layout is not None and layout.enable_expert_parallel):
         return None
-    graphs = getattr(dep, "cudagraph_tokens", None)
+    graphs = dep.cudagraph_tokens
     if not graphs or graphs[0] != graphs[1]:
         return None      # graphs that cover decodes only (or none): not priced (the default modes cover both)
     sched = dep.scheduler_config

@@ -62,10 +62,14 @@ def fused_prior_after_fit(plan, values: dict[str, float], matched: dict[str, flo
     (round 11: ``twin.fitting.layer_fixed_prior``), else at ``fused_allreduce_prior_s`` of the unfused latency it
     inherited (the fold's fitted one, else the plan's reset value)."""
     out = dict(values)
-    for p, (_, action) in plan.actions.items():
-        if action == RESET and is_fused_term(p) and p in plan.fixed:
-            out[p] = (matched or {}).get(p, fused_allreduce_prior_s(values.get(p, plan.fixed[p])))
+    for p in reset_fused_terms(plan):
+        out[p] = (matched or {}).get(p, fused_allreduce_prior_s(values.get(p, plan.fixed[p])))
     return out
+
+
+def reset_fused_terms(plan) -> list[str]:
+    """The fused all-reduce entries ``plan`` resets (and gives a value)."""
+    return [p for p, (_, action) in plan.actions.items() if action == RESET and is_fused_term(p) and p in plan.fixed]
 
 
 def fused_prior_labels(plan, matched: dict[str, float] | None = None) -> dict[str, str]:
@@ -74,5 +78,4 @@ def fused_prior_labels(plan, matched: dict[str, float] | None = None) -> dict[st
     one_kernel = (f"the fold's unfused latency less {FUSION_REMOVED_KERNELS} kernel of {KERNELS_PER_ALLREDUCE:g}, "
                   "twin.fitting.fused_allreduce_prior")
     matched_by = "the kept Blackwell TP sets' fixed time per layer, twin.fitting.layer_fixed_prior"
-    return {p: (matched_by if p in (matched or {}) else one_kernel)
-            for p, (_, action) in plan.actions.items() if action == RESET and is_fused_term(p) and p in plan.fixed}
+    return {p: (matched_by if p in (matched or {}) else one_kernel) for p in reset_fused_terms(plan)}

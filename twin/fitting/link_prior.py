@@ -36,10 +36,5 @@ def rows(case, _deployment) -> bool:
     return family == "gpt-oss" or (family == "minimax" and row.precision == "fp4")
 
 
-def no_rows(_case, _deployment) -> bool:
-    """No measured row (an entry at a value no row was read for)."""
-    return False
-
-
 EVIDENCE = {TERM: (WHAT, rows)}        # twin.fitting.provenance.DECLARED_EVIDENCE
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from twin.fitting import launch_prior
 from twin.fitting.expert_path_prior import expert_path_prior, geometric_mean
-from twin.fitting.link_prior import EVIDENCE as LINK_EVIDENCE, no_rows as _no_rows
+from twin.fitting.link_prior import EVIDENCE as LINK_EVIDENCE
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 
@@ -126,7 +126,7 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # the Blackwell link part of an all-reduce (round 10, twin.fitting.link_prior): B200 gpt-oss / MiniMax NVFP4 rows
     **LINK_EVIDENCE,
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
-    "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", _no_rows),
+    "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", lambda *_: False),
 }
 
 
