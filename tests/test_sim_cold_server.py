@@ -28,6 +28,7 @@ def _run(data: dict, start: str | None):
 
 def test_the_default_is_a_warm_server_and_bad_values_are_one_line_errors():
     assert Scenario(MIXTRAL).body().server_start == "warm"
+    assert Scenario({**MIXTRAL, "variants": {"fresh": {"server_start": "cold"}}}).body("fresh").server_start == "cold"
     with pytest.raises(TwinInputError) as bad:
         Scenario({**MIXTRAL, "server_start": "frozen"})
     assert "server_start" in str(bad.value) and "'warm' or 'cold'" in str(bad.value) and "\n" not in str(bad.value)
