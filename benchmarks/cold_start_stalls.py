@@ -50,9 +50,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--folds", default="family,source,GPU")
     ap.add_argument("--patched", type=Path, default=None,
                     help="with --report: write the report with the re-simulated cases' errors replaced")
+    ap.add_argument("--probe-stall", default="",
+                    help="a reading, no term: the dense TP > 1 cold runs with ONE hypothetical stall at the first "
+                         "step above THRESHOLD tokens, 'THRESHOLD:SECONDS' comma list (SECONDS 'itl': the run's "
+                         "measured ITL max)")
     args = ap.parse_args(argv)
     if args.report is not None:
-        return _folds(args)
+        return _folds(args)    # with --probe-stall: the dense cold cases with the first probe instead of the term
+    if args.probe_stall:
+        return _probe(args)
     cases, _ = h100_cases(args.ground_truth)
     root = args.ground_truth or Path(__file__).resolve().parents[2] / "shared" / "ground-truth"
     wanted = [f for f in args.families.split(",") if f]
@@ -84,27 +90,99 @@ def main(argv: list[str] | None = None) -> None:
             print(f"|   compile {s:.2f} s/kernel | | | {e('mean_ttft_ms', p)} | {e('mean_e2el_ms', p)} | |")
 
 
+class _OneStall:
+    """A hypothetical one-off stall of ``stall_s`` at the first step of more than ``threshold`` tokens (the
+    ``ColdCompiles`` interface, one specialisation): a probe of what one such stall can add, not a term."""
+
+    def __init__(self, threshold: int, max_tokens: int, stall_s: float) -> None:
+        self.key_of = [-1] * (threshold + 1) + [0] * max(0, max_tokens - threshold)
+        self.num_cold, self.largest_graph_tokens, self.stall_s = 1, threshold, stall_s
+
+    def fresh(self) -> list[bool]:
+        return [False]
+
+    def explain(self) -> dict[str, float]:
+        return {}
+
+
+def _probe_for(probe: str, root: Path, run_name: str):
+    """``compiles_for`` with one hypothetical stall ('THRESHOLD:SECONDS', SECONDS 'itl': the run's ITL max)."""
+    thr, sec = probe.split(":")
+    stall_s = _extremes(root, run_name)[1] / 1e3 if sec == "itl" else float(sec)
+    return (lambda run, dep: _OneStall(int(thr), dep.scheduler_config.max_num_batched_tokens, stall_s)
+            if run.cold_start else None), int(thr), stall_s
+
+
+def _dense_cold(cases, families: str):
+    wanted = [f for f in families.split(",") if f] or ["70b", "codellama"]
+    return [c for c in cases if c.run.cold_start and any(f in c.run.name for f in wanted)]
+
+
+def _probe(args) -> None:
+    from twin.fitting import replay as replay_mod
+    cases, _ = h100_cases(args.ground_truth)
+    root = args.ground_truth or Path(__file__).resolve().parents[2] / "shared" / "ground-truth"
+    cases = _dense_cold(cases, args.families)
+    params = default_start(())
+    saved = replay_mod.compiles_for
+    print("| run | TTFT mean measured | twin warm (signed) | probe | twin with one stall (signed) | points | "
+          "E2E mean | TPOT mean |")
+    print("|---|---|---|---|---|---|---|---|")
+    try:
+        for c in cases:
+            m = c.run.metrics
+            replay_mod.compiles_for = lambda run, dep: None
+            warm = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s).metrics
+            for probe in [p for p in args.probe_stall.split(",") if p]:
+                replay_mod.compiles_for, thr, stall_s = _probe_for(probe, root, c.run.name)
+                r = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s)
+                p = r.metrics
+                e = lambda k, x: x[k] / m[k] - 1   # noqa: E731
+                print(f"| {c.run.name} | {m['mean_ttft_ms']:.1f} | {warm['mean_ttft_ms']:.1f} "
+                      f"({e('mean_ttft_ms', warm):+.1%}) | > {thr} tokens: {stall_s:.3f} s, met "
+                      f"{r.cold_start.stalls if r.cold_start else 0} | {p['mean_ttft_ms']:.1f} "
+                      f"({e('mean_ttft_ms', p):+.1%}) | {100 * (e('mean_ttft_ms', p) - e('mean_ttft_ms', warm)):+.2f} "
+                      f"| {100 * (e('mean_e2el_ms', p) - e('mean_e2el_ms', warm)):+.2f} "
+                      f"| {100 * (e('mean_tpot_ms', p) - e('mean_tpot_ms', warm)):+.2f} |")
+    finally:
+        replay_mod.compiles_for = saved
+
+
 def _folds(args) -> None:
+    from twin.fitting import replay as replay_mod
     from twin.fitting.joint import errors, with_deployments
     report = json.loads(args.report.read_text())
     cases, _ = h100_cases(args.ground_truth)
+    root = args.ground_truth or Path(__file__).resolve().parents[2] / "shared" / "ground-truth"
+    probe = args.probe_stall.split(",")[0] if args.probe_stall else ""
+    probed = {c.run.name for c in _dense_cold(cases, args.families)} if probe else set()
     by_name = {c.run.name: (c, d) for c, d in with_deployments(cases)}
+    saved = replay_mod.compiles_for
     keys = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
     print("| fold | run | TTFT mean before -> after | TPOT | E2E mean | compiles met |")
     print("|---|---|---|---|---|---|")
     for kind in [k for k in args.folds.split(",") if k]:
         for fold in report["folds"][kind]["folds"]:
             for name, before in fold["errors"].items():
-                if name not in by_name or cold_start.compiles_for(by_name[name][0].run, by_name[name][1]) is None:
+                if name not in by_name or (probe and name not in probed) or (
+                        not probe and cold_start.compiles_for(by_name[name][0].run, by_name[name][1]) is None):
                     continue
                 c, d = by_name[name]
                 out = []
                 for on in (False, True):
                     cold_start.ENABLED = on
-                    r = replay(c.run, c.target, fold["params"], max_sim_s=args.eval_sim_s, deployment=d)
+                    if probe:       # without: the report's replay (no term for a dense run); with: the probe
+                        replay_mod.compiles_for = _probe_for(probe, root, name)[0] if on else saved
+                    try:
+                        r = replay(c.run, c.target, fold["params"], max_sim_s=args.eval_sim_s, deployment=d)
+                    finally:
+                        replay_mod.compiles_for = saved
                     out.append((errors(c, r.metrics), r.cold_start))
                 cold_start.ENABLED = True
                 (off, _), (on, cs) = out
+                if probe and abs(off["mean_ttft_ms"] - before["mean_ttft_ms"]) > 5e-4:
+                    print(f"| {kind}: {fold['held_out']} | {name} | not reproduced at --eval-sim-s (kept) | | | |")
+                    continue
                 fold["errors"][name] = on
                 cells = " | ".join(f"{100 * before[k]:+.1f} / {100 * off[k]:+.1f} -> {100 * on[k]:+.1f} %" for k in keys)
                 print(f"| {kind}: {fold['held_out']} | {name} | {cells} | {cs.stalls} / {cs.specialisations} |")

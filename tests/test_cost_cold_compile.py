@@ -80,3 +80,19 @@ def test_only_unquantised_experts_with_a_known_table_are_priced():
     assert cold_compiles_for(MIXTRAL, "H100-SXM", 1, "bf16", 2048, 256) is None     # N=14336: no table here
     assert cold_compiles_for(MIXTRAL, "B200", 2, "bf16", 2048, 256) is None
     assert cold_compiles_for(MIXTRAL, "H100-SXM", 2, "bf16", 2048, 256).num_cold == 13
+
+
+def test_the_decode_fast_path_pays_the_same_stall_as_the_step_by_step_path():
+    c = ColdCompiles(TABLE, 2, 8, 2048, 256, compile_s_per_kernel=0.5)
+    inner = SimpleNamespace(step_time_s=lambda step: 0.01, explain=lambda step: {},
+                            step_time_from_sums=lambda n_seqs, tokens, *rest: 0.01,
+                            decode_step_times_s=lambda n_seqs, context, num_steps: [0.01] * num_steps)
+    clock = ColdStartClock(inner, c)
+    assert clock.step_time_from_sums(200, 261, 0, 0, 0, 0) == pytest.approx(1.01)       # a mixed step: its tokens
+    assert clock.step_time_from_sums(261, 261, 0, 0, 261, 0) == pytest.approx(0.01)     # met already
+    assert clock.decode_step_times_s(100, 0, 3) == pytest.approx([0.01] * 3)           # under the graphs
+    assert clock.decode_step_times_s(260, 0, 3) == pytest.approx([1.01, 0.01, 0.01])   # only the first pays
+    assert clock.decode_step_times_s(260, 0, 2) == pytest.approx([0.01, 0.01])
+    assert clock.decode_step_times_s(264, 0, 0) == [] and clock.num_stalls == 2          # no step: nothing met
+    bare = ColdStartClock(SimpleNamespace(step_time_s=lambda step: 0.01), c)
+    assert not hasattr(bare, "step_time_from_sums") and not hasattr(bare, "decode_step_times_s")

@@ -275,6 +275,8 @@ class ScenarioBody(StrictModel):
     records: RecordsConfig = Field(default_factory=RecordsConfig)
     # prefill/decode disaggregation (twin.disaggregation; run by twin.deploy)
     disaggregation: DisaggregationConfig | None = None
+    # "cold": every replica a freshly started server, paying the one-off work start-up missed (twin.sim.cold_server)
+    server_start: Literal["warm", "cold"] = "warm"
 
     @model_validator(mode="after")
     def _spec_classes(self) -> "ScenarioBody":
@@ -302,6 +304,8 @@ class ScenarioBody(StrictModel):
         if pd is not None and (self.deployment.groups is not None or self.speculative_decoding is not None):
             other = "deployment.groups" if self.deployment.groups is not None else "speculative_decoding"
             raise ValueError(f".disaggregation: with {other} is not modelled; the pools are the replica groups")
+        if pd is not None and self.server_start != "warm":
+            raise ValueError(".server_start: 'cold' with disaggregation is not modelled (only 'warm')")
         return self
 
     @property

@@ -57,3 +57,13 @@ def print_kv_offload(runs: dict[str, dict[str, Any]], console: Any) -> None:
         off = run["replications"][0][0].config.get("kv_offload")
         if off:
             console.print(f"{name} KV hit rate by tier: {tier_hit_line(off)}", highlight=False, soft_wrap=True)
+
+
+def print_cold_start(runs: dict[str, dict[str, Any]], console: Any) -> None:
+    """Per run started cold (``server_start: cold``): the one-off stalls its fresh servers met."""
+    from twin.sim.cold_server import cold_start_line
+
+    for name, run in runs.items():
+        cold = run["replications"][0][0].config.get("cold_start")
+        if cold:
+            console.print(f"{name} {cold_start_line(cold)}", highlight=False, soft_wrap=True)

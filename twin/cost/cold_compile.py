@@ -153,6 +153,24 @@ class ColdStartClock:
         self.num_stalls = 0
         self.request_path_s = getattr(inner, "request_path_s", 0.0)
         self.request_path_jitter_s = getattr(inner, "request_path_jitter_s", 0.0)
+        # the engine's decode fast path (twin.sim.cohort_steps) calls these where the wrapped model has them: the
+        # same stall added to the same step, so the run keeps its fast path and its steps
+        from_sums = getattr(inner, "step_time_from_sums", None)
+        decodes = getattr(inner, "decode_step_times_s", None)
+        if from_sums is not None:
+            self.step_time_from_sums = lambda n_seqs, tokens, *rest: from_sums(n_seqs, tokens, *rest) + \
+                self.stall_for(tokens)
+        if decodes is not None:
+            self.decode_step_times_s = self._decodes_with_stall(decodes)
+
+    def _decodes_with_stall(self, decodes):
+        def decode_step_times_s(n_seqs: int, context: int, num_steps: int) -> list[float]:
+            out = decodes(n_seqs, context, num_steps)
+            if num_steps and n_seqs > self.compiles.largest_graph_tokens:
+                out = list(out)
+                out[0] = out[0] + self.stall_for(n_seqs)     # only the first of equal steps can meet one
+            return out
+        return decode_step_times_s
 
     def stall_for(self, tokens: int) -> float:
         """The one-off compile time a step of ``tokens`` pays (recording what it met)."""

@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from twin.cost.cold_compile import ColdCompiles, ColdStartClock, cold_compiles_for
+from twin.cost.cold_compile import ColdCompiles, ColdStartClock
 from twin.fitting.measured_run import MeasuredRun
+from twin.sim.cold_server import cold_compiles_of
 from twin.sim.deployment import Deployment
 
 ENABLED = True     # False: cold runs replayed warm, as before round 11
@@ -38,19 +39,11 @@ class ColdStart:
 
 
 def compiles_for(run: MeasuredRun, dep: Deployment) -> ColdCompiles | None:
-    """The cold compiles ``run`` pays on ``dep``, or None (a warm run, switched off, expert parallelism (other
-    per-rank shapes), or no priced table)."""
-    layout = dep.layout
-    if not (ENABLED and run.cold_start) or (layout is not None and layout.enable_expert_parallel):
+    """The cold compiles ``run`` pays on ``dep``, or None (a warm run, switched off, or none priced for the
+    deployment: ``twin.sim.cold_server.cold_compiles_of``)."""
+    if not (ENABLED and run.cold_start):
         return None
-    graphs = dep.cudagraph_tokens
-    if not graphs or graphs[0] != graphs[1]:
-        return None      # graphs that cover decodes only (or none): not priced (the default modes cover both)
-    sched = dep.scheduler_config
-    compiles = cold_compiles_for(dep.model, dep.gpu.name, layout.tensor_parallel_size if layout is not None else 1,
-                                 dep.weight_formats.routed_experts if dep.weight_formats else "bf16",
-                                 sched.max_num_batched_tokens, min(graphs[1], sched.max_num_batched_tokens))
-    return compiles if compiles is not None and compiles.num_cold else None
+    return cold_compiles_of(dep)
 
 
 def _per_request(requests) -> dict:

@@ -14,6 +14,7 @@ from twin.core.schedulers import make_scheduler
 from twin.errors import TwinInputError
 from twin.results.sim_result import SimResult
 from twin.scenario import ScenarioBody
+from twin.sim.cold_server import COLD, ColdServers
 from twin.sim.deployment import Deployment, make_router, resolve_deployment
 from twin.sim.dp_router import DataParallelRouter
 from twin.sim.simulate import simulate
@@ -75,10 +76,14 @@ def simulate_replicas(body: ScenarioBody, bodies: list[ScenarioBody], deps: list
             speculators.append(factory(i))
             return speculators[-1]
 
+    make_cost = lambda i: deps[owner[i]].cost_model_factory()     # noqa: E731
+    cold = ColdServers(deps, owner) if body.server_start == COLD else None
+    if cold is not None:     # a freshly started server (twin.sim.cold_server); a warm run builds nothing
+        make_cost = lambda i: cold.wrap(i, deps[owner[i]].cost_model_factory())     # noqa: E731
     result = simulate(
         traffic,
         lambda i: make_scheduler(deps[owner[i]].scheduler_config, deps[owner[i]].num_gpu_blocks),
-        lambda i: deps[owner[i]].cost_model_factory(),
+        make_cost,
         num_replicas=len(owner),
         router=router,
         make_speculator=make_speculator,
@@ -89,6 +94,8 @@ def simulate_replicas(body: ScenarioBody, bodies: list[ScenarioBody], deps: list
         token_times=body.records.token_times,
         steps_mode=body.records.steps,
     )
+    if cold is not None:
+        result.config["cold_start"] = cold.summary()
     if speculators:
         total = SpecDecodeStats()
         for s in speculators:
