@@ -102,3 +102,10 @@ def test_reading_arithmetic():
     # 64 sequences of 1024 nominal output tokens: 64 / 921.6 prompts per decode step
     assert per_step_tpot_ms(20.0, 64, 1024) == pytest.approx(20.0 * 64 / 921.6, rel=1e-12)
     assert per_step_tpot_ms(20.0, 2048, 1024) == 20.0          # at most one prompt step per step
+
+
+def test_describe_names_it_per_request():
+    d = RooflineCostModel(KIMI, "B200", tensor_parallel_size=4, weight_dtype="nvfp4").describe()
+    assert d["expert_path_request_s_per_request"] == 20.9e-3
+    assert "expert_path_request_s_per_request" not in RooflineCostModel(
+        KIMI, "B200", tensor_parallel_size=8, weight_dtype="int4").describe()
