@@ -211,8 +211,7 @@ def test_an_unseen_expert_kernel_path_is_predicted_from_the_other_paths_values(r
         "moe_expert_efficiency@experts_bf16": pv.POOLED, "moe_expert_compute_efficiency@hopper+experts_fp8": pv.POOLED,
         "moe_layer_overhead_s@hopper+experts_fp8": 0.0,
         "moe_expert_compute_efficiency@hopper+experts_mxfp4": pv.POOLED,
-        "layer_token_overhead_s@hopper+experts_mxfp4": 0.0,
-        "expert_path_request_s@mla+experts_nvfp4": 0.0}       # round 12, twin.cost.mla_request: its own prior
+        "layer_token_overhead_s@hopper+experts_mxfp4": 0.0}
     # the B200 Mixtral row (bf16 experts) held out with its family
     plan = pv.fold_plan("mixtral", FOLDS["family"], with_deployments(rows), ())
     assert plan.fixed == pytest.approx({"layer_token_overhead_s@blackwell": 0.0,

@@ -1,7 +1,8 @@
 """Issue 33, round 12: Kimi-K2.5 NVFP4's per-request time (``twin.cost.mla_request``: ``expert_path_request_s`` on an
-MLA model's NVFP4 experts): the embedded value where it acts and nowhere else, on the request path and in no step,
-its scoped fit key, its provenance (evidence the Kimi NVFP4 rows, stated prior 0: reset in a fold that holds them,
-absent from a fold that keeps them), bad values, and the reading script's arithmetic."""
+MLA model's NVFP4 experts), a reading that is not embedded: the table empty by default and the reading's value;
+where the term acts once set (and nowhere else), on the request path and in no step, its scoped fit key, its
+provenance if embedded (evidence the Kimi NVFP4 rows, stated prior 0: reset in a fold that holds them, absent from a
+fold that keeps them), bad values, and the reading script's arithmetic."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from types import SimpleNamespace as NS
 import pytest
 from core_helpers import step_shape as step
 
-from twin.cost.mla_request import MLA_EXPERT_REQUEST_S, mla_request_s, mla_scoped_values, scoped_values
+from twin.cost import mla_request
+from twin.cost.mla_request import READINGS, mla_request_s, mla_scoped_values, scoped_values
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
 from twin.fitting.parameters import PARAMETERS_BY_NAME
@@ -27,8 +29,21 @@ KIMI, MINIMAX = "moonshotai/Kimi-K2.5", "MiniMaxAI/MiniMax-M2.5"
 KEY = "expert_path_request_s@mla+experts_nvfp4"
 
 
-def test_embedded_on_kimi_nvfp4_only():
-    assert MLA_EXPERT_REQUEST_S == {"nvfp4": 20.9e-3}
+@pytest.fixture
+def embedded(monkeypatch):
+    """The reading embedded, as it would be if adopted."""
+    monkeypatch.setattr(mla_request, "MLA_EXPERT_REQUEST_S", dict(READINGS))
+
+
+def test_a_reading_not_embedded():
+    assert READINGS == {"nvfp4": 20.9e-3} and mla_request.MLA_EXPERT_REQUEST_S == {}
+    m = RooflineCostModel(KIMI, "B200", tensor_parallel_size=4, weight_dtype="nvfp4", request_path_s=4e-3)
+    assert m.expert_path_request_s == 0.0 and m.request_path_s == 4e-3
+    assert scoped_values() == {} and set(mla_scoped_values()) == {"layer_overhead_s@mla"}
+    assert KEY not in {e.parameter for e in embedded_entries()}
+
+
+def test_once_embedded_it_acts_on_kimi_nvfp4_only(embedded):
     for tp in (4, 8):
         m = RooflineCostModel(KIMI, "B200", tensor_parallel_size=tp, weight_dtype="nvfp4", request_path_s=4e-3)
         assert m.expert_path_request_s == 20.9e-3
@@ -64,23 +79,22 @@ def _dep(model, dtype, gpu="B200"):
 def test_scoped_fit_key():
     p = PARAMETERS_BY_NAME[KEY]
     assert (p.prior, p.lower, p.upper, p.unit) == (0.0, 0.0, 100.0, "ms per request")
-    assert scoped_values() == {KEY: 20.9e-3}
     assert params_for({KEY: 0.02}, _dep(KIMI, "nvfp4")) == {"expert_path_request_s": 0.02}
     for model, dtype in ((KIMI, "int4"), (MINIMAX, "nvfp4"), ("llama-3.1-70b", "nvfp4")):
         assert params_for({KEY: 0.02}, _dep(model, dtype)) == {}
 
 
-def test_provenance_entry_with_prior_zero():
+def test_provenance_entry_with_prior_zero(embedded):
+    assert scoped_values() == {KEY: 20.9e-3}
     entries = {e.parameter: e for e in embedded_entries()}
     e = entries[KEY]
     assert (e.value, e.prior, e.table) == (20.9e-3, 0.0, "MLA_EXPERT_REQUEST_S")
     assert entries["layer_overhead_s@mla"].table == "MLA_TERMS"         # round 8's entry unchanged
-    assert set(mla_scoped_values()) == {"layer_overhead_s@mla", KEY}
     assert e.is_evidence(None, _dep(KIMI, "nvfp4")) and e.is_evidence(None, _dep(KIMI, "nvfp4", "H100-SXM"))
     assert not e.is_evidence(None, _dep(KIMI, "int4")) and not e.is_evidence(None, _dep(MINIMAX, "nvfp4"))
 
 
-def test_fold_prior_absent_where_kept_and_zero_where_held():
+def test_fold_prior_absent_where_kept_and_zero_where_held(embedded):
     entry = next(e for e in embedded_entries() if e.parameter == KEY)
     rows = [(NS(family="kimi", gpu="B200"), _dep(KIMI, "nvfp4")), (NS(family="kimi", gpu="B200"), _dep(KIMI, "int4")),
             (NS(family="minimax", gpu="B200"), _dep(MINIMAX, "nvfp4")),
@@ -93,6 +107,16 @@ def test_fold_prior_absent_where_kept_and_zero_where_held():
         assert plan.actions == {} and plan.fixed == {}
 
 
+def test_describe_names_it_per_request():
+    d = RooflineCostModel(KIMI, "B200", tensor_parallel_size=4, weight_dtype="nvfp4",
+                          expert_path_request_s=20.9e-3).describe()
+    assert d["expert_path_request_s_per_request"] == 20.9e-3
+    assert "expert_path_request_s_per_request" not in RooflineCostModel(
+        KIMI, "B200", tensor_parallel_size=4, weight_dtype="nvfp4").describe()
+    assert RooflineCostModel(MINIMAX, "B200", tensor_parallel_size=4, weight_dtype="fp8").describe()[
+        "expert_path_request_s_per_request"] == 11.35e-3          # round 11's FP8 path
+
+
 def test_reading_arithmetic():
     from kimi_request_reading import per_step_tpot_ms, reading_ms
     rows = [{"family": "kimi", "format": "nvfp4", "gap": g} for g in (18.0, 21.0, 25.0)] + \
@@ -102,10 +126,3 @@ def test_reading_arithmetic():
     # 64 sequences of 1024 nominal output tokens: 64 / 921.6 prompts per decode step
     assert per_step_tpot_ms(20.0, 64, 1024) == pytest.approx(20.0 * 64 / 921.6, rel=1e-12)
     assert per_step_tpot_ms(20.0, 2048, 1024) == 20.0          # at most one prompt step per step
-
-
-def test_describe_names_it_per_request():
-    d = RooflineCostModel(KIMI, "B200", tensor_parallel_size=4, weight_dtype="nvfp4").describe()
-    assert d["expert_path_request_s_per_request"] == 20.9e-3
-    assert "expert_path_request_s_per_request" not in RooflineCostModel(
-        KIMI, "B200", tensor_parallel_size=8, weight_dtype="int4").describe()

@@ -17,8 +17,9 @@ Its size follows the GPU generation: H100 / B200 = 2.30, against 2.27 for the tw
 either generation's reading predicts the other's within 1.3 % when scaled by them (the cross-generation rule a fold
 uses when it holds one out, ``twin.fitting.expert_request_prior``: an empirical rule, tested on this one pair).
 
-Prior 0; embedded per path in ``twin.cost.generation_experts``, and on an MLA model's expert path in
-``twin.cost.mla_request`` (Kimi-K2.5 NVFP4, round 12). Nothing per step changes (the hot path is untouched).
+Prior 0; embedded per path in ``twin.cost.generation_experts``; on an MLA model's expert path the table of
+``twin.cost.mla_request`` (round 12: Kimi-K2.5 NVFP4's 20.9 ms is a reading, not embedded). Nothing per step changes
+(the hot path is untouched).
 """
 
 from __future__ import annotations

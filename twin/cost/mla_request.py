@@ -16,8 +16,12 @@ of the two (the checkpoint, vLLM 0.17.0) it follows is not separable, and which 
 multimodal processor does not run on a text prompt, vLLM ``inputs/preprocess.py``; the tokenizer is the INT4
 checkpoint's too).
 
-Prior 0. Its evidence is every Kimi-K2.5 NVFP4 row (all B200): the Kimi family fold, the B200-held-out GPU fold and
-the silicon-held-out source fold reset it to 0 (no other model or GPU reads it).
+Prior 0. Its evidence would be every Kimi-K2.5 NVFP4 row (all B200): the Kimi family fold, the B200-held-out GPU
+fold and the silicon-held-out source fold reset it to 0 (no other model, GPU or release reads it). **Not embedded**
+(``MLA_EXPERT_REQUEST_S`` is empty; the reading is ``READINGS``): embedded, it takes Kimi NVFP4's TTFT at the
+defaults from 11.3 % (-11.3 %) to 3.4 % (-0.6 %), but no held-out fold gains (those holding its rows out reset it)
+and the H100-held-out fold, which keeps it, refits worse (TTFT 4.7 % -> 6.2 %, TPOT 6.2 % -> 7.6 %). A fold can fit
+it instead (``fidelity_real.py --add-terms expert_path_request_s@mla+experts_nvfp4``), and a user can pass it.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from twin.hardware.weight_formats import format_family
 
 TERM = "expert_path_request_s"
 SCOPE = "mla+experts_{fmt}"
-# routed experts' format -> seconds per request, on MLA models (the median gap of the 26 Kimi-K2.5 NVFP4 rows at
-# CONC <= 8, benchmarks/kimi_request_reading.py)
-MLA_EXPERT_REQUEST_S: dict[str, float] = {"nvfp4": 20.9e-3}
+# routed experts' format -> seconds per request, on MLA models: the reading (the median gap of the 26 Kimi-K2.5
+# NVFP4 rows at CONC <= 8, benchmarks/kimi_request_reading.py) and the embedded table (empty: not adopted, above)
+READINGS: dict[str, float] = {"nvfp4": 20.9e-3}
+MLA_EXPERT_REQUEST_S: dict[str, float] = {}
 
 
 def mla_request_s(model, formats) -> float | None:
