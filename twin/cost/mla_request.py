@@ -3,7 +3,7 @@ request; issue 33, round 12; docs/fidelity.md "Round 12: Kimi-K2.5's per-request
 
 What the rows show (``benchmarks/kimi_request_reading.py``, the embedded defaults of round 11, CONC <= 8): the
 Kimi-K2.5 NVFP4 rows (B200, vLLM 0.17.0) miss a time per request that does not grow with the prompt and that TP does
-not divide: TP 4 +20.9 ms at 1k and +20.9 ms at 8k prompts, TP 8 +15.8 ms; the graphed 1k rows of 2026-04-20 (no
+not divide: TP 4 +20.1 ms at 1k and +21.6 ms at 8k prompts, TP 8 +15.8 ms; the graphed 1k rows of 2026-04-20 (no
 eager floor in them) +18.6 / +19.2 / +21.7 ms, the eager rows of March as much; median over the 26 light-load rows
 20.9 ms. It is not on the NVFP4 expert path as such (MiniMax-M2.5's NVFP4 checkpoint on the same GPU misses -0.4 ms,
 vLLM 0.19.0), and not on Kimi-K2.5 as such (its INT4 checkpoint, same architecture class
