@@ -168,6 +168,8 @@ def describe_roofline(cm) -> dict[str, object]:
     if at.k_sink:
         out["attention_sink_s_per_token"] = at.k_sink
     out["memory_bandwidth_bytes_per_s_effective"] = bw
+    if getattr(cm, "expert_path_request_s", 0.0):     # per request, on the request path (twin.cost.expert_path_request)
+        out["expert_path_request_s_per_request"] = cm.expert_path_request_s
     return out
 
 

@@ -17,21 +17,26 @@ Its size follows the GPU generation: H100 / B200 = 2.30, against 2.27 for the tw
 either generation's reading predicts the other's within 1.3 % when scaled by them (the cross-generation rule a fold
 uses when it holds one out, ``twin.fitting.expert_request_prior``: an empirical rule, tested on this one pair).
 
-Prior 0; embedded per path in ``twin.cost.generation_experts``. Nothing per step changes (the hot path is untouched).
+Prior 0; embedded per path in ``twin.cost.generation_experts``; on an MLA model's expert path the table of
+``twin.cost.mla_request`` (round 12: Kimi-K2.5 NVFP4's 20.9 ms is a reading, not embedded). Nothing per step changes
+(the hot path is untouched).
 """
 
 from __future__ import annotations
 
 from twin.cost.default_terms import embedded
 from twin.cost.marlin_blocks import install as install_marlin_blocks
+from twin.cost.mla_request import mla_request_s
 from twin.cost.param_checks import check_nonneg
 
 TERM = "expert_path_request_s"
 
 
 def path_request_s(gpu, model, formats, given: float | None) -> float:
-    """``given``, or the embedded value for this deployment (the (generation, expert format) table, else 0; 0 on a
-    dense model); a one-line error for a negative or non-numeric value."""
+    """``given``, or the embedded value for this deployment (an MLA model's expert path, ``twin.cost.mla_request``;
+    the (generation, expert format) table; else 0; 0 on a dense model); a one-line error for a negative or
+    non-numeric value."""
+    given = mla_request_s(model, formats) if given is None else given
     value = check_nonneg(TERM, embedded(gpu, model, formats, expert_path_request_s=given)[TERM])
     return value if getattr(model, "is_moe", False) else 0.0
 

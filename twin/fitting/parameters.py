@@ -133,6 +133,9 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
     *(FitParameter(f"expert_path_request_s@{g}+experts_fp8", "ms per request", 1e-3, 0.0, 100.0, 0.0,
                    f"time per request of a deployment with FP8 experts on {g} GPUs, beside the client's request "
                    f"path; prior 0") for g in ("hopper", "blackwell")),
+    # round 12 (twin.cost.mla_request): the same on an MLA model's NVFP4 experts (Kimi-K2.5 NVFP4, vLLM 0.17.0)
+    FitParameter("expert_path_request_s@mla+experts_nvfp4", "ms per request", 1e-3, 0.0, 100.0, 0.0,
+                 "time per request of an MLA model with NVFP4 experts, beside the client's request path; prior 0"),
     # ... and the fused all-reduce of the MXFP4 experts' Blackwell path (gpt-oss-120b, twin.cost.mxfp4_path)
     FitParameter("fused_allreduce_latency_s@blackwell+experts_mxfp4", "us per fused all-reduce", 1e-6, 0.0, 100.0,
                  24.7, "fused all-reduce + RMSNorm on Blackwell servers of MXFP4-expert models; prior: the unfused "

@@ -232,9 +232,8 @@ def embedded_entries() -> list[Entry]:
                 for n, v in terms.items()]
     out += [Entry(key, v, _stated_prior(split(key)[0], key, FLAT_DEFAULTS), "GENERATION_EXPERT_TERMS")
             for key, v in scoped_values().items()]
-    from twin.cost.mla_decode import MLA_TERMS       # MLA models' (issue 33, round 8): evidence every MLA row
-    out += [Entry(f"{n}@mla", v, _stated_prior(n, f"{n}@mla", FLAT_DEFAULTS), "MLA_TERMS")
-            for n, v in MLA_TERMS.items()]
+    from twin.cost.mla_request import mla_scoped_values    # MLA models' (rounds 8, 12): evidence their rows in scope
+    out += [Entry(k, v, _stated_prior(split(k)[0], k, FLAT_DEFAULTS), t) for k, (v, t) in mla_scoped_values().items()]
     return [e for e in out if not (isinstance(e.prior, float) and abs(e.value - e.prior) <= 1e-12 * max(
         1.0, abs(e.prior)))]
 
