@@ -4,7 +4,8 @@ decode step's), split between the routed experts' weight stream and the per-sequ
 docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows").
 
 No simulation. Per row (ISL 1k, OSL 8k, no EP / DP): the twin's step of CONC decodes at the mid-output context, at
-the embedded defaults (``explain()``), the measured TPOT, and two parts of the step:
+the embedded defaults with the uniform routing rule (``moe_active_expert_share`` 1, its prior; ``explain()``), the
+measured TPOT, and two parts of the step:
 
 * ``experts``: the routed experts' weight stream (s), the weight-read part above a one-token step scaled to the
   share of experts the step touches (``twin.hardware.moe``'s uniform rule);
@@ -36,6 +37,7 @@ from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.hardware.moe import touched_fraction  # noqa: E402
 
 SYNC_FREE_PER_SEQ_S = 18.7e-6     # the embedded per_seq_overhead_s (async servers), s per sequence per step
+UNIFORM = {"moe_active_expert_share": 1.0}    # the twin's uniform routing rule (the embedded share is 0.75 on MXFP4)
 
 
 def touched_share(num_experts: int, top_k: int, tokens: int, active_share: float) -> float:
@@ -69,7 +71,7 @@ def decode_rows(gpu: str, family: str, osl: int = 8192) -> list[dict]:
         if (not r.system.startswith(gpu) or model_family(r.model_path) != family or r.isl != 1024 or r.osl != osl
                 or r.attention_dp > 1 or r.moe_ep > 1 or r.concurrency > 256):
             continue
-        cost = cost_model_for(deployment_for(c.run, c.target), c.target, {})
+        cost = cost_model_for(deployment_for(c.run, c.target), c.target, UNIFORM)
         if not cost.model.is_moe:
             continue
         prompt, output = lengths(r)

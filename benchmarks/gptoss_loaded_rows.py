@@ -6,7 +6,8 @@ model units, as the fit passes them to the cost model).
     python benchmarks/gptoss_loaded_rows.py [--every 3] [--family gpt-oss] [--gpu b200] [--variants a,b] [--rows]
 
 Variants (each a hypothesis of docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows"; none embedded):
-* ``embedded``: the defaults;
+* ``embedded``: the defaults (gpt-oss's active expert share 0.75 since round 12); ``uniform routing``: that share at
+  its prior 1 (the defaults before round 12);
 * ``mxfp4 eager MoE 0``: the MXFP4 TRT-LLM-gen path's eager floor per MoE layer at the op-count rule's 0 (11 host
   ops per layer, fewer than the dense layer's 16: ``twin.fitting.launch_prior``) instead of the generation's 1.15 ms;
 * ``layer-token 0.16``: that floor at 0 and Blackwell's per-token-per-layer time at gpt-oss's own reading (0.16 us,
@@ -15,9 +16,8 @@ Variants (each a hypothesis of docs/fidelity.md "Round 12: gpt-oss's loaded B200
 * ``decode share 0``: the MXFP4 path's decode tokens pay none of the per-token-per-layer time
   (``twin.cost.decode_tokens``; prior 1); ``share 0 + token 0.16``: both;
 * ``per-seq 9 us``: the per-sequence time halved (18.7 -> 9.35 us);
-* ``active share 0.8`` / ``0.75``: every MoE layer's routing drawn uniformly from only that share of its experts
-  (fewer experts per step at a given batch; ``gptoss_decode_gap.touched_share``), a what-if patched into this
-  process, not a cost-model term.
+* ``active share 0.8`` / ``0.75``: the MXFP4 experts' routing drawn uniformly from only that share of them
+  (``moe_active_expert_share``, twin.cost.moe_terms).
 """
 
 from __future__ import annotations
@@ -28,30 +28,17 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 MXFP4_FLOOR = "eager_moe_layer_host_s@blackwell+experts_mxfp4"
 LAYER_TOKEN = "layer_token_overhead_s@blackwell"
 SHARE = "layer_token_decode_share@blackwell+experts_mxfp4"
-ACTIVE_SHARE = "_active_share"    # not a cost-model keyword: the what-if of gptoss_decode_gap.touched_share
-
-
-def set_active_share(share: float) -> None:
-    """Make this process's MoE weight reads touch the experts as if each layer's routing drew uniformly from only
-    ``share`` of them (``gptoss_decode_gap.touched_share``; 1: the twin's uniform rule). A what-if for the
-    simulations here, not a term of the twin: it patches ``twin.hardware.models``' reference to
-    ``touched_fraction`` and empties the per-process cache of the MoE weight bytes."""
-    from twin.cost.weight_stream import moe_weight_read_bytes
-    from twin.hardware import models, moe
-    from gptoss_decode_gap import touched_share
-    models.touched_fraction = moe.touched_fraction if share == 1.0 else (
-        lambda e, k, t: 1.0 if t is None else touched_share(e, k, t, share))
-    moe_weight_read_bytes.cache_clear()
+ACTIVE_SHARE = "moe_active_expert_share@experts_mxfp4"     # twin.cost.moe_terms (round 12; embedded 0.75)
 
 VARIANTS: dict[str, dict[str, float]] = {
     "embedded": {},
+    "uniform routing": {ACTIVE_SHARE: 1.0},
     "mxfp4 eager MoE 0": {MXFP4_FLOOR: 0.0},
     "layer-token 0.16": {MXFP4_FLOOR: 0.0, LAYER_TOKEN: 0.16e-6},
     "layer-token 0.16 only": {LAYER_TOKEN: 0.16e-6},
@@ -109,8 +96,6 @@ def main() -> None:
     for name, params in VARIANTS.items():
         if only and name not in only:
             continue
-        params = dict(params)
-        set_active_share(params.pop(ACTIVE_SHARE, 1.0))
         replayed = simulate_cases(cases, params, max_sim_s=60.0)
         table[name], per_row[name] = summary(cases, replayed), replayed
         print(f"{name}: " + ", ".join(f"{k} {v}" for k, v in table[name].items()), flush=True)
