@@ -1,7 +1,7 @@
 """gpt-oss's active expert share (twin.cost.moe_terms, twin.fitting.routing_prior; issue 33 round 12): the experts a
-step touches when a layer's routing draws from only a share of them, the roofline keyword and its embedded value
-(MXFP4 experts only), and its evidence (the B200 gpt-oss rows only): the folds holding any of them out reset it to
-its stated prior 1, the H100 GPU fold keeps it."""
+step touches when a layer's routing draws from only a share of them, the roofline keyword (not embedded: prior 1;
+the tried MXFP4 entry acts on MXFP4 experts only), and its evidence (the B200 gpt-oss rows only): the folds holding
+any of them out reset it to its stated prior 1, the H100 GPU fold keeps it."""
 
 from __future__ import annotations
 
@@ -52,7 +52,10 @@ def test_the_keyword_scales_the_routed_bytes_a_decode_step_reads():
         RooflineCostModel("gpt-oss-120b", "B200", 1, "mxfp4", "fp8", moe_active_expert_share=0.0)
 
 
-def test_the_embedded_share_is_the_mxfp4_experts_on_either_gpu_only():
+def test_nothing_is_embedded_and_an_mxfp4_entry_acts_on_the_mxfp4_experts_on_either_gpu_only(monkeypatch):
+    for gpu in ("B200", "H100-SXM"):        # not embedded (round 12): the prior, uniform routing
+        assert RooflineCostModel("gpt-oss-120b", gpu, 2, "mxfp4", "fp8").moe_active_expert_share == 1.0
+    monkeypatch.setattr(default_terms, "EXPERT_FORMAT_TERMS", {"mxfp4": {"moe_active_expert_share": SHARE}})
     for gpu in ("B200", "H100-SXM"):
         assert RooflineCostModel("gpt-oss-120b", gpu, 2, "mxfp4", "fp8").moe_active_expert_share == SHARE
     assert RooflineCostModel("minimax-m2.5", "B200", 4, "fp8", "fp8").moe_active_expert_share == 1.0

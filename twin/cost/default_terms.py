@@ -45,10 +45,10 @@ EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {
     # blocks on (twin.cost.marlin_blocks). Held out by family, a fold pools them from the other expert paths'
     # values (twin.fitting.expert_path_prior)
     "int4": MARLIN_W4A16_MOE_TERMS,
-    # MXFP4 experts (gpt-oss-120b, either GPU): the share of a layer's experts its routing draws from
-    # (twin.cost.moe_terms; prior 1), 0.75 read off the B200 rows' 1k / 8k decode (twin.fitting.routing_prior; the
-    # H100 rows, another kernel, are its check: docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows")
-    "mxfp4": {"moe_active_expert_share": 0.75},
+    # NOT embedded (round 12, docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows"): "mxfp4" with
+    # moe_active_expert_share 0.75 (twin.cost.moe_terms; read off the B200 gpt-oss rows, twin.fitting.routing_prior):
+    # in-sample gpt-oss B200 TPOT at CONC >= 32 17.7 % -> 9.3 %, but the H100-held-out fold's refit of the shared
+    # terms then leaves its H100 rows slower (E2E 5.4 % -> 7.0 %, TPOT 6.2 % -> 6.9 %)
 }
 # the engine core's CPU time per sequence per step that a server without async scheduling exposes
 # (twin.cost.sync_host; prior 0): fitted on the Qwen3-32B H100 TP8 rows (vLLM 0.12.0, the data's only sync decode

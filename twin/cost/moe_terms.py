@@ -15,9 +15,9 @@ experts its tokens' routing effectively draws from: a skewed routing (popular ex
 touches fewer distinct experts per step than the uniform rule, so a step of T tokens streams
 ``S E (1 - (1 - k / (S E))^T)`` experts' weights (``twin.hardware.moe``); a large batch still reads S of them, so
 the saving is largest where the uniform rule says most experts are touched. A property of the model's router and of
-the workload, not of the GPU; embedded per expert format (effectively per model) in
-``twin.cost.default_terms.EXPERT_FORMAT_TERMS`` where rows read it (docs/fidelity.md "Round 12: gpt-oss's loaded
-B200 rows").
+the workload, not of the GPU; an embedded value goes per expert format (effectively per model) in
+``twin.cost.default_terms.EXPERT_FORMAT_TERMS``. None is embedded: gpt-oss's 0.75, read off its B200 rows, was tried
+and left out (docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows").
 
 Units: FLOPs per scheduled token and bytes per step, both per GPU (tensor parallelism splits each expert).
 """

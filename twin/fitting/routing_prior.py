@@ -1,7 +1,9 @@
 """Where gpt-oss-120b's active expert share came from, and what a fold that holds those rows out uses (issue 33,
-round 12; docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows (issue 33)").
+round 12; docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows (issue 33)"). Tried, NOT embedded (the H100-held-out
+fold got worse: see ``twin.cost.default_terms.EXPERT_FORMAT_TERMS``); declared here so that an entry, if embedded,
+is held out where it should be.
 
-``moe_active_expert_share@experts_mxfp4`` (0.75, ``twin.cost.default_terms.EXPERT_FORMAT_TERMS``; the term:
+``moe_active_expert_share@experts_mxfp4`` (0.75 as tried in ``twin.cost.default_terms.EXPERT_FORMAT_TERMS``; the term:
 ``twin.cost.moe_terms``, a layer's routing drawn from only that share of its experts) was read off the B200
 gpt-oss-120b rows alone: the share at which the twin's pure-decode step of their 1k / 8k rows (28 rows, TP 1-8,
 CONC 4-128; ``benchmarks/gptoss_decode_gap.py``) best matches the measured TPOT at CONC >= 32, on the grid 1, 0.9,
