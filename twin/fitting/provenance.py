@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from twin.fitting import launch_prior
 from twin.fitting.expert_path_prior import expert_path_prior, geometric_mean
 from twin.fitting.link_prior import EVIDENCE as LINK_EVIDENCE
-from twin.fitting.routing_prior import EVIDENCE as ROUTING_EVIDENCE
 from twin.fitting.parameters import PARAMETERS_BY_NAME
+from twin.fitting.routing_prior import EVIDENCE as ROUTING_EVIDENCE
 from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 
 INHERIT = "inherit"          # a prior that is the fold's unscoped value of ``INHERITS_FROM[base]``
