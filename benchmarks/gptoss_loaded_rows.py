@@ -6,8 +6,8 @@ model units, as the fit passes them to the cost model).
     python benchmarks/gptoss_loaded_rows.py [--every 3] [--family gpt-oss] [--gpu b200] [--variants a,b] [--rows]
 
 Variants (each a hypothesis of docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows"; none embedded):
-* ``embedded``: the defaults (gpt-oss's active expert share 0.75 since round 12); ``uniform routing``: that share at
-  its prior 1 (the defaults before round 12);
+* ``embedded``: the defaults; ``uniform routing``: gpt-oss's active expert share at its prior 1, which is the
+  default (round 12 tried 0.75 and left it out: the same as ``embedded`` unless an entry is embedded);
 * ``mxfp4 eager MoE 0``: the MXFP4 TRT-LLM-gen path's eager floor per MoE layer at the op-count rule's 0 (11 host
   ops per layer, fewer than the dense layer's 16: ``twin.fitting.launch_prior``) instead of the generation's 1.15 ms;
 * ``layer-token 0.16``: that floor at 0 and Blackwell's per-token-per-layer time at gpt-oss's own reading (0.16 us,
@@ -34,7 +34,7 @@ from twin.errors import TwinInputError, run_script  # noqa: E402
 MXFP4_FLOOR = "eager_moe_layer_host_s@blackwell+experts_mxfp4"
 LAYER_TOKEN = "layer_token_overhead_s@blackwell"
 SHARE = "layer_token_decode_share@blackwell+experts_mxfp4"
-ACTIVE_SHARE = "moe_active_expert_share@experts_mxfp4"     # twin.cost.moe_terms (round 12; embedded 0.75)
+ACTIVE_SHARE = "moe_active_expert_share@experts_mxfp4"     # twin.cost.moe_terms (round 12; tried 0.75, not embedded)
 
 VARIANTS: dict[str, dict[str, float]] = {
     "embedded": {},
