@@ -11,7 +11,8 @@ from twin.cost.generation_experts import generation_expert_term
 from twin.cost.generations import gpu_generation
 from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS
 from twin.cost.mla_decode import mla_term
-from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, DEFAULT_MOE_EXPERT_EFFICIENCY
+from twin.cost.moe_terms import (DEFAULT_MOE_ACTIVE_EXPERT_SHARE, DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY,
+                                 DEFAULT_MOE_EXPERT_EFFICIENCY)
 from twin.hardware.catalog import GpuSpec
 from twin.hardware.weight_formats import format_family
 
@@ -44,6 +45,10 @@ EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {
     # blocks on (twin.cost.marlin_blocks). Held out by family, a fold pools them from the other expert paths'
     # values (twin.fitting.expert_path_prior)
     "int4": MARLIN_W4A16_MOE_TERMS,
+    # NOT embedded (round 12, docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows"): "mxfp4" with
+    # moe_active_expert_share 0.75 (twin.cost.moe_terms; read off the B200 gpt-oss rows, twin.fitting.routing_prior):
+    # in-sample gpt-oss B200 TPOT at CONC >= 32 17.7 % -> 9.3 %, but the H100-held-out fold's refit of the shared
+    # terms then leaves its H100 rows slower (E2E 5.4 % -> 7.0 %, TPOT 6.2 % -> 6.9 %)
 }
 # the engine core's CPU time per sequence per step that a server without async scheduling exposes
 # (twin.cost.sync_host; prior 0): fitted on the Qwen3-32B H100 TP8 rows (vLLM 0.12.0, the data's only sync decode
@@ -65,6 +70,7 @@ FLAT_DEFAULTS = {"per_token_overhead_s": 0.0, "layer_overhead_s": 0.0, "fused_al
                  "layer_token_overhead_s": 0.0, "layer_token_decode_share": 1.0,    # twin.cost.decode_tokens: prior 1
                  "moe_expert_compute_efficiency": DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY, "moe_layer_overhead_s": 0.0,
                  "moe_expert_efficiency": DEFAULT_MOE_EXPERT_EFFICIENCY, "moe_prompt_stream_efficiency": 1.0,
+                 "moe_active_expert_share": DEFAULT_MOE_ACTIVE_EXPERT_SHARE,      # twin.cost.moe_terms: prior 1
                  "expert_path_request_s": 0.0,    # twin.cost.expert_path_request: prior 0
                  "eager_layer_host_s": 0.0, "eager_moe_layer_host_s": 0.0,      # twin.cost.eager_steps: priors 0
                  "unsharded_allreduce_link_s": NO_FLOOR_LINK_S}                 # twin.cost.unsharded_decode

@@ -113,7 +113,7 @@ class RooflineCostModel:
         gemm_half_tokens: float = DEFAULT_GEMM_HALF_TOKENS,
         per_token_overhead_s: float | None = None,    # None: the generation's (twin.cost.default_terms)
         request_path_s: float = DEFAULT_REQUEST_PATH_S, request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
-        moe_expert_efficiency: float | None = None,   # twin.cost.moe_terms: weight streams; None: the format's
+        moe_expert_efficiency: float | None = None, moe_active_expert_share: float | None = None,  # moe_terms; None: the format's
         moe_expert_compute_efficiency: float | None = None,   # ... and their FLOPs; None: twin.cost.default_terms
         layer_overhead_s: float | None = None,        # per decoder layer per step (kernel latencies; s); as above
         layer_token_overhead_s: float | None = None,  # per token per layer, every TP rank (layer_tokens); as above
@@ -145,9 +145,9 @@ class RooflineCostModel:
                      moe_layer_overhead_s=moe_layer_overhead_s, fused_allreduce_latency_s=fused_allreduce_latency_s,
                      moe_expert_compute_efficiency=moe_expert_compute_efficiency, eager_layer_host_s=eager_layer_host_s,
                      moe_expert_efficiency=moe_expert_efficiency, unsharded_allreduce_link_s=unsharded_allreduce_link_s,
-                     eager_moe_layer_host_s=eager_moe_layer_host_s, layer_token_decode_share=layer_token_decode_share)
-        self.moe_expert_efficiency, self.moe_expert_compute_efficiency = (check_fraction(k, d[k]) for k in (
-            "moe_expert_efficiency", "moe_expert_compute_efficiency"))
+                     eager_moe_layer_host_s=eager_moe_layer_host_s, layer_token_decode_share=layer_token_decode_share, moe_active_expert_share=moe_active_expert_share)
+        self.moe_expert_efficiency, self.moe_expert_compute_efficiency, self.moe_active_expert_share = (check_fraction(
+            k, d[k]) for k in ("moe_expert_efficiency", "moe_expert_compute_efficiency", "moe_active_expert_share"))
         self.layer_overhead_s = check_nonneg("layer_overhead_s", d["layer_overhead_s"])
         self.quant_weight_efficiency = check_fraction("quant_weight_efficiency", d["quant_weight_efficiency"])
         kv_memory_efficiency = kv_read_efficiency(gpu, self.kv_dtype, kv_memory_efficiency)   # None: the weights'
@@ -173,7 +173,7 @@ class RooflineCostModel:
         act = formats.activation
         peak_act = gpu.flops(act) * self.compute_efficiency                   # LM head, attention
         bandwidth = gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency
-        shards, dp = layout.moe_shards, layout.dp
+        shards, dp, share = layout.moe_shards, layout.dp, self.moe_active_expert_share
         # quantized GEMMs reach quant_weight_efficiency of 16-bit ones: their groups' FLOPs and the weight streams
         q = self.quant_weight_efficiency if formats.is_quantized else 1.0
         bandwidth = bandwidth * q if q != 1.0 else bandwidth                  # the weight streams
@@ -183,7 +183,7 @@ class RooflineCostModel:
         self._k_lm_head = 2.0 * model.lm_head_matmul_params / tp / peak_act       # per logit position
         self._t_weights = model.weight_read_bytes(formats, tp, moe_shards=shards) / bandwidth
         self._moe_weights_s = None if not model.is_moe else functools.lru_cache(maxsize=8192)(lambda tokens:
-            moe_weight_read_bytes(model, formats, tp, shards, dp, tokens) / bandwidth)    # MoE: every DP rank's tokens
+            moe_weight_read_bytes(model, formats, tp, shards, dp, tokens, share) / bandwidth)    # MoE: every DP rank's
         self._moe_extra = extra_factor(self.moe_expert_efficiency) if model.is_moe else 0.0
         moe_compute_extra = extra_factor(self.moe_expert_compute_efficiency) if model.is_moe else 0.0
         self._k_linear_dense_eff, self._moe_weights_dense_eff = self._k_linear, self._moe_weights_s
@@ -195,8 +195,8 @@ class RooflineCostModel:
         if self._moe_extra:
             x, routed_format = self._moe_extra, formats.routed_experts
             self._moe_weights_s = functools.lru_cache(maxsize=8192)(
-                lambda tokens: (moe_weight_read_bytes(model, formats, tp, shards, dp, tokens)
-                                + x * routed_expert_read_bytes(model, routed_format, shards, tokens * dp)) / bandwidth)
+                lambda tokens: (moe_weight_read_bytes(model, formats, tp, shards, dp, tokens, share)
+                                + x * routed_expert_read_bytes(model, routed_format, shards, tokens * dp, share)) / bandwidth)
         kv_bandwidth = gpu.memory_bandwidth_bytes_per_s * self.kv_memory_efficiency    # the weights' unless set
         at = self._attention = attention_terms(model, gpu, act, self.kv_dtype, tp, self.compute_efficiency,
                                                kv_bandwidth)

@@ -14,7 +14,9 @@ import functools
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def moe_weight_read_bytes(model, formats, tensor_parallel_size: int, moe_shards: int, dp: int, tokens: int) -> int:
-    """``model.weight_read_bytes(formats, tensor_parallel_size, tokens, moe_shards, moe_tokens=tokens x dp)``."""
+def moe_weight_read_bytes(model, formats, tensor_parallel_size: int, moe_shards: int, dp: int, tokens: int,
+                          active_share: float = 1.0) -> int:
+    """``model.weight_read_bytes(formats, tensor_parallel_size, tokens, moe_shards, moe_tokens=tokens x dp,
+    active_share)``."""
     return model.weight_read_bytes(formats, tensor_parallel_size, tokens, moe_shards=moe_shards,
-                                   moe_tokens=tokens * dp)
+                                   moe_tokens=tokens * dp, active_share=active_share)

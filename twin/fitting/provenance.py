@@ -16,8 +16,7 @@ nothing from whoever adds a table entry:
 
 In a fold whose held-out group contains any evidence row of an entry (judged on every ground-truth row, not on a
 subsample), the entry is REFIT on the training rows when the fold fits its parameter (from its embedded value,
-its weak prior pulling towards the stated prior), else RESET to its stated prior; the report says which
-(``FoldPlan``).
+its weak prior pulling towards the stated prior), else RESET to its stated prior (``FoldPlan`` says which).
 Stated priors: ``default_terms.FLAT_DEFAULTS``; for the flat serving terms and where that has none, the fit
 parameter's prior (``twin.fitting.parameters``); a generation's efficiencies and all-reduce latency, and the fused
 all-reduce, inherit (``INHERIT``): reset, they take the fold's unscoped (reference) value (the hierarchical
@@ -44,6 +43,7 @@ from twin.fitting import launch_prior
 from twin.fitting.expert_path_prior import expert_path_prior, geometric_mean
 from twin.fitting.link_prior import EVIDENCE as LINK_EVIDENCE
 from twin.fitting.parameters import PARAMETERS_BY_NAME
+from twin.fitting.routing_prior import EVIDENCE as ROUTING_EVIDENCE
 from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 
 INHERIT = "inherit"          # a prior that is the fold's unscoped value of ``INHERITS_FROM[base]``
@@ -124,7 +124,7 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     "eager_moe_layer_host_s@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows, given the B200 Llama rows' per-"
                                                      "layer value", silicon_rows_of("b200_sxm", "minimax", "llama")),
     # the Blackwell link part of an all-reduce (round 10, twin.fitting.link_prior): B200 gpt-oss / MiniMax NVFP4 rows
-    **LINK_EVIDENCE,
+    **LINK_EVIDENCE, **ROUTING_EVIDENCE,      # round 12: gpt-oss's active expert share (twin.fitting.routing_prior)
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
     "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", lambda *_: False),
 }

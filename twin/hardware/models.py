@@ -315,12 +315,13 @@ class ModelSpec:
 
     def weight_read_bytes(self, weight_dtype: "str | WeightFormats" = "bf16", tensor_parallel_size: int = 1,
                           tokens: int | None = None, moe_shards: int | None = None,
-                          moe_tokens: int | None = None) -> int:
+                          moe_tokens: int | None = None, active_share: float = 1.0) -> int:
         """Bytes of weights one forward pass of `tokens` tokens streams from memory on one GPU: all weights
         except the embedding table (only looked-up rows are read; a tied LM head is read as the LM head) and,
         in a MoE model, except the routed experts no token was sent to (see `moe`). tokens=None: every expert
         (the all-parameter bound); the active-parameter bound is tokens=1. ``moe_tokens``: the tokens the MoE
-        layers route (with data parallelism, every DP rank's: the experts are shared), default `tokens`."""
+        layers route (with data parallelism, every DP rank's: the experts are shared), default `tokens`.
+        ``active_share``: the share of the experts their routing draws from (``moe.touched_fraction``; 1: all)."""
         tp = tensor_parallel_size
         w = moe_shards or tp
         f = resolve_formats(weight_dtype)
@@ -330,7 +331,7 @@ class ModelSpec:
         if not self.is_moe or tokens is None:
             return total
         routed_tokens = tokens if moe_tokens is None else moe_tokens
-        untouched = 1.0 - touched_fraction(self.num_experts, self.num_experts_per_tok, routed_tokens)
+        untouched = 1.0 - touched_fraction(self.num_experts, self.num_experts_per_tok, routed_tokens, active_share)
         return total - int(untouched * ceil_div(group_bytes(self, f)["routed_experts"], 1) / w)
 
     # --- conversions --------------------------------------------------------------------------------------
