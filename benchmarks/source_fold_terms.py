@@ -54,7 +54,7 @@ def fold_values(report: Path, kind: str = "source", group: str = "silicon") -> d
     folds = json.loads(report.read_text())["folds"][kind]["folds"]
     fold = next(f for f in folds if f["held_out"] == group)
     params = dict(fold["params"])
-    out = {}
+    out = dict(params)      # every value the fold carries (round 11's resets: expert request time, the link part)
     for name in ALL:
         base = name.split("@")[0]
         out[name] = params[name] if name in params else params[base]
