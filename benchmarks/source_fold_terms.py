@@ -44,6 +44,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "bandwidth": ("memory_efficiency", "memory_efficiency@blackwell", "kv_memory_efficiency@hopper+kv_fp8"),
     "serving": ("step_overhead_s", "per_seq_overhead_s", "allreduce_latency_s"),
     "request": ("request_path_s", "request_path_s@client_vllm_bench"),
+    # round 11's resets (round 12 adds them here)
+    "expert_request": ("expert_path_request_s@hopper+experts_fp8", "expert_path_request_s@blackwell+experts_fp8"),
+    "link": ("unsharded_allreduce_link_s@blackwell",),
 }
 ALL = tuple(n for names in GROUPS.values() for n in names)
 

@@ -5,10 +5,10 @@ The default report fits the folds on the first 30 s of each inference-perf run (
 predicts a held-out run on its first 60 s. Where silicon rows (closed loops, simulated whole) are among the training
 rows they carry the serving terms and the short window costs little. A fold whose training rows are inference-perf
 runs only (the silicon-held-out source fold) reads its per-sequence time, per-step time, all-reduce latency and
-decode bandwidth off those windows alone, and a 30 s window holds a constant-rate stage still filling its batch
-and short of its multi-turn contexts: the fit then moves decode time from the batch (per sequence) to the step
-(7.5 +/- 5.3 us per sequence on 30 s, 20.7 +/- 3.9 us on 60 s, the full-stage serving fit's 18.7 +/- 4.4 us).
-Such a fold fits on the window its held-out predictions use.
+decode bandwidth off those windows alone; on 30 s of its 600-1200 s stages the fit moves decode time from the
+batch (per sequence) to the step (7.5 +/- 5.3 us per sequence on 30 s, 20.7 +/- 3.9 us on 60 s, 20.4 +/- 5.2 us
+on 120 s; the full-stage serving fit's 18.7 +/- 4.4 us). Such a fold fits on the window its held-out predictions
+use.
 """
 
 from __future__ import annotations
