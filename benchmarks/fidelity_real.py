@@ -46,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from twin.fitting.fit import simulate_cases  # noqa: E402
+from twin.fitting.fit_window import fold_first  # noqa: E402
 from twin.fitting.joint import (FOLDS, JOINT_NAMES, METRICS, all_cases, default_start, errors,  # noqa: E402
                                 parameter_table, run_fold, summarize, with_deployments)
 from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
@@ -211,7 +212,8 @@ def main() -> None:
     print("fitted per fold: " + (", ".join(names) if names else "nothing (the embedded defaults, held out)"))
     if names:
         print(f"  on the fold's training rows: silicon every {args.silicon_every}, inference-perf runs' first "
-              f"{args.fit_sim_s:g} s, {args.outer} outer round(s) (simulate, fit on the surrogate); held-out "
+              f"{args.fit_sim_s:g} s (a fold trained on them alone: {max(args.fit_sim_s, args.eval_sim_s or 0):g} s, "
+              f"fit_window), {args.outer} outer round(s) (simulate, fit on the surrogate); held-out "
               f"predictions: silicon rows whole, inference-perf runs' first {args.eval_sim_s:g} s; a term the "
               "training rows do not identify is held at its prior" + (" (the default report; --no-refit: none "
                                                                        "fitted)" if default_report else ""))
@@ -247,7 +249,7 @@ def main() -> None:
         f"{e.parameter} ({e.table}; {e.evidence})" for e in embedded_entries()))
     print("\nmedian |error| and median signed error (predicted / measured - 1) on held-out cases; "
           "'defaults' = the embedded defaults, unchanged, on the same cases")
-    md_rows, verdicts, cache, param_rows = [], [], {}, []
+    md_rows, verdicts, cache, param_rows, windows = [], [], {}, [], {}
     for kind in [k.strip() for k in args.folds.split(",") if k.strip()]:
         group_of = FOLDS[kind]
         groups = list(dict.fromkeys(group_of(c) for c in cases))
@@ -260,8 +262,10 @@ def main() -> None:
         print(_header("held out"))
         pooled, pooled_default, fold_docs, group_summaries = [], [], [], []
         for g in groups:
-            fold = run_fold(kind, g, cases, group_of, first, names=names, outer_iterations=args.outer,
-                            fit_sim_s=args.fit_sim_s, eval_sim_s=args.eval_sim_s, workers=args.workers,
+            fit_s, fold_sims = fold_first(cases, g, group_of, first, args.fit_sim_s, args.eval_sim_s, lambda cs, s:
+                                          simulate_cases(cs, start, max_sim_s=s, workers=args.workers), windows)
+            fold = run_fold(kind, g, cases, group_of, fold_sims, names=names, outer_iterations=args.outer,
+                            fit_sim_s=fit_s, eval_sim_s=args.eval_sim_s, workers=args.workers,
                             evidence=evidence, defaults=default_pred, allow=allow, cache=cache,
                             loss=args.fold_loss, loss_scale=args.fold_loss_scale, exclude_gap=not args.keep_gap_rows)
             pairs = list(zip(fold.cases, fold.predicted))

@@ -44,6 +44,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "bandwidth": ("memory_efficiency", "memory_efficiency@blackwell", "kv_memory_efficiency@hopper+kv_fp8"),
     "serving": ("step_overhead_s", "per_seq_overhead_s", "allreduce_latency_s"),
     "request": ("request_path_s", "request_path_s@client_vllm_bench"),
+    # round 11's resets (round 12 adds them here)
+    "expert_request": ("expert_path_request_s@hopper+experts_fp8", "expert_path_request_s@blackwell+experts_fp8"),
+    "link": ("unsharded_allreduce_link_s@blackwell",),
 }
 ALL = tuple(n for names in GROUPS.values() for n in names)
 
@@ -54,7 +57,7 @@ def fold_values(report: Path, kind: str = "source", group: str = "silicon") -> d
     folds = json.loads(report.read_text())["folds"][kind]["folds"]
     fold = next(f for f in folds if f["held_out"] == group)
     params = dict(fold["params"])
-    out = {}
+    out = dict(params)      # every value the fold carries (round 11's resets: expert request time, the link part)
     for name in ALL:
         base = name.split("@")[0]
         out[name] = params[name] if name in params else params[base]

@@ -23,7 +23,7 @@ def test_fold_values_fall_back_to_the_unscoped_term(tmp_path):
     params = {n.split("@")[0]: 0.5 for n in m.ALL} | {"eager_layer_host_s@blackwell": 0.0,
                                                        "memory_efficiency": 0.93}
     values = m.fold_values(_report(tmp_path, params))
-    assert set(values) == set(m.ALL)
+    assert set(m.ALL) <= set(values)                                  # and every other value the fold carries
     assert values["eager_layer_host_s@blackwell"] == 0.0             # the fold's own scoped value
     assert values["memory_efficiency@blackwell"] == 0.93             # no scoped value: the unscoped one
     assert values["request_path_s@client_vllm_bench"] == params["request_path_s"]
