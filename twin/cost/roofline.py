@@ -12,9 +12,8 @@ How a step is costed (per GPU; with tensor parallelism the weights, FLOPs and KV
   context KV (c + n tokens) read once, as FlashAttention/paged attention tile it. Again ``max(compute, read)``:
   one fused kernel over the batch overlaps both (different CTAs serve different sequences).
 * **GEMM efficiency by batch size** (the knee): a GEMM over M tokens runs at ``compute_efficiency x M / (M +
-  gemm_half_tokens)`` of the tensor peak, so small-M GEMMs are far from peak (tile quantisation, too few CTAs to
-  fill the SMs, launch and epilogue costs) and the compute time is that of ``M + gemm_half_tokens`` tokens at the
-  full efficiency. This bends the step time upwards well before the pure roofline's ridge point.
+  gemm_half_tokens)`` of the tensor peak (tile quantisation, too few CTAs to fill the SMs, launch and epilogue
+  costs), so the step time bends upwards well before the pure roofline's ridge point.
 * **Mixture of experts / quantized weights**: FLOPs count the active weights (top-k experts) and run on the
   weight format's compute path; the weights read per step come from ``ModelSpec.weight_read_bytes(dtype, tp,
   tokens)``: a MoE step reads only the experts its tokens are expected to touch (``twin.hardware.moe``), and a
@@ -113,8 +112,8 @@ class RooflineCostModel:
         gemm_half_tokens: float = DEFAULT_GEMM_HALF_TOKENS,
         per_token_overhead_s: float | None = None,    # None: the generation's (twin.cost.default_terms)
         request_path_s: float = DEFAULT_REQUEST_PATH_S, request_path_jitter_s: float = DEFAULT_REQUEST_PATH_JITTER_S,
-        moe_expert_efficiency: float | None = None, moe_active_expert_share: float | None = None,  # moe_terms; None: the format's
-        moe_expert_compute_efficiency: float | None = None,   # ... and their FLOPs; None: twin.cost.default_terms
+        moe_expert_efficiency: float | None = None, moe_active_expert_share: float | None = None,  # moe_terms:
+        moe_expert_compute_efficiency: float | None = None,   # streams, routing share, FLOPs; None: the format's
         layer_overhead_s: float | None = None,        # per decoder layer per step (kernel latencies; s); as above
         layer_token_overhead_s: float | None = None,  # per token per layer, every TP rank (layer_tokens); as above
         layer_token_decode_share: float | None = None,   # ... the part decode tokens pay (decode_tokens); as above
@@ -145,7 +144,8 @@ class RooflineCostModel:
                      moe_layer_overhead_s=moe_layer_overhead_s, fused_allreduce_latency_s=fused_allreduce_latency_s,
                      moe_expert_compute_efficiency=moe_expert_compute_efficiency, eager_layer_host_s=eager_layer_host_s,
                      moe_expert_efficiency=moe_expert_efficiency, unsharded_allreduce_link_s=unsharded_allreduce_link_s,
-                     eager_moe_layer_host_s=eager_moe_layer_host_s, layer_token_decode_share=layer_token_decode_share, moe_active_expert_share=moe_active_expert_share)
+                     eager_moe_layer_host_s=eager_moe_layer_host_s, layer_token_decode_share=layer_token_decode_share,
+                     moe_active_expert_share=moe_active_expert_share)
         self.moe_expert_efficiency, self.moe_expert_compute_efficiency, self.moe_active_expert_share = (check_fraction(
             k, d[k]) for k in ("moe_expert_efficiency", "moe_expert_compute_efficiency", "moe_active_expert_share"))
         self.layer_overhead_s = check_nonneg("layer_overhead_s", d["layer_overhead_s"])
