@@ -74,9 +74,6 @@ FOLD_TERMS = ("memory_efficiency", "step_overhead_s", "per_seq_overhead_s", "req
               "request_path_s@client_vllm_bench", "per_seq_overhead_s@sync", "memory_efficiency@blackwell",
               "layer_token_overhead_s", "layer_token_overhead_s@blackwell",
               "eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell")
-# round 12 (docs/fidelity.md "Round 12: a fixed decode time per decoder layer"): ``--layer-fixed`` fits the fixed
-# time per decoder layer beside the per-step one (a tested option, not the default report)
-LAYER_FIXED_TERMS = ("step_overhead_s@blackwell", "layer_overhead_s@blackwell")
 
 
 def _cells(summary: dict) -> str:
@@ -116,7 +113,7 @@ def _names(args) -> tuple[str, ...]:
     if not base and (args.joint or add or drop):
         base = JOINT_NAMES
     elif not base and not (args.no_refit or args.defaults_only):
-        base = FOLD_TERMS + (LAYER_FIXED_TERMS if args.layer_fixed else ())
+        base = FOLD_TERMS
     names = tuple(n for n in base if n not in drop) + tuple(t for t in add if t not in base)
     unknown = [n for n in names + tuple(drop) if n not in PARAMETERS_BY_NAME]
     if unknown:
@@ -178,8 +175,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--terms", default="", help="comma-separated parameters to fit, instead of JOINT_NAMES "
                     "(every other one held at its embedded default), e.g. the scoped terms only")
     ap.add_argument("--joint", action="store_true", help="fit JOINT_NAMES in each fold")
-    ap.add_argument("--layer-fixed", action="store_true", help="the default report's terms and the fixed time per "
-                    "decoder layer (LAYER_FIXED_TERMS; round 12)")
     ap.add_argument("--allow-leak", default="", help="comma-separated embedded parameters used unchanged even "
                     "in folds that hold out their evidence (the figures then no longer hold them out)")
     ap.add_argument("--fold-loss", default="linear", choices=LOSSES,
@@ -197,7 +192,7 @@ def main() -> None:
     args = parser().parse_args()
     t0 = time.perf_counter()
     names = _names(args)
-    default_report = names in (FOLD_TERMS, FOLD_TERMS + LAYER_FIXED_TERMS) and not args.terms
+    default_report = names == FOLD_TERMS and not args.terms
     if args.silicon_every is None:
         args.silicon_every = REFIT_SILICON_EVERY if names else DEFAULT_SILICON_EVERY
     if args.fit_sim_s is None:

@@ -76,24 +76,3 @@ def test_run_fold_simulates_the_held_out_sync_server_at_the_prior(monkeypatch):
     assert fold.params[SYNC_KEY] == pytest.approx(5e-6 + SYNC_SEQ_HOST_PRIOR_S, rel=1e-12)
     assert seen[-1][SYNC_KEY] == fold.params[SYNC_KEY]      # the held-out prediction's value
     assert joint.simulated_value(fold, SYNC_KEY)[0] == fold.params[SYNC_KEY]
-
-
-def test_with_a_fitted_fixed_time_per_layer_the_mla_prior_adds_it_and_counts_it_per_kernel():
-    # round 12: a GQA layer's fixed time at TP > 1 is then l + 2 x AR over 12 kernels; the MLA entry replaces l
-    assert mla_layer_prior_s(20e-6, 30e-6) == pytest.approx(30e-6 + 6 * (30e-6 + 2 * 20e-6) / 12, rel=1e-12)
-    assert mla_layer_prior_s(20e-6, 0.0) == mla_layer_prior_s(20e-6)
-    ev = with_deployments([_row("k", "kimi-k2.5", "B200", 8, "0.17", "nvfp4"),
-                           _row("l", "llama-3.1-70b", "B200", 4, "0.17", "fp8")])
-    kimi = pv.fold_plan("kimi", FOLDS["family"], ev, ())
-    resets, _ = held_priors_after_fit(kimi, {"allreduce_latency_s": 20e-6, "layer_overhead_s": 30e-6}, ())
-    assert resets[MLA_KEY] == pytest.approx(65e-6, rel=1e-12)
-
-
-def test_the_mla_prior_takes_the_held_out_rows_generations_fixed_time_per_layer():
-    ev = with_deployments([_row("k", "kimi-k2.5", "B200", 8, "0.17", "nvfp4"),
-                           _row("l", "llama-3.1-70b", "B200", 4, "0.17", "fp8")])
-    kimi = pv.fold_plan("kimi", FOLDS["family"], ev, ())
-    held = [c for c, _ in ev if c.target.model == "kimi-k2.5"]
-    params = {"allreduce_latency_s": 20e-6, "layer_overhead_s@blackwell": 30e-6}
-    assert held_priors_after_fit(kimi, params, (), held)[0][MLA_KEY] == pytest.approx(65e-6, rel=1e-12)
-    assert held_priors_after_fit(kimi, params, (), ())[0][MLA_KEY] == pytest.approx(20e-6, rel=1e-12)

@@ -44,13 +44,6 @@ def test_light_step_fixed_time_takes_the_most_specific_scope():
     assert light_step_fixed_s(params, scope, 36, 4) == pytest.approx(2e-3 + 4 * 10e-6, rel=1e-12)
 
 
-def test_light_step_fixed_time_counts_a_fitted_fixed_time_per_decoder_layer():
-    # round 12: where the fold fits layer_overhead_s the step already pays it per layer; the matched prior must not
-    params = {"step_overhead_s": 0.5e-3, "per_seq_overhead_s": 10e-6, "layer_overhead_s": 30e-6}
-    assert light_step_fixed_s(params, "blackwell+experts_mxfp4", 36, 4) == pytest.approx(
-        0.5e-3 + 36 * 30e-6 + 4 * 10e-6, rel=1e-12)
-
-
 def _row(model: str, tp: int, group: tuple, tpot_ms: float, system: str = "b200_sxm", **kw):
     isl, osl, conc = group
     fields = dict(model_path=model, system=system, precision="fp4", vllm_version="0.19.0", measured="2026-04-22",
@@ -135,11 +128,3 @@ def test_a_reset_link_part_is_read_again_off_the_evidence_sets_the_fold_keeps():
     assert fold_link_s(reset, "blackwell") == pytest.approx(0.3e-3 / 186, rel=1e-9)
     assert kept_link_prior(reset, kept[3:]) == {}                    # no evidence set kept: no floor stays
     assert kept_link_prior(_plan({TERM: pv.KEPT}, {}), kept) == {}   # kept entry: the embedded value stands
-
-
-def test_light_step_fixed_time_takes_the_generations_step_and_layer_terms_where_fitted():
-    params = {"step_overhead_s": 2e-3, "per_seq_overhead_s": 10e-6, "step_overhead_s@blackwell": 0.1e-3,
-              "layer_overhead_s@blackwell": 40e-6}
-    assert light_step_fixed_s(params, "blackwell+experts_mxfp4", 36, 4) == pytest.approx(
-        0.1e-3 + 36 * 40e-6 + 4 * 10e-6, rel=1e-12)
-    assert light_step_fixed_s(params, "hopper+experts_mxfp4", 36, 4) == pytest.approx(2e-3 + 4 * 10e-6, rel=1e-12)

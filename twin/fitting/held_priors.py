@@ -33,9 +33,7 @@ costs it at 0: Kimi-K2.5 is the data's only MLA family, Qwen3-32B's rows its onl
 
 from __future__ import annotations
 
-from twin.cost.generations import gpu_generation
 from twin.fitting.provenance import RESET, FoldPlan, embedded_start
-from twin.hardware.catalog import resolve_model
 from twin.fitting.sampler_facts import sort_sampler_prior_s
 
 MLA_KEY, SYNC_KEY = "layer_overhead_s@mla", "per_seq_overhead_s@sync"
@@ -45,20 +43,10 @@ ALLREDUCES_PER_LAYER = 2
 SYNC_SEQ_HOST_PRIOR_S = 3.0e-6     # s per sequence per step: benchmarks/sync_host_prior.py (CPU time, AMD EPYC)
 
 
-def mla_layer_prior_s(allreduce_latency_s: float, layer_s: float = 0.0) -> float:
+def mla_layer_prior_s(allreduce_latency_s: float) -> float:
     """Seconds per MLA decoder layer per step: the MLA layer's extra kernels at the per-kernel time a GQA layer's
-    fitted fixed time per layer (its all-reduces' latency, plus the fold's fitted fixed time per decoder layer
-    ``layer_s`` where it fits one: round 12) gives, plus ``layer_s`` itself (the MLA entry replaces it)."""
-    per_layer_s = layer_s + ALLREDUCES_PER_LAYER * allreduce_latency_s
-    return layer_s + MLA_EXTRA_DECODE_KERNELS * per_layer_s / GQA_LAYER_KERNELS
-
-
-def _layer_s(params: dict[str, float], held_out) -> float:
-    """The fold's fitted fixed time per decoder layer (round 12) on the held-out MLA rows' GPU generation (its
-    scoped value, else the unscoped one; 0 where the fold fits none)."""
-    gens = {gpu_generation(c.target.gpu) for c in held_out if getattr(resolve_model(c.target.model), "is_mla", False)}
-    scoped = [params[k] for g in gens if (k := f"layer_overhead_s@{g}") in params]
-    return scoped[0] if len(gens) == 1 and scoped else params.get("layer_overhead_s", 0.0)
+    fitted fixed time per layer (its all-reduces' latency) gives."""
+    return MLA_EXTRA_DECODE_KERNELS * ALLREDUCES_PER_LAYER * allreduce_latency_s / GQA_LAYER_KERNELS
 
 
 def _allreduce_s(params: dict[str, float]) -> float:
@@ -77,7 +65,7 @@ def held_priors_after_fit(plan: FoldPlan, params: dict[str, float],
     sync_prior = SYNC_SEQ_HOST_PRIOR_S + sort_sampler_prior_s(held_out)
     resets: dict[str, float] = {}
     if reset(MLA_KEY):
-        resets[MLA_KEY] = mla_layer_prior_s(_allreduce_s(params), _layer_s(params, held_out))
+        resets[MLA_KEY] = mla_layer_prior_s(_allreduce_s(params))
     if reset(SYNC_KEY):
         resets[SYNC_KEY] = plan.fixed[SYNC_KEY] + sync_prior
     added: dict[str, float] = {}

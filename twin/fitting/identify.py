@@ -60,13 +60,6 @@ def _eager_reason(base: str, where: str, mine, names: Sequence[str]) -> str | No
     return None
 
 
-# a generation's own split of the fixed decode time into a part per step and one per decoder layer (issue 33, round
-# 12: ``step_overhead_s@blackwell``, ``layer_overhead_s@blackwell``): where their scope covers every training run,
-# both are held and the unscoped step_overhead_s is fitted on those runs, the one constant a fold carries to the
-# generation it holds out (as before round 12)
-SPLIT_WITH_STEP = ("step_overhead_s", "layer_overhead_s")
-
-
 def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence | None = None) -> dict[str, str]:
     """{name: why the runs cannot identify it} for those of ``names`` they cannot."""
     deps = list(deployments) if deployments is not None else _deployments(cases)
@@ -74,11 +67,7 @@ def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence |
     scopes_of: dict[str, list[str]] = {}
     for n in names:
         base, scope = split(n)
-        if (scope is not None and base in SPLIT_WITH_STEP and "step_overhead_s" in names
-                and all(in_scope(scope, d) for d in deps)):
-            held[n] = (f"every run is {scope} (the unscoped step_overhead_s is fitted on them and carried to the "
-                       "others; round 12)")
-        elif scope is not None:
+        if scope is not None:
             scopes_of.setdefault(base, []).append(scope)
 
     def covered(case_dep, base, scope):
@@ -86,7 +75,7 @@ def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence |
             return not any(in_scope(s, case_dep) for s in scopes_of.get(base, ()))
         return in_scope(scope, case_dep)
 
-    for name in (n for n in names if n not in held):
+    for name in names:
         base, scope = split(name)
         mine = [(c, d) for c, d in zip(cases, deps) if covered(d, base, scope)]
         where = f" ({scope})" if scope else (f" (outside {', '.join(scopes_of[base])})" if base in scopes_of else "")

@@ -118,12 +118,10 @@ def _term(params: dict[str, float], name: str, scope: str, default: float) -> fl
 
 def light_step_fixed_s(params: dict[str, float], scope: str, layers: int, conc: int) -> float:
     """F: a decode step's fixed time at ``conc`` sequences besides its all-reduces, at the fold's ``params``: the
-    step overhead and the fixed time per decoder layer (round 12, ``layer_overhead_s``; each the scope's where the
-    fold fits one, ``@blackwell``), the per-sequence time, and the per-token-per-layer time its decode tokens pay."""
+    step overhead, the per-sequence time, and the per-token-per-layer time its decode tokens pay."""
     per_token = _term(params, "layer_token_overhead_s", scope, 0.0) * _term(params, "layer_token_decode_share",
                                                                               scope, 1.0)
-    return (_term(params, "step_overhead_s", scope, 0.0) + layers * _term(params, "layer_overhead_s", scope, 0.0)
-            + conc * (params["per_seq_overhead_s"] + layers * per_token))
+    return params["step_overhead_s"] + conc * (params["per_seq_overhead_s"] + layers * per_token)
 
 
 def _on_path(dep, scope: str) -> bool:

@@ -87,12 +87,6 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
     FitParameter("layer_overhead_s@blackwell", "us per decoder layer per step", 1e-6, 0.0, 100.0, 0.0,
                  "fixed GPU time per layer and step on Blackwell at any TP (kernel latencies a CUDA graph does "
                  "not hide); prior 0 as on Hopper"),
-    # issue 33, round 12 (docs/fidelity.md "Round 12: a fixed decode time per decoder layer"): beside it, the fixed
-    # time per step on Blackwell, so that Blackwell's per-step / per-layer split is read off Blackwell's own model
-    # depths (its TP sets: ~0 per step, ~66 us per layer) instead of Hopper's runs; a tested fold option
-    FitParameter("step_overhead_s@blackwell", "ms per step", 1e-3, 0.0, 20.0, 1.74,
-                 "fixed time per step on Blackwell beside its fixed time per decoder layer; prior: the unscoped "
-                 "(Hopper-fitted) value"),
     # multi-head latent attention's small kernels per layer (twin.cost.mla_decode; issue 33, round 8)
     FitParameter("layer_overhead_s@mla", "us per decoder layer per step", 1e-6, 0.0, 100.0, 0.0,
                  "fixed GPU time per layer and step of an MLA model (norms, rope, absorbed BMMs, latent cache "

@@ -94,10 +94,8 @@ def params_for(params: dict[str, float], deployment: Any) -> dict[str, float]:
     """The cost model keywords of ``params`` on ``deployment``: unscoped values, overridden by the scoped ones
     that cover it (scoped ones that do not are dropped)."""
     out = {k: v for k, v in params.items() if SEPARATOR not in k}
-    # the narrower (compound) scopes last, so they win over a single scope covering the same deployment; the
-    # attention architecture's (MLA) after a generation's (round 12: ``layer_overhead_s@blackwell`` beside ``@mla``)
-    for key, value in sorted(params.items(), key=lambda kv: (split(kv[0])[1].count("+"), split(kv[0])[1] == MLA_SCOPE)
-                             if SEPARATOR in kv[0] else (0, False)):
+    # the narrower (compound) scopes last, so they win over a single scope covering the same deployment
+    for key, value in sorted(params.items(), key=lambda kv: split(kv[0])[1].count("+") if SEPARATOR in kv[0] else 0):
         base, scope = split(key)
         if scope is not None and in_scope(scope, deployment):
             out[base] = value
