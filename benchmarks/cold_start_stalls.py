@@ -17,6 +17,7 @@ Signed errors: predicted / measured - 1."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -29,6 +30,22 @@ from twin.fitting import cold_start  # noqa: E402
 from twin.fitting.ground_truth import h100_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
 from twin.fitting.replay import replay  # noqa: E402
+
+
+def _root(args) -> Path:
+    """The ground-truth folder: ``--ground-truth``, else the shared one beside the checkout."""
+    return args.ground_truth or Path(__file__).resolve().parents[2] / "shared" / "ground-truth"
+
+
+@contextlib.contextmanager
+def _compiles(rule):
+    """``replay`` with ``rule`` in place of its cold-compile selection (``twin.fitting.replay.compiles_for``)."""
+    from twin.fitting import replay as replay_mod
+    saved, replay_mod.compiles_for = replay_mod.compiles_for, rule
+    try:
+        yield
+    finally:
+        replay_mod.compiles_for = saved
 
 
 def _extremes(root: Path, run_name: str) -> tuple[float, float]:
@@ -60,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.probe_stall:
         return _probe(args)
     cases, _ = h100_cases(args.ground_truth)
-    root = args.ground_truth or Path(__file__).resolve().parents[2] / "shared" / "ground-truth"
+    root = _root(args)
     wanted = [f for f in args.families.split(",") if f]
     cases = [c for c in cases if not wanted or any(f in c.run.name for f in wanted)]
     params = default_start(())
@@ -119,33 +136,29 @@ def _dense_cold(cases, families: str):
 
 
 def _probe(args) -> None:
-    from twin.fitting import replay as replay_mod
     cases, _ = h100_cases(args.ground_truth)
-    root = args.ground_truth or Path(__file__).resolve().parents[2] / "shared" / "ground-truth"
+    root = _root(args)
     cases = _dense_cold(cases, args.families)
     params = default_start(())
-    saved = replay_mod.compiles_for
     print("| run | TTFT mean measured | twin warm (signed) | probe | twin with one stall (signed) | points | "
           "E2E mean | TPOT mean |")
     print("|---|---|---|---|---|---|---|---|")
-    try:
-        for c in cases:
-            m = c.run.metrics
-            replay_mod.compiles_for = lambda run, dep: None
+    for c in cases:
+        m = c.run.metrics
+        with _compiles(lambda run, dep: None):
             warm = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s).metrics
-            for probe in [p for p in args.probe_stall.split(",") if p]:
-                replay_mod.compiles_for, thr, stall_s = _probe_for(probe, root, c.run.name)
+        for probe in [p for p in args.probe_stall.split(",") if p]:
+            rule, thr, stall_s = _probe_for(probe, root, c.run.name)
+            with _compiles(rule):
                 r = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s)
-                p = r.metrics
-                e = lambda k, x: x[k] / m[k] - 1   # noqa: E731
-                print(f"| {c.run.name} | {m['mean_ttft_ms']:.1f} | {warm['mean_ttft_ms']:.1f} "
-                      f"({e('mean_ttft_ms', warm):+.1%}) | > {thr} tokens: {stall_s:.3f} s, met "
-                      f"{r.cold_start.stalls if r.cold_start else 0} | {p['mean_ttft_ms']:.1f} "
-                      f"({e('mean_ttft_ms', p):+.1%}) | {100 * (e('mean_ttft_ms', p) - e('mean_ttft_ms', warm)):+.2f} "
-                      f"| {100 * (e('mean_e2el_ms', p) - e('mean_e2el_ms', warm)):+.2f} "
-                      f"| {100 * (e('mean_tpot_ms', p) - e('mean_tpot_ms', warm)):+.2f} |")
-    finally:
-        replay_mod.compiles_for = saved
+            p = r.metrics
+            e = lambda k, x: x[k] / m[k] - 1   # noqa: E731
+            print(f"| {c.run.name} | {m['mean_ttft_ms']:.1f} | {warm['mean_ttft_ms']:.1f} "
+                  f"({e('mean_ttft_ms', warm):+.1%}) | > {thr} tokens: {stall_s:.3f} s, met "
+                  f"{r.cold_start.stalls if r.cold_start else 0} | {p['mean_ttft_ms']:.1f} "
+                  f"({e('mean_ttft_ms', p):+.1%}) | {100 * (e('mean_ttft_ms', p) - e('mean_ttft_ms', warm)):+.2f} "
+                  f"| {100 * (e('mean_e2el_ms', p) - e('mean_e2el_ms', warm)):+.2f} "
+                  f"| {100 * (e('mean_tpot_ms', p) - e('mean_tpot_ms', warm)):+.2f} |")
 
 
 def _folds(args) -> None:
@@ -153,11 +166,11 @@ def _folds(args) -> None:
     from twin.fitting.joint import errors, with_deployments
     report = json.loads(args.report.read_text())
     cases, _ = h100_cases(args.ground_truth)
-    root = args.ground_truth or Path(__file__).resolve().parents[2] / "shared" / "ground-truth"
+    root = _root(args)
     probe = args.probe_stall.split(",")[0] if args.probe_stall else ""
     probed = {c.run.name for c in _dense_cold(cases, args.families)} if probe else set()
     by_name = {c.run.name: (c, d) for c, d in with_deployments(cases)}
-    saved = replay_mod.compiles_for
+    report_rule = replay_mod.compiles_for
     keys = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
     print("| fold | run | TTFT mean before -> after | TPOT | E2E mean | compiles met |")
     print("|---|---|---|---|---|---|")
@@ -171,12 +184,9 @@ def _folds(args) -> None:
                 out = []
                 for on in (False, True):
                     cold_start.ENABLED = on
-                    if probe:       # without: the report's replay (no term for a dense run); with: the probe
-                        replay_mod.compiles_for = _probe_for(probe, root, name)[0] if on else saved
-                    try:
+                    # with a probe: without it the report's replay (no term for a dense run), with it the probe
+                    with _compiles(_probe_for(probe, root, name)[0] if probe and on else report_rule):
                         r = replay(c.run, c.target, fold["params"], max_sim_s=args.eval_sim_s, deployment=d)
-                    finally:
-                        replay_mod.compiles_for = saved
                     out.append((errors(c, r.metrics), r.cold_start))
                 cold_start.ENABLED = True
                 (off, _), (on, cs) = out

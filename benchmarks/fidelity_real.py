@@ -46,7 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from twin.fitting.fit import simulate_cases  # noqa: E402
-from twin.fitting.fit_window import fold_first  # noqa: E402
+from twin.fitting.fit_window import fold_first, open_loop_fold_window_s  # noqa: E402
 from twin.fitting.joint import (FOLDS, JOINT_NAMES, METRICS, all_cases, default_start, errors,  # noqa: E402
                                 parameter_table, run_fold, summarize, with_deployments)
 from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
@@ -211,9 +211,10 @@ def main() -> None:
           f"twin cannot run: {len(skipped)} (" + ", ".join(f"{k} {v}" for k, v in reasons.items()) + ")")
     print("fitted per fold: " + (", ".join(names) if names else "nothing (the embedded defaults, held out)"))
     if names:
+        alone_s = open_loop_fold_window_s(args.fit_sim_s, args.eval_sim_s)
         print(f"  on the fold's training rows: silicon every {args.silicon_every}, inference-perf runs' first "
-              f"{args.fit_sim_s:g} s (a fold trained on them alone: {max(args.fit_sim_s, args.eval_sim_s or 0):g} s, "
-              f"fit_window), {args.outer} outer round(s) (simulate, fit on the surrogate); held-out "
+              f"{args.fit_sim_s:g} s (a fold trained on them alone: {alone_s:g} s, fit_window), {args.outer} outer "
+              "round(s) (simulate, fit on the surrogate); held-out "
               f"predictions: silicon rows whole, inference-perf runs' first {args.eval_sim_s:g} s; a term the "
               "training rows do not identify is held at its prior" + (" (the default report; --no-refit: none "
                                                                        "fitted)" if default_report else ""))

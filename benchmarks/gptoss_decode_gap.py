@@ -33,21 +33,16 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from twin.cost.roofline import DEFAULT_PER_SEQ_OVERHEAD_S  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.hardware.moe import touched_fraction  # noqa: E402
 
-SYNC_FREE_PER_SEQ_S = 18.7e-6     # the embedded per_seq_overhead_s (async servers), s per sequence per step
-UNIFORM = {"moe_active_expert_share": 1.0}    # the twin's uniform routing rule (the embedded share is 0.75 on MXFP4)
+SYNC_FREE_PER_SEQ_S = DEFAULT_PER_SEQ_OVERHEAD_S     # the embedded per_seq_overhead_s (async servers)
+UNIFORM = {"moe_active_expert_share": 1.0}    # the twin's uniform routing rule (its prior; nothing embedded)
 
 
-def touched_share(num_experts: int, top_k: int, tokens: int, active_share: float) -> float:
-    """Share of a layer's routed experts that ``tokens`` tokens touch when each token's ``top_k`` experts are drawn
-    uniformly from only ``active_share`` of them (1: ``twin.hardware.moe``'s uniform rule). The active set is at
-    least ``top_k`` experts."""
-    active = max(active_share * num_experts, top_k)
-    if tokens <= 0:
-        return 0.0
-    return active * (1.0 - (1.0 - top_k / active) ** tokens) / num_experts
+# the library's rule (twin.hardware.moe), under the name the reading's callers use
+touched_share = touched_fraction
 
 
 def split_gap(gap: list[float], experts: list[float], per_seq: list[float]) -> dict[str, tuple[list[float], float]]:

@@ -16,13 +16,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 
+def open_loop_fold_window_s(fit_sim_s: float, eval_sim_s: float | None) -> float:
+    """The window of a fold whose training cases are all open-loop runs: the longer of ``fit_sim_s`` and the
+    held-out prediction window ``eval_sim_s`` (``None``: whole runs, kept as ``fit_sim_s``)."""
+    return fit_sim_s if eval_sim_s is None else max(fit_sim_s, eval_sim_s)
+
+
 def fold_fit_window_s(train_cases: Sequence, fit_sim_s: float, eval_sim_s: float | None) -> float:
     """The seconds of each open-loop run the fold's fit simulates: ``fit_sim_s``, or, where every training case is
-    an open-loop run (no closed-loop silicon row reads the serving terms whole), the longer of it and the held-out
-    prediction window ``eval_sim_s`` (``None``: whole runs, kept as ``fit_sim_s``)."""
-    if not train_cases or eval_sim_s is None or any(c.run.closed_loop for c in train_cases):
+    an open-loop run (no closed-loop silicon row reads the serving terms whole), ``open_loop_fold_window_s``."""
+    if not train_cases or any(c.run.closed_loop for c in train_cases):
         return fit_sim_s
-    return max(fit_sim_s, eval_sim_s)
+    return open_loop_fold_window_s(fit_sim_s, eval_sim_s)
 
 
 def fold_first(cases: Sequence, group: str, group_of: Callable, first: list | None, fit_sim_s: float,

@@ -43,7 +43,7 @@ from twin.fitting import launch_prior
 from twin.fitting.expert_path_prior import expert_path_prior, geometric_mean
 from twin.fitting.link_prior import EVIDENCE as LINK_EVIDENCE
 from twin.fitting.parameters import PARAMETERS_BY_NAME
-from twin.fitting.routing_prior import EVIDENCE as ROUTING_EVIDENCE
+from twin.fitting.routing_prior import TERM as ROUTING_TERM, WHAT as ROUTING_WHAT
 from twin.fitting.scoped import EXPERT_PREFIX, in_scope, split
 
 INHERIT = "inherit"          # a prior that is the fold's unscoped value of ``INHERITS_FROM[base]``
@@ -124,7 +124,7 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     "eager_moe_layer_host_s@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows, given the B200 Llama rows' per-"
                                                      "layer value", silicon_rows_of("b200_sxm", "minimax", "llama")),
     # the Blackwell link part of an all-reduce (round 10, twin.fitting.link_prior): B200 gpt-oss / MiniMax NVFP4 rows
-    **LINK_EVIDENCE, **ROUTING_EVIDENCE,      # round 12: gpt-oss's active expert share (twin.fitting.routing_prior)
+    **LINK_EVIDENCE, ROUTING_TERM: (ROUTING_WHAT, silicon_rows_of("b200_sxm", "gpt-oss")),    # round 12, routing_prior
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
     "gemm_half_tokens": ("none (fitted to 0 +/- 300 tokens: not identified; the pure roofline)", lambda *_: False),
 }

@@ -1,7 +1,8 @@
 """Where gpt-oss-120b's active expert share came from, and what a fold that holds those rows out uses (issue 33,
 round 12; docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows (issue 33)"). Tried, NOT embedded (the H100-held-out
 fold got worse: see ``twin.cost.default_terms.EXPERT_FORMAT_TERMS``); declared here so that an entry, if embedded,
-is held out where it should be.
+is held out where it should be (``twin.fitting.provenance.DECLARED_EVIDENCE``: the B200 gpt-oss
+rows).
 
 ``moe_active_expert_share@experts_mxfp4`` (0.75 as tried in ``twin.cost.default_terms.EXPERT_FORMAT_TERMS``; the term:
 ``twin.cost.moe_terms``, a layer's routing drawn from only that share of its experts) was read off the B200
@@ -18,12 +19,3 @@ from __future__ import annotations
 TERM = "moe_active_expert_share@experts_mxfp4"
 WHAT = "the B200 gpt-oss-120b rows (their 1k / 8k decode, benchmarks/gptoss_decode_gap.py)"
 
-
-def rows(case, _deployment) -> bool:
-    """Whether ``case`` is a B200 gpt-oss-120b row."""
-    from twin.fitting.silicon import model_family
-    row = getattr(case, "row", None)
-    return row is not None and row.system == "b200_sxm" and model_family(row.model_path) == "gpt-oss"
-
-
-EVIDENCE = {TERM: (WHAT, rows)}        # twin.fitting.provenance.DECLARED_EVIDENCE

@@ -32,11 +32,12 @@ def expected_experts_touched(num_experts: int, top_k: int, tokens: int, active_s
         raise TwinInputError(f"moe_active_expert_share = {active_share!r}: must be in (0, 1]")
     if tokens <= 0:
         return 0.0
-    active = num_experts if active_share == 1.0 else max(active_share * num_experts, top_k)
+    active = max(active_share * num_experts, top_k)      # S = 1: all of them
     return active * (1.0 - (1.0 - top_k / active) ** tokens)
 
 
-def touched_fraction(num_experts: int, top_k: int, tokens: int | None, active_share: float = 1.0) -> float:
+def touched_fraction(num_experts: int, top_k: int, tokens: int | None,
+                     active_share: float = 1.0) -> float:
     """Share of the routed experts one layer reads for `tokens` tokens; None: all of them (the upper bound)."""
     if tokens is None:
         return 1.0
