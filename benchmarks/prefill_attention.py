@@ -75,7 +75,8 @@ def reading(shares: list[float]) -> None:
     for key, rs in sorted(by.items()):
         if len({r["tp"] for r in rs}) < 2:
             continue
-        f = split_forms(*(np.array([r[k] for r in rs]) for k in ("x_s", "gemm_s", "attn_slope_s")))
+        x, g, at = (np.array([r[k] for r in rs]) for k in ("x_s", "gemm_s", "attn_slope_s"))
+        f = split_forms(x, g, at)
         (k1, u), e1 = f["kG+U"]
         (k2, a2), e2 = f["kG+aA"]
         (a3,), e3 = f["aA"]
@@ -84,7 +85,6 @@ def reading(shares: list[float]) -> None:
               f"({1e6 * u / rs[0]['layers']:.3f}/layer) rms {1e6 * e1:5.2f} | kG+aA: k {k2:5.2f} a {a2:6.2f} rms "
               f"{1e6 * e2:5.2f} | aA: a {a3:5.1f} share {eff / (1 + a3):.3f} rms {1e6 * e3:5.2f}")
         for share in shares:      # the attention at a stated share of the twin's rate, then kG + U on what is left
-            x, g, at = (np.array([r[k] for r in rs]) for k in ("x_s", "gemm_s", "attn_slope_s"))
             (k, u), e = split_forms(x - (1 / share - 1) * at, g, at)["kG+U"]
             print(f"{'':<27}   attention at {share:g} x, then kG+U: k {k:5.2f} U {1e6 * u:5.1f} us "
                   f"({1e6 * u / rs[0]['layers']:.3f}/layer) rms {1e6 * e:5.2f}")
@@ -152,10 +152,21 @@ def rows(shares: list[float], every: int, sim_s: float, fold: dict[str, float] |
             print(f"   {kind}: " + "; ".join(f"{g} {_slice_line(v)}" for g, v in sorted(groups.items())), flush=True)
 
 
+def attention_shares(text: str) -> list[float]:
+    """``--attention-share``: comma-separated fractions in (0, 1] of the twin's compute rate."""
+    try:
+        shares = [float(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        shares = [float("nan")]
+    if any(not 0 < s <= 1 for s in shares):
+        raise argparse.ArgumentTypeError(f"each value must be a number in (0, 1], got {text!r}")
+    return shares
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("reading", "rows"))
-    ap.add_argument("--attention-share", default="0.25,0.1",
+    ap.add_argument("--attention-share", type=attention_shares, default=[],
                     help="comma-separated shares of the twin's compute rate for Blackwell's prefill attention")
     ap.add_argument("--every", type=int, default=REFIT_SILICON_EVERY)
     ap.add_argument("--sim-s", type=float, default=60.0)
@@ -163,9 +174,9 @@ def main() -> None:
     ap.add_argument("--kind", default="GPU", help="with --report: the fold kind (GPU, source, family)")
     ap.add_argument("--group", default="B200", help="with --report: the held-out group")
     args = ap.parse_args()
-    shares = [float(s) for s in args.attention_share.split(",") if s]
-    if any(not 0 < s <= 1 for s in shares):
-        raise SystemExit(f"--attention-share: each value must be in (0, 1], got {args.attention_share}")
+    shares = args.attention_share
+    if args.every < 1 or not args.sim_s > 0:
+        raise SystemExit(f"--every must be >= 1 and --sim-s > 0, got {args.every} and {args.sim_s}")
     if args.what == "reading":
         return reading(shares)
     rows(shares, args.every, args.sim_s, fold_params(args.report, args.kind, args.group) if args.report else None)

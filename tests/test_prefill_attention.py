@@ -44,3 +44,11 @@ def test_windowed_layers_take_the_share_too():
         slow = RooflineCostModel("gpt-oss-120b", "B200", 1, "mxfp4", "fp8")._attention
     assert base.window and slow.k_attn_win == pytest.approx(2.0 * base.k_attn_win)
     assert slow.k_attn_mixed == pytest.approx(2.0 * base.k_attn_mixed)
+
+
+def test_attention_shares_parse_and_reject():
+    assert pa.attention_shares("0.26") == [0.26]
+    assert pa.attention_shares("0.58, 0.17,") == [0.58, 0.17]
+    for bad in ("x", "1.5", "0", "-0.1"):
+        with pytest.raises(pa.argparse.ArgumentTypeError, match=r"\(0, 1\]"):
+            pa.attention_shares(bad)
