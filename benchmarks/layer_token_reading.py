@@ -82,7 +82,7 @@ def prompt_chunks(case, params: dict[str, float]) -> dict:
     prompt, output = lengths(row)
     isl, ctx, others = prompt.mean, int(prompt.mean + output.mean / 2), row.concurrency - 1
     budget = max(dep.scheduler_config.max_num_batched_tokens - others, 1)
-    chunks, done, left, gemm_s, ar_s = [], 0, int(round(isl)), 0.0, 0.0
+    chunks, done, left, gemm_s, ar_s, attn_s = [], 0, int(round(isl)), 0.0, 0.0, 0.0
     while left > 0:
         n = min(left, budget)
         e = cost.explain(SimpleNamespace(num_new_tokens=[n] + [1] * others, num_computed_before=[done] + [ctx] * others,
@@ -92,10 +92,12 @@ def prompt_chunks(case, params: dict[str, float]) -> dict:
         chunks.append((gpu, n, cost.eager_host_s_per_step if eager else 0.0))
         gemm_s += sum(e.get(k, 0.0) for k in GEMM_PARTS)
         ar_s += e.get("allreduce_s", 0.0)
+        attn_s += e["attention_compute_s"]
         done, left = done + n, left - n
     dec = cost.explain(SimpleNamespace(num_new_tokens=[1] * row.concurrency, num_computed_before=[ctx] * row.concurrency,
                                        num_spec_tokens=[0] * row.concurrency))["total_s"]
-    return {"chunks": chunks, "decode_s": dec, "gemm_per_token_s": gemm_s / isl, "allreduce_per_token_s": ar_s / isl, "layers": cost.model.num_hidden_layers,
+    return {"chunks": chunks, "decode_s": dec, "gemm_per_token_s": gemm_s / isl, "allreduce_per_token_s": ar_s / isl,
+            "attention_s": attn_s, "tokens": isl, "layers": cost.model.num_hidden_layers,
             "moe_layers": cost.model.moe_layers if cost.model.is_moe else 0}
 
 
@@ -122,6 +124,7 @@ def readings(conc: int) -> list[dict]:
         twin0 = prompt_time_s(b["chunks"], 0.0) - prompt_time_s(a["chunks"], 0.0) + wait
         out.append(dict(zip(("family", "gpu", "precision", "version", "date", "tp", "ep", "dp", "osl"), key))
                    | {"x_s": x, "gemm_s": b["gemm_per_token_s"], "ar_s": b["allreduce_per_token_s"], "layers": b["layers"], "moe_layers": b["moe_layers"],
+                      "attn_slope_s": (b["attention_s"] - a["attention_s"]) / (b["tokens"] - a["tokens"]),
                       "meas_1k_s": m1, "meas_8k_s": m8, "twin0_diff_s": twin0,
                       "floor_8k": any(h > g for g, _, h in b["chunks"])})
     return out
