@@ -1,5 +1,6 @@
-"""benchmarks/gptoss_ttft_terms.py: the values a held-out gpt-oss case is simulated at, per fold and embedded (round
-13's decomposition of gpt-oss's held-out TTFT by term), on hand-made folds."""
+"""benchmarks/gptoss_ttft_terms.py and gptoss_first_wave.py (round 13's reading of gpt-oss's held-out TTFT): the
+values a held-out gpt-oss case is simulated at, per fold and embedded, on hand-made folds; the implied rest of a
+run's mean TTFT."""
 
 from __future__ import annotations
 
@@ -42,3 +43,9 @@ def test_fold_of_picks_the_fold_holding_the_group_out(tmp_path):
     folds = [{"held_out": g, "params": {"x": i}, "errors": {}} for i, g in enumerate(("llama", "gpt-oss"))]
     report.write_text(json.dumps({"folds": {"family": {"folds": folds}}}))
     assert t.fold_of(report, "family", "gpt-oss")["params"] == {"x": 1}
+
+
+def test_implied_rest_is_what_the_measured_mean_leaves_after_the_first_wave():
+    w = load_benchmark("gptoss_first_wave")
+    assert w.implied_rest_ms(40.0, 10, 130.0, 1) == pytest.approx(30.0)          # (400 - 130) / 9
+    assert w.implied_rest_ms(50.0, 80, 50.0, 8) == pytest.approx(50.0)           # a first wave at the mean
