@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_of  # noqa: E402
 
@@ -46,8 +46,13 @@ ALL = tuple(n for names in GROUPS.values() for n in names)
 
 
 def fold_of(report: Path, kind: str, group: str) -> dict:
-    folds = json.loads(report.read_text())["folds"][kind]["folds"]
-    return next(f for f in folds if f["held_out"] == group)
+    """The fold of ``kind`` (source / GPU / family) holding out ``group`` in a ``fidelity_real.py --json`` report."""
+    folds = json.loads(report.read_text())["folds"].get(kind, {}).get("folds", [])
+    fold = next((f for f in folds if f["held_out"] == group), None)
+    if fold is None:
+        raise TwinInputError(f"--kind {kind} --group {group}: not a fold of {report} (its folds of that kind: "
+                             f"{', '.join(f['held_out'] for f in folds) or 'none'})")
+    return fold
 
 
 def fold_values(fold: dict) -> dict[str, float]:
@@ -86,7 +91,6 @@ def main() -> None:
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--groups", default=",".join(GROUPS))
     ap.add_argument("--set", default="", help="name=value,...: one more variant, the fold's values with these")
-    ap.add_argument("--sim-s", type=float, default=60.0)
     args = ap.parse_args()
     fold = fold_of(args.report, args.kind, args.group)
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY)
@@ -96,10 +100,12 @@ def main() -> None:
     if args.set:
         variants["fold + set"] = values | {k: float(v) for k, v in (kv.split("=") for kv in args.set.split(","))}
     for g in (x for x in args.groups.split(",") if x):
+        if g not in GROUPS:
+            raise TwinInputError(f"--groups: {g!r} is not a group; allowed {', '.join(GROUPS)}")
         variants[f"on {g}"] = values | {n: emb[n] for n in GROUPS[g] if n in emb}
     print("cases: " + ", ".join(f"{gpu_of(c)} {c.run.name}" for c in cases))
     for label, params in variants.items():
-        runs = simulate_cases(cases, params, max_sim_s=args.sim_s)
+        runs = simulate_cases(cases, params, max_sim_s=60.0)     # fidelity_real's window
         errs = [errors(c, r.metrics) for c, r in zip(cases, runs)]
         per_gpu = {g: [e for c, e in zip(cases, errs) if gpu_of(c) == g] for g in sorted({gpu_of(c) for c in cases})}
         rows = " ".join(f"{100 * e.get('mean_ttft_ms', float('nan')):+.1f}" for e in errs)

@@ -49,3 +49,14 @@ def test_implied_rest_is_what_the_measured_mean_leaves_after_the_first_wave():
     w = load_benchmark("gptoss_first_wave")
     assert w.implied_rest_ms(40.0, 10, 130.0, 1) == pytest.approx(30.0)          # (400 - 130) / 9
     assert w.implied_rest_ms(50.0, 80, 50.0, 8) == pytest.approx(50.0)           # a first wave at the mean
+
+
+def test_a_fold_the_report_lacks_is_a_one_line_input_error(tmp_path):
+    from twin.errors import TwinInputError
+    t = load_benchmark("gptoss_ttft_terms")
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({"folds": {"GPU": {"folds": [{"held_out": "B200", "params": {}, "errors": {}}]}}}))
+    with pytest.raises(TwinInputError, match="folds of that kind: B200"):
+        t.fold_of(report, "GPU", "H100")
+    with pytest.raises(TwinInputError, match="none"):
+        t.fold_of(report, "family", "gpt-oss")
