@@ -2,10 +2,10 @@
 folds agree (issue 33, round 13; docs/fidelity.md "Round 13: terms that transfer between generations"). No
 simulation: the values and standard errors of a ``fidelity_real.py --json`` file.
 
-A term read on B200 rows alone (the H100-held-out fold) and on H100 rows alone (the B200-held-out fold) that agrees
-within the two standard errors transfers between the generations as the data show it; one that does not is read
-per generation. The folds that train on both generations say the same for the generation-scoped pairs
-(``memory_efficiency`` beside ``memory_efficiency@blackwell``).
+A term read on B200 rows alone (the H100-held-out fold) and on H100 rows alone (the B200-held-out fold) whose two
+readings agree within about their combined standard error transfers between the generations as the data show it.
+For the generation-scoped pair (``memory_efficiency`` beside ``memory_efficiency@blackwell``) the folds that train on
+both generations read the gap directly: one sign in every fold says the term is a generation's.
 
     python benchmarks/transfer_readings.py REPORT.json [OTHER.json ...]
 """
