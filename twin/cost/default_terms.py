@@ -48,7 +48,8 @@ EXPERT_FORMAT_TERMS: dict[str, dict[str, float]] = {
     # NOT embedded (round 12, docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows"): "mxfp4" with
     # moe_active_expert_share 0.75 (twin.cost.moe_terms; read off the B200 gpt-oss rows, twin.fitting.routing_prior):
     # in-sample gpt-oss B200 TPOT at CONC >= 32 17.7 % -> 9.3 %, but the H100-held-out fold's refit of the shared
-    # terms then leaves its H100 rows slower (E2E 5.4 % -> 7.0 %, TPOT 6.2 % -> 6.9 %)
+    # terms then leaves its H100 rows slower (E2E 5.4 % -> 7.0 %, TPOT 6.2 % -> 6.9 %); round 13: mostly through the
+    # Blackwell bandwidth fraction that fold carries to Hopper, which the data show to be per generation
 }
 # the engine core's CPU time per sequence per step that a server without async scheduling exposes
 # (twin.cost.sync_host; prior 0): fitted on the Qwen3-32B H100 TP8 rows (vLLM 0.12.0, the data's only sync decode

@@ -21,7 +21,9 @@ fold and the silicon-held-out source fold reset it to 0 (no other model, GPU or 
 (``MLA_EXPERT_REQUEST_S`` is empty; the reading is ``READINGS``): embedded, it takes Kimi NVFP4's TTFT at the
 defaults from 11.3 % (-11.3 %) to 3.4 % (-0.6 %), but the folds holding its rows out reset it, and where it is kept
 the refit is a trade: the H100-held-out fold worse (TTFT 4.7 % -> 6.2 %, TPOT 6.2 % -> 7.6 %), the family folds'
-pooled TTFT 10.3 % -> 8.7 % on gpt-oss's fold alone. A fold can fit
+pooled TTFT 10.3 % -> 8.7 % on gpt-oss's fold alone (round 13: the H100 fold's loss is mostly the Blackwell bandwidth
+fraction it carries to Hopper, a per-generation term; docs/fidelity.md "Round 13: terms that transfer between
+generations"). A fold can fit
 it instead (``fidelity_real.py --add-terms expert_path_request_s@mla+experts_nvfp4``), and a user can pass it.
 """
 

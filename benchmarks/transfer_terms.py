@@ -1,0 +1,104 @@
+"""Which carried term moves a held-out generation (issue 33, round 13; docs/fidelity.md "Round 13: terms that transfer
+between generations"). No fit: a GPU fold's held-out cases (the default report's: every 16th silicon row plus the
+inference-perf runs) are simulated at the values one fold report carried (``BASE``, a ``fidelity_real.py --json``
+file), at another report's values for the same fold (``OTHER``), and at ``BASE`` with one group of terms taken from
+``OTHER`` at a time: which group carries the difference between the two fits.
+
+    python benchmarks/transfer_terms.py BASE.json OTHER.json [--group H100-SXM] [--embed] [--set name=value,...]
+
+``--embed``: the two round-12 readings switched on in the cost model for every variant (Kimi-K2.5 NVFP4's per-request
+time, ``twin.cost.mla_request.READINGS``; gpt-oss's active expert share 0.75 on the MXFP4 experts), as when ``OTHER``
+was fitted with them embedded. ``--set``: more values on every variant."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+from twin.fitting.fit import simulate_cases  # noqa: E402
+from twin.fitting.joint import all_cases, errors, family_of, gpu_of  # noqa: E402
+
+# the terms a one-generation fold carries to the other, by what they are
+GROUPS: dict[str, tuple[str, ...]] = {
+    "bandwidth": ("memory_efficiency", "memory_efficiency@blackwell", "kv_memory_efficiency@hopper+kv_fp8"),
+    "per_seq": ("per_seq_overhead_s", "per_seq_overhead_s@sync"),
+    "step": ("step_overhead_s",),
+    "allreduce": ("allreduce_latency_s", "fused_allreduce_latency_s@hopper+experts_mxfp4"),
+    "bench_path": ("request_path_s@client_vllm_bench",),
+}
+KEYS = (("mean_ttft_ms", "TTFT"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2E"))
+# the round-12 readings, as ``--embed`` switches them on (the tried entries of default_terms / mla_request)
+ACTIVE_SHARE_MXFP4 = 0.75
+
+
+def fold_params(report: Path, kind: str, group: str) -> dict[str, float]:
+    """The parameters the fold (``kind``, held-out ``group``) predicted its held-out rows with."""
+    folds = json.loads(report.read_text())["folds"][kind]["folds"]
+    return dict(next(f for f in folds if f["held_out"] == group)["params"])
+
+
+def embed_readings() -> None:
+    """Switch the two round-12 readings on in this process (the simulations run here or in forked workers)."""
+    from twin.cost import default_terms, mla_request
+    mla_request.MLA_EXPERT_REQUEST_S.update(mla_request.READINGS)
+    default_terms.EXPERT_FORMAT_TERMS["mxfp4"] = {"moe_active_expert_share": ACTIVE_SHARE_MXFP4}
+
+
+def variants(base: dict[str, float], other: dict[str, float], extra: dict[str, float]) -> dict[str, dict]:
+    """``base``, ``other`` and ``base`` with each group at ``other``'s values, each with ``extra`` on top."""
+    out = {"base": base | extra, "other": other | extra}
+    for g, names in GROUPS.items():
+        out[f"base + other's {g}"] = base | {n: other[n] for n in names if n in other} | extra
+    return out
+
+
+def _cell(errs: list[dict], key: str) -> str:
+    xs = [e[key] for e in errs if key in e]
+    if not xs:
+        return "-"
+    return f"{100 * statistics.median(map(abs, xs)):.1f}% ({100 * statistics.median(xs):+.1f}%)"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("base", type=Path)
+    ap.add_argument("other", type=Path)
+    ap.add_argument("--ground-truth", type=Path, default=None)
+    ap.add_argument("--group", default="H100-SXM", help="the GPU fold's held-out group")
+    ap.add_argument("--embed", action="store_true", help="the two round-12 readings switched on")
+    ap.add_argument("--set", default="", help="name=value,...: on every variant")
+    ap.add_argument("--only", default="", help="comma-separated variant labels to run (default: all)")
+    ap.add_argument("--sim-s", type=float, default=60.0)
+    ap.add_argument("--workers", type=int, default=1)
+    args = ap.parse_args()
+    if args.embed:
+        embed_readings()
+    extra = {k: float(v) for k, v in (kv.split("=") for kv in args.set.split(",") if kv)}
+    cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if gpu_of(c) == args.group]
+    base, other = (fold_params(p, "GPU", args.group) for p in (args.base, args.other))
+    for n in sorted(set(base) | set(other)):
+        if base.get(n) != other.get(n):
+            print(f"  {n}: {base.get(n)} -> {other.get(n)}")
+    only = {s.strip() for s in args.only.split(",") if s.strip()}
+    for label, params in variants(base, other, extra).items():
+        if only and label not in only:
+            continue
+        runs = simulate_cases(cases, params, max_sim_s=args.sim_s, workers=args.workers)
+        errs = [errors(c, r.metrics) for c, r in zip(cases, runs)]
+        fams: dict[str, list[dict]] = {}
+        for c, e in zip(cases, errs):
+            fams.setdefault(family_of(c), []).append(e)
+        print(f"== {label} (n {len(cases)}): " + ", ".join(f"{k} {_cell(errs, key)}" for key, k in KEYS)
+              + " | " + "; ".join(f"{f} {len(v)} TTFT {_cell(v, 'mean_ttft_ms')} TPOT {_cell(v, 'mean_tpot_ms')}"
+                                  for f, v in sorted(fams.items())), flush=True)
+
+
+if __name__ == "__main__":
+    run_script(main)
