@@ -37,7 +37,8 @@ def deployment(name: str, variant: str = "baseline"):
 
 
 def activation(tokens: int, hidden: int, mlp_width_per_gpu: int, seqs: int, vocab: int) -> int:
-    return tokens * 2 * (2 * hidden + 3 * mlp_width_per_gpu) + seqs * vocab * 4 * 3
+    # the profile's peak: the forward, or the dummy sampler (bf16 logits + 22 bytes each) beside its output
+    return max(tokens * 2 * (2 * hidden + 3 * mlp_width_per_gpu), tokens * hidden * 2 + min(seqs, tokens) * vocab * 24)
 
 
 def decode(n: int, context: int) -> StepShape:
