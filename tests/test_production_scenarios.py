@@ -2,9 +2,10 @@
 
 Each pool is recomputed here by vLLM's own rule, by hand from the model's shape and the checkpoint's bytes per
 weight (not through the twin's sizing code): per GPU of one DP rank,
-    blocks = (memory x gpu_memory_utilization - weights - activation peak - 1 GiB runtime/graphs) // block bytes
-with the activation peak as the twin estimates vLLM's profile run (tokens x 2 bytes x (2 h + 3 x MLP width /
-tp) + max_num_seqs x vocab x 4 bytes x 3)."""
+    blocks = (memory x gpu_memory_utilization - weights - activation peak - 1 GiB runtime) // block bytes
+with the activation peak as the twin estimates vLLM's profile run: the larger of the forward (tokens x 2 bytes x
+(2 h + 3 x MLP width / tp)) and the dummy sampler beside the forward's output (tokens x h x 2 bytes +
+min(max_num_seqs, tokens) x vocab x 24 bytes)."""
 
 from __future__ import annotations
 
