@@ -8,8 +8,8 @@ average
 
 For every runnable row that queued (N < ``--deficit`` x C, or TTFT above ``--ttft-s``), this prints beside N:
 
-* ``pool``: the twin's KV pool in tokens per DP rank (``twin.hardware.kv_sizing``) and what it holds of the
-  closed loop's steady-state demand (users x (mean prompt + half the mean output), as ``kv_pool_rows.py``);
+* ``pool``: the twin's KV pool in tokens per DP rank (``twin.hardware.kv_sizing``) and the closed loop's
+  steady-state demand over it (users x (mean prompt + half the mean output), ``kv_pool_rows.demand``);
 * ``eff``: the pool the real server behaved as if it had, N x (mean prompt + half the mean output) per rank, and
   ``gap GiB``: (twin pool - eff) x the KV bytes per token per GPU, the memory the real server held outside its
   KV cache beyond what the twin reserves (if the pool is what limited it);
@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.kv_pool_rows import demand  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
@@ -56,9 +58,9 @@ def row_reading(case) -> dict:
     dep = deployment_for(case.run, case.target)
     pool = dep.kv_pool
     dp = dep.engines_per_replica
-    prompt, output = (s.mean for s in lengths(row))
-    held = prompt + output / 2.0
-    n = running_requests(row.concurrency, row.ttft_ms, row.tpot_ms, output)
+    mean_demand, _ = demand(row, dp)
+    held = mean_demand / math.ceil(row.concurrency / dp)          # one request's tokens at a uniform age
+    n = running_requests(row.concurrency, row.ttft_ms, row.tpot_ms, lengths(row)[1].mean)
     eff = n / dp * held
     model, formats = dep.model, dep.weight_formats
     layout = dep.layout or ParallelLayout(tensor_parallel_size=case.target.tensor_parallel_size)
@@ -67,7 +69,7 @@ def row_reading(case) -> dict:
     floor_ms = read / dep.gpu.memory_bandwidth_bytes_per_s * 1e3
     return {"id": row.id, "version": row.vllm_version, "conc": row.concurrency, "isl": row.isl, "osl": row.osl,
             "tp": layout.tp, "dp": dp, "ttft_ms": row.ttft_ms, "tpot_ms": row.tpot_ms, "running": n,
-            "pool_tokens": pool.capacity_tokens, "demand_over_pool": row.concurrency / dp * held / pool.capacity_tokens,
+            "pool_tokens": pool.capacity_tokens, "demand_over_pool": mean_demand / pool.capacity_tokens,
             "effective_pool_tokens": eff,
             "gap_gib": (pool.capacity_tokens - eff) * pool.kv_bytes_per_token / GIB,
             "floor_ms": floor_ms, "below_floor": row.tpot_ms < floor_ms}
