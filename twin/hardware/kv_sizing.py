@@ -23,7 +23,11 @@ better, e.g. from a vLLM start-up log):
     path (``apply_top_k_top_p``, v1/sample/ops/topk_topp_sampler.py), whose peak holds, per logit, the model-
     dtype logits, their fp32 copy (4 bytes), the sorted values (4), the int64 sort indices (8), the softmax
     of the sorted values (4, its cumsum in place) and the top-k and top-p boolean masks (1 + 1):
-    activation bytes + ``SAMPLER_BYTES_PER_LOGIT`` (22).
+    activation bytes + ``SAMPLER_BYTES_PER_LOGIT`` (22). That is the V1 default on CUDA from vLLM PR #26859
+    (October 2025, FlashInfer's sampler made opt-in) until FlashInfer's was made the default again (PR #40376,
+    April 2026); FlashInfer's and the Triton sampler's paths sort nothing and hold ~14 bytes per logit (the
+    model-dtype and fp32 logits, the softmax and the exponential noise), so for a release outside that window
+    this overstates the sampler by ~10 bytes per logit (the twin's kv sizing takes no release).
 * runtime reserve: 1 GiB on a GPU (non-torch allocations: cuBLAS workspaces, NCCL and custom all-reduce
   buffers), 256 MiB on the CPU device. The CUDA-graph pool is not in it: vLLM captures the graphs after it
   has sized the KV cache, outside the budget, up to v0.20 (vLLM PR #30515 added an estimate of their memory
