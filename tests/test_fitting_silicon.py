@@ -147,6 +147,26 @@ def test_releases_map_onto_the_newest_modelled_one_not_newer():
     assert modelled_release("0.15.1") == "0.14"
     assert modelled_release("0.19.0") == "0.19"
     assert modelled_release("nightly-5b8c30d6", "2026-03-25") == "0.14"
+    # a blank version: the image its script ran, v0.10.2-0.11.2 in 2025 (the gpt-oss rows); else the newest
+    assert modelled_release("", "2025-11-02") == modelled_release(None, "2025-12-05") == "0.11"
+    assert modelled_release("") == modelled_release("", "2026-04-01") == "0.28"
+
+
+def test_the_2025_gpt_oss_b200_servers(tmp_path):
+    """gptoss_fp4_b200_docker.sh (4b860b78e, 2025-10-01): async scheduling on, no prefix caching, 8192 batched
+    tokens, 512 sequences, 0.9; blank version, so the image of its date (before 0.14); the v0.15.1 rows keep theirs."""
+    src = "source_file=2026-04-06.csv; silicon_concurrency=64; measured=2025-11-02T00:00:00.000Z"
+    nov = {**BASE, "model_path": "openai/gpt-oss-120b", "precision": "fp4", "system": "b200_sxm", "batch_size": "64",
+           "silicon_data_source": src}
+    feb = {**nov, "backend_version": "0.15.1",
+           "silicon_data_source": "source_file=2026-04-06.csv; silicon_concurrency=64; measured=2026-02-25"}
+    old, new = (row_server(r) for r in read_silicon(_write(tmp_path, [nov, feb])))
+    assert old["vllm_version"] == "0.11" and old["async_scheduling"] is True
+    assert {k: old[k] for k in ("gpu_memory_utilization", "max_num_batched_tokens", "max_num_seqs",
+                                "enable_prefix_caching")} == {"gpu_memory_utilization": 0.9,
+                                                              "max_num_batched_tokens": 8192, "max_num_seqs": 512,
+                                                              "enable_prefix_caching": False}
+    assert new["vllm_version"] == "0.14" and "async_scheduling" not in new and new["max_num_seqs"] == 512
 
 
 def test_the_run_is_the_clients_closed_loop_capped_and_its_derived_metrics(tmp_path):

@@ -15,11 +15,13 @@ def test_llama_8b_on_h100_by_hand():
     memory = 81559 * 2**20
     budget = int(memory * 0.9)                                   # 76_968_728_985
     weights = 2 * 8_030_261_248                                   # bf16, tp=1
-    activations = 8192 * 2 * (2 * 4096 + 3 * 14336) + 256 * 128256 * 4 * 3
+    # the profile's peak: the forward (838 MB) or the dummy sampler beside the forward's output (855 MB)
+    activations = max(8192 * 2 * (2 * 4096 + 3 * 14336), 8192 * 4096 * 2 + 256 * 128256 * (2 + 22))
+    assert activations == 855_113_728
     runtime = 1 * GIB
     block = 16 * 128 * 1024                                       # 16 tokens x 128 KiB
     expected = (budget - weights - activations - runtime) // block
-    assert expected == 27943
+    assert expected == 28123
     b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", tp=1, block_size=16, gpu_memory_utilization=0.9,
                           weight_dtype="bf16", kv_dtype="bf16", max_num_batched_tokens=8192)
     assert b.num_gpu_blocks == expected
@@ -29,7 +31,7 @@ def test_llama_8b_on_h100_by_hand():
     assert b.usable_blocks == expected - 1                        # block 0 is the null block
     assert b.capacity_tokens == (expected - 1) * 16
     assert num_gpu_blocks("llama-3.1-8b", "H100-SXM", 1, 16, 0.9, "bf16", "bf16", 8192) == expected
-    assert "27943 blocks" in b.summary()
+    assert "28123 blocks" in b.summary()
 
 
 def test_reserves_are_parameters():
@@ -43,7 +45,7 @@ def test_more_memory_more_blocks():
     assert num_gpu_blocks("llama-3.1-8b", "h100", kv_dtype="fp8") > 1.9 * base
     assert num_gpu_blocks("llama-3.1-8b", "h100", weight_dtype="fp8") > base
     assert num_gpu_blocks("llama-3.1-8b", "h100", block_size=32) == pytest.approx(base / 2, abs=1)
-    assert num_gpu_blocks("llama-3.1-8b", "h200") > 2 * base
+    assert num_gpu_blocks("llama-3.1-8b", "h200") > 1.95 * base
 
 
 def test_tensor_parallel_sizing():
@@ -102,7 +104,7 @@ def test_quantized_70b_pool_follows_vllms_rule(weight_dtype, kv_dtype):
     budget = int(81559 * 2**20 * 0.9)
     other = 2 * (2 * 128256 * 8192 + 80 * 2 * 8192 + 8192)           # embedding, LM head, norms in bf16
     weights = linear_weight_bytes(m.linear_params, weight_dtype) + other
-    activations = 8192 * 2 * (2 * 8192 + 3 * 28672) + 256 * 128256 * 4 * 3
+    activations = max(8192 * 2 * (2 * 8192 + 3 * 28672), 8192 * 8192 * 2 + 256 * 128256 * 24)
     kv_token = 80 * 2 * 8 * 128 * (1 if kv_dtype == "fp8" else 2)
     expected = (budget - weights - activations - GIB) // (16 * kv_token)
     b = kv_pool_breakdown("llama-3.1-70b", "H100-SXM", tp=1, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
@@ -112,7 +114,7 @@ def test_quantized_70b_pool_follows_vllms_rule(weight_dtype, kv_dtype):
 
 def test_awq_pool_by_hand():
     b = kv_pool_breakdown("llama-3.1-70b", "H100-SXM", weight_dtype="awq", kv_dtype="fp8")
-    assert b.num_gpu_blocks == 12991                 # ~208k fp8 KV tokens beside ~40 GB of AWQ weights
+    assert b.num_gpu_blocks == 13141                 # ~210k fp8 KV tokens beside ~40 GB of AWQ weights
     assert 39e9 < b.weight_bytes < 41e9
     with pytest.raises(TwinInputError, match="weights per GPU"):
         kv_pool_breakdown("llama-3.1-70b", "H100-SXM", weight_dtype="bf16")
@@ -125,5 +127,34 @@ def test_moe_pool():
     b = kv_pool_breakdown(m, "H100-SXM", tp=2)
     assert b.weight_bytes == m.weight_bytes("bf16", 2) == pytest.approx(46.70e9, rel=0.002)   # 93.4 GB / 2
     assert b.kv_bytes_per_token == 32 * 2 * 4 * 128 * 2
-    # the fused-MoE activation peak: top-2 experts' intermediate (2 x 14336), split over tp
-    assert b.activation_reserve_bytes == 8192 * 2 * (2 * 4096 + 3 * (2 * 14336 // 2)) + 256 * 32000 * 4 * 3
+    # the fused-MoE activation peak: top-2 experts' intermediate (2 x 14336), split over tp; it exceeds the
+    # dummy sampler's (256 x 32k logits at 24 bytes beside the 8192 x 4096 output hidden states)
+    assert b.activation_reserve_bytes == 8192 * 2 * (2 * 4096 + 3 * (2 * 14336 // 2))
+
+
+def test_profile_peak_is_the_larger_phase():
+    # vLLM's profile run: the forward at max_num_batched_tokens, then (its intermediates freed) the dummy
+    # sampler's top-k/top-p pass over min(max_num_seqs, max_num_batched_tokens) logit rows beside the
+    # forward's output hidden states; bf16 logits + 22 bytes per logit (fp32 copy, sorted, int64 indices,
+    # softmax, two masks)
+    from twin.hardware.kv_sizing import SAMPLER_BYTES_PER_LOGIT, estimate_activation_bytes
+    from twin.hardware.catalog import resolve_model
+    assert SAMPLER_BYTES_PER_LOGIT == 22
+    m = resolve_model("llama-3.1-8b")
+    forward = 8192 * 2 * (2 * 4096 + 3 * 14336)
+    for seqs in (1, 64, 256, 1024):
+        sampler = 8192 * 4096 * 2 + seqs * 128256 * (2 + 22)
+        assert estimate_activation_bytes(m, 1, 8192, seqs) == max(forward, sampler)
+    assert estimate_activation_bytes(m, 1, 8192, 64) == forward             # the forward's peak
+    assert estimate_activation_bytes(m, 1, 8192, 1024) == 8192 * 4096 * 2 + 1024 * 128256 * 24
+    # one logit row per dummy request, and a step of 512 tokens runs at most 512 of them
+    assert estimate_activation_bytes(m, 1, 512, 1024) == max(512 * 2 * (2 * 4096 + 3 * 14336),
+                                                             512 * 4096 * 2 + 512 * 128256 * 24)
+
+
+def test_sampler_reserve_grows_with_max_num_seqs():
+    small = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", max_num_seqs=64)
+    large = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", max_num_seqs=1024)
+    extra = large.activation_reserve_bytes - small.activation_reserve_bytes
+    assert extra == 8192 * 4096 * 2 + 1024 * 128256 * 24 - 8192 * 2 * (2 * 4096 + 3 * 14336)
+    assert small.num_gpu_blocks - large.num_gpu_blocks == pytest.approx(extra / (16 * 128 * 1024), abs=1)

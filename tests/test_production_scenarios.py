@@ -2,9 +2,10 @@
 
 Each pool is recomputed here by vLLM's own rule, by hand from the model's shape and the checkpoint's bytes per
 weight (not through the twin's sizing code): per GPU of one DP rank,
-    blocks = (memory x gpu_memory_utilization - weights - activation peak - 1 GiB runtime/graphs) // block bytes
-with the activation peak as the twin estimates vLLM's profile run (tokens x 2 bytes x (2 h + 3 x MLP width /
-tp) + max_num_seqs x vocab x 4 bytes x 3)."""
+    blocks = (memory x gpu_memory_utilization - weights - activation peak - 1 GiB runtime) // block bytes
+with the activation peak as the twin estimates vLLM's profile run: the larger of the forward (tokens x 2 bytes x
+(2 h + 3 x MLP width / tp)) and the dummy sampler beside the forward's output (tokens x h x 2 bytes +
+min(max_num_seqs, tokens) x vocab x 24 bytes)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def deployment(name: str, variant: str = "baseline"):
 
 
 def activation(tokens: int, hidden: int, mlp_width_per_gpu: int, seqs: int, vocab: int) -> int:
-    return tokens * 2 * (2 * hidden + 3 * mlp_width_per_gpu) + seqs * vocab * 4 * 3
+    # the profile's peak: the forward, or the dummy sampler (bf16 logits + 22 bytes each) beside its output
+    return max(tokens * 2 * (2 * hidden + 3 * mlp_width_per_gpu), tokens * hidden * 2 + min(seqs, tokens) * vocab * 24)
 
 
 def decode(n: int, context: int) -> StepShape:

@@ -137,12 +137,12 @@ def model_family(model: str) -> str:
 def modelled_release(version: str | None, measured: str | None = None) -> str:
     """The newest release the twin models that is not newer than ``version`` (the oldest modelled one for older
     releases). A nightly build counts as the release current at its measurement date's month (>= 2026-03:
-    0.18)."""
+    0.18); a blank one measured in 2025 (gpt-oss) as its script's image, v0.10.2-0.11.2 (InferenceX 25506e87c)."""
     def key(v: str) -> tuple[int, ...]:
         return tuple(int(x) for x in re.findall(r"\d+", v)[:2])
     known = sorted(VLLM_RELEASES, key=key)
     if not version:
-        return known[-1]
+        return known[0] if (measured or "9999") < "2026" else known[-1]
     if version.startswith("nightly"):
         version = "0.18" if (measured or "") >= "2026-03" else known[-1]
     v = key(version)
@@ -193,9 +193,9 @@ def row_server(row: SiliconRow) -> dict:
     elif minimax_h100(row):
         # minimaxm2.5_fp8_h100.sh (1d5cae141, 2026-03-27; 0f78cf4eb adds --no-enable-prefix-caching): bf16 KV
         server.update(gpu_memory_utilization=0.90, max_num_seqs=256, enable_prefix_caching=False)
-    elif gptoss_b200_v0151(row):
+    elif gptoss_b200_v0151(row) or (fam == "gpt-oss" and row.system == "b200_sxm" and row.month < "2026"):
         server.update(gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=512,
-                      enable_prefix_caching=False)
+                      enable_prefix_caching=False, **({} if gptoss_b200_v0151(row) else {"async_scheduling": True}))
     elif gptoss_h100_v0180(row):       # single_node/gptoss_fp4_h100.sh, cec542a9a (Marlin MXFP4 MoE)
         server.update(gpu_memory_utilization=0.9, max_num_batched_tokens=8192, max_num_seqs=row.concurrency,
                       enable_prefix_caching=False)

@@ -12,14 +12,28 @@ The count includes block 0, the null block vLLM reserves, so requests can use nu
 The twin cannot profile, so it estimates the two reserves (both are parameters, override them when you know
 better, e.g. from a vLLM start-up log):
 
-* activation reserve = max_num_batched_tokens x activation bytes x (2 x hidden + 3 x intermediate / tp)
-  (the MLP's live tensors at its peak: the residual and the normed input, gate_up's output and the activated
-  product; in a MoE layer `intermediate` is top_k x the expert width plus the shared experts', the fused-MoE
-  cache), plus the sampler: max_num_seqs x vocab x 4 bytes x 3 (fp32 logits, probabilities and a sorted
-  copy for top-p/top-k).
+* activation reserve: the torch peak of the profile run, which is the larger of its two phases (the forward's
+  intermediates are freed before the sampler runs):
+  - the forward: max_num_batched_tokens x activation bytes x (2 x hidden + 3 x intermediate / tp) (the MLP's
+    live tensors at its peak: the residual and the normed input, gate_up's output and the activated product;
+    in a MoE layer `intermediate` is top_k x the expert width plus the shared experts', the fused-MoE cache);
+  - the dummy sampler: its logits for min(max_num_seqs, max_num_batched_tokens) requests x vocab, beside the
+    forward's output hidden states (max_num_batched_tokens x hidden x activation bytes). vLLM V1's
+    ``_dummy_sampler_run`` sets top_p 0.9 and top_k = vocab - 1, so the profile takes the PyTorch top-k/top-p
+    path (``apply_top_k_top_p``, v1/sample/ops/topk_topp_sampler.py), whose peak holds, per logit, the model-
+    dtype logits, their fp32 copy (4 bytes), the sorted values (4), the int64 sort indices (8), the softmax
+    of the sorted values (4, its cumsum in place) and the top-k and top-p boolean masks (1 + 1):
+    activation bytes + ``SAMPLER_BYTES_PER_LOGIT`` (22). That is the V1 default on CUDA from vLLM PR #26859
+    (October 2025, FlashInfer's sampler made opt-in) until FlashInfer's was made the default again (PR #40376,
+    April 2026); FlashInfer's and the Triton sampler's paths sort nothing and hold ~14 bytes per logit (the
+    model-dtype and fp32 logits, the softmax and the exponential noise), so for a release outside that window
+    this overstates the sampler by ~10 bytes per logit (the twin's kv sizing takes no release).
 * runtime reserve: 1 GiB on a GPU (non-torch allocations: cuBLAS workspaces, NCCL and custom all-reduce
-  buffers, and the CUDA-graph pool, which comes out of the same budget), 256 MiB on the CPU device.
-  For Llama-3.1-8B on an H100 at 0.9 this gives ~447k KV tokens, close to the ~3.4x concurrency at 128k
+  buffers), 256 MiB on the CPU device. The CUDA-graph pool is not in it: vLLM captures the graphs after it
+  has sized the KV cache, outside the budget, up to v0.20 (vLLM PR #30515 added an estimate of their memory
+  to the profile behind ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, off by default; vLLM turned it on by
+  default in v0.21.0, which the twin does not model yet).
+  For Llama-3.1-8B on an H100 at 0.9 this gives ~450k KV tokens, close to the ~3.4x concurrency at 128k
   context that vLLM reports for that deployment.
 
 Weights per GPU are the checkpoint's as stored (`ModelSpec.weight_bytes`): a quantized model (fp8, int8, AWQ/GPTQ
@@ -62,7 +76,7 @@ from twin.hardware.weight_formats import WeightFormats, resolve_formats
 
 GIB = 2**30
 DEFAULT_RUNTIME_RESERVE_BYTES = {"gpu": 1 * GIB, "cpu": 256 * 2**20}
-SAMPLER_COPIES = 3
+SAMPLER_BYTES_PER_LOGIT = 4 + 4 + 8 + 4 + 1 + 1   # fp32 logits, sorted, int64 indices, softmax, two masks
 
 
 @dataclass(frozen=True)
@@ -131,8 +145,10 @@ def estimate_activation_bytes(model: ModelSpec, tensor_parallel_size: int, max_n
     """The profile run's activation peak, per GPU (see the module docstring)."""
     ab = DTYPE_BYTES[resolve_formats(weight_dtype).activation]
     per_token = ab * (2 * model.hidden_size + 3 * -(-model.mlp_activation_width // tensor_parallel_size))
-    sampler = max_num_seqs * model.vocab_size * 4 * SAMPLER_COPIES
-    return max_num_batched_tokens * per_token + sampler
+    forward = max_num_batched_tokens * per_token
+    sampled = min(max_num_seqs, max_num_batched_tokens)          # the dummy run's requests, one logit row each
+    sampler = sampled * model.vocab_size * (ab + SAMPLER_BYTES_PER_LOGIT)
+    return max(forward, max_num_batched_tokens * model.hidden_size * ab + sampler)
 
 
 def _positive_int(name: str, v: object) -> int:
