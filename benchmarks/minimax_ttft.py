@@ -3,7 +3,8 @@ MiniMax-M2.5's prompt time").
 
     # every MiniMax row at the embedded defaults: signed / |error| medians of TTFT and TPOT by GPU, release,
     # format, ISL and load band (light: CONC <= 16); --pr-script: the nightly NVFP4 rows with their own script's
-    # flags (twin.fitting.minimax_scripts); --path-floors: MiniMax's eager MoE floors at their launch counts
+    # flags (twin.fitting.minimax_scripts); --path-floors: MiniMax's eager MoE floors at their launch counts (the
+    # @blackwell+experts_<format> keys, on MiniMax's rows only: Kimi's NVFP4 path shares that key)
     python benchmarks/minimax_ttft.py residuals [--pr-script] [--path-floors] [--save X.json]      # ~6-15 min
     python benchmarks/minimax_ttft.py compare A.json B.json
     # the eager MoE floor per MiniMax path read off its light-load 1k rows whose prompt steps run eagerly (the
@@ -30,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from twin.cost.default_terms import GENERATION_TERMS  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
 from twin.fitting.launch_prior import PATH_LAYER_OPS, moe_extra_s  # noqa: E402
@@ -114,6 +115,16 @@ def floor_grid() -> None:
                   f"TP 4 {100 * statistics.median(e for e, r in zip(errs, recs) if r['tp'] == 4):+6.1f})")
 
 
+def _saved(path: Path) -> list[dict]:
+    """A ``residuals --save`` file's records, or a one-line error naming the file."""
+    try:
+        recs = json.loads(path.read_text())
+        _ = [(r["id"], _errors(r)) for r in recs]
+    except (OSError, ValueError, TypeError, KeyError, ZeroDivisionError) as exc:
+        raise TwinInputError(f"compare: {path}: not a `residuals --save` file ({type(exc).__name__})") from None
+    return recs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -131,7 +142,9 @@ def main() -> None:
             args.save.write_text(json.dumps(recs))
         table([recs])
     elif args.cmd == "compare":
-        runs = [{r["id"]: r for r in json.loads(p.read_text())} for p in args.files]
+        runs = [{r["id"]: r for r in _saved(p)} for p in args.files]
+        if runs[0].keys() != runs[1].keys():
+            raise TwinInputError(f"compare: {args.files[0]} and {args.files[1]} hold different rows")
         table([list(runs[0].values()), [runs[1][k] for k in runs[0]]])
     else:
         floor_grid()

@@ -6,6 +6,7 @@ benchmarks/minimax_ttft.py."""
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,17 @@ def test_minimax_paths_launch_counted_floors():
     floors = load_benchmark("minimax_ttft").counted_floors_s()
     assert floors == pytest.approx({"eager_moe_layer_host_s@blackwell+experts_fp8": 11 * 0.84e-3 / 16,
                                     "eager_moe_layer_host_s@blackwell+experts_nvfp4": 6 * 0.84e-3 / 16})
+
+
+def test_compare_names_a_file_that_is_not_a_saved_run(tmp_path):
+    from twin.errors import TwinInputError
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"id": "x"}]')
+    mod = load_benchmark("minimax_ttft")
+    for path in (bad, tmp_path / "missing.json"):
+        with pytest.raises(TwinInputError, match=str(path.name)):
+            mod._saved(path)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps([{"id": "x", "ttft_ms": 100.0, "tpot_ms": 10.0, "twin_ttft_ms": 90.0,
+                                 "twin_tpot_ms": 11.0}]))
+    assert mod._errors(mod._saved(good)[0]) == pytest.approx((-0.1, 0.1))

@@ -16,7 +16,7 @@ of the same checkpoint, GPU and TP (graphed at 2048) do not.
 The twin still runs the nightly rows with the April flags (``twin.fitting.silicon.row_server``): with their own
 script's (``pr_script_server``) their eager 1k prompt steps join the evidence of Blackwell's eager MoE floor
 (``eager_moe_layer_host_s@blackwell``), which MiniMax's layers pay at about their launch count and Kimi-K2.5's at
-2-3 times theirs, and the Kimi-held-out fold, which borrows the floor from MiniMax's rows, loses (TTFT 10.3 % ->
+1.4-3.6 times theirs, and the Kimi-held-out fold, which borrows the floor from MiniMax's rows, loses (TTFT 10.3 % ->
 19.6 %): a reading until the floor is priced per family (docs/fidelity.md "Round 13: MiniMax-M2.5's prompt time").
 """
 
