@@ -41,6 +41,7 @@ PROMPT_TOKENS, MAX_OUTPUT_TOKENS, TOKENS_PER_BLOCK = 1000, 100_000, 16
 def _vllm():
     try:
         import torch
+        from vllm import __version__
         from vllm.sampling_params import SamplingParams
         from vllm.v1.core.sched.scheduler import Scheduler
         from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
@@ -48,7 +49,7 @@ def _vllm():
         from vllm.v1.request import Request
     except ImportError as e:
         raise TwinInputError(f"vllm: not importable ({e}); put a vLLM release on PYTHONPATH") from None
-    return SimpleNamespace(torch=torch, SamplingParams=SamplingParams, Scheduler=Scheduler,
+    return SimpleNamespace(version=__version__, torch=torch, SamplingParams=SamplingParams, Scheduler=Scheduler,
                            FullAttentionSpec=FullAttentionSpec, KVCacheConfig=KVCacheConfig,
                            KVCacheGroupSpec=KVCacheGroupSpec, ModelRunnerOutput=ModelRunnerOutput, Request=Request)
 
@@ -90,11 +91,11 @@ def _decode_server(v, batch: int):
         s.add_request(v.Request(f"r{i}", [(7 * i + j) % 30_000 + 1 for j in range(PROMPT_TOKENS)], sp, None,
                                 eos_token_id=2, block_hasher=hasher))
     while any(r.num_computed_tokens < r.num_prompt_tokens for r in s.running) or s.waiting:
-        _step(v, s, batch)
+        _step(v, s)
     return s
 
 
-def _step(v, s, batch: int) -> tuple[float, float, float]:
+def _step(v, s) -> tuple[float, float, float]:
     """One step: (schedule, plan pickle round trip, update_from_output) CPU seconds."""
     t0 = time.process_time()
     so = s.schedule()
@@ -125,7 +126,7 @@ def time_per_step(batch: int, steps: int, repeats: int) -> tuple[float, ...]:
     s, host = _decode_server(v, batch), HostStep(batch)
     best = None
     for _ in range(repeats):
-        parts = [_step(v, s, batch) + (_model_worker_s(host),) for _ in range(steps)]
+        parts = [_step(v, s) + (_model_worker_s(host),) for _ in range(steps)]
         mean = tuple(sum(p[k] for p in parts) / steps for k in range(4))
         best = mean if best is None or sum(mean) < sum(best) else best
     return best
@@ -140,10 +141,10 @@ def main() -> None:
     args = ap.parse_args()
     if not 1 <= args.small < args.large:
         raise TwinInputError(f"--small {args.small} / --large {args.large}: need 1 <= small < large")
-    import vllm
+    version = _vllm().version
     lo, hi = time_per_step(args.small, args.steps, args.repeats), time_per_step(args.large, args.steps, args.repeats)
     names = ("schedule()", "plan pickle round trip", "update_from_output()", "worker (round 9's model)")
-    print(f"vLLM {vllm.__version__}: CPU us per sequence per step ((B {args.large} - B {args.small}) slope)")
+    print(f"vLLM {version}: CPU us per sequence per step ((B {args.large} - B {args.small}) slope)")
     for k, name in enumerate(names):
         print(f"  {name:<24} {(hi[k] - lo[k]) / (args.large - args.small) * 1e6:6.2f} us "
               f"(per step at B {args.small}: {lo[k] * 1e6:.0f} us, at B {args.large}: {hi[k] * 1e6:.0f} us)")
