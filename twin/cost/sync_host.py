@@ -21,8 +21,9 @@ embedded value is ``per_seq_overhead_s`` plus this term (``twin.fitting.provenan
 Round 10 (docs/fidelity.md "Round 10: Qwen3's sync decode and Kimi INT4 held out"): the Qwen3 rows that set the
 45 us are also the data's only rows sampled with top-k / top-p (their client sends no sampling parameters, so
 Qwen3's generation config applies, and vLLM 0.12 sorts the logits in PyTorch: ``twin.cost.sort_sampler``, ~17-19
-us per sequence on an H100 by its kernels, round 11), and the sync loop's own Python is ~3 us
-(``benchmarks/sync_host_prior.py``). The value
+us per sequence on an H100 by its kernels, round 11), and the sync loop's own Python is ~11 us (round 13:
+vLLM 0.12's own scheduler and output update timed, ``benchmarks/sync_engine_host.py``; round 9's model of it gave
+~3 us, ``benchmarks/sync_host_prior.py``). The value
 is the rows' sum; a greedy sync server, or an async one sampled that way, is not what it was read off.
 """
 

@@ -24,6 +24,11 @@ costs it at 0: Kimi-K2.5 is the data's only MLA family, Qwen3-32B's rows its onl
    (``benchmarks/sync_host_prior.py``: 2.9-3.5 us per sequence per step on an AMD EPYC), ``SYNC_SEQ_HOST_PRIOR_S``
    = 3 us over the fold's async value. A LOWER bound (logging, stats, metadata builds and GIL hand-offs not
    modelled): the Qwen3 rows read ~15x more, which the model does not explain (docs).
+   Round 13 (docs/fidelity.md "Round 13: the sync server held out"): vLLM 0.12's OWN engine-core code timed in CPU
+   time where it runs without a GPU (``benchmarks/sync_engine_host.py``: its ``Scheduler.schedule()`` 5.8-7.4 us,
+   the plan's pickle hand-off 0.5-0.7, ``update_from_output()`` 3.1-4.4 per sequence per step, the worker's phases
+   still the model's 1.6-2.1: 11.2 / 11.3 / 14.7 us in three runs on the same AMD EPYC), ``SYNC_SEQ_HOST_PRIOR_S``
+   = 11 us. Still a lower bound (the worker's real code and the GIL hand-offs not timed); not read off any row.
    Round 10: beside it, the GPU time of vLLM 0.12's sort-based top-k / top-p sampler where the held-out rows'
    client leaves sampling to a generation config that sets them (``twin.fitting.sampler_facts``,
    ``twin.cost.sort_sampler``: round 11, the kernels of PyTorch's sort path by batch, radix passes at CUB's stated
@@ -40,7 +45,7 @@ MLA_KEY, SYNC_KEY = "layer_overhead_s@mla", "per_seq_overhead_s@sync"
 MLA_EXTRA_DECODE_KERNELS = 6       # q_a / kv_a RMSNorms, q_b GEMM, W_UK and W_UV batched GEMMs, the query's concat
 GQA_LAYER_KERNELS = 12             # a GQA decoder layer at TP > 1, its two all-reduces included
 ALLREDUCES_PER_LAYER = 2
-SYNC_SEQ_HOST_PRIOR_S = 3.0e-6     # s per sequence per step: benchmarks/sync_host_prior.py (CPU time, AMD EPYC)
+SYNC_SEQ_HOST_PRIOR_S = 11.0e-6    # s per sequence per step: benchmarks/sync_engine_host.py (CPU time, AMD EPYC)
 
 
 def mla_layer_prior_s(allreduce_latency_s: float) -> float:
