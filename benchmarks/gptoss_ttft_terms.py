@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
+from benchmarks.source_fold_terms import signed_median_cell  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_of  # noqa: E402
@@ -78,11 +78,6 @@ def embedded_values() -> dict[str, float]:
     return emb
 
 
-def _med(errs: list[dict], key: str) -> str:
-    xs = [e[key] for e in errs if key in e]
-    return f"{100 * statistics.median(xs):+6.1f}" if xs else "     -"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path)
@@ -109,7 +104,7 @@ def main() -> None:
         errs = [errors(c, r.metrics) for c, r in zip(cases, runs)]
         per_gpu = {g: [e for c, e in zip(cases, errs) if gpu_of(c) == g] for g in sorted({gpu_of(c) for c in cases})}
         rows = " ".join(f"{100 * e.get('mean_ttft_ms', float('nan')):+.1f}" for e in errs)
-        print(f"== {label}: " + "; ".join(f"{g} TTFT {_med(v, 'mean_ttft_ms')} TPOT {_med(v, 'mean_tpot_ms')}"
+        print(f"== {label}: " + "; ".join(f"{g} TTFT {signed_median_cell(v, 'mean_ttft_ms')} TPOT {signed_median_cell(v, 'mean_tpot_ms')}"
                                          for g, v in per_gpu.items()) + f" | TTFT per case {rows}", flush=True)
 
 

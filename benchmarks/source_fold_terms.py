@@ -71,7 +71,8 @@ def slices(cases, errs) -> dict[str, list[dict]]:
     return out
 
 
-def _med(errs: list[dict], key: str) -> str:
+def signed_median_cell(errs: list[dict], key: str) -> str:
+    """The median signed error of ``key`` over ``errs`` as a table cell (percent), '-' where no case has it."""
     xs = [e[key] for e in errs if key in e]
     return f"{100 * statistics.median(xs):+6.1f}" if xs else "     -"
 
@@ -105,8 +106,8 @@ def main() -> None:
         runs = simulate_cases(cases, params, max_sim_s=args.sim_s, workers=args.workers)
         results[label] = [errors(c, r.metrics) for c, r in zip(cases, runs)]
         sl = slices(cases, results[label])
-        print(f"== {label}: " + "; ".join(f"{k} (n {len(v)}) TTFT {_med(v, 'mean_ttft_ms')} TPOT "
-                                         f"{_med(v, 'mean_tpot_ms')}" for k, v in sorted(sl.items())), flush=True)
+        print(f"== {label}: " + "; ".join(f"{k} (n {len(v)}) TTFT {signed_median_cell(v, 'mean_ttft_ms')} TPOT "
+                                         f"{signed_median_cell(v, 'mean_tpot_ms')}" for k, v in sorted(sl.items())), flush=True)
     if args.save:
         args.save.write_text(json.dumps({"cases": [c.run.name for c in cases], "variants": variants,
                                          "errors": results}, indent=1))

@@ -13,7 +13,6 @@ was fitted with them embedded. ``--set``: more values on every variant."""
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
+from benchmarks.llama_b200_levers import fold_params  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, errors, family_of, gpu_of  # noqa: E402
@@ -36,12 +36,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
 KEYS = (("mean_ttft_ms", "TTFT"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2E"))
 # the round-12 readings, as ``--embed`` switches them on (the tried entries of default_terms / mla_request)
 ACTIVE_SHARE_MXFP4 = 0.75
-
-
-def fold_params(report: Path, kind: str, group: str) -> dict[str, float]:
-    """The parameters the fold (``kind``, held-out ``group``) predicted its held-out rows with."""
-    folds = json.loads(report.read_text())["folds"][kind]["folds"]
-    return dict(next(f for f in folds if f["held_out"] == group)["params"])
 
 
 def embed_readings() -> None:
