@@ -17,10 +17,10 @@ Signed errors: predicted / measured - 1."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from pathlib import Path
+from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -29,6 +29,7 @@ from twin.errors import run_script  # noqa: E402
 from twin.fitting import cold_start  # noqa: E402
 from twin.fitting.ground_truth import h100_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
+from twin.fitting import replay as replay_mod  # noqa: E402
 from twin.fitting.replay import replay  # noqa: E402
 
 
@@ -37,15 +38,9 @@ def _root(args) -> Path:
     return args.ground_truth or Path(__file__).resolve().parents[2] / "shared" / "ground-truth"
 
 
-@contextlib.contextmanager
 def _compiles(rule):
     """``replay`` with ``rule`` in place of its cold-compile selection (``twin.fitting.replay.compiles_for``)."""
-    from twin.fitting import replay as replay_mod
-    saved, replay_mod.compiles_for = replay_mod.compiles_for, rule
-    try:
-        yield
-    finally:
-        replay_mod.compiles_for = saved
+    return patch.object(replay_mod, "compiles_for", rule)
 
 
 def _extremes(root: Path, run_name: str) -> tuple[float, float]:
@@ -86,9 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|---|")
     for c in cases:
         m = c.run.metrics
-        cold_start.ENABLED = False
-        warm = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s).metrics
-        cold_start.ENABLED = True
+        with patch.object(cold_start, "ENABLED", False):
+            warm = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s).metrics
         r = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s)
         t_max, itl_max = _extremes(root, c.run.name)
         cs = r.cold_start
@@ -98,12 +92,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{m['median_ttft_ms']:.1f} / {t_max:.0f}, {itl_max:.0f} | {e('mean_ttft_ms', warm)} -> "
               f"{e('mean_ttft_ms', r.metrics)} | {e('mean_e2el_ms', warm)} -> {e('mean_e2el_ms', r.metrics)} | {met} |")
         for s in [float(x) for x in args.sweep.split(",") if x] if c.run.cold_start else []:
-            saved = cold_compile.TRITON_COMPILE_S_PER_KERNEL
-            try:
-                cold_compile.TRITON_COMPILE_S_PER_KERNEL = s
+            with patch.object(cold_compile, "TRITON_COMPILE_S_PER_KERNEL", s):
                 p = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s).metrics
-            finally:
-                cold_compile.TRITON_COMPILE_S_PER_KERNEL = saved
             print(f"|   compile {s:.2f} s/kernel | | | {e('mean_ttft_ms', p)} | {e('mean_e2el_ms', p)} | |")
 
 
@@ -162,7 +152,6 @@ def _probe(args) -> None:
 
 
 def _folds(args) -> None:
-    from twin.fitting import replay as replay_mod
     from twin.fitting.joint import errors, with_deployments
     report = json.loads(args.report.read_text())
     cases, _ = h100_cases(args.ground_truth)
@@ -183,12 +172,11 @@ def _folds(args) -> None:
                 c, d = by_name[name]
                 out = []
                 for on in (False, True):
-                    cold_start.ENABLED = on
                     # with a probe: without it the report's replay (no term for a dense run), with it the probe
-                    with _compiles(_probe_for(probe, root, name)[0] if probe and on else report_rule):
+                    with patch.object(cold_start, "ENABLED", on), \
+                            _compiles(_probe_for(probe, root, name)[0] if probe and on else report_rule):
                         r = replay(c.run, c.target, fold["params"], max_sim_s=args.eval_sim_s, deployment=d)
                     out.append((errors(c, r.metrics), r.cold_start))
-                cold_start.ENABLED = True
                 (off, _), (on, cs) = out
                 if probe and abs(off["mean_ttft_ms"] - before["mean_ttft_ms"]) > 5e-4:
                     print(f"| {kind}: {fold['held_out']} | {name} | not reproduced at --eval-sim-s (kept) | | | |")

@@ -28,13 +28,14 @@ def _summary(errs: list[dict], key: str) -> tuple[float | None, float | None, in
     return statistics.median(abs(x) for x in xs), statistics.median(xs), len(xs)
 
 
-def _cell(errs: list[dict], key: str) -> str:
+def error_cell(errs: list[dict], key: str) -> str:
+    """'median |error| (median signed error)' of ``key`` over ``errs`` in percent, '-' where no case has it."""
     a, s, _ = _summary(errs, key)
     return "-" if a is None else f"{100 * a:.1f}% ({100 * s:+.1f}%)"
 
 
 def _row(label: str, errs: list[dict]) -> str:
-    return f"| {label} | {len(errs)} | " + " | ".join(_cell(errs, k) for k, _ in METRICS) + " |"
+    return f"| {label} | {len(errs)} | " + " | ".join(error_cell(errs, k) for k, _ in METRICS) + " |"
 
 
 def _print_pair(label: str, names: list[str], mine: dict[str, dict], base: dict[str, dict]) -> None:

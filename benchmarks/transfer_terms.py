@@ -13,13 +13,13 @@ was fitted with them embedded. ``--set``: more values on every variant."""
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
+from benchmarks.fold_compare import error_cell  # noqa: E402
 from benchmarks.llama_b200_levers import fold_params  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
@@ -53,13 +53,6 @@ def variants(base: dict[str, float], other: dict[str, float], extra: dict[str, f
     return out
 
 
-def _cell(errs: list[dict], key: str) -> str:
-    xs = [e[key] for e in errs if key in e]
-    if not xs:
-        return "-"
-    return f"{100 * statistics.median(map(abs, xs)):.1f}% ({100 * statistics.median(xs):+.1f}%)"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("base", type=Path)
@@ -89,9 +82,9 @@ def main() -> None:
         fams: dict[str, list[dict]] = {}
         for c, e in zip(cases, errs):
             fams.setdefault(family_of(c), []).append(e)
-        print(f"== {label} (n {len(cases)}): " + ", ".join(f"{k} {_cell(errs, key)}" for key, k in KEYS)
-              + " | " + "; ".join(f"{f} {len(v)} TTFT {_cell(v, 'mean_ttft_ms')} TPOT {_cell(v, 'mean_tpot_ms')}"
-                                  for f, v in sorted(fams.items())), flush=True)
+        print(f"== {label} (n {len(cases)}): " + ", ".join(f"{k} {error_cell(errs, key)}" for key, k in KEYS)
+              + " | " + "; ".join(f"{f} {len(v)} TTFT {error_cell(v, 'mean_ttft_ms')} "
+                                  f"TPOT {error_cell(v, 'mean_tpot_ms')}" for f, v in sorted(fams.items())), flush=True)
 
 
 if __name__ == "__main__":
