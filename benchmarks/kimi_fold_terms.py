@@ -14,11 +14,12 @@ Two readings, no fit and nothing embedded:
   release, TP, ISL, CONC), one entry per distinct measurement (the file's copies of one run carry the same
   figures); per group the measured mean TTFT's spread (max - min) in ms and in the runs' own TPOT. Runs of one
   group differ in their measurement date and output length, neither of which moves the twin's light-load TTFT by
-  more than a few ms.
+  more than a few ms. ``seeds``: the twin's own spread on one such configuration over simulation seeds.
 
     python benchmarks/fidelity_real.py --ground-truth G --folds family --groups kimi --workers 1 --json K.json
     python benchmarks/kimi_fold_terms.py terms K.json [--every 16]      # ~1 min (--every 1: ~20 min)
     python benchmarks/kimi_fold_terms.py repeats                          # seconds
+    python benchmarks/kimi_fold_terms.py seeds [K.json] [--seeds 5]       # the twin's own spread, ~1 min
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS  # noqa: E402
 from twin.cost.mla_decode import MLA_TERMS  # noqa: E402
@@ -158,6 +160,26 @@ def print_terms(fold_json: Path, every: int, workers: int) -> None:
             print(f"  {name:<26} {len(es):3d} | " + " | ".join(cell(s) for s in summary(es).values()))
 
 
+def print_seeds(fold_json: Path | None, seeds: int, workers: int) -> None:
+    """The twin's own run-to-run spread: the light-load March NVFP4 TP 4 1k C = 4 runs simulated with ``seeds``
+    seeds (the fold's parameters, or the embedded defaults without a fold file)."""
+    from twin.fitting.fit import simulate_cases
+    from twin.fitting.joint import default_start
+    from twin.fitting.silicon import kimi_april_fp4
+    from kimi_slices import kimi_cases
+    params = default_start()
+    if fold_json is not None:
+        params = next(f for f in json.loads(fold_json.read_text())["folds"]["family"]["folds"]
+                      if f["held_out"] == "kimi")["params"]
+    cases = [c for c in kimi_cases() if (c.row.precision or "").lower() == "fp4" and c.row.tp == 4
+             and c.row.isl == 1024 and c.row.concurrency == 4 and not kimi_april_fp4(c.row)]
+    for c in cases:
+        ttft = [simulate_cases([c], params, seed=k, max_sim_s=60.0, workers=workers)[0].metrics["mean_ttft_ms"]
+                for k in range(seeds)]
+        print(f"  OSL {c.row.osl:5d} measured {c.row.ttft_ms:6.1f} ms ({c.row.measured}); twin over {seeds} seeds "
+              f"{min(ttft):.1f}..{max(ttft):.1f} ms (spread {max(ttft) - min(ttft):.1f} ms)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -167,11 +189,19 @@ def main() -> None:
     t.add_argument("--workers", type=int, default=1)
     r = sub.add_parser("repeats", help="the spread of repeated light-load runs")
     r.add_argument("--ground-truth", type=Path, default=None)
+    d = sub.add_parser("seeds", help="the twin's own spread over seeds on one repeated configuration")
+    d.add_argument("fold_json", type=Path, nargs="?", default=None)
+    d.add_argument("--seeds", type=int, default=5)
+    d.add_argument("--workers", type=int, default=1)
     args = ap.parse_args()
     if args.cmd == "terms":
         if args.every < 1:
             raise SystemExit("--every must be >= 1")
         print_terms(args.fold_json, args.every, args.workers)
+    elif args.cmd == "seeds":
+        if args.seeds < 1:
+            raise SystemExit("--seeds must be >= 1")
+        print_seeds(args.fold_json, args.seeds, args.workers)
     else:
         print_repeats(args.ground_truth)
 
