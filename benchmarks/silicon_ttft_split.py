@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
-from benchmarks.source_fold_terms import GROUPS, fold_values  # noqa: E402
+from benchmarks.source_fold_terms import GROUPS, fold_values, restored  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_of, source_of  # noqa: E402
@@ -112,8 +112,8 @@ def variants(fold: dict[str, float], embedded: dict[str, float], groups, priors)
     every cost group on, each candidate prior."""
     out = {"defaults": dict(embedded), "fold": fold}
     for g in groups:
-        out[f"on {g}"] = fold | {n: embedded[n] for n in GROUPS[g] if n in embedded}
-    out["all cost terms on"] = fold | {n: embedded[n] for g in COST_GROUPS for n in GROUPS[g] if n in embedded}
+        out[f"on {g}"] = restored(fold, GROUPS[g], embedded)
+    out["all cost terms on"] = restored(fold, [n for g in COST_GROUPS for n in GROUPS[g]], embedded)
     for label, values in priors:
         out[f"prior {label}"] = fold | values
     return out
