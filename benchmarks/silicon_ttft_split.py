@@ -9,7 +9,8 @@ builds from them), and with candidate priors (``--prior 'label:name=value,...'``
 prints the median signed TTFT mean error per slice: GPU, (family, GPU), the load band (light C <= 8 / 16-64 /
 >= 128) and the prompt length, and the median TTFT the variant misses by, in ms, at light load by prompt length.
 
-    python benchmarks/silicon_ttft_split.py FOLD.json [--groups token,eager,...] [--prior 'cpu:eager_layer_host_s@blackwell=7e-5']
+    python benchmarks/silicon_ttft_split.py FOLD.json [--groups token,eager,...] [--save X.json]
+    python benchmarks/silicon_ttft_split.py FOLD.json --no-groups --prior 'cpu:eager_layer_host_s@blackwell=7e-5'
     python benchmarks/silicon_ttft_split.py FOLD.json --moe-token-check 0,1e-7,2e-7
         (instead: the fold's only MoE training runs, the inference-perf Mixtral stages, simulated at the fold's values
         with a MoE per-token prompt cost on their bf16 Triton expert path: can they read one?)
