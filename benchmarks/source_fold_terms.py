@@ -28,6 +28,8 @@ from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_of, source_of  # noqa: E402
+from twin.fitting.provenance import embedded_entries  # noqa: E402
+from twin.fitting.scoped import split  # noqa: E402
 
 # the silicon-read terms by what they are (the fold resets or refits each; docs/fidelity.md "Round 9 outcome")
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -61,6 +63,26 @@ def fold_values(report: Path, kind: str = "source", group: str = "silicon") -> d
     for name in ALL:
         base = name.split("@")[0]
         out[name] = params[name] if name in params else params[base]
+    return out
+
+
+def restored(fold: dict[str, float], names, embedded: dict[str, float]) -> dict[str, float]:
+    """``fold`` with ``names`` at their ``embedded`` values, and every more specific key the fold carries under one of
+    them (``name@<scope>+...``: an expert path's MoE floor, ``eager_moe_layer_host_s@blackwell+experts_fp8``) at the
+    value the embedded defaults price it with: its own embedded entry, else the restored name's (a path without an
+    entry of its own takes its generation's). Round 14: without this the fold's path keys (reset to 0) kept the MoE
+    floors off in the "on eager" variant."""
+    own = {e.parameter for e in embedded_entries()}
+    out = dict(fold)
+    for n in names:
+        if n not in embedded:
+            continue
+        out[n] = embedded[n]
+        base, scope = split(n)
+        for k in fold:
+            b, s = split(k)
+            if scope and s and b == base and s.startswith(scope + "+"):
+                out[k] = default_start((k,))[k] if k in own else embedded[n]
     return out
 
 
@@ -100,7 +122,7 @@ def main() -> None:
             if d == "off":
                 variants[f"off {g}"] = embedded | {n: fold[n] for n in names}
             else:
-                variants[f"on {g}"] = fold | {n: embedded[n] for n in names if n in embedded}
+                variants[f"on {g}"] = restored(fold, names, embedded)
     results = {}
     for label, params in variants.items():
         runs = simulate_cases(cases, params, max_sim_s=args.sim_s, workers=args.workers)

@@ -49,3 +49,17 @@ def test_eager_layer_model_runs_the_counted_ops_once_each():
     layer(x, x)
     assert len(calls) == DENSE_LAYER_OPS and set(map(id, calls)) == set(map(id, ops))
     assert m.per_op_us(layers=2, repeats=2) > 0
+
+
+def test_restoring_a_group_restores_the_paths_the_fold_carries_under_it():
+    # round 14: the fold resets each expert path's MoE floor to 0; restoring the generation's floor must reach them
+    m = load_benchmark("source_fold_terms")
+    fold = {"eager_moe_layer_host_s@blackwell": 0.0, "eager_moe_layer_host_s@blackwell+experts_fp8": 0.0,
+            "eager_layer_host_s@blackwell": 0.0, "layer_token_overhead_s@blackwell": 0.0, "step_overhead_s": 2e-3}
+    embedded = {"eager_moe_layer_host_s@blackwell": 1.15e-3, "eager_layer_host_s@blackwell": 0.84e-3,
+                "layer_token_overhead_s@blackwell": 0.2e-6}
+    out = m.restored(fold, m.GROUPS["eager"], embedded)
+    assert out["eager_moe_layer_host_s@blackwell+experts_fp8"] == 1.15e-3
+    assert out["eager_moe_layer_host_s@blackwell"] == 1.15e-3 and out["eager_layer_host_s@blackwell"] == 0.84e-3
+    assert out["layer_token_overhead_s@blackwell"] == 0.0 and out["step_overhead_s"] == 2e-3
+    assert fold["eager_moe_layer_host_s@blackwell+experts_fp8"] == 0.0          # the fold itself untouched
