@@ -1,9 +1,10 @@
 """The silicon rows whose KV pool moves with the profile's sampler reserve by release, and what the move does.
 
-Round 13 gave every release the sort path's sampler reserve (24 bytes per logit at bf16); vLLM's dummy sampler
-sorts only in 0.11.1 - 0.16 (``twin.hardware.pool_release``). Four rules, each a pool per row:
+The embedded rule (round 13) gives every release the sort path's sampler reserve (24 bytes per logit at bf16);
+vLLM's dummy sampler sorts only in 0.11.1 - 0.16 (``twin.hardware.pool_release``, applied through
+``kv_pool_breakdown(sampler_release=...)``, not the default). Four rules, each a pool per row:
 
-* ``r13``: the sort path everywhere at round 13's 22 bytes per logit beyond the logits (main before this change);
+* ``r13``: the embedded rule, the sort everywhere at 22 bytes per logit beyond the logits;
 * ``rep``: the path of the release the twin's run names (``server.vllm_version``, the representative release
   ``twin.fitting.silicon.modelled_release`` maps a row onto: 0.11, 0.14, 0.19), at this module's bytes;
 * ``exact22``: the path of the release the row's server ran (``row_release``), round 13's sort bytes;
@@ -36,6 +37,7 @@ from twin.fitting.joint import default_start  # noqa: E402
 from twin.fitting.replay import deployment_for  # noqa: E402
 from twin.fitting.silicon import read_silicon, silicon_cases, silicon_dir  # noqa: E402
 from twin.hardware import kv_sizing, pool_release  # noqa: E402
+from twin.sim import deployment  # noqa: E402
 
 ROUND13_SORT_BYTES = 4 + 4 + 8 + 4 + 1 + 1     # round 13's count: fp32 logits, sorted, indices, softmax, masks
 RULES = ("r13", "rep", "exact22", "exact")
@@ -60,13 +62,36 @@ def row_release(row) -> str:
 
 
 @contextlib.contextmanager
-def rule_context(rule: str):
-    """Patch the pool sizing to ``rule`` (module docstring) for the duration."""
+def release_pools(sort_bytes: int | None = None):
+    """Size every deployment's pool by the dummy-sampler path of the release its scenario names
+    (``kv_pool_breakdown(sampler_release=server.vllm_version)``), optionally with the sort at ``sort_bytes``.
+    ``twin.sim.deployment.resolve_deployment`` resolves the scheduler configuration just before it sizes the pool,
+    so the release is taken there (module globals, looked up at call time; this process only)."""
+    current: dict[str, str] = {}
+    resolve_scheduler_config = deployment.resolve_scheduler_config
+
+    def scheduler_config(body, model, gpu):
+        current["release"] = body.server.vllm_version
+        return resolve_scheduler_config(body, model, gpu)
+
+    def pool(*args, **kwargs):
+        return kv_sizing.kv_pool_breakdown(*args, sampler_release=current["release"], **kwargs)
+
     with contextlib.ExitStack() as stack:
-        if rule in ("r13", "exact22"):
-            stack.enter_context(mock.patch.object(pool_release, "SORT_BYTES_PER_LOGIT", ROUND13_SORT_BYTES))
-        if rule == "r13":
-            stack.enter_context(mock.patch.object(kv_sizing, "profile_sampler_path", lambda version, rows: "sort"))
+        stack.enter_context(mock.patch.object(deployment, "resolve_scheduler_config", scheduler_config))
+        stack.enter_context(mock.patch.object(deployment, "kv_pool_breakdown", pool))
+        if sort_bytes is not None:
+            stack.enter_context(mock.patch.object(pool_release, "SORT_BYTES_PER_LOGIT", sort_bytes))
+        yield
+
+
+@contextlib.contextmanager
+def rule_context(rule: str):
+    """Patch the pool sizing to ``rule`` (module docstring) for the duration; ``r13`` is the embedded rule."""
+    if rule == "r13":
+        yield
+        return
+    with release_pools(ROUND13_SORT_BYTES if rule == "exact22" else None):
         yield
 
 

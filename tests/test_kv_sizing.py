@@ -15,27 +15,23 @@ def test_llama_8b_on_h100_by_hand():
     memory = 81559 * 2**20
     budget = int(memory * 0.9)                                   # 76_968_728_985
     weights = 2 * 8_030_261_248                                   # bf16, tp=1
-    # the profile's peak: the forward (838.9 MB) or the dummy sampler beside the forward's output; vLLM 0.28's
-    # sampler is FlashInfer's (bf16 logits + 12 bytes per logit: 526.8 MB), 0.12's sorts (+ 36: 1314.8 MB)
-    forward = 8192 * 2 * (2 * 4096 + 3 * 14336)
-    assert forward == 838_860_800
-    assert 8192 * 4096 * 2 + 256 * 128256 * (2 + 12) == 526_778_368
-    assert 8192 * 4096 * 2 + 256 * 128256 * (2 + 36) == 1_314_783_232
+    # the profile's peak: the forward (838 MB) or the dummy sampler beside the forward's output (855 MB)
+    activations = max(8192 * 2 * (2 * 4096 + 3 * 14336), 8192 * 4096 * 2 + 256 * 128256 * (2 + 22))
+    assert activations == 855_113_728
     runtime = 1 * GIB
     block = 16 * 128 * 1024                                       # 16 tokens x 128 KiB
-    for version, activations, expected in (("0.28", forward, 28131), ("0.12.0", 1_314_783_232, 27904)):
-        assert (budget - weights - activations - runtime) // block == expected
-        b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", tp=1, block_size=16, gpu_memory_utilization=0.9,
-                              weight_dtype="bf16", kv_dtype="bf16", max_num_batched_tokens=8192,
-                              vllm_version=version)
-        assert b.num_gpu_blocks == expected
-        assert (b.budget_bytes, b.weight_bytes, b.activation_reserve_bytes, b.runtime_reserve_bytes) == \
-            (budget, weights, activations, runtime)
-        assert b.kv_bytes_per_block == block
-        assert b.usable_blocks == expected - 1                        # block 0 is the null block
-        assert b.capacity_tokens == (expected - 1) * 16
-        assert f"{expected} blocks" in b.summary()
-    assert num_gpu_blocks("llama-3.1-8b", "H100-SXM", 1, 16, 0.9, "bf16", "bf16", 8192) == 28131   # 0.28
+    expected = (budget - weights - activations - runtime) // block
+    assert expected == 28123
+    b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", tp=1, block_size=16, gpu_memory_utilization=0.9,
+                          weight_dtype="bf16", kv_dtype="bf16", max_num_batched_tokens=8192)
+    assert b.num_gpu_blocks == expected
+    assert (b.budget_bytes, b.weight_bytes, b.activation_reserve_bytes, b.runtime_reserve_bytes) == \
+        (budget, weights, activations, runtime)
+    assert b.kv_bytes_per_block == block
+    assert b.usable_blocks == expected - 1                        # block 0 is the null block
+    assert b.capacity_tokens == (expected - 1) * 16
+    assert num_gpu_blocks("llama-3.1-8b", "H100-SXM", 1, 16, 0.9, "bf16", "bf16", 8192) == expected
+    assert "28123 blocks" in b.summary()
 
 
 def test_reserves_are_parameters():
@@ -139,37 +135,37 @@ def test_moe_pool():
 def test_profile_peak_is_the_larger_phase():
     # vLLM's profile run: the forward at max_num_batched_tokens, then (its intermediates freed) the dummy
     # sampler's top-k/top-p pass over min(max_num_seqs, max_num_batched_tokens) logit rows beside the
-    # forward's output hidden states; bf16 logits + 36 bytes per logit where the release sorts, + 12 where not
-    from twin.hardware.kv_sizing import estimate_activation_bytes
+    # forward's output hidden states; bf16 logits + 22 bytes per logit (fp32 copy, sorted, int64 indices,
+    # softmax, two masks)
+    from twin.hardware.kv_sizing import SAMPLER_BYTES_PER_LOGIT, estimate_activation_bytes
     from twin.hardware.catalog import resolve_model
+    assert SAMPLER_BYTES_PER_LOGIT == 22
     m = resolve_model("llama-3.1-8b")
     forward = 8192 * 2 * (2 * 4096 + 3 * 14336)
-    for path, per_logit in (("sort", 36), ("triton", 12), ("flashinfer", 12)):
-        for seqs in (1, 64, 256, 1024):
-            sampler = 8192 * 4096 * 2 + seqs * 128256 * (2 + per_logit)
-            assert estimate_activation_bytes(m, 1, 8192, seqs, "bf16", path) == max(forward, sampler)
-    assert estimate_activation_bytes(m, 1, 8192, 64, "bf16", "sort") == forward     # the forward's peak
-    assert estimate_activation_bytes(m, 1, 8192, 1024, "bf16", "sort") == 8192 * 4096 * 2 + 1024 * 128256 * 38
-    assert estimate_activation_bytes(m, 1, 8192, 1024, "bf16", "flashinfer") == 1_905_786_880  # > the forward
+    for seqs in (1, 64, 256, 1024):
+        sampler = 8192 * 4096 * 2 + seqs * 128256 * (2 + 22)
+        assert estimate_activation_bytes(m, 1, 8192, seqs) == max(forward, sampler)
+    assert estimate_activation_bytes(m, 1, 8192, 64) == forward             # the forward's peak
+    assert estimate_activation_bytes(m, 1, 8192, 1024) == 8192 * 4096 * 2 + 1024 * 128256 * 24
     # one logit row per dummy request, and a step of 512 tokens runs at most 512 of them
-    assert estimate_activation_bytes(m, 1, 512, 1024, "bf16", "sort") == max(
-        512 * 2 * (2 * 4096 + 3 * 14336), 512 * 4096 * 2 + 512 * 128256 * 38)
+    assert estimate_activation_bytes(m, 1, 512, 1024) == max(512 * 2 * (2 * 4096 + 3 * 14336),
+                                                             512 * 4096 * 2 + 512 * 128256 * 24)
 
 
 def test_sampler_reserve_grows_with_max_num_seqs():
-    # a sorting release (0.14): 64 sequences leave the forward as the peak, 1024 the sampler
-    small = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", max_num_seqs=64, vllm_version="0.14")
-    large = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", max_num_seqs=1024, vllm_version="0.14")
-    assert (small.sampler_path, large.sampler_path) == ("sort", "sort")
+    small = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", max_num_seqs=64)
+    large = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", max_num_seqs=1024)
     extra = large.activation_reserve_bytes - small.activation_reserve_bytes
-    assert extra == 8192 * 4096 * 2 + 1024 * 128256 * 38 - 8192 * 2 * (2 * 4096 + 3 * 14336)
+    assert extra == 8192 * 4096 * 2 + 1024 * 128256 * 24 - 8192 * 2 * (2 * 4096 + 3 * 14336)
     assert small.num_gpu_blocks - large.num_gpu_blocks == pytest.approx(extra / (16 * 128 * 1024), abs=1)
 
 
 def test_sampler_reserve_by_release_in_blocks():
-    # Llama-3.1-8B, H100, 1024 sequences: only the sampler phase differs between releases; its bytes per logit
-    # beyond the bf16 logits are 12 (FlashInfer, Triton) or 36 (sort), so the pools differ by exactly
-    # 1024 x 128256 x 24 bytes of budget, in whole 2 MiB blocks
+    # twin.hardware.pool_release applied (not the default): Llama-3.1-8B, H100, 1024 sequences; only the sampler
+    # phase differs between releases, at 12 (FlashInfer, Triton) or 36 (the sort) bytes per logit beyond the
+    # bf16 logits, so the pools differ by exactly 1024 x 128256 x 24 bytes of budget, in whole 2 MiB blocks
+    from twin.hardware.kv_sizing import SAMPLER_BYTES_PER_LOGIT, estimate_activation_bytes
+    from twin.hardware.catalog import resolve_model
     budget, weights, runtime, block = int(81559 * 2**20 * 0.9), 2 * 8_030_261_248, GIB, 16 * 128 * 1024
     hidden = 8192 * 4096 * 2
     blocks = {}
@@ -177,14 +173,20 @@ def test_sampler_reserve_by_release_in_blocks():
                                      ("0.11.1", "sort", 36), ("0.16.0", "sort", 36), ("0.17.0", "triton", 12),
                                      ("0.20.1", "triton", 12), ("0.21.0", "flashinfer", 12),
                                      ("nightly", "flashinfer", 12)):
-        b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", max_num_seqs=1024, vllm_version=version)
+        b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", max_num_seqs=1024, sampler_release=version)
         assert b.sampler_path == path
         assert b.activation_reserve_bytes == hidden + 1024 * 128256 * (2 + per_logit)
         assert b.num_gpu_blocks == (budget - weights - b.activation_reserve_bytes - runtime) // block
         blocks[path] = b.num_gpu_blocks
     assert (blocks["flashinfer"], blocks["sort"]) == (27622, 26119)
+    # the embedded rule: the sort at 22 bytes for every release (no sampler_release)
+    b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", max_num_seqs=1024)
+    assert SAMPLER_BYTES_PER_LOGIT == 22 and b.sampler_path == ""
+    assert b.activation_reserve_bytes == hidden + 1024 * 128256 * 24
+    m = resolve_model("llama-3.1-8b")
+    assert estimate_activation_bytes(m, 1, 8192, 1024, "bf16", "sort") == hidden + 1024 * 128256 * 38
     # a reserve given by hand is used as given, whatever the release
-    b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", activation_reserve_bytes=0, vllm_version="0.12.0")
+    b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", activation_reserve_bytes=0, sampler_release="0.12.0")
     assert b.activation_reserve_bytes == 0 and b.sampler_path == ""
-    with pytest.raises(TwinInputError, match="vllm_version"):
-        kv_pool_breakdown("llama-3.1-8b", "H100-SXM", vllm_version="latest")
+    with pytest.raises(TwinInputError, match="sampler_release"):
+        kv_pool_breakdown("llama-3.1-8b", "H100-SXM", sampler_release="latest")

@@ -37,12 +37,9 @@ def deployment(name: str, variant: str = "baseline"):
     return body, resolve_deployment(body, sc.base_dir)
 
 
-def activation(tokens: int, hidden: int, mlp_width_per_gpu: int, seqs: int, vocab: int,
-               logit_bytes: int = 2 + 12) -> int:
-    # the profile's peak: the forward, or the dummy sampler beside its output: bf16 logits + 12 bytes each
-    # (FlashInfer's or the Triton top-k / top-p path), + 36 where the release sorts (0.11.1 - 0.16)
-    return max(tokens * 2 * (2 * hidden + 3 * mlp_width_per_gpu),
-               tokens * hidden * 2 + min(seqs, tokens) * vocab * logit_bytes)
+def activation(tokens: int, hidden: int, mlp_width_per_gpu: int, seqs: int, vocab: int) -> int:
+    # the profile's peak: the forward, or the dummy sampler (bf16 logits + 22 bytes each) beside its output
+    return max(tokens * 2 * (2 * hidden + 3 * mlp_width_per_gpu), tokens * hidden * 2 + min(seqs, tokens) * vocab * 24)
 
 
 def decode(n: int, context: int) -> StepShape:
@@ -64,7 +61,7 @@ def test_gpt_oss_120b_mxfp4_on_one_b200():
     weights = (attn * 2 + ceil(experts * MXFP4) + L * h * E * 2 + L * (q + 2 * kv) * 2   # router, qkv biases
                + 2 * vocab * h * 2 + (L * 2 * h + h) * 2)                                # embedding, LM head, norms
     assert dep.kv_pool.weight_bytes == weights and 64e9 < weights < 66e9
-    act = activation(8192, h, 4 * 2880, 64, vocab, 2 + 36)          # 0.15.1 sorts
+    act = activation(8192, h, 4 * 2880, 64, vocab)
     available = math.floor(dep.gpu.memory_bytes * 0.9) - weights - act - GIB
     # vLLM's hybrid allocator: 18 full + 18 sliding layers, groups of 18; one block = 16 tokens x 18 layers
     vllm_blocks = available // (16 * 18 * 2 * 8 * 64 * 2)
@@ -99,7 +96,7 @@ def test_kimi_k2_5_int4_experts_on_8_h200():
         + (L * (2 * h + 1536 + 512) + h) * 2
     assert dep.kv_pool.weight_bytes == weights and 75e9 < weights < 77e9
     assert dep.scheduler_config.block_size == 64                    # FlashMLA on Hopper
-    act = activation(8192, h, 18432 // 8, 32, vocab, 2 + 36)       # 0.15.1 sorts
+    act = activation(8192, h, 18432 // 8, 32, vocab)
     available = math.floor(dep.gpu.memory_bytes * 0.95) - weights - act - GIB
     assert dep.num_gpu_blocks == available // (64 * L * 576 * 2)    # the latent, on every TP rank
     d = dep.cost_model_factory().describe()

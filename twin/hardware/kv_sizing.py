@@ -19,12 +19,13 @@ better, e.g. from a vLLM start-up log):
     in a MoE layer `intermediate` is top_k x the expert width plus the shared experts', the fused-MoE cache);
   - the dummy sampler: its logits for min(max_num_seqs, max_num_batched_tokens) requests x vocab, beside the
     forward's output hidden states (max_num_batched_tokens x hidden x activation bytes). vLLM V1's
-    ``_dummy_sampler_run`` sets top_p 0.9 and top_k = vocab - 1; per logit its peak holds the model-dtype logits
-    plus what the release's top-k / top-p path holds (``twin.hardware.pool_release``): 36 bytes where the
-    release sorts (0.11.1 - 0.16, PR #26859; the fp32 logits and the sort's transients), 12 where it does not
-    (FlashInfer's sampler up to 0.11.0 and from 0.21, PR #40376; the Triton kernels in 0.17 - 0.20, PR #33538:
-    the fp32 logits, their softmax and the exponential noise). ``vllm_version`` picks the release (default:
-    the newest modelled, as ``server.vllm_version``).
+    ``_dummy_sampler_run`` sets top_p 0.9 and top_k = vocab - 1. Embedded (round 13): the PyTorch top-k/top-p
+    sort for every release, activation bytes + ``SAMPLER_BYTES_PER_LOGIT`` (22: fp32 logits, sorted values,
+    int64 indices, softmax, two masks). What each release actually runs is pinned in
+    ``twin.hardware.pool_release`` (FlashInfer's sampler up to 0.11.0 and from 0.21, the sort in 0.11.1 - 0.16
+    at 36 bytes per logit with the sort's transients, the Triton kernels in 0.17 - 0.20, 12 bytes without a
+    sort); ``sampler_release`` applies it. It is not the default: held out it did not improve the figures
+    (docs/fidelity.md, "Round 14: the KV pool by vLLM release").
 * runtime reserve: 1 GiB on a GPU (non-torch allocations: cuBLAS workspaces, NCCL and custom all-reduce
   buffers), 256 MiB on the CPU device. The CUDA-graph pool is not in it: vLLM captures the graphs after it
   has sized the KV cache, outside the budget, up to v0.19 (vLLM PR #30515 added an estimate of their memory
@@ -68,7 +69,6 @@ from dataclasses import asdict, dataclass
 
 from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, normalize_weight_dtype,
                                   resolve_gpu, resolve_model)
-from twin.core.vllm_versions import NEWEST_VLLM_VERSION
 from twin.errors import TwinInputError
 from twin.hardware.pool_release import SamplerPath, profile_sampler_path, release_key, sampler_bytes_per_logit
 from twin.hardware.parallel import ParallelLayout
@@ -76,6 +76,7 @@ from twin.hardware.weight_formats import WeightFormats, resolve_formats
 
 GIB = 2**30
 DEFAULT_RUNTIME_RESERVE_BYTES = {"gpu": 1 * GIB, "cpu": 256 * 2**20}
+SAMPLER_BYTES_PER_LOGIT = 4 + 4 + 8 + 4 + 1 + 1   # embedded: fp32 logits, sorted, int64 indices, softmax, two masks
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ class KvPoolBreakdown:
     layout: dict | None = None        # the parallel layout (None: tensor parallelism only)
     vllm_num_blocks: int | None = None  # hybrid (sliding-window) models: vLLM's own block count
     sliding_window_reserved_blocks: int = 0   # of those, the sliding groups' share set aside
-    sampler_path: str = ""            # the profile's top-k / top-p path (twin.hardware.pool_release); "" if given
+    sampler_path: str = ""            # sampler_release's top-k / top-p path (twin.hardware.pool_release); "" if none
 
     @property
     def usable_blocks(self) -> int:
@@ -142,14 +143,16 @@ class KvPoolBreakdown:
 
 def estimate_activation_bytes(model: ModelSpec, tensor_parallel_size: int, max_num_batched_tokens: int,
                               max_num_seqs: int, weight_dtype: "str | WeightFormats" = "bf16",
-                              sampler_path: SamplerPath = "sort") -> int:
+                              sampler_path: SamplerPath | None = None) -> int:
     """The profile run's activation peak, per GPU (see the module docstring); ``sampler_path`` is the dummy
-    sampler's top-k / top-p path (``twin.hardware.pool_release.profile_sampler_path``)."""
+    sampler's top-k / top-p path (``twin.hardware.pool_release``; None: the embedded sort at
+    ``SAMPLER_BYTES_PER_LOGIT``)."""
     ab = DTYPE_BYTES[resolve_formats(weight_dtype).activation]
     per_token = ab * (2 * model.hidden_size + 3 * -(-model.mlp_activation_width // tensor_parallel_size))
     forward = max_num_batched_tokens * per_token
     sampled = min(max_num_seqs, max_num_batched_tokens)          # the dummy run's requests, one logit row each
-    sampler = sampled * model.vocab_size * (ab + sampler_bytes_per_logit(sampler_path))
+    per_logit = SAMPLER_BYTES_PER_LOGIT if sampler_path is None else sampler_bytes_per_logit(sampler_path)
+    sampler = sampled * model.vocab_size * (ab + per_logit)
     return max(forward, max_num_batched_tokens * model.hidden_size * ab + sampler)
 
 
@@ -181,13 +184,14 @@ def kv_pool_breakdown(
     max_model_len: int | None = None,
     draft_weight_bytes: int = 0,
     draft_kv_bytes_per_token: int = 0,
-    vllm_version: str = NEWEST_VLLM_VERSION,
+    sampler_release: str | None = None,
 ) -> KvPoolBreakdown:
     """Size the KV pool and say how. Raises TwinInputError when the weights (or weights and reserves) do not fit,
     and, when `max_model_len` is given, when one request of that length could not fit in the pool (as vLLM
     refuses to start then). ``draft_weight_bytes`` / ``draft_kv_bytes_per_token``: a speculative-decoding
-    drafter's weights and per-token KV on each GPU (see the module docstring). ``vllm_version``: the release
-    whose profile is modelled (its dummy sampler's path, ``twin.hardware.pool_release``)."""
+    drafter's weights and per-token KV on each GPU (see the module docstring). ``sampler_release``: a vLLM
+    release whose dummy sampler's path (``twin.hardware.pool_release``) sizes the sampler reserve; None: the
+    embedded rule (the sort at ``SAMPLER_BYTES_PER_LOGIT``, every release)."""
     model, gpu = resolve_model(model), resolve_gpu(gpu)
     layout = layout or ParallelLayout(tensor_parallel_size=tp)
     if layout.tp != tp:
@@ -207,15 +211,17 @@ def kv_pool_breakdown(
     memory = int(gpu.memory_bytes)
     budget = math.floor(memory * u)
     weights = -(-model.weight_bytes(formats, tp, moe_shards=layout.moe_shards) // layout.pp)
-    try:
-        release_key(vllm_version)
-    except ValueError as exc:
-        raise TwinInputError(f"vllm_version = {vllm_version!r}: {exc}") from None
     sampler_path = ""
+    if sampler_release is not None:
+        try:
+            release_key(sampler_release)
+        except ValueError as exc:
+            raise TwinInputError(f"sampler_release = {sampler_release!r}: {exc}") from None
     if activation_reserve_bytes is None:
-        sampler_path = profile_sampler_path(vllm_version, min(max_num_seqs, max_num_batched_tokens))
+        if sampler_release is not None:
+            sampler_path = profile_sampler_path(sampler_release, min(max_num_seqs, max_num_batched_tokens))
         activation_reserve_bytes = estimate_activation_bytes(model, tp, max_num_batched_tokens, max_num_seqs,
-                                                             formats, sampler_path)
+                                                             formats, sampler_path or None)
     elif isinstance(activation_reserve_bytes, bool) or not isinstance(activation_reserve_bytes, int) \
             or activation_reserve_bytes < 0:
         raise TwinInputError(f"activation_reserve_bytes = {activation_reserve_bytes!r}: must be an integer >= 0")

@@ -172,8 +172,7 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
         formats, dep.kv_dtype, sched.max_num_batched_tokens, body.server.num_gpu_blocks_override,
         layout=layout, max_num_seqs=sched.max_num_seqs, max_model_len=sched.max_model_len,
         draft_weight_bytes=drafter.weight_bytes if drafter else 0,
-        draft_kv_bytes_per_token=drafter.kv_bytes_per_token if drafter else 0,
-        vllm_version=body.server.vllm_version)
+        draft_kv_bytes_per_token=drafter.kv_bytes_per_token if drafter else 0)
     sched = _with_offload_tiers(body, sched, gpu, pool)
     params: dict[str, Any] = dict(cm.params)
     fusion = allreduce_fusion(body, gpu)
