@@ -28,6 +28,10 @@ Per logit, beside the model-dtype logits the forward produced (``activation byte
 
 A release string is read to its patch level (0.11.0 and 0.11.1 differ); one without a patch level ("0.11", the
 twin's representative releases) is read as its ``.0`` release; a nightly build as the newest behaviour.
+
+Not the twin's default: ``twin.hardware.kv_sizing`` applies it only when given ``sampler_release``; the embedded
+rule stays round 13's sort for every release, because held out (every silicon row run as the release its server
+ran) this rule did not improve the figures (docs/fidelity.md, "Round 14: the KV pool by vLLM release").
 """
 
 from __future__ import annotations
