@@ -158,3 +158,35 @@ def test_sampler_reserve_grows_with_max_num_seqs():
     extra = large.activation_reserve_bytes - small.activation_reserve_bytes
     assert extra == 8192 * 4096 * 2 + 1024 * 128256 * 24 - 8192 * 2 * (2 * 4096 + 3 * 14336)
     assert small.num_gpu_blocks - large.num_gpu_blocks == pytest.approx(extra / (16 * 128 * 1024), abs=1)
+
+
+def test_sampler_reserve_by_release_in_blocks():
+    # twin.hardware.pool_release applied (not the default): Llama-3.1-8B, H100, 1024 sequences; only the sampler
+    # phase differs between releases, at 12 (FlashInfer, Triton) or 36 (the sort) bytes per logit beyond the
+    # bf16 logits, so the pools differ by exactly 1024 x 128256 x 24 bytes of budget, in whole 2 MiB blocks
+    from twin.hardware.kv_sizing import SAMPLER_BYTES_PER_LOGIT, estimate_activation_bytes
+    from twin.hardware.catalog import resolve_model
+    budget, weights, runtime, block = int(81559 * 2**20 * 0.9), 2 * 8_030_261_248, GIB, 16 * 128 * 1024
+    hidden = 8192 * 4096 * 2
+    blocks = {}
+    for version, path, per_logit in (("0.10.2", "flashinfer", 12), ("0.11.0", "flashinfer", 12),
+                                     ("0.11.1", "sort", 36), ("0.16.0", "sort", 36), ("0.17.0", "triton", 12),
+                                     ("0.20.1", "triton", 12), ("0.21.0", "flashinfer", 12),
+                                     ("nightly", "flashinfer", 12)):
+        b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", max_num_seqs=1024, sampler_release=version)
+        assert b.sampler_path == path
+        assert b.activation_reserve_bytes == hidden + 1024 * 128256 * (2 + per_logit)
+        assert b.num_gpu_blocks == (budget - weights - b.activation_reserve_bytes - runtime) // block
+        blocks[path] = b.num_gpu_blocks
+    assert (blocks["flashinfer"], blocks["sort"]) == (27622, 26119)
+    # the embedded rule: the sort at 22 bytes for every release (no sampler_release)
+    b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", max_num_seqs=1024)
+    assert SAMPLER_BYTES_PER_LOGIT == 22 and b.sampler_path == ""
+    assert b.activation_reserve_bytes == hidden + 1024 * 128256 * 24
+    m = resolve_model("llama-3.1-8b")
+    assert estimate_activation_bytes(m, 1, 8192, 1024, "bf16", "sort") == hidden + 1024 * 128256 * 38
+    # a reserve given by hand is used as given, whatever the release
+    b = kv_pool_breakdown("llama-3.1-8b", "H100-SXM", activation_reserve_bytes=0, sampler_release="0.12.0")
+    assert b.activation_reserve_bytes == 0 and b.sampler_path == ""
+    with pytest.raises(TwinInputError, match="sampler_release"):
+        kv_pool_breakdown("llama-3.1-8b", "H100-SXM", sampler_release="latest")

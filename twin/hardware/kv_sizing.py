@@ -19,20 +19,19 @@ better, e.g. from a vLLM start-up log):
     in a MoE layer `intermediate` is top_k x the expert width plus the shared experts', the fused-MoE cache);
   - the dummy sampler: its logits for min(max_num_seqs, max_num_batched_tokens) requests x vocab, beside the
     forward's output hidden states (max_num_batched_tokens x hidden x activation bytes). vLLM V1's
-    ``_dummy_sampler_run`` sets top_p 0.9 and top_k = vocab - 1, so the profile takes the PyTorch top-k/top-p
-    path (``apply_top_k_top_p``, v1/sample/ops/topk_topp_sampler.py), whose peak holds, per logit, the model-
-    dtype logits, their fp32 copy (4 bytes), the sorted values (4), the int64 sort indices (8), the softmax
-    of the sorted values (4, its cumsum in place) and the top-k and top-p boolean masks (1 + 1):
-    activation bytes + ``SAMPLER_BYTES_PER_LOGIT`` (22). That is the V1 default on CUDA from vLLM PR #26859
-    (October 2025, FlashInfer's sampler made opt-in) until FlashInfer's was made the default again (PR #40376,
-    April 2026); FlashInfer's and the Triton sampler's paths sort nothing and hold ~14 bytes per logit (the
-    model-dtype and fp32 logits, the softmax and the exponential noise), so for a release outside that window
-    this overstates the sampler by ~10 bytes per logit (the twin's kv sizing takes no release).
+    ``_dummy_sampler_run`` sets top_p 0.9 and top_k = vocab - 1. Embedded (round 13): the PyTorch top-k/top-p
+    sort for every release, activation bytes + ``SAMPLER_BYTES_PER_LOGIT`` (22: fp32 logits, sorted values,
+    int64 indices, softmax, two masks). What each release actually runs is pinned in
+    ``twin.hardware.pool_release`` (FlashInfer's sampler up to 0.11.0 and from 0.21, the sort in 0.11.1 - 0.16
+    at 36 bytes per logit with the sort's transients, the Triton kernels in 0.17 - 0.20, 12 bytes without a
+    sort); ``sampler_release`` applies it. It is not the default: held out it did not improve the figures
+    (docs/fidelity.md, "Round 14: the KV pool by vLLM release").
 * runtime reserve: 1 GiB on a GPU (non-torch allocations: cuBLAS workspaces, NCCL and custom all-reduce
   buffers), 256 MiB on the CPU device. The CUDA-graph pool is not in it: vLLM captures the graphs after it
-  has sized the KV cache, outside the budget, up to v0.20 (vLLM PR #30515 added an estimate of their memory
-  to the profile behind ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, off by default; vLLM turned it on by
-  default in v0.21.0, which the twin does not model yet).
+  has sized the KV cache, outside the budget, up to v0.19 (vLLM PR #30515 added an estimate of their memory
+  to the profile behind ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``, "0" in 0.19.0's ``envs.py``; "1" from
+  0.20.0's, although vLLM's log line says "default since v0.21.0"), which the twin does not model (no
+  measured row ran 0.20 or later; docs/fidelity.md, "Round 14: the KV pool by vLLM release").
   For Llama-3.1-8B on an H100 at 0.9 this gives ~450k KV tokens, close to the ~3.4x concurrency at 128k
   context that vLLM reports for that deployment.
 
@@ -71,12 +70,13 @@ from dataclasses import asdict, dataclass
 from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, normalize_weight_dtype,
                                   resolve_gpu, resolve_model)
 from twin.errors import TwinInputError
+from twin.hardware.pool_release import SamplerPath, profile_sampler_path, release_key, sampler_bytes_per_logit
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import WeightFormats, resolve_formats
 
 GIB = 2**30
 DEFAULT_RUNTIME_RESERVE_BYTES = {"gpu": 1 * GIB, "cpu": 256 * 2**20}
-SAMPLER_BYTES_PER_LOGIT = 4 + 4 + 8 + 4 + 1 + 1   # fp32 logits, sorted, int64 indices, softmax, two masks
+SAMPLER_BYTES_PER_LOGIT = 4 + 4 + 8 + 4 + 1 + 1   # embedded: fp32 logits, sorted, int64 indices, softmax, two masks
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,7 @@ class KvPoolBreakdown:
     layout: dict | None = None        # the parallel layout (None: tensor parallelism only)
     vllm_num_blocks: int | None = None  # hybrid (sliding-window) models: vLLM's own block count
     sliding_window_reserved_blocks: int = 0   # of those, the sliding groups' share set aside
+    sampler_path: str = ""            # sampler_release's top-k / top-p path (twin.hardware.pool_release); "" if none
 
     @property
     def usable_blocks(self) -> int:
@@ -141,13 +142,17 @@ class KvPoolBreakdown:
 
 
 def estimate_activation_bytes(model: ModelSpec, tensor_parallel_size: int, max_num_batched_tokens: int,
-                              max_num_seqs: int, weight_dtype: "str | WeightFormats" = "bf16") -> int:
-    """The profile run's activation peak, per GPU (see the module docstring)."""
+                              max_num_seqs: int, weight_dtype: "str | WeightFormats" = "bf16",
+                              sampler_path: SamplerPath | None = None) -> int:
+    """The profile run's activation peak, per GPU (see the module docstring); ``sampler_path`` is the dummy
+    sampler's top-k / top-p path (``twin.hardware.pool_release``; None: the embedded sort at
+    ``SAMPLER_BYTES_PER_LOGIT``)."""
     ab = DTYPE_BYTES[resolve_formats(weight_dtype).activation]
     per_token = ab * (2 * model.hidden_size + 3 * -(-model.mlp_activation_width // tensor_parallel_size))
     forward = max_num_batched_tokens * per_token
     sampled = min(max_num_seqs, max_num_batched_tokens)          # the dummy run's requests, one logit row each
-    sampler = sampled * model.vocab_size * (ab + SAMPLER_BYTES_PER_LOGIT)
+    per_logit = SAMPLER_BYTES_PER_LOGIT if sampler_path is None else sampler_bytes_per_logit(sampler_path)
+    sampler = sampled * model.vocab_size * (ab + per_logit)
     return max(forward, max_num_batched_tokens * model.hidden_size * ab + sampler)
 
 
@@ -179,11 +184,14 @@ def kv_pool_breakdown(
     max_model_len: int | None = None,
     draft_weight_bytes: int = 0,
     draft_kv_bytes_per_token: int = 0,
+    sampler_release: str | None = None,
 ) -> KvPoolBreakdown:
     """Size the KV pool and say how. Raises TwinInputError when the weights (or weights and reserves) do not fit,
     and, when `max_model_len` is given, when one request of that length could not fit in the pool (as vLLM
     refuses to start then). ``draft_weight_bytes`` / ``draft_kv_bytes_per_token``: a speculative-decoding
-    drafter's weights and per-token KV on each GPU (see the module docstring)."""
+    drafter's weights and per-token KV on each GPU (see the module docstring). ``sampler_release``: a vLLM
+    release whose dummy sampler's path (``twin.hardware.pool_release``) sizes the sampler reserve; None: the
+    embedded rule (the sort at ``SAMPLER_BYTES_PER_LOGIT``, every release)."""
     model, gpu = resolve_model(model), resolve_gpu(gpu)
     layout = layout or ParallelLayout(tensor_parallel_size=tp)
     if layout.tp != tp:
@@ -203,9 +211,17 @@ def kv_pool_breakdown(
     memory = int(gpu.memory_bytes)
     budget = math.floor(memory * u)
     weights = -(-model.weight_bytes(formats, tp, moe_shards=layout.moe_shards) // layout.pp)
+    sampler_path = ""
+    if sampler_release is not None:
+        try:
+            release_key(sampler_release)
+        except ValueError as exc:
+            raise TwinInputError(f"sampler_release = {sampler_release!r}: {exc}") from None
     if activation_reserve_bytes is None:
+        if sampler_release is not None:
+            sampler_path = profile_sampler_path(sampler_release, min(max_num_seqs, max_num_batched_tokens))
         activation_reserve_bytes = estimate_activation_bytes(model, tp, max_num_batched_tokens, max_num_seqs,
-                                                             formats)
+                                                             formats, sampler_path or None)
     elif isinstance(activation_reserve_bytes, bool) or not isinstance(activation_reserve_bytes, int) \
             or activation_reserve_bytes < 0:
         raise TwinInputError(f"activation_reserve_bytes = {activation_reserve_bytes!r}: must be an integer >= 0")
@@ -267,7 +283,7 @@ def kv_pool_breakdown(
         kv_bytes_per_block=kv_block, num_gpu_blocks=n, overridden=overridden,
         draft_weight_bytes=draft_weight_bytes, draft_kv_bytes_per_token=draft_kv_bytes_per_token,
         layout=None if layout.is_trivial else layout.as_dict(), vllm_num_blocks=vllm_blocks,
-        sliding_window_reserved_blocks=reserved,
+        sliding_window_reserved_blocks=reserved, sampler_path=sampler_path,
     )
     if max_model_len is not None:
         _positive_int("max_model_len", max_model_len)
