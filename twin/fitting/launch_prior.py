@@ -92,3 +92,14 @@ def path_floor_priors(fixed: dict[str, float], per_layer_prior_s: Callable[[str]
         if f"{MOE_FLOOR}@{gen}" in fixed and key not in fixed:
             out[key] = moe_extra_s(per_layer_prior_s(gen), ops)
     return out
+
+
+def scope_floor_prior_s(path: str, generation: str, per_layer_s: float) -> float:
+    """The stated prior of ``eager_moe_layer_host_s@<generation>+<path>`` given that generation's per-layer host
+    prior: a GQA layer's count on its expert path (``path`` = ``gqa+experts_<format>``,
+    ``twin.cost.eager_path_floors``; round 14), else the generic Triton layer's."""
+    from twin.cost.eager_path_floors import GQA_PATH_LAYER_OPS, counted_floor_s, scope_of
+    for (gen, fmt), ops in GQA_PATH_LAYER_OPS.items():
+        if gen == generation and scope_of(gen, fmt) == f"{generation}+{path}":
+            return counted_floor_s(ops, per_layer_s)
+    return moe_floor_prior_s(per_layer_s)

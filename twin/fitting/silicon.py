@@ -97,6 +97,7 @@ from twin.cost.generations import gpu_generation
 from twin.cost.kernel_path import fusion_default
 from twin.fitting.fit import Case
 from twin.fitting.measured_run import LengthSample, MeasuredRun
+from twin.fitting.minimax_scripts import row_script_server
 from twin.workload.clients import VLLM_BENCH
 from twin.fitting.replay import Target
 from twin.fitting.silicon_layout import row_layout, weight_dtype, weight_formats  # noqa: F401 (re-exported)
@@ -206,7 +207,7 @@ def row_server(row: SiliconRow) -> dict:
         server["fuse_allreduce_rms"] = True
     if minimax_b200_tf32_router(row):
         server["float32_matmul_precision"] = "high"
-    return server | row_cudagraphs(row)
+    return row_script_server(server | row_cudagraphs(row), row)      # MiniMax NVFP4's own scripts (round 14)
 
 
 def row_cudagraphs(row: SiliconRow) -> dict:
