@@ -16,9 +16,9 @@ rest of round 13's trial on top, each fold run by ``benchmarks/fidelity_real.py`
     python benchmarks/eager_family_floor.py --fp8-count --kimi-count -- --ground-truth ../shared/ground-truth \\
         --workers 1 --folds family --groups kimi,minimax --json X.json          # ~15-25 min on 2 busy cores
 
-Everything after ``--`` goes to ``fidelity_real.py``; with ``--kimi-count`` the fold terms lose
-``eager_moe_layer_host_s@blackwell`` (``--drop-terms``), and the default report's settings are kept
-(``--silicon-every 16 --fit-sim-s 30``).
+Everything after ``--`` goes to ``fidelity_real.py``; with ``--kimi-count`` the fold terms are the default report's
+less ``eager_moe_layer_host_s@blackwell`` (``--terms``), at the default report's settings (``--silicon-every 16
+--fit-sim-s 30``).
 """
 
 from __future__ import annotations
@@ -56,12 +56,14 @@ def apply_fp8_count() -> None:
                                          pv.silicon_rows_of("b200_sxm", "kimi", "llama"))
 
 
-def fidelity_argv(rest: list[str], kimi_count: bool) -> list[str]:
-    """``fidelity_real.py``'s arguments: ``rest``, and with ``kimi_count`` the generation's floor dropped from the
-    fold terms at the default report's settings (unless ``rest`` gives them)."""
+def fidelity_argv(rest: list[str], kimi_count: bool, fold_terms: tuple[str, ...]) -> list[str]:
+    """``fidelity_real.py``'s arguments: ``rest``, and with ``kimi_count`` the default report's fold terms
+    (``fold_terms``: ``fidelity_real.FOLD_TERMS``) less the generation's floor, at the default report's settings
+    (unless ``rest`` gives them). ``--terms``, not ``--drop-terms``: that one drops from ``JOINT_NAMES``, another
+    term set."""
     out = list(rest)
     if kimi_count:
-        out += ["--drop-terms", GENERIC_KEY]
+        out += ["--terms", ",".join(t for t in fold_terms if t != GENERIC_KEY)]
         for flag, value in (("--silicon-every", "16"), ("--fit-sim-s", "30")):
             if flag not in out:
                 out += [flag, value]
@@ -78,7 +80,7 @@ def main() -> None:
     if args.fp8_count:
         apply_fp8_count()
     import fidelity_real
-    sys.argv = ["fidelity_real.py", *fidelity_argv(rest, args.kimi_count)]
+    sys.argv = ["fidelity_real.py", *fidelity_argv(rest, args.kimi_count, fidelity_real.FOLD_TERMS)]
     fidelity_real.main()
 
 

@@ -85,9 +85,11 @@ def test_the_trial_script_counts_minimax_fp8_and_drops_the_generation_floor_from
     from twin.cost import generation_experts
     mod = load_benchmark("eager_family_floor")
     assert mod.fp8_count_s() == pytest.approx(11 * 0.84e-3 / 16, rel=1e-12)        # 27 ops: 0.5775 ms
-    assert mod.fidelity_argv(["--folds", "family"], False) == ["--folds", "family"]
-    assert mod.fidelity_argv(["--folds", "family", "--silicon-every", "3"], True) == [
-        "--folds", "family", "--silicon-every", "3", "--drop-terms", mod.GENERIC_KEY, "--fit-sim-s", "30"]
+    terms = ("memory_efficiency", mod.GENERIC_KEY, "eager_layer_host_s@blackwell")
+    assert mod.fidelity_argv(["--folds", "family"], False, terms) == ["--folds", "family"]
+    assert mod.fidelity_argv(["--folds", "family", "--silicon-every", "3"], True, terms) == [
+        "--folds", "family", "--silicon-every", "3", "--terms", "memory_efficiency,eager_layer_host_s@blackwell",
+        "--fit-sim-s", "30"]
     monkeypatch.setattr(generation_experts, "GENERATION_EXPERT_TERMS",
                         {k: dict(v) for k, v in generation_experts.GENERATION_EXPERT_TERMS.items()})
     monkeypatch.setattr(pv, "DECLARED_EVIDENCE", dict(pv.DECLARED_EVIDENCE))
