@@ -9,7 +9,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests.fitting_helpers import one_hopper_host_reading, provenance_entry
 from twin.cost import default_terms
 from twin.cost.eager_path_floors import counted_floor_s, gqa_path_floor_s, scoped_values
 from twin.fitting import launch_prior as lp
@@ -68,15 +67,10 @@ def test_its_entry_reads_the_llama_rows_and_a_fold_prices_it_at_its_count(monkey
     llama = SimpleNamespace(row=SimpleNamespace(system="b200_sxm", model_path="meta-llama/Llama-3.1-70B-Instruct"))
     minimax = SimpleNamespace(row=SimpleNamespace(system="b200_sxm", model_path="MiniMaxAI/MiniMax-M2.5"))
     assert e.is_evidence(llama, None) and not e.is_evidence(minimax, None)
-    # held out with the per-layer value's rows: the count at the fold's per-layer prior (Hopper's reading, 0.1 ms
-    # per op here), not the generic Triton layer's count
-    one_hopper_host_reading(monkeypatch, 1.6e-3)
-    held = [provenance_entry("eager_layer_host_s@blackwell", 0.84e-3)]
-    assert pv.host_prior("eager_moe_layer_host_s", "blackwell+gqa+experts_nvfp4", held,
-                         ["eager_layer_host_s@blackwell"], [("b200", None)]) == pytest.approx(6 * 0.1e-3, rel=1e-12)
-    assert lp.scope_floor_prior_s("gqa+experts_nvfp4", "blackwell", 1.6e-3) == pytest.approx(6 * 0.1e-3, rel=1e-12)
-    assert lp.scope_floor_prior_s("experts_int4", "blackwell", 1.6e-3) == pytest.approx(
-        (lp.GENERIC_MOE_LAYER_OPS - 16) * 0.1e-3, rel=1e-12)
+    # held out with the per-layer value's rows: the same count at the fold's per-layer prior (0.1 ms per op here),
+    # not the generic Triton layer's count that its HOST prior alone would give
+    assert lp.path_floor_priors({KEY: 0.0}, lambda gen: 1.6e-3) == pytest.approx({KEY: 6 * 0.1e-3}, rel=1e-12)
+    assert KEY not in lp.path_floor_priors({}, lambda gen: 1.6e-3)            # not reset: the fold keeps its value
 
 
 def test_the_trial_script_counts_minimax_fp8_and_drops_the_generation_floor_from_the_fold_terms(monkeypatch):

@@ -58,8 +58,8 @@ def scoped_values(per_layer_s_of) -> dict[str, float]:
 KEYS: tuple[str, ...] = tuple(f"{NAME}@{scope_of(g, f)}" for g, f in GQA_PATH_LAYER_OPS)
 
 
-def embedded_values() -> dict[str, float]:
-    """The counts as embedded (fit key -> s): at each generation's embedded per-layer host time
-    (``twin.cost.default_terms.GENERATION_TERMS``)."""
-    from twin.cost.default_terms import GENERATION_TERMS
-    return scoped_values(lambda gen: GENERATION_TERMS.get(gen, {}).get("eager_layer_host_s", 0.0))
+def embedded_values(generation_terms: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The counts as embedded (fit key -> s), at each generation's embedded per-layer host time in
+    ``generation_terms`` (``twin.cost.default_terms.GENERATION_TERMS``); a count of 0 s is no entry."""
+    values = scoped_values(lambda gen: generation_terms.get(gen, {}).get("eager_layer_host_s", 0.0))
+    return {k: v for k, v in values.items() if v > 0}

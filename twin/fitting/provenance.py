@@ -39,7 +39,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from twin.cost import eager_path_floors
 from twin.fitting import launch_prior
 from twin.fitting.expert_path_prior import expert_path_prior, geometric_mean
 from twin.fitting.link_prior import EVIDENCE as LINK_EVIDENCE
@@ -94,7 +93,7 @@ def _family(case) -> str:
 
 
 # parameter key -> (what the evidence is, which rows): overrides the in-scope rule
-DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
+DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {**launch_prior.EVIDENCE,     # round 14: the GQA path counts
     **{n: (INFERENCE_PERF, _inference_perf) for n in (
         "memory_efficiency", "step_overhead_s", "per_seq_overhead_s", "request_path_s", "request_path_jitter_s",
         "allreduce_latency_s")},
@@ -124,10 +123,6 @@ DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
     # MoE eager floor by expert path"): read off its light-load 1k rows GIVEN the B200 Llama rows' per-layer value
     "eager_moe_layer_host_s@blackwell+experts_fp8": ("the B200 MiniMax-M2.5 FP8 rows, given the B200 Llama rows' per-"
                                                      "layer value", silicon_rows_of("b200_sxm", "minimax", "llama")),
-    # a GQA layer's counted floor on an expert path (round 14, twin.cost.eager_path_floors): its launch count times the
-    # generation's per-layer value, so the rows that value was read off (the B200 Llama rows); no MiniMax row is read
-    **{k: ("a launch count times the B200 Llama rows' per-layer value", silicon_rows_of("b200_sxm", "llama"))
-       for k in eager_path_floors.KEYS},
     # the Blackwell link part of an all-reduce (round 10, twin.fitting.link_prior): B200 gpt-oss / MiniMax NVFP4 rows
     **LINK_EVIDENCE, ROUTING_TERM: (ROUTING_WHAT, silicon_rows_of("b200_sxm", "gpt-oss")),    # round 12, routing_prior
     # the knee fitted to 0 +/- 300 tokens on those runs: not identified; 0 is the pure roofline's value
@@ -208,7 +203,7 @@ def _kv_path_values() -> dict[str, float]:
 
 def embedded_entries() -> list[Entry]:
     """Every embedded value of a fitted term that differs from its stated prior, in table order."""
-    from twin.cost import roofline as r
+    from twin.cost import eager_path_floors as epf, roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
                                          GENERATION_TERMS)
     from twin.cost.generation_experts import scoped_values
@@ -237,8 +232,7 @@ def embedded_entries() -> list[Entry]:
                 for n, v in terms.items()]
     out += [Entry(key, v, _stated_prior(split(key)[0], key, FLAT_DEFAULTS), "GENERATION_EXPERT_TERMS")
             for key, v in scoped_values().items()]
-    out += [Entry(k, v, HOST, "twin.cost.eager_path_floors")       # round 14: a count at the fold's per-op time
-            for k, v in eager_path_floors.embedded_values().items() if v > 0]
+    out += [Entry(k, v, HOST, "twin.cost.eager_path_floors") for k, v in epf.embedded_values(GENERATION_TERMS).items()]
     from twin.cost.mla_request import mla_scoped_values    # MLA models' (rounds 8, 12): evidence their rows in scope
     out += [Entry(k, v, _stated_prior(split(k)[0], k, FLAT_DEFAULTS), t) for k, (v, t) in mla_scoped_values().items()]
     return [e for e in out if not (isinstance(e.prior, float) and abs(e.value - e.prior) <= 1e-12 * max(
@@ -256,10 +250,7 @@ def host_prior(base: str, generation: str, entries: Sequence[Entry], held: Itera
     H100 0.92 ms per layer on light-load 1k prompt steps outside the graphs; docs/fidelity.md "Round 8")."""
     from twin.cost.default_terms import FLAT_DEFAULTS
     if base == launch_prior.MOE_FLOOR:      # round 9: the extra ops of a MoE layer at the per-layer prior's per-op time
-        gen, _, path = generation.partition("+")     # round 14: a counted path's scope (generation+gqa+experts_<fmt>)
-        per_layer = host_prior(launch_prior.PER_LAYER, gen, entries, held, held_rows)
-        return launch_prior.scope_floor_prior_s(path, gen, per_layer) if path else launch_prior.moe_floor_prior_s(
-            per_layer)
+        return launch_prior.moe_floor_prior_s(host_prior(launch_prior.PER_LAYER, generation, entries, held, held_rows))
     held = set(held)
     values = [e.value for e in entries if split(e.parameter)[0] == base and e.parameter not in held
               and e.scope not in (None, generation) and "+" not in e.scope and e.value > 0]
@@ -352,7 +343,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     """The embedded defaults (``twin.cost.roofline``, ``twin.cost.generations``) as values of ``names``, in model
     units: where the fit starts, and what a held parameter keeps. (The all-reduce latency is the NVLink one:
     every GPU in the data is NVLink-connected.)"""
-    from twin.cost import roofline as r
+    from twin.cost import eager_path_floors as epf, roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
                                          GENERATION_TERMS, generation_term)
     from twin.cost.generation_experts import scoped_values
@@ -393,10 +384,9 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
         values["fused_allreduce_latency_s"] = fused
     # the expert kernel paths' embedded values, by format and by (generation, format) (twin.cost.generation_experts)
     paths = {f"{k}@experts_{fmt}": v for fmt, terms in EXPERT_FORMAT_TERMS.items() for k, v in terms.items()}
-    paths |= scoped_values()
+    paths |= scoped_values() | epf.embedded_values(GENERATION_TERMS)     # round 14: the GQA path counts
     # the KV cache format's decode attention rate by generation (twin.cost.kv_attention), held the same way
     paths |= _kv_path_values()
-    paths |= eager_path_floors.embedded_values()      # a GQA layer's counted floor on its expert path (round 14)
     from twin.cost.mla_decode import MLA_TERMS       # MLA models' fixed time per layer (issue 33, round 8)
     paths |= {f"{n}@mla": v for n, v in MLA_TERMS.items()}
     values |= paths
