@@ -69,12 +69,14 @@ def fold_values(fold: dict) -> dict[str, float]:
 def embedded_values() -> dict[str, float]:
     """The embedded value of every name of ``GROUPS``; a scoped name with no entry of its own takes the one the cost
     model resolves it to: its generation's entry (``base@gen`` for ``base@gen+path``), else the unscoped default."""
-    emb = {n: v for n, v in default_start(ALL).items() if v is not None}
+    emb = {n: v for n, v in default_start(ALL).items() if v is not None and n in ALL}
     for name in ALL:
         base, _, scope = name.partition("@")
         for fallback in (f"{base}@{scope.partition('+')[0]}", base):
             if name not in emb and fallback != name:
-                emb.update({name: v for v in default_start((fallback,)).values() if v is not None})
+                value = default_start((fallback,)).get(fallback)     # not the path values held beside it
+                if value is not None:
+                    emb[name] = value
     return emb
 
 

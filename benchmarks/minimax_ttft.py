@@ -3,8 +3,9 @@ MiniMax-M2.5's prompt time").
 
     # every MiniMax row at the embedded defaults: signed / |error| medians of TTFT and TPOT by GPU, release,
     # format, ISL and load band (light: CONC <= 16); --pr-script: the nightly NVFP4 rows with their own script's
-    # flags (twin.fitting.minimax_scripts); --path-floors: MiniMax's eager MoE floors at their launch counts (the
-    # @blackwell+experts_<format> keys, on MiniMax's rows only: Kimi's NVFP4 path shares that key)
+    # flags (twin.fitting.minimax_scripts; from round 14 row_server gives them these, so a no-op); --path-floors:
+    # MiniMax's eager MoE floors at their launch counts (the @blackwell+experts_<format> keys, on MiniMax's rows
+    # only; round 14 embeds the NVFP4 one on a GQA-only key, twin.cost.eager_path_floors)
     python benchmarks/minimax_ttft.py residuals [--pr-script] [--path-floors] [--save X.json]      # ~6-15 min
     python benchmarks/minimax_ttft.py compare A.json B.json
     # the eager MoE floor per MiniMax path read off its light-load 1k rows whose prompt steps run eagerly (the

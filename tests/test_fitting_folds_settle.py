@@ -105,9 +105,10 @@ def test_every_generation_scoped_entry_and_flat_default_is_a_start(monkeypatch):
     monkeypatch.setitem(default_terms.GENERATION_TERMS, "blackwell", {"eager_layer_host_s": 0.84e-3,
                                                                      "eager_moe_layer_host_s": 1.15e-3})
     assert embedded_start(("eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell",
-                           "eager_layer_host_s")) == {"eager_layer_host_s@blackwell": 0.84e-3,
-                                                      "eager_moe_layer_host_s@blackwell": 1.15e-3,
-                                                      "eager_layer_host_s": 0.0}
+                           "eager_layer_host_s")) == pytest.approx({
+        "eager_layer_host_s@blackwell": 0.84e-3, "eager_moe_layer_host_s@blackwell": 1.15e-3, "eager_layer_host_s": 0.0,
+        # held beside the generation's MoE floor: a GQA layer's counted floor (round 14, twin.cost.eager_path_floors)
+        "eager_moe_layer_host_s@blackwell+gqa+experts_nvfp4": 6 * 0.84e-3 / 16}, rel=1e-12)
 
 
 def test_the_default_report_refits_per_fold_and_no_refit_fits_nothing():

@@ -13,7 +13,7 @@ import pytest
 from benchmark_module import load_benchmark
 
 from twin.cost.eager_steps import capture_size_tokens
-from twin.fitting.minimax_scripts import nightly_pr_row, pr_script_server
+from twin.fitting.minimax_scripts import merged_nvfp4_row, nightly_pr_row, pr_script_server, row_script_server
 from twin.fitting.silicon import (CSV_NAME, REQUIRED_COLUMNS, read_silicon, row_run, row_server, silicon_cases,
                                   silicon_dir)
 
@@ -44,12 +44,12 @@ def _nightly() -> dict:
 def test_the_nightly_rows_ran_the_pull_requests_first_script(tmp_path):
     nightly, april = _rows(tmp_path, [_nightly(), {}])
     assert nightly_pr_row(nightly) and not nightly_pr_row(april)
-    # the twin's rows (row_server): the April flags on both
-    for row in (nightly, april):
-        assert row_server(row)["max_cudagraph_capture_size"] == 2048
-        assert row_server(row)["max_num_batched_tokens"] == 2048
+    # the April rows keep the merged script's flags (row_server); the nightly one gets 08bcde8f1's (round 14)
+    assert row_server(april)["max_cudagraph_capture_size"] == 2048
+    assert row_server(april)["max_num_batched_tokens"] == 2048
     # 08bcde8f1's flags on the nightly row: 0.95, vLLM's default batched tokens and graph sizes; the rest kept
-    server = pr_script_server(row_server(nightly), nightly)
+    server = row_server(nightly)
+    assert server == pr_script_server(server, nightly)       # applied once, idempotent
     assert server["gpu_memory_utilization"] == 0.95 and server["block_size"] == 32
     assert server["enable_prefix_caching"] is False
     assert "max_cudagraph_capture_size" not in server and "max_num_batched_tokens" not in server
@@ -63,7 +63,7 @@ def test_a_1k_prompt_step_is_above_the_nightly_rows_graphs(tmp_path):
     for max_num_seqs in (256, 1024):
         assert capture_size_tokens(max_num_seqs, server.get("max_num_batched_tokens", 8192),
                                    server.get("max_cudagraph_capture_size")) == 512
-    assert capture_size_tokens(1024, 2048, row_server(nightly)["max_cudagraph_capture_size"]) == 2048
+    assert capture_size_tokens(1024, 2048, 2048) == 2048      # the merged script's April flags
 
 
 def test_other_rows_are_not_the_pull_requests(tmp_path):
@@ -107,3 +107,15 @@ def test_compare_names_a_file_that_is_not_a_saved_run(tmp_path):
     good.write_text(json.dumps([{"id": "x", "ttft_ms": 100.0, "tpot_ms": 10.0, "twin_ttft_ms": 90.0,
                                  "twin_tpot_ms": 11.0}]))
     assert mod._errors(mod._saved(good)[0]) == pytest.approx((-0.1, 0.1))
+
+
+def test_the_merged_nvfp4_script_runs_vllms_default_block_size(tmp_path):
+    """79bd988e9 (v0.19.0 NVFP4) dropped ``--block-size=32``: those rows get none (vLLM's 16 for a GQA model); the
+    nightly rows (08bcde8f1) and the FP8 rows keep 32."""
+    merged, nightly, fp8 = _rows(tmp_path, [{}, _nightly(), {"precision": "fp8", "moe_quant_mode": "fp8",
+                                                               "gemm_quant_mode": "fp8"}])
+    assert merged_nvfp4_row(merged) and not merged_nvfp4_row(nightly) and not merged_nvfp4_row(fp8)
+    assert "block_size" not in row_server(merged)
+    assert row_server(nightly)["block_size"] == 32 and row_server(fp8)["block_size"] == 32
+    assert row_script_server({"block_size": 32, "x": 1}, merged) == {"x": 1}
+    assert row_script_server({"block_size": 32, "x": 1}, fp8) == {"block_size": 32, "x": 1}

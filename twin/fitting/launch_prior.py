@@ -51,6 +51,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from twin.cost.eager_path_floors import GQA_PATH_LAYER_OPS, counted_floor_s, scope_of
+
 DENSE_LAYER_OPS = 16           # a dense GQA decoder layer with FP8 weights, the per-layer readings' layer
 GENERIC_MOE_LAYER_OPS = 21     # vLLM's generic Triton fused_moe on a GQA layer: a path without an entry
 # (GPU generation, routed experts' format family) -> (host-dispatched ops per MoE decoder layer, the path counted)
@@ -91,4 +93,23 @@ def path_floor_priors(fixed: dict[str, float], per_layer_prior_s: Callable[[str]
         key = f"{MOE_FLOOR}@{gen}+experts_{fmt}"
         if f"{MOE_FLOOR}@{gen}" in fixed and key not in fixed:
             out[key] = moe_extra_s(per_layer_prior_s(gen), ops)
+    # a GQA layer's embedded count (twin.cost.eager_path_floors, round 14) that the fold resets: the same count at
+    # the fold's per-layer prior (its stated prior, HOST, would give the generic layer's count)
+    for (gen, fmt), ops in GQA_PATH_LAYER_OPS.items():
+        if (key := f"{MOE_FLOOR}@{scope_of(gen, fmt)}") in fixed:
+            out[key] = counted_floor_s(ops, per_layer_prior_s(gen))
     return out
+
+
+def _b200_llama_rows(case, _deployment) -> bool:
+    from twin.fitting.silicon import model_family
+    row = getattr(case, "row", None)
+    return row is not None and row.system == "b200_sxm" and model_family(row.model_path) == "llama"
+
+
+# the GQA counts' evidence (twin.fitting.provenance.DECLARED_EVIDENCE): a count times the generation's per-layer
+# value, so the rows that value was read off; no MiniMax row is read (round 14)
+EVIDENCE: dict[str, tuple[str, Callable]] = {
+    f"{MOE_FLOOR}@{scope_of(gen, fmt)}": ("a launch count times the B200 Llama rows' per-layer value", _b200_llama_rows)
+    for gen, fmt in GQA_PATH_LAYER_OPS if gen == "blackwell"}
+

@@ -13,11 +13,17 @@ had already moved to v0.19.0. So these rows ran vLLM's defaults there: a 1k prom
 above the largest captured graph (512 tokens) and runs eagerly (``twin.cost.eager_steps``), which the v0.19.0 rows
 of the same checkpoint, GPU and TP (graphed at 2048) do not.
 
-The twin still runs the nightly rows with the April flags (``twin.fitting.silicon.row_server``): with their own
-script's (``pr_script_server``) their eager 1k prompt steps join the evidence of Blackwell's eager MoE floor
-(``eager_moe_layer_host_s@blackwell``), which MiniMax's layers pay at about their launch count and Kimi-K2.5's at
-1.4-3.6 times theirs, and the Kimi-held-out fold, which borrows the floor from MiniMax's rows, loses (TTFT 10.3 % ->
-19.6 %): a reading until the floor is priced per family (docs/fidelity.md "Round 13: MiniMax-M2.5's prompt time").
+Round 13 left these flags out of ``twin.fitting.silicon.row_server``: their eager 1k prompt steps then read
+Blackwell's one eager MoE floor (``eager_moe_layer_host_s@blackwell``), which MiniMax's layers pay at about their
+launch count and Kimi-K2.5's at 1.4-3.6 times theirs, and the Kimi-held-out fold, which fits that floor on MiniMax's
+rows, lost (TTFT 10.3 % -> 19.6 %). Round 14 prices MiniMax's NVFP4 layer at its own count on a key Kimi's MLA
+layers do not share (``twin.cost.eager_path_floors``, ``@blackwell+gqa+experts_nvfp4``; evidence: the B200 Llama
+rows' per-layer value), so the nightly rows no longer read the generation's floor and ``row_server`` gives them
+their script (``row_script_server``; docs/fidelity.md "Round 14: the MoE eager floor per family").
+
+The v0.19.0 NVFP4 rows ran the merged script (79bd988e9), which no longer passes ``--block-size=32``: vLLM's default
+KV block for a GQA model, 16 tokens (``twin.core.vllm_versions.default_block_size``), not the 32 the twin gives
+the other MiniMax B200 rows.
 """
 
 from __future__ import annotations
@@ -42,3 +48,18 @@ def pr_script_server(server: dict, row: SiliconRow) -> dict:
         return server
     out = {k: v for k, v in server.items() if k not in ("max_num_batched_tokens", "max_cudagraph_capture_size")}
     return out | {"gpu_memory_utilization": 0.95}
+
+
+def merged_nvfp4_row(row: SiliconRow) -> bool:
+    """A MiniMax-M2.5 NVFP4 B200 row on v0.19.0 (the merged script 79bd988e9: no ``--block-size``)."""
+    return (row.model_path == MINIMAX and row.system == "b200_sxm" and row.vllm_version == "0.19.0"
+            and (row.precision or "").lower() == "fp4")
+
+
+def row_script_server(server: dict, row: SiliconRow) -> dict:
+    """``server`` (``row_server``'s, CUDA-graph flags included) with the MiniMax NVFP4 B200 rows' own script facts:
+    the nightly rows' 08bcde8f1 flags (``pr_script_server``), the v0.19.0 rows' default block size (the key
+    dropped); other rows as given."""
+    if merged_nvfp4_row(row):
+        return {k: v for k, v in server.items() if k != "block_size"}
+    return pr_script_server(server, row)

@@ -93,7 +93,7 @@ def _family(case) -> str:
 
 
 # parameter key -> (what the evidence is, which rows): overrides the in-scope rule
-DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {
+DECLARED_EVIDENCE: dict[str, tuple[str, Callable]] = {**launch_prior.EVIDENCE,     # round 14: the GQA path counts
     **{n: (INFERENCE_PERF, _inference_perf) for n in (
         "memory_efficiency", "step_overhead_s", "per_seq_overhead_s", "request_path_s", "request_path_jitter_s",
         "allreduce_latency_s")},
@@ -203,7 +203,7 @@ def _kv_path_values() -> dict[str, float]:
 
 def embedded_entries() -> list[Entry]:
     """Every embedded value of a fitted term that differs from its stated prior, in table order."""
-    from twin.cost import roofline as r
+    from twin.cost import eager_path_floors as epf, roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
                                          GENERATION_TERMS)
     from twin.cost.generation_experts import scoped_values
@@ -232,6 +232,7 @@ def embedded_entries() -> list[Entry]:
                 for n, v in terms.items()]
     out += [Entry(key, v, _stated_prior(split(key)[0], key, FLAT_DEFAULTS), "GENERATION_EXPERT_TERMS")
             for key, v in scoped_values().items()]
+    out += [Entry(k, v, HOST, "twin.cost.eager_path_floors") for k, v in epf.embedded_values(GENERATION_TERMS).items()]
     from twin.cost.mla_request import mla_scoped_values    # MLA models' (rounds 8, 12): evidence their rows in scope
     out += [Entry(k, v, _stated_prior(split(k)[0], k, FLAT_DEFAULTS), t) for k, (v, t) in mla_scoped_values().items()]
     return [e for e in out if not (isinstance(e.prior, float) and abs(e.value - e.prior) <= 1e-12 * max(
@@ -342,7 +343,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
     """The embedded defaults (``twin.cost.roofline``, ``twin.cost.generations``) as values of ``names``, in model
     units: where the fit starts, and what a held parameter keeps. (The all-reduce latency is the NVLink one:
     every GPU in the data is NVLink-connected.)"""
-    from twin.cost import roofline as r
+    from twin.cost import eager_path_floors as epf, roofline as r
     from twin.cost.default_terms import (EXPERT_FORMAT_TERMS, FLAT_DEFAULTS, FORMAT_QUANT_EFFICIENCY,
                                          GENERATION_TERMS, generation_term)
     from twin.cost.generation_experts import scoped_values
@@ -383,7 +384,7 @@ def embedded_start(names: Sequence[str]) -> dict[str, float]:
         values["fused_allreduce_latency_s"] = fused
     # the expert kernel paths' embedded values, by format and by (generation, format) (twin.cost.generation_experts)
     paths = {f"{k}@experts_{fmt}": v for fmt, terms in EXPERT_FORMAT_TERMS.items() for k, v in terms.items()}
-    paths |= scoped_values()
+    paths |= scoped_values() | epf.embedded_values(GENERATION_TERMS)     # round 14: the GQA path counts
     # the KV cache format's decode attention rate by generation (twin.cost.kv_attention), held the same way
     paths |= _kv_path_values()
     from twin.cost.mla_decode import MLA_TERMS       # MLA models' fixed time per layer (issue 33, round 8)

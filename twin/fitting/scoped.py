@@ -25,7 +25,9 @@ KV cache formats (issue 33, round 7): ``@kv_fp8`` covers the deployments whose K
 
 Attention architecture (issue 33, round 8): ``@mla`` covers the models with multi-head latent attention
 (DeepSeek-V3 layout: Kimi-K2.5 in the data), ``layer_overhead_s@mla`` their fixed time per layer and step
-(``twin.cost.mla_decode``)."""
+(``twin.cost.mla_decode``); ``@gqa`` every other model (issue 33, round 14: ``blackwell+gqa+experts_nvfp4``, a
+path's eager MoE floor that Kimi-K2.5's MLA layers on the same expert format do not share, ``twin.cost.
+eager_path_floors``)."""
 
 from __future__ import annotations
 
@@ -44,8 +46,9 @@ EXPERT_SCOPES = tuple(EXPERT_PREFIX + f for f in EXPERT_FORMATS)
 KV_PREFIX = "kv_"          # the KV cache format (issue 33, round 7: ``hopper+kv_fp8``, twin.cost.kv_attention)
 KV_SCOPES = (KV_PREFIX + "fp8",)
 MLA_SCOPE = "mla"          # models with multi-head latent attention (issue 33, round 8)
+GQA_SCOPE = "gqa"          # models without it: grouped-query / multi-head attention (issue 33, round 14)
 SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",) + EXPERT_SCOPES + CLIENT_SCOPES + KV_SCOPES \
-    + (MLA_SCOPE,)
+    + (MLA_SCOPE, GQA_SCOPE)
 
 
 def split(name: str) -> tuple[str, str | None]:
@@ -68,6 +71,9 @@ def in_scope(scope: str, deployment: Any) -> bool:
         return kv is not None and kv_format(kv) == scope[len(KV_PREFIX):]
     if scope == MLA_SCOPE:        # multi-head latent attention models (twin.cost.mla_decode)
         return bool(getattr(getattr(deployment, "model", None), "is_mla", False))
+    if scope == GQA_SCOPE:        # every other model (twin.cost.eager_path_floors: MiniMax-M2.5's NVFP4 layer)
+        model = getattr(deployment, "model", None)
+        return model is not None and not bool(getattr(model, "is_mla", False))
     if scope == "sync":
         return not bool(getattr(deployment.scheduler_config, "async_scheduling", False))
     if scope in WEIGHT_SCOPES:     # any linear layer group in that format (Kimi-K2.5: INT4 routed experts only)

@@ -71,8 +71,8 @@ each row's measurement date, read at the snapshot of 2026-08-21, commit 843c6254
 Weight formats (FP8, NVFP4, gpt-oss's MXFP4 and Kimi-K2.5's INT4-expert checkpoints) and the TP/PP/DP/EP layout
 of each row: ``twin.fitting.silicon_layout``. Rows the twin cannot run get a reason from ``not_expressible``
 (disaggregated serving, an unknown model or GPU, an expert layout that is not tp x dp). The measured TPOT is
-the mean over requests of (E2E - TTFT) / (OSL - 1); E2E and throughput are not in the file and are derived
-from the means (``derived_metrics``).
+the mean over requests of (E2E - TTFT) / (OSL - 1); E2E and throughput are not in the file: derived from the
+means (``derived_metrics``). MiniMax-M2.5 NVFP4 B200 rows: their own scripts (``twin.fitting.minimax_scripts``).
 
 Simulated size: every row is simulated with all of its client's 10 x CONC requests by default. The client sends
 them all at t = 0 and holds CONC in flight, so its first CONC requests queue behind one burst of CONC prefills
@@ -97,12 +97,12 @@ from twin.cost.generations import gpu_generation
 from twin.cost.kernel_path import fusion_default
 from twin.fitting.fit import Case
 from twin.fitting.measured_run import LengthSample, MeasuredRun
+from twin.fitting.minimax_scripts import row_script_server
 from twin.workload.clients import VLLM_BENCH
 from twin.fitting.replay import Target
 from twin.fitting.silicon_layout import row_layout, weight_dtype, weight_formats  # noqa: F401 (re-exported)
 from twin.fitting.silicon_rows import (CSV_NAME, LLAMA_DEFAULT_VERSION, REQUIRED_COLUMNS, SILICON_FOLDER,  # noqa: F401
-                                       SiliconRow,
-                                       read_silicon, silicon_dir)
+                                       SiliconRow, read_silicon, silicon_dir)
 
 GPUS = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}
 # HF id -> the twin's model: a catalog name, or the config.json the folder ships
@@ -206,7 +206,7 @@ def row_server(row: SiliconRow) -> dict:
         server["fuse_allreduce_rms"] = True
     if minimax_b200_tf32_router(row):
         server["float32_matmul_precision"] = "high"
-    return server | row_cudagraphs(row)
+    return row_script_server(server | row_cudagraphs(row), row)      # MiniMax NVFP4's own scripts (round 14)
 
 
 def row_cudagraphs(row: SiliconRow) -> dict:

@@ -1,0 +1,88 @@
+"""The Blackwell eager MoE floor per family, held out (issue 33, round 14; docs/fidelity.md "Round 14: the MoE eager
+floor per family"): a trial, not embedded.
+
+Embedded (round 14): MiniMax-M2.5's NVFP4 layer at its launch count on a GQA-only key (``twin.cost.
+eager_path_floors``) and the nightly rows' own script (``twin.fitting.minimax_scripts``). This script tries the
+rest of round 13's trial on top, each fold run by ``benchmarks/fidelity_real.py`` in this process with:
+
+* ``--fp8-count``: MiniMax's March Triton FP8 layer at its launch count too (27 ops: 0.5775 ms per MoE layer,
+  ``eager_moe_layer_host_s@blackwell+experts_fp8``, evidence the B200 Llama rows' per-layer value), so no MiniMax
+  row reads the generation's floor, whose evidence becomes the Kimi-K2.5 and Llama B200 rows;
+* ``--kimi-count``: the generation's floor not fitted per fold (dropped from the fold terms), so a fold holding
+  Kimi out resets it to its stated prior, and each of Kimi's expert paths to its launch count
+  (``twin.fitting.launch_prior.PATH_LAYER_OPS``: Marlin INT4 26 ops, FlashInfer NVFP4 24, at the fold's per-op
+  time): a Kimi prior that reads no MiniMax row.
+
+    python benchmarks/eager_family_floor.py --fp8-count --kimi-count -- --ground-truth ../shared/ground-truth \\
+        --workers 1 --folds family --groups kimi,minimax --json X.json          # ~15-25 min on 2 busy cores
+
+Everything after ``--`` goes to ``fidelity_real.py``; with ``--kimi-count`` the fold terms are the default report's
+less ``eager_moe_layer_host_s@blackwell`` (``--terms``), at the default report's settings (``--silicon-every 16
+--fit-sim-s 30``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from twin.cost import generation_experts  # noqa: E402
+from twin.cost.default_terms import GENERATION_TERMS  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+from twin.fitting import provenance as pv  # noqa: E402
+from twin.fitting.launch_prior import PATH_LAYER_OPS, moe_extra_s  # noqa: E402
+
+FP8_KEY = "eager_moe_layer_host_s@blackwell+experts_fp8"
+GENERIC_KEY = "eager_moe_layer_host_s@blackwell"
+LLAMA_COUNT = "a launch count times the B200 Llama rows' per-layer value"
+
+
+def fp8_count_s() -> float:
+    """MiniMax's Triton FP8 layer's counted floor per MoE layer at Blackwell's embedded per-layer time (s)."""
+    return moe_extra_s(GENERATION_TERMS["blackwell"]["eager_layer_host_s"], PATH_LAYER_OPS[("blackwell", "fp8")][0])
+
+
+def apply_fp8_count() -> None:
+    """Embed MiniMax FP8's count (``GENERATION_EXPERT_TERMS``), its evidence the B200 Llama rows, and the
+    generation's floor's evidence the Kimi and Llama B200 rows (no MiniMax row reads it any more)."""
+    terms = generation_experts.GENERATION_EXPERT_TERMS        # in place: every reader of the table sees it
+    terms[("blackwell", "fp8")] = {**terms.get(("blackwell", "fp8"), {}), "eager_moe_layer_host_s": fp8_count_s()}
+    pv.DECLARED_EVIDENCE[FP8_KEY] = (LLAMA_COUNT, pv.silicon_rows_of("b200_sxm", "llama"))
+    pv.DECLARED_EVIDENCE[GENERIC_KEY] = ("the B200 Kimi-K2.5 rows, given the B200 Llama rows' per-layer value",
+                                         pv.silicon_rows_of("b200_sxm", "kimi", "llama"))
+
+
+def fidelity_argv(rest: list[str], kimi_count: bool, fold_terms: tuple[str, ...]) -> list[str]:
+    """``fidelity_real.py``'s arguments: ``rest``, and with ``kimi_count`` the default report's fold terms
+    (``fold_terms``: ``fidelity_real.FOLD_TERMS``) less the generation's floor, at the default report's settings
+    (unless ``rest`` gives them). ``--terms``, not ``--drop-terms``: that one drops from ``JOINT_NAMES``, another
+    term set."""
+    out = list(rest)
+    if kimi_count:
+        out += ["--terms", ",".join(t for t in fold_terms if t != GENERIC_KEY)]
+        for flag, value in (("--silicon-every", "16"), ("--fit-sim-s", "30")):
+            if flag not in out:
+                out += [flag, value]
+    return out
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    own, rest = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fp8-count", action="store_true")
+    ap.add_argument("--kimi-count", action="store_true")
+    args = ap.parse_args(own)
+    if args.fp8_count:
+        apply_fp8_count()
+    import fidelity_real
+    sys.argv = ["fidelity_real.py", *fidelity_argv(rest, args.kimi_count, fidelity_real.FOLD_TERMS)]
+    fidelity_real.main()
+
+
+if __name__ == "__main__":
+    run_script(main)

@@ -1,0 +1,65 @@
+"""An expert path's eager MoE floor that one attention architecture pays and another does not (issue 33, round 14;
+docs/fidelity.md "Round 14: the MoE eager floor per family").
+
+``twin.cost.eager_steps`` prices a step no CUDA graph covers at ``eager_layer_host_s x layers +
+eager_moe_layer_host_s x MoE layers`` (the host's time to issue the forward pass). Blackwell's embedded MoE extra
+(1.15 ms per MoE layer, ``default_terms.GENERATION_TERMS``) was read off the March Kimi-K2.5 and MiniMax-M2.5
+rows; round 13 found MiniMax's NVFP4 layer on B200 (GQA attention, FlashInfer's fused MoE) pays about its launch
+count instead: 22 host-dispatched ops per decoder layer (GQA attention 9, the TP query / key RMSNorm 4, MoE 9:
+fused_add_rms_norm, the FP32 router's cast and GEMM, sigmoid + bias top-k and renormalisation 3, the FP4 activation
+quant, FlashInfer's fused MoE call, the all-reduce; counted from vLLM's ``minimax_m2.py``), so 22 - 16 = 6 ops
+beyond the 16-op dense layer of the per-layer reading, at its per-op time (0.84 ms / 16): 0.315 ms, read ~0.36
+on the nightly NVFP4 rows' eager 1k prompt steps. Kimi-K2.5's NVFP4 layer (MLA, a shared expert) reads 1.50 ms
+on the same expert format, so the count is scoped to GQA layers (``@blackwell+gqa+experts_nvfp4``,
+``twin.fitting.scoped``) and Kimi keeps the generation's value.
+
+The value is a count times the B200 Llama rows' per-layer time: no MiniMax row is read, so its evidence is those
+Llama rows (``twin.fitting.provenance``), and a fold holding them out prices it at the same count times its own
+per-layer prior (``twin.fitting.launch_prior.scope_floor_prior_s``).
+"""
+
+from __future__ import annotations
+
+from twin.cost.generations import gpu_generation
+from twin.hardware.weight_formats import format_family
+
+NAME = "eager_moe_layer_host_s"
+DENSE_LAYER_OPS = 16          # the dense FP8 GQA layer of the per-layer readings (twin.fitting.launch_prior)
+# (GPU generation, routed experts' format family) of a GQA MoE layer -> host-dispatched ops per decoder layer
+GQA_PATH_LAYER_OPS: dict[tuple[str, str], int] = {("blackwell", "nvfp4"): 22}
+
+
+def counted_floor_s(layer_ops: int, per_layer_s: float) -> float:
+    """A MoE layer's host time beyond the dense layer's (s): its extra ops at ``per_layer_s / 16`` per op, >= 0."""
+    return max(0, layer_ops - DENSE_LAYER_OPS) * per_layer_s / DENSE_LAYER_OPS
+
+
+def scope_of(generation: str, fmt: str) -> str:
+    return f"{generation}+gqa+experts_{fmt}"
+
+
+def gqa_path_floor_s(gpu, model, formats, per_layer_s: float) -> float | None:
+    """The counted ``eager_moe_layer_host_s`` of a GQA MoE model on this GPU's generation and routed-expert format
+    (``per_layer_s``: the generation's embedded ``eager_layer_host_s``), or None (no count: MLA, dense, another
+    path)."""
+    if not getattr(model, "is_moe", False) or getattr(model, "is_mla", False) or formats is None:
+        return None
+    ops = GQA_PATH_LAYER_OPS.get((gpu_generation(gpu), format_family(formats.routed_experts)))
+    return None if ops is None else counted_floor_s(ops, per_layer_s)
+
+
+def scoped_values(per_layer_s_of) -> dict[str, float]:
+    """The counts as fit keys (``eager_moe_layer_host_s@<generation>+gqa+experts_<format>``) -> s, given
+    ``per_layer_s_of(generation)``, the generation's embedded per-layer host time."""
+    return {f"{NAME}@{scope_of(gen, fmt)}": counted_floor_s(ops, per_layer_s_of(gen))
+            for (gen, fmt), ops in GQA_PATH_LAYER_OPS.items()}
+
+
+KEYS: tuple[str, ...] = tuple(f"{NAME}@{scope_of(g, f)}" for g, f in GQA_PATH_LAYER_OPS)
+
+
+def embedded_values(generation_terms: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The counts as embedded (fit key -> s), at each generation's embedded per-layer host time in
+    ``generation_terms`` (``twin.cost.default_terms.GENERATION_TERMS``); a count of 0 s is no entry."""
+    values = scoped_values(lambda gen: generation_terms.get(gen, {}).get("eager_layer_host_s", 0.0))
+    return {k: v for k, v in values.items() if v > 0}
