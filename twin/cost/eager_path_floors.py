@@ -24,7 +24,7 @@ from twin.cost.generations import gpu_generation
 from twin.hardware.weight_formats import format_family
 
 NAME = "eager_moe_layer_host_s"
-DENSE_LAYER_OPS = 16          # the dense FP8 GQA layer of the per-layer readings (twin.fitting.launch_prior)
+DENSE_LAYER_OPS = 16          # a dense GQA decoder layer with FP8 weights: the per-layer readings' layer
 # (GPU generation, routed experts' format family) of a GQA MoE layer -> host-dispatched ops per decoder layer
 GQA_PATH_LAYER_OPS: dict[tuple[str, str], int] = {("blackwell", "nvfp4"): 22}
 

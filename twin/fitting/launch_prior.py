@@ -51,9 +51,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from twin.cost.eager_path_floors import GQA_PATH_LAYER_OPS, counted_floor_s, scope_of
+from twin.cost.eager_path_floors import DENSE_LAYER_OPS, GQA_PATH_LAYER_OPS, counted_floor_s, scope_of
 
-DENSE_LAYER_OPS = 16           # a dense GQA decoder layer with FP8 weights, the per-layer readings' layer
 GENERIC_MOE_LAYER_OPS = 21     # vLLM's generic Triton fused_moe on a GQA layer: a path without an entry
 # (GPU generation, routed experts' format family) -> (host-dispatched ops per MoE decoder layer, the path counted)
 PATH_LAYER_OPS: dict[tuple[str, str], tuple[int, str]] = {
@@ -75,7 +74,7 @@ def per_op_s(per_layer_s: float) -> float:
 
 def moe_extra_s(per_layer_s: float, layer_ops: int) -> float:
     """A MoE layer's host time beyond the dense layer's (s): its extra ops at the per-op time, at least 0."""
-    return max(0, layer_ops - DENSE_LAYER_OPS) * per_op_s(per_layer_s)
+    return counted_floor_s(layer_ops, per_layer_s)
 
 
 def moe_floor_prior_s(per_layer_s: float) -> float:
@@ -97,7 +96,7 @@ def path_floor_priors(fixed: dict[str, float], per_layer_prior_s: Callable[[str]
     # the fold's per-layer prior (its stated prior, HOST, would give the generic layer's count)
     for (gen, fmt), ops in GQA_PATH_LAYER_OPS.items():
         if (key := f"{MOE_FLOOR}@{scope_of(gen, fmt)}") in fixed:
-            out[key] = counted_floor_s(ops, per_layer_prior_s(gen))
+            out[key] = moe_extra_s(per_layer_prior_s(gen), ops)
     return out
 
 
