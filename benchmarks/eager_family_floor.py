@@ -64,7 +64,8 @@ def fidelity_argv(rest: list[str], kimi_count: bool, fold_terms: tuple[str, ...]
     out = list(rest)
     if kimi_count:
         out += ["--terms", ",".join(t for t in fold_terms if t != GENERIC_KEY)]
-        for flag, value in (("--silicon-every", "16"), ("--fit-sim-s", "30")):
+        from fidelity_real import REFIT_FIT_SIM_S, REFIT_SILICON_EVERY
+        for flag, value in (("--silicon-every", str(REFIT_SILICON_EVERY)), ("--fit-sim-s", f"{REFIT_FIT_SIM_S:g}")):
             if flag not in out:
                 out += [flag, value]
     return out

@@ -73,7 +73,7 @@ class Load(NamedTuple):
 
 def silicon_loads(ground_truth: Path | None = None) -> list[Load]:
     """Every aggregated silicon row with a published client (duplicates of one configuration kept once)."""
-    from twin.fitting.silicon import lengths, model_family, read_silicon, silicon_dir
+    from twin.fitting.silicon import derived_metrics, lengths, model_family, read_silicon, silicon_dir
     out, seen = [], set()
     for r in read_silicon(silicon_dir(ground_truth)):
         if r.mode != "agg" or not r.published_client:
@@ -83,12 +83,10 @@ def silicon_loads(ground_truth: Path | None = None) -> list[Load]:
         if key in seen:
             continue
         seen.add(key)
-        osl = lengths(r)[1].mean
-        e2e_s = (r.ttft_ms + (osl - 1.0) * r.tpot_ms) / 1e3
-        rps = r.concurrency / e2e_s
+        osl, m = lengths(r)[1].mean, derived_metrics(r)
         group = (f"{model_family(r.model_path)} {r.system[:4]} tp{r.tp} dp{r.attention_dp} ep{r.moe_ep} "
                  f"v{r.vllm_version or '-'} {r.month} {r.isl}x{r.osl}")
-        out.append(Load("silicon", r.id, group, r.concurrency, rps, rps * osl,
+        out.append(Load("silicon", r.id, group, r.concurrency, m["request_throughput"], m["output_throughput"],
                         running_requests(r.concurrency, r.ttft_ms, r.tpot_ms, osl), r.ttft_ms))
     return out
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import statistics
 import sys
 import time
@@ -39,6 +38,7 @@ from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS  # noqa: E402
 from twin.cost.mla_decode import MLA_TERMS  # noqa: E402
 from twin.cost.mla_request import READINGS  # noqa: E402
 from twin.errors import run_script  # noqa: E402
+from llama_b200_levers import fold_params  # noqa: E402
 
 METRICS = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
 # the fold-reset terms and the values Kimi's own rows read (model units); what each carries, not a prior
@@ -138,15 +138,20 @@ def print_repeats(ground_truth: Path | None) -> None:
               f"TPOT {100 * floor(groups, 'tpot_ms'):.1f} %")
 
 
+def kimi_fold_params(fold_json: Path) -> dict[str, float]:
+    """The Kimi family fold's parameters in a ``fidelity_real.py --json`` report."""
+    return fold_params(fold_json, "family", "kimi")
+
+
 def print_terms(fold_json: Path, every: int, workers: int) -> None:
     from twin.fitting.fit import simulate_cases
     from twin.fitting.joint import all_cases, errors, family_of
-    fold = next(f for f in json.loads(fold_json.read_text())["folds"]["family"]["folds"] if f["held_out"] == "kimi")
+    fold_params = kimi_fold_params(fold_json)
     cases = [c for c in all_cases(silicon_every=every) if family_of(c) == "kimi"]
     print(f"{len(cases)} Kimi cases (silicon every {every}) at the Kimi family fold's parameters ({fold_json.name})")
     for label, overrides in settings():
         t0 = time.perf_counter()
-        res = simulate_cases(cases, {**fold["params"], **overrides}, seed=0, max_sim_s=60.0, workers=workers)
+        res = simulate_cases(cases, {**fold_params, **overrides}, seed=0, max_sim_s=60.0, workers=workers)
         errs = [errors(c, r.metrics) for c, r in zip(cases, res)]
         print(f"\n== {label}  ({time.perf_counter() - t0:.0f} s)")
         print(f"  {'slice':<26} {'n':>3} | " + " | ".join(f"{m[5:-3]:^15}" for m in METRICS))
@@ -169,8 +174,7 @@ def print_seeds(fold_json: Path | None, seeds: int, workers: int) -> None:
     from kimi_slices import kimi_cases
     params = default_start()
     if fold_json is not None:
-        params = next(f for f in json.loads(fold_json.read_text())["folds"]["family"]["folds"]
-                      if f["held_out"] == "kimi")["params"]
+        params = kimi_fold_params(fold_json)
     cases = [c for c in kimi_cases() if (c.row.precision or "").lower() == "fp4" and c.row.tp == 4
              and c.row.isl == 1024 and c.row.concurrency == 4 and not kimi_april_fp4(c.row)]
     for c in cases:

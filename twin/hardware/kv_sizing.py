@@ -70,7 +70,7 @@ from dataclasses import asdict, dataclass
 from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, normalize_weight_dtype,
                                   resolve_gpu, resolve_model)
 from twin.errors import TwinInputError
-from twin.hardware.pool_release import SamplerPath, profile_sampler_path, release_key, sampler_bytes_per_logit
+from twin.hardware.pool_release import SamplerPath, profile_sampler_path, sampler_bytes_per_logit
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import WeightFormats, resolve_formats
 
@@ -211,17 +211,17 @@ def kv_pool_breakdown(
     memory = int(gpu.memory_bytes)
     budget = math.floor(memory * u)
     weights = -(-model.weight_bytes(formats, tp, moe_shards=layout.moe_shards) // layout.pp)
-    sampler_path = ""
+    release_path = None       # the release's dummy-sampler path, validated whether or not it sizes the reserve
     if sampler_release is not None:
         try:
-            release_key(sampler_release)
+            release_path = profile_sampler_path(sampler_release, min(max_num_seqs, max_num_batched_tokens))
         except ValueError as exc:
             raise TwinInputError(f"sampler_release = {sampler_release!r}: {exc}") from None
+    sampler_path = ""
     if activation_reserve_bytes is None:
-        if sampler_release is not None:
-            sampler_path = profile_sampler_path(sampler_release, min(max_num_seqs, max_num_batched_tokens))
+        sampler_path = release_path or ""
         activation_reserve_bytes = estimate_activation_bytes(model, tp, max_num_batched_tokens, max_num_seqs,
-                                                             formats, sampler_path or None)
+                                                             formats, release_path)
     elif isinstance(activation_reserve_bytes, bool) or not isinstance(activation_reserve_bytes, int) \
             or activation_reserve_bytes < 0:
         raise TwinInputError(f"activation_reserve_bytes = {activation_reserve_bytes!r}: must be an integer >= 0")
