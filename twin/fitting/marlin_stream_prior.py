@@ -27,8 +27,10 @@ data that is gpt-oss-120b's H100 Marlin path, which streams at the dense rate (n
 fitted without one, efficiency 1), carried to Kimi-K2.5 INT4 on B200: ~0.47-0.50 of B200's dense rate at the
 folds' memory efficiencies (Kimi's own rows read 0.618 beside a 38 us fixed time per MoE layer; not used). Where
 the fold holds the Hopper Marlin rows out too (its compute-efficiency key reset: the silicon source fold, the
-gpt-oss and H100 folds), no kept path speaks and the flat prior stays. An assumption, stated: the loaded memory
-latency is the same on HBM3 (H100) and HBM3e (B200); only the latency ratio would move the carry. The path's fixed
+gpt-oss and H100 folds), no kept path speaks and the flat prior stays. Assumptions, stated: the loaded memory
+latency is the same on HBM3 (H100) and HBM3e (B200) (only the latency ratio would move the carry), and both paths'
+shapes get the same blocks per SM (``determine_exec_config`` also lowers the count for a small ``prob_n / thread_n x
+prob_m x top_k``; the compiled kernels' register counts were not read). The path's fixed
 time per MoE layer (``moe_layer_overhead_s@experts_int4``) has no such carry (the Hopper path reads none) and stays
 at its prior 0.
 """
