@@ -38,12 +38,11 @@ fold); this rule stays for the other folds and for Hopper's path.
 
 from __future__ import annotations
 
-from twin.fitting.held_priors import ALLREDUCES_PER_LAYER, GQA_LAYER_KERNELS
+from twin.fitting.held_priors import ALLREDUCES_PER_LAYER, FUSION_REMOVED_KERNELS, GQA_LAYER_KERNELS
 from twin.fitting.provenance import RESET
 
 FUSED_TERM = "fused_allreduce_latency_s"
 KERNELS_PER_ALLREDUCE = GQA_LAYER_KERNELS / ALLREDUCES_PER_LAYER      # 6: the kernels one fitted latency stands for
-FUSION_REMOVED_KERNELS = 1                                           # all-reduce + (add) RMSNorm -> one kernel
 
 
 def fused_allreduce_prior_s(unfused_latency_s: float) -> float:

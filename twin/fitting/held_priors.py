@@ -17,6 +17,13 @@ costs it at 0: Kimi-K2.5 is the data's only MLA family, Qwen3-32B's rows its onl
    runs at TP > 1 (``GQA_LAYER_KERNELS`` = 12: two RMSNorms, the qkv, o, gate-up and down GEMMs, rope, the cache
    write, attention, SiLU-and-mul, two all-reduces). Prior = 6 x 2 x allreduce_latency_s / 12 (an upper estimate:
    an all-reduce takes longer than a small norm or concat). Kimi's own rows are not used.
+   Round 15 (docs/fidelity.md "Round 15: Kimi-K2.5's Marlin stream and MLA layer priors"): where every held-out MLA
+   server fuses its all-reduces with RMSNorm (all Kimi-K2.5 rows pass ``fuse_allreduce_rms``), the two norms the
+   fusion absorbs come off the count (one kernel per all-reduce, ``twin.fitting.fused_allreduce_prior``'s unit):
+   their all-reduces are charged the unfused latency, which prices those norms already, so the net extra is 4
+   kernels, 4 x 2 x allreduce_latency_s / 12 (15.8 us in the Kimi fold; Kimi's rows read 13.2 us, not used).
+   Beside it, the Marlin W4A16 path's decode stream rate where a fold holds its rows out
+   (``twin.fitting.marlin_stream_prior``: the other generation's Marlin path carried at equal bytes per SM).
 2. **A sync server's host time per sequence** (``per_seq_overhead_s@sync``, twin.cost.sync_host; embedded 45 us over
    the async value, read off the Qwen3 rows). A fold with no sync server in its training rows held it at the fold's
    async ``per_seq_overhead_s`` (0 exposed). Prior: the per-sequence book-keeping of vLLM 0.12's sync decode step
@@ -38,20 +45,35 @@ costs it at 0: Kimi-K2.5 is the data's only MLA family, Qwen3-32B's rows its onl
 
 from __future__ import annotations
 
+from twin.fitting.marlin_stream_prior import marlin_stream_prior
 from twin.fitting.provenance import RESET, FoldPlan, embedded_start
 from twin.fitting.sampler_facts import sort_sampler_prior_s
+from twin.hardware.model_catalog import resolve_model
 
 MLA_KEY, SYNC_KEY = "layer_overhead_s@mla", "per_seq_overhead_s@sync"
 MLA_EXTRA_DECODE_KERNELS = 6       # q_a / kv_a RMSNorms, q_b GEMM, W_UK and W_UV batched GEMMs, the query's concat
 GQA_LAYER_KERNELS = 12             # a GQA decoder layer at TP > 1, its two all-reduces included
 ALLREDUCES_PER_LAYER = 2
 SYNC_SEQ_HOST_PRIOR_S = 11.0e-6    # s per sequence per step: benchmarks/sync_engine_host.py (CPU time, AMD EPYC)
+FUSION_REMOVED_KERNELS = 1         # all-reduce + (add) RMSNorm -> one kernel (twin.fitting.fused_allreduce_prior)
 
 
-def mla_layer_prior_s(allreduce_latency_s: float) -> float:
+def mla_layer_prior_s(allreduce_latency_s: float, fused: bool = False) -> float:
     """Seconds per MLA decoder layer per step: the MLA layer's extra kernels at the per-kernel time a GQA layer's
-    fitted fixed time per layer (its all-reduces' latency) gives."""
-    return MLA_EXTRA_DECODE_KERNELS * ALLREDUCES_PER_LAYER * allreduce_latency_s / GQA_LAYER_KERNELS
+    fitted fixed time per layer (its all-reduces' latency) gives. ``fused`` (round 15): the held-out MLA servers fuse
+    each all-reduce with its RMSNorm, which removes one kernel per all-reduce (``FUSION_REMOVED_KERNELS``) that the
+    unfused latency they are charged (no fused value is read for their path) still prices: the layer's net extra is
+    6 - 2 = 4 kernels."""
+    kernels = MLA_EXTRA_DECODE_KERNELS - (ALLREDUCES_PER_LAYER * FUSION_REMOVED_KERNELS if fused else 0)
+    return kernels * ALLREDUCES_PER_LAYER * allreduce_latency_s / GQA_LAYER_KERNELS
+
+
+def mla_servers_fuse(cases) -> bool:
+    """Whether every held-out case of an MLA model runs a server that fuses its all-reduces with RMSNorm (a server
+    fact: its flags and release, ``twin.cost.kernel_path``); False without such a case."""
+    from twin.fitting.replay import deployment_for
+    deps = [deployment_for(c.run, c.target) for c in cases if getattr(resolve_model(c.target.model), "is_mla", False)]
+    return bool(deps) and all(getattr(d, "allreduce_fusion", False) for d in deps)
 
 
 def _allreduce_s(params: dict[str, float]) -> float:
@@ -68,9 +90,9 @@ def held_priors_after_fit(plan: FoldPlan, params: dict[str, float],
         return plan.actions.get(key, (None, None))[1] == RESET and key in plan.fixed
 
     sync_prior = SYNC_SEQ_HOST_PRIOR_S + sort_sampler_prior_s(held_out)
-    resets: dict[str, float] = {}
+    resets: dict[str, float] = marlin_stream_prior(plan, params)      # round 15: the Marlin stream per SM
     if reset(MLA_KEY):
-        resets[MLA_KEY] = mla_layer_prior_s(_allreduce_s(params))
+        resets[MLA_KEY] = mla_layer_prior_s(_allreduce_s(params), mla_servers_fuse(held_out))
     if reset(SYNC_KEY):
         resets[SYNC_KEY] = plan.fixed[SYNC_KEY] + sync_prior
     added: dict[str, float] = {}
