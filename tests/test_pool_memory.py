@@ -54,3 +54,13 @@ def test_moe_workspace_by_hand():
     assert off.activation_reserve_bytes == 8192 * 3072 * 2 + 256 * 200064 * (2 + 12)
     # a dense model is not affected
     assert kv_pool_breakdown("llama-3.1-8b", "H100-SXM", moe_workspace=True).num_gpu_blocks == 28123
+
+
+def test_non_torch_reading_reproduces_the_ground_truth_pool():
+    # the one vLLM pool figure in the ground truth: Llama-2-7B TP 1 on an H100, 7,463 blocks of 16 tokens
+    from twin.hardware.pool_memory import NON_TORCH_RESERVE_BYTES
+    kw = dict(tp=1, max_num_batched_tokens=2048, max_num_seqs=128, max_model_len=4096)
+    assert kv_pool_breakdown("llama-2-7b", "H100-SXM", cuda_total=True, runtime_reserve_bytes=NON_TORCH_RESERVE_BYTES,
+                             **kw).num_gpu_blocks == 7463
+    assert kv_pool_breakdown("llama-2-7b", "H100-SXM", **kw).num_gpu_blocks == 7420          # embedded
+    assert kv_pool_breakdown("llama-2-7b", "H100-SXM", cuda_total=True, **kw).num_gpu_blocks == 7367
