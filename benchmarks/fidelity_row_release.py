@@ -10,7 +10,12 @@ sort, 0.17 - 0.20 run the Triton kernels). This runs the report with ``modelled_
 (``pool_release_rows.release_pools``), in this process (use ``--workers 1``): the rule of docs/fidelity.md
 ("Round 14: the KV pool by vLLM release"), measured there and not embedded:
 
-    python benchmarks/fidelity_row_release.py --ground-truth ... --workers 1 [fidelity_real.py's options]
+    python benchmarks/fidelity_row_release.py --ground-truth ... --workers 1 [--cuda-total] [--moe-workspace]
+        [fidelity_real.py's options]
+
+``--cuda-total`` also sizes every budget from the device total CUDA reports, ``--moe-workspace`` bounds the
+profile's forward phase by the fused-MoE workspaces (``twin.hardware.pool_memory``; docs/fidelity.md, "Round 15:
+memory outside the KV cache").
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ def own_release(version: str | None, measured: str | None = None) -> str:
 def main() -> None:
     if "--workers" in sys.argv and sys.argv[sys.argv.index("--workers") + 1] != "1":
         raise SystemExit("--workers: must be 1 (the replacement applies in this process only)")
-    with mock.patch.object(silicon, "modelled_release", own_release), release_pools():
+    flags = {name: f"--{name.replace('_', '-')}" in sys.argv for name in ("cuda_total", "moe_workspace")}
+    sys.argv = [a for a in sys.argv if a not in ("--cuda-total", "--moe-workspace")]
+    with mock.patch.object(silicon, "modelled_release", own_release), release_pools(**flags):
         fidelity_real.main()
 
 

@@ -23,6 +23,10 @@ defaults (``default_start(())``, as ``fidelity_real.py --defaults-only`` does) a
 peak KV use and preemptions beside the measured ones:
 
     python benchmarks/pool_edge.py [--match gpt_oss] [--deficit 0.9] [--ttft-s 2] [--simulate] [--json out.json]
+        [--rule exact_cuda]
+
+``--rule`` reads the pool (and the gap) under one of ``pool_release_rows.RULES`` instead of the embedded one (e.g.
+``exact_cuda``: the sampler by the row's own release, the budget from CUDA's device total), without simulating.
 """
 
 from __future__ import annotations
@@ -52,11 +56,17 @@ def running_requests(conc: int, ttft_ms: float, tpot_ms: float, mean_osl: float)
     return conc * decode_ms / (ttft_ms + decode_ms)
 
 
-def row_reading(case) -> dict:
-    """The Little's-law reading of one silicon case against its twin deployment (see the module docstring)."""
+def row_reading(case, rule: str | None = None) -> dict:
+    """The Little's-law reading of one silicon case against its twin deployment (see the module docstring); the
+    pool under ``rule`` (``pool_release_rows.RULES``; None: the embedded one)."""
     row = case.row
     dep = deployment_for(case.run, case.target)
     pool = dep.kv_pool
+    if rule is not None:
+        from benchmarks.pool_release_rows import rule_case, rule_context
+        with rule_context(rule):
+            c = rule_case(case, rule)
+            pool = deployment_for(c.run, c.target).kv_pool
     dp = dep.engines_per_replica
     mean_demand, _ = demand(row, dp)
     held = mean_demand / math.ceil(row.concurrency / dp)          # one request's tokens at a uniform age
@@ -83,6 +93,7 @@ def main() -> None:
     ap.add_argument("--ttft-s", type=float, default=2.0, help="and rows whose measured TTFT exceeds this")
     ap.add_argument("--simulate", action="store_true", help="simulate the listed rows at the embedded defaults")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--rule", default=None, help="the pool under this pool_release_rows rule (e.g. exact_cuda)")
     args = ap.parse_args()
     rows = [r for r in read_silicon(silicon_dir(args.ground_truth)) if args.match in r.id and r.published_client]
     cases, _ = silicon_cases(args.ground_truth, max_requests=None, rows=rows)
@@ -95,7 +106,7 @@ def main() -> None:
         if key in seen:
             continue
         seen.add(key)
-        rec = row_reading(c)
+        rec = row_reading(c, args.rule)
         if rec["running"] >= args.deficit * r.concurrency and r.ttft_ms < args.ttft_s * 1e3:
             continue
         out.append(rec)

@@ -8,7 +8,11 @@ vLLM's dummy sampler sorts only in 0.11.1 - 0.16 (``twin.hardware.pool_release``
 * ``rep``: the path of the release the twin's run names (``server.vllm_version``, the representative release
   ``twin.fitting.silicon.modelled_release`` maps a row onto: 0.11, 0.14, 0.19), at this module's bytes;
 * ``exact22``: the path of the release the row's server ran (``row_release``), round 13's sort bytes;
-* ``exact``: the same at this module's sort bytes (36: the sort's transients).
+* ``exact``: the same at this module's sort bytes (36: the sort's transients);
+* ``exact_cuda``: ``exact`` with the budget from the device total CUDA reports (``twin.hardware.pool_memory``);
+* ``exact_cuda_moe``: ``exact_cuda`` with the fused-MoE workspaces bounding the forward phase;
+* ``exact_cuda_rt``: ``exact_cuda`` with the non-torch reserve the ground truth's one vLLM pool figure implies
+  (``pool_memory.NON_TORCH_RESERVE_BYTES``, 0.25 GiB) in place of the 1 GiB runtime reserve.
 
 Prints every runnable row whose pool differs between the rules and whose closed loop's peak demand exceeds the
 smallest of its pools (``kv_pool_rows.demand``); ``--simulate`` runs those rows whole at the embedded defaults
@@ -37,10 +41,11 @@ from twin.fitting.joint import default_start  # noqa: E402
 from twin.fitting.replay import deployment_for  # noqa: E402
 from twin.fitting.silicon import read_silicon, silicon_cases, silicon_dir  # noqa: E402
 from twin.hardware import kv_sizing, pool_release  # noqa: E402
+from twin.hardware.pool_memory import NON_TORCH_RESERVE_BYTES  # noqa: E402
 from twin.sim import deployment  # noqa: E402
 
 ROUND13_SORT_BYTES = 4 + 4 + 8 + 4 + 1 + 1     # round 13's count: fp32 logits, sorted, indices, softmax, masks
-RULES = ("r13", "rep", "exact22", "exact")
+RULES = ("r13", "rep", "exact22", "exact", "exact_cuda", "exact_cuda_moe", "exact_cuda_rt")
 # an InferenceX nightly of April 2026 (MiniMax NVFP4 rows): after v0.18, before PR #40376 reached a release
 NIGHTLY_RELEASE = "0.18.0"
 
@@ -62,7 +67,8 @@ def row_release(row) -> str:
 
 
 @contextlib.contextmanager
-def release_pools(sort_bytes: int | None = None):
+def release_pools(sort_bytes: int | None = None, cuda_total: bool = False, moe_workspace: bool = False,
+                  runtime_reserve_bytes: int | None = None):
     """Size every deployment's pool by the dummy-sampler path of the release its scenario names
     (``kv_pool_breakdown(sampler_release=server.vllm_version)``), optionally with the sort at ``sort_bytes``.
     ``twin.sim.deployment.resolve_deployment`` resolves the scheduler configuration just before it sizes the pool,
@@ -75,7 +81,10 @@ def release_pools(sort_bytes: int | None = None):
         return resolve_scheduler_config(body, model, gpu)
 
     def pool(*args, **kwargs):
-        return kv_sizing.kv_pool_breakdown(*args, sampler_release=current["release"], **kwargs)
+        if runtime_reserve_bytes is not None and kwargs.get("runtime_reserve_bytes") is None:
+            kwargs["runtime_reserve_bytes"] = runtime_reserve_bytes
+        return kv_sizing.kv_pool_breakdown(*args, sampler_release=current["release"], cuda_total=cuda_total,
+                                           moe_workspace=moe_workspace, **kwargs)
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch.object(deployment, "resolve_scheduler_config", scheduler_config))
@@ -91,13 +100,15 @@ def rule_context(rule: str):
     if rule == "r13":
         yield
         return
-    with release_pools(ROUND13_SORT_BYTES if rule == "exact22" else None):
+    with release_pools(ROUND13_SORT_BYTES if rule == "exact22" else None,
+                       cuda_total=rule.startswith("exact_cuda"), moe_workspace=rule == "exact_cuda_moe",
+                       runtime_reserve_bytes=NON_TORCH_RESERVE_BYTES if rule == "exact_cuda_rt" else None):
         yield
 
 
 def rule_case(case, rule: str):
     """The case as the rule runs it: the ``exact`` rules name the row's own release."""
-    if rule not in ("exact", "exact22"):
+    if not rule.startswith("exact"):
         return case
     run = dataclasses.replace(case.run, server={**case.run.server, "vllm_version": row_release(case.row)})
     return dataclasses.replace(case, run=run)

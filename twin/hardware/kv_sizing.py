@@ -70,6 +70,7 @@ from dataclasses import asdict, dataclass
 from twin.hardware.catalog import (DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, normalize_weight_dtype,
                                   resolve_gpu, resolve_model)
 from twin.errors import TwinInputError
+from twin.hardware.pool_memory import cuda_total_bytes, moe_workspace_bytes
 from twin.hardware.pool_release import SamplerPath, profile_sampler_path, sampler_bytes_per_logit
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import WeightFormats, resolve_formats
@@ -143,13 +144,18 @@ class KvPoolBreakdown:
 
 def estimate_activation_bytes(model: ModelSpec, tensor_parallel_size: int, max_num_batched_tokens: int,
                               max_num_seqs: int, weight_dtype: "str | WeightFormats" = "bf16",
-                              sampler_path: SamplerPath | None = None) -> int:
+                              sampler_path: SamplerPath | None = None,
+                              moe_workspace: ParallelLayout | None = None) -> int:
     """The profile run's activation peak, per GPU (see the module docstring); ``sampler_path`` is the dummy
     sampler's top-k / top-p path (``twin.hardware.pool_release``; None: the embedded sort at
-    ``SAMPLER_BYTES_PER_LOGIT``)."""
+    ``SAMPLER_BYTES_PER_LOGIT``); ``moe_workspace``: the layout whose MoE layer's workspaces at
+    ``max_num_batched_tokens`` bound the forward phase too (``twin.hardware.pool_memory.moe_workspace_bytes``;
+    None: not counted, the embedded rule)."""
     ab = DTYPE_BYTES[resolve_formats(weight_dtype).activation]
     per_token = ab * (2 * model.hidden_size + 3 * -(-model.mlp_activation_width // tensor_parallel_size))
     forward = max_num_batched_tokens * per_token
+    if moe_workspace is not None and model.is_moe:
+        forward = max(forward, moe_workspace_bytes(model, moe_workspace, max_num_batched_tokens, ab))
     sampled = min(max_num_seqs, max_num_batched_tokens)          # the dummy run's requests, one logit row each
     per_logit = SAMPLER_BYTES_PER_LOGIT if sampler_path is None else sampler_bytes_per_logit(sampler_path)
     sampler = sampled * model.vocab_size * (ab + per_logit)
@@ -185,13 +191,18 @@ def kv_pool_breakdown(
     draft_weight_bytes: int = 0,
     draft_kv_bytes_per_token: int = 0,
     sampler_release: str | None = None,
+    cuda_total: bool = False,
+    moe_workspace: bool = False,
 ) -> KvPoolBreakdown:
     """Size the KV pool and say how. Raises TwinInputError when the weights (or weights and reserves) do not fit,
     and, when `max_model_len` is given, when one request of that length could not fit in the pool (as vLLM
     refuses to start then). ``draft_weight_bytes`` / ``draft_kv_bytes_per_token``: a speculative-decoding
     drafter's weights and per-token KV on each GPU (see the module docstring). ``sampler_release``: a vLLM
     release whose dummy sampler's path (``twin.hardware.pool_release``) sizes the sampler reserve; None: the
-    embedded rule (the sort at ``SAMPLER_BYTES_PER_LOGIT``, every release)."""
+    embedded rule (the sort at ``SAMPLER_BYTES_PER_LOGIT``, every release). ``cuda_total``: size the budget from
+    the device total CUDA reports (``twin.hardware.pool_memory``, what vLLM reads) instead of the catalogue's
+    nvidia-smi total; ``moe_workspace``: bound the profile's forward phase by the fused-MoE workspaces at
+    ``max_num_batched_tokens`` (``twin.hardware.pool_memory``); off by default."""
     model, gpu = resolve_model(model), resolve_gpu(gpu)
     layout = layout or ParallelLayout(tensor_parallel_size=tp)
     if layout.tp != tp:
@@ -208,7 +219,10 @@ def kv_pool_breakdown(
     weight_dtype = formats.label
     kv_dtype = normalize_dtype(kv_dtype, "kv_dtype")
 
-    memory = int(gpu.memory_bytes)
+    for name, flag in (("cuda_total", cuda_total), ("moe_workspace", moe_workspace)):
+        if not isinstance(flag, bool):
+            raise TwinInputError(f"{name} = {flag!r}: must be True or False")
+    memory = cuda_total_bytes(gpu) if cuda_total else int(gpu.memory_bytes)
     budget = math.floor(memory * u)
     weights = -(-model.weight_bytes(formats, tp, moe_shards=layout.moe_shards) // layout.pp)
     release_path = None       # the release's dummy-sampler path, validated whether or not it sizes the reserve
@@ -221,7 +235,8 @@ def kv_pool_breakdown(
     if activation_reserve_bytes is None:
         sampler_path = release_path or ""
         activation_reserve_bytes = estimate_activation_bytes(model, tp, max_num_batched_tokens, max_num_seqs,
-                                                             formats, release_path)
+                                                             formats, release_path,
+                                                             layout if moe_workspace else None)
     elif isinstance(activation_reserve_bytes, bool) or not isinstance(activation_reserve_bytes, int) \
             or activation_reserve_bytes < 0:
         raise TwinInputError(f"activation_reserve_bytes = {activation_reserve_bytes!r}: must be an integer >= 0")
