@@ -37,6 +37,9 @@ class SchedulerBase:
         # from a remote engine (``Request.load_kv_async``) get their blocks when first scheduled, wait in
         # ``loading`` (WAITING_FOR_REMOTE_KVS) until ``finish_remote_load``; ``on_load_start`` starts the pull
         self.delay_free_blocks = False
+        # async_free_after_next_schedule: finished requests whose blocks the next schedule() returns
+        self.free_after_schedule: list[Request] | None = (
+            [] if config.async_scheduling and config.async_free_after_next_schedule else None)
         self.num_load_pending = 0          # load_kv_async requests in the waiting queue, blocks not yet allocated
         self.loading: dict[Request, None] = {}
         self.on_load_start: Callable[[Request], None] | None = None
@@ -110,6 +113,8 @@ class SchedulerBase:
         reached 0) take their finish status, free their KV blocks in the given order, leave ``running`` and are
         counted. ``update_from_output`` and the fast path's decode cohort both end requests here."""
         free = self.kv_cache_manager.free if not self.delay_free_blocks else _keep_blocks
+        if self.free_after_schedule is not None and not self.delay_free_blocks:
+            free = self.free_after_schedule.append
         for req in finished:
             if req.status == RequestStatus.PREEMPTED:
                 # its last token was in flight when a later schedule preempted it: it leaves the waiting queue
@@ -141,6 +146,12 @@ class SchedulerBase:
         return out
 
     def _finish_output(self, out: SchedulerOutput) -> SchedulerOutput:
+        if self.free_after_schedule:
+            # step t's output arrives after step t + 1 was scheduled (async scheduling): its finished requests'
+            # blocks return now, in the order they finished
+            for req in self.free_after_schedule:
+                self.kv_cache_manager.free(req)
+            self.free_after_schedule = []
         out.total_num_scheduled_tokens = sum(out.num_new_tokens)
         out.num_running_after = len(self.running)
         out.num_waiting_after = len(self.waiting)

@@ -24,6 +24,10 @@ class SchedulerKnobs(BaseModel):
     # step's token, the state vLLM reaches when the in-flight output arrives (SchedulerBase.update_from_output
     # appends it for a driver that does keep two batches in flight)
     async_scheduling: bool = False
+    # (opt-in reading, issue 33 round 15) with async scheduling, vLLM's engine core schedules step t + 1 before it
+    # applies step t's output, so a request that finished in step t returns its blocks only after that schedule:
+    # the blocks are held through one more schedule() (the fast path is off while this is set)
+    async_free_after_next_schedule: bool = False
     # version-dependent behaviours, off here; a scenario's server.vllm_version sets them (twin.core.vllm_versions)
     reserve_null_block: bool = True
     free_unhashed_blocks_to_head: bool = False
