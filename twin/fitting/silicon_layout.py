@@ -58,6 +58,10 @@ def weight_dtype(row: Any) -> str | None:
 # nvidia/GLM-4.7-NVFP4; nvidia/Kimi-K2.6-NVFP4 is described the same way), and vLLM builds the MoE router without a
 # quant config. The row's label (``gemm_quant_mode`` nvfp4) describes the rest.
 KIMI_NVFP4_BF16_GROUPS = (("attention", "bf16"), ("router", "bf16"))
+# MiniMax-M2.5 NVFP4 rows ran nvidia/MiniMax-M2.5-NVFP4 (the same ModelOpt ``exclude_modules``, above): bf16 attention
+# projections; its router is vLLM's FP32 gate (``ReplicatedLinear(params_dtype=float32, quant_config=None)``,
+# ``minimax_m2.py``). Issue 33, round 15 (docs/fidelity.md "Round 15: the NVFP4 decode on Blackwell").
+MINIMAX_NVFP4_GROUPS = (("attention", "bf16"), ("router", "fp32"))
 
 
 def weight_formats(row: Any) -> dict[str, str] | None:
@@ -65,6 +69,8 @@ def weight_formats(row: Any) -> dict[str, str] | None:
     Kimi-K2.5's NVFP4 checkpoint (``KIMI_NVFP4_BF16_GROUPS``)."""
     if weight_dtype(row) == "nvfp4" and _family(row.model_path) == "kimi":
         return dict(KIMI_NVFP4_BF16_GROUPS)
+    if weight_dtype(row) == "nvfp4" and _family(row.model_path) == "minimax":
+        return dict(MINIMAX_NVFP4_GROUPS)
     if weight_dtype(row) == "nvfp4" and row.moe_quant and row.moe_quant.lower() != "nvfp4":
         return {"routed_experts": row.moe_quant.lower()}
     return None
