@@ -9,7 +9,7 @@ each rank scales its own slices (vllm-project/vllm ``vllm/model_executor/models/
 per decoder layer, with no RMSNorm of the residual stream after it, so not the all-reduce + RMSNorm fusion's
 pattern.
 
-Until this round the roofline charged it the fitted all-reduce latency (``allreduce_latency_s``, 24.7 us
+The roofline charges it the fitted all-reduce latency (``allreduce_latency_s``, 24.7 us
 embedded). That latency is the time per all-reduce point of a whole layer: round 10's TP split of the B200 rows
 (``twin.cost.unsharded_decode``) found that a TP 1 step still pays most of it (the layer's norms, quantisation,
 rotary / cache-write and small-GEMM minimum durations; 60-80 us per layer on Blackwell), and only ~6-7 us per
@@ -22,8 +22,12 @@ NVFP4 TP sets, which round 10 read with this all-reduce counted among the 186 pe
 hops x 0.6 us: 7.8 / 10.2 / 15.0 us at 2 / 4 / 8 GPUs; ``twin.cost.kernel_path.nccl_ll_allreduce_latency_s``), a
 stated prior read off no row. Never more than the fitted latency.
 
-Where: ``QK_EXCHANGE_GENERATIONS`` (Blackwell): the generation whose TP split says the fitted latency is mostly
-layer time. Hopper keeps the fitted latency (its MiniMax FP8 rows were not re-read this round).
+Not embedded (a trial, ``QK_EXCHANGE_PATHS`` empty: every path keeps the fitted latency). Held out it improves the
+B200 fold's TPOT but not the folds that train on the changed rows (docs/fidelity.md, "Round 15: the NVFP4 decode
+on Blackwell"); ``benchmarks/nvfp4_decode_rows.py --facts qk`` switches it on for (GPU generation, routed-expert
+format) ``TRIAL_PATHS``: Blackwell's NVFP4 experts only, since the MiniMax block-FP8 rows need the time (at the
+exchange alone their TPOT goes 5-9 points more negative: that path's layer chain is longer, round 6's FP8 - NVFP4
+pairs), which this module does not price.
 """
 
 from __future__ import annotations
@@ -34,18 +38,20 @@ from twin.cost.kernel_path import nccl_ll_allreduce_latency_s
 from twin.cost.param_checks import check_nonneg
 from twin.cost.unsharded_decode import LINK_KEY
 
-QK_EXCHANGE_GENERATIONS = ("blackwell",)
+QK_EXCHANGE_PATHS: frozenset = frozenset()                    # (generation, routed-expert format); embedded: none
+TRIAL_PATHS = frozenset({("blackwell", "nvfp4")})              # the trial's (benchmarks/nvfp4_decode_rows.py)
 
 
 def qk_norm_allreduce_latency_s(gpu, tensor_parallel_size: int, allreduce_latency_s: float,
-                                link_s: float | None = None) -> float:
-    """Seconds per q / k norm all-reduce on ``tensor_parallel_size`` GPUs: on a ``QK_EXCHANGE_GENERATIONS`` GPU the
-    exchange alone, ``link_s`` (the generation's link part of an all-reduce, ``unsharded_allreduce_link_s``) where
-    it is known (None or ``default_terms.NO_FLOOR_LINK_S``: not known), else NCCL's LL figure, either capped at
-    ``allreduce_latency_s``; elsewhere ``allreduce_latency_s``; 0 at TP 1 (see the module docstring)."""
+                                link_s: float | None = None, routed_format: str | None = None) -> float:
+    """Seconds per q / k norm all-reduce on ``tensor_parallel_size`` GPUs: on a (generation, ``routed_format``) in
+    ``QK_EXCHANGE_PATHS`` the exchange alone, ``link_s`` (the generation's link part of an all-reduce,
+    ``unsharded_allreduce_link_s``) where it is known (None or ``default_terms.NO_FLOOR_LINK_S``: not known), else
+    NCCL's LL figure, either capped at ``allreduce_latency_s``; elsewhere ``allreduce_latency_s``; 0 at TP 1 (see
+    the module docstring)."""
     if tensor_parallel_size <= 1:
         return 0.0
-    if gpu_generation(gpu) not in QK_EXCHANGE_GENERATIONS:
+    if (gpu_generation(gpu), routed_format) not in QK_EXCHANGE_PATHS:
         return allreduce_latency_s
     known = link_s is not None and link_s < NO_FLOOR_LINK_S
     exchange_s = check_nonneg(LINK_KEY, link_s) if known else nccl_ll_allreduce_latency_s(tensor_parallel_size)
@@ -53,10 +59,10 @@ def qk_norm_allreduce_latency_s(gpu, tensor_parallel_size: int, allreduce_latenc
 
 
 def qk_norm_step_s(model, gpu, tensor_parallel_size: int, allreduce_latency_s: float,
-                   link_s: float | None = None) -> float:
+                   link_s: float | None = None, routed_format: str | None = None) -> float:
     """Seconds per step of the q / k norm all-reduces: one per decoder layer where ``model.qk_norm_allreduce``,
     each at ``qk_norm_allreduce_latency_s``; 0 otherwise."""
     if not model.qk_norm_allreduce:
         return 0.0
     return model.num_hidden_layers * qk_norm_allreduce_latency_s(gpu, tensor_parallel_size, allreduce_latency_s,
-                                                                 link_s)
+                                                                 link_s, routed_format)

@@ -211,7 +211,7 @@ class RooflineCostModel:
             ring_bytes_per_token = 2.0 * (tp - 1) / tp * model.hidden_size * DTYPE_BYTES[act]
             self._t_allreduce = n_allreduce * (self.fused_allreduce_latency_s if self.allreduce_fusion
                                                else self.allreduce_latency_s) \
-                + qk_norm_step_s(model, gpu, tp, self.allreduce_latency_s, d[LINK_KEY])   # MiniMax-M2's q / k norm
+                + qk_norm_step_s(model, gpu, tp, self.allreduce_latency_s, d[LINK_KEY], formats.routed_experts)
             self._k_allreduce = n_allreduce * ring_bytes_per_token / link
         else:
             self._t_allreduce = self._k_allreduce = 0.0
