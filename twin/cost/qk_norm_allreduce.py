@@ -23,8 +23,9 @@ hops x 0.6 us: 7.8 / 10.2 / 15.0 us at 2 / 4 / 8 GPUs; ``twin.cost.kernel_path.n
 stated prior read off no row. Never more than the fitted latency.
 
 Not embedded (a trial, ``QK_EXCHANGE_PATHS`` empty: every path keeps the fitted latency). Held out it improves the
-B200 fold's TPOT but not the folds that train on the changed rows (docs/fidelity.md, "Round 15: the NVFP4 decode
-on Blackwell"); ``benchmarks/nvfp4_decode_rows.py --facts qk`` switches it on for (GPU generation, routed-expert
+B200 fold (TPOT 8.5 -> 6.8 %, TTFT unchanged) and the MiniMax fold (TPOT 5.5 -> 4.3 %), but the Kimi fold, which
+refits its Blackwell terms on the changed rows, loses (TPOT 9.1 -> 11.6 %; docs/fidelity.md, "Round 15: the NVFP4
+decode on Blackwell"); ``benchmarks/nvfp4_decode_rows.py --facts qk`` switches it on for (GPU generation, routed-expert
 format) ``TRIAL_PATHS``: Blackwell's NVFP4 experts only, since the MiniMax block-FP8 rows need the time (at the
 exchange alone their TPOT goes 5-9 points more negative: that path's layer chain is longer, round 6's FP8 - NVFP4
 pairs), which this module does not price.
