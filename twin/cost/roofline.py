@@ -21,7 +21,7 @@ How a step is costed (per GPU; with tensor parallelism the weights, FLOPs and KV
 * **Tensor-parallel all-reduce**: 2 per layer (after attention and after the MLP) of tokens x hidden activations;
   ring cost 2(tp-1)/tp x bytes over one direction of the per-GPU interconnect, plus a fixed latency per
   all-reduce (dominant for decode-sized messages), fused with RMSNorm where the server does (``kernel_path``);
-  q/k norms over all heads add one per layer (``ModelSpec.qk_norm_allreduce``).
+  q/k norms over all heads add one per layer (``ModelSpec.qk_norm_allreduce``; its latency: ``qk_norm_allreduce``).
 * **Engine-core CPU cost per step**: fixed per step (scheduling, input preparation, sampling, launches CUDA graphs
   do not hide), per sequence (scheduler bookkeeping, output processing), per token (positions, slot mappings).
 * **Request path** (``request_path_s``, not a step cost): HTTP handling, tokenisation, the hand-off to the engine
@@ -39,8 +39,7 @@ calibrated profile replaces them and the overheads with fitted values.
 
 from __future__ import annotations
 
-import functools
-from operator import mul
+import functools; from operator import mul
 
 from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import StepShape
@@ -52,6 +51,7 @@ from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, def
 from twin.cost.decode_tokens import explain_decode_share, layer_token_split
 from twin.cost.eager_steps import explain_floor, floored_array, install as install_eager
 from twin.cost.kernel_path import explain_overhead_parts, fused_allreduce_latency
+from twin.cost.qk_norm_allreduce import qk_norm_step_s
 from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.router_gemm import router_fp32_token_s
 from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, routed_expert_read_bytes
@@ -60,7 +60,7 @@ from twin.cost.expert_path_request import install as install_marlin_and_path
 from twin.cost.prompt_experts import install as install_prompt_stream
 from twin.cost.sync_host import explain_sync_host, exposed_seq_host_s
 from twin.cost.kv_attention import explain_kv_path, kv_read_efficiency
-from twin.cost.unsharded_decode import explain_layer_floors, step_fixed_parts
+from twin.cost.unsharded_decode import LINK_KEY, explain_layer_floors, step_fixed_parts
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
 
@@ -211,7 +211,7 @@ class RooflineCostModel:
             ring_bytes_per_token = 2.0 * (tp - 1) / tp * model.hidden_size * DTYPE_BYTES[act]
             self._t_allreduce = n_allreduce * (self.fused_allreduce_latency_s if self.allreduce_fusion
                                                else self.allreduce_latency_s) \
-                + (model.num_hidden_layers * self.allreduce_latency_s if model.qk_norm_allreduce else 0.0)
+                + qk_norm_step_s(model, gpu, tp, self.allreduce_latency_s, d[LINK_KEY], formats.routed_experts)
             self._k_allreduce = n_allreduce * ring_bytes_per_token / link
         else:
             self._t_allreduce = self._k_allreduce = 0.0

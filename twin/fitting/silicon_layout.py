@@ -58,13 +58,22 @@ def weight_dtype(row: Any) -> str | None:
 # nvidia/GLM-4.7-NVFP4; nvidia/Kimi-K2.6-NVFP4 is described the same way), and vLLM builds the MoE router without a
 # quant config. The row's label (``gemm_quant_mode`` nvfp4) describes the rest.
 KIMI_NVFP4_BF16_GROUPS = (("attention", "bf16"), ("router", "bf16"))
+# MiniMax-M2.5 NVFP4 rows ran nvidia/MiniMax-M2.5-NVFP4 (the same ModelOpt ``exclude_modules``, above): bf16
+# attention projections; its router is vLLM's FP32 gate (``minimax_m2.py``), whose FLOPs ``twin.cost.router_gemm``
+# prices (``router_fp32``), so its group would stay in the activation dtype, as Kimi's. Not embedded (issue 33,
+# round 15, docs/fidelity.md "Round 15: the NVFP4 decode on Blackwell": held out it costs the B200 fold's TTFT):
+# empty, the rows keep their label; ``benchmarks/nvfp4_decode_rows.py --facts bf16-attention`` sets the checkpoint's.
+MINIMAX_NVFP4_GROUPS: tuple = ()
+MINIMAX_NVFP4_CHECKPOINT_GROUPS = KIMI_NVFP4_BF16_GROUPS
 
 
 def weight_formats(row: Any) -> dict[str, str] | None:
     """Layer groups whose format differs from ``weight_dtype``: NVFP4 rows whose MoE format is not the GEMMs', and
-    Kimi-K2.5's NVFP4 checkpoint (``KIMI_NVFP4_BF16_GROUPS``)."""
+    Kimi-K2.5's NVFP4 checkpoint (``KIMI_NVFP4_BF16_GROUPS``; MiniMax-M2.5's: ``MINIMAX_NVFP4_GROUPS``, opt-in)."""
     if weight_dtype(row) == "nvfp4" and _family(row.model_path) == "kimi":
         return dict(KIMI_NVFP4_BF16_GROUPS)
+    if weight_dtype(row) == "nvfp4" and _family(row.model_path) == "minimax" and MINIMAX_NVFP4_GROUPS:
+        return dict(MINIMAX_NVFP4_GROUPS)
     if weight_dtype(row) == "nvfp4" and row.moe_quant and row.moe_quant.lower() != "nvfp4":
         return {"routed_experts": row.moe_quant.lower()}
     return None

@@ -1,0 +1,69 @@
+"""The q / k norm all-reduce of a MiniMax-M2-type attention layer: an exchange, not a layer's kernel chain (issue 33,
+round 15; docs/fidelity.md "Round 15: the NVFP4 decode on Blackwell").
+
+MiniMax-M2 normalises q and k over all heads (``use_qk_norm``, ``qk_norm_type: per_layer``;
+``ModelSpec.qk_norm_allreduce``). At TP > 1 vLLM's ``MiniMaxM2Attention.forward`` calls
+``MiniMaxText01RMSNormTP.forward_qk``: each rank sums the squares of its q and k slices, one
+``tensor_model_parallel_all_reduce`` adds the two per-token variances across the ranks (a few bytes per token), and
+each rank scales its own slices (vllm-project/vllm ``vllm/model_executor/models/minimax_m2.py``). One all-reduce
+per decoder layer, with no RMSNorm of the residual stream after it, so not the all-reduce + RMSNorm fusion's
+pattern.
+
+The roofline charges it the fitted all-reduce latency (``allreduce_latency_s``, 24.7 us
+embedded). That latency is the time per all-reduce point of a whole layer: round 10's TP split of the B200 rows
+(``twin.cost.unsharded_decode``) found that a TP 1 step still pays most of it (the layer's norms, quantisation,
+rotary / cache-write and small-GEMM minimum durations; 60-80 us per layer on Blackwell), and only ~6-7 us per
+all-reduce is the exchange. The layer's kernel chain is carried by its two regular all-reduce points; the q / k
+variance exchange adds only the exchange. Its price: the generation's link part of an all-reduce
+(``unsharded_allreduce_link_s@blackwell``, 6 us: the increment per all-reduce of the B200 gpt-oss and MiniMax
+NVFP4 TP sets, which round 10 read with this all-reduce counted among the 186 per step), as the fold has it
+(``twin.fitting.link_prior``: 5.5 us in the MiniMax family fold, read off gpt-oss); where a fold holds that out
+(no link part), NCCL's latency model of one small single-node NVLink all-reduce (LL protocol: 6.6 us + 2 (n - 1)
+hops x 0.6 us: 7.8 / 10.2 / 15.0 us at 2 / 4 / 8 GPUs; ``twin.cost.kernel_path.nccl_ll_allreduce_latency_s``), a
+stated prior read off no row. Never more than the fitted latency.
+
+Not embedded (a trial, ``QK_EXCHANGE_PATHS`` empty: every path keeps the fitted latency). Held out it improves the
+B200 fold (TPOT 8.5 -> 6.8 %, TTFT unchanged) and the MiniMax fold (TPOT 5.5 -> 4.3 %), but the Kimi fold, which
+refits its Blackwell terms on the changed rows, loses (TPOT 9.1 -> 11.6 %; docs/fidelity.md, "Round 15: the NVFP4
+decode on Blackwell"); ``benchmarks/nvfp4_decode_rows.py --facts qk`` switches it on for (GPU generation, routed-expert
+format) ``TRIAL_PATHS``: Blackwell's NVFP4 experts only, since the MiniMax block-FP8 rows need the time (at the
+exchange alone their TPOT goes 5-9 points more negative: that path's layer chain is longer, round 6's FP8 - NVFP4
+pairs), which this module does not price.
+"""
+
+from __future__ import annotations
+
+from twin.cost.default_terms import NO_FLOOR_LINK_S
+from twin.cost.generations import gpu_generation
+from twin.cost.kernel_path import nccl_ll_allreduce_latency_s
+from twin.cost.param_checks import check_nonneg
+from twin.cost.unsharded_decode import LINK_KEY
+
+QK_EXCHANGE_PATHS: frozenset = frozenset()                    # (generation, routed-expert format); embedded: none
+TRIAL_PATHS = frozenset({("blackwell", "nvfp4")})              # the trial's (benchmarks/nvfp4_decode_rows.py)
+
+
+def qk_norm_allreduce_latency_s(gpu, tensor_parallel_size: int, allreduce_latency_s: float,
+                                link_s: float | None = None, routed_format: str | None = None) -> float:
+    """Seconds per q / k norm all-reduce on ``tensor_parallel_size`` GPUs: on a (generation, ``routed_format``) in
+    ``QK_EXCHANGE_PATHS`` the exchange alone, ``link_s`` (the generation's link part of an all-reduce,
+    ``unsharded_allreduce_link_s``) where it is known (None or ``default_terms.NO_FLOOR_LINK_S``: not known), else
+    NCCL's LL figure, either capped at ``allreduce_latency_s``; elsewhere ``allreduce_latency_s``; 0 at TP 1 (see
+    the module docstring)."""
+    if tensor_parallel_size <= 1:
+        return 0.0
+    if (gpu_generation(gpu), routed_format) not in QK_EXCHANGE_PATHS:
+        return allreduce_latency_s
+    known = link_s is not None and link_s < NO_FLOOR_LINK_S
+    exchange_s = check_nonneg(LINK_KEY, link_s) if known else nccl_ll_allreduce_latency_s(tensor_parallel_size)
+    return min(exchange_s, allreduce_latency_s)
+
+
+def qk_norm_step_s(model, gpu, tensor_parallel_size: int, allreduce_latency_s: float,
+                   link_s: float | None = None, routed_format: str | None = None) -> float:
+    """Seconds per step of the q / k norm all-reduces: one per decoder layer where ``model.qk_norm_allreduce``,
+    each at ``qk_norm_allreduce_latency_s``; 0 otherwise."""
+    if not model.qk_norm_allreduce:
+        return 0.0
+    return model.num_hidden_layers * qk_norm_allreduce_latency_s(gpu, tensor_parallel_size, allreduce_latency_s,
+                                                                 link_s, routed_format)
