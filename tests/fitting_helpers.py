@@ -100,3 +100,25 @@ def fake_fold_fit(monkeypatch, value: float, *, held: dict | None = None, result
     monkeypatch.setattr(joint, "held_at_prior", lambda cases, names: dict(held or {}))
     monkeypatch.setattr(joint, "simulate_cases", simulate)
     return calls, simulated
+
+
+def silicon_row(name: str, model: str, gpu: str, tp: int, version: str, weight_dtype: str | None = None,
+                fuse: bool = False):
+    """A ``twin.fitting.silicon.SiliconCase`` of one small closed-loop run (C = 4, 512 in / 32 out) on ``model`` /
+    ``gpu`` at TP ``tp`` and vLLM ``version``; ``fuse``: the server fuses all-reduce with RMSNorm."""
+    import dataclasses
+    from twin.fitting.fit import Case
+    from twin.fitting.measured_run import LengthSample, MeasuredRun
+    from twin.fitting.replay import Target
+    from twin.fitting.silicon import SiliconCase
+    server = {"enable_prefix_caching": False, "vllm_version": version, **({"fuse_allreduce_rms": True} if fuse else {})}
+    run = MeasuredRun(name=name, source="test", num_requests=12, rate_per_s=float("inf"), max_concurrency=4,
+                      prompt_tokens=LengthSample.constant(512), output_tokens=LengthSample.constant(32),
+                      metrics={"completed": 1.0, "mean_ttft_ms": 50.0, "mean_tpot_ms": 10.0}, server=server,
+                      experiment=name)
+    case = Case(run, Target(model, gpu, tp, **({"weight_dtype": weight_dtype} if weight_dtype else {})))
+    obj = object.__new__(SiliconCase)           # typed as a silicon row (the serving defaults' evidence is not)
+    for f in dataclasses.fields(SiliconCase):
+        object.__setattr__(obj, f.name, getattr(case, f.name, f.default if f.default is not dataclasses.MISSING
+                                                else None))
+    return obj

@@ -3,34 +3,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 from types import SimpleNamespace
 
 import pytest
 
-from tests.fitting_helpers import fake_fold_fit
+from tests.fitting_helpers import fake_fold_fit, silicon_row
 from twin.fitting import joint
 from twin.fitting import provenance as pv
-from twin.fitting.fit import Case
 from twin.fitting.held_priors import (MLA_KEY, SYNC_KEY, SYNC_SEQ_HOST_PRIOR_S, held_priors_after_fit,
                                       mla_layer_prior_s)
 from twin.fitting.joint import FOLDS, run_fold, with_deployments
-from twin.fitting.measured_run import LengthSample, MeasuredRun
-from twin.fitting.replay import Target
-from twin.fitting.silicon import SiliconCase
-
-
-def _row(name: str, model: str, gpu: str, tp: int, version: str, weight_dtype: str | None = None) -> SiliconCase:
-    run = MeasuredRun(name=name, source="test", num_requests=12, rate_per_s=float("inf"), max_concurrency=4,
-                      prompt_tokens=LengthSample.constant(512), output_tokens=LengthSample.constant(32),
-                      metrics={"completed": 1.0, "mean_ttft_ms": 50.0, "mean_tpot_ms": 10.0},
-                      server={"enable_prefix_caching": False, "vllm_version": version}, experiment=name)
-    case = Case(run, Target(model, gpu, tp, **({"weight_dtype": weight_dtype} if weight_dtype else {})))
-    obj = object.__new__(SiliconCase)           # typed as a silicon row (the serving defaults' evidence is not)
-    for f in dataclasses.fields(SiliconCase):
-        object.__setattr__(obj, f.name, getattr(case, f.name, f.default if f.default is not dataclasses.MISSING
-                                                else None))
-    return obj
 
 
 def test_the_mla_prior_is_six_kernels_at_a_gqa_layers_time_per_kernel():
@@ -40,8 +22,8 @@ def test_the_mla_prior_is_six_kernels_at_a_gqa_layers_time_per_kernel():
 
 
 def test_the_kimi_fold_takes_it_from_its_fitted_allreduce_latency_and_the_others_keep_theirs():
-    ev = with_deployments([_row("k", "kimi-k2.5", "B200", 8, "0.17", "nvfp4"),
-                           _row("l", "llama-3.1-70b", "B200", 4, "0.17", "fp8")])
+    ev = with_deployments([silicon_row("k", "kimi-k2.5", "B200", 8, "0.17", "nvfp4"),
+                           silicon_row("l", "llama-3.1-70b", "B200", 4, "0.17", "fp8")])
     kimi = pv.fold_plan("kimi", FOLDS["family"], ev, ())
     assert kimi.fixed[MLA_KEY] == 0.0                       # the plan's flat prior, before the fit
     resets, added = held_priors_after_fit(kimi, {"allreduce_latency_s": 20e-6}, ())
@@ -53,8 +35,8 @@ def test_the_kimi_fold_takes_it_from_its_fitted_allreduce_latency_and_the_others
 
 
 def test_a_fold_without_a_sync_server_adds_the_reenacted_host_time_to_its_async_value():
-    ev = with_deployments([_row("q", "qwen3-32b", "H100-SXM", 2, "0.12"),
-                           _row("l", "llama-3.1-70b", "H100-SXM", 8, "0.14")])
+    ev = with_deployments([silicon_row("q", "qwen3-32b", "H100-SXM", 2, "0.12"),
+                           silicon_row("l", "llama-3.1-70b", "H100-SXM", 8, "0.14")])
     qwen = pv.fold_plan("qwen3", FOLDS["family"], ev, ("per_seq_overhead_s", SYNC_KEY))
     fitted = {"per_seq_overhead_s": 5e-6}                  # the fold holds the @sync term (no sync training row)
     assert held_priors_after_fit(qwen, fitted, ("per_seq_overhead_s", SYNC_KEY)) == (
@@ -69,7 +51,7 @@ def test_a_fold_without_a_sync_server_adds_the_reenacted_host_time_to_its_async_
 
 def test_run_fold_simulates_the_held_out_sync_server_at_the_prior(monkeypatch):
     _, seen = fake_fold_fit(monkeypatch, 5e-6, held={SYNC_KEY: "no run (sync) in the data"})
-    cases = [_row("q", "qwen3-32b", "H100-SXM", 2, "0.12"), _row("l", "llama-3.1-70b", "H100-SXM", 8, "0.14")]
+    cases = [silicon_row("q", "qwen3-32b", "H100-SXM", 2, "0.12"), silicon_row("l", "llama-3.1-70b", "H100-SXM", 8, "0.14")]
     first = [SimpleNamespace(metrics={}) for _ in cases]
     fold = run_fold("family", "qwen3", cases, FOLDS["family"], first, names=("per_seq_overhead_s", SYNC_KEY),
                     outer_iterations=1, evidence=with_deployments(cases))

@@ -4,47 +4,28 @@ twin.fitting.held_priors; issue 33, round 15)."""
 
 from __future__ import annotations
 
-import dataclasses
 from types import SimpleNamespace
 
 import pytest
 
+from tests.fitting_helpers import silicon_row
 from twin.fitting import provenance as pv
-from twin.fitting.fit import Case
 from twin.fitting.held_priors import MLA_KEY, held_priors_after_fit, mla_layer_prior_s, mla_servers_fuse
 from twin.fitting.joint import FOLDS, with_deployments
 from twin.fitting.marlin_stream_prior import (REFERENCE_GPU, carried_stream_efficiency, dense_rate_per_sm,
                                               marlin_stream_prior)
-from twin.fitting.measured_run import LengthSample, MeasuredRun
-from twin.fitting.replay import Target
-from twin.fitting.silicon import SiliconCase
 
 INT4 = "moe_expert_efficiency@experts_int4"
 FOLD = {"memory_efficiency": 0.96, "memory_efficiency@blackwell": 0.91, "allreduce_latency_s": 24e-6}
 
 
-def _row(name: str, model: str, gpu: str, tp: int, version: str, weight_dtype: str | None = None,
-         fuse: bool = False) -> SiliconCase:
-    server = {"enable_prefix_caching": False, "vllm_version": version, **({"fuse_allreduce_rms": True} if fuse else {})}
-    run = MeasuredRun(name=name, source="test", num_requests=12, rate_per_s=float("inf"), max_concurrency=4,
-                      prompt_tokens=LengthSample.constant(512), output_tokens=LengthSample.constant(32),
-                      metrics={"completed": 1.0, "mean_ttft_ms": 50.0, "mean_tpot_ms": 10.0}, server=server,
-                      experiment=name)
-    case = Case(run, Target(model, gpu, tp, **({"weight_dtype": weight_dtype} if weight_dtype else {})))
-    obj = object.__new__(SiliconCase)           # typed as a silicon row (the serving defaults' evidence is not)
-    for f in dataclasses.fields(SiliconCase):
-        object.__setattr__(obj, f.name, getattr(case, f.name, f.default if f.default is not dataclasses.MISSING
-                                                else None))
-    return obj
-
-
-KIMI_INT4 = _row("ki", "kimi-k2.5", "B200", 8, "0.15", "int4", fuse=True)
-KIMI_FP4 = _row("kf", "kimi-k2.5", "B200", 4, "0.17", "nvfp4", fuse=True)
-GPTOSS_H100 = _row("g", "gpt-oss-120b", "H100-SXM", 4, "0.18", "mxfp4")
+KIMI_INT4 = silicon_row("ki", "kimi-k2.5", "B200", 8, "0.15", "int4", fuse=True)
+KIMI_FP4 = silicon_row("kf", "kimi-k2.5", "B200", 4, "0.17", "nvfp4", fuse=True)
+GPTOSS_H100 = silicon_row("g", "gpt-oss-120b", "H100-SXM", 4, "0.18", "mxfp4")
 # the Hopper Marlin path's evidence is the H100 gpt-oss silicon rows (twin.fitting.provenance): its row's labels
 object.__setattr__(GPTOSS_H100, "row", SimpleNamespace(system="h100_sxm", model_path="openai/gpt-oss-120b",
                                                        published_client=True, vllm_version="0.18.0"))
-LLAMA = _row("l", "llama-3.1-70b", "B200", 4, "0.17", "fp8")
+LLAMA = silicon_row("l", "llama-3.1-70b", "B200", 4, "0.17", "fp8")
 
 
 def test_the_dense_rate_per_sm_is_the_datasheet_bandwidth_at_the_folds_fraction_over_the_sms():
@@ -85,7 +66,7 @@ def test_the_mla_prior_nets_out_the_two_norms_a_fused_server_absorbs():
     assert mla_layer_prior_s(24e-6, fused=True) == pytest.approx(4 * 2 * 24e-6 / 12, rel=1e-12)   # 16 us
     assert mla_layer_prior_s(24e-6) == pytest.approx(6 * 2 * 24e-6 / 12, rel=1e-12)              # 24 us
     assert mla_servers_fuse([KIMI_INT4, KIMI_FP4, LLAMA])                # the MLA rows fuse; the Llama row is ignored
-    assert not mla_servers_fuse([KIMI_INT4, _row("k2", "kimi-k2.5", "B200", 8, "0.15", "int4")])
+    assert not mla_servers_fuse([KIMI_INT4, silicon_row("k2", "kimi-k2.5", "B200", 8, "0.15", "int4")])
     assert not mla_servers_fuse([LLAMA]) and not mla_servers_fuse([])
     ev = with_deployments([KIMI_FP4, LLAMA])
     kimi = pv.fold_plan("kimi", FOLDS["family"], ev, ())
