@@ -39,7 +39,8 @@ calibrated profile replaces them and the overheads with fitted values.
 
 from __future__ import annotations
 
-import functools; from operator import mul
+import functools
+from operator import mul
 
 from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import StepShape
@@ -101,8 +102,7 @@ class RooflineCostModel:
     name = "roofline"
 
     def __init__(
-        self,
-        model: ModelSpec | str, gpu: GpuSpec | str,
+        self, model: ModelSpec | str, gpu: GpuSpec | str,
         tensor_parallel_size: int = 1, weight_dtype: str = "bf16", kv_dtype: str = "bf16",
         compute_efficiency: float | None = None,      # None: the GPU generation's (twin.cost.generations)
         memory_efficiency: float | None = None,
