@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from benchmark_module import load_benchmark
 
-from tests.test_held_priors import _row
+from tests.fitting_helpers import silicon_row as _row
 from twin.cost.sort_sampler import (RADIX_SORT_BANDWIDTH_FRACTION, explain_sort_sampler, sampler_bytes,
                                     sampler_kernels_per_step, sort_path, sort_sampler_bound_s, sort_sampler_seq_s)
 from twin.errors import TwinInputError
