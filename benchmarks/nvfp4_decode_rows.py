@@ -1,18 +1,19 @@
 """The MiniMax-M2.5 NVFP4 B200 rows' decode with round 15's two facts switched on (issue 33, round 15; docs/fidelity.md
-"Round 15: the NVFP4 decode on Blackwell"); neither is embedded:
+"Round 15: the NVFP4 decode on Blackwell"), each switched by ``--facts``:
 
-* ``qk``: the q / k norm all-reduce at the exchange's latency on Blackwell's NVFP4 expert path
-  (``twin.cost.qk_norm_allreduce.TRIAL_PATHS``);
+* ``no-qk``: the q / k norm all-reduce back at the whole fitted all-reduce latency on every path (round 14's
+  pricing; embedded since round 15: the exchange's latency on Blackwell's NVFP4 expert path,
+  ``twin.cost.qk_norm_allreduce.QK_EXCHANGE_PATHS``);
 * ``bf16-attention``: the checkpoint's bf16 attention projections (``twin.fitting.silicon_layout.
-  MINIMAX_NVFP4_CHECKPOINT_GROUPS``).
+  MINIMAX_NVFP4_CHECKPOINT_GROUPS``; not embedded).
 
 ``rows`` (default): the rows' TPOT and TTFT at the embedded defaults with ``--facts`` on, in-sample (nothing
 fitted). Rows are deduplicated by (release, date, TP, DP, ISL, OSL, CONC, measured TTFT): the file repeats some
 runs under two labels. Per row the signed errors (predicted / measured - 1), then medians by load.
 ``heldout``: ``benchmarks/fidelity_real.py`` in this process with ``--facts`` on (everything after ``--``).
 
-    python benchmarks/nvfp4_decode_rows.py --facts qk,bf16-attention            # ~5 min on a busy machine
-    python benchmarks/nvfp4_decode_rows.py --facts qk,bf16-attention heldout -- --ground-truth ../shared/ground-truth \
+    python benchmarks/nvfp4_decode_rows.py --facts bf16-attention            # ~5 min on a busy machine
+    python benchmarks/nvfp4_decode_rows.py --facts bf16-attention heldout -- --ground-truth ../shared/ground-truth \
         --workers 1 --folds GPU --groups B200 --json X.json                     # ~20-40 min on 2 busy cores
 """
 
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from twin.errors import run_script  # noqa: E402
 
-FACTS = ("qk", "bf16-attention")
+FACTS = ("no-qk", "bf16-attention")
 
 
 def facts(text: str) -> tuple[str, ...]:
@@ -59,11 +60,10 @@ def minimax_nvfp4_cases(ground_truth: Path | None) -> list:
 
 def patches(names: tuple[str, ...]) -> list:
     """The mock patches that switch the named facts on (started before any case is built)."""
-    from twin.cost.qk_norm_allreduce import TRIAL_PATHS
     from twin.fitting.silicon_layout import MINIMAX_NVFP4_CHECKPOINT_GROUPS
     out = []
-    if "qk" in names:
-        out.append(mock.patch("twin.cost.qk_norm_allreduce.QK_EXCHANGE_PATHS", TRIAL_PATHS))
+    if "no-qk" in names:
+        out.append(mock.patch("twin.cost.qk_norm_allreduce.QK_EXCHANGE_PATHS", frozenset()))
     if "bf16-attention" in names:
         out.append(mock.patch("twin.fitting.silicon_layout.MINIMAX_NVFP4_GROUPS", MINIMAX_NVFP4_CHECKPOINT_GROUPS))
     return out
@@ -87,8 +87,8 @@ def summary(recs: list[dict]) -> list[str]:
                             ("CONC > 16", lambda r: r["conc"] > 16)):
             v = [r[metric] for r in recs if keep(r)]
             if v:
-                out.append(f"{metric.upper():4s} {label:10s} n={len(v):3d}  |error| {statistics.median(map(abs, v)):6.1%}"
-                           f"  signed {statistics.median(v):+6.1%}")
+                out.append(f"{metric.upper():4s} {label:10s} n={len(v):3d}  |error| "
+                           f"{statistics.median(map(abs, v)):6.1%}  signed {statistics.median(v):+6.1%}")
     return out
 
 

@@ -1,5 +1,5 @@
-"""Issue 33, round 15 (a trial, not embedded): MiniMax-M2's q / k norm all-reduce at the exchange's latency on
-Blackwell's NVFP4 expert path, and the MiniMax NVFP4 checkpoint's bf16 attention (twin.cost.qk_norm_allreduce,
+"""Issue 33, round 15: MiniMax-M2's q / k norm all-reduce at the exchange's latency on Blackwell's NVFP4 expert path
+(embedded), and the MiniMax NVFP4 checkpoint's bf16 attention (opt-in) (twin.cost.qk_norm_allreduce,
 twin.fitting.silicon_layout, benchmarks/nvfp4_decode_rows.py)."""
 
 from __future__ import annotations
@@ -15,36 +15,36 @@ from core_helpers import step_shape as step
 
 from twin.cost.default_terms import NO_FLOOR_LINK_S
 from twin.cost.kernel_path import nccl_ll_allreduce_latency_s
-from twin.cost.qk_norm_allreduce import TRIAL_PATHS, qk_norm_allreduce_latency_s, qk_norm_step_s
+from twin.cost.qk_norm_allreduce import qk_norm_allreduce_latency_s, qk_norm_step_s
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
 from twin.fitting.silicon_layout import MINIMAX_NVFP4_CHECKPOINT_GROUPS, weight_formats
 from twin.hardware.catalog import resolve_model
 
 B200, H100 = "B200", "H100-SXM"
-TRIAL = mock.patch("twin.cost.qk_norm_allreduce.QK_EXCHANGE_PATHS", TRIAL_PATHS)
+ROUND14 = mock.patch("twin.cost.qk_norm_allreduce.QK_EXCHANGE_PATHS", frozenset())   # every path: fitted
 CHECKPOINT = mock.patch("twin.fitting.silicon_layout.MINIMAX_NVFP4_GROUPS", MINIMAX_NVFP4_CHECKPOINT_GROUPS)
 
 
-def test_embedded_every_path_keeps_the_fitted_latency():
-    for gpu in (B200, H100):
-        for fmt in ("nvfp4", "fp8", None):
-            assert qk_norm_allreduce_latency_s(gpu, 4, 24.7e-6, 6e-6, fmt) == 24.7e-6
-    assert qk_norm_allreduce_latency_s(B200, 1, 24.7e-6, 6e-6, "nvfp4") == 0.0
-
-
-def test_the_trial_prices_the_exchange_alone_on_blackwell_nvfp4():
-    with TRIAL:
-        assert qk_norm_allreduce_latency_s(B200, 4, 24.7e-6, 6e-6, "nvfp4") == pytest.approx(6e-6, abs=1e-15)
-        for tp in (2, 4, 8):        # no link part known (a fold that holds its rows out): NCCL's LL figure
-            for link in (None, NO_FLOOR_LINK_S):
-                assert qk_norm_allreduce_latency_s(B200, tp, 24.7e-6, link, "nvfp4") == nccl_ll_allreduce_latency_s(tp)
-        assert qk_norm_allreduce_latency_s(B200, 8, 9e-6, None, "nvfp4") == 9e-6      # never above the fitted one
-        assert qk_norm_allreduce_latency_s(B200, 4, 24.7e-6, 6e-6, "fp8") == 24.7e-6   # block FP8: kept
-        assert qk_norm_allreduce_latency_s(H100, 4, 24.7e-6, 6e-6, "nvfp4") == 24.7e-6
+def test_round14_pricing_keeps_the_fitted_latency_on_every_path():
+    with ROUND14:
+        for gpu in (B200, H100):
+            for fmt in ("nvfp4", "fp8", None):
+                assert qk_norm_allreduce_latency_s(gpu, 4, 24.7e-6, 6e-6, fmt) == 24.7e-6
         assert qk_norm_allreduce_latency_s(B200, 1, 24.7e-6, 6e-6, "nvfp4") == 0.0
-        with pytest.raises(TwinInputError):
-            qk_norm_allreduce_latency_s(B200, 4, 24.7e-6, -1e-6, "nvfp4")
+
+
+def test_embedded_prices_the_exchange_alone_on_blackwell_nvfp4():
+    assert qk_norm_allreduce_latency_s(B200, 4, 24.7e-6, 6e-6, "nvfp4") == pytest.approx(6e-6, abs=1e-15)
+    for tp in (2, 4, 8):        # no link part known (a fold that holds its rows out): NCCL's LL figure
+        for link in (None, NO_FLOOR_LINK_S):
+            assert qk_norm_allreduce_latency_s(B200, tp, 24.7e-6, link, "nvfp4") == nccl_ll_allreduce_latency_s(tp)
+    assert qk_norm_allreduce_latency_s(B200, 8, 9e-6, None, "nvfp4") == 9e-6      # never above the fitted one
+    assert qk_norm_allreduce_latency_s(B200, 4, 24.7e-6, 6e-6, "fp8") == 24.7e-6   # block FP8: kept
+    assert qk_norm_allreduce_latency_s(H100, 4, 24.7e-6, 6e-6, "nvfp4") == 24.7e-6
+    assert qk_norm_allreduce_latency_s(B200, 1, 24.7e-6, 6e-6, "nvfp4") == 0.0
+    with pytest.raises(TwinInputError):
+        qk_norm_allreduce_latency_s(B200, 4, 24.7e-6, -1e-6, "nvfp4")
 
 
 def test_step_time_counts_one_per_layer_only_where_the_norm_spans_heads():
@@ -57,12 +57,12 @@ def test_step_time_counts_one_per_layer_only_where_the_norm_spans_heads():
         a = RooflineCostModel(mm, gpu, tensor_parallel_size=4, weight_dtype=fmt, **kw)
         b = RooflineCostModel(plain, gpu, tensor_parallel_size=4, weight_dtype=fmt, **kw)
         return a.step_time_s(s) - b.step_time_s(s)
-    assert diff(B200, "nvfp4") == pytest.approx(62 * 24.7e-6, rel=1e-9)                 # embedded
-    with TRIAL:
-        assert diff(B200, "nvfp4") == pytest.approx(62 * 6e-6, rel=1e-9)              # Blackwell's link part
-        assert diff(B200, "nvfp4", unsharded_allreduce_link_s=NO_FLOOR_LINK_S) == pytest.approx(62 * 10.2e-6, rel=1e-9)
-        assert diff(B200, "fp8") == pytest.approx(62 * 24.7e-6, rel=1e-9)
-        assert diff(H100, "nvfp4") == pytest.approx(62 * 24.7e-6, rel=1e-9)
+    with ROUND14:
+        assert diff(B200, "nvfp4") == pytest.approx(62 * 24.7e-6, rel=1e-9)
+    assert diff(B200, "nvfp4") == pytest.approx(62 * 6e-6, rel=1e-9)                  # embedded: Blackwell's link part
+    assert diff(B200, "nvfp4", unsharded_allreduce_link_s=NO_FLOOR_LINK_S) == pytest.approx(62 * 10.2e-6, rel=1e-9)
+    assert diff(B200, "fp8") == pytest.approx(62 * 24.7e-6, rel=1e-9)
+    assert diff(H100, "nvfp4") == pytest.approx(62 * 24.7e-6, rel=1e-9)
 
 
 def _row(model_path: str, precision: str = "fp4", gemm: str = "nvfp4"):
@@ -102,9 +102,9 @@ def test_the_script_switches_each_fact_on_and_checks_its_names():
     mod = _script()
     mm = resolve_model("minimax-m2.5")
     row = _row("MiniMaxAI/MiniMax-M2.5")
-    for names, qk_s, formats in (((), 24.7e-6, None), (("qk",), 6e-6, None),
-                                 (("bf16-attention",), 24.7e-6, {"attention": "bf16", "router": "bf16"}),
-                                 (("qk", "bf16-attention"), 6e-6, {"attention": "bf16", "router": "bf16"})):
+    for names, qk_s, formats in (((), 6e-6, None), (("no-qk",), 24.7e-6, None),
+                                 (("bf16-attention",), 6e-6, {"attention": "bf16", "router": "bf16"}),
+                                 (("no-qk", "bf16-attention"), 24.7e-6, {"attention": "bf16", "router": "bf16"})):
         ps = mod.patches(names)
         for p in ps:
             p.start()
@@ -114,7 +114,7 @@ def test_the_script_switches_each_fact_on_and_checks_its_names():
         finally:
             for p in ps:
                 p.stop()
-    assert mod.facts("qk,bf16-attention") == ("qk", "bf16-attention") and mod.facts("") == ()
+    assert mod.facts("no-qk,bf16-attention") == ("no-qk", "bf16-attention") and mod.facts("") == ()
     with pytest.raises(TwinInputError):
         mod.facts("qk,fp8")
     lines = mod.summary([{"conc": 4, "tpot": 0.1, "ttft": -0.2}, {"conc": 64, "tpot": -0.3, "ttft": 0.0}])

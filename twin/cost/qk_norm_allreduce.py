@@ -22,13 +22,12 @@ NVFP4 TP sets, which round 10 read with this all-reduce counted among the 186 pe
 hops x 0.6 us: 7.8 / 10.2 / 15.0 us at 2 / 4 / 8 GPUs; ``twin.cost.kernel_path.nccl_ll_allreduce_latency_s``), a
 stated prior read off no row. Never more than the fitted latency.
 
-Not embedded (a trial, ``QK_EXCHANGE_PATHS`` empty: every path keeps the fitted latency). Held out it improves the
-B200 fold (TPOT 8.5 -> 6.8 %, TTFT unchanged) and the MiniMax fold (TPOT 5.5 -> 4.3 %), but the Kimi fold, which
-refits its Blackwell terms on the changed rows, loses (TPOT 9.1 -> 11.6 %; docs/fidelity.md, "Round 15: the NVFP4
-decode on Blackwell"); ``benchmarks/nvfp4_decode_rows.py --facts qk`` switches it on for (GPU generation, routed-expert
-format) ``TRIAL_PATHS``: Blackwell's NVFP4 experts only, since the MiniMax block-FP8 rows need the time (at the
-exchange alone their TPOT goes 5-9 points more negative: that path's layer chain is longer, round 6's FP8 - NVFP4
-pairs), which this module does not price.
+Embedded on Blackwell's NVFP4 expert path (``QK_EXCHANGE_PATHS``; issue 33 round 15, after the round's merge):
+held out the B200 fold's TPOT 8.5 -> 6.7 % and E2E 8.3 -> 5.6 % (TTFT unchanged), MiniMax's TTFT 13.8 -> 11.9 % and TPOT
+5.5 -> 4.3 %; the gpt-oss and Kimi family folds, which refit their shared Blackwell terms on these rows, lose (gpt-oss
+TPOT 6.7 -> 9.1 %, Kimi TTFT 7.8 -> 10.3 %; docs/fidelity.md "Round 15 outcome"). The block-FP8 paths keep the fitted
+latency: at the exchange alone their TPOT goes 5-9 points more negative, because that path's layer chain is longer
+(round 6's FP8 - NVFP4 pairs) and nothing else prices it, so the whole latency stands in for it there.
 """
 
 from __future__ import annotations
@@ -39,8 +38,7 @@ from twin.cost.kernel_path import nccl_ll_allreduce_latency_s
 from twin.cost.param_checks import check_nonneg
 from twin.cost.unsharded_decode import LINK_KEY
 
-QK_EXCHANGE_PATHS: frozenset = frozenset()                    # (generation, routed-expert format); embedded: none
-TRIAL_PATHS = frozenset({("blackwell", "nvfp4")})              # the trial's (benchmarks/nvfp4_decode_rows.py)
+QK_EXCHANGE_PATHS: frozenset = frozenset({("blackwell", "nvfp4")})   # (GPU generation, routed-expert format)
 
 
 def qk_norm_allreduce_latency_s(gpu, tensor_parallel_size: int, allreduce_latency_s: float,
