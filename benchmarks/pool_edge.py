@@ -40,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.kv_pool_rows import demand  # noqa: E402
+from benchmarks.pool_release_rows import RULES, rule_case, rule_context  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
@@ -63,7 +64,6 @@ def row_reading(case, rule: str | None = None) -> dict:
     dep = deployment_for(case.run, case.target)
     pool = dep.kv_pool
     if rule is not None:
-        from benchmarks.pool_release_rows import rule_case, rule_context
         with rule_context(rule):
             c = rule_case(case, rule)
             pool = deployment_for(c.run, c.target).kv_pool
@@ -93,7 +93,7 @@ def main() -> None:
     ap.add_argument("--ttft-s", type=float, default=2.0, help="and rows whose measured TTFT exceeds this")
     ap.add_argument("--simulate", action="store_true", help="simulate the listed rows at the embedded defaults")
     ap.add_argument("--json", type=Path, default=None)
-    ap.add_argument("--rule", default=None, help="the pool under this pool_release_rows rule (e.g. exact_cuda)")
+    ap.add_argument("--rule", default=None, choices=RULES, help="the pool under this pool_release_rows rule")
     args = ap.parse_args()
     rows = [r for r in read_silicon(silicon_dir(args.ground_truth)) if args.match in r.id and r.published_client]
     cases, _ = silicon_cases(args.ground_truth, max_requests=None, rows=rows)
