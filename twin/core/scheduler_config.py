@@ -68,4 +68,7 @@ class SchedulerConfig(SchedulerKnobs):
         if self.scheduler != "static" and whole_prompts and self.max_num_batched_tokens < self.max_model_len:
             raise ValueError(f"without chunked prefill, max_num_batched_tokens "
                              f"({self.max_num_batched_tokens}) must be >= max_model_len ({self.max_model_len})")
+        if self.async_free_after_next_schedule and not self.async_scheduling:
+            raise ValueError("async_free_after_next_schedule = true needs async_scheduling = true (a vLLM release "
+                             ">= 0.14 or the knob itself)")
         return self
