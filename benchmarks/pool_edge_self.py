@@ -26,11 +26,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.pool_edge import row_reading, running_requests  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
 from twin.fitting.replay import deployment_for  # noqa: E402
 from twin.fitting.silicon import lengths, read_silicon, silicon_cases, silicon_dir  # noqa: E402
+from twin.yaml_input import parse_set_options  # noqa: E402
 
 
 def scaled_case(case, scale: float, server: dict | None = None):
@@ -47,17 +48,11 @@ def scaled_case(case, scale: float, server: dict | None = None):
 
 
 def parse_server(items: list[str]) -> dict:
-    """``KEY=VALUE`` server knobs (VALUE read as JSON, else a string)."""
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--server: expected KEY=VALUE, got {item!r}")
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
-    return out
+    """``KEY=VALUE`` server knobs (VALUE read as a YAML scalar), as ``twin run --set`` reads them."""
+    try:
+        return parse_set_options(items)
+    except TwinInputError as exc:
+        raise SystemExit(f"--server: expected KEY=VALUE ({exc})") from None
 
 
 def self_reading(rec: dict, conc: int, mean_osl: float, ttft_ms: float, tpot_ms: float, pool_tokens: int) -> dict:

@@ -66,18 +66,18 @@ def carried_stream_efficiency(value: float, measured_on: str, predicted_on: str,
     return min(1.0, value * dense_rate_per_sm(measured_on, params) / dense_rate_per_sm(predicted_on, params))
 
 
-def marlin_stream_prior(plan, params: dict[str, float], values: dict[str, float] | None = None) -> dict[str, float]:
+def marlin_stream_prior(plan, params: dict[str, float]) -> dict[str, float]:
     """{stream-rate key: prior} for each Marlin path whose ``moe_expert_efficiency`` the fold's ``plan`` resets,
-    carried from the Marlin paths whose rows the fold keeps (``values``: their stream efficiencies, default 1: none
-    is embedded); {} where no other path is kept. ``params``: the fold's fitted parameters (``memory_efficiency``
-    and its generation-scoped values)."""
-    values = values or {}
-    params = embedded_start(("memory_efficiency",)) | params      # not fitted (--no-refit): the embedded value
+    carried from the Marlin paths whose rows the fold keeps (at their embedded stream efficiencies: the flat 1, the
+    dense rate, where none is embedded); {} where no other path is kept. ``params``: the fold's fitted parameters
+    (``memory_efficiency`` and its generation-scoped values)."""
+    embedded = embedded_start(("memory_efficiency", *MARLIN_STREAM_PATHS))
+    params = embedded | params      # not fitted (--no-refit): the embedded value
     out: dict[str, float] = {}
     for key, (generation, _) in MARLIN_STREAM_PATHS.items():
         if plan.actions.get(key, (None, None))[1] != RESET:
             continue
-        kept = [carried_stream_efficiency(values.get(other, 1.0), gen, generation, params)
+        kept = [carried_stream_efficiency(embedded.get(other, 1.0), gen, generation, params)
                 for other, (gen, marker) in MARLIN_STREAM_PATHS.items()
                 if other != key and marker not in plan.actions and other not in plan.actions]
         if kept:
