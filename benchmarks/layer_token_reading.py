@@ -124,7 +124,8 @@ def readings(conc: int) -> list[dict]:
         x = implied_extra_per_token_s(a["chunks"], b["chunks"], wait, m8 - m1)
         twin0 = prompt_time_s(b["chunks"], 0.0) - prompt_time_s(a["chunks"], 0.0) + wait
         out.append(dict(zip(("family", "gpu", "precision", "version", "date", "tp", "ep", "dp", "osl"), key))
-                   | {"x_s": x, "gemm_s": b["gemm_per_token_s"], "ar_s": b["allreduce_per_token_s"], "layers": b["layers"], "moe_layers": b["moe_layers"], "chunk_tokens": b["chunk_tokens"],
+                   | {"x_s": x, "gemm_s": b["gemm_per_token_s"], "ar_s": b["allreduce_per_token_s"], "layers": b["layers"], "moe_layers": b["moe_layers"],
+                      "chunk_tokens": b["chunk_tokens"],
                       "attn_slope_s": (b["attention_s"] - a["attention_s"]) / (b["tokens"] - a["tokens"]),
                       "meas_1k_s": m1, "meas_8k_s": m8, "twin0_diff_s": twin0,
                       "floor_8k": any(h > g for g, _, h in b["chunks"])})

@@ -69,7 +69,8 @@ def spread(rows: list[dict]) -> dict[tuple[str, str], tuple[int, float, float]]:
 
 
 def per_layer_fit(rows: list[dict], by_family: bool = False) -> dict[str, tuple[int, float, float, float]]:
-    """Per GPU (and family with ``by_family``), pooled over the rest (formats, TP): least squares of ``X/layer = a + b x G/layer`` ->
+    """Per GPU (and family with ``by_family``), pooled over the rest (formats, TP): least squares of
+    ``X/layer = a + b x G/layer`` ->
     (readings, a s, b, rms s). A GEMM fraction is ``a = 0`` (b = ce / f - 1); a time per token per layer the GEMMs
     do not explain is ``a``."""
     by: dict[str, list[dict]] = collections.defaultdict(list)
@@ -124,7 +125,8 @@ def main() -> None:
         print(f"  {gpu:<9} {fmt:<5} n {n:>2}: {lo:.3f} - {hi:.3f} ({hi / lo:.1f}x)")
     print("\npooled per GPU: X/layer = a + b x G/layer (us per prompt token per layer)")
     for gpu, (n, a, b, rms) in (per_layer_fit(rows) | per_layer_fit(rows, by_family=True)).items():
-        print(f"  {gpu:<17} n {n:>2}: a {1e6 * a:6.3f} us, b {b:5.2f} (f = ce / (1 + b) = {ce / (1 + b):.3f} where a = 0), "
+        print(f"  {gpu:<17} n {n:>2}: a {1e6 * a:6.3f} us, b {b:5.2f} "
+              f"(f = ce / (1 + b) = {ce / (1 + b):.3f} where a = 0), "
               f"rms {1e6 * rms:.3f} us")
     print("\nthe same deployment at two prompt chunk sizes (max_num_batched_tokens): X/layer, us per prompt token")
     for (gpu, fam, fmt, tp), lo, x_lo, hi, x_hi in chunk_pairs(rows):
