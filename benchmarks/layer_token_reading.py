@@ -98,6 +98,7 @@ def prompt_chunks(case, params: dict[str, float]) -> dict:
                                        num_spec_tokens=[0] * row.concurrency))["total_s"]
     return {"chunks": chunks, "decode_s": dec, "gemm_per_token_s": gemm_s / isl, "allreduce_per_token_s": ar_s / isl,
             "attention_s": attn_s, "tokens": isl, "layers": cost.model.num_hidden_layers,
+            "chunk_tokens": dep.scheduler_config.max_num_batched_tokens,
             "moe_layers": cost.model.moe_layers if cost.model.is_moe else 0}
 
 
@@ -124,6 +125,7 @@ def readings(conc: int) -> list[dict]:
         twin0 = prompt_time_s(b["chunks"], 0.0) - prompt_time_s(a["chunks"], 0.0) + wait
         out.append(dict(zip(("family", "gpu", "precision", "version", "date", "tp", "ep", "dp", "osl"), key))
                    | {"x_s": x, "gemm_s": b["gemm_per_token_s"], "ar_s": b["allreduce_per_token_s"], "layers": b["layers"], "moe_layers": b["moe_layers"],
+                      "chunk_tokens": b["chunk_tokens"],
                       "attn_slope_s": (b["attention_s"] - a["attention_s"]) / (b["tokens"] - a["tokens"]),
                       "meas_1k_s": m1, "meas_8k_s": m8, "twin0_diff_s": twin0,
                       "floor_8k": any(h > g for g, _, h in b["chunks"])})
