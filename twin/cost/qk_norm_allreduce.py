@@ -32,6 +32,7 @@ latency: at the exchange alone their TPOT goes 5-9 points more negative, because
 
 from __future__ import annotations
 
+from twin.cost import block_fp8_chain
 from twin.cost.default_terms import NO_FLOOR_LINK_S
 from twin.cost.generations import gpu_generation
 from twin.cost.kernel_path import nccl_ll_allreduce_latency_s
@@ -50,10 +51,15 @@ def qk_norm_allreduce_latency_s(gpu, tensor_parallel_size: int, allreduce_latenc
     the module docstring)."""
     if tensor_parallel_size <= 1:
         return 0.0
-    if (gpu_generation(gpu), routed_format) not in QK_EXCHANGE_PATHS:
+    path = (gpu_generation(gpu), routed_format)
+    chained = path in block_fp8_chain.CHAIN_PATHS        # opt-in: the exchange plus the path's counted chain
+    if path not in QK_EXCHANGE_PATHS and not chained:
         return allreduce_latency_s
     known = link_s is not None and link_s < NO_FLOOR_LINK_S
     exchange_s = check_nonneg(LINK_KEY, link_s) if known else nccl_ll_allreduce_latency_s(tensor_parallel_size)
+    if chained:
+        return block_fp8_chain.chained_point_s(min(exchange_s, allreduce_latency_s), allreduce_latency_s,
+                                               block_fp8_chain.EXTRA_KERNELS.get(routed_format, 0))
     return min(exchange_s, allreduce_latency_s)
 
 
