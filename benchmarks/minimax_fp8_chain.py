@@ -7,7 +7,9 @@ MiniMax-M2.5's block-FP8 layer chain and the C 8 1k/8k rows").
   fidelity_real.
 * ``rows``: the B200 block-FP8 1k-in / 8k-out rows (every release, layout and CONC) at the embedded defaults and at
   the parameters of a report's folds (``--report``: the MiniMax-held-out family fold and the B200-held-out GPU
-  fold), measured against twin mean / p50 TTFT and TPOT, in-sample for the defaults; with ``--chain`` the chain on.
+  fold), measured against twin mean / p50 TTFT and TPOT, in-sample for the defaults; with ``--chain`` the chain on;
+  with ``--fp8-count`` also the defaults with MiniMax FP8's eager MoE floor at its launch count (0.5775 ms per MoE
+  layer, round 14's trial) instead of Blackwell's 1.15 ms: the v0.17.0 rows' 1k prompt steps run eagerly.
 
     python benchmarks/minimax_fp8_chain.py heldout -- --ground-truth ../shared/ground-truth --workers 1 \
         --folds family --groups minimax --json X.json                        # ~10-20 min on 2 busy cores
@@ -72,27 +74,36 @@ def fp8_8k_out_cases() -> list:
     return out
 
 
-def rows(report_path: Path | None) -> None:
+def rows(report_path: Path | None, fp8_count: bool) -> None:
+    """Print each 1k/8k-out FP8 row's measured and twin TTFT / TPOT per variant, then the medians per variant."""
     from twin.fitting.fit import simulate_cases
     from twin.fitting.joint import default_start
-    variants = {"defaults": {}}
+    variants = [("defaults", dict)]
     if report_path is not None:
-        variants |= fold_params(json.loads(report_path.read_text()))
+        variants += [(k, lambda p=p: p) for k, p in fold_params(json.loads(report_path.read_text())).items()]
+    if fp8_count:        # MiniMax's Triton FP8 eager floor at its launch count (round 14's trial, after the others)
+        variants.append(("defaults+count", None))
     cases = sorted(fp8_8k_out_cases(), key=lambda c: (c.row.vllm_version, c.row.tp, c.row.concurrency, c.row.id))
-    errs: dict[str, list[float]] = {k: [] for k in variants}
-    for c in cases:
+    out: dict[str, list[dict]] = {}
+    for label, params in variants:
+        if params is None:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from eager_family_floor import apply_fp8_count
+            apply_fp8_count()
+            params = dict
+        out[label] = [r.metrics for r in simulate_cases(cases, default_start() | params(), max_sim_s=60.0)]
+    for i, c in enumerate(cases):
         w = c.row
         print(f"{w.id[:10]} v{w.vllm_version} TP{w.tp} EP{w.moe_ep} {w.isl}/{w.osl} C{w.concurrency:<3d} "
               f"measured TTFT {w.ttft_ms:7.1f} TPOT {w.tpot_ms:6.2f}")
-        for label, p in variants.items():
-            m = simulate_cases([c], default_start() | p, max_sim_s=60.0)[0].metrics
-            e = m["mean_ttft_ms"] / w.ttft_ms - 1.0
-            errs[label].append(e)
-            print(f"    {label:14s} TTFT {m['mean_ttft_ms']:7.1f} ({e:+6.1%}) p50 {m['median_ttft_ms']:7.1f}  "
-                  f"TPOT {m['mean_tpot_ms']:6.2f} ({m['mean_tpot_ms'] / w.tpot_ms - 1.0:+6.1%})")
-    for label, v in errs.items():
+        for label, ms in out.items():
+            m = ms[i]
+            print(f"    {label:16s} TTFT {m['mean_ttft_ms']:7.1f} ({m['mean_ttft_ms'] / w.ttft_ms - 1.0:+6.1%}) p50 "
+                  f"{m['median_ttft_ms']:7.1f}  TPOT {m['mean_tpot_ms']:6.2f} ({m['mean_tpot_ms'] / w.tpot_ms - 1.0:+6.1%})")
+    for label, ms in out.items():
+        v = [m["mean_ttft_ms"] / c.row.ttft_ms - 1.0 for m, c in zip(ms, cases)]
         if v:
-            print(f"{label:14s} TTFT median signed {statistics.median(v):+6.1%}  |error| "
+            print(f"{label:16s} TTFT median signed {statistics.median(v):+6.1%}  |error| "
                   f"{statistics.median(map(abs, v)):6.1%}  (n={len(v)})")
 
 
@@ -104,9 +115,13 @@ def main() -> None:
     ap.add_argument("--extra-kernels", type=int, default=None, help="the block-FP8 chain's count (default: 3)")
     ap.add_argument("--chain", action="store_true", help="rows: with the chained q / k pricing on")
     ap.add_argument("--report", type=Path, default=None, help="rows: a fidelity_real --json report with folds")
+    ap.add_argument("--fp8-count", action="store_true", help="rows: also the defaults with MiniMax FP8's eager "
+                    "floor at its launch count (benchmarks/eager_family_floor.py --fp8-count)")
     args = ap.parse_args(own)
     if args.mode == "rows" and rest:
         raise TwinInputError("rows takes no arguments after --")
+    if args.mode == "heldout" and (args.report is not None or args.fp8_count):
+        raise TwinInputError("--report and --fp8-count are rows options")
     with ExitStack() as stack:
         if args.mode == "heldout" or args.chain:
             for p in chain_patches(args.extra_kernels):
@@ -119,7 +134,7 @@ def main() -> None:
             sys.argv = ["fidelity_real.py", *rest]
             fidelity_real.main()
             return
-        rows(args.report)
+        rows(args.report, args.fp8_count)
 
 
 if __name__ == "__main__":

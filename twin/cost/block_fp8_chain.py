@@ -24,7 +24,10 @@ So the q / k point of a chained path costs ``exchange + 3 x (L - exchange) / 7``
 against 24.7 kept), never more than ``L``; with 7 extra kernels it is ``L`` exactly (round 15's pricing). Where the
 fold holds the link part out (no ``exchange`` known) the exchange is NCCL's LL figure, as on the NVFP4 path.
 
-Opt-in (``CHAIN_PATHS`` empty): held out it did not improve the MiniMax and B200 folds (the docs section).
+Opt-in (``CHAIN_PATHS`` empty), refuted held out: with 3 kernels the MiniMax family fold's TPOT goes 4.3 -> 6.0 %
+(-5.2 % signed) and the B200 GPU fold's 6.7 -> 9.6 % (-8.3 %), TTFT unchanged (11.9 / 14.0 %); only the MiniMax FP8
+B200 cases move, 3-8 points more negative. The FP8 path's extra time per layer is 3-4 times its counted quant kernels
+(benchmarks/minimax_fp8_chain.py; docs/fidelity.md, round 16).
 """
 
 from __future__ import annotations

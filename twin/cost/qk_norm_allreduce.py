@@ -27,7 +27,9 @@ held out the B200 fold's TPOT 8.5 -> 6.7 % and E2E 8.3 -> 5.6 % (TTFT unchanged)
 5.5 -> 4.3 %; the gpt-oss and Kimi family folds, which refit their shared Blackwell terms on these rows, lose (gpt-oss
 TPOT 6.7 -> 9.1 %, Kimi TTFT 7.8 -> 10.3 %; docs/fidelity.md "Round 15 outcome"). The block-FP8 paths keep the fitted
 latency: at the exchange alone their TPOT goes 5-9 points more negative, because that path's layer chain is longer
-(round 6's FP8 - NVFP4 pairs) and nothing else prices it, so the whole latency stands in for it there.
+(round 6's FP8 - NVFP4 pairs) and nothing else prices it, so the whole latency stands in for it there. Round 16's
+counted chain (``twin.cost.block_fp8_chain``: the exchange plus the path's per-token-group quant kernels, opt-in via
+its ``CHAIN_PATHS``) was refuted held out: the counted kernels are a third of what the FP8 path needs.
 """
 
 from __future__ import annotations
