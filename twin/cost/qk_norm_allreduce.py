@@ -27,11 +27,14 @@ held out the B200 fold's TPOT 8.5 -> 6.7 % and E2E 8.3 -> 5.6 % (TTFT unchanged)
 5.5 -> 4.3 %; the gpt-oss and Kimi family folds, which refit their shared Blackwell terms on these rows, lose (gpt-oss
 TPOT 6.7 -> 9.1 %, Kimi TTFT 7.8 -> 10.3 %; docs/fidelity.md "Round 15 outcome"). The block-FP8 paths keep the fitted
 latency: at the exchange alone their TPOT goes 5-9 points more negative, because that path's layer chain is longer
-(round 6's FP8 - NVFP4 pairs) and nothing else prices it, so the whole latency stands in for it there.
+(round 6's FP8 - NVFP4 pairs) and nothing else prices it, so the whole latency stands in for it there. Round 16's
+counted chain (``twin.cost.block_fp8_chain``: the exchange plus the path's per-token-group quant kernels, opt-in via
+its ``CHAIN_PATHS``) was refuted held out: the counted kernels are a third of what the FP8 path needs.
 """
 
 from __future__ import annotations
 
+from twin.cost import block_fp8_chain
 from twin.cost.default_terms import NO_FLOOR_LINK_S
 from twin.cost.generations import gpu_generation
 from twin.cost.kernel_path import nccl_ll_allreduce_latency_s
@@ -50,10 +53,15 @@ def qk_norm_allreduce_latency_s(gpu, tensor_parallel_size: int, allreduce_latenc
     the module docstring)."""
     if tensor_parallel_size <= 1:
         return 0.0
-    if (gpu_generation(gpu), routed_format) not in QK_EXCHANGE_PATHS:
+    path = (gpu_generation(gpu), routed_format)
+    chained = path in block_fp8_chain.CHAIN_PATHS        # opt-in: the exchange plus the path's counted chain
+    if path not in QK_EXCHANGE_PATHS and not chained:
         return allreduce_latency_s
     known = link_s is not None and link_s < NO_FLOOR_LINK_S
     exchange_s = check_nonneg(LINK_KEY, link_s) if known else nccl_ll_allreduce_latency_s(tensor_parallel_size)
+    if chained:
+        return block_fp8_chain.chained_point_s(min(exchange_s, allreduce_latency_s), allreduce_latency_s,
+                                               block_fp8_chain.EXTRA_KERNELS.get(routed_format, 0))
     return min(exchange_s, allreduce_latency_s)
 
 
