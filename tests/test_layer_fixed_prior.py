@@ -133,9 +133,10 @@ def test_a_reset_link_part_is_read_again_off_the_evidence_sets_the_fold_keeps():
 def test_sets_without_tp1_give_k_plus_a_per_layer_over_three_sharded_tp_sizes():
     """Round 16: a generation with no link part (Hopper) reads its sets of TP 2 / 4 / 8 rows: TPOT = (K + A) + w / TP,
     _set's rows being K + 4 / TP + 0.3 at TP > 1, so K + A = K + 0.3 ms."""
-    evidence = (_set("h", 80, 6.0, gpu="h100", tps=(2, 4, 8)) + _set("h-two", 40, 3.0, gpu="h100", tps=(2, 8))
+    evidence = (_set("h", 80, 6.0, gpu="h100", tps=(2, 4, 8)) + _set("h-two", 40, 3.0, gpu="h100", tps=(1, 2, 8))
                 + _set("h-tp1", 60, 3.0, gpu="h100"))
-    assert kept_sharded_fixed_s(evidence, "hopper") == pytest.approx([6.3e-3 / 80], rel=1e-9)
+    # the TP 1 row of "h-tp1" is not read (it pays no all-reduce): K + A over its TP 2 / 4 / 8 rows; "h-two" has two
+    assert kept_sharded_fixed_s(evidence, "hopper") == pytest.approx([6.3e-3 / 80, 3.3e-3 / 60], rel=1e-9)
     assert has_link_part("blackwell") and not has_link_part("hopper")
 
 
@@ -148,5 +149,5 @@ def test_the_reset_hopper_fused_entry_takes_the_sharded_sets_fixed_time_with_no_
     assert matched == pytest.approx({FUSED_H: (36 * 6.3e-3 / 80 - step_s) / 72}, rel=1e-9)   # no Blackwell set kept
     assert fused_prior_labels(plan, matched)[FUSED_H].startswith("the kept Hopper TP sets'")
     assert fused_prior_labels(plan, matched)[FUSED_B].startswith("the fold's unfused latency")
-    # a Hopper set with a TP 1 row is not a sharded set; without a sharded set the one-kernel rule stays
-    assert layer_matched_priors(plan, PARAMS, _set("h", 80, 6.0, gpu="h100"), held) == {}
+    # a Hopper set with two TP sizes above 1 is not read; without a sharded set the one-kernel rule stays
+    assert layer_matched_priors(plan, PARAMS, _set("h", 80, 6.0, gpu="h100", tps=(1, 2, 8)), held) == {}

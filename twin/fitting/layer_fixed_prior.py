@@ -33,8 +33,8 @@ reading does not go through the cost model. In the gpt-oss fold (round 11, befor
 that gpt-oss's own B200 rows gave evidence to): k = 62.0 us, F = 2.14 ms, L = 7.2 us; since, the kernel rule.
 
 Round 16 (docs/fidelity.md "Round 16: gpt-oss held out by family"): a generation whose all-reduce has no link part
-(Hopper: no unsharded floor, TP 1 pays no all-reduce) is read the same way from its sets WITHOUT a TP 1 row: over
-TP 2 / 4 / 8 (``MIN_SHARDED_TP_SIZES``) TPOT = (K + A) + w / TP, and K + A per decoder layer is the fixed time of a
+(Hopper: no unsharded floor, TP 1 pays no all-reduce) is read the same way from its sets' TP > 1 rows (no Hopper
+set has a TP 1 row): over TP 2 / 4 / 8 (``MIN_SHARDED_TP_SIZES``) TPOT = (K + A) + w / TP, and K + A per decoder layer is the fixed time of a
 TP > 1 decode step, which the twin prices as step + C x per-sequence + 2 x layers x L: the same formula with link 0.
 In the data the one such kept set is H100 Llama-3.1-70B FP8 (vLLM 0.10.2, 78.7 us per layer), so Hopper's MXFP4
 path (gpt-oss's H100 rows) takes L = (36 x 78.7 us - F) / 72 = 8.6 us in the gpt-oss fold (F = 2.22 ms), against
@@ -120,13 +120,12 @@ def has_link_part(generation: str) -> bool:
 
 
 def sharded_sets(evidence: Sequence[tuple], generation: str) -> list[tuple[list, object]]:
-    """(points, model spec) as ``tp_sets`` for the sets of ``generation`` with no TP 1 row and at least
+    """(points, model spec) as ``tp_sets``, TP > 1 rows only, for the sets of ``generation`` with at least
     ``MIN_SHARDED_TP_SIZES`` TP sizes above 1 in ``REFERENCE_GROUP`` (round 16: K + A and w identified there, with
-    one residual)."""
+    one residual; a TP 1 row, which pays no all-reduce, is not read)."""
     out = []
     for points, model in tp_sets(evidence, generation, need_tp1=False):
-        tps = {tp for tp, g, _ in points if g == REFERENCE_GROUP}
-        if 1 not in tps and len(tps) >= MIN_SHARDED_TP_SIZES:
+        if len({tp for tp, g, _ in points if g == REFERENCE_GROUP and tp > 1}) >= MIN_SHARDED_TP_SIZES:
             out.append(([p for p in points if p[0] > 1], model))
     return out
 
