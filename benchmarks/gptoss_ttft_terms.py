@@ -8,6 +8,13 @@ the term is worth, it predicts nothing), plus ``embedded`` (every value embedded
     python benchmarks/gptoss_ttft_terms.py REPORT.json --kind GPU --group H100-SXM --set NAME=VALUE,...
 
 Prints the signed TTFT mean / TPOT error of every held-out gpt-oss case per variant, and the median per GPU.
+
+Round 16 (docs/fidelity.md "Round 16: gpt-oss held out by family"): a path's entry the fold does not carry falls
+back to its generation's fitted value before the unscoped one (as ``scoped.params_for`` resolves it), so the
+``fold`` variant reproduces the report's B200 rows again; ``--tpot`` prints the signed TPOT per case, ``--set`` may
+be repeated (one variant each), ``--family`` / ``--gpu`` pick another family's held-out cases (e.g. MiniMax's H100
+rows of the H100 fold) for a candidate that acts on them too; ``step`` / ``per_seq`` / ``allreduce`` split the
+serving group.
 """
 
 from __future__ import annotations
@@ -34,6 +41,9 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "bench": ("request_path_s@client_vllm_bench",),
     "request": ("request_path_s", "request_path_jitter_s"),
     "serving": ("step_overhead_s", "per_seq_overhead_s", "allreduce_latency_s"),
+    "step": ("step_overhead_s",),      # round 16: the serving group one term at a time
+    "per_seq": ("per_seq_overhead_s",),
+    "allreduce": ("allreduce_latency_s",),
     "bandwidth": ("memory_efficiency", "memory_efficiency@blackwell"),
     "b200_token": ("layer_token_overhead_s@blackwell",),
     "b200_eager": ("eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell"),
@@ -56,13 +66,18 @@ def fold_of(report: Path, kind: str, group: str) -> dict:
 
 
 def fold_values(fold: dict) -> dict[str, float]:
-    """The fold's parameters, each name of ``GROUPS`` it does not carry at its unscoped value where the fold has
-    one (``joint.simulated_value``'s rule), else left to the embedded default."""
+    """The fold's parameters, each name of ``GROUPS`` it does not carry at the value ``scoped.params_for`` resolves
+    it to: a path's (``base@gen+path``) its generation's fitted value where the fold has one, else the unscoped
+    fitted value (``joint.simulated_value``'s rule), else left to the embedded default. (Round 16: a path once fell
+    back to the unscoped value past a fitted generation entry, e.g. the B200 MXFP4 path's per-token time to the
+    fold's unscoped 0 beside a fitted Blackwell 0.16 us, so the B200 rows did not reproduce the report.)"""
     out = dict(fold["params"])
     for name in ALL:
-        base = name.split("@")[0]
-        if name not in out and base in out:
-            out[name] = out[base]
+        base, _, scope = name.partition("@")
+        generation = f"{base}@{scope.partition('+')[0]}" if "+" in scope else None
+        for fallback in (generation, base):
+            if name not in out and fallback in out:
+                out[name] = out[fallback]
     return out
 
 
@@ -86,16 +101,23 @@ def main() -> None:
     ap.add_argument("--kind", default="family")
     ap.add_argument("--group", default="gpt-oss")
     ap.add_argument("--ground-truth", type=Path, default=None)
+    ap.add_argument("--family", default="gpt-oss", help="the held-out cases of this family (round 16: any family)")
+    ap.add_argument("--gpu", default="", help="only the held-out cases on this GPU (e.g. H100-SXM; round 16)")
     ap.add_argument("--groups", default=",".join(GROUPS))
-    ap.add_argument("--set", default="", help="name=value,...: one more variant, the fold's values with these")
+    ap.add_argument("--tpot", action="store_true", help="print the signed TPOT per case too (round 16)")
+    ap.add_argument("--set", action="append", default=[],
+                    help="name=value,...: one more variant, the fold's values with these (repeatable, round 16)")
     args = ap.parse_args()
     fold = fold_of(args.report, args.kind, args.group)
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY)
-             if c.run.name in fold["errors"] and family_of(c) == "gpt-oss"]
+             if c.run.name in fold["errors"] and family_of(c) == args.family and gpu_of(c).startswith(args.gpu)]
+    if not cases:
+        raise TwinInputError(f"--family {args.family} --gpu {args.gpu or 'any'}: no held-out case of that fold")
     values, emb = fold_values(fold), embedded_values()
     variants = {"fold": values, "embedded": values | emb}
-    if args.set:
-        variants["fold + set"] = values | {k: float(v) for k, v in (kv.split("=") for kv in args.set.split(","))}
+    for i, assignments in enumerate(args.set):
+        pairs = (kv.split("=") for kv in assignments.split(","))
+        variants[f"fold + set {i + 1}"] = values | {k: float(v) for k, v in pairs}
     for g in (x for x in args.groups.split(",") if x):
         if g not in GROUPS:
             raise TwinInputError(f"--groups: {g!r} is not a group; allowed {', '.join(GROUPS)}")
@@ -105,9 +127,12 @@ def main() -> None:
         runs = simulate_cases(cases, params, max_sim_s=60.0)     # fidelity_real's window
         errs = [errors(c, r.metrics) for c, r in zip(cases, runs)]
         per_gpu = {g: [e for c, e in zip(cases, errs) if gpu_of(c) == g] for g in sorted({gpu_of(c) for c in cases})}
-        rows = " ".join(f"{100 * e.get('mean_ttft_ms', float('nan')):+.1f}" for e in errs)
-        print(f"== {label}: " + "; ".join(f"{g} TTFT {signed_median_cell(v, 'mean_ttft_ms')} TPOT {signed_median_cell(v, 'mean_tpot_ms')}"
-                                         for g, v in per_gpu.items()) + f" | TTFT per case {rows}", flush=True)
+        rows = {m: " ".join(f"{100 * e.get(m, float('nan')):+.1f}" for e in errs)
+                for m in ("mean_ttft_ms", "mean_tpot_ms")}
+        cells = "; ".join(f"{g} TTFT {signed_median_cell(v, 'mean_ttft_ms')} "
+                          f"TPOT {signed_median_cell(v, 'mean_tpot_ms')}" for g, v in per_gpu.items())
+        print(f"== {label}: {cells} | TTFT per case {rows['mean_ttft_ms']}"
+              + (f" | TPOT per case {rows['mean_tpot_ms']}" if args.tpot else ""), flush=True)
 
 
 if __name__ == "__main__":

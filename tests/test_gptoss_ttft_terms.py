@@ -60,3 +60,13 @@ def test_a_fold_the_report_lacks_is_a_one_line_input_error(tmp_path):
         t.fold_of(report, "GPU", "H100")
     with pytest.raises(TwinInputError, match="none"):
         t.fold_of(report, "family", "gpt-oss")
+
+
+def test_a_path_without_an_entry_falls_back_to_its_generations_fitted_value_before_the_unscoped_one():
+    t = load_benchmark("gptoss_ttft_terms")
+    fold = {"params": {"layer_token_overhead_s": 1e-20, "layer_token_overhead_s@blackwell": 1.6e-7,
+                       "eager_moe_layer_host_s@blackwell": 1.4e-3}}
+    v = t.fold_values(fold)
+    assert v["layer_token_overhead_s@blackwell+experts_mxfp4"] == 1.6e-7     # params_for's resolution, not 1e-20
+    assert v["eager_moe_layer_host_s@blackwell+experts_mxfp4"] == 1.4e-3
+    assert v["layer_token_overhead_s@hopper+experts_mxfp4"] == 1e-20          # no Hopper entry: the unscoped one

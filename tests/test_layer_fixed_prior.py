@@ -7,11 +7,11 @@ import pytest
 
 from tests.fitting_helpers import provenance_entry
 from twin.fitting import provenance as pv
-from twin.fitting.fused_allreduce_prior import fused_prior_after_fit
+from twin.fitting.fused_allreduce_prior import fused_prior_after_fit, fused_prior_labels
 from twin.cost.default_terms import NO_FLOOR_LINK_S
-from twin.fitting.layer_fixed_prior import (REFERENCE_GROUP, fold_link_s, kept_layer_fixed_s, kept_link_prior,
-                                            layer_matched_priors, light_step_fixed_s, matched_fused_latency_s,
-                                            tp_split)
+from twin.fitting.layer_fixed_prior import (REFERENCE_GROUP, fold_link_s, has_link_part, kept_layer_fixed_s,
+                                            kept_link_prior, kept_sharded_fixed_s, layer_matched_priors,
+                                            light_step_fixed_s, matched_fused_latency_s, tp_split)
 from twin.fitting.link_prior import TERM
 
 FUSED_B = "fused_allreduce_latency_s@blackwell+experts_mxfp4"
@@ -128,3 +128,26 @@ def test_a_reset_link_part_is_read_again_off_the_evidence_sets_the_fold_keeps():
     assert fold_link_s(reset, "blackwell") == pytest.approx(0.3e-3 / 186, rel=1e-9)
     assert kept_link_prior(reset, kept[3:]) == {}                    # no evidence set kept: no floor stays
     assert kept_link_prior(_plan({TERM: pv.KEPT}, {}), kept) == {}   # kept entry: the embedded value stands
+
+
+def test_sets_without_tp1_give_k_plus_a_per_layer_over_three_sharded_tp_sizes():
+    """Round 16: a generation with no link part (Hopper) reads its sets of TP 2 / 4 / 8 rows: TPOT = (K + A) + w / TP,
+    _set's rows being K + 4 / TP + 0.3 at TP > 1, so K + A = K + 0.3 ms."""
+    evidence = (_set("h", 80, 6.0, gpu="h100", tps=(2, 4, 8)) + _set("h-two", 40, 3.0, gpu="h100", tps=(1, 2, 8))
+                + _set("h-tp1", 60, 3.0, gpu="h100"))
+    # the TP 1 row of "h-tp1" is not read (it pays no all-reduce): K + A over its TP 2 / 4 / 8 rows; "h-two" has two
+    assert kept_sharded_fixed_s(evidence, "hopper") == pytest.approx([6.3e-3 / 80, 3.3e-3 / 60], rel=1e-9)
+    assert has_link_part("blackwell") and not has_link_part("hopper")
+
+
+def test_the_reset_hopper_fused_entry_takes_the_sharded_sets_fixed_time_with_no_link_part():
+    plan = _plan({FUSED_B: pv.RESET, FUSED_H: pv.RESET}, {FUSED_B: 24e-6, FUSED_H: 24e-6})
+    kept = _set("h", 80, 6.0, gpu="h100", tps=(2, 4, 8))            # K + A = 6.3 ms over 80 layers
+    held = [(None, _dep("b200", 36, "mxfp4")), (None, _dep("h100", 36, "mxfp4"))]
+    matched = layer_matched_priors(plan, PARAMS, kept, held)
+    step_s = 2.0e-3 + 4 * 10e-6
+    assert matched == pytest.approx({FUSED_H: (36 * 6.3e-3 / 80 - step_s) / 72}, rel=1e-9)   # no Blackwell set kept
+    assert fused_prior_labels(plan, matched)[FUSED_H].startswith("the kept Hopper TP sets'")
+    assert fused_prior_labels(plan, matched)[FUSED_B].startswith("the fold's unfused latency")
+    # a Hopper set with two TP sizes above 1 is not read; without a sharded set the one-kernel rule stays
+    assert layer_matched_priors(plan, PARAMS, _set("h", 80, 6.0, gpu="h100", tps=(1, 2, 8)), held) == {}

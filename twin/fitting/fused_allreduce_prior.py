@@ -76,5 +76,7 @@ def fused_prior_labels(plan, matched: dict[str, float] | None = None) -> dict[st
     plan lines (``provenance.FoldPlan.how``; without it they would say "inherit")."""
     one_kernel = (f"the fold's unfused latency less {FUSION_REMOVED_KERNELS} kernel of {KERNELS_PER_ALLREDUCE:g}, "
                   "twin.fitting.fused_allreduce_prior")
-    matched_by = "the kept Blackwell TP sets' fixed time per layer, twin.fitting.layer_fixed_prior"
-    return {p: (matched_by if p in (matched or {}) else one_kernel) for p in reset_fused_terms(plan)}
+    def matched_by(p: str) -> str:     # round 16: Hopper's path too (TP > 1 sets, twin.fitting.layer_fixed_prior)
+        generation = p.split("@", 1)[1].split("+", 1)[0].capitalize()
+        return f"the kept {generation} TP sets' fixed time per layer, twin.fitting.layer_fixed_prior"
+    return {p: (matched_by(p) if p in (matched or {}) else one_kernel) for p in reset_fused_terms(plan)}

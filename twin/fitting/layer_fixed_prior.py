@@ -31,6 +31,16 @@ held-out model on the path: round 10's one-kernel rule stands. Measured TPOT onl
 that ``unexplained_decode_gap`` keeps out of the fit (the Llama B200 TP 1 0.10.2 rows) are read here, since the
 reading does not go through the cost model. In the gpt-oss fold (round 11, before the fold reset the link part
 that gpt-oss's own B200 rows gave evidence to): k = 62.0 us, F = 2.14 ms, L = 7.2 us; since, the kernel rule.
+
+Round 16 (docs/fidelity.md "Round 16: gpt-oss held out by family"): a generation whose all-reduce has no link part
+(Hopper: no unsharded floor, TP 1 pays no all-reduce) is read the same way from its sets' TP > 1 rows (no Hopper
+set has a TP 1 row): over TP 2 / 4 / 8 (``MIN_SHARDED_TP_SIZES``) TPOT = (K + A) + w / TP, and K + A per decoder layer is the fixed time of a
+TP > 1 decode step, which the twin prices as step + C x per-sequence + 2 x layers x L: the same formula with link 0.
+In the data the one such kept set is H100 Llama-3.1-70B FP8 (vLLM 0.10.2, 78.7 us per layer), so Hopper's MXFP4
+path (gpt-oss's H100 rows) takes L = (36 x 78.7 us - F) / 72 = 8.6 us in the gpt-oss fold (F = 2.22 ms), against
+19.5 us by the one-kernel rule. The check, not used: gpt-oss's own H100 set reads 87.6 us per layer, which at the
+embedded serving terms gives 18.3 us against the path's embedded 18 us; against it the prior errs fast (the MoE
+layer's chain is longer than a dense one's), as Blackwell's does (62.0 vs gpt-oss's 66.9 us).
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ from twin.hardware.weight_formats import format_family
 
 REFERENCE_GROUP = (1024, 1024, 4)     # (ISL, OSL, CONC): the light-load group every Blackwell TP set has
 MAX_LIGHT_CONC = 8                    # the TP sets' rows (benchmarks/tp1_decode.py)
+MIN_SHARDED_TP_SIZES = 3              # round 16: a set without a TP 1 row (Hopper's): K + A, w and one residual
 
 
 def tp_split(points: Sequence[tuple[int, tuple, float]], with_allreduce: bool = True
@@ -75,7 +86,7 @@ def _light(row) -> bool:
             and row.pp <= 1)
 
 
-def tp_sets(evidence: Sequence[tuple], generation: str) -> list[tuple[list, object]]:
+def tp_sets(evidence: Sequence[tuple], generation: str, need_tp1: bool = True) -> list[tuple[list, object]]:
     """(points, model spec) for each set of light-load silicon rows in ``evidence`` ((case, deployment) pairs)
     on ``generation`` that differ in TP only and have a TP 1 row and two larger TP sizes in ``REFERENCE_GROUP``
     (K, w and A identified in that group itself); points as ``tp_split`` takes them, TPOT in seconds."""
@@ -91,7 +102,7 @@ def tp_sets(evidence: Sequence[tuple], generation: str) -> list[tuple[list, obje
     out = []
     for key, points in sorted(sets.items(), key=lambda kv: str(kv[0])):
         tps = {tp for tp, g, _ in points if g == REFERENCE_GROUP}
-        if 1 in tps and len(tps) >= 3:
+        if (1 in tps or not need_tp1) and len(tps) >= 3:
             out.append((points, models[key]))
     return out
 
@@ -100,6 +111,30 @@ def kept_layer_fixed_s(evidence: Sequence[tuple], generation: str) -> list[float
     """Seconds per decoder layer: K at ``REFERENCE_GROUP`` over the layers, for each of ``tp_sets``."""
     return [tp_split(points)[0][REFERENCE_GROUP][0] / model.num_hidden_layers
             for points, model in tp_sets(evidence, generation)]
+
+
+def has_link_part(generation: str) -> bool:
+    """Whether the twin splits ``generation``'s all-reduce into a link part and the rest (Blackwell's
+    ``unsharded_allreduce_link_s``; its TP 1 steps then pay an unsharded floor, ``twin.cost.unsharded_decode``)."""
+    return LINK_KEY in GENERATION_TERMS.get(generation, {})
+
+
+def sharded_sets(evidence: Sequence[tuple], generation: str) -> list[tuple[list, object]]:
+    """(points, model spec) as ``tp_sets``, TP > 1 rows only, for the sets of ``generation`` with at least
+    ``MIN_SHARDED_TP_SIZES`` TP sizes above 1 in ``REFERENCE_GROUP`` (round 16: K + A and w identified there, with
+    one residual; a TP 1 row, which pays no all-reduce, is not read)."""
+    out = []
+    for points, model in tp_sets(evidence, generation, need_tp1=False):
+        if len({tp for tp, g, _ in points if g == REFERENCE_GROUP and tp > 1}) >= MIN_SHARDED_TP_SIZES:
+            out.append(([p for p in points if p[0] > 1], model))
+    return out
+
+
+def kept_sharded_fixed_s(evidence: Sequence[tuple], generation: str) -> list[float]:
+    """Seconds per decoder layer: the fixed decode time at TP > 1, K + A (TPOT = K + A + w / TP over TP 2 / 4 / 8,
+    ``tp_split`` without its TP 1 term) at ``REFERENCE_GROUP`` over the layers, for each of ``sharded_sets``."""
+    return [tp_split(points, with_allreduce=False)[0][REFERENCE_GROUP][0] / model.num_hidden_layers
+            for points, model in sharded_sets(evidence, generation)]
 
 
 def matched_fused_latency_s(layer_fixed_s: float, layers: int, step_fixed_s: float, link_s: float) -> float:
@@ -161,6 +196,8 @@ def kept_readings(plan, kept: Sequence[tuple], held: Sequence[tuple]) -> dict[st
         link_s = fold_link_s(plan, gen)
         models = {dep.model.num_hidden_layers for _, dep in held if _on_path(dep, scope)}
         ks = kept_layer_fixed_s(kept, gen) if link_s is not None and len(models) == 1 else []
+        if not has_link_part(gen) and len(models) == 1:     # round 16: Hopper, TP > 1 sets' K + A, no link part
+            ks, link_s = kept_sharded_fixed_s(kept, gen), 0.0
         if ks:
             out[p] = (statistics.median(ks), len(ks), models.pop(), link_s)
     return out
