@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.fold_report import fold_params as load_fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 INT4_BYTES_PER_WEIGHT = 0.5 + 2 / 32          # INT4, one bf16 scale per 32 weights (twin.hardware.quant)
@@ -87,21 +88,6 @@ def check_overrides(overrides: dict[str, float], deployment) -> None:
             raise TwinInputError(f"--set {key}: {base!r} is not a cost model parameter")
         if scope is not None and not in_scope(scope, deployment):
             raise TwinInputError(f"--set {key}: the scope {scope!r} does not cover the Kimi INT4 server")
-
-
-def load_fold_params(report: Path, kind: str, group: str) -> dict[str, float]:
-    """The parameters of the ``kind`` fold holding ``group`` out in a ``fidelity_real.py --json`` report."""
-    import json
-    if not report.is_file():
-        raise TwinInputError(f"--report {report}: no such file")
-    try:
-        folds = json.loads(report.read_text())["folds"][kind]["folds"]
-    except (ValueError, KeyError, TypeError):
-        raise TwinInputError(f"--report {report}: no {kind} folds in it") from None
-    for fold in folds:
-        if fold.get("held_out") == group:
-            return dict(fold["params"])
-    raise TwinInputError(f"--report {report}: no {kind} fold holds {group!r} out")
 
 
 def distinct_int4_cases(cases):
