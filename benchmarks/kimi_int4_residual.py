@@ -24,7 +24,6 @@ rows add the prompt work of mixed steps.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -46,19 +45,14 @@ def expert_gb_per_step(num_experts: int, top_k: int, routed_params: float, token
 
 def ols_line(points: list[tuple[float, float]]) -> tuple[float, float, float, float]:
     """(a, b, se_a, se_b) of y = a + b x by ordinary least squares; the standard errors from the residual variance
-    (n - 2 degrees of freedom; 0 with exactly two points). Needs two distinct x."""
-    n = len(points)
-    if n < 2:
+    (n - 2 degrees of freedom; 0 with exactly two points; ``scipy.stats.linregress``). Needs two distinct x."""
+    from scipy.stats import linregress
+    if len(points) < 2:
         raise TwinInputError("a line needs at least two points")
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx <= 0:
+    if len({x for x, _ in points}) < 2:
         raise TwinInputError("a line needs two distinct x values")
-    b = sum((x - mx) * (y - my) for x, y in points) / sxx
-    a = my - b * mx
-    s2 = sum((y - a - b * x) ** 2 for x, y in points) / (n - 2) if n > 2 else 0.0
-    return a, b, math.sqrt(s2 * (1 / n + mx * mx / sxx)), math.sqrt(s2 / sxx)
+    fit = linregress([x for x, _ in points], [y for _, y in points])
+    return float(fit.intercept), float(fit.slope), float(fit.intercept_stderr), float(fit.stderr)
 
 
 def numeric_overrides(items: list[str]) -> dict[str, float]:
