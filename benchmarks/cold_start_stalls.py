@@ -24,6 +24,7 @@ from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.fold_report import load_report  # noqa: E402
 from twin.cost import cold_compile  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting import cold_start  # noqa: E402
@@ -153,7 +154,8 @@ def _probe(args) -> None:
 
 def _folds(args) -> None:
     from twin.fitting.joint import errors, with_deployments
-    report = json.loads(args.report.read_text())
+    rep = load_report(args.report)
+    report = rep.data
     cases, _ = h100_cases(args.ground_truth)
     root = _root(args)
     probe = args.probe_stall.split(",")[0] if args.probe_stall else ""
@@ -164,8 +166,9 @@ def _folds(args) -> None:
     print("| fold | run | TTFT mean before -> after | TPOT | E2E mean | compiles met |")
     print("|---|---|---|---|---|---|")
     for kind in [k for k in args.folds.split(",") if k]:
-        for fold in report["folds"][kind]["folds"]:
-            for name, before in fold["errors"].items():
+        for fold in rep.folds(kind):
+            params = rep.params(fold)
+            for name, before in rep.errors(fold).items():
                 if name not in by_name or (probe and name not in probed) or (
                         not probe and cold_start.compiles_for(by_name[name][0].run, by_name[name][1]) is None):
                     continue
@@ -175,7 +178,7 @@ def _folds(args) -> None:
                     # with a probe: without it the report's replay (no term for a dense run), with it the probe
                     with patch.object(cold_start, "ENABLED", on), \
                             _compiles(_probe_for(probe, root, name)[0] if probe and on else report_rule):
-                        r = replay(c.run, c.target, fold["params"], max_sim_s=args.eval_sim_s, deployment=d)
+                        r = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s, deployment=d)
                     out.append((errors(c, r.metrics), r.cold_start))
                 (off, _), (on, cs) = out
                 if probe and abs(off["mean_ttft_ms"] - before["mean_ttft_ms"]) > 5e-4:

@@ -12,9 +12,14 @@ throughput pooled |error| no worse than the defaults' + ``--tolerance`` points, 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.fold_report import finite_number, load_report, read_json  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 
 METRICS = (("mean_ttft_ms", "TTFT mean"), ("median_ttft_ms", "TTFT p50"), ("mean_tpot_ms", "TPOT"),
            ("mean_e2el_ms", "E2E mean"), ("request_throughput", "throughput"))
@@ -53,6 +58,18 @@ def _wins(mine: dict[str, dict], base: dict[str, dict], names: list[str], key: s
     return f"{w} / {l}"
 
 
+def defaults_cases(path: Path) -> dict[str, dict]:
+    """{case name: its record} of a ``fidelity_real.py --defaults-only --json`` report; every record has a name and
+    its errors {metric: finite number}."""
+    cases = read_json(path).get("cases")
+    if not isinstance(cases, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("errors"), dict)
+            and all(finite_number(x) for x in c["errors"].values()) for c in cases):
+        raise TwinInputError(f"{path}: no list of cases with a name and numeric errors "
+                             "(make it with fidelity_real.py --defaults-only --json)")
+    return {c["name"]: c for c in cases}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("defaults", type=Path)
@@ -62,19 +79,18 @@ def main() -> None:
     ap.add_argument("--groups", action="store_true", help="also each held-out group's figures")
     args = ap.parse_args()
     thr, tol = args.threshold / 100, args.tolerance / 100
-    dflt = json.loads(args.defaults.read_text())
-    dcases = {c["name"]: c for c in dflt["cases"]}
+    dcases = defaults_cases(args.defaults)
     derr = {n: c["errors"] for n, c in dcases.items()}
     header = "| | n | " + " | ".join(t for _, t in METRICS) + " |\n|---|---|" + "---|" * len(METRICS)
     for path in args.sets:
-        rep = json.loads(path.read_text())
+        rep = load_report(path)
         print(f"\n# {path.name}")
         verdict = []
-        for kind, fk in rep["folds"].items():
+        for kind in rep.kinds():
             mine: dict[str, dict] = {}
             group_of: dict[str, str] = {}
-            for fold in fk["folds"]:
-                for n, e in fold["errors"].items():
+            for fold in rep.folds(kind):
+                for n, e in rep.errors(fold).items():
                     mine[n] = e
                     group_of[n] = fold["held_out"]
             names = list(mine)
@@ -107,4 +123,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

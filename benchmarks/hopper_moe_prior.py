@@ -15,7 +15,6 @@ Prints, per fold and pooled over each kind, median |error| (signed) of TTFT mean
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -23,7 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from twin.errors import run_script  # noqa: E402
+from benchmarks.fold_report import load_report  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 
 KEYS = ("mean_ttft_ms", "mean_tpot_ms")
 
@@ -51,25 +51,30 @@ def main() -> None:
     from twin.fitting.joint import FOLDS, all_cases, errors, with_deployments
     from twin.fitting.path_token_prior import path_token_prior
     from twin.fitting.scoped import in_scope, split
-    report = json.loads(args.report.read_text())
-    every = report["args"].get("silicon_every") or 16
+    report = load_report(args.report)
+    made_with = report.data.get("args")
+    if not isinstance(made_with, dict):
+        raise TwinInputError(f"{args.report}: no args object (the fidelity_real.py options it was made with)")
+    every = made_with.get("silicon_every") or 16
+    if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        raise TwinInputError(f"{args.report}: args.silicon_every is {every!r}, not a positive integer")
     cases = all_cases(args.ground_truth, silicon_every=every)
     evidence = with_deployments(all_cases(args.ground_truth))
     by_name = {c.run.name: (c, d) for c, d in with_deployments(cases)}
     for kind in [k.strip() for k in args.folds.split(",") if k.strip()]:
         pooled_before, pooled_after = [], []
         print(f"\n== {kind}: held out | n | TTFT mean before -> after | TPOT before -> after | prior")
-        for fold in report["folds"][kind]["folds"]:
+        for fold in report.folds(kind):
             group = fold["held_out"]
             train = [c for c in cases if FOLDS[kind](c) != group]
             held = held_at_prior(train, FOLD_TERMS)
             plan = pv.fold_plan(group, FOLDS[kind], evidence, tuple(n for n in FOLD_TERMS if n not in held))
             prior = path_token_prior(plan, group, FOLDS[kind], evidence)
-            before = dict(fold["errors"])
+            before = report.errors(fold)
             after = dict(before)
             covered = [n for n in before if any(in_scope(split(k)[1], by_name[n][1]) for k in prior)]
             if covered:
-                params = fold["params"] | prior
+                params = report.params(fold) | prior
                 if args.bench_ms is not None:
                     params["request_path_s@client_vllm_bench"] = args.bench_ms * 1e-3
                 runs = [by_name[n][0] for n in covered]

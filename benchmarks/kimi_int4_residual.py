@@ -24,13 +24,13 @@ rows add the prompt work of mixed steps.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.fold_report import fold_params as load_fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 INT4_BYTES_PER_WEIGHT = 0.5 + 2 / 32          # INT4, one bf16 scale per 32 weights (twin.hardware.quant)
@@ -45,19 +45,14 @@ def expert_gb_per_step(num_experts: int, top_k: int, routed_params: float, token
 
 def ols_line(points: list[tuple[float, float]]) -> tuple[float, float, float, float]:
     """(a, b, se_a, se_b) of y = a + b x by ordinary least squares; the standard errors from the residual variance
-    (n - 2 degrees of freedom; 0 with exactly two points). Needs two distinct x."""
-    n = len(points)
-    if n < 2:
+    (n - 2 degrees of freedom; 0 with exactly two points; ``scipy.stats.linregress``). Needs two distinct x."""
+    from scipy.stats import linregress
+    if len(points) < 2:
         raise TwinInputError("a line needs at least two points")
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    if sxx <= 0:
+    if len({x for x, _ in points}) < 2:
         raise TwinInputError("a line needs two distinct x values")
-    b = sum((x - mx) * (y - my) for x, y in points) / sxx
-    a = my - b * mx
-    s2 = sum((y - a - b * x) ** 2 for x, y in points) / (n - 2) if n > 2 else 0.0
-    return a, b, math.sqrt(s2 * (1 / n + mx * mx / sxx)), math.sqrt(s2 / sxx)
+    fit = linregress([x for x, _ in points], [y for _, y in points])
+    return float(fit.intercept), float(fit.slope), float(fit.intercept_stderr), float(fit.stderr)
 
 
 def numeric_overrides(items: list[str]) -> dict[str, float]:
@@ -87,21 +82,6 @@ def check_overrides(overrides: dict[str, float], deployment) -> None:
             raise TwinInputError(f"--set {key}: {base!r} is not a cost model parameter")
         if scope is not None and not in_scope(scope, deployment):
             raise TwinInputError(f"--set {key}: the scope {scope!r} does not cover the Kimi INT4 server")
-
-
-def load_fold_params(report: Path, kind: str, group: str) -> dict[str, float]:
-    """The parameters of the ``kind`` fold holding ``group`` out in a ``fidelity_real.py --json`` report."""
-    import json
-    if not report.is_file():
-        raise TwinInputError(f"--report {report}: no such file")
-    try:
-        folds = json.loads(report.read_text())["folds"][kind]["folds"]
-    except (ValueError, KeyError, TypeError):
-        raise TwinInputError(f"--report {report}: no {kind} folds in it") from None
-    for fold in folds:
-        if fold.get("held_out") == group:
-            return dict(fold["params"])
-    raise TwinInputError(f"--report {report}: no {kind} fold holds {group!r} out")
 
 
 def distinct_int4_cases(cases):

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
-from benchmarks.llama_b200_levers import fold_params  # noqa: E402
+from benchmarks.fold_report import fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 HIGH_US = 0.1       # a per layer above this: the group carries the term (the readings are 0.016 or 0.18-0.47)

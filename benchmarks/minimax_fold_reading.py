@@ -21,13 +21,13 @@ errors share a sign and |TPOT| >= 5 %: such a TTFT is mostly queueing behind dec
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.fold_report import FoldReport, read_json  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 TTFT, TPOT = "mean_ttft_ms", "mean_tpot_ms"
@@ -36,16 +36,15 @@ FP8_REQUEST_KEY = "expert_path_request_s@blackwell+experts_fp8"
 READ_AT_GPUS = 4                    # the embedded 11.35 ms is the median of the TP 4 rows at CONC <= 8 (round 11)
 
 
-def held_out_errors(report: dict, family: str = "minimax") -> dict[str, tuple[str, str, dict[str, float]]]:
+def held_out_errors(report: dict, family: str = "minimax",
+                    source: object = "the report") -> dict[str, tuple[str, str, dict[str, float]]]:
     """{case name: (fold kind, held-out group, errors)} for every held-out case of ``report`` (a fidelity_real
-    ``--json`` file) whose name names ``family``; a report without folds is a one-line error."""
-    folds = report.get("folds")
-    if not isinstance(folds, dict) or not folds:
-        raise TwinInputError("the report has no folds (make it with fidelity_real.py --folds ... --json)")
+    ``--json`` file; ``source`` names it) whose name names ``family``; a report without folds is a one-line error."""
+    rep = FoldReport(report, source)
     out: dict[str, tuple[str, str, dict[str, float]]] = {}
-    for kind, body in folds.items():
-        for fold in body.get("folds", []):
-            for name, errs in fold.get("errors", {}).items():
+    for kind in rep.kinds():
+        for fold in rep.folds(kind):
+            for name, errs in rep.errors(fold).items():
                 if family in name.lower().replace("_", "").replace("-", ""):
                     out[f"{kind}:{name}"] = (kind, fold["held_out"], errs)
     return out
@@ -97,7 +96,7 @@ def _layout(row) -> str:
 
 
 def split(paths: list[str]) -> None:
-    reports = [held_out_errors(json.loads(Path(p).read_text())) for p in paths]
+    reports = [held_out_errors(read_json(Path(p)), source=p) for p in paths]
     rows = _rows_by_name()
     records = []
     for key, (kind, group, errs) in sorted(reports[0].items(), key=lambda kv: kv[1][2].get(TTFT) or 0.0):

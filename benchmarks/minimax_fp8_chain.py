@@ -19,7 +19,6 @@ MiniMax-M2.5's block-FP8 layer chain and the C 8 1k/8k rows").
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from contextlib import ExitStack
@@ -28,6 +27,7 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.fold_report import FoldReport, read_json  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 CHAIN_PATH = ("blackwell", "fp8")
@@ -46,17 +46,17 @@ def chain_patches(extra_kernels: int | None) -> list:
     return out
 
 
-def fold_params(report: dict) -> dict[str, dict]:
+def fold_params(report: dict, source: object = "the report") -> dict[str, dict]:
     """{label: the fold's fitted parameters} for the MiniMax family fold and the B200 GPU fold of a fidelity_real
-    ``--json`` report (those it has); a report without folds is a one-line error."""
-    folds = report.get("folds")
-    if not isinstance(folds, dict) or not folds:
-        raise TwinInputError("the report has no folds (make it with fidelity_real.py --folds ... --json)")
+    ``--json`` report (those it has; ``source`` names it); a report with neither is a one-line error."""
+    rep = FoldReport(report, source)
     out = {}
     for kind, held in FOLDS:
-        for fold in folds.get(kind, {}).get("folds", []):
-            if fold.get("held_out") == held:
-                out[f"{kind}:{held}"] = fold["params"]
+        for fold in rep.folds(kind) if kind in rep.kinds() else []:
+            if fold["held_out"] == held:
+                out[f"{kind}:{held}"] = rep.params(fold)
+    if not out:
+        raise rep.error("no " + " and no ".join(f"{kind} fold holding {held!r} out" for kind, held in FOLDS))
     return out
 
 
@@ -80,7 +80,7 @@ def rows(report_path: Path | None, fp8_count: bool) -> None:
     from twin.fitting.joint import default_start
     variants = [("defaults", dict)]
     if report_path is not None:
-        variants += [(k, lambda p=p: p) for k, p in fold_params(json.loads(report_path.read_text())).items()]
+        variants += [(k, lambda p=p: p) for k, p in fold_params(read_json(report_path), report_path).items()]
     if fp8_count:        # MiniMax's Triton FP8 eager floor at its launch count (round 14's trial, after the others)
         variants.append(("defaults+count", None))
     cases = sorted(fp8_8k_out_cases(), key=lambda c: (c.row.vllm_version, c.row.tp, c.row.concurrency, c.row.id))

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.layer_token_reading import readings  # noqa: E402
-from benchmarks.llama_b200_levers import fold_params  # noqa: E402
+from benchmarks.fold_report import fold_params  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, all_cases, default_start, errors, family_of, gpu_of  # noqa: E402

@@ -20,7 +20,6 @@ errors replaced in the report's per-case errors.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -28,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
+from benchmarks.fold_report import load_report  # noqa: E402
 from benchmarks.source_fold_terms import ALL  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
@@ -75,17 +75,16 @@ def main() -> None:
     ap.add_argument("--sim-s", type=float, default=60.0)
     args = ap.parse_args()
     kind, _, group = args.fold.partition(":")
-    report = json.loads(args.fold_json.read_text())["folds"]
-    if kind not in report or not any(f["held_out"] == group for f in report[kind]["folds"]):
-        raise TwinInputError(f"--fold {args.fold}: no such fold in {args.fold_json}")
-    entry = next(f for f in report[kind]["folds"] if f["held_out"] == group)
-    fold = dict(entry["params"])                                 # what its simulations used
-    if SYNC_KEY not in fold:
-        raise TwinInputError(f"--fold {args.fold}: the fold carries no {SYNC_KEY}")
+    report = load_report(args.fold_json)
+    entry = report.fold(kind, group)
+    fold, held_errors = report.params(entry), report.errors(entry)      # what its simulations used, what they gave
+    for name in (SYNC_KEY, "per_seq_overhead_s"):
+        if name not in fold:
+            raise TwinInputError(f"--fold {args.fold}: the fold carries no {name}")
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY)
-             if family_of(c) == "qwen3" and c.run.name in entry["errors"]]
+             if family_of(c) == "qwen3" and c.run.name in held_errors]
     embedded = {n: v for n, v in default_start(ALL + OTHERS).items() if v is not None}
-    others = [e["mean_tpot_ms"] for name, e in entry["errors"].items()
+    others = [e["mean_tpot_ms"] for name, e in held_errors.items()
               if "mean_tpot_ms" in e and name not in {c.run.name for c in cases}]
     sampler_s = sort_sampler_prior_s(cases)
     loop_s = loop_part_s(fold, sampler_s)

@@ -100,12 +100,12 @@ def parse_prior(text: str) -> tuple[str, dict[str, float]]:
 
 def read_fold(path: Path) -> dict[str, float]:
     """``source_fold_terms.fold_values`` of a ``fidelity_real.py --json`` file, with a one-line error for a missing or
-    foreign file."""
+    foreign file (``benchmarks.fold_report``'s, saying what the file lacks)."""
     try:
         return fold_values(path)
-    except (OSError, ValueError, KeyError, StopIteration, TypeError) as exc:
-        raise TwinInputError(f"{path}: not a fidelity_real.py --json report with the silicon-held-out source fold "
-                             f"({type(exc).__name__}: {exc})") from None
+    except TwinInputError as exc:
+        raise TwinInputError(f"not a fidelity_real.py --json report with the silicon-held-out source fold: {exc}") \
+            from None
 
 
 def variants(fold: dict[str, float], embedded: dict[str, float], groups, priors) -> dict[str, dict[str, float]]:

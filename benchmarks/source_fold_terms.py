@@ -25,7 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from benchmarks.fold_report import fold_params  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_of, source_of  # noqa: E402
 from twin.fitting.provenance import embedded_entries  # noqa: E402
@@ -56,12 +57,12 @@ ALL = tuple(n for names in GROUPS.values() for n in names)
 def fold_values(report: Path, kind: str = "source", group: str = "silicon") -> dict[str, float]:
     """The values the fold's simulations used for every name in ``GROUPS``: its parameters, a scoped name it
     does not carry at the unscoped one it falls back to (``joint.simulated_value``'s rule)."""
-    folds = json.loads(report.read_text())["folds"][kind]["folds"]
-    fold = next(f for f in folds if f["held_out"] == group)
-    params = dict(fold["params"])
+    params = fold_params(report, kind, group)
     out = dict(params)      # every value the fold carries (round 11's resets: expert request time, the link part)
     for name in ALL:
         base = name.split("@")[0]
+        if name not in params and base not in params:
+            raise TwinInputError(f"{report}: the {kind} fold holding {group!r} out carries neither {name} nor {base}")
         out[name] = params[name] if name in params else params[base]
     return out
 

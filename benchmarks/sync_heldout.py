@@ -14,12 +14,14 @@ embedded 45 us exposure, and the embedded 63.7 us.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.fold_report import fold_params  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 
 SYNC = "per_seq_overhead_s@sync"
 
@@ -33,8 +35,9 @@ def main() -> None:
     ap.add_argument("--report", type=Path, required=True)
     ap.add_argument("--every", type=int, default=1)
     args = ap.parse_args()
-    folds = json.loads(args.report.read_text())["folds"]["family"]["folds"]
-    fold = dict(next(f for f in folds if f["held_out"] == "qwen3")["params"])
+    fold = fold_params(args.report, "family", "qwen3")
+    if "per_seq_overhead_s" not in fold:
+        raise TwinInputError(f"{args.report}: the family fold holding 'qwen3' out carries no per_seq_overhead_s")
     fold.pop(SYNC, None)                         # held in the fold: its async per-sequence time
     variants = {"fold": fold,
                 "+45 us (leak)": fold | {SYNC: fold["per_seq_overhead_s"] + SYNC_HOST_TERMS["sync_seq_host_s"]},
@@ -52,4 +55,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -13,13 +13,13 @@ both generations read the gap directly: one sign in every fold says the term is 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.fold_report import FoldReport, read_json  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 
 # the shared terms a fold refits, in the units they are printed in
@@ -32,14 +32,19 @@ ONE_GENERATION = {("GPU", "H100-SXM"): "B200 rows", ("GPU", "B200"): "H100 rows"
                   ("source", "silicon"): "H100 inference-perf runs"}
 
 
-def readings(report: dict) -> list[tuple[str, str, str, dict[str, tuple[float, float | None, bool]]]]:
-    """(fold kind, held-out group, what it trained on, {term: (value, std or None, fitted)}) for every fold."""
+Reading = tuple[str, str, str, dict[str, tuple[float, "float | None", bool]]]
+
+
+def readings(report: dict, source: object = "the report") -> list[Reading]:
+    """(fold kind, held-out group, what it trained on, {term: (value, std or None, fitted)}) for every fold of
+    ``report`` (``source`` names it)."""
+    rep = FoldReport(report, source)
     out = []
-    for kind, block in report["folds"].items():
-        for fold in block["folds"]:
-            ident = fold.get("identification", {})
-            vals = {t: (fold["params"][t], fold["std"].get(t), ident.get(t, "identified") == "identified")
-                    for t in TERMS if t in fold["params"]}
+    for kind in rep.kinds():
+        for fold in rep.folds(kind):
+            params, std, ident = rep.params(fold), rep.std(fold), rep.identification(fold)
+            vals = {t: (params[t], std.get(t), ident.get(t, "identified") == "identified")
+                    for t in TERMS if t in params}
             out.append((kind, fold["held_out"], ONE_GENERATION.get((kind, fold["held_out"]), "both"), vals))
     return out
 
@@ -64,7 +69,7 @@ def main() -> None:
     ap.add_argument("reports", type=Path, nargs="+")
     args = ap.parse_args()
     for path in args.reports:
-        rows = readings(json.loads(path.read_text()))
+        rows = readings(read_json(path), path)
         print(f"## {path.name}\n\n| fold | trained on | " + " | ".join(lbl for lbl, _ in TERMS.values()) + " |")
         print("|---|---|" + "---|" * len(TERMS))
         for kind, group, trained, vals in rows:

@@ -1,0 +1,116 @@
+"""A validated reader of a ``fidelity_real.py --json`` held-out report: its folds (``report["folds"][kind]["folds"]``),
+each fold's held-out group, fitted parameters, standard errors and per-case errors.
+
+Issue 33, round 16: one reader for the scripts that read a report. A missing, empty, oversized, non-UTF-8 or non-JSON
+file, a bad structure, an absent fold or a non-numeric value is one ``TwinInputError`` line naming the file."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from twin.errors import TwinInputError
+from twin.json_input import parse_json
+from twin.yaml_input import MAX_INPUT_BYTES, read_text
+
+MAX_REPORT_BYTES = MAX_INPUT_BYTES      # 64 MiB; a full held-out report is ~0.15 MB, a --defaults-only one ~1 MB
+
+
+def read_json(path: Path) -> dict:
+    """The JSON object in the file ``path``: the project's checks on a user's JSON (size at most
+    ``MAX_REPORT_BYTES``, UTF-8 text, valid JSON, no key twice, bounded nesting), then an object at the top."""
+    path = Path(path)
+    if not path.is_file():
+        raise TwinInputError(f"{path}: no such file")
+    data = parse_json(read_text(path, "report", MAX_REPORT_BYTES), str(path))
+    if not isinstance(data, dict):
+        raise TwinInputError(f"{path}: a JSON {type(data).__name__}, not an object (a fidelity_real.py --json report)")
+    return data
+
+
+def finite_number(value: object) -> bool:
+    """A JSON number (not a bool) that is finite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class FoldReport:
+    """The folds of one parsed report. ``data`` is the whole document (some scripts read its ``args`` or write
+    it back); ``source`` names it in messages (the file's path)."""
+
+    def __init__(self, data: object, source: object = "the report") -> None:
+        self.source = str(source)
+        folds = data.get("folds") if isinstance(data, dict) else None
+        if not isinstance(folds, dict) or not folds:
+            raise self.error("no folds (make it with fidelity_real.py --folds ... --json)")
+        for kind, body in folds.items():
+            if not isinstance(body, dict) or not isinstance(body.get("folds"), list):
+                raise self.error(f"folds[{kind!r}] has no list of folds")
+            for i, fold in enumerate(body["folds"]):
+                if not isinstance(fold, dict) or not isinstance(fold.get("held_out"), str):
+                    raise self.error(f"{kind} fold {i} is not an object with a held_out name")
+        self.data = data
+
+    def error(self, what: str) -> TwinInputError:
+        return TwinInputError(f"{self.source}: {what}")
+
+    def kinds(self) -> list[str]:
+        """The fold kinds the report has (source, GPU, family: those it was made with)."""
+        return list(self.data["folds"])
+
+    def folds(self, kind: str) -> list[dict]:
+        """The ``kind`` folds, in the report's order."""
+        if kind not in self.data["folds"]:
+            raise self.error(f"no {kind} folds (it has: {', '.join(self.kinds())})")
+        return self.data["folds"][kind]["folds"]
+
+    def fold(self, kind: str, group: str) -> dict:
+        """The ``kind`` fold that holds ``group`` out."""
+        folds = self.folds(kind)
+        for fold in folds:
+            if fold["held_out"] == group:
+                return fold
+        held = ", ".join(f["held_out"] for f in folds) or "none"
+        raise self.error(f"no {kind} fold holds {group!r} out (held out: {held})")
+
+    def params(self, fold: dict) -> dict[str, float]:
+        """A copy of ``fold``'s parameters: {name: finite number}."""
+        return self._numbers(fold, fold.get("params"), "params")
+
+    def std(self, fold: dict) -> dict[str, float | None]:
+        """A copy of ``fold``'s standard errors: {name: finite number, or None where there is none}."""
+        return self._numbers(fold, fold.get("std"), "std", none_ok=True)
+
+    def identification(self, fold: dict) -> dict[str, str]:
+        """A copy of how ``fold``'s fit identified each name ({} where the report does not say)."""
+        status = self._mapping(fold, fold.get("identification", {}), "identification")
+        if not all(isinstance(v, str) for v in status.values()):
+            raise self.error(f"the fold holding {fold['held_out']!r} out: an identification that is not a string")
+        return dict(status)
+
+    def errors(self, fold: dict) -> dict[str, dict[str, float]]:
+        """A copy of ``fold``'s per-case signed relative errors: {case name: {metric: finite number}}."""
+        cases = self._mapping(fold, fold.get("errors"), "errors")
+        return {name: self._numbers(fold, errs, f"errors of {name!r}") for name, errs in cases.items()}
+
+    def _mapping(self, fold: dict, values: object, what: str) -> dict:
+        if not isinstance(values, dict) or not all(isinstance(name, str) for name in values):
+            raise self.error(f"the fold holding {fold['held_out']!r} out has no {what} object with names")
+        return values
+
+    def _numbers(self, fold: dict, values: object, what: str, none_ok: bool = False) -> dict:
+        for name, value in self._mapping(fold, values, what).items():
+            if not (finite_number(value) or (none_ok and value is None)):
+                raise self.error(f"the fold holding {fold['held_out']!r} out: {what} {name!r} is {value!r}, "
+                                 "not a finite number")
+        return dict(values)
+
+
+def load_report(path: Path) -> FoldReport:
+    """The validated report in ``path``."""
+    return FoldReport(read_json(path), path)
+
+
+def fold_params(report: Path, kind: str, group: str) -> dict[str, float]:
+    """The parameters of the ``kind`` fold holding ``group`` out in the report file ``report``."""
+    rep = load_report(report)
+    return rep.params(rep.fold(kind, group))
