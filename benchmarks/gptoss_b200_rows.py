@@ -13,7 +13,6 @@ stated priors is a LEAK: what a term is worth, not a prediction).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -31,8 +30,10 @@ def held_rows(report: Path, kind: str, group: str, every: int) -> list:
              if model_family(c.row.model_path) == "gpt-oss" and c.row.system.startswith("b200")]
     if every:
         return cases[::every]
-    fold = next(f for f in json.loads(report.read_text())["folds"][kind]["folds"] if f["held_out"] == group)
-    return [c for c in cases if c.row.id in fold["errors"]]
+    from benchmarks.fold_report import load_report
+    rep = load_report(report)
+    held = rep.errors(rep.fold(kind, group))
+    return [c for c in cases if c.row.id in held]
 
 
 def label(row) -> str:

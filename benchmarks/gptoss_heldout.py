@@ -31,7 +31,6 @@ Variants (each on top of the fold's values):
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -48,8 +47,8 @@ def fold_params(report: Path, kind: str = "family", group: str = "gpt-oss") -> d
     """The fitted values of ``report``'s fold of ``kind`` holding out ``group``; ``embedded``: {} (the defaults)."""
     if str(report) == "embedded":
         return {}
-    folds = json.loads(report.read_text())["folds"][kind]["folds"]
-    return next(f for f in folds if f["held_out"] == group)["params"]
+    from benchmarks.fold_report import fold_params as report_fold_params
+    return report_fold_params(report, kind, group)
 
 
 def variants(fold: dict[str, float]) -> dict[str, dict[str, float]]:

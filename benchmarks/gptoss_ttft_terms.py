@@ -20,7 +20,6 @@ serving group.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -57,12 +56,8 @@ ALL = tuple(n for names in GROUPS.values() for n in names)
 
 def fold_of(report: Path, kind: str, group: str) -> dict:
     """The fold of ``kind`` (source / GPU / family) holding out ``group`` in a ``fidelity_real.py --json`` report."""
-    folds = json.loads(report.read_text())["folds"].get(kind, {}).get("folds", [])
-    fold = next((f for f in folds if f["held_out"] == group), None)
-    if fold is None:
-        raise TwinInputError(f"--kind {kind} --group {group}: not a fold of {report} (its folds of that kind: "
-                             f"{', '.join(f['held_out'] for f in folds) or 'none'})")
-    return fold
+    from benchmarks.fold_report import load_report
+    return load_report(report).fold(kind, group)
 
 
 def fold_values(fold: dict) -> dict[str, float]:
