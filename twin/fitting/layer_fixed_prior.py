@@ -44,7 +44,7 @@ from twin.cost.default_terms import GENERATION_TERMS, NO_FLOOR_LINK_S
 from twin.cost.generations import gpu_generation
 from twin.cost.unsharded_decode import ALLREDUCE_POINTS_PER_LAYER, LINK_KEY
 from twin.fitting.fused_allreduce_prior import is_fused_term
-from twin.fitting.link_prior import TERM as LINK_TERM, rows as link_evidence
+from twin.fitting.link_prior import EXCHANGE_PRIOR_S, TERM as LINK_TERM, rows as link_evidence
 from twin.fitting.provenance import RESET
 from twin.hardware.weight_formats import format_family
 
@@ -186,9 +186,10 @@ def allreduces_per_step(model) -> int:
 def kept_link_prior(plan, kept) -> dict[str, float]:
     """{``link_prior.TERM``: the median link part per all-reduce of its evidence TP sets among ``kept`` ((case,
     deployment) of the rows the fold keeps; ``twin.fitting.link_prior``)} where ``plan`` resets it and keeps such a
-    set; {} otherwise (the no-floor prior stays)."""
+    set; where it resets it and keeps none, the exchange-only prior (``link_prior.EXCHANGE_PRIOR_S``, issue 33
+    round 16); {} where it keeps the entry (the embedded value stands)."""
     if not link_reset(plan, "blackwell"):
         return {}
     readings = [tp_split(points)[1] / allreduces_per_step(model)
                 for points, model in tp_sets([e for e in kept if link_evidence(*e)], "blackwell")]
-    return {LINK_TERM: statistics.median(readings)} if readings else {}
+    return {LINK_TERM: statistics.median(readings) if readings else EXCHANGE_PRIOR_S}

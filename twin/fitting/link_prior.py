@@ -20,8 +20,13 @@ layer-matched rule adds the link part."""
 
 from __future__ import annotations
 
-from twin.cost.unsharded_decode import LINK_KEY
+from twin.cost.unsharded_decode import EXCHANGE_PRIOR_LINK_S, LINK_KEY
 
+# issue 33 round 16 (docs/fidelity.md "Round 16: the B200 TP 1 decode held out"): what a fold takes where it resets
+# the term and keeps none of its evidence TP sets (the B200 GPU fold, the silicon source fold), in place of no floor:
+# NCCL's latency model of the smallest exchange (LL, 2 NVLink GPUs: 6.6 + 2 x 0.6 = 7.8 us), the stated prior
+# twin.cost.qk_norm_allreduce already gives the same quantity there; read off no row
+EXCHANGE_PRIOR_S = EXCHANGE_PRIOR_LINK_S
 TERM = f"{LINK_KEY}@blackwell"
 WHAT = "the B200 gpt-oss-120b and MiniMax-M2.5 NVFP4 rows (their TP sets' increment per all-reduce)"
 
