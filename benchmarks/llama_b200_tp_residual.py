@@ -15,6 +15,12 @@ Two readings of the 120 Llama-3.1-70B B200 rows (vLLM 0.10.2, FP8 and NVFP4 weig
     python benchmarks/llama_b200_tp_residual.py                                 # reading 1
     python benchmarks/llama_b200_tp_residual.py --simulate runs.json            # reading 2, ~4 min shared
     python benchmarks/llama_b200_tp_residual.py --load runs.json
+    python benchmarks/llama_b200_tp_residual.py --simulate fp8.json --precision fp8 \
+        --set memory_efficiency@blackwell=0.785 --set allreduce_latency_s@blackwell=19e-6 \
+        --set unsharded_allreduce_link_s@blackwell=0      # a trial split (model units), in-sample
+
+``--set`` (fit keys, model units, ``twin.yaml_input.parse_set_options``) changes the simulated values from the
+embedded defaults; ``--precision`` keeps one weight format's rows.
 """
 
 from __future__ import annotations
@@ -84,11 +90,26 @@ def measured_reading() -> None:
                       f"{stream_fraction(nbytes, w * 1e-3, bw):.3f} |")
 
 
-def simulate(path: Path) -> None:
+def set_values(items: list[str]) -> dict[str, float]:
+    """``--set KEY=VALUE`` items as {fit key: float}; a one-line error for an unknown key or a non-number."""
+    from twin.fitting.parameters import PARAMETERS_BY_NAME
+    from twin.yaml_input import parse_set_options
+    out = {}
+    for key, raw in parse_set_options(items).items():
+        if key not in PARAMETERS_BY_NAME:
+            raise SystemExit(f"--set {key}: unknown fit key; allowed: " + ", ".join(PARAMETERS_BY_NAME))
+        try:
+            out[key] = float(raw)
+        except (TypeError, ValueError):
+            raise SystemExit(f"--set {key}={raw!r}: expected a number (model units)") from None
+    return out
+
+
+def simulate(path: Path, values: dict[str, float], precision: str | None) -> None:
     from twin.fitting.fit import simulate_cases
     from twin.fitting.joint import default_start
-    cases = _cases("b200_sxm")
-    runs = simulate_cases(cases, default_start(()), max_sim_s=60.0)
+    cases = [c for c in _cases("b200_sxm") if precision is None or c.row.precision == precision]
+    runs = simulate_cases(cases, default_start(()) | values, max_sim_s=60.0)
     path.write_text(json.dumps([dict(tp=c.row.tp, fmt=c.row.precision, isl=c.row.isl, osl=c.row.osl,
                                      conc=c.row.concurrency, mtpot=c.row.tpot_ms, ptpot=r.metrics["mean_tpot_ms"])
                                 for c, r in zip(cases, runs)]))
@@ -115,12 +136,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--simulate", type=Path, help="simulate every B200 Llama row at the defaults, save, then read")
     ap.add_argument("--load", type=Path, help="read a file --simulate wrote")
+    ap.add_argument("--set", action="append", default=[], help="KEY=VALUE: a fit key's value for --simulate")
+    ap.add_argument("--precision", choices=("fp8", "fp4"), help="--simulate one weight format's rows only")
     args = ap.parse_args()
     if args.simulate and args.load:
         raise SystemExit("--simulate and --load: give one")
+    if (args.set or args.precision) and not args.simulate:
+        raise SystemExit("--set / --precision: only with --simulate")
+    values = set_values(args.set)
     measured_reading()
     if args.simulate:
-        simulate(args.simulate)
+        simulate(args.simulate, values, args.precision)
     path = args.simulate or args.load
     if path:
         residual_reading(json.loads(path.read_text()))

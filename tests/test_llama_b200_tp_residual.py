@@ -20,3 +20,13 @@ def test_stream_fraction():
     assert stream_fraction(70.56e9, 11.31e-3, 8e12) == pytest.approx(70.56e9 / (11.31e-3 * 8e12), rel=1e-12)
     with pytest.raises(ValueError):
         stream_fraction(1e9, 0.0, 8e12)
+
+
+def test_set_values_takes_fit_keys_in_model_units_and_rejects_the_rest():
+    from benchmarks.llama_b200_tp_residual import set_values
+    assert set_values(["allreduce_latency_s@blackwell=19e-6", "memory_efficiency@blackwell=0.785"]) == {
+        "allreduce_latency_s@blackwell": pytest.approx(19e-6), "memory_efficiency@blackwell": 0.785}
+    with pytest.raises(SystemExit, match="unknown fit key"):
+        set_values(["no_such_term=1"])
+    with pytest.raises(SystemExit, match="expected a number"):
+        set_values(["memory_efficiency@blackwell=fast"])
