@@ -25,8 +25,8 @@ held-out model pays per decoder layer what the kept sets read, in the twin's own
 with k the median over the kept Blackwell TP sets of K / layers at the reference group (``REFERENCE_GROUP``: 1k /
 1k at CONC 4, the one every Blackwell TP set in the data has), C = 4, the fold's fitted serving terms, and
 ``link`` the generation's link part of an all-reduce (``GENERATION_TERMS``, 6 us on Blackwell). No TP set kept on
-the path's generation (a fold holding out all B200 rows, or the silicon rows), no link part (Hopper, or a fold that
-resets Blackwell's and keeps no TP set of its evidence: ``fold_link_s``, ``twin.fitting.link_prior``), or not one
+the path's generation (a fold holding out all B200 rows, or the silicon rows), no link part (Hopper; since round 16 a fold that
+resets Blackwell's takes a stated one, ``fold_link_s``, ``twin.fitting.link_prior``), or not one
 held-out model on the path: round 10's one-kernel rule stands. Measured TPOT only: no simulation, and the rows
 that ``unexplained_decode_gap`` keeps out of the fit (the Llama B200 TP 1 0.10.2 rows) are read here, since the
 reading does not go through the cost model. In the gpt-oss fold (round 11, before the fold reset the link part
