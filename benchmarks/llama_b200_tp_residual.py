@@ -20,7 +20,9 @@ Two readings of the 120 Llama-3.1-70B B200 rows (vLLM 0.10.2, FP8 and NVFP4 weig
         --set unsharded_allreduce_link_s@blackwell=0      # a trial split (model units), in-sample
 
 ``--set`` (fit keys, model units, ``twin.yaml_input.parse_set_options``) changes the simulated values from the
-embedded defaults; ``--precision`` keeps one weight format's rows.
+embedded defaults; ``--precision`` keeps one weight format's rows. ``--others`` simulates instead the other families'
+B200 rows of the defaults sample (every 3rd silicon row) at the embedded defaults and at the ``--set`` values and
+prints their TPOT per family (~8 min): whether a split is the generation's or the dense layers' alone.
 """
 
 from __future__ import annotations
@@ -91,13 +93,19 @@ def measured_reading() -> None:
 
 
 def set_values(items: list[str]) -> dict[str, float]:
-    """``--set KEY=VALUE`` items as {fit key: float}; a one-line error for an unknown key or a non-number."""
+    """``--set KEY=VALUE`` items as {key: float}: a fit key, or a roofline keyword with an optional ``@scope`` (as a
+    fold's plan sets them, e.g. ``unsharded_allreduce_link_s@blackwell``); a one-line error for an unknown key or a
+    non-number."""
+    import inspect
+
+    from twin.cost.roofline import RooflineCostModel
     from twin.fitting.parameters import PARAMETERS_BY_NAME
     from twin.yaml_input import parse_set_options
+    keywords = set(inspect.signature(RooflineCostModel.__init__).parameters) - {"self", "model", "gpu"}
     out = {}
     for key, raw in parse_set_options(items).items():
-        if key not in PARAMETERS_BY_NAME:
-            raise SystemExit(f"--set {key}: unknown fit key; allowed: " + ", ".join(PARAMETERS_BY_NAME))
+        if key not in PARAMETERS_BY_NAME and key.split("@", 1)[0] not in keywords:
+            raise SystemExit(f"--set {key}: neither a fit key nor a roofline keyword")
         try:
             out[key] = float(raw)
         except (TypeError, ValueError):
@@ -113,6 +121,21 @@ def simulate(path: Path, values: dict[str, float], precision: str | None) -> Non
     path.write_text(json.dumps([dict(tp=c.row.tp, fmt=c.row.precision, isl=c.row.isl, osl=c.row.osl,
                                      conc=c.row.concurrency, mtpot=c.row.tpot_ms, ptpot=r.metrics["mean_tpot_ms"])
                                 for c, r in zip(cases, runs)]))
+
+
+def others_check(values: dict[str, float]) -> None:
+    from twin.fitting.fit import simulate_cases
+    from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_of
+    cases = [c for c in all_cases(None, silicon_every=3) if gpu_of(c).lower().startswith("b200")
+             and family_of(c) != "llama"]
+    runs = {label: [errors(c, r.metrics)["mean_tpot_ms"] for c, r in zip(cases, simulate_cases(
+        cases, default_start(()) | v, max_sim_s=60.0))] for label, v in (("defaults", {}), ("--set", values))}
+    print("\nthe other families' B200 rows (every 3rd silicon row), TPOT median |error| (signed): defaults -> --set")
+    for fam in sorted({family_of(c) for c in cases}) + ["all"]:
+        idx = [i for i, c in enumerate(cases) if fam in ("all", family_of(c))]
+        cells = [f"{100 * statistics.median(abs(runs[k][i]) for i in idx):.1f} % "
+                 f"({100 * statistics.median(runs[k][i] for i in idx):+.1f} %)" for k in runs]
+        print(f"  {fam} ({len(idx)}): {cells[0]} -> {cells[1]}")
 
 
 def residual_reading(rows: list[dict]) -> None:
@@ -138,12 +161,19 @@ def main() -> None:
     ap.add_argument("--load", type=Path, help="read a file --simulate wrote")
     ap.add_argument("--set", action="append", default=[], help="KEY=VALUE: a fit key's value for --simulate")
     ap.add_argument("--precision", choices=("fp8", "fp4"), help="--simulate one weight format's rows only")
+    ap.add_argument("--others", action="store_true", help="the other families' B200 rows at the --set values")
     args = ap.parse_args()
     if args.simulate and args.load:
         raise SystemExit("--simulate and --load: give one")
-    if (args.set or args.precision) and not args.simulate:
-        raise SystemExit("--set / --precision: only with --simulate")
+    if args.others and (args.simulate or args.load or args.precision or not args.set):
+        raise SystemExit("--others: with --set only (not with --simulate, --load or --precision)")
+    if args.precision and not args.simulate:
+        raise SystemExit("--precision: only with --simulate")
+    if args.set and not (args.simulate or args.others):
+        raise SystemExit("--set: only with --simulate or --others")
     values = set_values(args.set)
+    if args.others:
+        return others_check(values)
     measured_reading()
     if args.simulate:
         simulate(args.simulate, values, args.precision)

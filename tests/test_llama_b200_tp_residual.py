@@ -26,7 +26,8 @@ def test_set_values_takes_fit_keys_in_model_units_and_rejects_the_rest():
     from benchmarks.llama_b200_tp_residual import set_values
     assert set_values(["allreduce_latency_s@blackwell=19e-6", "memory_efficiency@blackwell=0.785"]) == {
         "allreduce_latency_s@blackwell": pytest.approx(19e-6), "memory_efficiency@blackwell": 0.785}
-    with pytest.raises(SystemExit, match="unknown fit key"):
+    assert set_values(["unsharded_allreduce_link_s@blackwell=0"]) == {"unsharded_allreduce_link_s@blackwell": 0.0}
+    with pytest.raises(SystemExit, match="neither a fit key"):
         set_values(["no_such_term=1"])
     with pytest.raises(SystemExit, match="expected a number"):
         set_values(["memory_efficiency@blackwell=fast"])
