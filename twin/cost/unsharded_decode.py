@@ -35,10 +35,15 @@ reading says a Hopper TP 1 step misses the time; a generation without an entry p
 
 from __future__ import annotations
 
-from twin.cost.kernel_path import explain_layer_overhead
+from twin.cost.kernel_path import explain_layer_overhead, nccl_ll_allreduce_latency_s
 from twin.cost.param_checks import check_nonneg
 
 LINK_KEY = "unsharded_allreduce_link_s"      # GENERATION_TERMS entry: the link part of one all-reduce (s)
+# issue 33 round 16: the link part's stated prior where a fold holds out the rows it was read off and keeps none of
+# them (twin.fitting.link_prior): NCCL's LL latency model of one small all-reduce, at its smallest exchange (2
+# NVLink GPUs: 7.8 us). A TP 1 step's floor is priced at it; a TP n exchange (twin.cost.qk_norm_allreduce) reads the
+# same model at n GPUs
+EXCHANGE_PRIOR_LINK_S = nccl_ll_allreduce_latency_s(2)
 ALLREDUCE_POINTS_PER_LAYER = 2               # after attention's o_proj and after the MLP's down projection
 
 

@@ -25,8 +25,8 @@ held-out model pays per decoder layer what the kept sets read, in the twin's own
 with k the median over the kept Blackwell TP sets of K / layers at the reference group (``REFERENCE_GROUP``: 1k /
 1k at CONC 4, the one every Blackwell TP set in the data has), C = 4, the fold's fitted serving terms, and
 ``link`` the generation's link part of an all-reduce (``GENERATION_TERMS``, 6 us on Blackwell). No TP set kept on
-the path's generation (a fold holding out all B200 rows, or the silicon rows), no link part (Hopper, or a fold that
-resets Blackwell's and keeps no TP set of its evidence: ``fold_link_s``, ``twin.fitting.link_prior``), or not one
+the path's generation (a fold holding out all B200 rows, or the silicon rows), no link part (Hopper; since round 16 a fold that
+resets Blackwell's takes a stated one, ``fold_link_s``, ``twin.fitting.link_prior``), or not one
 held-out model on the path: round 10's one-kernel rule stands. Measured TPOT only: no simulation, and the rows
 that ``unexplained_decode_gap`` keeps out of the fit (the Llama B200 TP 1 0.10.2 rows) are read here, since the
 reading does not go through the cost model. In the gpt-oss fold (round 11, before the fold reset the link part
@@ -54,7 +54,7 @@ from twin.cost.default_terms import GENERATION_TERMS, NO_FLOOR_LINK_S
 from twin.cost.generations import gpu_generation
 from twin.cost.unsharded_decode import ALLREDUCE_POINTS_PER_LAYER, LINK_KEY
 from twin.fitting.fused_allreduce_prior import is_fused_term
-from twin.fitting.link_prior import TERM as LINK_TERM, rows as link_evidence
+from twin.fitting.link_prior import EXCHANGE_PRIOR_S, TERM as LINK_TERM, rows as link_evidence
 from twin.fitting.provenance import RESET
 from twin.hardware.weight_formats import format_family
 
@@ -223,9 +223,10 @@ def allreduces_per_step(model) -> int:
 def kept_link_prior(plan, kept) -> dict[str, float]:
     """{``link_prior.TERM``: the median link part per all-reduce of its evidence TP sets among ``kept`` ((case,
     deployment) of the rows the fold keeps; ``twin.fitting.link_prior``)} where ``plan`` resets it and keeps such a
-    set; {} otherwise (the no-floor prior stays)."""
+    set; where it resets it and keeps none, the exchange-only prior (``link_prior.EXCHANGE_PRIOR_S``, issue 33
+    round 16); {} where it keeps the entry (the embedded value stands)."""
     if not link_reset(plan, "blackwell"):
         return {}
     readings = [tp_split(points)[1] / allreduces_per_step(model)
                 for points, model in tp_sets([e for e in kept if link_evidence(*e)], "blackwell")]
-    return {LINK_TERM: statistics.median(readings)} if readings else {}
+    return {LINK_TERM: statistics.median(readings) if readings else EXCHANGE_PRIOR_S}

@@ -11,6 +11,10 @@ latency is link and a TP 1 step pays nothing extra (Hopper's behaviour, and the 
 physical fact gives a better one: the exchange-only latency of a collective (NCCL's LL figures, 7.8-15 us at TP
 2-8) is a TP > 1 quantity, and which kernels a TP 1 step still runs is what the TP sets read, not a datasheet.
 
+Round 16: a fold that keeps NONE of them (the B200 GPU fold, the silicon source fold) takes NCCL's latency of the
+smallest exchange instead of no floor (``EXCHANGE_PRIOR_S``, below; docs/fidelity.md "Round 16: the B200 TP 1
+decode held out"): the no-floor prior cost their Llama B200 TP 1 rows ~12 points of TPOT held out.
+
 A fold that keeps some of those TP sets (the gpt-oss and MiniMax family folds keep the other family's) reads it
 again off them (``layer_fixed_prior.kept_link_prior``: the all-reduce part A of each kept set's TP split over its
 all-reduces per step; their median): 7.0 us in the gpt-oss fold (MiniMax NVFP4), 5.5 us in the MiniMax fold
@@ -20,8 +24,13 @@ layer-matched rule adds the link part."""
 
 from __future__ import annotations
 
-from twin.cost.unsharded_decode import LINK_KEY
+from twin.cost.unsharded_decode import EXCHANGE_PRIOR_LINK_S, LINK_KEY
 
+# issue 33 round 16 (docs/fidelity.md "Round 16: the B200 TP 1 decode held out"): what a fold takes where it resets
+# the term and keeps none of its evidence TP sets (the B200 GPU fold, the silicon source fold), in place of no floor:
+# NCCL's latency model of the smallest exchange (LL, 2 NVLink GPUs: 6.6 + 2 x 0.6 = 7.8 us), the stated prior
+# twin.cost.qk_norm_allreduce already gives the same quantity there; read off no row
+EXCHANGE_PRIOR_S = EXCHANGE_PRIOR_LINK_S
 TERM = f"{LINK_KEY}@blackwell"
 WHAT = "the B200 gpt-oss-120b and MiniMax-M2.5 NVFP4 rows (their TP sets' increment per all-reduce)"
 
