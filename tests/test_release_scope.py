@@ -72,3 +72,14 @@ def test_silicon_rows_carry_their_release():
     assert row_run(llama).release == "0.10.2"
     other = next(r for r in rows if r.vllm_version and not r.vllm_version.startswith("0.10"))
     assert row_run(other).release == other.vllm_version
+
+
+def test_a_held_compound_term_is_reported_at_the_fitted_part_it_falls_back_to():
+    """The Llama-held-out family fold has no 0.10.x run: the term is left out and its rows are simulated at the
+    fold's bench path (``scoped.params_for``), which the parameter table names, not the unscoped path."""
+    from twin.fitting.joint import FoldResult, simulated_value
+    params = {"request_path_s": 7.5e-3, "request_path_s@client_vllm_bench": 18.7e-3}
+    fold = FoldResult("family", "llama", params, {}, {TERM: "not identified, held at prior: no run"}, [], [])
+    assert simulated_value(fold, TERM) == (18.7e-3, "held: simulated at the fold's request_path_s@client_vllm_bench")
+    old = deployment_for(_run("a", "vllm-bench", "0.10.2"), TARGET)
+    assert cost_model_for(old, TARGET, params).request_path_s == 18.7e-3
