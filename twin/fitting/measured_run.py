@@ -128,6 +128,7 @@ class MeasuredRun:
     server: dict[str, Any] = field(default_factory=dict)
     experiment: str | None = None      # runs of one experiment share it (leave-one-experiment-out folds)
     client: str | None = None          # the measuring client (twin.workload.clients), None: not known
+    release: str | None = None         # the server's vLLM release as measured (fit scopes only: twin.fitting.scoped)
     cold_start: bool = False           # the first traffic of a freshly started server, no warm-up before it
 
     def __post_init__(self) -> None:
@@ -136,6 +137,8 @@ class MeasuredRun:
         if self.num_requests < 1:
             raise ValueError(f"{self.name}: no requests")
         check_client(self.client, f"{self.name}: client")
+        if self.release is not None and not isinstance(self.release, str):
+            raise ValueError(f"{self.name}: release must be a vLLM release string or None, got {self.release!r}")
         unknown = set(self.metrics) - set(METRIC_KEYS)
         if unknown:
             raise ValueError(f"{self.name}: unknown metric {sorted(unknown)[0]!r}")

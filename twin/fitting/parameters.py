@@ -73,6 +73,10 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
     *(FitParameter(f"request_path_s@client_{c}", "ms per request", 1e-3, 0.0, 200.0, 4.8,
                    f"request path as the {c.replace('_', '-')} client measures it (client, host, HTTP, hand-off)")
       for c in ("vllm_bench", "inference_perf")),
+    # issue 33, round 16 (twin.fitting.release_scope): the bench client's path on vLLM 0.10.x servers apart from the
+    # later releases'; prior: the bench path's (no release-specific time); opt-in, not embedded
+    FitParameter("request_path_s@client_vllm_bench+vllm_0.10", "ms per request", 1e-3, 0.0, 200.0, 4.8,
+                 "request path as the vllm-bench client measures it on vLLM 0.10.x servers (release front end)"),
     # issue 33, round 2: the silicon rows' light-load TTFT grows with the prompt by far more than the twin's
     # prefill FLOPs at any TP size (gpt-oss-120b on B200 at C=4, TP8: 25 ms at 1k tokens, 74 ms at 8k, against a
     # compute-bound ~2 ms for the extra 7k), i.e. a cost per token that tensor parallelism does not split.

@@ -73,6 +73,7 @@ def deployment_for(run: MeasuredRun, target: Target) -> Deployment:
     check_context(run, dep.scheduler_config.max_model_len)
     if run.client is not None:        # the client's scope (request_path_s@client_<name>, twin.fitting.scoped)
         dep.client = run.client
+    dep.release = getattr(run, "release", None)     # the release's scope (``@vllm_0.10``, twin.fitting.release_scope)
     return dep
 
 

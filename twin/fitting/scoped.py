@@ -27,7 +27,10 @@ Attention architecture (issue 33, round 8): ``@mla`` covers the models with mult
 (DeepSeek-V3 layout: Kimi-K2.5 in the data), ``layer_overhead_s@mla`` their fixed time per layer and step
 (``twin.cost.mla_decode``); ``@gqa`` every other model (issue 33, round 14: ``blackwell+gqa+experts_nvfp4``, a
 path's eager MoE floor that Kimi-K2.5's MLA layers on the same expert format do not share, ``twin.cost.
-eager_path_floors``)."""
+eager_path_floors``).
+
+Releases (issue 33, round 16): ``@vllm_0.10`` covers the replayed runs measured on vLLM 0.10.x
+(``twin.fitting.release_scope``)."""
 
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from typing import Any
 from twin.cost.generations import GENERATION_OF_NAME, gpu_generation
 from twin.cost.kv_attention import kv_format
 from twin.hardware.weight_formats import format_family
+from twin.fitting.release_scope import PREFIX as RELEASE_PREFIX, SCOPES as RELEASE_SCOPES, in_release_scope
 from twin.workload.clients import CLIENT_SCOPES, SCOPE_PREFIX as CLIENT_PREFIX, client_scope
 
 SEPARATOR = "@"
@@ -48,7 +52,7 @@ KV_SCOPES = (KV_PREFIX + "fp8",)
 MLA_SCOPE = "mla"          # models with multi-head latent attention (issue 33, round 8)
 GQA_SCOPE = "gqa"          # models without it: grouped-query / multi-head attention (issue 33, round 14)
 SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",) + EXPERT_SCOPES + CLIENT_SCOPES + KV_SCOPES \
-    + (MLA_SCOPE, GQA_SCOPE)
+    + (MLA_SCOPE, GQA_SCOPE) + RELEASE_SCOPES
 
 
 def split(name: str) -> tuple[str, str | None]:
@@ -66,6 +70,8 @@ def in_scope(scope: str, deployment: Any) -> bool:
     if scope.startswith(CLIENT_PREFIX):       # the runs one client measured (twin.workload.clients)
         client = getattr(deployment, "client", None)
         return client is not None and client_scope(client) == scope
+    if scope.startswith(RELEASE_PREFIX):      # the vLLM release line a replayed run measured (round 16)
+        return in_release_scope(scope, deployment)
     if scope.startswith(KV_PREFIX):        # the KV cache's format family (fp8_e4m3 -> fp8)
         kv = getattr(getattr(deployment, "kv_pool", None), "kv_dtype", None)
         return kv is not None and kv_format(kv) == scope[len(KV_PREFIX):]

@@ -354,7 +354,7 @@ def row_run(row: SiliconRow, max_requests: int | None = DEFAULT_MAX_REQUESTS) ->
                        output_tokens=output, metrics=derived_metrics(row), rate_per_s=math.inf,
                        max_concurrency=row.concurrency, model=row.model_path, gpu=GPUS.get(row.system, row.system),
                        tensor_parallel_size=row_layout(row)["tensor_parallel_size"], server=row_server(row),
-                       experiment=row.id, client=VLLM_BENCH if row.published_client else None)
+                       experiment=row.id, client=VLLM_BENCH if row.published_client else None, release=row.vllm_version)
 
 
 def row_scenario(row: SiliconRow, folder: Path | None = None, max_requests: int | None = None) -> dict:

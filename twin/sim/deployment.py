@@ -57,6 +57,7 @@ class Deployment:
     cudagraph_tokens: tuple[int, int] | None = None   # largest graphed (decode, mixed) steps (twin.cost.eager_steps)
     float32_matmul_precision: str | None = None       # server.float32_matmul_precision (twin.cost.router_gemm)
     client: str | None = None           # the measuring client of a replayed run (twin.workload.clients); fit scopes only
+    release: str | None = None          # the vLLM release of a replayed run (twin.fitting.scoped); fit scopes only
 
     @property
     def engines_per_replica(self) -> int:
