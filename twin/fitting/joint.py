@@ -307,8 +307,8 @@ def simulated_value(fold: FoldResult, name: str) -> tuple[float | None, str]:
     base, scope = split(name)
     # a compound scope falls back to a fitted part's value first (``request_path_s@client_vllm_bench+vllm_0.10``
     # held: the bench path), as ``scoped.params_for`` resolves it
-    wider = next((w for w in (f"{base}@{p}" for p in (scope or "").split("+") if "+" in (scope or ""))
-                  if w in fold.params), None)
+    parts = scope.split("+") if scope is not None and "+" in scope else []
+    wider = next((f"{base}@{p}" for p in parts if f"{base}@{p}" in fold.params), None)
     if wider is not None:
         return fold.params[wider], f"held: simulated at the fold's {wider}"
     if scope is not None and base in fold.params:
