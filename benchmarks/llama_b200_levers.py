@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
+from benchmarks.fold_report import fold_params  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, errors, family_of, gpu_of  # noqa: E402
@@ -54,12 +55,6 @@ def bytes_bound() -> None:
             b = replicated_token_bytes(model.hidden_size, 2, q)
             print(f"{gpu_name} {fmt}: {b / 1024:.1f} KiB per token per layer, {1e6 * b / bw:.4f} us at the "
                   f"datasheet {bw / 1e12:.2f} TB/s (read off the rows: {read_us} us)")
-
-
-def fold_params(report: Path, kind: str, group: str) -> dict[str, float]:
-    import json
-    folds = json.loads(report.read_text())["folds"][kind]["folds"]
-    return dict(next(f for f in folds if f["held_out"] == group)["params"])
 
 
 def variants(fold: dict[str, float]) -> dict[str, dict[str, float]]:
