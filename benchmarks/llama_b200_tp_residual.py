@@ -138,6 +138,34 @@ def others_check(values: dict[str, float]) -> None:
         print(f"  {fam} ({len(idx)}): {cells[0]} -> {cells[1]}")
 
 
+ROW_FIELDS = {"tp": int, "fmt": str, "isl": int, "osl": int, "conc": int, "mtpot": float, "ptpot": float}
+
+
+def load_rows(path: Path) -> list[dict]:
+    """The rows a ``--simulate`` run wrote to ``path``, validated: a JSON list of objects with ``ROW_FIELDS``
+    (positive integers, a format name, finite TPOTs in ms); anything else is one ``TwinInputError`` line."""
+    from benchmarks.fold_report import finite_number
+    from twin.errors import TwinInputError
+    from twin.json_input import parse_json
+    from twin.yaml_input import MAX_INPUT_BYTES, read_text
+    if not path.is_file():
+        raise TwinInputError(f"--load {path}: no such file")
+    rows = parse_json(read_text(path, "--load", MAX_INPUT_BYTES), str(path))
+    if not isinstance(rows, list) or not rows:
+        raise TwinInputError(f"--load {path}: not a non-empty list of rows (write it with --simulate)")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or set(row) != set(ROW_FIELDS):
+            raise TwinInputError(f"--load {path}: row {i} must be an object with exactly {sorted(ROW_FIELDS)}")
+        for key, kind in ROW_FIELDS.items():
+            v = row[key]
+            ok = (isinstance(v, str) and bool(v)) if kind is str else (
+                finite_number(v) and v > 0 and (kind is float or isinstance(v, int)))
+            if not ok:
+                raise TwinInputError(f"--load {path}: row {i} {key} = {v!r}, expected a positive "
+                                     f"{'format name' if kind is str else kind.__name__}")
+    return rows
+
+
 def residual_reading(rows: list[dict]) -> None:
     print("\nmeasured - twin TPOT at the embedded defaults (ms) = a + b / TP")
     print("| format | ISL / OSL | load | rows | a ms | b ms | rms | per TP (ms) |")
@@ -179,7 +207,7 @@ def main() -> None:
         simulate(args.simulate, values, args.precision)
     path = args.simulate or args.load
     if path:
-        residual_reading(json.loads(path.read_text()))
+        residual_reading(load_rows(path))
 
 
 if __name__ == "__main__":

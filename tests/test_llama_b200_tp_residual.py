@@ -31,3 +31,23 @@ def test_set_values_takes_fit_keys_in_model_units_and_rejects_the_rest():
         set_values(["no_such_term=1"])
     with pytest.raises(SystemExit, match="expected a number"):
         set_values(["memory_efficiency@blackwell=fast"])
+
+
+def test_load_rows_reads_what_simulate_writes_and_rejects_a_broken_file_in_one_line(tmp_path):
+    import json
+    from twin.errors import TwinInputError
+    from benchmarks import llama_b200_tp_residual as r
+    row = {"tp": 2, "fmt": "fp8", "isl": 1024, "osl": 1024, "conc": 4, "mtpot": 12.5, "ptpot": 11.0}
+    good = tmp_path / "rows.json"
+    good.write_text(json.dumps([row]))
+    assert r.load_rows(good) == [row]
+    for bad, message in (([], "not a non-empty list"), ([{**row, "extra": 1}], "row 0 must be an object"),
+                         ([{**row, "tp": 0}], "row 0 tp = 0, expected a positive int"),
+                         ([{**row, "tp": 1.5}], "row 0 tp = 1.5, expected a positive int"),
+                         ([{**row, "fmt": ""}], "row 0 fmt = '', expected a positive format name")):
+        f = tmp_path / "bad.json"
+        f.write_text(json.dumps(bad))
+        with pytest.raises(TwinInputError, match=message):
+            r.load_rows(f)
+    with pytest.raises(TwinInputError, match="no such file"):
+        r.load_rows(tmp_path / "absent.json")
