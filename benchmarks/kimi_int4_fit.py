@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.kimi_slices import kimi_cases, parse_set, run  # noqa: E402
 from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.replay import cost_model_for, deployment_for  # noqa: E402
 
 A, E, C = ("moe_layer_overhead_s@experts_int4", "moe_expert_efficiency@experts_int4",
@@ -45,12 +46,26 @@ A, E, C = ("moe_layer_overhead_s@experts_int4", "moe_expert_efficiency@experts_i
 PRIORS = {A: 0.0, E: 1.0, C: 1.0}
 
 
-DECODE_SHAPE = [(1024, 1024)]      # the rows the decode terms are read off (``--decode-on``)
+DECODE_SHAPES = [(1024, 1024)]     # the shapes whose rows the decode terms are read off (``--decode-on``)
+
+
+def parse_shapes(text: str) -> list[tuple[int, int]]:
+    """``--decode-on`` (comma-separated ISL/OSL pairs) -> [(isl, osl)]; a malformed pair is a one-line error."""
+    out = []
+    for item in (t.strip() for t in text.split(",") if t.strip()):
+        try:
+            isl, osl = (int(x) for x in item.split("/"))
+        except ValueError:
+            raise TwinInputError(f"--decode-on {item!r}: expected ISL/OSL, e.g. 1024/8192") from None
+        out.append((isl, osl))
+    if not out:
+        raise TwinInputError("--decode-on: no ISL/OSL pair given")
+    return out
 
 
 def is_train(rec: dict) -> bool:
     """Training rows: the decode shape's runs, and the C = 4 pair (1k/1k, 8k/1k) whose TTFT difference sets c."""
-    return ((rec["isl"], rec["osl"]) == DECODE_SHAPE[0]
+    return ((rec["isl"], rec["osl"]) in DECODE_SHAPES
             or (rec["conc"] == 4 and (rec["isl"], rec["osl"]) in ((1024, 1024), (8192, 1024))))
 
 
@@ -81,10 +96,10 @@ def main() -> None:
                     help="name=value in model units held fixed under the fit (repeatable), e.g. "
                          "eager_moe_layer_host_s@blackwell+experts_int4=0.5e-3")
     ap.add_argument("--decode-on", default="1024/1024",
-                    help="ISL/OSL of the runs a and e are read off (1024/8192: the decode-dominated runs, whose "
-                         "prompt steps are an eighth as frequent)")
+                    help="ISL/OSL of the runs a and e are read off, comma-separated (1024/8192: the decode-dominated "
+                         "runs, whose prompt steps are an eighth as frequent; 1024/1024,1024/8192: both jointly)")
     args = ap.parse_args()
-    DECODE_SHAPE[0] = tuple(int(x) for x in args.decode_on.split("/"))
+    DECODE_SHAPES[:] = parse_shapes(args.decode_on)
     t0 = time.perf_counter()
     cases = [c for c in kimi_cases() if (c.row.precision or "").lower() == "int4"]
     by_name = {c.run.name: c for c in cases}
@@ -92,7 +107,7 @@ def main() -> None:
     base = run(cases, base_params)
     print("priors (a = 0, e = 1, c = 1):\n  " + summary(base, True) + "\n  " + summary(base, False))
 
-    train = [r for r in base if (r["isl"], r["osl"]) == DECODE_SHAPE[0]]
+    train = [r for r in base if (r["isl"], r["osl"]) in DECODE_SHAPES]
     y = np.array([(r["measured"]["mean_tpot_ms"] - r["predicted"]["mean_tpot_ms"]) * 1e-3 for r in train])
     layers = 60.0
     x = np.array([[layers, expert_read_s(by_name[r["name"]], base_params, r["predicted"]["mean_running_batch"])]
@@ -138,4 +153,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

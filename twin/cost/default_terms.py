@@ -7,7 +7,7 @@ tables below and docs/fidelity.md ("Round 4: the fit on whole runs")."""
 
 from __future__ import annotations
 
-from twin.cost.eager_path_floors import NAME as EAGER_MOE_FLOOR, gqa_path_floor_s
+from twin.cost.eager_path_floors import NAME as EAGER_MOE_FLOOR, path_floor_s
 from twin.cost.generation_experts import generation_expert_term
 from twin.cost.generations import gpu_generation
 from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS
@@ -109,9 +109,9 @@ def embedded(gpu: GpuSpec, model, formats, **given: float | None) -> dict[str, f
             out[name] = value
         elif name == "quant_weight_efficiency":
             out[name] = quant_efficiency_default(formats)
-        elif name == EAGER_MOE_FLOOR and (counted := gqa_path_floor_s(
+        elif name == EAGER_MOE_FLOOR and (counted := path_floor_s(
                 gpu, model, formats, generation_term(gpu, "eager_layer_host_s", 0.0))) is not None:
-            out[name] = counted       # a GQA layer's counted floor on its expert path (twin.cost.eager_path_floors)
+            out[name] = counted       # a counted floor of its expert path / GQA layer (twin.cost.eager_path_floors)
         elif (on_path := generation_expert_term(gpu, model, formats, name)) is not None:
             out[name] = on_path       # the (generation, expert format) kernel path's (twin.cost.generation_experts)
         elif name.startswith("moe_"):

@@ -16,6 +16,14 @@ on the same expert format, so the count is scoped to GQA layers (``@blackwell+gq
 The value is a count times the B200 Llama rows' per-layer time: no MiniMax row is read, so its evidence is those
 Llama rows (``twin.fitting.provenance``), and a fold holding them out prices it at the same count times its own
 per-layer prior (``twin.fitting.launch_prior.scope_floor_prior_s``).
+
+Round 16 (docs/fidelity.md "Round 16: Kimi-K2.5 INT4's Marlin eager floor"): an expert path that only one attention
+architecture runs in the data can take its own count keyed on the format alone (``@<generation>+experts_<format>``,
+``EXPERT_PATH_LAYER_OPS``). The Marlin W4A16 path's (``fused_marlin_moe``; only Kimi-K2.5 INT4 runs it, MLA, B200,
+vLLM 0.15.1): 26 host-dispatched ops per decoder layer (``MARLIN_INT4_LAYER_OPS``, counted in
+``twin.fitting.launch_prior``), 10 beyond the dense layer, 0.525 ms per MoE layer at 0.84 ms / 16 per op, where it
+takes the generation's 1.15 ms (its rows read 0.72, round 14). Tried held out and NOT embedded (the table is empty):
+``benchmarks/kimi_int4_floor.py`` puts it in.
 """
 
 from __future__ import annotations
@@ -27,6 +35,12 @@ NAME = "eager_moe_layer_host_s"
 DENSE_LAYER_OPS = 16          # a dense GQA decoder layer with FP8 weights: the per-layer readings' layer
 # (GPU generation, routed experts' format family) of a GQA MoE layer -> host-dispatched ops per decoder layer
 GQA_PATH_LAYER_OPS: dict[tuple[str, str], int] = {("blackwell", "nvfp4"): 22}
+# host-dispatched ops per decoder layer of Kimi-K2.5's MLA layer on the Marlin W4A16 MoE path (round 16)
+MARLIN_INT4_LAYER_OPS = 26
+# (GPU generation, routed experts' format family) -> host-dispatched ops per decoder layer of an expert path that
+# only one attention architecture runs in the data, so keyed on the format alone; embedded: none (round 16's Marlin
+# count, ("blackwell", "int4"): MARLIN_INT4_LAYER_OPS, is opt-in: benchmarks/kimi_int4_floor.py)
+EXPERT_PATH_LAYER_OPS: dict[tuple[str, str], int] = {}
 
 
 def counted_floor_s(layer_ops: int, per_layer_s: float) -> float:
@@ -36,6 +50,11 @@ def counted_floor_s(layer_ops: int, per_layer_s: float) -> float:
 
 def scope_of(generation: str, fmt: str) -> str:
     return f"{generation}+gqa+experts_{fmt}"
+
+
+def path_scope_of(generation: str, fmt: str) -> str:
+    """The fit scope of an ``EXPERT_PATH_LAYER_OPS`` count (any attention)."""
+    return f"{generation}+experts_{fmt}"
 
 
 def gqa_path_floor_s(gpu, model, formats, per_layer_s: float) -> float | None:
@@ -48,14 +67,31 @@ def gqa_path_floor_s(gpu, model, formats, per_layer_s: float) -> float | None:
     return None if ops is None else counted_floor_s(ops, per_layer_s)
 
 
+def path_floor_s(gpu, model, formats, per_layer_s: float) -> float | None:
+    """The counted ``eager_moe_layer_host_s`` of a MoE model on this GPU's generation and routed-expert format: the
+    GQA layer's count (``gqa_path_floor_s``), else the expert path's (``EXPERT_PATH_LAYER_OPS``), else None."""
+    if (gqa := gqa_path_floor_s(gpu, model, formats, per_layer_s)) is not None:
+        return gqa
+    if not getattr(model, "is_moe", False) or formats is None:
+        return None
+    ops = EXPERT_PATH_LAYER_OPS.get((gpu_generation(gpu), format_family(formats.routed_experts)))
+    return None if ops is None else counted_floor_s(ops, per_layer_s)
+
+
+def counted_keys() -> dict[str, tuple[str, int]]:
+    """Every count as its fit key -> (generation, ops per decoder layer): the GQA layers' and the expert paths'."""
+    out = {f"{NAME}@{scope_of(gen, fmt)}": (gen, ops) for (gen, fmt), ops in GQA_PATH_LAYER_OPS.items()}
+    return out | {f"{NAME}@{path_scope_of(gen, fmt)}": (gen, ops) for (gen, fmt), ops in EXPERT_PATH_LAYER_OPS.items()}
+
+
 def scoped_values(per_layer_s_of) -> dict[str, float]:
-    """The counts as fit keys (``eager_moe_layer_host_s@<generation>+gqa+experts_<format>``) -> s, given
-    ``per_layer_s_of(generation)``, the generation's embedded per-layer host time."""
-    return {f"{NAME}@{scope_of(gen, fmt)}": counted_floor_s(ops, per_layer_s_of(gen))
-            for (gen, fmt), ops in GQA_PATH_LAYER_OPS.items()}
+    """The counts as fit keys (``eager_moe_layer_host_s@<generation>+gqa+experts_<format>``,
+    ``...@<generation>+experts_<format>``) -> s, given ``per_layer_s_of(generation)``, the generation's embedded
+    per-layer host time."""
+    return {key: counted_floor_s(ops, per_layer_s_of(gen)) for key, (gen, ops) in counted_keys().items()}
 
 
-KEYS: tuple[str, ...] = tuple(f"{NAME}@{scope_of(g, f)}" for g, f in GQA_PATH_LAYER_OPS)
+KEYS: tuple[str, ...] = tuple(counted_keys())
 
 
 def embedded_values(generation_terms: dict[str, dict[str, float]]) -> dict[str, float]:

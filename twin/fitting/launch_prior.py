@@ -51,13 +51,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from twin.cost.eager_path_floors import DENSE_LAYER_OPS, GQA_PATH_LAYER_OPS, counted_floor_s, scope_of
+from twin.cost.eager_path_floors import DENSE_LAYER_OPS, MARLIN_INT4_LAYER_OPS, counted_floor_s, counted_keys
 
 GENERIC_MOE_LAYER_OPS = 21     # vLLM's generic Triton fused_moe on a GQA layer: a path without an entry
 # (GPU generation, routed experts' format family) -> (host-dispatched ops per MoE decoder layer, the path counted)
 PATH_LAYER_OPS: dict[tuple[str, str], tuple[int, str]] = {
     ("blackwell", "fp8"): (27, "MiniMax-M2.5, Triton block-FP8 fused_moe (March v0.17.0 rows)"),
-    ("blackwell", "int4"): (26, "Kimi-K2.5 MLA, Marlin W4A16 fused_marlin_moe (v0.15.1)"),
+    # one definition of the count (twin.cost.eager_path_floors; round 16: its opt-in floor of its own)
+    ("blackwell", "int4"): (MARLIN_INT4_LAYER_OPS, "Kimi-K2.5 MLA, Marlin W4A16 fused_marlin_moe (v0.15.1)"),
     # Kimi's count: its rows are the path's eager 1k ones (MiniMax NVFP4's layer, ~22 ops, runs 8k GPU-bound steps)
     ("blackwell", "nvfp4"): (24, "Kimi-K2.5 MLA, FlashInfer CUTLASS fused MoE (v0.17.0)"),
     ("blackwell", "mxfp4"): (11, "gpt-oss-120b, FlashInfer TRT-LLM-gen MXFP4 MoE (v0.15.1)"),
@@ -92,10 +93,10 @@ def path_floor_priors(fixed: dict[str, float], per_layer_prior_s: Callable[[str]
         key = f"{MOE_FLOOR}@{gen}+experts_{fmt}"
         if f"{MOE_FLOOR}@{gen}" in fixed and key not in fixed:
             out[key] = moe_extra_s(per_layer_prior_s(gen), ops)
-    # a GQA layer's embedded count (twin.cost.eager_path_floors, round 14) that the fold resets: the same count at
-    # the fold's per-layer prior (its stated prior, HOST, would give the generic layer's count)
-    for (gen, fmt), ops in GQA_PATH_LAYER_OPS.items():
-        if (key := f"{MOE_FLOOR}@{scope_of(gen, fmt)}") in fixed:
+    # an embedded count (twin.cost.eager_path_floors: a GQA layer's, round 14; an expert path's, round 16) that the
+    # fold resets: the same count at the fold's per-layer prior (its stated prior, HOST, would give the generic count)
+    for key, (gen, ops) in counted_keys().items():
+        if key in fixed:
             out[key] = moe_extra_s(per_layer_prior_s(gen), ops)
     return out
 
@@ -106,9 +107,9 @@ def _b200_llama_rows(case, _deployment) -> bool:
     return row is not None and row.system == "b200_sxm" and model_family(row.model_path) == "llama"
 
 
-# the GQA counts' evidence (twin.fitting.provenance.DECLARED_EVIDENCE): a count times the generation's per-layer
-# value, so the rows that value was read off; no MiniMax row is read (round 14)
+COUNT_EVIDENCE: tuple[str, Callable] = ("a launch count times the B200 Llama rows' per-layer value", _b200_llama_rows)
+# the embedded counts' evidence (twin.fitting.provenance.DECLARED_EVIDENCE): a count times the generation's
+# per-layer value, so the rows that value was read off; no MiniMax (round 14) or Kimi (round 16) row is read
 EVIDENCE: dict[str, tuple[str, Callable]] = {
-    f"{MOE_FLOOR}@{scope_of(gen, fmt)}": ("a launch count times the B200 Llama rows' per-layer value", _b200_llama_rows)
-    for gen, fmt in GQA_PATH_LAYER_OPS if gen == "blackwell"}
+    key: COUNT_EVIDENCE for key, (gen, _) in counted_keys().items() if gen == "blackwell"}
 
