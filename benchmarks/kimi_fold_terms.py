@@ -38,7 +38,7 @@ from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS  # noqa: E402
 from twin.cost.mla_decode import MLA_TERMS  # noqa: E402
 from twin.cost.mla_request import READINGS  # noqa: E402
 from twin.errors import run_script  # noqa: E402
-from llama_b200_levers import fold_params  # noqa: E402
+from benchmarks.fold_report import fold_params  # noqa: E402
 
 METRICS = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
 # the fold-reset terms and the values Kimi's own rows read (model units); what each carries, not a prior

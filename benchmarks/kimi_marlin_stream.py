@@ -66,13 +66,14 @@ def print_slope(isl: int, osl: int) -> None:
 
 
 def print_priors(fold_json: Path) -> None:
-    import json
+    from benchmarks.fold_report import load_report
     from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS
     from twin.cost.mla_decode import MLA_TERMS
     from twin.fitting.held_priors import mla_layer_prior_s
     from twin.fitting.marlin_stream_prior import carried_stream_efficiency
-    for kind, fold in ((k, f) for k, v in json.loads(fold_json.read_text())["folds"].items() for f in v["folds"]):
-        p = fold["params"]
+    report = load_report(fold_json)
+    for kind, fold in ((k, f) for k in report.kinds() for f in report.folds(k)):
+        p = report.params(fold)
         if "memory_efficiency" not in p:
             continue
         e = carried_stream_efficiency(1.0, "hopper", "blackwell", p)
