@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmarks.fold_report import fold_params as load_fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.yaml_input import parse_numeric_set_options  # noqa: E402
 
 INT4_BYTES_PER_WEIGHT = 0.5 + 2 / 32          # INT4, one bf16 scale per 32 weights (twin.hardware.quant)
 
@@ -53,20 +54,6 @@ def ols_line(points: list[tuple[float, float]]) -> tuple[float, float, float, fl
         raise TwinInputError("a line needs two distinct x values")
     fit = linregress([x for x, _ in points], [y for _, y in points])
     return float(fit.intercept), float(fit.slope), float(fit.intercept_stderr), float(fit.stderr)
-
-
-def numeric_overrides(items: list[str]) -> dict[str, float]:
-    """``--set NAME=VALUE`` (twin run --set's parser) -> {name: float}; a non-numeric or nested value is an error."""
-    from twin.yaml_input import parse_set_options
-    out: dict[str, float] = {}
-    for key, value in parse_set_options(items).items():
-        if isinstance(value, dict) or isinstance(value, bool):
-            raise TwinInputError(f"--set {key}: expected a number")
-        try:
-            out[key] = float(value)
-        except (TypeError, ValueError):
-            raise TwinInputError(f"--set {key}={value!r}: expected a number") from None
-    return out
 
 
 def check_overrides(overrides: dict[str, float], deployment) -> None:
@@ -115,7 +102,7 @@ def main() -> None:
     if args.report is None and (args.kind, args.group) != ("family", "kimi"):
         raise TwinInputError("--kind / --group need --report")
     shapes = {parse_shape(s) for s in args.shapes.split(",") if s.strip()}
-    overrides = numeric_overrides(args.overrides)
+    overrides = parse_numeric_set_options(args.overrides)
 
     from twin.fitting.fit import simulate_cases
     from twin.fitting.joint import all_cases, default_start, errors, family_of

@@ -45,12 +45,20 @@ def test_a_line_needs_two_distinct_x(pts):
 
 
 def test_overrides_are_numbers_and_anything_else_is_an_error():
-    m = load_benchmark("kimi_int4_residual")
-    got = m.numeric_overrides(["moe_layer_overhead_s@experts_int4=3e-05", "moe_expert_efficiency@experts_int4=0.5"])
-    assert got == {"moe_layer_overhead_s@experts_int4": 3e-05, "moe_expert_efficiency@experts_int4": 0.5}
-    for bad in (["x=abc"], ["x=true"], ["a.b=1"], ["novalue"]):
-        with pytest.raises(TwinInputError):
-            m.numeric_overrides(bad)
+    from twin.yaml_input import parse_numeric_set_options
+    got = parse_numeric_set_options(["moe_layer_overhead_s@experts_int4=3e-05", "moe_expert_efficiency@experts_int4=0.5",
+                                     "request_path_s@client_vllm_bench+vllm_0.10=0.02"])
+    assert got == {"moe_layer_overhead_s@experts_int4": 3e-05, "moe_expert_efficiency@experts_int4": 0.5,
+                   "request_path_s@client_vllm_bench+vllm_0.10": 0.02}
+    for bad, message in ((["x=abc"], "--set x='abc': expected a finite number"),
+                         (["x=true"], "--set x='true': expected a finite number"),
+                         (["x=nan"], "--set x='nan': expected a finite number"),
+                         (["novalue"], "--set 'novalue': expected NAME=NUMBER"),
+                         (["=1"], "--set '=1': expected NAME=NUMBER"),
+                         (["x=1", "x=2"], "--set x: given twice")):
+        with pytest.raises(TwinInputError) as err:
+            parse_numeric_set_options(bad)
+        assert str(err.value) == message
 
 
 def test_shapes_parse_and_a_bad_one_is_an_error():

@@ -29,7 +29,8 @@ def test_set_values_takes_fit_keys_in_model_units_and_rejects_the_rest():
     assert set_values(["unsharded_allreduce_link_s@blackwell=0"]) == {"unsharded_allreduce_link_s@blackwell": 0.0}
     with pytest.raises(SystemExit, match="neither a fit key"):
         set_values(["no_such_term=1"])
-    with pytest.raises(SystemExit, match="expected a number"):
+    from twin.errors import TwinInputError
+    with pytest.raises(TwinInputError, match="expected a finite number"):
         set_values(["memory_efficiency@blackwell=fast"])
 
 

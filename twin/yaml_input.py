@@ -7,6 +7,7 @@ from __future__ import annotations
 import codecs
 import copy
 import io
+import math
 from pathlib import Path
 from typing import IO, Any
 
@@ -195,6 +196,29 @@ def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any
             out[key] = deep_merge(out[key], value)
         else:
             out[key] = copy.deepcopy(value)
+    return out
+
+
+def parse_numeric_set_options(items: list[str] | tuple[str, ...], flag: str = "--set") -> dict[str, float]:
+    """``--set NAME=NUMBER`` overrides of flat, numeric parameters (fit keys such as
+    ``request_path_s@client_vllm_bench+vllm_0.10``, whose scope may hold a dot, so NAME is not split into a path)
+    -> {name: finite float}; a missing ``=``, an empty name, a name given twice or a value that is not a finite
+    number (a bool, text, NaN, inf) is a one-line error."""
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise TwinInputError(f"{flag} {item!r}: expected NAME=NUMBER")
+        if name in out:
+            raise TwinInputError(f"{flag} {name}: given twice")
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            value = float("nan")
+        if not math.isfinite(value):
+            raise TwinInputError(f"{flag} {name}={raw.strip()!r}: expected a finite number")
+        out[name] = value
     return out
 
 
