@@ -57,11 +57,9 @@ def slice_of(case) -> str:
 
 
 def parse_set(items: list[str]) -> dict[str, float]:
-    out = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        out[name.strip()] = float(value)
-    return out
+    """``--set NAME=NUMBER`` items (``twin.yaml_input.parse_numeric_set_options``: a bad one is one line)."""
+    from twin.yaml_input import parse_numeric_set_options
+    return parse_numeric_set_options(items)
 
 
 def run(cases: list, params: dict[str, float], workers: int = 1) -> list[dict]:

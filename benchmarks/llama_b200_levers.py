@@ -31,6 +31,7 @@ from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, errors, family_of, gpu_of  # noqa: E402
 from twin.fitting.provenance import embedded_start  # noqa: E402
+from twin.yaml_input import parse_numeric_set_options  # noqa: E402
 
 TOKEN = "layer_token_overhead_s@blackwell"
 EAGER = "eager_layer_host_s@blackwell"
@@ -93,7 +94,7 @@ def main() -> None:
     if args.variants:
         todo = {k: v for k, v in todo.items() if k in args.variants.split(",")}
     for s in args.set:
-        todo[f"set {s}"] = fold | {k: float(v) for k, v in (kv.split("=") for kv in s.split(","))}
+        todo[f"set {s}"] = fold | parse_numeric_set_options(s.split(","))
     names = [c.run.name for c in cases]
     print("rows: " + ", ".join(n.split("vllm_")[-1] for n in names))
     for label, params in todo.items():

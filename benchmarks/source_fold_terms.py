@@ -31,6 +31,7 @@ from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_of, source_of  # noqa: E402
 from twin.fitting.provenance import embedded_entries  # noqa: E402
 from twin.fitting.scoped import split  # noqa: E402
+from twin.yaml_input import parse_numeric_set_options  # noqa: E402
 
 # the silicon-read terms by what they are (the fold resets or refits each; docs/fidelity.md "Round 9 outcome")
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -116,7 +117,7 @@ def main() -> None:
     fold = fold_values(args.fold_json)
     variants = {"defaults": embedded, "fold": fold}
     if args.set:
-        variants["fold + set"] = fold | {k: float(v) for k, v in (kv.split("=") for kv in args.set.split(","))}
+        variants["fold + set"] = fold | parse_numeric_set_options(args.set.split(","))
     for d in (x for x in args.direction.split(",") if x in ("off", "on")):
         for g in args.groups.split(","):
             names = GROUPS[g]
