@@ -23,11 +23,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.gptoss_ttft_terms import fold_of  # noqa: E402
+from benchmarks.line_fit import line_fit  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 BENCH = "request_path_s@client_vllm_bench"
@@ -38,10 +37,7 @@ def per_layer_split(points: list[tuple[int, float]]) -> tuple[float, float, floa
     """(a, b, rms) of missed = a + b x layers by least squares over ``points`` ((layers, missed)); needs two depths."""
     if len({layers for layers, _ in points}) < 2:
         raise TwinInputError("the rows have one depth: a per-layer part is not identified")
-    x = np.array([[1.0, layers] for layers, _ in points])
-    y = np.array([m for _, m in points])
-    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
-    return float(beta[0]), float(beta[1]), float(np.sqrt(np.mean((x @ beta - y) ** 2)))
+    return line_fit([(float(layers), missed) for layers, missed in points])
 
 
 def main() -> None:

@@ -36,12 +36,8 @@ def expert_bytes_per_gpu(model, tokens: int, tp: int) -> float:
 
 def slope_rate(points: list[tuple[float, float]]) -> float:
     """Least-squares slope (bytes per second) of (bytes, seconds) points: bytes / (d seconds / d bytes)."""
-    n = len(points)
-    mx = sum(b for b, _ in points) / n
-    my = sum(t for _, t in points) / n
-    sxx = sum((b - mx) ** 2 for b, _ in points)
-    sxy = sum((b - mx) * (t - my) for b, t in points)
-    return sxx / sxy
+    from benchmarks.line_fit import line_fit
+    return 1.0 / line_fit(points)[1]
 
 
 def print_slope(isl: int, osl: int) -> None:

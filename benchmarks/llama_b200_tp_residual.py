@@ -33,10 +33,9 @@ import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.line_fit import line_fit  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.layer_fixed_prior import tp_split  # noqa: E402
 
@@ -56,10 +55,7 @@ def fixed_and_per_tp(points: list[tuple[int, float]]) -> tuple[float, float, flo
     TP sizes."""
     if len({tp for tp, _ in points}) < 2:
         raise ValueError("a + b / TP needs at least two TP sizes")
-    x = np.array([[1.0, 1.0 / tp] for tp, _ in points])
-    y = np.array([v for _, v in points])
-    beta, *_ = np.linalg.lstsq(x, y, rcond=None)
-    return float(beta[0]), float(beta[1]), float(np.sqrt(np.mean((x @ beta - y) ** 2)))
+    return line_fit([(1.0 / tp, v) for tp, v in points])
 
 
 def _cases(system: str):

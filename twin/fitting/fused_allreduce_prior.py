@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from twin.fitting.held_priors import ALLREDUCES_PER_LAYER, FUSION_REMOVED_KERNELS, GQA_LAYER_KERNELS
 from twin.fitting.provenance import RESET
+from twin.fitting.scoped import split
 
 FUSED_TERM = "fused_allreduce_latency_s"
 KERNELS_PER_ALLREDUCE = GQA_LAYER_KERNELS / ALLREDUCES_PER_LAYER      # 6: the kernels one fitted latency stands for
@@ -77,6 +78,6 @@ def fused_prior_labels(plan, matched: dict[str, float] | None = None) -> dict[st
     one_kernel = (f"the fold's unfused latency less {FUSION_REMOVED_KERNELS} kernel of {KERNELS_PER_ALLREDUCE:g}, "
                   "twin.fitting.fused_allreduce_prior")
     def matched_by(p: str) -> str:     # round 16: Hopper's path too (TP > 1 sets, twin.fitting.layer_fixed_prior)
-        generation = p.split("@", 1)[1].split("+", 1)[0].capitalize()
+        generation = split(p)[1].split("+", 1)[0].capitalize()
         return f"the kept {generation} TP sets' fixed time per layer, twin.fitting.layer_fixed_prior"
     return {p: (matched_by(p) if p in (matched or {}) else one_kernel) for p in reset_fused_terms(plan)}

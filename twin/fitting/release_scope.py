@@ -16,18 +16,24 @@ not free the bench path (the gpt-oss fold's 15.2 -> 14.1 ms) and cost the B200 f
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from twin.core.vllm_versions import NIGHTLY, parse_vllm_version
 
 PREFIX = "vllm_"
 SCOPES = (PREFIX + "0.10",)
-_RELEASE = re.compile(r"^v?(\d+)\.(\d+)")
 
 
 def release_line(release: str | None) -> str | None:
-    """``"0.10"`` for ``"0.10.2"`` / ``"v0.10.1-cu128"``; None for a blank, nightly or unparsable release."""
-    m = _RELEASE.match((release or "").strip().lower())
-    return f"{int(m.group(1))}.{int(m.group(2))}" if m else None
+    """``"0.10"`` for ``"0.10.2"`` / ``"v0.10.1-cu128"`` (``twin.core.vllm_versions.parse_vllm_version``); None for a
+    blank, nightly, unparsable or unmodelled release."""
+    if not release:
+        return None
+    try:
+        line = parse_vllm_version(release)
+    except ValueError:
+        return None
+    return None if line == NIGHTLY else f"{line[0]}.{line[1]}"
 
 
 def in_release_scope(scope: str, deployment: Any) -> bool:

@@ -70,7 +70,7 @@ class Replica:
         self.deferred: list[Request] = []  # async scheduling: arrived during a step, admitted after it
         # runs of decode-only steps between events skip schedule()/update_from_output(); same results
         self.fast_path = (fast_path and speculator is None and type(scheduler) is Scheduler and take_load_s is None
-                          and getattr(scheduler, "free_after_schedule", None) is None)
+                          and scheduler.free_after_schedule is None)
         self._wake: simpy.Event | None = None
         self.cohort: DecodeCohort | None = None     # the running decodes while the fast path has them
         self.process = env.process(self._run())
