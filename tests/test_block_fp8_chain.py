@@ -4,11 +4,10 @@ benchmarks/minimax_fp8_chain.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from unittest import mock
 
 import pytest
+from benchmark_module import load_benchmark
 
 from twin.cost import block_fp8_chain as bfc
 from twin.cost.kernel_path import nccl_ll_allreduce_latency_s
@@ -55,16 +54,8 @@ def test_chained_pricing_by_path_tp_and_link():
             62 * bfc.chained_point_s(6e-6, 24.7e-6, 3), rel=1e-12)
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "minimax_fp8_chain", Path(__file__).resolve().parents[1] / "benchmarks" / "minimax_fp8_chain.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_script_patches_the_chain_and_reads_fold_parameters():
-    mod = _script()
+    mod = load_benchmark("minimax_fp8_chain")
     ps = mod.chain_patches(5)
     for p in ps:
         p.start()

@@ -4,13 +4,12 @@ twin.fitting.silicon_layout, benchmarks/nvfp4_decode_rows.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import replace as dc_replace
-from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
 import pytest
+from benchmark_module import load_benchmark
 from core_helpers import step_shape as step
 
 from twin.cost.default_terms import NO_FLOOR_LINK_S
@@ -90,16 +89,8 @@ def test_bf16_attention_adds_the_projections_bytes_at_decode():
         assert extra == pytest.approx(extra_params * (2 - 0.5625) / tp, rel=1e-3)
 
 
-def _script():
-    spec = importlib.util.spec_from_file_location(
-        "nvfp4_decode_rows", Path(__file__).resolve().parents[1] / "benchmarks" / "nvfp4_decode_rows.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_script_switches_each_fact_on_and_checks_its_names():
-    mod = _script()
+    mod = load_benchmark("nvfp4_decode_rows")
     mm = resolve_model("minimax-m2.5")
     row = _row("MiniMaxAI/MiniMax-M2.5")
     for names, qk_s, formats in (((), 6e-6, None), (("no-qk",), 24.7e-6, None),
