@@ -33,6 +33,7 @@ from twin.fitting.fused_allreduce_prior import fused_prior_after_fit, fused_prio
 from twin.fitting.held_priors import held_priors_after_fit
 from twin.fitting.layer_fixed_prior import kept_link_prior, layer_matched_priors
 from twin.fitting.inherit_fitted import inherited_after_fit
+from twin.fitting.moe_layer_transfer import fold_moe_layer_transfer
 from twin.fitting.moe_token_prior import fold_moe_token_prior
 from twin.fitting.path_token_prior import path_token_prior
 from twin.fitting.expert_request_prior import expert_request_prior
@@ -193,6 +194,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     fixed |= fold_moe_token_prior(names, held, plan)    # round 9: a generation without rows, on MoE models
     fixed |= path_token_prior(plan, group, group_of, evidence)     # round 10: a held-out Hopper MoE path
     fixed |= expert_request_prior(plan)    # round 11: a held-out generation's expert-path request time
+    fixed |= fold_moe_layer_transfer(names, held, plan)    # round 17: its MoE layer time, same format, unscaled
     if fit_names:
         train_first = [first[i] for i in train]
         if plan.actions:       # training rows the plan costs differently: simulated again at the fit's start
