@@ -167,7 +167,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     ``expert_path_prior``; host time from another generation and kernel launches, ``launch_prior``); before the fit,
     a generation's MoE per-token cost from the other generation (``moe_token_prior``) and a held-out Hopper MoE
     path's from the MoE readings kept (``path_token_prior``), an expert path's request time from another generation's
-    (``expert_request_prior``); after it, the reference generation's bandwidth
+    (``expert_request_prior``) and its fixed time per MoE layer, same format, unscaled (``moe_layer_transfer``);
+    after it, the reference generation's bandwidth
     fraction from the others (``unseen_bandwidth``), MLA and sync-host (with the sort sampler) priors
     (``held_priors``), inheriting resets at the fitted source (``inherit_fitted``), a held-out fused all-reduce at
     the unfused latency less one kernel (``fused_allreduce_prior``) or, on Blackwell, at the kept TP sets' fixed

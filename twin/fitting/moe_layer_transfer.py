@@ -16,7 +16,10 @@ that is tensor work would scale by the tensor-rate ratio instead (``twin.fitting
 per-token prompt cost tried that way is refuted (the docs section: B200-fold MoE TTFT 12.1 % -> 27.8 %).
 
 Checked, not fitted: on B200 the same block-FP8 path's layer chain reads ~19 us per layer beyond the NVFP4 one
-(round 16, ``twin.cost.block_fp8_chain``), beside Hopper's 16 us. A path with no kept reading of its format on
+(round 16, ``twin.cost.block_fp8_chain``), beside Hopper's 16 us. Held out (the B200 fold, 39 cases): TPOT 6.7 %
+(-4.1 %) -> 5.1 % (-0.6 %), E2E 5.6 -> 4.3 %, TTFT signed -12.1 -> -9.5 %. At the embedded defaults the B200 FP8
+rows would overshoot with it (TPOT -2.3 -> +4.7 % signed): there Blackwell's per-token cost is paid by decode tokens
+too (share 1), which the fold's carried MoE per-token prior is not (share 0): not an embedded default. A path with no kept reading of its format on
 another generation (Blackwell NVFP4, MXFP4 on TRT-LLM-gen, Marlin INT4) gets nothing: no same-format evidence.
 """
 
