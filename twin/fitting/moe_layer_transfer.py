@@ -1,5 +1,5 @@
 """The held-out prior of a GPU generation's fixed time per MoE layer on an expert path (``moe_layer_overhead_s``;
-issue 33, round 17; docs/fidelity.md "Round 17: MoE TTFT with B200 held out").
+issue 33, round 17; docs/fidelity.md "Round 17: MoE TTFT with B200 held out: what carries from Hopper").
 
 What the term is (``twin.cost.kernel_path``): seconds per MoE decoder layer per step that the roofline's bytes and
 FLOPs do not price, on one (generation, routed-expert format) path: the expert path's small kernels (routing, top-k,
@@ -19,8 +19,9 @@ Checked, not fitted: on B200 the same block-FP8 path's layer chain reads ~19 us 
 (round 16, ``twin.cost.block_fp8_chain``), beside Hopper's 16 us. Held out (the B200 fold, 39 cases): TPOT 6.7 %
 (-4.1 %) -> 5.1 % (-0.6 %), E2E 5.6 -> 4.3 %, TTFT signed -12.1 -> -9.5 %. At the embedded defaults the B200 FP8
 rows would overshoot with it (TPOT -2.3 -> +4.7 % signed): there Blackwell's per-token cost is paid by decode tokens
-too (share 1), which the fold's carried MoE per-token prior is not (share 0): not an embedded default. A path with no kept reading of its format on
-another generation (Blackwell NVFP4, MXFP4 on TRT-LLM-gen, Marlin INT4) gets nothing: no same-format evidence.
+too (share 1), which the fold's carried MoE per-token prior is not (share 0): not an embedded default. A path with
+no kept reading of its format on another generation (Blackwell NVFP4, MXFP4 on TRT-LLM-gen, Marlin INT4) gets
+nothing: no same-format evidence.
 """
 
 from __future__ import annotations
