@@ -1,8 +1,9 @@
 """Blackwell's MoE prompt-side terms where the B200 rows are held out (issue 33, round 17; docs/fidelity.md "Round 17:
 MoE TTFT with B200 held out: what carries from Hopper"). No fit: the B200-held-out GPU fold's held-out cases (the
 default report's: every 16th silicon row) are simulated at the values that fold carried (``BASE``, a
-``fidelity_real.py --json`` report) and at those values with one group of Blackwell-scoped terms replaced. Exact for the held-out predictions: the fold's
-training rows hold no B200 row, so no Blackwell-scoped value changes its fit.
+``fidelity_real.py --json`` report) and at those values with one group of Blackwell-scoped terms replaced. Exact
+for the held-out predictions: the fold's training rows hold no B200 row, so no Blackwell-scoped value changes its
+fit.
 
 Two kinds of variant:
 
