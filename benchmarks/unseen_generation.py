@@ -32,6 +32,7 @@ def plans(ground_truth: Path) -> None:
     from twin.fitting.identify import held_at_prior
     from twin.fitting.joint import FOLDS, all_cases, with_deployments
     from twin.fitting.layer_fixed_prior import kept_link_prior, kept_readings
+    from twin.fitting.moe_layer_transfer import fold_moe_layer_transfer
     from twin.fitting.moe_token_prior import fold_moe_token_prior
     from twin.fitting.path_token_prior import path_token_prior
     from twin.fitting.expert_request_prior import expert_request_prior
@@ -54,7 +55,9 @@ def plans(ground_truth: Path) -> None:
                             f"{r[1]} sets, {r[2]} layers, link {r[3] * 1e6:.3g} us" for k, r in     # round 11
                             kept_readings(plan, kept, [e for e in evidence if FOLDS[kind](e[0]) == group]).items())
                   + "".join(f"; expert path request time prior {k}={v:.6g}" for k, v in    # round 11
-                            expert_request_prior(plan).items()))
+                            expert_request_prior(plan).items())
+                  + "".join(f"; MoE layer time carried {k}={v:.6g}" for k, v in    # round 17
+                            fold_moe_layer_transfer(FOLD_TERMS, held, plan).items()))
 
 
 def ip_floor(ground_truth: Path, host_ms: float) -> None:

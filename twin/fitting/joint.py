@@ -33,6 +33,7 @@ from twin.fitting.fused_allreduce_prior import fused_prior_after_fit, fused_prio
 from twin.fitting.held_priors import held_priors_after_fit
 from twin.fitting.layer_fixed_prior import kept_link_prior, layer_matched_priors
 from twin.fitting.inherit_fitted import inherited_after_fit
+from twin.fitting.moe_layer_transfer import fold_moe_layer_transfer
 from twin.fitting.moe_token_prior import fold_moe_token_prior
 from twin.fitting.path_token_prior import path_token_prior
 from twin.fitting.expert_request_prior import expert_request_prior
@@ -166,7 +167,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     ``expert_path_prior``; host time from another generation and kernel launches, ``launch_prior``); before the fit,
     a generation's MoE per-token cost from the other generation (``moe_token_prior``) and a held-out Hopper MoE
     path's from the MoE readings kept (``path_token_prior``), an expert path's request time from another generation's
-    (``expert_request_prior``); after it, the reference generation's bandwidth
+    (``expert_request_prior``) and its fixed time per MoE layer, same format, unscaled (``moe_layer_transfer``);
+    after it, the reference generation's bandwidth
     fraction from the others (``unseen_bandwidth``), MLA and sync-host (with the sort sampler) priors
     (``held_priors``), inheriting resets at the fitted source (``inherit_fitted``), a held-out fused all-reduce at
     the unfused latency less one kernel (``fused_allreduce_prior``) or, on Blackwell, at the kept TP sets' fixed
@@ -193,6 +195,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     fixed |= fold_moe_token_prior(names, held, plan)    # round 9: a generation without rows, on MoE models
     fixed |= path_token_prior(plan, group, group_of, evidence)     # round 10: a held-out Hopper MoE path
     fixed |= expert_request_prior(plan)    # round 11: a held-out generation's expert-path request time
+    fixed |= fold_moe_layer_transfer(names, held, plan)    # round 17: its MoE layer time, same format, unscaled
     if fit_names:
         train_first = [first[i] for i in train]
         if plan.actions:       # training rows the plan costs differently: simulated again at the fit's start

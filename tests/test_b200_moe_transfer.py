@@ -1,0 +1,45 @@
+"""benchmarks/b200_moe_transfer.py (issue 33, round 17): the variants change only Blackwell-scoped terms (the B200
+fold's fit never reads them, so simulating them at the fold's values is exact), the datasheet ratios are the
+catalog's, and a wrong invocation is one line."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.benchmark_module import load_benchmark
+
+m = load_benchmark("b200_moe_transfer")
+BASE = {"memory_efficiency": 0.96, "layer_token_overhead_s@blackwell+experts_fp8": 0.15e-6,
+        "request_path_s@client_vllm_bench": 10.8e-3}
+
+
+def test_datasheet_ratios():
+    assert m.rate_ratio("bf16") == pytest.approx(2250.0 / 989.5, rel=1e-12)
+    assert m.rate_ratio("fp8") == pytest.approx(4500.0 / 1979.0, rel=1e-12)
+    assert m.bandwidth_ratio() == pytest.approx(8.0 / 3.35, rel=1e-12)
+
+
+def test_variants_start_from_the_fold_and_replace_blackwell_terms_only():
+    table = m.variants(BASE)
+    assert table["base"] == BASE
+    for label, params in table.items():
+        changed = {k for k in params if params[k] != BASE.get(k)}
+        if "bench client" in label or label.startswith("leak: all"):
+            changed.discard("request_path_s@client_vllm_bench")    # the diagnostics' one non-Blackwell term
+        assert all("blackwell" in k or k == "layer_overhead_s@mla" for k in changed), label
+        assert params["memory_efficiency"] == 0.96
+    per_token = table["rule: per-token / bf16 tensor ratio"]
+    assert per_token["layer_token_overhead_s@blackwell+experts_nvfp4"] == pytest.approx(
+        0.15e-6 * 989.5 / 2250.0, rel=1e-12)
+    assert table["rule: Hopper FP8 MoE layer time 16 us (launch: unscaled)"][
+        "moe_layer_overhead_s@blackwell+experts_fp8"] == 16e-6
+
+
+def test_a_report_and_in_sample_together_is_one_line(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["b200_moe_transfer.py", str(tmp_path / "r.json"), "--in-sample"])
+    with pytest.raises(SystemExit) as exc:
+        m.run_script(m.main)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == "error: give either a report (BASE.json) or --in-sample, not both"
