@@ -8,6 +8,7 @@ import json
 import pandas as pd
 import pytest
 
+from tests.test_metrics import tiny_case
 from twin.errors import TwinInputError
 from twin.results.export import (
     dumps,
@@ -27,20 +28,6 @@ BENCH_SERVE_KEYS = [
     "latencies", "start_times", "max_output_tokens_per_s", "max_concurrent_requests",
     *(f"{stat}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "std", "p99")),
 ]
-
-
-def _load_tiny_case():
-    """The hand-computed case lives in test_metrics.py; load it by path (works with or without packages)."""
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location("_twin_test_metrics", Path(__file__).with_name("test_metrics.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.tiny_case
-
-
-tiny_case = _load_tiny_case()
 
 
 def test_json_round_trip_has_every_bench_serve_key(tmp_path):

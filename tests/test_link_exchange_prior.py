@@ -39,3 +39,27 @@ def test_the_qk_norm_exchange_reads_the_prior_as_nccls_model_at_its_own_tp():
         got = qk_norm_allreduce_latency_s("B200", tp, 24e-6, EXCHANGE_PRIOR_S, "nvfp4")
         assert got == pytest.approx(nccl_ll_allreduce_latency_s(tp), rel=1e-12)
     assert qk_norm_allreduce_latency_s("B200", 4, 24e-6, 6e-6, "nvfp4") == pytest.approx(6e-6, rel=1e-12)
+
+
+def test_the_prior_is_flagged_by_its_type_not_its_value():
+    """A plain reading equal to 7.8 us stays a reading; the flag survives pickling, copies and the roofline's
+    keywords (a fold's fixed terms reach the cost model unchanged)."""
+    import copy
+    import pickle
+
+    from twin.cost.qk_norm_allreduce import qk_norm_allreduce_latency_s
+    from twin.cost.unsharded_decode import ModelledLinkS
+    plain = float(EXCHANGE_PRIOR_S)
+    assert not isinstance(plain, ModelledLinkS) and plain == EXCHANGE_PRIOR_S
+    for tp in (4, 8):
+        assert qk_norm_allreduce_latency_s("B200", tp, 24e-6, plain, "nvfp4") == plain
+        assert qk_norm_allreduce_latency_s("B200", tp, 24e-6, EXCHANGE_PRIOR_S, "nvfp4") == \
+            nccl_ll_allreduce_latency_s(tp)
+    assert isinstance(pickle.loads(pickle.dumps(EXCHANGE_PRIOR_S)), ModelledLinkS)
+    assert isinstance(copy.deepcopy({TERM: EXCHANGE_PRIOR_S})[TERM], ModelledLinkS)
+    kw = dict(tensor_parallel_size=4, weight_dtype="nvfp4", allreduce_latency_s=24e-6)
+    modelled = RooflineCostModel("minimax-m2.5", "B200", unsharded_allreduce_link_s=EXCHANGE_PRIOR_S, **kw)
+    read = RooflineCostModel("minimax-m2.5", "B200", unsharded_allreduce_link_s=plain, **kw)
+    layers = modelled.model.num_hidden_layers
+    assert modelled._t_allreduce - read._t_allreduce == pytest.approx(
+        layers * (nccl_ll_allreduce_latency_s(4) - plain), rel=1e-9)

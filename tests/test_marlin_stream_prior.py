@@ -50,7 +50,8 @@ def test_the_kimi_fold_carries_the_kept_hopper_marlin_path_and_a_fold_without_it
     assert kimi.fixed[INT4] == 1.0                                       # the plan's flat prior, before the fit
     expected = carried_stream_efficiency(1.0, "hopper", "blackwell", FOLD)
     assert marlin_stream_prior(kimi, FOLD) == {INT4: pytest.approx(expected, rel=1e-12)}
-    assert held_priors_after_fit(kimi, FOLD, (), [KIMI_INT4])[0][INT4] == pytest.approx(expected, rel=1e-12)
+    held = with_deployments([KIMI_INT4])
+    assert held_priors_after_fit(kimi, FOLD, (), held)[0][INT4] == pytest.approx(expected, rel=1e-12)
     # the B200 fold holds the INT4 rows out and keeps the H100 ones: the same carry at its own fractions
     b200 = pv.fold_plan("B200", FOLDS["GPU"], ev, ())
     assert marlin_stream_prior(b200, {"memory_efficiency": 0.96}) == {
@@ -65,10 +66,12 @@ def test_the_kimi_fold_carries_the_kept_hopper_marlin_path_and_a_fold_without_it
 def test_the_mla_prior_nets_out_the_two_norms_a_fused_server_absorbs():
     assert mla_layer_prior_s(24e-6, fused=True) == pytest.approx(4 * 2 * 24e-6 / 12, rel=1e-12)   # 16 us
     assert mla_layer_prior_s(24e-6) == pytest.approx(6 * 2 * 24e-6 / 12, rel=1e-12)              # 24 us
-    assert mla_servers_fuse([KIMI_INT4, KIMI_FP4, LLAMA])                # the MLA rows fuse; the Llama row is ignored
-    assert not mla_servers_fuse([KIMI_INT4, silicon_row("k2", "kimi-k2.5", "B200", 8, "0.15", "int4")])
-    assert not mla_servers_fuse([LLAMA]) and not mla_servers_fuse([])
+    assert mla_servers_fuse(with_deployments([KIMI_INT4, KIMI_FP4, LLAMA]))    # the MLA rows fuse; Llama is ignored
+    unfused = silicon_row("k2", "kimi-k2.5", "B200", 8, "0.15", "int4")
+    assert not mla_servers_fuse(with_deployments([KIMI_INT4, unfused]))
+    assert not mla_servers_fuse(with_deployments([LLAMA])) and not mla_servers_fuse([])
     ev = with_deployments([KIMI_FP4, LLAMA])
     kimi = pv.fold_plan("kimi", FOLDS["family"], ev, ())
-    assert held_priors_after_fit(kimi, FOLD, (), [KIMI_FP4])[0][MLA_KEY] == pytest.approx(16e-6, rel=1e-12)
+    held = with_deployments([KIMI_FP4])
+    assert held_priors_after_fit(kimi, FOLD, (), held)[0][MLA_KEY] == pytest.approx(16e-6, rel=1e-12)
     assert held_priors_after_fit(kimi, FOLD, (), [])[0][MLA_KEY] == pytest.approx(24e-6, rel=1e-12)

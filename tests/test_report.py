@@ -7,23 +7,10 @@ import io
 import pytest
 from rich.console import Console
 
+from tests.test_metrics import tiny_case
 from twin.errors import TwinInputError
 from twin.results.metrics import compute_metrics
 from twin.results.report import compare_metrics, direction, render_comparison, render_summary
-
-
-def _load_tiny_case():
-    """The hand-computed case lives in test_metrics.py; load it by path (works with or without packages)."""
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location("_twin_test_metrics", Path(__file__).with_name("test_metrics.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.tiny_case
-
-
-tiny_case = _load_tiny_case()
 
 
 def _plain_console(width: int = 120) -> Console:

@@ -82,14 +82,14 @@ def test_the_qwen3_fold_adds_the_sampler_to_the_host_prior():
     names = ("per_seq_overhead_s", SYNC_KEY)
     plan = pv.fold_plan("qwen3", FOLDS["family"], ev, names)
     sampler = sort_sampler_seq_s(151_936, 3.35e12, 8)
-    _, added = held_priors_after_fit(plan, {"per_seq_overhead_s": 5e-6}, names, [q])
+    _, added = held_priors_after_fit(plan, {"per_seq_overhead_s": 5e-6}, names, with_deployments([q]))
     assert added == {SYNC_KEY: pytest.approx(5e-6 + SYNC_SEQ_HOST_PRIOR_S + sampler, rel=1e-12)}
     # held-out rows that do not pay it (a greedy client): the host time alone, as in round 9
     greedy = _qwen(source="db-dump/x")
-    _, added = held_priors_after_fit(plan, {"per_seq_overhead_s": 5e-6}, names, [greedy])
+    _, added = held_priors_after_fit(plan, {"per_seq_overhead_s": 5e-6}, names, with_deployments([greedy]))
     assert added == {SYNC_KEY: pytest.approx(5e-6 + SYNC_SEQ_HOST_PRIOR_S, rel=1e-12)}
     reset = pv.fold_plan("qwen3", FOLDS["family"], ev, ())
-    assert held_priors_after_fit(reset, {}, (), [q])[0] == {
+    assert held_priors_after_fit(reset, {}, (), with_deployments([q]))[0] == {
         SYNC_KEY: pytest.approx(18.7e-6 + SYNC_SEQ_HOST_PRIOR_S + sampler, rel=1e-12)}
 
 

@@ -39,7 +39,7 @@ from twin.cost.default_terms import NO_FLOOR_LINK_S
 from twin.cost.generations import gpu_generation
 from twin.cost.kernel_path import nccl_ll_allreduce_latency_s
 from twin.cost.param_checks import check_nonneg
-from twin.cost.unsharded_decode import EXCHANGE_PRIOR_LINK_S, LINK_KEY
+from twin.cost.unsharded_decode import LINK_KEY, ModelledLinkS
 
 QK_EXCHANGE_PATHS: frozenset = frozenset({("blackwell", "nvfp4")})   # (GPU generation, routed-expert format)
 
@@ -48,19 +48,19 @@ def qk_norm_allreduce_latency_s(gpu, tensor_parallel_size: int, allreduce_latenc
                                 link_s: float | None = None, routed_format: str | None = None) -> float:
     """Seconds per q / k norm all-reduce on ``tensor_parallel_size`` GPUs: on a (generation, ``routed_format``) in
     ``QK_EXCHANGE_PATHS`` the exchange alone, ``link_s`` (the generation's link part of an all-reduce,
-    ``unsharded_allreduce_link_s``) where it is known (None or ``default_terms.NO_FLOOR_LINK_S``: not known; the
-    held-out exchange prior ``unsharded_decode.EXCHANGE_PRIOR_LINK_S``: NCCL's model), else
-    NCCL's LL figure, either capped at ``allreduce_latency_s``; elsewhere ``allreduce_latency_s``; 0 at TP 1 (see
-    the module docstring)."""
+    ``unsharded_allreduce_link_s``) where it is a reading (None or ``default_terms.NO_FLOOR_LINK_S``: none; a
+    ``unsharded_decode.ModelledLinkS``, the held-out exchange prior: NCCL's model, not a reading), else NCCL's LL
+    figure at ``tensor_parallel_size``, either capped at ``allreduce_latency_s``; elsewhere ``allreduce_latency_s``;
+    0 at TP 1 (see the module docstring)."""
     if tensor_parallel_size <= 1:
         return 0.0
     path = (gpu_generation(gpu), routed_format)
     chained = path in block_fp8_chain.CHAIN_PATHS        # opt-in: the exchange plus the path's counted chain
     if path not in QK_EXCHANGE_PATHS and not chained:
         return allreduce_latency_s
-    # a link part at the held-out exchange prior is NCCL's model itself: read at this exchange's GPUs (round 16)
-    known = link_s is not None and link_s < NO_FLOOR_LINK_S and link_s != EXCHANGE_PRIOR_LINK_S
-    exchange_s = check_nonneg(LINK_KEY, link_s) if known else nccl_ll_allreduce_latency_s(tensor_parallel_size)
+    # a link part flagged as NCCL's model (the held-out exchange prior) is read at this exchange's GPUs (round 16)
+    reading = link_s is not None and link_s < NO_FLOOR_LINK_S and not isinstance(link_s, ModelledLinkS)
+    exchange_s = check_nonneg(LINK_KEY, link_s) if reading else nccl_ll_allreduce_latency_s(tensor_parallel_size)
     if chained:
         return block_fp8_chain.chained_point_s(min(exchange_s, allreduce_latency_s), allreduce_latency_s,
                                                block_fp8_chain.EXTRA_KERNELS.get(routed_format, 0))

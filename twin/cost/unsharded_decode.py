@@ -39,11 +39,21 @@ from twin.cost.kernel_path import explain_layer_overhead, nccl_ll_allreduce_late
 from twin.cost.param_checks import check_nonneg
 
 LINK_KEY = "unsharded_allreduce_link_s"      # GENERATION_TERMS entry: the link part of one all-reduce (s)
+
+
+class ModelledLinkS(float):
+    """A link part that is NCCL's latency model, not a reading off rows: its value is the model at the smallest
+    exchange (2 NVLink GPUs), which a TP 1 step's floor subtracts; an exchange over n GPUs reads the same model at n
+    (``twin.cost.qk_norm_allreduce``). The type is the flag: a float still, it rides unchanged through a fold's
+    fixed terms, its printed plan and the roofline's keywords, and a reading that happens to equal it stays a
+    reading."""
+    __slots__ = ()
+
+
 # issue 33 round 16: the link part's stated prior where a fold holds out the rows it was read off and keeps none of
 # them (twin.fitting.link_prior): NCCL's LL latency model of one small all-reduce, at its smallest exchange (2
-# NVLink GPUs: 7.8 us). A TP 1 step's floor is priced at it; a TP n exchange (twin.cost.qk_norm_allreduce) reads the
-# same model at n GPUs
-EXCHANGE_PRIOR_LINK_S = nccl_ll_allreduce_latency_s(2)
+# NVLink GPUs: 7.8 us), flagged as the model (ModelledLinkS)
+EXCHANGE_PRIOR_LINK_S = ModelledLinkS(nccl_ll_allreduce_latency_s(2))
 ALLREDUCE_POINTS_PER_LAYER = 2               # after attention's o_proj and after the MLP's down projection
 
 

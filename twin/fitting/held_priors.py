@@ -68,11 +68,11 @@ def mla_layer_prior_s(allreduce_latency_s: float, fused: bool = False) -> float:
     return kernels * ALLREDUCES_PER_LAYER * allreduce_latency_s / GQA_LAYER_KERNELS
 
 
-def mla_servers_fuse(cases) -> bool:
+def mla_servers_fuse(held_out) -> bool:
     """Whether every held-out case of an MLA model runs a server that fuses its all-reduces with RMSNorm (a server
-    fact: its flags and release, ``twin.cost.kernel_path``); False without such a case."""
-    from twin.fitting.replay import deployment_for
-    deps = [deployment_for(c.run, c.target) for c in cases if getattr(resolve_model(c.target.model), "is_mla", False)]
+    fact: its flags and release, ``twin.cost.kernel_path``); False without such a case. ``held_out``: (case, its
+    deployment) pairs, as the fold built them (``twin.fitting.joint.with_deployments``)."""
+    deps = [d for c, d in held_out if getattr(resolve_model(c.target.model), "is_mla", False)]
     return bool(deps) and all(getattr(d, "allreduce_fusion", False) for d in deps)
 
 
@@ -85,11 +85,12 @@ def held_priors_after_fit(plan: FoldPlan, params: dict[str, float],
     """(plan resets replaced, values added to the fold's parameters): the MLA layer time where the plan reset it
     (to its flat prior 0), the sync host time where the fold holds ``per_seq_overhead_s@sync`` at the async value
     (fitted in ``names`` but not in ``params``: no sync server among the training rows) or reset it, plus the sort
-    sampler's time of the ``held_out`` cases that pay it (round 10)."""
+    sampler's time of the ``held_out`` cases that pay it (round 10). ``held_out``: (case, its deployment) pairs of
+    the fold's held-out cases (``twin.fitting.joint.with_deployments``)."""
     def reset(key: str) -> bool:
         return plan.actions.get(key, (None, None))[1] == RESET and key in plan.fixed
 
-    sync_prior = SYNC_SEQ_HOST_PRIOR_S + sort_sampler_prior_s(held_out)
+    sync_prior = SYNC_SEQ_HOST_PRIOR_S + sort_sampler_prior_s([c for c, _ in held_out])
     resets: dict[str, float] = marlin_stream_prior(plan, params)      # round 15: the Marlin stream per SM
     if reset(MLA_KEY):
         resets[MLA_KEY] = mla_layer_prior_s(_allreduce_s(params), mla_servers_fuse(held_out))

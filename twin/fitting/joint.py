@@ -215,8 +215,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         params, std, share = dict(fixed), {}, {}
     plan.fixed.update(carried := unseen_reference(plan, params))     # round 9: the other generations' fraction
     params = params | carried
-    resets, added = held_priors_after_fit(plan, params, names, test)      # round 9/10: MLA / sync stated priors
     deps = with_deployments(test)
+    resets, added = held_priors_after_fit(plan, params, names, deps)      # round 9/10: MLA / sync stated priors
     # round 8: INHERIT follows the fit; round 10: a held-out fused all-reduce at the unfused one less a kernel, or
     # (round 11) at the kept Blackwell TP sets' fixed time per decoder layer
     matched = layer_matched_priors(plan, params, [e for e in evidence if group_of(e[0]) != group], deps)

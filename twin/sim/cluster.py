@@ -34,7 +34,6 @@ from twin.sim.deployment import Deployment, make_router, resolve_deployment
 from twin.sim.replicas import run_single, simulate_replicas
 from twin.errors import TwinInputError
 from twin.results.per_replica import PER_REPLICA_KEYS, load_imbalance, per_replica_metrics, replica_owner
-from twin.results.records import REJECTED
 from twin.results.sim_result import SimResult
 from twin.scenario import ReplicaGroup, ScenarioBody, deep_merge
 from twin.workload.validation_errors import format_validation_error
@@ -180,7 +179,3 @@ def _group_summary(group: ReplicaGroup, body: ScenarioBody, replicas: list[int],
         out["server"] = dep.scheduler_config.model_dump()
         out["num_gpu_blocks"] = dep.num_gpu_blocks
     return out
-
-
-def rejected_share(result: SimResult) -> float:
-    return sum(1 for r in result.requests if r.status == REJECTED) / len(result.requests) if result.requests else 0.0

@@ -7,6 +7,18 @@ done. The fast path hands back to the step-by-step path, every request written b
 not cover: the decodes exceed the token budget or the free blocks (preemption), or a prefill is split over
 steps. Same steps, same order, same blocks, same records as the step-by-step path (tests/test_engine.py).
 
+What each piece replaces, and why the result is the same:
+
+* the loop in ``cohort_steps``: one ``schedule()`` / cost / ``update_from_output()`` round per step; a step with
+  admissions is costed from its integer sums (the cost model's ``step_time_from_sums``, the same sums
+  ``step_time_s`` forms from the per-request lists), and its admissions' outputs still go through
+  ``update_from_output``;
+* ``_decode_steps`` / ``_plan_decode_run``: the run of steps in which nobody waits and no member finishes, costed
+  in one call (``decode_step_times_s``, bit-identical to the steps' sums), their blocks popped in one go (pops and
+  registrations commute, ``DecodeCohort.schedule``) and their rows appended in bulk;
+* ``_clock_to``: one SimPy timeout per step, by one timeout whose delay lands on the same float sum
+  (``twin.sim.clock.delay_landing_on``; one per step again where rounding forbids it).
+
 SimPy is yielded to only where something else could happen: a step that ends at or after the next event on
 the clock, or one whose end has effects outside the replica (a request finishes and a client may act on it
 or the run may drain: ``Replica.finish_wakes_anyone``). Other steps, admissions among them, run on a local
@@ -38,67 +50,69 @@ def cohort_steps(replica):
     for req in sched.running:
         cohort.join(req)
     cost = replica.cost_model
-    from_sums = getattr(cost, "step_time_from_sums", None)
-    decode_step_times = getattr(cost, "decode_step_times_s", None)
+    step_time_from_sums = getattr(cost, "step_time_from_sums", None)
+    decode_step_times_s = getattr(cost, "decode_step_times_s", None)
     budget = sched.config.max_num_batched_tokens
     steps_append = replica.steps.append
     index = replica.index
     finishing = cohort.finishing
-    t = env.now            # the local clock: the end of the last step run
-    unyielded = []         # durations of the steps run since the SimPy clock last caught up
+    clock_s = env.now      # the local clock: the end of the last step run
+    unyielded_dts = []     # durations of the steps run since the SimPy clock last caught up
     try:
         while True:
             waiting = sched.waiting
-            n_dec = len(cohort)
-            if (not n_dec and not waiting) or n_dec > budget or cohort.num_new_blocks() > free_queue.num_free_blocks:
+            num_decodes = len(cohort)
+            if ((not num_decodes and not waiting) or num_decodes > budget
+                    or cohort.num_new_blocks() > free_queue.num_free_blocks):
                 break
-            if sched.num_load_pending and unyielded and waiting:
+            if sched.num_load_pending and unyielded_dts and waiting:
                 # P/D: a remote KV pull starts when its blocks are allocated, which must be on the SimPy clock
                 break
-            if (not waiting and not replica.deferred and decode_step_times is not None
+            if (not waiting and not replica.deferred and decode_step_times_s is not None
                     and cohort.step not in finishing):
-                t, unyielded = yield from _decode_steps(replica, cohort, decode_step_times, t, unyielded)
+                clock_s, unyielded_dts = yield from _decode_steps(replica, cohort, decode_step_times_s, clock_s,
+                                                                  unyielded_dts)
                 continue
             # schedule: the decodes, then admissions
             context = cohort.context()
-            contexts = cohort.contexts() if from_sums is None else None
+            contexts = cohort.contexts() if step_time_from_sums is None else None
             finishes = cohort.step in finishing
             cohort.schedule()
             sched.skip_steps(1)
             if waiting:
-                new_reqs, new_tokens, new_before = sched.admit_waiting(budget - n_dec)
+                new_reqs, new_tokens, new_before = sched.admit_waiting(budget - num_decodes)
             else:
                 new_reqs, new_tokens, new_before = [], [], []
             row_waiting, row_running, row_usage = len(sched.waiting), len(sched.running), pool.get_usage()
             if replica.deferred:
                 replica.admit_deferred()
-            if not n_dec and not new_reqs:   # nothing scheduled (admissions blocked): as the scheduler's path
+            if not num_decodes and not new_reqs:   # nothing scheduled (admissions blocked): as the scheduler's path
                 if not replica.deferred:
-                    yield from _clock_to(env, t, unyielded, None)
-                    unyielded = []
+                    yield from _clock_to(env, clock_s, unyielded_dts, None)
+                    unyielded_dts = []
                     yield replica.sleep_until_work()
                 break
-            n_seqs = n_dec + len(new_reqs)
-            tokens = n_dec + sum(new_tokens)
+            n_seqs = num_decodes + len(new_reqs)
+            tokens = num_decodes + sum(new_tokens)
             prefill_seqs = prefill_tokens = 0
             for j, req in enumerate(new_reqs):
                 if new_tokens[j] != 1 or new_before[j] < req.num_prompt_tokens:
                     prefill_seqs += 1
                     prefill_tokens += new_tokens[j]
-            if from_sums is not None:
-                dt = from_sums(n_seqs, tokens, context + sum(new_before),
-                               context + sum(map(mul, new_tokens, new_before)),
-                               n_dec + sum(map(mul, new_tokens, new_tokens)), 0)
+            if step_time_from_sums is not None:
+                dt = step_time_from_sums(n_seqs, tokens, context + sum(new_before),
+                                         context + sum(map(mul, new_tokens, new_before)),
+                                         num_decodes + sum(map(mul, new_tokens, new_tokens)), 0)
             else:
-                dt = cost.step_time_s(SchedulerOutput(0, list(sched.running), [1] * n_dec + new_tokens,
+                dt = cost.step_time_s(SchedulerOutput(0, list(sched.running), [1] * num_decodes + new_tokens,
                                                       contexts + new_before, [0] * n_seqs))
-            start = t
-            t = end = start + dt
+            start = clock_s
+            clock_s = end = start + dt
             if (finishes and replica.finish_wakes_anyone()) or end >= env.peek():
-                yield from _in_step_until(replica, end, unyielded, dt)
-                unyielded = []
+                yield from _in_step_until(replica, end, unyielded_dts, dt)
+                unyielded_dts = []
             else:
-                unyielded.append(dt)
+                unyielded_dts.append(dt)
             # what the step emitted: every decode one token (members settled as they finish, freed first as
             # they come first in running order); the admissions as update_from_output has them
             finished = cohort.complete(end)
@@ -126,14 +140,14 @@ def cohort_steps(replica):
                         partial = True
             if partial:
                 break
-        if unyielded:              # the loop stopped after steps run on the local clock: catch SimPy up
-            yield from _in_step_until(replica, t, unyielded, None)
+        if unyielded_dts:          # the loop stopped after steps run on the local clock: catch SimPy up
+            yield from _in_step_until(replica, clock_s, unyielded_dts, None)
     finally:
         replica.cohort = None
         cohort.settle_all(replica.in_step)
 
 
-def _decode_steps(replica, cohort: DecodeCohort, step_times, t: float, unyielded: list[float]):
+def _decode_steps(replica, cohort: DecodeCohort, step_times, clock_s: float, unyielded_dts: list[float]):
     """One run of steps of the cohort alone (nobody waiting): up to the step before the first that a member
     finishes in (or through it, when a finish now wakes nobody: the finishes are then settled without
     yielding), as many as the free blocks cover, up to the first that ends at or after the next event on the
@@ -145,35 +159,35 @@ def _decode_steps(replica, cohort: DecodeCohort, step_times, t: float, unyielded
     horizon = replica.env.peek()
     max_steps = min(cohort.finishing) - cohort.step + (not replica.finish_wakes_anyone())
     num_free = pool.free_block_queue.num_free_blocks
-    dts, times, taken = _plan_decode_run(cohort, step_times, t, horizon, num_free, max_steps)
+    dts, times, taken = _plan_decode_run(cohort, step_times, clock_s, horizon, num_free, max_steps)
     k = len(dts)
     cohort.schedule(k)
     sched.skip_steps(k)
-    t = times[-1]
+    clock_s = times[-1]
     steps, index, n, num_usable = replica.steps, replica.index, len(cohort), pool.num_usable_blocks
     if k > 1:
         cohort.complete_run(times[1:-1])
-    if t >= horizon:   # the last step is running while SimPy catches up; the ones before it are done
+    if clock_s >= horizon:   # the last step is running while SimPy catches up; the ones before it are done
         if k > 1:
             steps.append_decode_run(times[:-2], dts[:-1], n, index, num_free, num_usable, taken[:-1])
-        yield from _in_step_until(replica, t, unyielded + dts[:-1], dts[-1])
-        unyielded = []
+        yield from _in_step_until(replica, clock_s, unyielded_dts + dts[:-1], dts[-1])
+        unyielded_dts = []
         steps.append_decode_run(times[-2:-1], dts[-1:], n, index, num_free, num_usable, taken[-1:])
     else:
-        unyielded += dts
+        unyielded_dts += dts
         del times[-1]
         steps.append_decode_run(times, dts, n, index, num_free, num_usable, taken)
-    finished = cohort.complete(t)
+    finished = cohort.complete(clock_s)
     if finished:
         sched.retire(finished)
         for req in finished:
-            replica.finish(req, t)
-    return t, unyielded
+            replica.finish(req, clock_s)
+    return clock_s, unyielded_dts
 
 
-def _plan_decode_run(cohort: DecodeCohort, step_times, t: float, horizon: float, num_free_blocks: int,
+def _plan_decode_run(cohort: DecodeCohort, step_times, start_s: float, horizon: float, num_free_blocks: int,
                      max_steps: int) -> tuple[list[float], list[float], list[int]]:
-    """Durations, times (the run's start, then each step's end) and blocks taken by each step's scheduling
+    """Durations, times (the run's start ``start_s``, then each step's end) and blocks taken by each step's scheduling
     (counted from the run's start) of the cohort's next decode steps (at least one: the caller checked that the
     free blocks cover it), up to ``max_steps``, as many as ``num_free_blocks`` cover, up to the first that ends
     at or after ``horizon``. The clock is summed left to right, as SimPy sums it."""
@@ -182,13 +196,13 @@ def _plan_decode_run(cohort: DecodeCohort, step_times, t: float, horizon: float,
     if horizon != math.inf:   # steps enough to reach it (none is shorter than the first; a run may end early)
         first_dt = step_times(n, context, 1)[0]
         if first_dt > 0:
-            reach = (horizon - t) / first_dt   # compared as a float: a far horizon may exceed any integer
+            reach = (horizon - start_s) / first_dt   # compared as a float: a far horizon may exceed any integer
             if reach + 2 < max_steps:
                 max_steps = max(1, int(reach) + 2)
     used = list(accumulate(islice(cycle(cohort.new_blocks(max_steps)), max_steps)))
     k = bisect_right(used, num_free_blocks)
     dts = step_times(n, context, k)
-    times = list(accumulate(dts, initial=t))
+    times = list(accumulate(dts, initial=start_s))
     first_past = bisect_left(times, horizon, 1)
     if first_past < k:
         k = first_past

@@ -31,14 +31,19 @@ from twin.results.token_summary import ItlSummary
 
 
 class Member:
-    __slots__ = ("request", "computed0", "output0", "join_step", "finish_step", "phase", "registers_on_leave",
-                 "counted_by_step")
+    """One running decode in the cohort: its request, its counters when it joined (``computed_at_join``,
+    ``output_at_join``: at step s it has computed ``computed_at_join + s - join_step`` tokens), the step it joined
+    at and the step it emits its last token in (``finish_step``), its position within a KV block (``phase``: the
+    steps it takes a new block at), and how its full blocks reach the prefix cache (``registers_on_leave``) and its
+    tokens the record (``counted_by_step``)."""
+    __slots__ = ("request", "computed_at_join", "output_at_join", "join_step", "finish_step", "phase",
+                 "registers_on_leave", "counted_by_step")
 
     def __init__(self, request: Request, join_step: int, finish_step: int, phase: int,
                  registers_on_leave: bool, counted_by_step: bool) -> None:
         self.request = request
-        self.computed0 = request.num_computed_tokens
-        self.output0 = request.num_output_tokens
+        self.computed_at_join = request.num_computed_tokens
+        self.output_at_join = request.num_output_tokens
         self.join_step = join_step
         self.finish_step = finish_step
         self.phase = phase
@@ -62,7 +67,7 @@ class DecodeCohort:
         self.registering_by_phase: dict[int, dict[Request, Member]] = {}   # the members registering as they fill
         self.finishing: dict[int, list[Member]] = {}
         self.step = 0                 # the next step to schedule (cohort-local numbering)
-        self.context_base = 0         # sum of (computed0 - join_step): the members' context at step s is this + n s
+        self.context_base = 0        # sum of (computed_at_join - join_step); the members' context at step s: this + n s
         self.end_times_s = array("d")  # end times of the completed steps from step number end_times_base on
         self.end_times_base = 0
         self.forget_at = 0             # forget_end_times when more steps than this have completed
@@ -114,7 +119,7 @@ class DecodeCohort:
         if not registers_on_leave:
             self.registering_by_phase.setdefault(phase, {})[req] = member
         self.finishing.setdefault(member.finish_step, []).append(member)
-        self.context_base += member.computed0 - s
+        self.context_base += member.computed_at_join - s
 
     def _drop(self, member: Member) -> None:
         req = member.request
@@ -126,7 +131,7 @@ class DecodeCohort:
             del group[req]
             if not group:   # empty: a run whose members all register on leave skips the registration pass
                 del self.registering_by_phase[member.phase]
-        self.context_base -= member.computed0 - member.join_step
+        self.context_base -= member.computed_at_join - member.join_step
         if member.counted_by_step:
             self.num_counted_by_step -= 1
 
@@ -179,7 +184,7 @@ class DecodeCohort:
                 if filling:
                     for req, m in filling.items():
                         cache_full_blocks(req, req_to_blocks[req.request_id],
-                                          req.num_prompt_tokens + m.output0 + last - m.join_step)
+                                          req.num_prompt_tokens + m.output_at_join + last - m.join_step)
 
     def complete_run(self, ends_s: list[float]) -> None:
         """Steps scheduled by ``schedule`` ended at ``ends_s`` (no member finishes in them)."""
@@ -245,9 +250,9 @@ class DecodeCohort:
     # ---- writing back -----------------------------------------------------------------------------------------
     def _settle(self, m: Member, last_scheduled: int, last_completed: int) -> None:
         req = m.request
-        req.num_computed_tokens = m.computed0 + last_scheduled + 1 - m.join_step
+        req.num_computed_tokens = m.computed_at_join + last_scheduled + 1 - m.join_step
         num_done = last_completed + 1 - m.join_step
-        req.num_output_tokens = m.output0 + num_done
+        req.num_output_tokens = m.output_at_join + num_done
         if m.registers_on_leave:   # what the scheduled steps filled: its computed tokens
             kv = self.kv
             kv.cache_full_blocks(req, kv.req_to_blocks[req.request_id], req.num_computed_tokens)
@@ -289,4 +294,4 @@ class DecodeCohort:
         """Each member's computed tokens before the next step, in running order (for cost models that need
         the per-sequence list)."""
         s = self.step
-        return [m.computed0 + s - m.join_step for m in self.members.values()]
+        return [m.computed_at_join + s - m.join_step for m in self.members.values()]

@@ -3,6 +3,19 @@
 SimPy is the clock, not the logic: each replica loops ``schedule() -> cost_model.step_time_s() -> timeout ->
 update_from_output()`` on the very objects the real engine drives. Tokens emitted by a step are stamped at
 the step's end; a request arriving mid-step is seen by the next ``schedule()``.
+
+The fast path (``fast_path``; off with a drafter, offload tiers, blocks held past ``schedule()`` or another
+scheduler class) replaces that loop, while every running request is a plain decode, by pieces that each do the
+same arithmetic on less state, so results are the same to the bit (tests/test_engine.py):
+
+* ``twin.sim.cohort_steps``: the steps themselves, in place of ``schedule()`` / ``update_from_output()`` walking
+  every running request; admissions still go through the scheduler's own ``admit_waiting``;
+* ``twin.sim.decode_cohort.DecodeCohort``: the running decodes' counters as one step counter plus each member's
+  state at joining, touched only at block boundaries and finishes, written back when a member leaves;
+* the cost model's ``step_time_from_sums`` (the step's integer sums instead of per-request lists) and
+  ``decode_step_times_s`` (a run of decode steps costed in one call, the step-invariant terms once);
+* ``twin.sim.clock.delay_landing_on``: one SimPy timeout landing exactly where one timeout per step would;
+* ``twin.sim.simulate``'s one-event open-loop arrivals and the step log's ``append_decode_run`` (rows in bulk).
 """
 
 from __future__ import annotations
@@ -124,10 +137,6 @@ class Replica:
             self._admit(request, counted=True)
         return True
 
-    @property
-    def kv_usage(self) -> float:
-        return self.scheduler.kv_cache_manager.usage
-
     def sleep_until_work(self):
         self._wake = self.env.event()
         wakeup = getattr(self.scheduler, "next_wakeup_s", None)
@@ -185,12 +194,15 @@ class Replica:
         self.steps.append_step(start, dt, out, self.index, draft_s)
 
     def _cohort_can_run(self) -> bool:
+        """Whether the fast path can take over after this step: no lookahead or drafts, and every running
+        request a plain decode (``DecodeCohort.can_join``)."""
         sched = self.scheduler
         cfg = sched.config
         if cfg.num_lookahead_tokens or cfg.num_speculative_tokens or not sched.running:
             return False
         cohort = DecodeCohort(sched.kv_cache_manager, sched.max_model_len)
         return all(cohort.can_join(req) for req in sched.running)
+
     @staticmethod
     def _record_spec(out: SchedulerOutput, accepted: Sequence[int]) -> None:
         """Per-request speculative-decoding counters as vLLM counts them: a draft is a verification of
