@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from twin.fitting.mma_sync_prior import mma_sync_ceiling
 from twin.fitting.scoped import EXPERT_PREFIX, split
 
 # dense bf16 tensor-core FLOPs per SM per clock of the generation's widest MMA (see above)
@@ -82,7 +83,11 @@ def pooled_path_prior(base: str, entries: Sequence, held: Iterable[str] = ()) ->
 
 def expert_path_prior(parameter: str, entries: Sequence, held: Iterable[str] = ()) -> float:
     """The stated prior of expert kernel path efficiency ``parameter`` whose evidence a fold holds out: the other
-    Marlin paths' values carried to its generation (``marlin_path_prior``), else every other path's, pooled."""
+    Marlin paths' values carried to its generation (``marlin_path_prior``), else for a Marlin path the ceiling of
+    its ``mma.sync`` on its generation where stated (round 17, ``twin.fitting.mma_sync_prior``), else every other
+    path's, pooled."""
     held = set(held)
     marlin = marlin_path_prior(parameter, entries, held)
+    if marlin is None:
+        marlin = mma_sync_ceiling(MARLIN_PATHS.get(parameter))
     return pooled_path_prior(split(parameter)[0], entries, held) if marlin is None else marlin
