@@ -15,6 +15,9 @@ left out), give the MoE path's part the fold's serving fit leaves over:
   ``moe_layer_overhead_s`` (the fold resets the FP8 path's 16 us to 0).
 
     python benchmarks/mixtral_hopper_reading.py FOLD.json [--ground-truth DIR] [--sim-s 60]
+    python benchmarks/mixtral_hopper_reading.py REPORT.json --try-fold family:minimax --request-ms 2.73 --layer-us 28.5
+        (instead: that fold's held-out H100 block-FP8 rows at its values, and with the two readings as the path's
+        ``expert_path_request_s`` / ``moe_layer_overhead_s``; exact where the fold's training rows hold no such row)
 """
 
 from __future__ import annotations
@@ -32,6 +35,37 @@ from twin.errors import TwinInputError, run_script  # noqa: E402
 
 MOE_FAMILY, DENSE_FAMILY, TP = "mixtral", "llama", 2
 QUEUED_TTFT_MS = 1000.0          # a stage whose measured TTFT p50 exceeds this queued (codellama reasoning: 112 s)
+FP8_PATH = "hopper+experts_fp8"  # the block-FP8 expert path on Hopper (MiniMax-M2.5 H100), whose fixed times it reads
+
+
+def reading_priors(request_ms: float, layer_us: float) -> dict[str, float]:
+    """The two readings as the Hopper block-FP8 path's values (model units: s); negative readings are refused."""
+    if request_ms < 0 or layer_us < 0:
+        raise TwinInputError(f"readings must be >= 0 (got {request_ms} ms, {layer_us} us)")
+    return {f"expert_path_request_s@{FP8_PATH}": request_ms * 1e-3, f"moe_layer_overhead_s@{FP8_PATH}": layer_us * 1e-6}
+
+
+def try_fold(report: Path, fold: str, priors: dict[str, float], ground_truth, sim_s: float, workers: int) -> None:
+    """Print the signed TTFT / TPOT errors of ``fold``'s (KIND:GROUP) held-out H100 block-FP8 rows at its values and
+    with ``priors``."""
+    from benchmarks.fold_report import fold_params
+    from twin.fitting.fit import simulate_cases
+    from twin.fitting.joint import FOLDS, all_cases, errors, family_of, gpu_of
+    kind, _, group = fold.partition(":")
+    if kind not in FOLDS or not group:
+        raise TwinInputError(f"--try-fold {fold!r}: expected KIND:GROUP with KIND one of {', '.join(FOLDS)}")
+    params = fold_params(report, kind, group)
+    cases = [c for c in all_cases(ground_truth, silicon_every=REFIT_SILICON_EVERY) if FOLDS[kind](c) == group
+             and gpu_of(c).startswith("H100") and family_of(c) == "minimax"]
+    if not cases:
+        raise TwinInputError(f"--try-fold {fold!r}: it holds out no H100 MiniMax (block-FP8) row")
+    for label, values in (("the fold", params), ("with the readings", params | priors)):
+        runs = simulate_cases(cases, values, max_sim_s=sim_s, workers=workers)
+        cells = [{k: f"{100 * v:+.1f}" for k, v in errors(c, r.metrics).items()
+                  if k in ("mean_ttft_ms", "mean_tpot_ms")} for c, r in zip(cases, runs)]
+        print(f"== {fold} {label}: " + "; ".join(f"{c.run.name[-40:]} TTFT {e.get('mean_ttft_ms', '-')} TPOT "
+                                                 f"{e.get('mean_tpot_ms', '-')}" for c, e in zip(cases, cells)),
+              flush=True)
 
 
 def missed(measured: dict[str, float], predicted: dict[str, float]) -> dict[str, float]:
@@ -65,7 +99,16 @@ def main() -> None:
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--sim-s", type=float, default=60.0)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--try-fold", default="", help="KIND:GROUP: that fold's H100 block-FP8 rows with the readings")
+    ap.add_argument("--request-ms", type=float, default=None, help="with --try-fold: the per-request reading")
+    ap.add_argument("--layer-us", type=float, default=None, help="with --try-fold: the per-MoE-layer reading")
     args = ap.parse_args()
+    if (args.request_ms is None or args.layer_us is None) != (not args.try_fold):
+        raise TwinInputError("--try-fold, --request-ms and --layer-us go together")
+    if args.try_fold:
+        try_fold(args.fold_json, args.try_fold, reading_priors(args.request_ms, args.layer_us), args.ground_truth,
+                 args.sim_s, args.workers)
+        return
     from twin.fitting.fit import simulate_cases
     from twin.fitting.joint import all_cases, family_of, source_of
     from twin.hardware.model_catalog import resolve_model

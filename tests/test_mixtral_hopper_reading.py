@@ -31,3 +31,11 @@ def test_reading_is_the_moe_median_less_the_dense_median_per_request_and_per_moe
     for args in (([], dense, 32), (moe, [], 32), (moe, dense, 0)):
         with pytest.raises(TwinInputError):
             m.reading(*args)
+
+
+def test_reading_priors_name_the_block_fp8_paths_terms_in_seconds():
+    m = load_benchmark("mixtral_hopper_reading")
+    assert m.reading_priors(2.73, 28.5) == pytest.approx({"expert_path_request_s@hopper+experts_fp8": 2.73e-3,
+                                                          "moe_layer_overhead_s@hopper+experts_fp8": 28.5e-6})
+    with pytest.raises(TwinInputError):
+        m.reading_priors(-1.0, 28.5)
