@@ -16,8 +16,9 @@ generation g is its efficiency on generation h times ``MMA_FLOPS_PER_SM_CLOCK[h]
 the fraction halves from Hopper to Blackwell while the absolute rate only follows the SM count and clock.
 
 A fold holding one Marlin path out (its family's rows) resets its efficiency to the geometric mean of the other
-Marlin paths' embedded values so converted (``marlin_path_prior``); with no other Marlin path it falls back to
-``pooled_path_prior`` (every expert path; round 7). The other, non-Marlin paths (block FP8 on Hopper) run
+Marlin paths' embedded values so converted (``marlin_path_prior``); with no other Marlin path kept it takes the
+``mma.sync`` ceiling of its generation where one is stated (Hopper: 2/3 of the dense rate, round 17,
+``twin.fitting.mma_sync_prior``), else ``pooled_path_prior`` (every expert path; round 7). The other, non-Marlin paths (block FP8 on Hopper) run
 ``wgmma`` kernels and stay out of this prior. Only the compute efficiency (prefill FLOPs) is carried: the decode
 weight-stream rate and the fixed time per MoE layer follow the kernel count, graph mode and bytes per weight of
 a server, not the MMA instruction.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from twin.fitting.mma_sync_prior import mma_sync_ceiling
 from twin.fitting.scoped import EXPERT_PREFIX, split
 
 # dense bf16 tensor-core FLOPs per SM per clock of the generation's widest MMA (see above)
@@ -82,7 +84,11 @@ def pooled_path_prior(base: str, entries: Sequence, held: Iterable[str] = ()) ->
 
 def expert_path_prior(parameter: str, entries: Sequence, held: Iterable[str] = ()) -> float:
     """The stated prior of expert kernel path efficiency ``parameter`` whose evidence a fold holds out: the other
-    Marlin paths' values carried to its generation (``marlin_path_prior``), else every other path's, pooled."""
+    Marlin paths' values carried to its generation (``marlin_path_prior``), else for a Marlin path the ceiling of
+    its ``mma.sync`` on its generation where stated (round 17, ``twin.fitting.mma_sync_prior``), else every other
+    path's, pooled."""
     held = set(held)
     marlin = marlin_path_prior(parameter, entries, held)
+    if marlin is None:
+        marlin = mma_sync_ceiling(MARLIN_PATHS.get(parameter))
     return pooled_path_prior(split(parameter)[0], entries, held) if marlin is None else marlin

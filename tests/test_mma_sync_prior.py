@@ -1,0 +1,48 @@
+"""A Hopper Marlin expert path held out with no other Marlin path kept takes the mma.sync ceiling, 2/3 of the dense
+rate, instead of the flat prior 1 (twin.fitting.mma_sync_prior; issue 33, round 17)."""
+
+from __future__ import annotations
+
+import pytest
+
+from twin.fitting import provenance as pv
+from twin.fitting.expert_path_prior import MARLIN_PATHS, expert_path_prior
+from twin.fitting.mma_sync_prior import MMA_SYNC_SHARE, mma_sync_ceiling
+
+INT4 = "moe_expert_compute_efficiency@experts_int4"
+MXFP4_H = "moe_expert_compute_efficiency@hopper+experts_mxfp4"
+FP8_H = "moe_expert_compute_efficiency@hopper+experts_fp8"
+
+
+def _entries(int4=0.2, mxfp4=0.35, fp8=0.18):
+    return [pv.Entry(INT4, int4, pv.POOLED, "EXPERT_FORMAT_TERMS"),
+            pv.Entry(MXFP4_H, mxfp4, pv.POOLED, "GENERATION_EXPERT_TERMS"),
+            pv.Entry(FP8_H, fp8, pv.POOLED, "GENERATION_EXPERT_TERMS")]
+
+
+def test_the_ceiling_is_stated_for_hoppers_marlin_path_only():
+    assert MMA_SYNC_SHARE == {"hopper": pytest.approx(2 / 3, rel=1e-12)}
+    assert mma_sync_ceiling(MARLIN_PATHS[MXFP4_H]) == pytest.approx(2 / 3, rel=1e-12)
+    assert mma_sync_ceiling(MARLIN_PATHS[INT4]) is None     # Blackwell: no stated share
+    assert FP8_H not in MARLIN_PATHS                        # block FP8 runs wgmma kernels: not a Marlin path
+    assert mma_sync_ceiling(None) is None
+
+
+def test_the_ceiling_stands_in_only_where_no_other_marlin_path_is_kept():
+    es = _entries()
+    # another Marlin path kept: its value carried between generations, as before (0.2 x 8192 / 4096)
+    assert expert_path_prior(MXFP4_H, es, {MXFP4_H}) == pytest.approx(0.4, rel=1e-12)
+    # both Marlin paths held out: the ceiling, ahead of the pooled wgmma path
+    assert expert_path_prior(MXFP4_H, es, {MXFP4_H, INT4}) == pytest.approx(2 / 3, rel=1e-12)
+    # Blackwell's Marlin path keeps the pooled fallback (here the block-FP8 path's 0.18)
+    assert expert_path_prior(INT4, es, {MXFP4_H, INT4}) == pytest.approx(0.18, rel=1e-12)
+    # a non-Marlin path is untouched
+    assert expert_path_prior(FP8_H, es, {FP8_H}) == pytest.approx((0.2 * 0.35) ** 0.5, rel=1e-12)
+
+
+def test_a_fold_holding_every_expert_path_out_resets_hoppers_marlin_path_to_the_ceiling(monkeypatch):
+    for key in (INT4, MXFP4_H, FP8_H):
+        monkeypatch.setitem(pv.DECLARED_EVIDENCE, key, ("silicon", lambda c, _d: c == "silicon"))
+    plan = pv.fold_plan("silicon", lambda c: c, [("silicon", None), ("inference-perf", None)], (), entries=_entries())
+    assert plan.fixed == pytest.approx({MXFP4_H: 2 / 3, INT4: 1.0, FP8_H: 1.0}, rel=1e-12)
+    assert all(plan.actions[k][1] == pv.RESET for k in (INT4, MXFP4_H, FP8_H))
