@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from twin.fitting import path_layers
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.scoped import in_scope, split
 
@@ -72,7 +73,8 @@ def held_at_prior(cases: Sequence, names: Sequence[str], deployments: Sequence |
 
     def covered(case_dep, base, scope):
         if scope is None:      # an unscoped value holds where no scoped one of the same name overrides it
-            return not any(in_scope(s, case_dep) for s in scopes_of.get(base, ()))
+            return not any(in_scope(s, case_dep) for s in scopes_of.get(base, ())) and not (
+                base == "request_path_s" and path_layers.covers(names, case_dep))   # nor a per-layer path
         return in_scope(scope, case_dep)
 
     for name in names:

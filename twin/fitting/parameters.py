@@ -77,6 +77,11 @@ EXTRA_PARAMETERS: tuple[FitParameter, ...] = (
     # later releases'; prior: the bench path's (no release-specific time); opt-in, not embedded
     FitParameter("request_path_s@client_vllm_bench+vllm_0.10", "ms per request", 1e-3, 0.0, 200.0, 4.8,
                  "request path as the vllm-bench client measures it on vLLM 0.10.x servers (release front end)"),
+    # issue 33, round 17 (twin.fitting.path_layers): the bench client's path as a time per decoder layer of the
+    # server's model, on top of request_path_s; prior 0 (no per-layer request time); opt-in, fit-only, not embedded
+    *(FitParameter(f"request_path_layer_s{s}", "us per decoder layer per request", 1e-6, 0.0, 2000.0, 0.0,
+                   f"request path per decoder layer of the server's model{d} (per-layer first-step work)")
+      for s, d in (("", ""), ("@client_vllm_bench", ", as the vllm-bench client measures it"))),
     # issue 33, round 2: the silicon rows' light-load TTFT grows with the prompt by far more than the twin's
     # prefill FLOPs at any TP size (gpt-oss-120b on B200 at C=4, TP8: 25 ms at 1k tokens, 74 ms at 8k, against a
     # compute-bound ~2 ms for the extra 7k), i.e. a cost per token that tensor parallelism does not split.

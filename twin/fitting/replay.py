@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 
 from twin.core.schedulers import make_scheduler
-from twin.cost.roofline import RooflineCostModel
+from twin.cost.roofline import DEFAULT_REQUEST_PATH_S as DEFAULT_PATH_S, RooflineCostModel
 from pydantic import ValidationError
 
 from twin.errors import TwinInputError
 from twin.fitting.cold_start import ColdStart, cold_added, compiles_for, with_cold_start
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.run_span import over_run_span
+from twin.fitting.path_layers import layer_path_s, split_kwargs
 from twin.fitting.scoped import params_for
 from twin.scenario import ScenarioBody
 from twin.sim.deployment import Deployment, resolve_deployment
@@ -180,9 +181,13 @@ def cost_model_for(dep: Deployment, target: Target, params: dict[str, float]) ->
           "cudagraph_tokens": getattr(dep, "cudagraph_tokens", None),
           "float32_matmul_precision": getattr(dep, "float32_matmul_precision", None),
           "async_scheduling": getattr(dep.scheduler_config, "async_scheduling", True)} | params_for(params, dep)
-    return RooflineCostModel(dep.model, dep.gpu, tensor_parallel_size=target.tensor_parallel_size,
+    kw, per_layer_s = split_kwargs(kw)        # a fit-only per-layer request path (twin.fitting.path_layers)
+    cost = RooflineCostModel(dep.model, dep.gpu, tensor_parallel_size=target.tensor_parallel_size,
                              weight_dtype=dep.weight_formats or target.weight_dtype, kv_dtype=target.kv_dtype,
                              layout=dep.layout, **kw)
+    if per_layer_s is not None:       # the path of a covered run, with what the expert path adds kept
+        cost.request_path_s += layer_path_s(per_layer_s, cost.model) - kw.get("request_path_s", DEFAULT_PATH_S)
+    return cost
 
 
 def requests_to_simulate(run: MeasuredRun, max_sim_s: float | None) -> int | None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.replay import Replayed, Target, cost_model_for
+from twin.fitting.path_layers import TERM as LAYER_TERM, layer_path_s
 from twin.fitting.scoped import params_for
 from twin.sim.deployment import Deployment
 from twin.sim.request_path import path_draws
@@ -122,7 +123,9 @@ class Surrogate:
 
     def _path_s(self, params: dict[str, float]) -> np.ndarray:
         params = params_for(params, self.deployment)      # scoped values (name@scope) where they apply
-        return params.get("request_path_s", 0.0) + params.get("request_path_jitter_s", 0.0) * self._draws
+        fixed = layer_path_s(params[LAYER_TERM], self.deployment.model) if LAYER_TERM in params \
+            else params.get("request_path_s", 0.0)        # a per-layer path (twin.fitting.path_layers) where it applies
+        return fixed + params.get("request_path_jitter_s", 0.0) * self._draws
 
     def _at(self, params: dict[str, float], scale: float) -> dict[str, float]:
         dt = self.step_times(params, scale)

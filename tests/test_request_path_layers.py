@@ -1,0 +1,127 @@
+"""The per-layer request path (issue 33, round 17: ``request_path_layer_s``, twin.fitting.path_layers) and the
+structure screen (benchmarks/request_path_structure.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmark_module import load_benchmark
+from twin.fitting.joint import default_start
+from twin.fitting.measured_run import LengthSample, MeasuredRun
+from twin.fitting.parameters import PARAMETERS_BY_NAME
+from twin.fitting.fit import Case
+from twin.fitting.identify import held_at_prior
+from twin.fitting.path_layers import BASE_S, TERM, covers, layer_path_s, split_kwargs
+from twin.fitting.replay import Target, cost_model_for, deployment_for, replay
+from twin.fitting.surrogate import Surrogate
+
+S = load_benchmark("request_path_structure")
+BENCH = f"{TERM}@client_vllm_bench"
+
+
+def _run(name: str, client: str | None, conc: int = 1) -> MeasuredRun:
+    return MeasuredRun(name=name, source="test", num_requests=8 * conc, rate_per_s=float("inf"),
+                       max_concurrency=conc, prompt_tokens=LengthSample.constant(256),
+                       output_tokens=LengthSample.constant(16), metrics={"completed": 1.0},
+                       server={"enable_prefix_caching": False, "vllm_version": "0.14"}, experiment=name,
+                       client=client)
+
+
+def test_the_terms_are_fit_parameters_with_prior_zero():
+    for name in (TERM, BENCH):
+        p = PARAMETERS_BY_NAME[name]
+        assert p.prior == 0.0 and p.scale == 1e-6 and p.lower == 0.0
+
+
+def test_the_path_grows_by_the_models_decoder_layers_on_the_scoped_runs_only():
+    target = Target("llama-2-7b", "H100-SXM", 1)         # 32 decoder layers
+    bench, iperf = (deployment_for(_run(n, c), target) for n, c in (("a", "vllm-bench"), ("b", "inference-perf")))
+    params = {"request_path_s": 5e-3, BENCH: 100e-6}
+    # a covered run: the embedded path (4.8 ms, not the fold's request_path_s) + 32 layers x 100 us
+    assert cost_model_for(bench, target, params).request_path_s == pytest.approx(BASE_S + 32 * 100e-6)
+    assert cost_model_for(iperf, target, params).request_path_s == pytest.approx(5e-3)
+    assert BASE_S == 4.8e-3 and layer_path_s(1e-4, "llama-2-70b") == pytest.approx(4.8e-3 + 80e-4)
+    assert split_kwargs({"a": 1, TERM: 2.0}) == ({"a": 1}, 2.0) and split_kwargs({"a": 1}) == ({"a": 1}, None)
+    assert covers([BENCH], bench) and not covers([BENCH], iperf) and covers([TERM], iperf)
+    assert not covers(["request_path_s@client_vllm_bench"], bench)
+
+
+def test_the_covered_runs_do_not_identify_the_unscoped_path():
+    target = Target("llama-2-7b", "H100-SXM", 1)
+    bench_only = [Case(_run("a", "vllm-bench"), target)]
+    assert held_at_prior(bench_only, ["request_path_s", BENCH]) == {
+        "request_path_s": "no run in the data"}
+    assert held_at_prior(bench_only, ["request_path_s"]) == {}
+    mixed = bench_only + [Case(_run("b", "inference-perf"), target)]
+    assert held_at_prior(mixed, ["request_path_s", BENCH]) == {}
+
+
+def test_a_negative_value_is_a_one_line_error():
+    with pytest.raises(Exception) as exc:
+        layer_path_s(-1e-6, "llama-2-7b")
+    assert TERM in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_the_surrogate_moves_ttft_by_the_per_layer_path_exactly_at_light_load():
+    """One request at a time: the added per-request delay is the TTFT's move, in a re-simulation and in the
+    fit's surrogate alike (4.8 ms - the default path 4.8 ms + 32 layers x 200 us = 6.4 ms)."""
+    target = Target("llama-2-7b", "H100-SXM", 1)
+    run = _run("c", "vllm-bench")
+    dep = deployment_for(run, target)
+    base = default_start()
+    new = {**base, BENCH: 200e-6}
+    at_base = replay(run, target, base, deployment=dep)
+    moved = replay(run, target, new, deployment=dep).metrics["mean_ttft_ms"] - at_base.metrics["mean_ttft_ms"]
+    surrogate = Surrogate(run, target, dep, at_base, base)
+    predicted = surrogate.predict(new)["mean_ttft_ms"] - at_base.metrics["mean_ttft_ms"]
+    assert moved == pytest.approx(6.4, abs=0.05) and predicted == pytest.approx(6.4, abs=1e-6)
+
+
+def _case(name, family, source, pred, meas, isl=1000, osl=1000, model="meta-llama/Llama-3.1-70B", conc=4):
+    return {"name": name, "source": source, "family": family, "client": source == "silicon", "conc": conc,
+            "model": model, "measured": {"mean_ttft_ms": meas},
+            "predicted": {"mean_ttft_ms": pred, "completed": 10, "total_input_tokens": 10 * isl,
+                          "total_output_tokens": 10 * osl}}
+
+
+def test_the_screen_recovers_a_per_layer_shift_and_scores_the_held_family(tmp_path):
+    """Rows missing exactly 0.1 ms per decoder layer: the per-layer structure fits 10 ms per 100 layers and
+    scores the held-out family at 0 error; the constant one cannot."""
+    models = {"llama": ("meta-llama/Llama-3.1-70B", 80), "gpt-oss": ("openai/gpt-oss-120b", 36),
+              "kimi": ("moonshotai/Kimi-K2.5", 61), "minimax": ("MiniMaxAI/MiniMax-M2.5", 62)}
+    cases = [_case(f"{f}{i}", f, "silicon", 50.0 + i, 50.0 + i + 0.1 * layers, model=m)
+             for f, (m, layers) in models.items() for i in range(3)]
+    cases.append(_case("run-llama-2-7b/stage0", "llama", "inference-perf", 20.0, 20.0, model=None))
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"cases": cases}))
+    loaded = S.load(path)
+    assert loaded[-1]["_features"]["layers_per_100"] == pytest.approx(0.32)
+    held = {label: (train, held) for label, train, held in S.folds(loaded, 64)}
+    train, rows = held["family gpt-oss"]
+    coef = S.fit(train, S.STRUCTURES["layers"])
+    assert coef[0] == pytest.approx(10.0, rel=1e-4)
+    assert S.score(rows, S.STRUCTURES["layers"], coef)[0] == pytest.approx(0.0, abs=1e-6)
+    assert S.score(rows, S.STRUCTURES["constant"], S.fit(train, S.STRUCTURES["constant"]))[0] > 0.01
+    assert len(held["source silicon"][0]) == 1 and len(held["source silicon"][1]) == 12
+
+
+def test_the_screen_rejects_bad_input(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1]")
+    with pytest.raises(SystemExit) as exc:
+        S.load(bad)
+    assert "no 'cases' list" in str(exc.value)
+    with pytest.raises(SystemExit) as exc:
+        S.load(tmp_path / "missing.json")
+    assert "cannot read" in str(exc.value)
+    with pytest.raises(ValueError):
+        S.layers_of({"name": "unknown-run", "model": None})
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"cases": [_case("unknown-run", "llama", "inference-perf", 1.0, 1.0, model=None)]}))
+    with pytest.raises(SystemExit) as exc:
+        S.load(odd)
+    assert "without the fields" in str(exc.value) and "\n" not in str(exc.value)
+    with pytest.raises(SystemExit):
+        S.main([str(bad), "--max-conc", "0"])
