@@ -3,20 +3,25 @@ round 17; docs/fidelity.md "Round 17: Blackwell's dense weight stream at small b
 
 The hypothesis (``twin.cost.gemm_occupancy``): a decode GEMM streams at min(datasheet, CTAs x what one SM pulls),
 so B200 (54 GB/s of datasheet per SM against H100's 25) would stream its dense Llama GEMMs below the datasheet
-where the tiles occupy too few SMs. Two subcommands:
+where the tiles occupy too few SMs. Three subcommands:
 
 ``reading`` (measured rows only, < 5 s): per (GPU, format, ISL / OSL) of the Llama-3.1-70B silicon rows at CONC <= 8,
 TPOT = K + S(TP; r) / f by least squares, S the occupancy-limited stream time of the four GQA GEMMs per layer (plus
 the bf16 LM head at the datasheet) at a per-SM rate r, for r = infinity (the twin's form, round 16's K + w / TP),
-a sweep, and the stated prior (Little's law: the kernel's weight bytes in flight over ``--latency-us``). If the
+a sweep, the stated prior (Little's law: the kernel's weight bytes in flight over ``--latency-us``) and the
+datasheet's share per SM (bandwidth / SMs: saturation needs a CTA on every SM). If the
 occupancy limit were the owner of B200's low fraction, some r would give f near the Hopper rows' and a smaller rms.
 Then the stated prior's added time per step by TP beside what the rows need (round 16's residual at the defaults).
+
+``rows`` (~8 min): every Llama-3.1-70B B200 row (120) at the embedded defaults, TPOT without and with the prior,
+by format and TP (the prior's shape over every TP, where the folds sample 8 rows).
 
 ``heldout FIDELITY_ARGS`` (the trial, opt-in): ``benchmarks/fidelity_real.py`` with every roofline cost model's
 fixed time per step raised by ``occupancy_extra_s`` (a per-deployment constant for M <= 16; it also lands on prompt
 steps, where the real kernels have many more CTAs: an upper bound there), e.g.
 
     python benchmarks/dense_stream_occupancy.py reading
+    python benchmarks/dense_stream_occupancy.py rows
     python benchmarks/dense_stream_occupancy.py heldout --latency-us 1 -- --folds family --groups llama \
         --workers 1 --json L.json
 """
@@ -82,8 +87,9 @@ def reading(latency_s: float) -> None:
         for pair in PAIRS:
             pts = [(c.row.tp, c.row.tpot_ms * 1e-3) for c in cases if c.row.system == system
                    and c.row.precision == precision and (c.row.isl, c.row.osl) == pair and c.row.concurrency <= 8]
+            share = bw / SM_COUNT[gpu]     # the datasheet's bandwidth per SM: saturates at one CTA per SM
             for label, rate in [("inf", None), *((str(g), g * 1e9) for g in SWEEP_GB_S),
-                                (f"{prior / 1e9:.0f} (prior)", prior)]:
+                                (f"{prior / 1e9:.0f} (prior)", prior), (f"{share / 1e9:.1f} (share)", share)]:
                 k, f, rms = fit_fraction(pts, lambda tp: stream_s(model, gpu, fmt, tp, rate, bw))
                 print(f"| {gpu} | {fmt} | {pair[0]} / {pair[1]} | {label} | {k * 1e3:.2f} | {f:.3f} | {rms * 1e3:.3f} |")
     print("\nthe stated prior's added time per step at the twin's B200 rate (0.978 x 8 TB/s), against what the rows "
@@ -115,9 +121,33 @@ def install(latency_s: float) -> None:
     roofline.step_fixed_parts = with_occupancy
 
 
+def rows_check(latency_s: float) -> None:
+    """Every Llama-3.1-70B B200 row at the embedded defaults (60 s of traffic), TPOT error without and with the
+    prior, median |error| (signed) per (format, TP): the prior's shape over all 120 rows, not the folds' sample."""
+    import statistics
+
+    from twin.fitting.fit import simulate_cases
+    from twin.fitting.joint import default_start
+    from twin.fitting.silicon import model_family, silicon_cases
+    cases = [c for c in silicon_cases()[0] if model_family(c.row.model_path) == "llama" and c.row.system == "b200_sxm"]
+    err = {}
+    for label in ("defaults", "prior"):
+        if label == "prior":
+            install(latency_s)
+        runs = simulate_cases(cases, default_start(()), max_sim_s=60.0)
+        err[label] = [r.metrics["mean_tpot_ms"] / c.row.tpot_ms - 1.0 for c, r in zip(cases, runs)]
+    print("Llama-3.1-70B B200 rows, TPOT median |error| (signed): defaults -> with the occupancy prior")
+    keys = sorted({(c.row.precision, c.row.tp) for c in cases}) + [("all", 0)]
+    for fmt, tp in keys:
+        idx = [i for i, c in enumerate(cases) if fmt == "all" or (c.row.precision, c.row.tp) == (fmt, tp)]
+        cells = [f"{100 * statistics.median(abs(err[k][i]) for i in idx):.1f} % "
+                 f"({100 * statistics.median(err[k][i] for i in idx):+.1f} %)" for k in err]
+        print(f"  {fmt} TP {tp or 'all'} ({len(idx)}): {cells[0]} -> {cells[1]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("command", choices=("reading", "heldout"))
+    ap.add_argument("command", choices=("reading", "rows", "heldout"))
     ap.add_argument("--latency-us", type=float, default=DEFAULT_LATENCY_S * 1e6,
                     help="the loaded memory latency of the Little's-law prior (us; default 1)")
     ap.add_argument("fidelity_args", nargs=argparse.REMAINDER, help="heldout: after --, fidelity_real's options")
@@ -125,10 +155,12 @@ def main() -> None:
     if not math.isfinite(args.latency_us) or args.latency_us <= 0:
         raise SystemExit("--latency-us: a positive number")
     rest = [a for a in args.fidelity_args if a != "--"]
+    if args.command != "heldout" and rest:
+        raise SystemExit(f"{args.command} takes no fidelity_real options")
     if args.command == "reading":
-        if rest:
-            raise SystemExit("reading takes no fidelity_real options")
         return reading(args.latency_us * 1e-6)
+    if args.command == "rows":
+        return rows_check(args.latency_us * 1e-6)
     workers = [v for i, a in enumerate(rest) for v in ([a.split("=", 1)[1]] if a.startswith("--workers=") else
                                                         rest[i + 1:i + 2] if a == "--workers" else [])]
     if any(w != "1" for w in workers):
