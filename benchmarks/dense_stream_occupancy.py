@@ -150,11 +150,11 @@ def main() -> None:
     ap.add_argument("command", choices=("reading", "rows", "heldout"))
     ap.add_argument("--latency-us", type=float, default=DEFAULT_LATENCY_S * 1e6,
                     help="the loaded memory latency of the Little's-law prior (us; default 1)")
-    ap.add_argument("fidelity_args", nargs=argparse.REMAINDER, help="heldout: after --, fidelity_real's options")
-    args = ap.parse_args()
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args, rest = ap.parse_args(argv[:cut]), argv[cut + 1:]        # after --: fidelity_real's options (heldout)
     if not math.isfinite(args.latency_us) or args.latency_us <= 0:
         raise SystemExit("--latency-us: a positive number")
-    rest = [a for a in args.fidelity_args if a != "--"]
     if args.command != "heldout" and rest:
         raise SystemExit(f"{args.command} takes no fidelity_real options")
     if args.command == "reading":

@@ -67,3 +67,18 @@ def test_heldout_trial_refuses_worker_processes(monkeypatch, workers):
     monkeypatch.setattr("sys.argv", ["dense_stream_occupancy.py", "heldout", "--", "--folds", "GPU", *workers])
     with pytest.raises(SystemExit, match="--workers 1"):
         bench.main()
+
+
+def test_heldout_trial_keeps_its_own_options_before_the_separator(monkeypatch):
+    from tests.benchmark_module import load_benchmark
+    bench = load_benchmark("dense_stream_occupancy")
+    seen = {}
+    monkeypatch.setattr(bench, "install", lambda latency_s: seen.setdefault("latency_s", latency_s))
+    import benchmarks.fidelity_real as fidelity_real
+    monkeypatch.setattr(fidelity_real, "main", lambda: seen.setdefault("argv", list(__import__("sys").argv)))
+    monkeypatch.setattr("sys.argv", ["d.py", "heldout", "--latency-us", "0.8", "--", "--folds", "GPU"])
+    bench.main()
+    assert seen == {"latency_s": pytest.approx(0.8e-6), "argv": ["fidelity_real.py", "--folds", "GPU"]}
+    monkeypatch.setattr("sys.argv", ["d.py", "reading", "--", "--folds", "GPU"])
+    with pytest.raises(SystemExit, match="takes no fidelity_real options"):
+        bench.main()
