@@ -91,7 +91,8 @@ def reading(latency_s: float) -> None:
             for label, rate in [("inf", None), *((str(g), g * 1e9) for g in SWEEP_GB_S),
                                 (f"{prior / 1e9:.0f} (prior)", prior), (f"{share / 1e9:.1f} (share)", share)]:
                 k, f, rms = fit_fraction(pts, lambda tp: stream_s(model, gpu, fmt, tp, rate, bw))
-                print(f"| {gpu} | {fmt} | {pair[0]} / {pair[1]} | {label} | {k * 1e3:.2f} | {f:.3f} | {rms * 1e3:.3f} |")
+                print(f"| {gpu} | {fmt} | {pair[0]} / {pair[1]} | {label} | {k * 1e3:.2f} | {f:.3f} | "
+                      f"{rms * 1e3:.3f} |")
     print("\nthe stated prior's added time per step at the twin's B200 rate (0.978 x 8 TB/s), against what the rows "
           "need (round 16, 1k / 1k C <= 8), ms at TP 1 / 2 / 4 / 8")
     for fmt, (a, b) in NEEDED_MS.items():
