@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from twin.fitting import moe_layer_transfer as mlt
+from twin.fitting import moe_token_prior
 from twin.fitting import provenance as pv
 from twin.fitting.moe_layer_transfer import fold_moe_layer_transfer, kept_layer_readings, moe_layer_transfer
 
@@ -48,7 +48,7 @@ def test_carried_unscaled_to_the_same_format_only_when_the_generation_is_not_fit
 
 
 def test_the_fold_sets_it_where_the_generation_is_held_or_reset(monkeypatch):
-    monkeypatch.setattr(mlt, "embedded_entries", lambda: ENTRIES)
+    monkeypatch.setattr(moe_token_prior, "embedded_entries", lambda: ENTRIES)   # the fold loop's table
     names = ("layer_token_overhead_s", "layer_token_overhead_s@blackwell")
     empty = pv.FoldPlan({}, {}, {}, {})
     held = fold_moe_layer_transfer(names, {"layer_token_overhead_s@blackwell": "no run"}, empty)

@@ -28,13 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from twin.cost.generations import GENERATION_OF_NAME
 from twin.fitting.expert_path_prior import geometric_mean
-from twin.fitting.provenance import RESET, embedded_entries
+from twin.fitting.moe_token_prior import TERM as GATE, for_generations_without_rows
 from twin.fitting.scoped import EXPERT_PREFIX, split
 
 TERM = "moe_layer_overhead_s"
-GATE = "layer_token_overhead_s"      # fitted per generation wherever the fold has a row of that generation
 
 
 def kept_layer_readings(entries: Sequence, actions: Iterable[str]) -> dict[tuple[str, str], float]:
@@ -71,14 +69,6 @@ def moe_layer_transfer(generation: str, unfitted: Iterable[str], entries: Sequen
 
 
 def fold_moe_layer_transfer(names: Sequence[str], held_names: Iterable[str], plan) -> dict[str, float]:
-    """``moe_layer_transfer`` for every generation-scoped ``layer_token_overhead_s@<gen>`` among a fold's ``names``
-    (``plan``: ``provenance.FoldPlan``; unfitted where the training rows cannot identify it, ``held_names``, or the
-    plan resets it)."""
-    generations = {g for g, _ in GENERATION_OF_NAME}
-    unfitted = set(held_names) | {p for p, (_, a) in plan.actions.items() if a == RESET}
-    out: dict[str, float] = {}
-    for n in names:
-        base, scope = split(n)
-        if base == GATE and scope in generations:
-            out |= moe_layer_transfer(scope, unfitted, embedded_entries(), plan.actions)
-    return out
+    """``moe_layer_transfer`` for every generation a fold has no row of (``layer_token_overhead_s@<gen>`` unfitted,
+    ``moe_token_prior.for_generations_without_rows``)."""
+    return for_generations_without_rows(names, held_names, plan, moe_layer_transfer)

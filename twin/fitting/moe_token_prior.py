@@ -79,15 +79,22 @@ def prompt_token_entries(generation: str, fmt: str, value_s: float) -> dict[str,
     return {f"{TERM}@{path}": value_s, f"{SHARE}@{path}": PRIOR_DECODE_SHARE}
 
 
-def fold_moe_token_prior(names: Sequence[str], held_names: Iterable[str], plan) -> dict[str, float]:
-    """``moe_token_prior`` for every generation-scoped ``layer_token_overhead_s@<gen>`` among a fold's ``names``:
-    unfitted where the training rows cannot identify it (``held_names``) or the fold's ``plan``
-    (``provenance.FoldPlan``) resets it; the readings whose evidence the plan holds out are left out."""
+def for_generations_without_rows(names: Sequence[str], held_names: Iterable[str], plan, rule) -> dict[str, float]:
+    """``rule(generation, unfitted, entries, actions)`` merged over every generation-scoped
+    ``layer_token_overhead_s@<gen>`` among a fold's ``names`` (the fold has no row of that generation where it is
+    unfitted: the training rows cannot identify it, ``held_names``, or the fold's ``plan`` (``provenance.FoldPlan``)
+    resets it); ``entries``: the embedded table, ``actions``: the plan's (whose evidence the plan holds out)."""
     generations = {g for g, _ in GENERATION_OF_NAME}
     unfitted = set(held_names) | {p for p, (_, a) in plan.actions.items() if a == RESET}
     out: dict[str, float] = {}
     for n in names:
         base, scope = split(n)
         if base == TERM and scope in generations:
-            out |= moe_token_prior(scope, unfitted, embedded_entries(), plan.actions)
+            out |= rule(scope, unfitted, embedded_entries(), plan.actions)
     return out
+
+
+def fold_moe_token_prior(names: Sequence[str], held_names: Iterable[str], plan) -> dict[str, float]:
+    """``moe_token_prior`` for every generation a fold has no row of (``for_generations_without_rows``); the
+    readings whose evidence the plan holds out are left out."""
+    return for_generations_without_rows(names, held_names, plan, moe_token_prior)
