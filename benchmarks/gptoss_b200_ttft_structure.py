@@ -41,6 +41,7 @@ VARIANTS: dict[str, dict[str, float]] = {
     "floor 0 + token 0.16": {FLOOR: 0.0, TOKEN: 0.16e-6},
     "... + prompt stream 0.5": {FLOOR: 0.0, TOKEN: 0.16e-6, STREAM: 0.5},
     "... + prompt stream 0.4": {FLOOR: 0.0, TOKEN: 0.16e-6, STREAM: 0.4},
+    "prompt stream 0.5 alone": {STREAM: 0.5},
 }
 BANDS = {"all": lambda r: True, "1k C<=16": lambda r: r.isl == 1024 and r.concurrency <= 16,
          "1k C>=32": lambda r: r.isl == 1024 and r.concurrency >= 32, "8k": lambda r: r.isl > 1024,
@@ -181,7 +182,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--twin", action="store_true", help="also split the twin's prompt step (explain(), no simulation)")
     ap.add_argument("--loaded", action="store_true", help="also list the loaded rows' ordering breaks")
-    ap.add_argument("--simulate", action="store_true", help="also simulate the in-sample VARIANTS (~10 min)")
+    ap.add_argument("--simulate", action="store_true", help="also simulate the in-sample VARIANTS (~12 min)")
     ap.add_argument("--noise", type=float, default=0.15, help="relative margin of an ordering break (>= 0)")
     ap.add_argument("--conc", type=int, default=4, choices=(4, 8), help="the light-load CONC of the TP split")
     args = ap.parse_args()
