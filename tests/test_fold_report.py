@@ -79,7 +79,7 @@ def test_a_bad_file_is_one_exact_line(tmp_path, text, what):
 def test_a_missing_oversized_or_non_utf8_file_is_one_exact_line(tmp_path, monkeypatch):
     missing = tmp_path / "none.json"
     assert _error(fr.load_report, missing) == f"{missing}: no such file"
-    assert _error(fr.load_report, tmp_path) == f"{tmp_path}: no such file"          # a folder is not a report
+    assert _error(fr.load_report, tmp_path) == f"{tmp_path}: a directory, not a file"    # a folder is not a report
     latin = tmp_path / "latin.json"
     latin.write_bytes(b'{"x": "\xe9"}')
     assert _error(fr.load_report, latin) == f"{latin}:1: not UTF-8 text (byte 0xe9); save the file as UTF-8"
