@@ -61,7 +61,7 @@ def _wins(mine: dict[str, dict], base: dict[str, dict], names: list[str], key: s
 def defaults_cases(path: Path) -> dict[str, dict]:
     """{case name: its record} of a ``fidelity_real.py --defaults-only --json`` report (``fold_report.
     defaults_cases``: every record validated, its name unique)."""
-    return {c["name"]: c for c in fold_report_defaults_cases(path)}
+    return {c["name"]: c for c in fold_report_defaults_cases(path, need=("errors",))}
 
 
 def main() -> None:

@@ -126,13 +126,17 @@ CASE_FLAGS = ("client", "moe")
 DEFAULTS_HINT = "(make it with fidelity_real.py --defaults-only --json)"
 
 
-def check_case(case: object, where: str) -> None:
-    """A ``--defaults-only`` case record: a name; ``errors`` (required) {metric: finite number}; ``measured`` and the scalars of
-    ``predicted`` finite numbers or null; row attributes (``CASE_TEXT``, ``CASE_COUNTS``, ``CASE_FLAGS``) text,
-    whole numbers >= 0 and booleans where present (null allowed). A one-line error naming ``where`` and the field."""
-    if not isinstance(case, dict) or not isinstance(case.get("name"), str) or "errors" not in case:
-        raise TwinInputError(f"{where}: not an object with a name and errors {DEFAULTS_HINT}")
+def check_case(case: object, where: str, need: tuple[str, ...] = ()) -> None:
+    """A ``--defaults-only`` case record: a name; ``errors`` {metric: finite number}; ``measured`` and the scalars
+    of ``predicted`` finite numbers or null; row attributes (``CASE_TEXT``, ``CASE_COUNTS``, ``CASE_FLAGS``) text,
+    whole numbers >= 0 and booleans (null allowed); each where present, and the keys ``need`` names present. A
+    one-line error naming ``where`` and the field."""
+    if not isinstance(case, dict) or not isinstance(case.get("name"), str):
+        raise TwinInputError(f"{where}: not an object with a name {DEFAULTS_HINT}")
     where = f"{where} ({case['name']!r})"
+    missing = [key for key in need if key not in case]
+    if missing:
+        raise TwinInputError(f"{where}: no {missing[0]} {DEFAULTS_HINT}")
     for section, scalars_only in (("errors", False), ("measured", False), ("predicted", True)):
         values = case.get(section, {})
         if not isinstance(values, dict):
@@ -151,15 +155,15 @@ def check_case(case: object, where: str) -> None:
                 raise TwinInputError(f"{where}: {key} is {case[key]!r}, not {allowed}")
 
 
-def defaults_cases(path: Path) -> list[dict]:
-    """The case records of a ``fidelity_real.py --defaults-only --json`` report, each checked (``check_case``),
-    their names unique; a missing or empty list is one line."""
+def defaults_cases(path: Path, need: tuple[str, ...] = ()) -> list[dict]:
+    """The case records of a ``fidelity_real.py --defaults-only --json`` report, each checked (``check_case``, with
+    the keys ``need`` names required), their names unique; a missing or empty list is one line."""
     cases = read_json(path).get("cases")
     if not isinstance(cases, list) or not cases:
         raise TwinInputError(f"{path}: no list of cases {DEFAULTS_HINT}")
     seen: set[str] = set()
     for i, case in enumerate(cases):
-        check_case(case, f"{path}: case {i}")
+        check_case(case, f"{path}: case {i}", need)
         if case["name"] in seen:
             raise TwinInputError(f"{path}: case {i}: the name {case['name']!r} is given twice")
         seen.add(case["name"])

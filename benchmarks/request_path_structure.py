@@ -134,7 +134,7 @@ def folds(cases: list[dict], max_conc: int) -> list[tuple[str, list[dict], list[
 
 def load(path: Path) -> list[dict]:
     """The usable cases of a ``--defaults-only`` report (``fold_report.defaults_cases``), each with its features."""
-    records = defaults_cases(path)
+    records = defaults_cases(path, need=("measured", "predicted"))
     try:
         cases = [c for c in records if usable(c)]
         for c in cases:
