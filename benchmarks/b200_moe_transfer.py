@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.fidelity_real import DEFAULT_SILICON_EVERY, REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_compare import error_cell  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
+from benchmarks.unseen_generation import GROUPS as FOLD_GROUPS  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.hardware.catalog import resolve_gpu  # noqa: E402
 from twin.yaml_input import parse_numeric_set_options  # noqa: E402
@@ -94,11 +95,32 @@ def variants(base: dict[str, float]) -> dict[str, dict[str, float]]:
     return {k: base | v for k, v in out.items()}
 
 
+def known_names(values: dict[str, float], flag: str = "--set") -> dict[str, float]:
+    """``values`` where every name is a fit parameter or a roofline keyword, with an optional ``@scope`` whose every
+    ``+`` part is a scope the twin knows (``twin.fitting.scoped.SCOPES``); else a one-line error (an unknown name
+    would fail the cost model, an unknown scope cover nothing)."""
+    import inspect
+
+    from twin.cost.roofline import RooflineCostModel
+    from twin.fitting.parameters import PARAMETERS_BY_NAME
+    from twin.fitting.path_layers import TERM
+    from twin.fitting.scoped import SCOPES, split
+    keywords = set(inspect.signature(RooflineCostModel.__init__).parameters) - {"self", "model", "gpu"}
+    for name in values:
+        base, scope = split(name)
+        if name not in PARAMETERS_BY_NAME and base not in keywords | {TERM}:
+            raise TwinInputError(f"{flag} {name}: neither a fit parameter nor a roofline keyword")
+        bad = [part for part in (scope or "").split("+") if scope is not None and part not in SCOPES]
+        if bad:
+            raise TwinInputError(f"{flag} {name}: unknown scope {bad[0]!r}; allowed: {', '.join(SCOPES)}")
+    return values
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("base", type=Path, nargs="?", help="a fidelity_real.py --json report (its B200 GPU fold)")
     ap.add_argument("--in-sample", action="store_true", help="the embedded defaults on the B200 rows instead")
-    ap.add_argument("--family", default="", help="only this family's cases")
+    ap.add_argument("--family", default=None, choices=dict(FOLD_GROUPS)["family"], help="only this family's cases")
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--only", default="", help="comma-separated label prefixes to run (default: all)")
     ap.add_argument("--set", default="", help="name=value,...: on every variant")
@@ -106,11 +128,14 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--cases", action="store_true", help="print each MoE case's TTFT error per variant")
     args = ap.parse_args()
-    from twin.fitting.fit import simulate_cases
+    from twin.fitting.fit import check_simulation_options, simulate_cases
+    check_simulation_options(args.sim_s, args.workers)
     from twin.fitting.joint import all_cases, errors, family_of, gpu_of
     from twin.hardware.model_catalog import resolve_model
-    extra = parse_numeric_set_options([kv for kv in args.set.split(",") if kv])
+    extra = known_names(parse_numeric_set_options([kv for kv in args.set.split(",") if kv]))
     only = [s.strip() for s in args.only.split(",") if s.strip()]
+    if args.only and not only:
+        raise TwinInputError(f"--only {args.only!r}: name at least one label prefix")
     if (args.base is None) != args.in_sample:
         raise TwinInputError("give either a report (BASE.json) or --in-sample, not both")
     table = variants({} if args.in_sample else fold_params(args.base, "GPU", GROUP))
@@ -120,6 +145,8 @@ def main() -> None:
     every = DEFAULT_SILICON_EVERY if args.in_sample else REFIT_SILICON_EVERY
     cases = [c for c in all_cases(args.ground_truth, silicon_every=every) if gpu_of(c) == GROUP
              and (not args.family or family_of(c) == args.family)]
+    if not cases:
+        raise TwinInputError(f"no {GROUP} case" + (f" of the family {args.family!r} (--family)" if args.family else ""))
     moe = [resolve_model(c.target.model).is_moe for c in cases]
     for label in labels:
         runs = simulate_cases(cases, table[label] | extra, max_sim_s=args.sim_s, workers=args.workers)

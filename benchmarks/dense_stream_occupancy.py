@@ -155,9 +155,9 @@ def main() -> None:
     cut = argv.index("--") if "--" in argv else len(argv)
     args, rest = ap.parse_args(argv[:cut]), argv[cut + 1:]        # after --: fidelity_real's options (heldout)
     if not math.isfinite(args.latency_us) or args.latency_us <= 0:
-        raise SystemExit("--latency-us: a positive number")
+        raise TwinInputError(f"--latency-us {args.latency_us}: must be a positive finite number")
     if args.command != "heldout" and rest:
-        raise SystemExit(f"{args.command} takes no fidelity_real options")
+        raise TwinInputError(f"{args.command} takes no fidelity_real options (those after --)")
     if args.command == "reading":
         return reading(args.latency_us * 1e-6)
     if args.command == "rows":
@@ -165,7 +165,7 @@ def main() -> None:
     workers = [v for i, a in enumerate(rest) for v in ([a.split("=", 1)[1]] if a.startswith("--workers=") else
                                                         rest[i + 1:i + 2] if a == "--workers" else [])]
     if any(w != "1" for w in workers):
-        raise SystemExit("heldout: the trial patches this process only; run fidelity_real with --workers 1")
+        raise TwinInputError("heldout: the trial patches this process only; run fidelity_real with --workers 1")
     install(args.latency_us * 1e-6)
     from benchmarks import fidelity_real
     sys.argv = ["fidelity_real.py", *rest]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.fold_report import finite_number, load_report, read_json  # noqa: E402
-from twin.errors import TwinInputError, run_script  # noqa: E402
+from benchmarks.fold_report import defaults_cases as fold_report_defaults_cases, load_report  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 
 METRICS = (("mean_ttft_ms", "TTFT mean"), ("median_ttft_ms", "TTFT p50"), ("mean_tpot_ms", "TPOT"),
            ("mean_e2el_ms", "E2E mean"), ("request_throughput", "throughput"))
@@ -59,15 +59,9 @@ def _wins(mine: dict[str, dict], base: dict[str, dict], names: list[str], key: s
 
 
 def defaults_cases(path: Path) -> dict[str, dict]:
-    """{case name: its record} of a ``fidelity_real.py --defaults-only --json`` report; every record has a name and
-    its errors {metric: finite number}."""
-    cases = read_json(path).get("cases")
-    if not isinstance(cases, list) or not all(
-            isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("errors"), dict)
-            and all(finite_number(x) for x in c["errors"].values()) for c in cases):
-        raise TwinInputError(f"{path}: no list of cases with a name and numeric errors "
-                             "(make it with fidelity_real.py --defaults-only --json)")
-    return {c["name"]: c for c in cases}
+    """{case name: its record} of a ``fidelity_real.py --defaults-only --json`` report (``fold_report.
+    defaults_cases``: every record validated, its name unique)."""
+    return {c["name"]: c for c in fold_report_defaults_cases(path, need=("errors",))}
 
 
 def main() -> None:

@@ -40,7 +40,7 @@ def cost_lines(model) -> list[str]:
     return [repr(t) for t in times] + [repr(getattr(model, "request_path_s", None))]
 
 
-def print_fold_costs(ground_truth: Path, silicon_every: int) -> None:
+def print_fold_costs(ground_truth: Path | None, silicon_every: int) -> None:
     from twin.fitting import joint
     from twin.fitting.replay import cost_model_for, deployment_for
 
@@ -65,8 +65,8 @@ def print_fold_costs(ground_truth: Path, silicon_every: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ground-truth", type=Path,
-                    default=Path(__file__).resolve().parents[2] / "shared" / "ground-truth")
+    ap.add_argument("--ground-truth", type=Path, default=None,
+                    help="the measurements' folder (default: the project's, or TWIN_GROUND_TRUTH)")
     ap.add_argument("--silicon-every", type=int, default=6, help="every N-th runnable silicon row (default 6)")
     a = ap.parse_args(argv)
     if a.silicon_every < 1:

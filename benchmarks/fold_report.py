@@ -2,7 +2,8 @@
 each fold's held-out group, fitted parameters, standard errors and per-case errors.
 
 Issue 33, round 16: one reader for the scripts that read a report. A missing, empty, oversized, non-UTF-8 or non-JSON
-file, a bad structure, an absent fold or a non-numeric value is one ``TwinInputError`` line naming the file."""
+file, a bad structure, an absent fold or a non-numeric value is one ``TwinInputError`` line naming the file.
+Round 17: the per-case records of a ``--defaults-only --json`` report (``defaults_cases``), with the same checks."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def read_json(path: Path) -> dict:
     """The JSON object in the file ``path``: the project's checks on a user's JSON (size at most
     ``MAX_REPORT_BYTES``, UTF-8 text, valid JSON, no key twice, bounded nesting), then an object at the top."""
     path = Path(path)
+    if path.is_dir():
+        raise TwinInputError(f"{path}: a directory, not a file")
     if not path.is_file():
         raise TwinInputError(f"{path}: no such file")
     data = parse_json(read_text(path, "report", MAX_REPORT_BYTES), str(path))
@@ -114,3 +117,54 @@ def fold_params(report: Path, kind: str, group: str) -> dict[str, float]:
     """The parameters of the ``kind`` fold holding ``group`` out in the report file ``report``."""
     rep = load_report(report)
     return rep.params(rep.fold(kind, group))
+
+
+# a --defaults-only case record's row attributes (fidelity_real._case_record): text, counts, flags; each optional
+CASE_TEXT = ("source", "gpu", "family", "model", "version", "system", "gemm_quant", "moe_quant")
+CASE_COUNTS = ("conc", "tp", "isl", "osl", "ep", "dp")
+CASE_FLAGS = ("client", "moe")
+DEFAULTS_HINT = "(make it with fidelity_real.py --defaults-only --json)"
+
+
+def check_case(case: object, where: str, need: tuple[str, ...] = ()) -> None:
+    """A ``--defaults-only`` case record: a name; ``errors`` {metric: finite number}; ``measured`` and the scalars
+    of ``predicted`` finite numbers or null; row attributes (``CASE_TEXT``, ``CASE_COUNTS``, ``CASE_FLAGS``) text,
+    whole numbers >= 0 and booleans (null allowed); each where present, and the keys ``need`` names present. A
+    one-line error naming ``where`` and the field."""
+    if not isinstance(case, dict) or not isinstance(case.get("name"), str):
+        raise TwinInputError(f"{where}: not an object with a name {DEFAULTS_HINT}")
+    where = f"{where} ({case['name']!r})"
+    missing = [key for key in need if key not in case]
+    if missing:
+        raise TwinInputError(f"{where}: no {missing[0]} {DEFAULTS_HINT}")
+    for section, scalars_only in (("errors", False), ("measured", False), ("predicted", True)):
+        values = case.get(section, {})
+        if not isinstance(values, dict):
+            raise TwinInputError(f"{where}: {section} is not an object")
+        for key, value in values.items():
+            if scalars_only and isinstance(value, (dict, list)):
+                continue            # predicted's slo_met / window: not read as numbers
+            if not (finite_number(value) or (value is None and section != "errors")):
+                raise TwinInputError(f"{where}: {section}.{key} is {value!r}, not a finite number")
+    for keys, ok, allowed in ((CASE_TEXT, lambda v: isinstance(v, str), "text"),
+                              (CASE_COUNTS, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+                               "a whole number >= 0"),
+                              (CASE_FLAGS, lambda v: isinstance(v, bool), "true or false")):
+        for key in keys:
+            if case.get(key) is not None and not ok(case[key]):
+                raise TwinInputError(f"{where}: {key} is {case[key]!r}, not {allowed}")
+
+
+def defaults_cases(path: Path, need: tuple[str, ...] = ()) -> list[dict]:
+    """The case records of a ``fidelity_real.py --defaults-only --json`` report, each checked (``check_case``, with
+    the keys ``need`` names required), their names unique; a missing or empty list is one line."""
+    cases = read_json(path).get("cases")
+    if not isinstance(cases, list) or not cases:
+        raise TwinInputError(f"{path}: no list of cases {DEFAULTS_HINT}")
+    seen: set[str] = set()
+    for i, case in enumerate(cases):
+        check_case(case, f"{path}: case {i}", need)
+        if case["name"] in seen:
+            raise TwinInputError(f"{path}: case {i}: the name {case['name']!r} is given twice")
+        seen.add(case["name"])
+    return cases

@@ -22,6 +22,7 @@ docs/fidelity.md "Round 17: gpt-oss's loaded B200 1k rows (issue 33)".
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -71,8 +72,8 @@ def per_token(v_short: float, v_long: float, tokens_short: float, tokens_long: f
 def violations(rows: list[tuple[str, int, int, float]], noise: float) -> list[tuple[tuple, tuple, str]]:
     """Pairs of ``(shape, conc, tp, ttft)`` rows of one shape that break the orderings beyond ``noise``: a larger
     TP at the same CONC slower, or a larger CONC at the same TP faster, each by more than ``1 + noise``."""
-    if noise < 0:
-        raise TwinInputError(f"noise = {noise}: must be >= 0")
+    if not (math.isfinite(noise) and noise >= 0):
+        raise TwinInputError(f"noise = {noise}: must be a finite number >= 0")
     out = []
     for lo in rows:
         for hi in rows:
@@ -183,15 +184,19 @@ def main() -> None:
     ap.add_argument("--twin", action="store_true", help="also split the twin's prompt step (explain(), no simulation)")
     ap.add_argument("--loaded", action="store_true", help="also list the loaded rows' ordering breaks")
     ap.add_argument("--simulate", action="store_true", help="also simulate the in-sample VARIANTS (~12 min)")
-    ap.add_argument("--noise", type=float, default=0.15, help="relative margin of an ordering break (>= 0)")
+    ap.add_argument("--noise", type=float, default=None, help="with --loaded: relative margin of an ordering break "
+                    "(>= 0; default 0.15)")
     ap.add_argument("--conc", type=int, default=4, choices=(4, 8), help="the light-load CONC of the TP split")
     args = ap.parse_args()
-    if args.noise < 0:
-        raise TwinInputError(f"--noise = {args.noise}: must be >= 0")
+    if args.noise is not None and not args.loaded:
+        raise TwinInputError("--noise applies to --loaded only")
+    noise = 0.15 if args.noise is None else args.noise
+    if not (math.isfinite(noise) and noise >= 0):
+        raise TwinInputError(f"--noise {noise}: must be a finite number >= 0")
     cases = b200_rows()
     split_table(cases, args.conc, args.twin)
     if args.loaded:
-        loaded_table(cases, args.noise)
+        loaded_table(cases, noise)
     if args.simulate:
         simulate_table(cases)
 

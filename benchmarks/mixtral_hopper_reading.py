@@ -23,6 +23,7 @@ left out), give the MoE path's part the fold's serving fit leaves over:
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -39,9 +40,11 @@ FP8_PATH = "hopper+experts_fp8"  # the block-FP8 expert path on Hopper (MiniMax-
 
 
 def reading_priors(request_ms: float, layer_us: float) -> dict[str, float]:
-    """The two readings as the Hopper block-FP8 path's values (model units: s); negative readings are refused."""
-    if request_ms < 0 or layer_us < 0:
-        raise TwinInputError(f"readings must be >= 0 (got {request_ms} ms, {layer_us} us)")
+    """The two readings as the Hopper block-FP8 path's values (model units: s); a negative or non-finite reading is
+    a one-line error naming its option."""
+    for flag, value in (("--request-ms", request_ms), ("--layer-us", layer_us)):
+        if not (math.isfinite(value) and value >= 0):
+            raise TwinInputError(f"{flag} {value}: must be a finite number >= 0")
     return {f"expert_path_request_s@{FP8_PATH}": request_ms * 1e-3, f"moe_layer_overhead_s@{FP8_PATH}": layer_us * 1e-6}
 
 
@@ -103,6 +106,8 @@ def main() -> None:
     ap.add_argument("--request-ms", type=float, default=None, help="with --try-fold: the per-request reading")
     ap.add_argument("--layer-us", type=float, default=None, help="with --try-fold: the per-MoE-layer reading")
     args = ap.parse_args()
+    from twin.fitting.fit import check_simulation_options
+    check_simulation_options(args.sim_s, args.workers)
     if (args.request_ms is None or args.layer_us is None) != (not args.try_fold):
         raise TwinInputError("--try-fold, --request-ms and --layer-us go together")
     if args.try_fold:

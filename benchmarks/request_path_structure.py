@@ -26,13 +26,17 @@ a screen for which structure deserves a fold run, not a held-out figure of the t
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import statistics
+import sys
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import least_squares
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.fold_report import defaults_cases  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 
 # the inference-perf runs name their model in the run name; the silicon rows carry it
 RUN_MODELS = (("codellama-34b", "codellama-34b"), ("llama-2-70b", "llama-2-70b"), ("llama-2-7b", "llama-2-7b"),
@@ -49,29 +53,41 @@ FAMILY_FOLDS = ("gpt-oss", "kimi", "minimax", "llama")
 
 
 def layers_of(case: dict) -> int:
-    """Decoder layers of the row's model (the twin's catalog)."""
+    """Decoder layers of the row's model (the twin's catalog); a one-line error for a model it does not know."""
     from twin.hardware.model_catalog import resolve_model
     name = case.get("model")
     if not name:
         run = case["name"].lower()
         name = next((m for key, m in RUN_MODELS if key in run), None)
         if name is None:
-            raise ValueError(f"{case['name']}: no model named in the run name")
-    return int(resolve_model(name).num_hidden_layers)
+            raise TwinInputError(f"{case['name']}: no model named in the run name")
+    try:
+        return int(resolve_model(name).num_hidden_layers)
+    except ValueError as exc:
+        raise TwinInputError(f"{case['name']}: model: {exc}") from None
 
 
 def features(case: dict) -> dict[str, float]:
+    """The row's feature columns (a validated record: ``fold_report.check_case``)."""
     p = case["predicted"]
     done = p.get("completed") or 0
     if done <= 0:
-        raise ValueError(f"{case['name']}: no completed request in the twin's run")
+        raise TwinInputError(f"{case['name']}: no completed request in the twin's run")
+    for key in ("total_input_tokens", "total_output_tokens"):
+        if p.get(key) is None:
+            raise TwinInputError(f"{case['name']}: predicted.{key} is missing")
     return {"one": 1.0, "prompt_ktokens": p["total_input_tokens"] / done / 1000.0,
             "output_ktokens": p["total_output_tokens"] / done / 1000.0, "layers_per_100": layers_of(case) / 100.0}
 
 
 def usable(case: dict) -> bool:
+    """Whether a validated record has a measured and a predicted mean TTFT (a gap-analysis case has none); a TTFT
+    that is not positive is a one-line error."""
     m, p = case.get("measured", {}).get("mean_ttft_ms"), case.get("predicted", {}).get("mean_ttft_ms")
-    return isinstance(m, (int, float)) and isinstance(p, (int, float)) and m > 0 and p > 0
+    for side, value in (("measured", m), ("predicted", p)):
+        if value is not None and value <= 0:
+            raise TwinInputError(f"{case['name']}: {side}.mean_ttft_ms is {value!r}, not a positive number")
+    return m is not None and p is not None
 
 
 def shift_ms(case: dict, cols: tuple[str, ...], coef) -> float:
@@ -105,6 +121,9 @@ def score(cases: list[dict], cols: tuple[str, ...] | None, coef) -> tuple[float,
 
 def folds(cases: list[dict], max_conc: int) -> list[tuple[str, list[dict], list[dict]]]:
     """(label, training rows, held-out rows); bench rows above ``max_conc`` neither train nor score."""
+    for c in cases:
+        if c.get("source") == "silicon" and c.get("client") and (c.get("conc") is None or c.get("family") is None):
+            raise TwinInputError(f"{c['name']}: a bench-client row without its conc or family")
     bench = [c for c in cases if c.get("source") == "silicon" and c.get("client") and c["conc"] <= max_conc]
     perf = [c for c in cases if c.get("source") == "inference-perf"]
     out = [(f"family {g}", [c for c in bench if c["family"] != g], [c for c in bench if c["family"] == g])
@@ -114,18 +133,16 @@ def folds(cases: list[dict], max_conc: int) -> list[tuple[str, list[dict], list[
 
 
 def load(path: Path) -> list[dict]:
+    """The usable cases of a ``--defaults-only`` report (``fold_report.defaults_cases``), each with its features."""
+    records = defaults_cases(path, need=("measured", "predicted"))
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"{path}: cannot read a fidelity_real JSON ({exc.__class__.__name__})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
-        raise SystemExit(f"{path}: no 'cases' list (not a fidelity_real --json file)")
-    cases = [c for c in data["cases"] if isinstance(c, dict) and usable(c)]
-    try:
+        cases = [c for c in records if usable(c)]
         for c in cases:
             c["_features"] = features(c)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SystemExit(f"{path}: a case without the fields the screen reads ({exc})") from None
+    except TwinInputError as exc:
+        raise TwinInputError(f"{path}: {exc}") from None
+    if not cases:
+        raise TwinInputError(f"{path}: no case with a measured and a predicted mean TTFT")
     return cases
 
 
@@ -141,7 +158,7 @@ def main(argv=None) -> None:
     ap.add_argument("--max-conc", type=int, default=10**9, help="bench rows at CONC <= this only (default: all)")
     args = ap.parse_args(argv)
     if args.max_conc < 1:
-        raise SystemExit("--max-conc must be >= 1")
+        raise TwinInputError(f"--max-conc {args.max_conc}: must be >= 1")
     cases = load(Path(args.defaults_json))
     for label, train, held in folds(cases, args.max_conc):
         if not train or not held:
@@ -157,4 +174,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -44,10 +44,14 @@ def mean_signed(errs: list[dict]) -> float:
 
 
 def row_moves(base: list[dict], variant: list[dict]) -> list[float]:
-    """Per row with a TTFT in both: the variant's signed error minus the base's (fractions)."""
+    """Per row with a TTFT in both: the variant's signed error minus the base's (fractions); a one-line error where
+    no row has one in both."""
     if len(base) != len(variant):
         raise TwinInputError(f"variant has {len(variant)} rows, the fold {len(base)}")
-    return [v[KEY] - b[KEY] for b, v in zip(base, variant) if KEY in b and KEY in v]
+    moves = [v[KEY] - b[KEY] for b, v in zip(base, variant) if KEY in b and KEY in v]
+    if not moves and base:
+        raise TwinInputError(f"no row has a {KEY} error in both the start and a variant")
+    return moves
 
 
 def slice_median(keys: list[list[str]], errs: list[dict], name: str) -> float | None:
@@ -59,8 +63,9 @@ def slice_median(keys: list[list[str]], errs: list[dict], name: str) -> float | 
 def ranked(errors: dict[str, list[dict]], keys: list[list[str]], start: str = BASE) -> list[dict]:
     """One entry per variant other than the fold and the defaults, largest |points| first: ``points`` (mean per-row
     move of the signed TTFT error from ``start``, the fold (variants that restore a term) or the defaults (variants
-    that lose one), percent), ``share`` (points over the whole move from ``start`` to the other end), ``all`` and
-    each slice of ``SHOWN``'s median signed error (percent), ``h100_points`` (the mean move over the H100 rows)."""
+    that lose one), percent), ``share`` (points over the whole move from ``start`` to the other end; None where
+    there is none), ``all`` and each slice of ``SHOWN``'s median signed error (percent), ``h100_points`` (the mean
+    move over the H100 rows)."""
     if BASE not in errors or DEFAULTS not in errors:
         raise TwinInputError(f"the errors lack {BASE!r} or {DEFAULTS!r} (a silicon_ttft_split.py --save file has both)")
     if start not in (BASE, DEFAULTS):
@@ -76,7 +81,7 @@ def ranked(errors: dict[str, list[dict]], keys: list[list[str]], start: str = BA
         h_moves = row_moves([base[i] for i in h100], [errs[i] for i in h100]) if h100 else []
         entry = {"variant": label, "points": 100 * statistics.fmean(moves),
                  "h100_points": 100 * statistics.fmean(h_moves) if h_moves else 0.0}
-        entry["share"] = entry["points"] / gap if gap else 0.0
+        entry["share"] = entry["points"] / gap if gap else None     # no gap: no share of it
         for name in ("all", *SHOWN):
             med = slice_median(keys, errs, name)
             entry[name] = None if med is None else 100 * med
@@ -106,11 +111,20 @@ def read_saved(path: Path) -> tuple[list[str], dict[str, list[dict]]]:
             and all(isinstance(e, dict) and all(finite_number(x) for x in e.values()) for e in v)
             for v in errors.values()):
         raise TwinInputError(f"{path}: not a silicon_ttft_split.py --save file (cases, errors per variant)")
+    if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+        raise TwinInputError(f"{path}: cases must be a non-empty list of distinct case names")
+    if BASE not in errors or DEFAULTS not in errors:
+        raise TwinInputError(f"{path}: the errors lack {BASE!r} or {DEFAULTS!r} (a silicon_ttft_split.py --save "
+                             "file has both)")
     return names, errors
 
 
 def cell(x: float | None) -> str:
     return "-" if x is None else f"{x:+.1f}"
+
+
+def percent_cell(fraction: float | None) -> str:
+    return cell(None if fraction is None else 100 * fraction)
 
 
 def main() -> None:
@@ -124,15 +138,15 @@ def main() -> None:
     keys = case_keys(names, args.ground_truth)
     for label in (BASE, DEFAULTS):
         if label in errors:
-            print(f"{label}: median {cell(100 * slice_median(keys, errors[label], 'all'))} %, mean "
-                  f"{100 * mean_signed(errors[label]):+.1f} %; " + ", ".join(
-                      f"{s} {cell(None if (m := slice_median(keys, errors[label], s)) is None else 100 * m)}"
-                      for s in SHOWN))
+            mean = 100 * mean_signed(errors[label])
+            print(f"{label}: median {percent_cell(slice_median(keys, errors[label], 'all'))} %, mean {mean:+.1f} %; "
+                  + ", ".join(f"{s} {percent_cell(slice_median(keys, errors[label], s))}" for s in SHOWN))
     print("| variant | points (mean move) | share of gap | H100 rows' points | median all | "
           + " | ".join(SHOWN) + " |")
     print("|---" * (5 + len(SHOWN)) + "|")
     for e in ranked(errors, keys, args.start):
-        print(f"| {e['variant']} | {e['points']:+.1f} | {100 * e['share']:.0f} % | {e['h100_points']:+.1f} | "
+        share = "-" if e["share"] is None else f"{100 * e['share']:.0f} %"
+        print(f"| {e['variant']} | {e['points']:+.1f} | {share} | {e['h100_points']:+.1f} | "
               f"{cell(e['all'])} | " + " | ".join(cell(e[s]) for s in SHOWN) + " |")
 
 

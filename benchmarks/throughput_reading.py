@@ -47,6 +47,7 @@ from twin.errors import TwinInputError, run_script  # noqa: E402
 
 THR, E2E, TPOT, TTFT = "request_throughput", "mean_e2el_ms", "mean_tpot_ms", "mean_ttft_ms"
 SPLIT_MIN_GAP = 1e-9      # e_TTFT and e_TPOT closer than this: the split into parts is not defined
+SHARE_SLACK = 1e-6        # a recovered TTFT share may leave [0, 1] by rounding this much
 
 
 def mirrored(e2e_error: float) -> float:
@@ -72,13 +73,17 @@ def median_rank(n: int) -> int:
     return n // 2 + 1
 
 
+def median_or_none(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 def kind_reading(cases: list[tuple[str, str, dict[str, float]]], silicon_ids: set[str], target: float,
                  near: int) -> dict:
     """The reading of one fold kind. ``cases``: (held-out group, case name, signed errors) over all its folds;
     ``silicon_ids``: the names that are silicon cases (the rest are inference-perf stages)."""
     with_thr = [(g, n, e) for g, n, e in cases if THR in e]
     if not with_thr:
-        raise TwinInputError("no case with a throughput error")
+        raise TwinInputError("no held-out case with a throughput error")
     silicon = [(g, n, e) for g, n, e in with_thr if n in silicon_ids]
     other = [(g, n, e) for g, n, e in with_thr if n not in silicon_ids]
     identity = max((abs((1.0 + e[THR]) * (1.0 + e[E2E]) - 1.0) for _, _, e in silicon if E2E in e), default=None)
@@ -90,6 +95,9 @@ def kind_reading(cases: list[tuple[str, str, dict[str, float]]], silicon_ids: se
             tpot_only.append(abs(e[THR]))
             ttft_only.append(abs(e[THR]))
             continue
+        if not -SHARE_SLACK <= w <= 1.0 + SHARE_SLACK:
+            raise TwinInputError(f"case {name!r}: its errors give the measured TTFT a share {w:.3g} of E2E, outside "
+                                 "[0, 1] (not a silicon case's derived errors)")
         shares.append(w)
         tpot_only.append(abs(mirrored((1.0 - w) * e[TPOT])))
         ttft_only.append(abs(mirrored(w * e[TTFT])))
@@ -105,7 +113,7 @@ def kind_reading(cases: list[tuple[str, str, dict[str, float]]], silicon_ids: se
     by_group = {g: {"n": len(es), "within_target": sum(abs(e[THR]) <= target for e in es),
                     "abs": statistics.median(abs(e[THR]) for e in es),
                     "signed": statistics.median(e[THR] for e in es),
-                    "tpot_signed": statistics.median(e[TPOT] for e in es if TPOT in e)} for g, es in groups.items()}
+                    "tpot_signed": median_or_none([e[TPOT] for e in es if TPOT in e])} for g, es in groups.items()}
     return {
         "cases": len(with_thr), "silicon": len(silicon), "other": len(other), "by_group": by_group,
         "identity_max_deviation": identity, "pooled_abs": pooled, "median_rank": rank,
@@ -238,33 +246,70 @@ def parse_replicates(text: str) -> tuple[float, float]:
     return vals
 
 
+def parse_kinds(text: str | None, kinds: tuple[str, ...]) -> list[str] | None:
+    """``--kinds A,B``: fold kinds among ``kinds``, each once; None (every kind the report has) where not given."""
+    if text is None:
+        return None
+    names = [k.strip() for k in text.split(",") if k.strip()]
+    if not names:
+        raise TwinInputError(f"--kinds {text!r}: name at least one of {', '.join(kinds)}")
+    for k in names:
+        if k not in kinds:
+            raise TwinInputError(f"--kinds {k!r}: allowed: {', '.join(kinds)}")
+        if names.count(k) > 1:
+            raise TwinInputError(f"--kinds {k!r}: given twice")
+    return names
+
+
+def check_out_path(path: Path | None, flag: str = "--json") -> None:
+    """A file the script may write at its end: its folder exists, it is not a folder (checked before the work)."""
+    if path is not None and (path.is_dir() or not path.parent.is_dir()):
+        raise TwinInputError(f"{flag} {path}: " + ("a directory" if path.is_dir() else
+                                                    f"folder {path.parent} does not exist"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("report", type=Path, help="a fidelity_real.py --json held-out report")
-    ap.add_argument("--kinds", default="", help="fold kinds to read (comma-separated; default: all the report has)")
+    ap.add_argument("--kinds", default=None, help="fold kinds to read (comma-separated, of source, GPU, family; "
+                    "default: all the report has)")
     ap.add_argument("--target", type=float, default=0.03, help="the throughput target (a fraction)")
     ap.add_argument("--near", type=int, default=4, help="silicon cases listed either side of the deciding rank")
     ap.add_argument("--replicates", default="0.046,0.009", help="TTFT,TPOT: the median |difference| of two "
                     "measurements of one configuration (the silicon README: 4.6 %% and 0.9 %%); 0,0: no band")
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--simulate", action="store_true", help="the printed-vs-derived throughput at the defaults")
-    ap.add_argument("--max-conc", type=int, default=64, help="--simulate: rows at this concurrency or less")
+    ap.add_argument("--max-conc", type=int, default=None, help="--simulate: rows at this concurrency or less "
+                    "(default 64)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
-    if not 0 < args.target < 1 or args.near < 0 or args.max_conc < 1:
-        raise TwinInputError("--target must be in (0, 1), --near >= 0, --max-conc >= 1")
+    if not 0 < args.target < 1:
+        raise TwinInputError(f"--target {args.target}: must be in (0, 1)")
+    if args.near < 0:
+        raise TwinInputError(f"--near {args.near}: must be >= 0")
+    if args.max_conc is not None and not args.simulate:
+        raise TwinInputError("--max-conc applies to --simulate only")
+    max_conc = 64 if args.max_conc is None else args.max_conc
+    if max_conc < 1:
+        raise TwinInputError(f"--max-conc {max_conc}: must be >= 1")
     reps = parse_replicates(args.replicates)
+    check_out_path(args.json)
+    from twin.fitting.joint import FOLDS
     from twin.fitting.silicon import read_silicon, silicon_dir
+    chosen = parse_kinds(args.kinds, tuple(FOLDS))
     rep = load_report(args.report)
     ids = {r.id for r in read_silicon(silicon_dir(args.ground_truth))}
-    kinds = [k for k in args.kinds.split(",") if k] or rep.kinds()
+    kinds = chosen or rep.kinds()
     out: dict = {"kinds": {}}
     names: set[str] = set()
     for kind in kinds:
         cases = report_cases(rep, kind)
         silicon = {n for _, n, _ in cases if bare_name(n) in ids}
         names |= {bare_name(n) for n in silicon}
-        out["kinds"][kind] = kind_reading(cases, silicon, args.target, args.near)
+        try:
+            out["kinds"][kind] = kind_reading(cases, silicon, args.target, args.near)
+        except TwinInputError as exc:
+            raise TwinInputError(f"{args.report}: {kind} folds: {exc}") from None
         print_reading(kind, out["kinds"][kind], args.target)
         if any(reps):
             band = replicate_band(cases, silicon, args.target, ttft_sd=sd_from_replicates(reps[0]),
@@ -275,7 +320,7 @@ def main() -> None:
                   f"{100 * band['p95']:.2f} %), within {100 * args.target:.0f} % in {100 * band['within_target']:.0f} %"
                   " of draws")
     if args.simulate:
-        tails = simulate_tails(names, args.max_conc, args.ground_truth)
+        tails = simulate_tails(names, max_conc, args.ground_truth)
         out["tails"] = tails
         print("== printed (completed / span) vs derived (CONC / E2E) throughput at the embedded defaults; failed "
               f"requests: {sum(t['failed'] or 0 for t in tails)}")
@@ -288,7 +333,10 @@ def main() -> None:
             print(f"  ratio over {len(ratios)} rows: min {min(ratios):.4f}, median {statistics.median(ratios):.4f}, "
                   f"max {max(ratios):.4f}")
     if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
+        try:
+            args.json.write_text(json.dumps(out, indent=1))
+        except OSError as exc:
+            raise TwinInputError(f"--json {args.json}: cannot write ({exc.strerror or exc})") from None
 
 
 if __name__ == "__main__":

@@ -43,3 +43,38 @@ def test_a_report_and_in_sample_together_is_one_line(monkeypatch, capsys, tmp_pa
         m.run_script(m.main)
     assert exc.value.code == 2
     assert capsys.readouterr().err.strip() == "error: give either a report (BASE.json) or --in-sample, not both"
+
+
+def test_known_names_takes_fit_keys_and_roofline_keywords_with_known_scopes():
+    given = {"memory_efficiency": 0.9, "layer_token_overhead_s@blackwell+experts_mxfp4": 1e-7,
+             "request_path_layer_s@client_vllm_bench": 1e-4}
+    assert m.known_names(given) == given
+    with pytest.raises(m.TwinInputError, match="--set bogus_s: neither a fit parameter nor a roofline keyword"):
+        m.known_names({"bogus_s": 1.0})
+    with pytest.raises(m.TwinInputError, match="--set memory_efficiency@blackwel: unknown scope 'blackwel'"):
+        m.known_names({"memory_efficiency@blackwel": 0.9})
+    with pytest.raises(m.TwinInputError, match="unknown scope 'experts_fp9'"):
+        m.known_names({"moe_layer_overhead_s@blackwell+experts_fp9": 1e-6})
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--in-sample", "--sim-s", "0"], "--sim-s 0.0: must be a positive finite number of seconds"),
+    (["--in-sample", "--sim-s", "nan"], "--sim-s nan: must be a positive finite number of seconds"),
+    (["--in-sample", "--workers", "0"], "--workers 0: must be a whole number >= 1"),
+    (["--in-sample", "--set", "bogus=1"], "--set bogus: neither a fit parameter nor a roofline keyword"),
+    (["--in-sample", "--set", "memory_efficiency=inf"], "--set memory_efficiency='inf': expected a finite number"),
+    (["--in-sample", "--only", ","], "--only ',': name at least one label prefix")])
+def test_bad_options_are_one_line_before_any_simulation(monkeypatch, capsys, argv, message):
+    monkeypatch.setattr(sys, "argv", ["b200_moe_transfer.py", *argv])
+    with pytest.raises(SystemExit) as exc:
+        m.run_script(m.main)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
+
+
+def test_an_unknown_family_is_refused_by_its_choices(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["b200_moe_transfer.py", "--in-sample", "--family", "bogus"])
+    with pytest.raises(SystemExit) as exc:
+        m.main()
+    assert exc.value.code == 2
+    assert "argument --family: invalid choice: 'bogus'" in capsys.readouterr().err

@@ -79,7 +79,7 @@ def test_a_bad_file_is_one_exact_line(tmp_path, text, what):
 def test_a_missing_oversized_or_non_utf8_file_is_one_exact_line(tmp_path, monkeypatch):
     missing = tmp_path / "none.json"
     assert _error(fr.load_report, missing) == f"{missing}: no such file"
-    assert _error(fr.load_report, tmp_path) == f"{tmp_path}: no such file"          # a folder is not a report
+    assert _error(fr.load_report, tmp_path) == f"{tmp_path}: a directory, not a file"    # a folder is not a report
     latin = tmp_path / "latin.json"
     latin.write_bytes(b'{"x": "\xe9"}')
     assert _error(fr.load_report, latin) == f"{latin}:1: not UTF-8 text (byte 0xe9); save the file as UTF-8"
@@ -135,3 +135,47 @@ def test_a_script_prints_the_line_without_a_traceback(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert res.returncode == 2
     assert res.stderr == f"error: {path}: the fold holding 'B200' out: params 'a' is 'x', not a finite number\n"
+
+
+def _record(name: str = "row-a", **over) -> dict:
+    rec = {"name": name, "source": "silicon", "gpu": "B200", "family": "kimi", "moe": True, "conc": 4, "tp": 8,
+           "client": True, "version": None, "errors": {"mean_ttft_ms": -0.1},
+           "measured": {"mean_ttft_ms": 50.0, "request_throughput": None},
+           "predicted": {"mean_ttft_ms": 45.0, "completed": 10, "slo_met": {}, "window": None}}
+    return rec | over
+
+
+def test_defaults_cases_reads_valid_records_and_requires_what_is_needed(tmp_path):
+    path = _write(tmp_path, {"cases": [_record(), _record("row-b", conc=None)]})
+    assert [c["name"] for c in fr.defaults_cases(path)] == ["row-a", "row-b"]
+    no_errors = {k: v for k, v in _record().items() if k != "errors"}
+    path = _write(tmp_path, {"cases": [no_errors]})
+    assert len(fr.defaults_cases(path)) == 1
+    assert _error(fr.defaults_cases, path, ("errors",)) == (
+        f"{path}: case 0 ('row-a'): no errors (make it with fidelity_real.py --defaults-only --json)")
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"folds": {}}, "no list of cases (make it with fidelity_real.py --defaults-only --json)"),
+    ({"cases": []}, "no list of cases (make it with fidelity_real.py --defaults-only --json)"),
+    ({"cases": [[1]]}, "case 0: not an object with a name (make it with fidelity_real.py --defaults-only --json)"),
+    ({"cases": [_record(), _record()]}, "case 1: the name 'row-a' is given twice"),
+    ({"cases": [_record(errors={"mean_ttft_ms": None})]}, "case 0 ('row-a'): errors.mean_ttft_ms is None, not a "
+                                                          "finite number"),
+    ({"cases": [_record(measured={"mean_ttft_ms": "50"})]}, "measured.mean_ttft_ms is '50', not a finite number"),
+    ({"cases": [_record(predicted={"completed": True})]}, "predicted.completed is True, not a finite number"),
+    ({"cases": [_record(measured=[50.0])]}, "case 0 ('row-a'): measured is not an object"),
+    ({"cases": [_record(conc=4.5)]}, "conc is 4.5, not a whole number >= 0"),
+    ({"cases": [_record(tp=-1)]}, "tp is -1, not a whole number >= 0"),
+    ({"cases": [_record(gpu=7)]}, "gpu is 7, not text"),
+    ({"cases": [_record(client="yes")]}, "client is 'yes', not true or false")])
+def test_defaults_cases_defects_are_one_line_naming_the_file_case_and_field(tmp_path, doc, message):
+    path = _write(tmp_path, doc)
+    assert _error(fr.defaults_cases, path).endswith(message)
+    assert _error(fr.defaults_cases, path).startswith(f"{path}: ")
+
+
+def test_defaults_cases_refuses_non_finite_numbers_and_a_directory(tmp_path):
+    path = _write(tmp_path, '{"cases": [{"name": "a", "measured": {"mean_ttft_ms": Infinity}}]}')
+    assert _error(fr.defaults_cases, path) == f"{path}: case 0 ('a'): measured.mean_ttft_ms is inf, not a finite number"
+    assert _error(fr.defaults_cases, tmp_path) == f"{tmp_path}: a directory, not a file"

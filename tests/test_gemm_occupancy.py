@@ -65,7 +65,7 @@ def test_heldout_trial_refuses_worker_processes(monkeypatch, workers):
     from tests.benchmark_module import load_benchmark
     bench = load_benchmark("dense_stream_occupancy")
     monkeypatch.setattr("sys.argv", ["dense_stream_occupancy.py", "heldout", "--", "--folds", "GPU", *workers])
-    with pytest.raises(SystemExit, match="--workers 1"):
+    with pytest.raises(TwinInputError, match="--workers 1"):
         bench.main()
 
 
@@ -80,5 +80,27 @@ def test_heldout_trial_keeps_its_own_options_before_the_separator(monkeypatch):
     bench.main()
     assert seen == {"latency_s": pytest.approx(0.8e-6), "argv": ["fidelity_real.py", "--folds", "GPU"]}
     monkeypatch.setattr("sys.argv", ["d.py", "reading", "--", "--folds", "GPU"])
-    with pytest.raises(SystemExit, match="takes no fidelity_real options"):
+    with pytest.raises(TwinInputError, match="takes no fidelity_real options"):
         bench.main()
+
+
+@pytest.mark.parametrize("latency_us", ["nan", "inf", "-1", "0"])
+def test_a_latency_that_is_not_positive_and_finite_is_one_line(monkeypatch, capsys, latency_us):
+    from tests.benchmark_module import load_benchmark
+    bench = load_benchmark("dense_stream_occupancy")
+    monkeypatch.setattr("sys.argv", ["d.py", "reading", "--latency-us", latency_us])
+    with pytest.raises(SystemExit) as exc:
+        bench.run_script(bench.main)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == (f"error: --latency-us {float(latency_us)}: must be a positive finite "
+                                               "number")
+
+
+def test_non_finite_rates_and_latencies_are_refused():
+    kernel = DECODE_KERNELS[("B200", "fp8")]
+    for rates in ((float("nan"), 8e12), (1e11, float("inf")), (1e11, 0.0)):
+        with pytest.raises(TwinInputError, match="positive and finite"):
+            gemm_stream_s(1024, 1024, kernel, 148, *rates, 1.0)
+    for latency in (float("nan"), float("inf"), -1e-6):
+        with pytest.raises(TwinInputError, match="latency_s"):
+            sm_bytes_per_s(kernel, "fp8", latency)

@@ -47,7 +47,7 @@ def test_violations_flag_both_orderings_beyond_the_noise_only():
     assert (rows[0], rows[3], "larger TP slower") not in bad          # 80.0 < 82.6: in order
     assert len(bad) == 2
     assert len(s.violations(rows, 0.6)) == 0                          # within a wide noise band
-    with pytest.raises(TwinInputError, match="must be >= 0"):
+    with pytest.raises(TwinInputError, match="must be a finite number >= 0"):
         s.violations(rows, -0.1)
 
 
@@ -57,8 +57,13 @@ def test_median_cell():
     assert s.median_cell([]) == "-"
 
 
-def test_bad_noise_fails_in_one_line():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gptoss_b200_ttft_structure.py"),
-                           "--noise", "-1"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+@pytest.mark.parametrize("argv, message", [
+    (["--loaded", "--noise", "-1"], "--noise -1.0: must be a finite number >= 0"),
+    (["--loaded", "--noise", "nan"], "--noise nan: must be a finite number >= 0"),
+    (["--loaded", "--noise", "inf"], "--noise inf: must be a finite number >= 0"),
+    (["--noise", "0.1"], "--noise applies to --loaded only")])
+def test_bad_noise_fails_in_one_line(argv, message):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gptoss_b200_ttft_structure.py"), *argv],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 2
-    assert done.stderr.strip() == "error: --noise = -1.0: must be >= 0"
+    assert done.stderr.strip() == f"error: {message}"

@@ -39,3 +39,25 @@ def test_reading_priors_name_the_block_fp8_paths_terms_in_seconds():
                                                           "moe_layer_overhead_s@hopper+experts_fp8": 28.5e-6})
     with pytest.raises(TwinInputError):
         m.reading_priors(-1.0, 28.5)
+
+
+def test_non_finite_readings_name_their_option():
+    m = load_benchmark("mixtral_hopper_reading")
+    with pytest.raises(TwinInputError, match="--request-ms nan: must be a finite number >= 0"):
+        m.reading_priors(float("nan"), 28.5)
+    with pytest.raises(TwinInputError, match="--layer-us inf: must be a finite number >= 0"):
+        m.reading_priors(2.73, float("inf"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--sim-s", "-1"], "--sim-s -1.0: must be a positive finite number of seconds"),
+    (["--workers", "0"], "--workers 0: must be a whole number >= 1"),
+    (["--try-fold", "family:minimax", "--request-ms", "1"], "--try-fold, --request-ms and --layer-us go together")])
+def test_bad_options_are_one_line(tmp_path, monkeypatch, capsys, argv, message):
+    import sys
+    m = load_benchmark("mixtral_hopper_reading")
+    monkeypatch.setattr(sys, "argv", ["mixtral_hopper_reading.py", str(tmp_path / "r.json"), *argv])
+    with pytest.raises(SystemExit) as exc:
+        m.run_script(m.main)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"

@@ -4,10 +4,14 @@ structure screen (benchmarks/request_path_structure.py)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from benchmark_module import load_benchmark
+from twin.errors import TwinInputError
 from twin.fitting.joint import default_start
 from twin.fitting.measured_run import LengthSample, MeasuredRun
 from twin.fitting.parameters import PARAMETERS_BY_NAME
@@ -107,21 +111,60 @@ def test_the_screen_recovers_a_per_layer_shift_and_scores_the_held_family(tmp_pa
     assert len(held["source silicon"][0]) == 1 and len(held["source silicon"][1]) == 12
 
 
+def _one_line(call, *args) -> str:
+    with pytest.raises(TwinInputError) as exc:
+        call(*args)
+    assert "\n" not in str(exc.value)
+    return str(exc.value)
+
+
 def test_the_screen_rejects_bad_input(tmp_path):
-    bad = tmp_path / "bad.json"
-    bad.write_text("[1]")
-    with pytest.raises(SystemExit) as exc:
-        S.load(bad)
-    assert "no 'cases' list" in str(exc.value)
-    with pytest.raises(SystemExit) as exc:
-        S.load(tmp_path / "missing.json")
-    assert "cannot read" in str(exc.value)
-    with pytest.raises(ValueError):
+    """Every defect of the defaults file is one line naming the file and the field (fold_report.defaults_cases)."""
+    def write(name, doc):
+        path = tmp_path / name
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+        return path
+
+    good = _case("llama0", "llama", "silicon", 50.0, 60.0)
+    for doc, message in (
+            ("[1]", "a JSON list, not an object"), ("", "not valid JSON"), ("{", "not valid JSON"),
+            ("[" * 200 + "]" * 200, "levels deep; at most 64"), ({"cases": {}}, "no list of cases"),
+            ({"cases": []}, "no list of cases"), ({"cases": [1]}, "case 0: not an object with a name"),
+            ({"cases": [{k: v for k, v in good.items() if k != "measured"}]}, "case 0 ('llama0'): no measured"),
+            ({"cases": [good, good]}, "the name 'llama0' is given twice"),
+            ({"cases": [{**good, "measured": {"mean_ttft_ms": "60"}}]}, "measured.mean_ttft_ms is '60', not a finite"),
+            ({"cases": [{**good, "conc": "4"}]}, "conc is '4', not a whole number >= 0"),
+            ({"cases": [{**good, "conc": True}]}, "conc is True, not a whole number >= 0"),
+            ({"cases": [{**good, "conc": -1}]}, "conc is -1, not a whole number >= 0"),
+            ({"cases": [{**good, "family": 3}]}, "family is 3, not text"),
+            ({"cases": [{**good, "predicted": [1]}]}, "predicted is not an object"),
+            ({"cases": [{**good, "measured": {"mean_ttft_ms": -5.0}}]}, "mean_ttft_ms is -5.0, not a positive"),
+            ({"cases": [{**good, "predicted": {"mean_ttft_ms": 50.0}}]}, "no completed request in the twin's run"),
+            ({"cases": [{**good, "measured": {"mean_ttft_ms": None}}]}, "no case with a measured and a predicted"),
+            ({"cases": [{**good, "model": "no-such-model"}]}, "llama0: model: ")):
+        path = write("bad.json", doc)
+        assert _one_line(S.load, path).startswith(f"{path}:"), doc
+        assert message in _one_line(S.load, path), doc
+    nan = write("nan.json", '{"cases": [{"name": "a", "measured": {"mean_ttft_ms": NaN}, "predicted": {}}]}')
+    assert "measured.mean_ttft_ms is nan, not a finite number" in _one_line(S.load, nan)
+    assert _one_line(S.load, tmp_path / "missing.json") == f"{tmp_path / 'missing.json'}: no such file"
+    assert _one_line(S.load, tmp_path) == f"{tmp_path}: a directory, not a file"
+    non_utf8 = tmp_path / "latin1.json"
+    non_utf8.write_bytes(b'{"cases": "\xff"}')
+    assert "not UTF-8 text" in _one_line(S.load, non_utf8)
+    with pytest.raises(TwinInputError, match="no model named in the run name"):
         S.layers_of({"name": "unknown-run", "model": None})
-    odd = tmp_path / "odd.json"
-    odd.write_text(json.dumps({"cases": [_case("unknown-run", "llama", "inference-perf", 1.0, 1.0, model=None)]}))
-    with pytest.raises(SystemExit) as exc:
-        S.load(odd)
-    assert "without the fields" in str(exc.value) and "\n" not in str(exc.value)
-    with pytest.raises(SystemExit):
-        S.main([str(bad), "--max-conc", "0"])
+    odd = write("odd.json", {"cases": [_case("unknown-run", "llama", "inference-perf", 1.0, 1.0, model=None)]})
+    assert "no model named in the run name" in _one_line(S.load, odd)
+    no_conc = write("no_conc.json", {"cases": [{**good, "conc": None}]})
+    assert "a bench-client row without its conc or family" in _one_line(S.folds, S.load(no_conc), 10)
+    assert _one_line(S.main, [str(odd), "--max-conc", "0"]) == "--max-conc 0: must be >= 1"
+
+
+def test_the_screen_script_prints_one_line_and_exits_2(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"cases": [{"name": "a", "measured": {"mean_ttft_ms": "x"}, "predicted": {}}]}')
+    done = subprocess.run([sys.executable, str(Path(S.__file__)), str(bad)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: {bad}: case 0 ('a'): measured.mean_ttft_ms is 'x', not a finite number"

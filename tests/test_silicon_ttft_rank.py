@@ -50,15 +50,25 @@ def test_mean_signed_skips_rows_without_ttft_and_refuses_none():
 def test_read_saved_validates(tmp_path):
     m = load_benchmark("silicon_ttft_rank")
     good = tmp_path / "good.json"
-    good.write_text(json.dumps({"cases": ["a", "b"], "errors": {"fold": _errs(-0.5, None)}}))
-    assert m.read_saved(good) == (["a", "b"], {"fold": _errs(-0.5, None)})
-    for i, bad in enumerate(({"cases": ["a"], "errors": {"fold": _errs(-0.5, -0.1)}},      # row count
-                             {"cases": ["a"], "errors": {"fold": [{"mean_ttft_ms": "x"}]}},  # not a number
-                             {"cases": "a", "errors": {}}, [1, 2])):
+    errs = {"fold": _errs(-0.5, None), "defaults": _errs(0.0, None)}
+    good.write_text(json.dumps({"cases": ["a", "b"], "errors": errs}))
+    assert m.read_saved(good) == (["a", "b"], errs)
+    for i, (bad, message) in enumerate((
+            ({"cases": ["a"], "errors": {"fold": _errs(-0.5, -0.1)}}, "not a silicon_ttft_split.py --save file"),
+            ({"cases": ["a"], "errors": {"fold": [{"mean_ttft_ms": "x"}]}}, "not a silicon_ttft_split.py --save"),
+            ({"cases": ["a"], "errors": {"fold": [{"mean_ttft_ms": float("nan")}]}}, "not a silicon_ttft_split"),
+            ({"cases": "a", "errors": {}}, "not a silicon_ttft_split.py --save file"),
+            ([1, 2], "a JSON list, not an object"),
+            ({"cases": [], "errors": {"fold": [], "defaults": []}}, "cases must be a non-empty list of distinct"),
+            ({"cases": [1], "errors": {"fold": [{}], "defaults": [{}]}}, "cases must be a non-empty list"),
+            ({"cases": ["a", "a"], "errors": {"fold": [{}, {}], "defaults": [{}, {}]}}, "distinct case names"),
+            ({"cases": ["a"], "errors": {"fold": [{}]}}, "the errors lack 'fold' or 'defaults'"))):
         p = tmp_path / f"bad{i}.json"
         p.write_text(json.dumps(bad))
-        with pytest.raises(TwinInputError):
+        with pytest.raises(TwinInputError, match=message):
             m.read_saved(p)
+    with pytest.raises(TwinInputError, match="a directory, not a file"):
+        m.read_saved(tmp_path)
     with pytest.raises(TwinInputError):
         m.read_saved(tmp_path / "missing.json")
 
@@ -72,3 +82,13 @@ def test_ranked_from_the_defaults_measures_what_losing_a_term_costs():
     assert out[0]["points"] == pytest.approx(-20.0) and out[0]["share"] == pytest.approx(20 / (140 / 3))
     with pytest.raises(TwinInputError):
         m.ranked(errors, KEYS, "nowhere")
+
+
+def test_no_ttft_row_in_both_and_no_gap_are_one_line_or_no_share():
+    m = load_benchmark("silicon_ttft_rank")
+    none = [{"mean_tpot_ms": 0.1}] * 4
+    with pytest.raises(TwinInputError, match="no row has a mean_ttft_ms error in both"):
+        m.ranked({"fold": none, "defaults": none, "v": none}, KEYS)
+    same = _errs(-0.2, -0.1, 0.0, None)
+    out = m.ranked({"fold": same, "defaults": same, "v": _errs(0.0, 0.0, 0.0, None)}, KEYS)
+    assert out[0]["share"] is None          # no gap from the fold to the defaults: no share of it

@@ -145,3 +145,58 @@ def test_parse_replicates():
     for bad in ("0.046", "a,b", "0.5,1.0", "-0.1,0.01", "nan,0.01"):
         with pytest.raises(TwinInputError):
             tr.parse_replicates(bad)
+
+
+def test_parse_kinds_names_the_fold_kinds_once_each():
+    kinds = ("source", "GPU", "family")
+    assert tr.parse_kinds(None, kinds) is None
+    assert tr.parse_kinds("GPU, family", kinds) == ["GPU", "family"]
+    for text, message in ((",", "name at least one of source, GPU, family"), ("gpu", "'gpu': allowed: source, GPU"),
+                          ("GPU,GPU", "'GPU': given twice")):
+        with pytest.raises(TwinInputError, match=message):
+            tr.parse_kinds(text, kinds)
+
+
+def test_check_out_path_refuses_a_folder_and_a_missing_parent(tmp_path):
+    tr.check_out_path(None)
+    tr.check_out_path(tmp_path / "out.json")
+    with pytest.raises(TwinInputError, match="a directory"):
+        tr.check_out_path(tmp_path)
+    with pytest.raises(TwinInputError, match="does not exist"):
+        tr.check_out_path(tmp_path / "no" / "out.json")
+
+
+def test_a_silicon_case_whose_errors_give_no_share_in_0_1_is_one_line():
+    bad = {tr.TTFT: 0.1, tr.TPOT: 0.2, tr.E2E: 0.5, tr.THR: 0.1}          # w = (0.5 - 0.2) / (0.1 - 0.2) = -3
+    with pytest.raises(TwinInputError, match="'s1': its errors give the measured TTFT a share -3 of E2E"):
+        tr.kind_reading([("B200", "s1", bad)], {"s1"}, 0.03, 1)
+
+
+def test_a_group_without_tpot_has_no_tpot_median():
+    r = tr.kind_reading([("B200", "s1", {tr.THR: 0.01})], {"s1"}, 0.03, 1)
+    assert r["by_group"]["B200"]["tpot_signed"] is None
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--target", "nan"], "--target nan: must be in (0, 1)"),
+    (["--near", "-1"], "--near -1: must be >= 0"),
+    (["--max-conc", "8"], "--max-conc applies to --simulate only"),
+    (["--simulate", "--max-conc", "0"], "--max-conc 0: must be >= 1"),
+    (["--kinds", "bogus"], "--kinds 'bogus': allowed: source, GPU, family"),
+    (["--json", "{tmp}"], "--json {tmp}: a directory"),
+    (["--json", "{tmp}/no/out.json"], "--json {tmp}/no/out.json: folder {tmp}/no does not exist")])
+def test_cli_bad_options_are_one_line(tmp_path, monkeypatch, capsys, argv, message):
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    monkeypatch.setattr(sys, "argv", ["throughput_reading.py", str(tmp_path / "r.json"), *argv])
+    with pytest.raises(SystemExit) as exc:
+        tr.run_script(tr.main)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == f"error: {message.format(tmp=tmp_path)}"
+
+
+def test_cli_a_folder_as_the_report_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["throughput_reading.py", str(tmp_path)])
+    with pytest.raises(SystemExit) as exc:
+        tr.run_script(tr.main)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip() == f"error: {tmp_path}: a directory, not a file"

@@ -89,8 +89,9 @@ def gemm_stream_s(n: int, k: int, kernel: DecodeKernel, sms: int, sm_bytes_per_s
                   weight_bytes_per_param: float) -> float:
     """Seconds to stream an N x K weight GEMM: the longer of the bytes at ``bandwidth`` and the SM-limited time
     (its CTAs' waves, each a tile column at ``sm_bytes_per_s``)."""
-    if min(n, k, sms) < 1 or sm_bytes_per_s <= 0 or bandwidth <= 0:
-        raise TwinInputError("GEMM shape, SM count and rates must be positive")
+    if min(n, k, sms) < 1 or not all(math.isfinite(r) and r > 0 for r in (sm_bytes_per_s, bandwidth)):
+        raise TwinInputError(f"GEMM shape ({n} x {k}) and SM count ({sms}) must be >= 1, the rates "
+                             f"({sm_bytes_per_s}, {bandwidth} bytes / s) positive and finite")
     ctas = math.ceil(math.ceil(n / kernel.tile_n) / kernel.cluster_n) * kernel.cluster_n
     tile_bytes = kernel.tile_n * k * weight_bytes_per_param
     return max(n * k * weight_bytes_per_param / bandwidth, math.ceil(ctas / sms) * tile_bytes / sm_bytes_per_s)
@@ -98,8 +99,8 @@ def gemm_stream_s(n: int, k: int, kernel: DecodeKernel, sms: int, sm_bytes_per_s
 
 def sm_bytes_per_s(kernel: DecodeKernel, weight_format: str, latency_s: float = DEFAULT_LATENCY_S) -> float:
     """The weight bytes per second one SM pulls with ``kernel`` (Little's law: bytes in flight / ``latency_s``)."""
-    if latency_s <= 0:
-        raise TwinInputError(f"latency_s must be positive, got {latency_s}")
+    if not (math.isfinite(latency_s) and latency_s > 0):
+        raise TwinInputError(f"latency_s must be a positive finite number, got {latency_s}")
     return kernel.weight_bytes_in_flight(float(bytes_per_weight(weight_format))) / latency_s
 
 

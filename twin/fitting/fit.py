@@ -72,11 +72,23 @@ def _replay_one(args: tuple[Case, dict[str, float], int, float | None]) -> Repla
     return replay(case.run, case.target, params, seed=seed, max_sim_s=None if case.run.queueing else max_sim_s)
 
 
+def check_simulation_options(max_sim_s: float | None, workers: int, sim_flag: str = "--sim-s",
+                             workers_flag: str = "--workers") -> None:
+    """A one-line error naming the option for a simulated window that is not a positive finite number of seconds
+    (None: the whole run) or a worker count below 1 (scripts call it before their work; ``simulate_cases`` too)."""
+    if max_sim_s is not None and not (isinstance(max_sim_s, (int, float)) and math.isfinite(max_sim_s)
+                                      and max_sim_s > 0):
+        raise TwinInputError(f"{sim_flag} {max_sim_s}: must be a positive finite number of seconds")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise TwinInputError(f"{workers_flag} {workers}: must be a whole number >= 1")
+
+
 def simulate_cases(cases: Sequence[Case], params: dict[str, float], *, seed: int = 0,
                    max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1,
                    progress: Callable[[int], None] | None = None) -> list[Replayed]:
     """Every case simulated at ``params`` (in ``workers`` processes): its first ``max_sim_s`` seconds, or all
     of it for a run that queued; ``progress`` is called once per case."""
+    check_simulation_options(max_sim_s, workers, "max_sim_s", "workers")
     jobs = [(c, params, seed, max_sim_s) for c in cases]
     parallel = workers > 1 and len(jobs) > 1
     pool = ProcessPoolExecutor(max_workers=workers) if parallel else None

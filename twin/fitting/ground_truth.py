@@ -11,6 +11,7 @@ import dataclasses
 import os
 from pathlib import Path
 
+from twin.errors import TwinInputError
 from twin.fitting.fit import Case
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.readers.inference_perf import read_inference_perf
@@ -39,6 +40,8 @@ def timed_out(run: MeasuredRun) -> bool:
 def h100_cases(folder: Path | None = None, gpu: str = "H100-SXM") -> tuple[list[Case], list[MeasuredRun]]:
     """(cases to fit and check, runs set aside for client timeouts) from the H100 inference-perf experiments."""
     root = (folder or ground_truth_dir()) / H100_FOLDER
+    if not root.is_dir():
+        raise TwinInputError(f"{root}: no such folder (the inference-perf runs; --ground-truth names their parent)")
     cases, aside = [], []
     for exp in sorted(p for p in root.iterdir() if p.is_dir() and (p / "exp-config.yaml").is_file()):
         for run in read_inference_perf(exp):
