@@ -17,7 +17,7 @@ the fraction halves from Hopper to Blackwell while the absolute rate only follow
 
 A fold holding one Marlin path out (its family's rows) resets its efficiency to the geometric mean of the other
 Marlin paths' embedded values so converted (``marlin_path_prior``); with no other Marlin path kept it takes the
-``mma.sync`` ceiling of its generation where one is stated (Hopper: 2/3 of the dense rate, round 17,
+``mma.sync`` ceiling of its generation (Hopper: 2/3 of the dense rate, Blackwell 1/3, round 17,
 ``twin.fitting.mma_sync_prior``), else ``pooled_path_prior`` (every expert path; round 7). The other,
 non-Marlin paths (block FP8 on Hopper) run ``wgmma`` kernels and stay out of this prior. Only the compute efficiency (prefill FLOPs) is carried: the decode
 weight-stream rate and the fixed time per MoE layer follow the kernel count, graph mode and bytes per weight of
@@ -29,11 +29,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from twin.fitting.mma_sync_prior import mma_sync_ceiling
+from twin.fitting.mma_sync_prior import MMA_FLOPS_PER_SM_CLOCK, mma_sync_ceiling
 from twin.fitting.scoped import EXPERT_PREFIX, split
 
-# dense bf16 tensor-core FLOPs per SM per clock of the generation's widest MMA (see above)
-MMA_FLOPS_PER_SM_CLOCK: dict[str, int] = {"hopper": 4096, "blackwell": 8192}
 # the Marlin W4A16 paths' efficiency fit keys -> the GPU generation of the rows their value was read off (and that
 # a fold holding them out predicts): Kimi-K2.5 INT4 (B200), gpt-oss-120b MXFP4 with VLLM_MXFP4_USE_MARLIN (H100)
 MARLIN_PATHS: dict[str, str] = {"moe_expert_compute_efficiency@experts_int4": "blackwell",
@@ -85,7 +83,7 @@ def pooled_path_prior(base: str, entries: Sequence, held: Iterable[str] = ()) ->
 def expert_path_prior(parameter: str, entries: Sequence, held: Iterable[str] = ()) -> float:
     """The stated prior of expert kernel path efficiency ``parameter`` whose evidence a fold holds out: the other
     Marlin paths' values carried to its generation (``marlin_path_prior``), else for a Marlin path the ceiling of
-    its ``mma.sync`` on its generation where stated (round 17, ``twin.fitting.mma_sync_prior``), else every other
+    its ``mma.sync`` on its generation (round 17, ``twin.fitting.mma_sync_prior``), else every other
     path's, pooled."""
     held = set(held)
     marlin = marlin_path_prior(parameter, entries, held)
