@@ -168,11 +168,11 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     a generation's MoE per-token cost from the other generation (``moe_token_prior``) and a held-out Hopper MoE
     path's from the MoE readings kept (``path_token_prior``), an expert path's request time from another generation's
     (``expert_request_prior``) and its fixed time per MoE layer, same format, unscaled (``moe_layer_transfer``);
-    after it, the reference generation's bandwidth
-    fraction from the others (``unseen_bandwidth``), MLA and sync-host (with the sort sampler) priors
-    (``held_priors``), inheriting resets at the fitted source (``inherit_fitted``), a held-out fused all-reduce at
-    the unfused latency less one kernel (``fused_allreduce_prior``) or, on Blackwell, at the kept TP sets' fixed
-    time per decoder layer (``layer_fixed_prior``)."""
+    after it, the reference generation's bandwidth fraction from the others (``unseen_bandwidth``), MLA and
+    sync-host (with the sort sampler) priors (``held_priors``), inheriting resets at the fitted source
+    (``inherit_fitted``), a held-out fused all-reduce at the unfused latency less one kernel
+    (``fused_allreduce_prior``) or, on Blackwell, at the kept TP sets' fixed time per decoder layer
+    (``layer_fixed_prior``)."""
     # round 9: a row whose decode the cost model knowingly cannot express does not set the shared terms
     train = [i for i, c in enumerate(cases)
              if group_of(c) != group and not (exclude_gap and unexplained_decode_gap(c))]
