@@ -12,10 +12,18 @@ a fixed per-request offset from a proportional one.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 from collections.abc import Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.fold_report import defaults_cases  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+
+# the row attributes the slices compute with (each silicon record carries them)
+ROW_KEYS = ("gpu", "family", "tp", "ep", "dp", "isl", "osl", "conc")
 
 
 def _conc_band(c: int) -> str:
@@ -30,12 +38,12 @@ def _layout(rec: dict) -> str:
 SLICES: dict[str, Callable[[dict], str]] = {
     "GPU": lambda r: r["gpu"],
     "family": lambda r: r["family"],
-    "weights (gemm/moe)": lambda r: f"{r['gemm_quant']}/{r['moe_quant']}",
+    "weights (gemm/moe)": lambda r: f"{r.get('gemm_quant')}/{r.get('moe_quant')}",
     "layout": _layout,
     "TP": lambda r: f"TP{r['tp']}",
     "ISL/OSL": lambda r: f"{r['isl']}/{r['osl']}",
     "concurrency": lambda r: _conc_band(r["conc"]),
-    "vLLM": lambda r: str(r["version"]),
+    "vLLM": lambda r: str(r.get("version")),
     "GPU x family": lambda r: f"{r['gpu']} {r['family']}",
     "GPU x ISL, C<=8": lambda r: f"{r['gpu']} ISL {r['isl']}" if r["conc"] <= 8 else "",
 }
@@ -67,11 +75,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("json", type=Path)
     args = ap.parse_args()
-    cases = [r for r in json.loads(args.json.read_text())["cases"] if r["source"] == "silicon"]
+    records = defaults_cases(args.json, need=("source", "errors", "measured", "predicted"), row_need=ROW_KEYS)
+    cases = [r for r in records if r["source"] == "silicon"]
     print(f"{len(cases)} silicon rows")
     for name, key in SLICES.items():
         print("\n".join(table(cases, name, key)))
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

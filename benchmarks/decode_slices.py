@@ -14,19 +14,27 @@ slice (n >= 4): gap = a + b x C + c x C x context / 1000.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.fold_report import defaults_cases  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+
+# the row attributes the fits compute with (each silicon record carries them)
+ROW_KEYS = ("gpu", "family", "tp", "ep", "dp", "isl", "osl", "conc")
 
 # vocabulary (config.json ``vocab_size``) of the silicon models, for the per-sequence-slope-by-vocabulary table
 VOCAB = {"qwen3": 151_936, "llama": 128_256, "kimi": 163_840, "minimax": 200_064, "gpt-oss": 201_088}
 
 
 def _rows(path: Path) -> list[dict]:
-    cases = json.loads(path.read_text())["cases"]
+    cases = defaults_cases(path, need=("source", "errors", "measured", "predicted"), row_need=ROW_KEYS)
     return [r for r in cases if r["source"] != "inference-perf" and "mean_tpot_ms" in r["errors"]]
 
 
@@ -42,8 +50,8 @@ def _fit(rs: list[dict]) -> tuple[float, float, float, float, float]:
 def decomposition(rows: list[dict]) -> list[str]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
-        groups[(r["family"], r["gpu"][:4], str(r["moe_quant"] or r["gemm_quant"] or "bf16"), f"TP{r['tp']}",
-                str(r["version"]))].append(r)
+        fmt = str(r.get("moe_quant") or r.get("gemm_quant") or "bf16")
+        groups[(r["family"], r["gpu"][:4], fmt, f"TP{r['tp']}", str(r.get("version")))].append(r)
     out = [f"{'family GPU format TP vLLM':<44} {'n':>3} | {'a ms':>6} {'b us/seq':>8} {'c us/seq/kctx':>13} | "
            f"{'a2 ms':>6} {'b2 us/seq':>9} | TPOT signed"]
     for k in sorted(groups, key=str):
@@ -72,7 +80,8 @@ def minimax_pairs(rows: list[dict]) -> list[str]:
     pairs: dict[tuple, dict] = defaultdict(dict)
     for r in rows:
         if r["family"] == "minimax" and r["gpu"].startswith("B200"):
-            pairs[(r["tp"], r["ep"], r["dp"], r["isl"], r["osl"], r["conc"], str(r["version"]))][r["moe_quant"]] = r
+            key = (r["tp"], r["ep"], r["dp"], r["isl"], r["osl"], r["conc"], str(r.get("version")))
+            pairs[key][r.get("moe_quant")] = r
     out = ["MiniMax-M2.5 B200, FP8 minus NVFP4 TPOT (ms), same layout/shape/CONC/release: measured, twin, excess"]
     for k in sorted(pairs):
         p = pairs[k]
@@ -93,4 +102,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -26,7 +25,8 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from twin.errors import run_script  # noqa: E402
+from benchmarks.fold_report import defaults_cases, read_json  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.identify import eager_prompt_steps  # noqa: E402
 from twin.fitting.joint import FOLDS, all_cases, with_deployments  # noqa: E402
 from twin.fitting.replay import cost_model_for  # noqa: E402
@@ -55,6 +55,18 @@ def prompt_step_gpu_s(cost, prompt_tokens: int) -> float:
     return parts["total_s"] - parts.get("eager_host_floor_s", 0.0)
 
 
+def silicon_every(path: Path) -> int:
+    """The ``--silicon-every`` the ``--defaults-only`` report in ``path`` was made with (its ``args``; 3 where it
+    does not say), a whole number >= 1; else one line naming the file."""
+    args = read_json(path).get("args")
+    if not isinstance(args, dict):
+        raise TwinInputError(f"{path}: no args object (make it with fidelity_real.py --defaults-only --json)")
+    every = args.get("silicon_every", 3)
+    if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+        raise TwinInputError(f"{path}: args.silicon_every is {every!r}, not a whole number >= 1")
+    return every
+
+
 def print_medians(title: str, groups: dict[tuple, list[float]], width: int = 24) -> None:
     """Each group's median and range, in ms, under ``title``."""
     print(title)
@@ -78,8 +90,8 @@ def main() -> None:
                          "beyond the embedded per-layer value (round 8b: does the MoE floor follow the path?)")
     args = ap.parse_args()
     args.by_path = args.by_path or args.launches
-    by_name = {c["name"]: c for c in json.loads(args.defaults_json.read_text())["cases"]}
-    every = json.loads(args.defaults_json.read_text())["args"].get("silicon_every", 3)
+    by_name = {c["name"]: c for c in defaults_cases(args.defaults_json, need=("measured", "predicted"))}
+    every = silicon_every(args.defaults_json)
     cases = [c for c in all_cases(args.ground_truth, silicon_every=every, sources=("silicon",))
              if isinstance(c, SiliconCase) and c.run.name in by_name]
     groups: dict[tuple, list[float]] = collections.defaultdict(list)

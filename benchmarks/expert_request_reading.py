@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import sys
 from pathlib import Path
 
@@ -26,7 +25,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from request_path_readings import rows_from  # noqa: E402
+from benchmarks.fold_report import defaults_cases  # noqa: E402
+from request_path_readings import READ_NEED, rows_from  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.expert_request_prior import rate_ratio  # noqa: E402
 
@@ -54,7 +54,7 @@ def main() -> None:
     ap.add_argument("cases_json")
     ap.add_argument("--max-conc", type=int, default=8)
     args = ap.parse_args()
-    rows = rows_from(json.loads(Path(args.cases_json).read_text())["cases"], args.max_conc)
+    rows = rows_from(defaults_cases(Path(args.cases_json), **READ_NEED), args.max_conc)
     by = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in rows:
         if r["family"] in ("minimax", "kimi", "gpt-oss"):

@@ -155,15 +155,22 @@ def check_case(case: object, where: str, need: tuple[str, ...] = ()) -> None:
                 raise TwinInputError(f"{where}: {key} is {case[key]!r}, not {allowed}")
 
 
-def defaults_cases(path: Path, need: tuple[str, ...] = ()) -> list[dict]:
+def defaults_cases(path: Path, need: tuple[str, ...] = (), row_need: tuple[str, ...] = ()) -> list[dict]:
     """The case records of a ``fidelity_real.py --defaults-only --json`` report, each checked (``check_case``, with
-    the keys ``need`` names required), their names unique; a missing or empty list is one line."""
+    the keys ``need`` names required), their names unique; a missing or empty list is one line. A record of a
+    server row (any source but the unscoped inference-perf runs) must also carry each key of ``row_need``, not
+    null (the row attributes a script computes with)."""
     cases = read_json(path).get("cases")
     if not isinstance(cases, list) or not cases:
         raise TwinInputError(f"{path}: no list of cases {DEFAULTS_HINT}")
     seen: set[str] = set()
     for i, case in enumerate(cases):
         check_case(case, f"{path}: case {i}", need)
+        if case.get("source") != "inference-perf":
+            absent = [key for key in row_need if case.get(key) is None]
+            if absent:
+                raise TwinInputError(f"{path}: case {i} ({case['name']!r}): no {absent[0]} (a server row's "
+                                     f"attribute) {DEFAULTS_HINT}")
         if case["name"] in seen:
             raise TwinInputError(f"{path}: case {i}: the name {case['name']!r} is given twice")
         seen.add(case["name"])

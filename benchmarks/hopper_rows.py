@@ -17,7 +17,6 @@ is tested on the other. Signed errors: predicted / measured - 1.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.fold_report import defaults_cases  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
 from twin.fitting.silicon import minimax_h100, silicon_cases  # noqa: E402
@@ -45,7 +45,7 @@ def _cell(rs: list[dict], metric: str) -> str:
 
 
 def _slices(path: Path) -> dict[str, list[dict]]:
-    cases = json.loads(path.read_text())["cases"]
+    cases = defaults_cases(path, need=("source", "family", "errors"), row_need=("gpu",))
     out: dict[str, list[dict]] = {}
     for r in cases:
         keys = [f"all {r['source']}", f"family {r['family']}"]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import sys
 from pathlib import Path
 
@@ -27,7 +26,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from request_path_readings import rows_from  # noqa: E402
+from benchmarks.fold_report import defaults_cases  # noqa: E402
+from request_path_readings import READ_NEED, rows_from  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 
 OUTPUT_FRACTION = 0.9     # the bench client's lengths are uniform on [0.8 L, L]
@@ -61,7 +61,7 @@ def main() -> None:
     ap.add_argument("--max-conc", type=int, default=8)
     ap.add_argument("--loaded", default=None, help="a fidelity_real.py --defaults-only --json file (loaded rows)")
     args = ap.parse_args()
-    rows = rows_from(json.loads(Path(args.cases_json).read_text())["cases"], args.max_conc)
+    rows = rows_from(defaults_cases(Path(args.cases_json), **READ_NEED), args.max_conc)
     print("Kimi-K2.5, gap = measured - twin mean TTFT (ms) at CONC <= %d: (format, release, month, TP, ISL, G/E)"
           % args.max_conc)
     for key, v in sorted(groups(rows, "kimi").items()):
@@ -84,15 +84,16 @@ def main() -> None:
                                              for (t, i), v in sorted(by_tp.items())))
     if args.loaded:
         gap, _ = reading_ms(rows)
-        cases = json.loads(Path(args.loaded).read_text())["cases"]
+        cases = defaults_cases(Path(args.loaded), need=("measured", "predicted"),
+                               row_need=("tp", "isl", "osl", "conc"))
         print(f"\nloaded Kimi NVFP4 rows (CONC >= 16): TPOT error at the defaults, and what {gap:.1f} ms per prompt "
               "step would add")
         for c in sorted((c for c in cases if c.get("family") == "kimi" and c.get("gemm_quant") == "nvfp4"
                          and c.get("conc", 0) >= 16), key=lambda c: (c["tp"], c["isl"], c["osl"], c["conc"])):
             m, p = c["measured"]["mean_tpot_ms"], c["predicted"]["mean_tpot_ms"]
             add = per_step_tpot_ms(gap, c["conc"], c["osl"])
-            print(f"  TP{c['tp']} {c['isl']}/{c['osl']} C{c['conc']:<4} TPOT {m:6.2f} ms, twin {100 * (p / m - 1):+5.1f} %"
-                  f" -> {100 * ((p + add) / m - 1):+5.1f} % per step")
+            print(f"  TP{c['tp']} {c['isl']}/{c['osl']} C{c['conc']:<4} TPOT {m:6.2f} ms, "
+                  f"twin {100 * (p / m - 1):+5.1f} % -> {100 * ((p + add) / m - 1):+5.1f} % per step")
 
 
 if __name__ == "__main__":

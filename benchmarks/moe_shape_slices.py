@@ -20,7 +20,6 @@ Errors: predicted / measured - 1 (negative: the twin is too fast), median per gr
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections import defaultdict
@@ -29,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.fold_report import defaults_cases  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.silicon_layout import row_layout  # noqa: E402
 from twin.hardware.catalog import ModelSpec, resolve_model  # noqa: E402
@@ -63,8 +63,8 @@ def shape_rows(records: list[dict]) -> list[dict]:
         lay = row_layout(rows_by_name[_base(r["name"])])
         tp, dp, ep = lay["tensor_parallel_size"], lay["data_parallel_size"], lay["enable_expert_parallel"]
         model = resolve_model(r["model"])
-        x = dict(family=r["family"], gpu=r["gpu"], fmt=r["moe_quant"], conc=r["conc"], isl=r["isl"], osl=r["osl"],
-                 version=r["version"], tp=tp, dp=dp, ep=ep, ttft=r["errors"].get("mean_ttft_ms"),
+        x = dict(family=r["family"], gpu=r["gpu"], fmt=r.get("moe_quant"), conc=r["conc"], isl=r["isl"], osl=r["osl"],
+                 version=r.get("version"), tp=tp, dp=dp, ep=ep, ttft=r["errors"].get("mean_ttft_ms"),
                  tpot=r["errors"].get("mean_tpot_ms"), measured_tpot_ms=r["measured"]["mean_tpot_ms"],
                  predicted_tpot_ms=r["predicted"]["mean_tpot_ms"], moe=model.is_moe,
                  layout=f"TP{tp}" + (f" DP{dp}" if dp > 1 else "") + (" EP" if ep else ""))
@@ -163,7 +163,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("json", type=Path)
     args = ap.parse_args()
-    rows = shape_rows(json.loads(args.json.read_text())["cases"])
+    rows = shape_rows(defaults_cases(args.json, need=("source", "errors", "measured", "predicted"),
+                                     row_need=("model", "family", "gpu", "conc", "isl", "osl")))
     moe = [x for x in rows if x["moe"]]
     print(f"{len(rows)} silicon rows, {len(moe)} MoE")
     out = table("MoE rows by family, GPU, expert format, per-rank expert width (columns), layout", moe,

@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.fold_report import defaults_cases  # noqa: E402
 from twin.core.scheduler_output import SchedulerOutput  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start  # noqa: E402
@@ -67,6 +68,10 @@ def simulated(max_conc: int) -> list[dict]:
     return [{"name": c.run.name, "source": "silicon", "gpu": c.target.gpu, "gemm_quant": c.row.gemm_quant,
              "measured": {"mean_ttft_ms": c.row.ttft_ms}, "predicted": {"mean_ttft_ms": r.metrics["mean_ttft_ms"]}}
             for c, r in zip(cases, preds)]
+
+
+# what ``rows_from`` reads of a per-case JSON (this script's --save or fidelity_real.py --defaults-only --json)
+READ_NEED = {"need": ("source", "measured", "predicted"), "row_need": ("gpu",)}
 
 
 def rows_from(cases: list[dict], max_conc: int) -> list[dict]:
@@ -128,7 +133,7 @@ def main() -> None:
     ap.add_argument("--save", default=None)
     args = ap.parse_args()
     if args.defaults_json:
-        cases = json.loads(Path(args.defaults_json).read_text())["cases"]
+        cases = defaults_cases(Path(args.defaults_json), **READ_NEED)
     else:
         cases = simulated(args.max_conc)
         if args.save:
@@ -162,13 +167,14 @@ def main() -> None:
         v = [s for *_, s in slopes.values()]
         print(f"  median {np.median(v):+.2f} ms per 1k prompt tokens over {len(v)} groups "
               f"(range {min(v):+.2f} .. {max(v):+.2f})")
-    ip = [c for c in cases if c["source"] == "inference-perf" and "median_ttft_ms" in c["errors"]]
+    ip = [c for c in cases if c["source"] == "inference-perf" and "median_ttft_ms" in c.get("errors", {})]
     if ip:
         print("\ninference-perf runs: TTFT p50 gap (ms) by mean prompt tokens")
         for c in sorted(ip, key=lambda c: c["predicted"]["total_input_tokens"] / c["predicted"]["num_requests"]):
             n = c["predicted"]["total_input_tokens"] / c["predicted"]["num_requests"]
             if c["measured"]["median_ttft_ms"] < 1e3:
-                print(f"  {c['name'][16:62]:<46} {n:6.0f} tokens  gap {c['measured']['median_ttft_ms'] - c['predicted']['median_ttft_ms']:+5.1f}")
+                gap = c["measured"]["median_ttft_ms"] - c["predicted"]["median_ttft_ms"]
+                print(f"  {c['name'][16:62]:<46} {n:6.0f} tokens  gap {gap:+5.1f}")
 
 
 if __name__ == "__main__":

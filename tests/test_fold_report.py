@@ -179,3 +179,14 @@ def test_defaults_cases_refuses_non_finite_numbers_and_a_directory(tmp_path):
     path = _write(tmp_path, '{"cases": [{"name": "a", "measured": {"mean_ttft_ms": Infinity}}]}')
     assert _error(fr.defaults_cases, path) == f"{path}: case 0 ('a'): measured.mean_ttft_ms is inf, not a finite number"
     assert _error(fr.defaults_cases, tmp_path) == f"{tmp_path}: a directory, not a file"
+
+
+def test_defaults_cases_row_need_asks_each_server_row_for_a_value_not_the_inference_perf_runs(tmp_path):
+    unscoped = {"name": "run-a", "source": "inference-perf", "gpu": "H100", "family": "llama", "errors": {}}
+    path = _write(tmp_path, {"cases": [_record(), unscoped]})
+    assert len(fr.defaults_cases(path, row_need=("gpu", "tp"))) == 2
+    assert _error(fr.defaults_cases, path, (), ("gpu", "isl")) == (
+        f"{path}: case 0 ('row-a'): no isl (a server row's attribute) (make it with fidelity_real.py --defaults-only "
+        "--json)")
+    path = _write(tmp_path, {"cases": [_record(tp=None)]})
+    assert _error(fr.defaults_cases, path, (), ("tp",)).startswith(f"{path}: case 0 ('row-a'): no tp ")
