@@ -1,5 +1,5 @@
-"""A Hopper Marlin expert path held out with no other Marlin path kept takes the mma.sync ceiling, 2/3 of the dense
-rate, instead of the flat prior 1 (twin.fitting.mma_sync_prior; issue 33, round 17)."""
+"""A Marlin expert path held out with no other Marlin path kept takes the mma.sync ceiling (Hopper 2/3 of the dense
+rate, Blackwell 1/3) instead of the flat prior 1 (twin.fitting.mma_sync_prior; issue 33, round 17)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,12 @@ from twin.fitting import provenance as pv
 from twin.fitting.expert_path_prior import MARLIN_PATHS, expert_path_prior
 from twin.fitting.mma_sync_prior import HOPPER_MMA_SYNC_SHARE, mma_sync_ceiling
 
-INT4 = "moe_expert_compute_efficiency@experts_int4"
-MXFP4_H = "moe_expert_compute_efficiency@hopper+experts_mxfp4"
-FP8_H = "moe_expert_compute_efficiency@hopper+experts_fp8"
+from tests.test_marlin_prior import FP8_H, INT4, MXFP4_H, _entries as _marlin_entries
 
 
-def _entries(int4=0.2, mxfp4=0.35, fp8=0.18):
-    return [pv.Entry(INT4, int4, pv.POOLED, "EXPERT_FORMAT_TERMS"),
-            pv.Entry(MXFP4_H, mxfp4, pv.POOLED, "GENERATION_EXPERT_TERMS"),
-            pv.Entry(FP8_H, fp8, pv.POOLED, "GENERATION_EXPERT_TERMS")]
+def _entries():
+    """The three expert paths' entries with gpt-oss's Hopper Marlin path at its embedded 0.35."""
+    return _marlin_entries(mxfp4=0.35)
 
 
 def test_the_ceiling_is_hoppers_published_share_carried_to_blackwell():
