@@ -19,9 +19,9 @@ A fold holding one Marlin path out (its family's rows) resets its efficiency to 
 Marlin paths' embedded values so converted (``marlin_path_prior``); with no other Marlin path kept it takes the
 ``mma.sync`` ceiling of its generation (Hopper: 2/3 of the dense rate, Blackwell 1/3, round 17,
 ``twin.fitting.mma_sync_prior``), else ``pooled_path_prior`` (every expert path; round 7). The other,
-non-Marlin paths (block FP8 on Hopper) run ``wgmma`` kernels and stay out of this prior. Only the compute efficiency (prefill FLOPs) is carried: the decode
-weight-stream rate and the fixed time per MoE layer follow the kernel count, graph mode and bytes per weight of
-a server, not the MMA instruction.
+non-Marlin paths (block FP8 on Hopper) run ``wgmma`` kernels and stay out of this prior. Only the compute
+efficiency (prefill FLOPs) is carried: the decode weight-stream rate and the fixed time per MoE layer follow the
+kernel count, graph mode and bytes per weight of a server, not the MMA instruction.
 """
 
 from __future__ import annotations

@@ -25,17 +25,17 @@ held-out model pays per decoder layer what the kept sets read, in the twin's own
 with k the median over the kept Blackwell TP sets of K / layers at the reference group (``REFERENCE_GROUP``: 1k /
 1k at CONC 4, the one every Blackwell TP set in the data has), C = 4, the fold's fitted serving terms, and
 ``link`` the generation's link part of an all-reduce (``GENERATION_TERMS``, 6 us on Blackwell). No TP set kept on
-the path's generation (a fold holding out all B200 rows, or the silicon rows), no link part (Hopper; since round 16 a fold that
-resets Blackwell's takes a stated one, ``fold_link_s``, ``twin.fitting.link_prior``), or not one
-held-out model on the path: round 10's one-kernel rule stands. Measured TPOT only: no simulation, and the rows
+the path's generation (a fold holding out all B200 rows, or the silicon rows), no link part (Hopper: read as
+below; since round 16 a fold that resets Blackwell's takes a stated one, ``fold_link_s``,
+``twin.fitting.link_prior``), or not one held-out model on the path: round 10's one-kernel rule stands. Measured TPOT only: no simulation, and the rows
 that ``unexplained_decode_gap`` keeps out of the fit (the Llama B200 TP 1 0.10.2 rows) are read here, since the
 reading does not go through the cost model. In the gpt-oss fold (round 11, before the fold reset the link part
 that gpt-oss's own B200 rows gave evidence to): k = 62.0 us, F = 2.14 ms, L = 7.2 us; since, the kernel rule.
 
 Round 16 (docs/fidelity.md "Round 16: gpt-oss held out by family"): a generation whose all-reduce has no link part
 (Hopper: no unsharded floor, TP 1 pays no all-reduce) is read the same way from its sets' TP > 1 rows (no Hopper
-set has a TP 1 row): over TP 2 / 4 / 8 (``MIN_SHARDED_TP_SIZES``) TPOT = (K + A) + w / TP, and K + A per decoder layer is the fixed time of a
-TP > 1 decode step, which the twin prices as step + C x per-sequence + 2 x layers x L: the same formula with link 0.
+set has a TP 1 row): over TP 2 / 4 / 8 (``MIN_SHARDED_TP_SIZES``) TPOT = (K + A) + w / TP, and K + A per
+decoder layer is the fixed time of a TP > 1 decode step, which the twin prices as step + C x per-sequence + 2 x layers x L: the same formula with link 0.
 In the data the one such kept set is H100 Llama-3.1-70B FP8 (vLLM 0.10.2, 78.7 us per layer), so Hopper's MXFP4
 path (gpt-oss's H100 rows) takes L = (36 x 78.7 us - F) / 72 = 8.6 us in the gpt-oss fold (F = 2.22 ms), against
 19.5 us by the one-kernel rule. The check, not used: gpt-oss's own H100 set reads 87.6 us per layer, which at the
@@ -175,17 +175,18 @@ def link_reset(plan, generation: str) -> bool:
 
 def fold_link_s(plan, generation: str) -> float | None:
     """The link part ``plan``'s fold prices ``generation``'s all-reduces with: where it resets it, its value in the
-    plan (re-read off the TP sets the fold keeps, ``kept_link_prior``, else no floor); else
-    the embedded one. None where there is none (no floor: then the one-kernel rule prices a reset fused entry)."""
+    plan (re-read off the TP sets the fold keeps, ``kept_link_prior``, else NCCL's smallest exchange, round 16);
+    else the embedded one. None where there is none (no floor: then the one-kernel rule prices a reset fused entry)."""
     key = f"{LINK_KEY}@{generation}"
     value = plan.fixed.get(key) if link_reset(plan, generation) else GENERATION_TERMS.get(generation, {}).get(LINK_KEY)
     return None if value is None or value >= NO_FLOOR_LINK_S else value
 
 
 def kept_readings(plan, kept: Sequence[tuple], held: Sequence[tuple]) -> dict[str, tuple[float, int, int, float]]:
-    """{fused key: (k, sets read, held-out model's decoder layers, link)} for each fused entry ``plan`` resets whose
-    generation has a link part, at least one TP set among ``kept`` ((case, deployment) of the rows the fold keeps)
-    and one held-out model on the path among ``held``: what ``layer_matched_priors`` prices it from (known before
+    """{fused key: (k, sets read, held-out model's decoder layers, link)} for each fused entry ``plan`` resets with
+    one held-out model on the path among ``held`` and at least one TP set among ``kept`` ((case, deployment) of the
+    rows the fold keeps): with TP 1 rows where the generation has a link part and the fold prices one, else (round
+    16, Hopper) TP > 1 rows at link 0; what ``layer_matched_priors`` prices it from (known before
     the fit; ``benchmarks/unseen_generation.py plans`` prints it)."""
     out = {}
     for p, (_, action) in plan.actions.items():
@@ -195,9 +196,12 @@ def kept_readings(plan, kept: Sequence[tuple], held: Sequence[tuple]) -> dict[st
         gen = scope.split("+", 1)[0]
         link_s = fold_link_s(plan, gen)
         models = {dep.model.num_hidden_layers for _, dep in held if _on_path(dep, scope)}
-        ks = kept_layer_fixed_s(kept, gen) if link_s is not None and len(models) == 1 else []
-        if not has_link_part(gen) and len(models) == 1:     # round 16: Hopper, TP > 1 sets' K + A, no link part
+        if len(models) != 1:
+            continue
+        if not has_link_part(gen):        # round 16: Hopper, the TP > 1 sets' K + A, no link part
             ks, link_s = kept_sharded_fixed_s(kept, gen), 0.0
+        else:
+            ks = kept_layer_fixed_s(kept, gen) if link_s is not None else []
         if ks:
             out[p] = (statistics.median(ks), len(ks), models.pop(), link_s)
     return out
