@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from twin.fitting.expert_path_prior import geometric_mean
-from twin.fitting.moe_token_prior import TERM as GATE, for_generations_without_rows
-from twin.fitting.scoped import EXPERT_PREFIX, split
+from twin.fitting.moe_token_prior import TERM as GATE, expert_path_values, for_generations_without_rows
+from twin.fitting.scoped import EXPERT_PREFIX
 
 TERM = "moe_layer_overhead_s"
 
@@ -38,16 +38,7 @@ TERM = "moe_layer_overhead_s"
 def kept_layer_readings(entries: Sequence, actions: Iterable[str]) -> dict[tuple[str, str], float]:
     """(generation, expert format) -> the embedded ``moe_layer_overhead_s@<gen>+experts_<fmt>`` values whose
     evidence the fold keeps (not among the plan's ``actions``: reset or refit)."""
-    actions = set(actions)
-    out: dict[tuple[str, str], float] = {}
-    for e in entries:
-        base, scope = split(e.parameter)
-        if base != TERM or not scope or "+" not in scope or e.parameter in actions:
-            continue
-        gen, path = scope.split("+", 1)
-        if path.startswith(EXPERT_PREFIX) and "+" not in path and e.value > 0:
-            out[(gen, path[len(EXPERT_PREFIX):])] = e.value
-    return out
+    return {(gen, fmt): v for gen, fmt, v in expert_path_values(TERM, entries, actions) if "+" not in fmt}
 
 
 def moe_layer_transfer(generation: str, unfitted: Iterable[str], entries: Sequence,

@@ -38,20 +38,26 @@ SHARE = "layer_token_decode_share"     # twin.cost.decode_tokens: the share a de
 PRIOR_DECODE_SHARE = 0.0
 
 
-def moe_token_readings(generation: str, entries: Sequence, held: Iterable[str]) -> list[float]:
-    """The other generations' expert-path values of ``layer_token_overhead_s`` (``entries``: provenance
-    ``Entry``; keys ``layer_token_overhead_s@<gen>+experts_<fmt>`` with another ``<gen>``), those in ``held`` (the
-    fold holds their evidence out) left out."""
+def expert_path_values(term: str, entries: Sequence, held: Iterable[str]) -> list[tuple[str, str, float]]:
+    """(generation, expert path after ``experts_``, value) of each positive ``<term>@<gen>+experts_<path>`` among
+    ``entries`` (provenance ``Entry``) that is not in ``held`` (the fold holds its evidence out, or refits it)."""
     held = set(held)
     out = []
     for e in entries:
         base, scope = split(e.parameter)
-        if base != TERM or not scope or "+" not in scope or e.parameter in held:
+        if base != term or not scope or "+" not in scope or e.parameter in held:
             continue
         gen, path = scope.split("+", 1)
-        if gen != generation and path.startswith(EXPERT_PREFIX) and e.value > 0:
-            out.append(e.value)
+        if path.startswith(EXPERT_PREFIX) and e.value > 0:
+            out.append((gen, path[len(EXPERT_PREFIX):], e.value))
     return out
+
+
+def moe_token_readings(generation: str, entries: Sequence, held: Iterable[str]) -> list[float]:
+    """The other generations' expert-path values of ``layer_token_overhead_s`` (``entries``: provenance
+    ``Entry``; keys ``layer_token_overhead_s@<gen>+experts_<fmt>`` with another ``<gen>``), those in ``held`` (the
+    fold holds their evidence out) left out."""
+    return [v for gen, _, v in expert_path_values(TERM, entries, held) if gen != generation]
 
 
 def moe_token_prior(generation: str, unfitted: Iterable[str], entries: Sequence, held: Iterable[str]) -> dict[str, float]:
