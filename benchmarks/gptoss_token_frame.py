@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from benchmarks.gptoss_ttft_terms import fold_values  # noqa: E402
+from twin.cost.generations import gpu_generation  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.moe_token_prior import SHARE, TERM  # noqa: E402
 from twin.fitting.token_frame_prior import framed_prior, held_rows_of  # noqa: E402
@@ -72,6 +73,8 @@ def main() -> None:
     ap.add_argument("--gpu", default="H100-SXM", help="the held-out cases on this GPU (Hopper's MXFP4 path)")
     ap.add_argument("--ground-truth", type=Path, default=None)
     args = ap.parse_args()
+    if gpu_generation(args.gpu) != "hopper":
+        raise TwinInputError(f"--gpu {args.gpu}: not a Hopper GPU (only Hopper's MXFP4 path takes this prior)")
     report = load_report(args.report)
     fold = report.fold(args.kind, args.group)
     every = {name: e for f in report.folds(args.kind) for name, e in f["errors"].items()}

@@ -72,3 +72,10 @@ def test_script_pooled_cells_and_variants():
     assert v["share 1 alone"] == values | {SHARE_KEY: 1.0}
     with pytest.raises(TwinInputError, match="nothing to vary"):
         g.variants(values, {})
+
+
+def test_script_refuses_a_gpu_off_hoppers_mxfp4_path(monkeypatch, tmp_path):
+    g = load_benchmark("gptoss_token_frame")
+    monkeypatch.setattr("sys.argv", ["gptoss_token_frame.py", str(tmp_path / "r.json"), "--gpu", "B200"])
+    with pytest.raises(TwinInputError, match="not a Hopper GPU"):
+        g.main()
