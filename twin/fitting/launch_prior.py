@@ -33,7 +33,10 @@ launches several kernels counts once: its extra launches cost the driver's few m
 * Kimi-K2.5 NVFP4, FlashInfer CUTLASS MoE (v0.17.0; ``flashinfer.fused_moe.cutlass_fused_moe``: one Python call
   whose C++ side launches the permute, grouped GEMMs, activation and finalize kernels): MLA 12 + MoE 12
   (fused_add_rms_norm, router GEMM, grouped_topk, fp4 activation quant, cutlass_fused_moe, the shared expert's
-  quant / gate_up / silu_and_mul / quant / down, the shared add, all-reduce) = **24**;
+  quant / gate_up / silu_and_mul / quant / down, the shared add, all-reduce) = **24**. Round 18 (docs/fidelity.md
+  "Round 18: Kimi-K2.5 NVFP4's eager floor with B200 held out"): v0.17.0 picks FlashInfer's TRT-LLM-gen fused MoE
+  for this path (``oracle/nvfp4.py`` tries it first), whose MoE half counts 12 as well, so the count stands; an
+  eager step with decodes beside the prompt adds MLA ops (``twin.fitting.mla_mixed_step``, opt-in);
 * gpt-oss-120b MXFP4, FlashInfer TRT-LLM-gen MoE (v0.15.1; routing inside the kernel; the all-reduce fused with the
   next RMSNorm): attention 7 + MoE 4 = **11**, fewer than the dense FP8 layer: no extra;
 * a path without an entry: vLLM's generic Triton ``fused_moe`` on a GQA layer (attention 9; MoE 12: the MiniMax
@@ -60,7 +63,7 @@ PATH_LAYER_OPS: dict[tuple[str, str], tuple[int, str]] = {
     # one definition of the count (twin.cost.eager_path_floors; round 16: its opt-in floor of its own)
     ("blackwell", "int4"): (MARLIN_INT4_LAYER_OPS, "Kimi-K2.5 MLA, Marlin W4A16 fused_marlin_moe (v0.15.1)"),
     # Kimi's count: its rows are the path's eager 1k ones (MiniMax NVFP4's layer, ~22 ops, runs 8k GPU-bound steps)
-    ("blackwell", "nvfp4"): (24, "Kimi-K2.5 MLA, FlashInfer CUTLASS fused MoE (v0.17.0)"),
+    ("blackwell", "nvfp4"): (24, "Kimi-K2.5 MLA, FlashInfer TRT-LLM-gen fused MoE (v0.17.0; round 9: CUTLASS)"),
     ("blackwell", "mxfp4"): (11, "gpt-oss-120b, FlashInfer TRT-LLM-gen MXFP4 MoE (v0.15.1)"),
     ("hopper", "fp8"): (27, "MiniMax-M2.5, block-FP8 MoE (v0.18.0, H100)"),
 }
