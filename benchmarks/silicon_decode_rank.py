@@ -142,12 +142,16 @@ def try_fold(args) -> None:
     from benchmarks.fold_report import fold_params
     from twin.fitting.fit import simulate_cases
     from twin.fitting.joint import FOLDS, all_cases, errors, family_of
-    from twin.yaml_input import parse_numeric_set_options
     kind, _, group = args.fold.partition(":")
     if kind not in FOLDS or not group:
         raise TwinInputError(f"--fold {args.fold!r}: expected KIND:GROUP with KIND one of {', '.join(FOLDS)}")
     params = fold_params(args.report, kind, group)
-    extra = parse_numeric_set_options(args.set.split(","))
+    if not args.set.strip():
+        raise TwinInputError("--set: expected name=value,... (at least one)")
+    try:
+        extra = parse_prior(f"set:{args.set}")[1]      # the same checks: name (or name@scope) of a fit parameter, number
+    except TwinInputError as exc:
+        raise TwinInputError(f"--set {args.set!r}: {str(exc).split(': ', 1)[-1]}") from None
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if FOLDS[kind](c) == group
              and (not args.family or family_of(c) == args.family)]
     if not cases:
