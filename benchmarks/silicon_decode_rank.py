@@ -78,7 +78,7 @@ def pct(cell: tuple[float, float, int] | None, signed_only: bool = False) -> str
 
 def print_rank(path: Path) -> None:
     data = read_json(path)
-    if not isinstance(data, dict) or not isinstance(data.get("errors"), dict) or not isinstance(data.get("cases"), list):
+    if not isinstance(data.get("errors"), dict) or not isinstance(data.get("cases"), list):
         raise TwinInputError(f"{path}: not a silicon_decode_rank.py run --save file (cases, errors)")
     names = data["cases"]
     for label, errs in data["errors"].items():
@@ -149,7 +149,7 @@ def try_fold(args) -> None:
     if not args.set.strip():
         raise TwinInputError("--set: expected name=value,... (at least one)")
     try:
-        extra = parse_prior(f"set:{args.set}")[1]      # the same checks: name (or name@scope) of a fit parameter, number
+        extra = parse_prior(f"set:{args.set}")[1]      # --prior's checks: a fit parameter (name@scope), a number
     except TwinInputError as exc:
         raise TwinInputError(f"--set {args.set!r}: {str(exc).split(': ', 1)[-1]}") from None
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if FOLDS[kind](c) == group

@@ -12,12 +12,11 @@ twice what the kernel's in-flight bytes were sized for.
 
 The prior here: the Marlin path streams at the dense rate per SM of the other generation the fold keeps (the
 reference GPUs of ``marlin_stream_prior.REFERENCE_GPU``, at the fold's fitted ``memory_efficiency``), i.e. round
-15's carry with the kept path's efficiency at 1. Stated, not read off any row: Marlin's per-SM in-flight bytes were
-sized to saturate the HBM of the Ampere / Hopper parts it was written for (its authors' design target: near-peak
-weight streaming at small batch), so its rate per SM is that of a Hopper SM's dense stream, not a Blackwell SM's;
-the same equal-latency and equal-blocks-per-SM assumptions as round 15. On Hopper the carried rate is at least the
-dense one (min 1): only a Blackwell Marlin path moves. It is an estimate, not a bound: a kernel whose in-flight
-bytes exceed what a Hopper SM's HBM share admits would stream faster on B200.
+15's carry with the kept path's efficiency at 1. Assumed, not read off any row: Marlin (written for Ampere, where it
+streams near peak at small batch) reaches a Hopper SM's dense share per SM and, its in-flight bytes fixed, no more
+on a Blackwell SM; the same equal-latency and equal-blocks-per-SM assumptions as round 15. On Hopper the carried
+rate is at least the dense one (min 1): only a Blackwell Marlin path moves. It is an estimate, not a bound: a kernel
+whose in-flight bytes exceed what a Hopper SM's HBM share admits would stream faster on B200.
 """
 
 from __future__ import annotations
