@@ -46,6 +46,7 @@ costs it at 0: Kimi-K2.5 is the data's only MLA family, Qwen3-32B's rows its onl
 from __future__ import annotations
 
 from twin.fitting.marlin_stream_prior import marlin_stream_prior
+from twin.fitting.marlin_unkept_prior import marlin_unkept_prior
 from twin.fitting.provenance import RESET, FoldPlan, embedded_start
 from twin.fitting.sampler_facts import sort_sampler_prior_s
 from twin.hardware.model_catalog import resolve_model
@@ -92,6 +93,7 @@ def held_priors_after_fit(plan: FoldPlan, params: dict[str, float],
 
     sync_prior = SYNC_SEQ_HOST_PRIOR_S + sort_sampler_prior_s([c for c, _ in held_out])
     resets: dict[str, float] = marlin_stream_prior(plan, params)      # round 15: the Marlin stream per SM
+    resets |= marlin_unkept_prior(plan, params, resets)                # round 18: no Marlin path kept
     if reset(MLA_KEY):
         resets[MLA_KEY] = mla_layer_prior_s(_allreduce_s(params), mla_servers_fuse(held_out))
     if reset(SYNC_KEY):
