@@ -15,6 +15,11 @@ that kind in the report, the Kimi cases replaced), the issue's figures.
     python benchmarks/fidelity_real.py --workers 2 --json R.json        # or any report with these folds
     python benchmarks/kimi_family_mla.py R.json                        # ~2 min (8 Kimi cases x 3 folds x 2)
     python benchmarks/kimi_family_mla.py R.json --blackwell-memory-efficiency 0.95 --folds GPU,source
+    python benchmarks/kimi_family_mla.py --in-sample             # Kimi NVFP4 at the embedded defaults, ~1 min
+
+``--in-sample``: no report; the Kimi NVFP4 rows of the embedded-defaults run (silicon every 3) at the embedded
+defaults with the MLA time at round 8's reading (13.2 us) and at the even spread's size (16.2 us): what today's
+defaults make Kimi's own rows read (the MLA time and the Blackwell stream are collinear there).
 
 ``--blackwell-memory-efficiency X``: a conditional reading for the folds that keep no Blackwell row (the B200 GPU
 fold, the silicon source fold), where ``memory_efficiency@blackwell`` is a held value, not fitted: X in place of
@@ -37,6 +42,7 @@ from benchmarks.fold_report import load_report  # noqa: E402
 
 METRICS = ("mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
 FOLDS = (("family", "kimi"), ("GPU", "B200"), ("source", "silicon"))
+FOLDS_DEFAULT = ",".join(k for k, _ in FOLDS)
 MLA_KEY = "layer_overhead_s@mla"
 MATCH_TOL = 1e-6          # |simulated - report| signed error below which the report is reproduced
 
@@ -130,16 +136,42 @@ def run(report_path: Path, workers: int, folds=FOLDS, blackwell_mem: float | Non
             print(f"  {label:22} " + " | ".join(f"{m}: {cell(table[m])}" for m in METRICS if table[m]))
 
 
+IN_SAMPLE_MLA_S = (13.2e-6, 16.2e-6)
+IN_SAMPLE_EVERY = 3       # the embedded-defaults run's silicon rows (fidelity_real.py --defaults-only --silicon-every 3)
+
+
+def in_sample(workers: int) -> None:
+    from twin.fitting.fit import simulate_cases
+    from twin.fitting.joint import all_cases, default_start, errors, family_of
+    cases = [c for c in all_cases(silicon_every=IN_SAMPLE_EVERY)
+             if family_of(c) == "kimi" and (c.row.precision or "").lower() == "fp4"]
+    base = default_start()
+    for mla in IN_SAMPLE_MLA_S:
+        res = simulate_cases(cases, {**base, MLA_KEY: mla}, seed=0, max_sim_s=60.0, workers=workers)
+        xs = [errors(c, r.metrics)["mean_tpot_ms"] for c, r in zip(cases, res)]
+        print(f"MLA {1e6 * mla:.1f} us: {len(xs)} Kimi NVFP4 rows at the embedded defaults, TPOT median "
+              f"{100 * statistics.median(xs):+.2f}% (|{100 * statistics.median(abs(x) for x in xs):.2f}%|)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("report", type=Path, help="a fidelity_real.py --json report with the family, GPU, source folds")
+    ap.add_argument("report", type=Path, nargs="?", default=None,
+                    help="a fidelity_real.py --json report with the family, GPU, source folds")
+    ap.add_argument("--in-sample", action="store_true", help="Kimi NVFP4 at the embedded defaults (no report)")
     ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--folds", default="family,GPU,source", help="comma-separated fold kinds of " +
+    ap.add_argument("--folds", default=FOLDS_DEFAULT, help="comma-separated fold kinds of " +
                     ", ".join(f"{k} ({g})" for k, g in FOLDS))
     ap.add_argument("--blackwell-memory-efficiency", type=float, default=None, metavar="X")
     args = ap.parse_args()
     if args.workers < 1:
         ap.error("--workers must be at least 1")
+    if args.in_sample:
+        if args.report is not None or args.blackwell_memory_efficiency is not None or args.folds != FOLDS_DEFAULT:
+            ap.error("--in-sample takes no report, --folds or --blackwell-memory-efficiency")
+        in_sample(args.workers)
+        return
+    if args.report is None:
+        ap.error("a report is required (or --in-sample)")
     kinds = [k.strip() for k in args.folds.split(",") if k.strip()]
     known = dict(FOLDS)
     if not kinds or any(k not in known for k in kinds) or len(set(kinds)) != len(kinds):

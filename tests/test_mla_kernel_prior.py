@@ -68,6 +68,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     (("--blackwell-memory-efficiency", "0.95"), "family folds fit it"),
     (("--folds", "GPU", "--blackwell-memory-efficiency", "nan"), "must lie in"),
     (("--workers", "0"), "--workers"),
+    (("--in-sample",), "--in-sample takes no report"),
 ])
 def test_kimi_family_mla_rejects_bad_options(tmp_path, extra, message):
     report = tmp_path / "r.json"
@@ -88,3 +89,10 @@ def test_off_is_round_9_bit_for_bit():
     for latency in (21.6e-6, 24.249384219086883e-06, 25.066071774088233e-06):
         for kernels in (4, 6):
             assert mkp.extra_kernels_s(kernels, latency) == kernels * 2 * latency / 12
+
+
+def test_kimi_family_mla_needs_a_report_or_in_sample():
+    out = _run(str(ROOT / "benchmarks" / "kimi_family_mla.py"))
+    assert out.returncode != 0 and "a report is required" in out.stderr
+    out = _run(str(ROOT / "benchmarks" / "kimi_family_mla.py"), "--in-sample", "--folds", "GPU")
+    assert out.returncode != 0 and "--in-sample takes no" in out.stderr
