@@ -127,7 +127,7 @@ def run(report_path: Path, workers: int, folds=FOLDS, blackwell_mem: float | Non
                 print(f"  {label:6} {n[-58:]:58} " + " ".join(
                     f"{m[5:-3] if m.startswith('mean') else m[:7]} {100 * e[m]:+6.1f}" for m in METRICS if m in e))
             s = medians(list(errs.values()))
-            print(f"  {label:6} Kimi cases: " + " | ".join(f"{m}: {cell(s[m])}" for m in METRICS if s[m]))
+            print(f"  {label:6} {'Kimi' if blackwell_mem is None else 'all'} cases: " + " | ".join(f"{m}: {cell(s[m])}" for m in METRICS if s[m]))
         own = {n: moved.get(n, e) for n, e in reported.items()}
         base = {n: before.get(n, e) for n, e in reported.items()}
         for label, table in (("fold", medians(list(base.values()))), ("fold after", medians(list(own.values()))),
