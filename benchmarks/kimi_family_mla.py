@@ -109,25 +109,27 @@ def run(report_path: Path, workers: int, folds=FOLDS, blackwell_mem: float | Non
         print(f"\n== {kind} fold holding {group} out: allreduce_latency_s {1e6 * params['allreduce_latency_s']:.2f} us;"
               f" MLA {1e6 * params[MLA_KEY]:.2f} us in the report (even spread {1e6 * even:.2f}), "
               f"{1e6 * net:.2f} us net of the all-reduces")
+        before: dict[str, dict[str, float]] = {}
         moved: dict[str, dict[str, float]] = {}
         for label, value in (("before", params[MLA_KEY]), ("after", net)):
             res = simulate_cases(cases, {**params, MLA_KEY: value}, seed=0, max_sim_s=60.0, workers=workers)
             errs = {c.run.name: errors(c, r.metrics) for c, r in zip(cases, res)}
-            if label == "before":
-                before = errs
-            if label == "before" and blackwell_mem is None:
-                off = [n for n, e in errs.items() if n in reported and any(
-                    abs(e[m] - reported[n][m]) > MATCH_TOL for m in e if m in reported[n])]
-                print(f"  report reproduced: {'yes' if not off else 'NO, ' + ', '.join(off)}")
-            else:
+            if label == "after":
                 moved = errs
+            else:
+                before = errs
+                if blackwell_mem is None:       # at the report's own parameters: the report's errors
+                    off = [n for n, e in errs.items() if n in reported and any(
+                        abs(e[m] - reported[n][m]) > MATCH_TOL for m in e if m in reported[n])]
+                    print(f"  report reproduced: {'yes' if not off else 'NO, ' + ', '.join(off)}")
             for n, e in errs.items():
                 if blackwell_mem is not None and "kimi" not in n:
                     continue
                 print(f"  {label:6} {n[-58:]:58} " + " ".join(
                     f"{m[5:-3] if m.startswith('mean') else m[:7]} {100 * e[m]:+6.1f}" for m in METRICS if m in e))
             s = medians(list(errs.values()))
-            print(f"  {label:6} {'Kimi' if blackwell_mem is None else 'all'} cases: " + " | ".join(f"{m}: {cell(s[m])}" for m in METRICS if s[m]))
+            which = "Kimi" if blackwell_mem is None else "all"
+            print(f"  {label:6} {which} cases: " + " | ".join(f"{m}: {cell(s[m])}" for m in METRICS if s[m]))
         own = {n: moved.get(n, e) for n, e in reported.items()}
         base = {n: before.get(n, e) for n, e in reported.items()}
         for label, table in (("fold", medians(list(base.values()))), ("fold after", medians(list(own.values()))),
@@ -137,7 +139,7 @@ def run(report_path: Path, workers: int, folds=FOLDS, blackwell_mem: float | Non
 
 
 IN_SAMPLE_MLA_S = (13.2e-6, 16.2e-6)
-IN_SAMPLE_EVERY = 3       # the embedded-defaults run's silicon rows (fidelity_real.py --defaults-only --silicon-every 3)
+IN_SAMPLE_EVERY = 3       # the embedded-defaults run's silicon rows (fidelity_real.py --defaults-only --silicon-every)
 
 
 def in_sample(workers: int) -> None:
