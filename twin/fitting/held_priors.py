@@ -47,14 +47,13 @@ from __future__ import annotations
 
 from twin.fitting.marlin_stream_prior import marlin_stream_prior
 from twin.fitting.marlin_unkept_prior import marlin_unkept_prior
+from twin.fitting.mla_kernel_prior import ALLREDUCES_PER_LAYER, GQA_LAYER_KERNELS, extra_kernels_s  # noqa: F401
 from twin.fitting.provenance import RESET, FoldPlan, embedded_start
 from twin.fitting.sampler_facts import sort_sampler_prior_s
 from twin.hardware.model_catalog import resolve_model
 
 MLA_KEY, SYNC_KEY = "layer_overhead_s@mla", "per_seq_overhead_s@sync"
 MLA_EXTRA_DECODE_KERNELS = 6       # q_a / kv_a RMSNorms, q_b GEMM, W_UK and W_UV batched GEMMs, the query's concat
-GQA_LAYER_KERNELS = 12             # a GQA decoder layer at TP > 1, its two all-reduces included
-ALLREDUCES_PER_LAYER = 2
 SYNC_SEQ_HOST_PRIOR_S = 11.0e-6    # s per sequence per step: benchmarks/sync_engine_host.py (CPU time, AMD EPYC)
 FUSION_REMOVED_KERNELS = 1         # all-reduce + (add) RMSNorm -> one kernel (twin.fitting.fused_allreduce_prior)
 
@@ -66,7 +65,7 @@ def mla_layer_prior_s(allreduce_latency_s: float, fused: bool = False) -> float:
     unfused latency they are charged (no fused value is read for their path) still prices: the layer's net extra is
     6 - 2 = 4 kernels."""
     kernels = MLA_EXTRA_DECODE_KERNELS - (ALLREDUCES_PER_LAYER * FUSION_REMOVED_KERNELS if fused else 0)
-    return kernels * ALLREDUCES_PER_LAYER * allreduce_latency_s / GQA_LAYER_KERNELS
+    return extra_kernels_s(kernels, allreduce_latency_s)      # round 18: opt-in, net of the all-reduces
 
 
 def mla_servers_fuse(held_out) -> bool:
