@@ -72,17 +72,10 @@ def pooled(report, kind: str, replaced: dict[str, dict[str, float]]) -> dict:
 def prior_values(params: dict[str, float]) -> tuple[float, float]:
     """(round 9's even spread, round 18's net of the all-reduces) for the fold's fitted all-reduce latency, the
     held-out Kimi servers fusing their all-reduces (round 15's count)."""
-    from twin.fitting import mla_kernel_prior
     from twin.fitting.held_priors import mla_layer_prior_s
-    saved = mla_kernel_prior.NET_OF_ALLREDUCES
-    try:
-        out = []
-        for net in (False, True):
-            mla_kernel_prior.NET_OF_ALLREDUCES = net
-            out.append(mla_layer_prior_s(params["allreduce_latency_s"], fused=True))
-    finally:
-        mla_kernel_prior.NET_OF_ALLREDUCES = saved
-    return out[0], out[1]
+    latency = params["allreduce_latency_s"]
+    return (mla_layer_prior_s(latency, fused=True, net_of_allreduces=False),
+            mla_layer_prior_s(latency, fused=True, net_of_allreduces=True))
 
 
 def run(report_path: Path, workers: int, folds=FOLDS, blackwell_mem: float | None = None) -> None:
