@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from twin.errors import run_script  # noqa: E402
+from benchmarks.error_medians import metric_medians  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 
 METRICS = ("mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
@@ -49,11 +50,7 @@ MATCH_TOL = 1e-6          # |simulated - report| signed error below which the re
 
 def medians(errs: list[dict[str, float]]) -> dict[str, tuple[float, float, int] | None]:
     """Per metric: (median |error|, median signed error, n) over the cases that have it, else None."""
-    out: dict[str, tuple[float, float, int] | None] = {}
-    for m in METRICS:
-        xs = [e[m] for e in errs if m in e]
-        out[m] = (statistics.median(abs(x) for x in xs), statistics.median(xs), len(xs)) if xs else None
-    return out
+    return metric_medians(errs, METRICS)
 
 
 def cell(s: tuple[float, float, int] | None) -> str:
