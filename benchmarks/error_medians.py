@@ -18,3 +18,11 @@ def error_medians(errs: list[dict[str, float]], key: str) -> tuple[float, float,
 def metric_medians(errs: list[dict[str, float]], metrics) -> dict[str, tuple[float, float, int] | None]:
     """``error_medians`` of each metric in ``metrics``, in that order."""
     return {m: error_medians(errs, m) for m in metrics}
+
+
+def median_cell(xs: list[float], unit: str = "") -> str:
+    """``|error| median (signed median)`` of signed relative errors ``xs`` in percent to one decimal, each number
+    followed by ``unit`` (``"%"`` or nothing); ``-`` for none."""
+    if not xs:
+        return "-"
+    return f"{100 * statistics.median(abs(x) for x in xs):.1f}{unit} ({100 * statistics.median(xs):+.1f}{unit})"

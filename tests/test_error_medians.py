@@ -38,3 +38,16 @@ def test_scripts_share_it():
     assert silicon_decode_rank.cells(ERRS, "a") == error_medians(ERRS, "a")
     assert kimi_family_mla.medians(ERRS) == metric_medians(ERRS, kimi_family_mla.METRICS)
     assert kimi_fold_terms.summary(ERRS) == metric_medians(ERRS, kimi_fold_terms.METRICS)
+
+
+def test_median_cell_exact():
+    from benchmarks.error_medians import median_cell
+    assert median_cell([0.1, -0.3, 0.2]) == "20.0 (+10.0)"
+    assert median_cell([0.1, -0.3, 0.2], "%") == "20.0% (+10.0%)"
+    assert median_cell([-0.05]) == "5.0 (-5.0)"
+    assert median_cell([]) == "-" and median_cell([], "%") == "-"
+    import hopper_moe_prior
+    import layer_token_owner
+    assert hopper_moe_prior._cell(ERRS, "a") == "20.0% (+10.0%)" and hopper_moe_prior._cell(ERRS, "c") == "-"
+    errs = [{"mean_ttft_ms": e["a"]} if "a" in e else {} for e in ERRS]
+    assert layer_token_owner._summary("all", errs) == "all 20.0 (+10.0) / - (4)"
