@@ -29,8 +29,9 @@ the path's generation (a fold holding out all B200 rows, or the silicon rows), n
 below; since round 16 a fold that resets Blackwell's takes a stated one, ``fold_link_s``,
 ``twin.fitting.link_prior``), or not one held-out model on the path: round 10's one-kernel rule stands. Measured
 TPOT only: no simulation, and the rows that ``unexplained_decode_gap`` keeps out of the fit (the Llama B200 TP 1
-0.10.2 rows) are read here, since the reading does not go through the cost model. In the gpt-oss fold (round 11, before the fold reset the link part
-that gpt-oss's own B200 rows gave evidence to): k = 62.0 us, F = 2.14 ms, L = 7.2 us; since, the kernel rule.
+0.10.2 rows) are read here, since the reading does not go through the cost model. In the gpt-oss fold (round 11,
+before the fold reset the link part that gpt-oss's own B200 rows gave evidence to): k = 62.0 us, F = 2.14 ms,
+L = 7.2 us; since, the kernel rule.
 
 Round 16 (docs/fidelity.md "Round 16: gpt-oss held out by family"): a generation whose all-reduce has no link part
 (Hopper: no unsharded floor, TP 1 pays no all-reduce) is read the same way from its sets' TP > 1 rows (no Hopper
