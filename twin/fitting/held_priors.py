@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from twin.fitting.marlin_stream_prior import marlin_stream_prior
 from twin.fitting.marlin_unkept_prior import marlin_unkept_prior
-from twin.fitting.mla_kernel_prior import ALLREDUCES_PER_LAYER, GQA_LAYER_KERNELS, extra_kernels_s  # noqa: F401
+from twin.fitting.mla_kernel_prior import ALLREDUCES_PER_LAYER, extra_kernels_s
 from twin.fitting.provenance import RESET, FoldPlan, embedded_start
 from twin.fitting.sampler_facts import sort_sampler_prior_s
 from twin.hardware.model_catalog import resolve_model
