@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 
 from twin.cost.gemm_occupancy import (DECODE_KERNELS, DEFAULT_LATENCY_S, SM_COUNT, gemm_stream_s,  # noqa: E402
                                       gqa_decode_gemms, occupancy_extra_s, sm_bytes_per_s)
+from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 GROUPS = (("b200_sxm", "B200", "fp8", "fp8"), ("b200_sxm", "B200", "fp4", "nvfp4"),
@@ -151,9 +152,8 @@ def main() -> None:
     ap.add_argument("command", choices=("reading", "rows", "heldout"))
     ap.add_argument("--latency-us", type=float, default=DEFAULT_LATENCY_S * 1e6,
                     help="the loaded memory latency of the Little's-law prior (us; default 1)")
-    argv = sys.argv[1:]
-    cut = argv.index("--") if "--" in argv else len(argv)
-    args, rest = ap.parse_args(argv[:cut]), argv[cut + 1:]        # after --: fidelity_real's options (heldout)
+    own, rest = split_at_dashes(sys.argv[1:])           # after --: fidelity_real's options (heldout)
+    args = ap.parse_args(own)
     if not math.isfinite(args.latency_us) or args.latency_us <= 0:
         raise TwinInputError(f"--latency-us {args.latency_us}: must be a positive finite number")
     if args.command != "heldout" and rest:
@@ -167,9 +167,7 @@ def main() -> None:
     if any(w != "1" for w in workers):
         raise TwinInputError("heldout: the trial patches this process only; run fidelity_real with --workers 1")
     install(args.latency_us * 1e-6)
-    from benchmarks import fidelity_real
-    sys.argv = ["fidelity_real.py", *rest]
-    fidelity_real.main()
+    run_fidelity_real(rest)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from twin.cost import generation_experts  # noqa: E402
 from twin.cost.default_terms import GENERATION_TERMS  # noqa: E402
+from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting import provenance as pv  # noqa: E402
 from twin.fitting.launch_prior import PATH_LAYER_OPS, moe_extra_s  # noqa: E402
@@ -72,17 +73,15 @@ def fidelity_argv(rest: list[str], kimi_count: bool, fold_terms: tuple[str, ...]
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    own, rest = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    own, rest = split_at_dashes(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fp8-count", action="store_true")
     ap.add_argument("--kimi-count", action="store_true")
     args = ap.parse_args(own)
     if args.fp8_count:
         apply_fp8_count()
-    import fidelity_real
-    sys.argv = ["fidelity_real.py", *fidelity_argv(rest, args.kimi_count, fidelity_real.FOLD_TERMS)]
-    fidelity_real.main()
+    from benchmarks.fidelity_real import FOLD_TERMS
+    run_fidelity_real(fidelity_argv(rest, args.kimi_count, FOLD_TERMS))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """``fidelity_real.py`` with the KV pool's sampler reserve by release, every silicon row run as the vLLM release its
 server ran (not its representative).
 
-``twin.fitting.silicon.row_server`` names each row's release by ``modelled_release`` (the twin's representative
+``twin.fitting.silicon_scripts.row_server`` names each row's release by ``modelled_release`` (the twin's representative
 releases 0.11 / 0.14 / 0.19 / 0.28); every scheduling knob is the same for the row's own release (checked on all
 860 runnable cases: same scheduler configuration, all-reduce fusion, graph sizes), but the KV pool's profiled
 sampler reserve is not (``twin.hardware.pool_release``: 0.10.2 and 0.11.0 sample with FlashInfer, 0.11.1 - 0.16
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import fidelity_real  # noqa: E402
 from benchmarks.pool_release_rows import release_pools, row_release  # noqa: E402
 from twin.errors import run_script  # noqa: E402
-from twin.fitting import silicon  # noqa: E402
+from twin.fitting import silicon_scripts  # noqa: E402
 
 
 def own_release(version: str | None, measured: str | None = None) -> str:
@@ -43,7 +43,7 @@ def main() -> None:
         raise SystemExit("--workers: must be 1 (the replacement applies in this process only)")
     flags = {name: f"--{name.replace('_', '-')}" in sys.argv for name in ("cuda_total", "moe_workspace")}
     sys.argv = [a for a in sys.argv if a not in ("--cuda-total", "--moe-workspace")]
-    with mock.patch.object(silicon, "modelled_release", own_release), release_pools(**flags):
+    with mock.patch.object(silicon_scripts, "modelled_release", own_release), release_pools(**flags):
         fidelity_real.main()
 
 

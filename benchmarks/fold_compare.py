@@ -12,12 +12,12 @@ throughput pooled |error| no worse than the defaults' + ``--tolerance`` points, 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.error_medians import error_medians  # noqa: E402
 from benchmarks.fold_report import defaults_cases as fold_report_defaults_cases, load_report  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 
@@ -27,10 +27,7 @@ RULE_METRICS = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_through
 
 
 def _summary(errs: list[dict], key: str) -> tuple[float | None, float | None, int]:
-    xs = [e[key] for e in errs if key in e]
-    if not xs:
-        return None, None, 0
-    return statistics.median(abs(x) for x in xs), statistics.median(xs), len(xs)
+    return error_medians(errs, key) or (None, None, 0)
 
 
 def error_cell(errs: list[dict], key: str) -> str:

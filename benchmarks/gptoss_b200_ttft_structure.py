@@ -28,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.error_medians import median_cell  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 RELEASE = "0.15.1"
@@ -157,12 +158,6 @@ def loaded_table(cases: list, noise: float) -> None:
     print("rows in a break: " + ", ".join(f"{s} C{c} TP{t}" for s, c, t in touched))
 
 
-def median_cell(errs: list[float]) -> str:
-    """``"|e| median % (signed median %)"`` of relative errors, or ``-``."""
-    import statistics
-    if not errs:
-        return "-"
-    return f"{100 * statistics.median(abs(e) for e in errs):.1f} ({100 * statistics.median(errs):+.1f})"
 
 
 def simulate_table(cases: list) -> None:

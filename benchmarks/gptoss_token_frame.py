@@ -16,7 +16,6 @@ kind (all their held-out cases, the report's errors with these cases replaced).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from benchmarks.gptoss_ttft_terms import fold_values  # noqa: E402
 from twin.cost.generations import gpu_generation  # noqa: E402
+from benchmarks.error_medians import median_cell  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.moe_token_prior import SHARE, TERM  # noqa: E402
 from twin.fitting.token_frame_prior import framed_prior, held_rows_of  # noqa: E402
@@ -35,11 +35,7 @@ METRICS = (("mean_ttft_ms", "TTFT"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", 
            ("request_throughput", "thr"))
 
 
-def cell(values: list[float]) -> str:
-    """``|error| median % (signed median %)`` of signed relative errors; ``-`` for none."""
-    if not values:
-        return "-"
-    return f"{100 * statistics.median(abs(v) for v in values):.1f} ({100 * statistics.median(values):+.1f})"
+cell = median_cell          # ``|error| median % (signed median %)`` of signed relative errors; ``-`` for none
 
 
 def pooled(errors: dict[str, dict[str, float]], replaced: dict[str, dict[str, float]], metric: str) -> list[float]:

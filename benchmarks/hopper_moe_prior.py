@@ -15,7 +15,6 @@ Prints, per fold and pooled over each kind, median |error| (signed) of TTFT mean
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -23,16 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmarks.fold_report import load_report  # noqa: E402
+from benchmarks.error_medians import median_cell  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 KEYS = ("mean_ttft_ms", "mean_tpot_ms")
 
 
 def _cell(errs: list[dict], key: str) -> str:
-    xs = [e[key] for e in errs if key in e]
-    if not xs:
-        return "-"
-    return f"{100 * statistics.median(abs(x) for x in xs):.1f}% ({100 * statistics.median(xs):+.1f}%)"
+    return median_cell([e[key] for e in errs if key in e], "%")
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 PATHS = {"nvfp4": ("blackwell", "nvfp4"), "int4": ("blackwell", "int4")}
@@ -110,8 +111,7 @@ def print_pairs(ground_truth: Path) -> None:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    own, rest = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    own, rest = split_at_dashes(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--paths", default="", help="comma-separated MLA paths counted as mixed steps: nvfp4, int4")
     ap.add_argument("--pairs", action="store_true", help="print the March / April pairs' TTFT differences and stop")
@@ -128,9 +128,7 @@ def main() -> None:
         raise TwinInputError("give fidelity_real.py's arguments after -- (e.g. --folds GPU --groups B200)")
     if args.paths:
         apply_count(parse_paths(args.paths))
-    import fidelity_real
-    sys.argv = ["fidelity_real.py", *rest]
-    fidelity_real.main()
+    run_fidelity_real(rest)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from twin.errors import run_script  # noqa: E402
+from benchmarks.error_medians import metric_medians  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 
 METRICS = ("mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
@@ -49,11 +50,7 @@ MATCH_TOL = 1e-6          # |simulated - report| signed error below which the re
 
 def medians(errs: list[dict[str, float]]) -> dict[str, tuple[float, float, int] | None]:
     """Per metric: (median |error|, median signed error, n) over the cases that have it, else None."""
-    out: dict[str, tuple[float, float, int] | None] = {}
-    for m in METRICS:
-        xs = [e[m] for e in errs if m in e]
-        out[m] = (statistics.median(abs(x) for x in xs), statistics.median(xs), len(xs)) if xs else None
-    return out
+    return metric_medians(errs, METRICS)
 
 
 def cell(s: tuple[float, float, int] | None) -> str:
@@ -72,17 +69,10 @@ def pooled(report, kind: str, replaced: dict[str, dict[str, float]]) -> dict:
 def prior_values(params: dict[str, float]) -> tuple[float, float]:
     """(round 9's even spread, round 18's net of the all-reduces) for the fold's fitted all-reduce latency, the
     held-out Kimi servers fusing their all-reduces (round 15's count)."""
-    from twin.fitting import mla_kernel_prior
     from twin.fitting.held_priors import mla_layer_prior_s
-    saved = mla_kernel_prior.NET_OF_ALLREDUCES
-    try:
-        out = []
-        for net in (False, True):
-            mla_kernel_prior.NET_OF_ALLREDUCES = net
-            out.append(mla_layer_prior_s(params["allreduce_latency_s"], fused=True))
-    finally:
-        mla_kernel_prior.NET_OF_ALLREDUCES = saved
-    return out[0], out[1]
+    latency = params["allreduce_latency_s"]
+    return (mla_layer_prior_s(latency, fused=True, net_of_allreduces=False),
+            mla_layer_prior_s(latency, fused=True, net_of_allreduces=True))
 
 
 def run(report_path: Path, workers: int, folds=FOLDS, blackwell_mem: float | None = None) -> None:

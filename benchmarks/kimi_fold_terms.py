@@ -38,6 +38,7 @@ from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS  # noqa: E402
 from twin.cost.mla_decode import MLA_TERMS  # noqa: E402
 from twin.cost.mla_request import READINGS  # noqa: E402
 from twin.errors import run_script  # noqa: E402
+from benchmarks.error_medians import metric_medians  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
 
 METRICS = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
@@ -69,11 +70,7 @@ def case_slice(fmt: str, tp: int, isl: int, osl: int, conc: int) -> dict[str, st
 
 def summary(errs: list[dict[str, float]]) -> dict[str, tuple[float, float, int] | None]:
     """Per metric: (median |error|, median signed error, n), or None without a value."""
-    out: dict[str, tuple[float, float, int] | None] = {}
-    for m in METRICS:
-        xs = [e[m] for e in errs if m in e]
-        out[m] = (statistics.median(abs(x) for x in xs), statistics.median(xs), len(xs)) if xs else None
-    return out
+    return metric_medians(errs, METRICS)
 
 
 def cell(s: tuple[float, float, int] | None) -> str:

@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 KEY = "eager_moe_layer_host_s@blackwell+experts_int4"
@@ -50,8 +51,7 @@ def apply_refit() -> None:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    own, rest = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    own, rest = split_at_dashes(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--count", action="store_true", help="the Marlin INT4 path's own counted eager floor")
     ap.add_argument("--refit", action="store_true", help="with --count: the Marlin stream rate refitted under it")
@@ -62,9 +62,7 @@ def main() -> None:
         apply_count()
     if args.refit:
         apply_refit()
-    import fidelity_real
-    sys.argv = ["fidelity_real.py", *rest]
-    fidelity_real.main()
+    run_fidelity_real(rest)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import statistics
 import sys
 from pathlib import Path
 
@@ -33,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
+from benchmarks.error_medians import median_cell  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 HIGH_US = 0.1       # a per layer above this: the group carries the term (the readings are 0.016 or 0.18-0.47)
@@ -109,10 +109,6 @@ def facts_table() -> None:
         print(f"  {prop:<10} {'OWNS' if owns else 'no  '}  high {sorted(high)}  low {sorted(low)}")
 
 
-def _median(xs: list[float]) -> str:
-    return f"{100 * statistics.median(xs):+.1f}" if xs else "-"
-
-
 def rows(report: Path, kind: str, group: str, sim_s: float) -> None:
     from twin.fitting.fit import simulate_cases
     from twin.fitting.joint import FOLDS, all_cases, errors, family_of
@@ -144,10 +140,7 @@ def _slices(errs: list) -> dict[str, list[dict]]:
 
 def _summary(name: str, errs: list[dict]) -> str:
     """``name`` TTFT |median| (signed) / TPOT |median| (signed) (n)."""
-    cells = []
-    for key in ("mean_ttft_ms", "mean_tpot_ms"):
-        xs = [e[key] for e in errs if key in e]
-        cells.append(f"{100 * statistics.median(abs(x) for x in xs):.1f} ({_median(xs)})" if xs else "-")
+    cells = [median_cell([e[key] for e in errs if key in e]) for key in ("mean_ttft_ms", "mean_tpot_ms")]
     return f"{name} {cells[0]} / {cells[1]} ({len(errs)})"
 
 

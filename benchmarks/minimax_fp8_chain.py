@@ -28,6 +28,7 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fold_report import FoldReport, read_json  # noqa: E402
+from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 CHAIN_PATH = ("blackwell", "fp8")
@@ -108,8 +109,7 @@ def rows(report_path: Path | None, fp8_count: bool) -> None:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    own, rest = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    own, rest = split_at_dashes(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("rows", "heldout"))
     ap.add_argument("--extra-kernels", type=int, default=None, help="the block-FP8 chain's count (default: 3)")
@@ -129,10 +129,7 @@ def main() -> None:
         elif args.extra_kernels is not None:
             raise TwinInputError("--extra-kernels needs heldout or --chain")
         if args.mode == "heldout":
-            sys.path.insert(0, str(Path(__file__).resolve().parent))
-            import fidelity_real
-            sys.argv = ["fidelity_real.py", *rest]
-            fidelity_real.main()
+            run_fidelity_real(rest)
             return
         rows(args.report, args.fp8_count)
 

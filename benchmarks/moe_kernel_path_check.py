@@ -5,7 +5,7 @@ format and concurrency band (issue 33, round 4).
 Each variant is ``label:name=value,name=value`` (values in model units: seconds, fractions), on top of
 ``twin.fitting.joint.default_start``. ``nofusion`` as a name turns every row's all-reduce + RMSNorm fusion off
 (the twin before the launch flags of round 4: every all-reduce at the unfused latency); otherwise each row runs
-with the fusion its launch script set (``twin.fitting.silicon.row_server``) or its release's default. A fused
+with the fusion its launch script set (``twin.fitting.silicon_scripts.row_server``) or its release's default. A fused
 all-reduce is priced as the unfused one unless ``fused_allreduce_latency_s`` is given (``twin.cost.kernel_path``);
 the tables of docs/fidelity.md "Round 4: MoE experts by kernel path" were made when it defaulted to NCCL's LL
 latency at each row's TP (7.8 / 10.2 / 15.0 us at TP 2 / 4 / 8): pass e.g. ``fused_allreduce_latency_s=10.2e-6``.

@@ -28,6 +28,7 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 
 FACTS = ("no-qk", "bf16-attention")
@@ -93,8 +94,7 @@ def summary(recs: list[dict]) -> list[str]:
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    own, rest = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    own, rest = split_at_dashes(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", nargs="?", choices=("rows", "heldout"), default="rows")
     ap.add_argument("--facts", default="", help=f"comma-separated, of {', '.join(FACTS)} (default: none)")
@@ -104,10 +104,7 @@ def main() -> None:
         for p in patches(facts(args.facts)):
             stack.enter_context(p)
         if args.mode == "heldout":
-            sys.path.insert(0, str(Path(__file__).resolve().parent))
-            import fidelity_real
-            sys.argv = ["fidelity_real.py", *rest]
-            fidelity_real.main()
+            run_fidelity_real(rest)
             return
         recs = records(args.ground_truth)
     for r in sorted(recs, key=lambda r: (r["release"], r["date"], r["tp"], r["isl"], r["conc"])):

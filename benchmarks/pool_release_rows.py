@@ -6,7 +6,7 @@ vLLM's dummy sampler sorts only in 0.11.1 - 0.16 (``twin.hardware.pool_release``
 
 * ``r13``: the embedded rule, the sort everywhere at 22 bytes per logit beyond the logits;
 * ``rep``: the path of the release the twin's run names (``server.vllm_version``, the representative release
-  ``twin.fitting.silicon.modelled_release`` maps a row onto: 0.11, 0.14, 0.19), at this module's bytes;
+  ``twin.fitting.silicon_scripts.modelled_release`` maps a row onto: 0.11, 0.14, 0.19), at this module's bytes;
 * ``exact22``: the path of the release the row's server ran (``row_release``), round 13's sort bytes;
 * ``exact``: the same at this module's sort bytes (36: the sort's transients);
 * ``exact_cuda``: ``exact`` with the budget from the device total CUDA reports (``twin.hardware.pool_memory``);
@@ -53,8 +53,8 @@ NIGHTLY_RELEASE = "0.18.0"
 def row_release(row) -> str:
     """The vLLM release the row's server ran: its ``backend_version``; a nightly as ``NIGHTLY_RELEASE``; a blank
     2025 gpt-oss row by its script's image (InferenceX: v0.10.2 until 2025-11-04, v0.11.0 until 2025-12-05,
-    v0.11.2 from then; ``twin.fitting.silicon.modelled_release``'s docstring); a blank one of 2026 or of no date as
-    the newest modelled release, as ``modelled_release`` does."""
+    v0.11.2 from then; ``twin.fitting.silicon_scripts.modelled_release``'s docstring); a blank one of 2026 or of
+    no date as the newest modelled release, as ``modelled_release`` does."""
     version = row.vllm_version or ""
     if version.startswith("nightly"):
         return NIGHTLY_RELEASE

@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
+from benchmarks.error_medians import error_medians  # noqa: E402
 from benchmarks.fold_report import read_json  # noqa: E402
 from benchmarks.silicon_ttft_split import parse_prior, read_fold  # noqa: E402
 from benchmarks.source_fold_terms import GROUPS, restored  # noqa: E402
@@ -33,12 +34,7 @@ TPOT, E2E, THR = "mean_tpot_ms", "mean_e2el_ms", "request_throughput"
 BASE, DEFAULTS = "fold", "defaults"
 
 
-def cells(errs: list[dict], key: str) -> tuple[float, float, int] | None:
-    """(median |error|, median signed error, rows) of ``key`` over ``errs`` (fractions), None where no row has it."""
-    xs = [e[key] for e in errs if key in e]
-    if not xs:
-        return None
-    return statistics.median(abs(x) for x in xs), statistics.median(xs), len(xs)
+cells = error_medians      # (median |error|, median signed error, rows) of a key over the rows' errors, or None
 
 
 def mean_move(base: list[dict], variant: list[dict], key: str, rows: list[int] | None = None) -> float | None:

@@ -9,12 +9,12 @@ generation, on one GPU's cases (silicon every N plus the inference-perf runs on 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.error_medians import median_cell  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import FOLDS, all_cases, errors  # noqa: E402
@@ -24,7 +24,7 @@ KEYS = (("mean_ttft_ms", "TTFT mean"), ("median_ttft_ms", "TTFT p50"), ("mean_tp
 
 
 def _cell(errs: list[float]) -> str:
-    return f"{100 * statistics.median(map(abs, errs)):.1f}% ({100 * statistics.median(errs):+.1f}%)" if errs else "-"
+    return median_cell(errs, "%")
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ defaults instead of simulating them):
 
 A. measured only: the same configuration (model, GPU, format, layout, release, ISL/OSL, CONC) measured in batches
    whose prompt step a CUDA graph covers and does not (``graphed``: mean prompt + CONC - 1 tokens within the
-   server's graph limit for a step with a prompt in it, ``twin.fitting.silicon.row_cudagraphs``);
+   server's graph limit for a step with a prompt in it, ``twin.fitting.silicon_scripts.row_cudagraphs``);
 B. one-off costs spread over the run (hypothesis: no warm-up, JIT / autotuning on first use) would make the mean
    TTFT gap fall like 1 / (10 x CONC): the median gap per group at CONC 4..64 and gap(C) / gap(4) beside 4 / C;
 C. the implied host floor of the eager prompt steps at CONC <= 8 (1k prompts, B200): the twin's prompt step (GPU

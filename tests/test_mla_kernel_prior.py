@@ -25,7 +25,6 @@ def test_own_allreduce_time_is_nccl_smallest_exchange():
 
 def test_default_is_round_9_even_spread():
     """Off by default: every fold keeps round 9 / 15's prior."""
-    assert mkp.NET_OF_ALLREDUCES is False
     assert mkp.short_kernel_s(24e-6) == pytest.approx(2 * 24e-6 / 12, rel=1e-12)
     assert mla_layer_prior_s(24e-6, fused=True) == pytest.approx(4 * 2 * 24e-6 / 12, rel=1e-12)
 
@@ -37,10 +36,11 @@ def test_net_of_allreduces_arithmetic():
     assert mkp.short_kernel_s(25e-6, False) == pytest.approx(25e-6 / 6, rel=1e-12)
 
 
-def test_switch_reaches_held_priors(monkeypatch):
-    monkeypatch.setattr(mkp, "NET_OF_ALLREDUCES", True)
-    assert mla_layer_prior_s(25.066e-6, fused=True) == pytest.approx(4 * (25.066e-6 - 7.8e-6) / 5, rel=1e-9)
-    assert mla_layer_prior_s(25.066e-6) == pytest.approx(6 * (25.066e-6 - 7.8e-6) / 5, rel=1e-9)
+def test_argument_reaches_held_priors():
+    net = {"net_of_allreduces": True}
+    assert mla_layer_prior_s(25.066e-6, fused=True, **net) == pytest.approx(4 * (25.066e-6 - 7.8e-6) / 5, rel=1e-9)
+    assert mla_layer_prior_s(25.066e-6, **net) == pytest.approx(6 * (25.066e-6 - 7.8e-6) / 5, rel=1e-9)
+    assert mkp.extra_kernels_s(4, 25.066e-6, True) == 4 * mkp.short_kernel_s(25.066e-6, True)
 
 
 def test_reading_helpers():
@@ -53,7 +53,6 @@ def test_reading_helpers():
     assert s["mean_ttft_ms"] is None
     even, net = kfm.prior_values({"allreduce_latency_s": 24e-6})
     assert (even, net) == (pytest.approx(16e-6), pytest.approx(4 * (24e-6 - 7.8e-6) / 5))
-    assert mkp.NET_OF_ALLREDUCES is False                              # restored
     assert moved_terms({"a": 1.0, "b": 1.005, "c": 2.0}, {"a": 1.5, "b": 1.0}) == [("a", 1.0, 1.5)]
 
 

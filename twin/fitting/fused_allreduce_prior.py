@@ -38,7 +38,8 @@ fold); this rule stays for the other folds and for Hopper's path.
 
 from __future__ import annotations
 
-from twin.fitting.held_priors import ALLREDUCES_PER_LAYER, FUSION_REMOVED_KERNELS, GQA_LAYER_KERNELS
+from twin.fitting.held_priors import FUSION_REMOVED_KERNELS
+from twin.fitting.mla_kernel_prior import ALLREDUCES_PER_LAYER, GQA_LAYER_KERNELS
 from twin.fitting.provenance import RESET
 from twin.fitting.scoped import split
 

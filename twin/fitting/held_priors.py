@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from twin.fitting.marlin_stream_prior import marlin_stream_prior
 from twin.fitting.marlin_unkept_prior import marlin_unkept_prior
-from twin.fitting.mla_kernel_prior import ALLREDUCES_PER_LAYER, GQA_LAYER_KERNELS, extra_kernels_s  # noqa: F401
+from twin.fitting.mla_kernel_prior import ALLREDUCES_PER_LAYER, extra_kernels_s
 from twin.fitting.provenance import RESET, FoldPlan, embedded_start
 from twin.fitting.sampler_facts import sort_sampler_prior_s
 from twin.hardware.model_catalog import resolve_model
@@ -58,14 +58,15 @@ SYNC_SEQ_HOST_PRIOR_S = 11.0e-6    # s per sequence per step: benchmarks/sync_en
 FUSION_REMOVED_KERNELS = 1         # all-reduce + (add) RMSNorm -> one kernel (twin.fitting.fused_allreduce_prior)
 
 
-def mla_layer_prior_s(allreduce_latency_s: float, fused: bool = False) -> float:
+def mla_layer_prior_s(allreduce_latency_s: float, fused: bool = False, net_of_allreduces: bool = False) -> float:
     """Seconds per MLA decoder layer per step: the MLA layer's extra kernels at the per-kernel time a GQA layer's
     fitted fixed time per layer (its all-reduces' latency) gives. ``fused`` (round 15): the held-out MLA servers fuse
     each all-reduce with its RMSNorm, which removes one kernel per all-reduce (``FUSION_REMOVED_KERNELS``) that the
     unfused latency they are charged (no fused value is read for their path) still prices: the layer's net extra is
-    6 - 2 = 4 kernels."""
+    6 - 2 = 4 kernels. ``net_of_allreduces``: round 18's opt-in per-kernel unit (``twin.fitting.mla_kernel_prior``);
+    no fold sets it."""
     kernels = MLA_EXTRA_DECODE_KERNELS - (ALLREDUCES_PER_LAYER * FUSION_REMOVED_KERNELS if fused else 0)
-    return extra_kernels_s(kernels, allreduce_latency_s)      # round 18: opt-in, net of the all-reduces
+    return extra_kernels_s(kernels, allreduce_latency_s, net_of_allreduces)
 
 
 def mla_servers_fuse(held_out) -> bool:

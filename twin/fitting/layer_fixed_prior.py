@@ -27,15 +27,17 @@ with k the median over the kept Blackwell TP sets of K / layers at the reference
 ``link`` the generation's link part of an all-reduce (``GENERATION_TERMS``, 6 us on Blackwell). No TP set kept on
 the path's generation (a fold holding out all B200 rows, or the silicon rows), no link part (Hopper: read as
 below; since round 16 a fold that resets Blackwell's takes a stated one, ``fold_link_s``,
-``twin.fitting.link_prior``), or not one held-out model on the path: round 10's one-kernel rule stands. Measured TPOT only: no simulation, and the rows
-that ``unexplained_decode_gap`` keeps out of the fit (the Llama B200 TP 1 0.10.2 rows) are read here, since the
-reading does not go through the cost model. In the gpt-oss fold (round 11, before the fold reset the link part
-that gpt-oss's own B200 rows gave evidence to): k = 62.0 us, F = 2.14 ms, L = 7.2 us; since, the kernel rule.
+``twin.fitting.link_prior``), or not one held-out model on the path: round 10's one-kernel rule stands. Measured
+TPOT only: no simulation, and the rows that ``unexplained_decode_gap`` keeps out of the fit (the Llama B200 TP 1
+0.10.2 rows) are read here, since the reading does not go through the cost model. In the gpt-oss fold (round 11,
+before the fold reset the link part that gpt-oss's own B200 rows gave evidence to): k = 62.0 us, F = 2.14 ms,
+L = 7.2 us; since, the kernel rule.
 
 Round 16 (docs/fidelity.md "Round 16: gpt-oss held out by family"): a generation whose all-reduce has no link part
 (Hopper: no unsharded floor, TP 1 pays no all-reduce) is read the same way from its sets' TP > 1 rows (no Hopper
 set has a TP 1 row): over TP 2 / 4 / 8 (``MIN_SHARDED_TP_SIZES``) TPOT = (K + A) + w / TP, and K + A per
-decoder layer is the fixed time of a TP > 1 decode step, which the twin prices as step + C x per-sequence + 2 x layers x L: the same formula with link 0.
+decoder layer is the fixed time of a TP > 1 decode step, which the twin prices as step + C x per-sequence + 2 x
+layers x L: the same formula with link 0.
 In the data the one such kept set is H100 Llama-3.1-70B FP8 (vLLM 0.10.2, 78.7 us per layer), so Hopper's MXFP4
 path (gpt-oss's H100 rows) takes L = (36 x 78.7 us - F) / 72 = 8.6 us in the gpt-oss fold (F = 2.22 ms), against
 19.5 us by the one-kernel rule. The check, not used: gpt-oss's own H100 set reads 87.6 us per layer, which at the
@@ -88,8 +90,9 @@ def _light(row) -> bool:
 
 def tp_sets(evidence: Sequence[tuple], generation: str, need_tp1: bool = True) -> list[tuple[list, object]]:
     """(points, model spec) for each set of light-load silicon rows in ``evidence`` ((case, deployment) pairs)
-    on ``generation`` that differ in TP only and have a TP 1 row and two larger TP sizes in ``REFERENCE_GROUP``
-    (K, w and A identified in that group itself); points as ``tp_split`` takes them, TPOT in seconds."""
+    on ``generation`` that differ in TP only and have three TP sizes in ``REFERENCE_GROUP``, one of them TP 1 where
+    ``need_tp1`` (K, w and A identified in that group itself; without it, ``sharded_sets`` reads the TP > 1 rows);
+    points as ``tp_split`` takes them, TPOT in seconds."""
     sets: dict[tuple, list] = {}
     models: dict[tuple, object] = {}
     for case, dep in evidence:

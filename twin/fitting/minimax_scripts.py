@@ -1,6 +1,6 @@
 """MiniMax-M2.5's nightly NVFP4 B200 rows (issue 33, round 13): the server flags of the InferenceX script that ran
 them (public repository SemiAnalysisAI/InferenceX, ``benchmarks/single_node/minimaxm2.5_fp4_b200.sh``), beside
-the April flags the twin gives every MiniMax B200 row measured from April (``twin.fitting.silicon.row_server``:
+the April flags the twin gives every MiniMax B200 row measured from April (``twin.fitting.silicon_scripts.row_server``:
 0.90, FP8 KV, ``max_num_batched_tokens`` = 2 x ISL, prefix caching off, ``--max-cudagraph-capture-size 2048``,
 the merged scripts 79bd988e9 / 13962fcfa for NVFP4 and bddbf4031 / 41ed82dc1 for FP8).
 
@@ -13,7 +13,7 @@ had already moved to v0.19.0. So these rows ran vLLM's defaults there: a 1k prom
 above the largest captured graph (512 tokens) and runs eagerly (``twin.cost.eager_steps``), which the v0.19.0 rows
 of the same checkpoint, GPU and TP (graphed at 2048) do not.
 
-Round 13 left these flags out of ``twin.fitting.silicon.row_server``: their eager 1k prompt steps then read
+Round 13 left these flags out of ``twin.fitting.silicon_scripts.row_server``: their eager 1k prompt steps then read
 Blackwell's one eager MoE floor (``eager_moe_layer_host_s@blackwell``), which MiniMax's layers pay at about their
 launch count and Kimi-K2.5's at 1.4-3.6 times theirs, and the Kimi-held-out fold, which fits that floor on MiniMax's
 rows, lost (TTFT 10.3 % -> 19.6 %). Round 14 prices MiniMax's NVFP4 layer at its own count on a key Kimi's MLA
@@ -41,9 +41,9 @@ def nightly_pr_row(row: SiliconRow) -> bool:
 
 
 def pr_script_server(server: dict, row: SiliconRow) -> dict:
-    """A nightly pull-request row's ``server`` (as ``twin.fitting.silicon.row_server`` gives it) with 08bcde8f1's
-    flags instead of the April ones: 0.95, vLLM's default batched tokens and CUDA-graph sizes. Other rows: as
-    given."""
+    """A nightly pull-request row's ``server`` (as ``twin.fitting.silicon_scripts.row_server`` gives it) with
+    08bcde8f1's flags instead of the April ones: 0.95, vLLM's default batched tokens and CUDA-graph sizes. Other
+    rows: as given."""
     if not nightly_pr_row(row):
         return server
     out = {k: v for k, v in server.items() if k not in ("max_num_batched_tokens", "max_cudagraph_capture_size")}

@@ -27,25 +27,23 @@ from twin.cost.unsharded_decode import EXCHANGE_PRIOR_LINK_S
 GQA_LAYER_KERNELS = 12             # a GQA decoder layer at TP > 1, its two all-reduces included
 ALLREDUCES_PER_LAYER = 2
 ALLREDUCE_OWN_S = float(EXCHANGE_PRIOR_LINK_S)   # one small all-reduce's own time: NCCL LL, 2 NVLink GPUs, 7.8 us
-# opt-in (round 18: better in the Kimi family fold, worse in the B200 GPU and silicon source folds; docs): False
-# keeps round 9's even spread (every kernel at 2 x allreduce_latency_s / 12), what every fold uses
-NET_OF_ALLREDUCES = False
+# round 18's net-of-the-all-reduces unit is opt-in (better in the Kimi family fold, worse in the B200 GPU and silicon
+# source folds; docs): every fold calls these with ``net_of_allreduces=False``, round 9's even spread
 
 
-def short_kernel_s(allreduce_latency_s: float, net_of_allreduces: bool | None = None) -> float:
+def short_kernel_s(allreduce_latency_s: float, net_of_allreduces: bool = False) -> float:
     """Seconds of one short (non-collective) kernel of a decoder layer at its minimum duration, from the fold's
-    fitted all-reduce latency: the layer's fixed time less its all-reduces' own time, over its other kernels
-    (``net_of_allreduces``, default ``NET_OF_ALLREDUCES``); else round 9's even spread over all 12 kernels."""
-    net = NET_OF_ALLREDUCES if net_of_allreduces is None else net_of_allreduces
-    if not net:
+    fitted all-reduce latency: with ``net_of_allreduces``, the layer's fixed time less its all-reduces' own time over
+    its other kernels; else (every fold) round 9's even spread over all 12 kernels."""
+    if not net_of_allreduces:
         return ALLREDUCES_PER_LAYER * allreduce_latency_s / GQA_LAYER_KERNELS
     short = GQA_LAYER_KERNELS - ALLREDUCES_PER_LAYER
     return ALLREDUCES_PER_LAYER * max(allreduce_latency_s - ALLREDUCE_OWN_S, 0.0) / short
 
 
-def extra_kernels_s(kernels: int, allreduce_latency_s: float) -> float:
-    """Seconds per decoder layer of ``kernels`` short kernels: round 9's expression, bit for bit, while
-    ``NET_OF_ALLREDUCES`` is off; else ``kernels`` x ``short_kernel_s``."""
-    if not NET_OF_ALLREDUCES:
+def extra_kernels_s(kernels: int, allreduce_latency_s: float, net_of_allreduces: bool = False) -> float:
+    """Seconds per decoder layer of ``kernels`` short kernels: round 9's expression, bit for bit, unless
+    ``net_of_allreduces``; then ``kernels`` x ``short_kernel_s(..., True)``."""
+    if not net_of_allreduces:
         return kernels * ALLREDUCES_PER_LAYER * allreduce_latency_s / GQA_LAYER_KERNELS
     return kernels * short_kernel_s(allreduce_latency_s, True)

@@ -31,6 +31,8 @@ all-reduce: 12, round 9's number. Both Kimi paths (Marlin INT4, FlashInfer NVFP4
 
 from __future__ import annotations
 
+from twin.errors import TwinInputError
+
 # host-dispatched ops an MLA decoder layer adds in an eager step that schedules decodes beside its prompt
 MLA_MIXED_STEP_OPS = 7
 # the expert paths that only Kimi-K2.5's MLA layer runs in the data: (generation, routed experts' format family)
@@ -40,7 +42,7 @@ MLA_PATHS: tuple[tuple[str, str], ...] = (("blackwell", "nvfp4"), ("blackwell", 
 def mla_path_ops(prompt_only_ops: int) -> int:
     """An MLA path's host-dispatched ops per decoder layer in a mixed eager step, given its prompt-only count."""
     if prompt_only_ops < 0:
-        raise ValueError(f"prompt_only_ops must be >= 0, got {prompt_only_ops}")
+        raise TwinInputError(f"prompt_only_ops must be >= 0, got {prompt_only_ops}")
     return prompt_only_ops + MLA_MIXED_STEP_OPS
 
 
@@ -49,6 +51,6 @@ def with_mixed_step(path_layer_ops: dict, paths=MLA_PATHS) -> dict:
     other entry unchanged (a new dict)."""
     unknown = [p for p in paths if p not in path_layer_ops]
     if unknown:
-        raise ValueError(f"no counted path {unknown[0]!r}; counted: {sorted(path_layer_ops)}")
+        raise TwinInputError(f"no counted path {unknown[0]!r}; counted: {sorted(path_layer_ops)}")
     return {key: ((mla_path_ops(ops), f"{what} + MLA mixed step") if key in paths else (ops, what))
             for key, (ops, what) in path_layer_ops.items()}

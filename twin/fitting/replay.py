@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from twin.core.schedulers import make_scheduler
-from twin.cost.roofline import DEFAULT_REQUEST_PATH_S as DEFAULT_PATH_S, RooflineCostModel
+from twin.cost.roofline import DEFAULT_REQUEST_PATH_S, RooflineCostModel
 from pydantic import ValidationError
 
 from twin.errors import TwinInputError
@@ -186,7 +186,7 @@ def cost_model_for(dep: Deployment, target: Target, params: dict[str, float]) ->
                              weight_dtype=dep.weight_formats or target.weight_dtype, kv_dtype=target.kv_dtype,
                              layout=dep.layout, **kw)
     if per_layer_s is not None:       # the path of a covered run, with what the expert path adds kept
-        cost.request_path_s += layer_path_s(per_layer_s, cost.model) - kw.get("request_path_s", DEFAULT_PATH_S)
+        cost.request_path_s += layer_path_s(per_layer_s, cost.model) - kw.get("request_path_s", DEFAULT_REQUEST_PATH_S)
     return cost
 
 

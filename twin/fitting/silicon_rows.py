@@ -17,6 +17,7 @@ REQUIRED_COLUMNS = ("id", "silicon_data_source", "backend", "backend_version", "
                     "attention_dp_size", "moe_tp_size", "moe_ep_size", "silicon_ttft_ms", "silicon_tpot_ms")
 SILICON_FOLDER = "vllm-silicon-h100-b200"
 LLAMA_DEFAULT_VERSION = "0.10.2"     # blank backend_version on the Llama rows of 2025-10-29 (the README)
+GPUS = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}   # the rows' system -> the twin's GPU
 
 
 @dataclass(frozen=True)
@@ -171,3 +172,14 @@ def read_silicon(path: Path | None = None) -> list[SiliconRow]:
 def silicon_dir(ground_truth: Path | None = None) -> Path:
     from twin.fitting.ground_truth import ground_truth_dir
     return (ground_truth or ground_truth_dir()) / SILICON_FOLDER
+
+
+def model_family(model: str) -> str:
+    """A model family for leave-one-family-out folds: llama (Llama-2/3, CodeLlama), mixtral, qwen3, minimax,
+    kimi, gpt-oss; else the name itself."""
+    key = model.lower()
+    for fam, marks in (("llama", ("llama",)), ("mixtral", ("mixtral",)), ("qwen3", ("qwen3",)),
+                       ("minimax", ("minimax",)), ("kimi", ("kimi",)), ("gpt-oss", ("gpt-oss", "gpt_oss"))):
+        if any(m in key for m in marks):
+            return fam
+    return key
