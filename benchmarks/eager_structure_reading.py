@@ -96,7 +96,8 @@ def light_rows(defaults_json: Path, ground_truth: Path | None, gpu: str, max_con
         cost = cost_model_for(d, c.target, {})
         gpu_s = prompt_step_gpu_s(cost, n)
         step = max(gpu_s, getattr(cost, "eager_host_s_per_step", 0.0)) + (m - p) / 1e3
-        fmt = format_family(d.weight_formats.routed_experts) if d.model.is_moe else "dense"
+        fmt = (format_family(d.weight_formats.routed_experts) if d.model.is_moe
+               else f"dense {(c.row.precision or '?').lower()}")
         out.append({"group": f"{FOLDS['family'](c)} {fmt}", "tp": c.target.tensor_parallel_size,
                     "conc": c.run.max_concurrency, "gpu_s": gpu_s, "step_s": step,
                     "layers": d.model.num_hidden_layers, "moe_layers": d.model.moe_layers if d.model.is_moe else 0})
