@@ -38,6 +38,26 @@ CudagraphMode = Literal["full_and_piecewise", "piecewise", "full", "full_decode_
 CUDAGRAPH_MODES: tuple[str, ...] = get_args(CudagraphMode)
 DEFAULT_CAPTURE_CAP_TOKENS = 512      # vLLM's default largest capture size (min(2 x max_num_seqs, 512))
 ALL_GRAPHED = (2**62, 2**62)          # (decode, mixed) token limits when the server's graphs are not known
+# How an eager step's host time meets its GPU time (issue 33, round 18; docs/fidelity.md "Round 18: the eager
+# step's structure"): "max" (the embedded one) overlaps all of it with the GPU; "additive" serialises all of it (a
+# host that waits for the GPU inside every layer and then works while the GPU idles); "moe_additive" overlaps the
+# per-decoder-layer launches and serialises the MoE layers' extra (a device-to-host sync per MoE layer). A
+# per-layer max (sum over layers of max(host, GPU)) equals "max" wherever every layer has the same shares, so it is
+# not a structure of its own here. A trial, not embedded: ``set_structure`` switches it for the whole process.
+EAGER_STRUCTURES: tuple[str, ...] = ("max", "additive", "moe_additive")
+_STRUCTURE = ["max"]
+
+
+def set_structure(name: str) -> None:
+    """Switch the eager step's structure (one of ``EAGER_STRUCTURES``) for every cost model made afterwards."""
+    if name not in EAGER_STRUCTURES:
+        raise TwinInputError(f"eager structure {name!r}: allowed: {', '.join(EAGER_STRUCTURES)}")
+    _STRUCTURE[0] = name
+
+
+def structure() -> str:
+    """The eager step's structure in force (``set_structure``; "max" unless a trial switched it)."""
+    return _STRUCTURE[0]
 
 
 def capture_size_tokens(max_num_seqs: int, max_num_batched_tokens: int, max_cudagraph_capture_size: int | None = None,
@@ -80,31 +100,52 @@ def eager_host_s(model, eager_layer_host_s: float, eager_moe_layer_host_s: float
     return per_layer * model.num_hidden_layers + per_moe * moe_layers
 
 
-def floored_array(t, tokens, seqs, limits: tuple[int, int], host_s: float, gpu_extra=None):
+def host_split_s(model, eager_layer_host_s: float, eager_moe_layer_host_s: float,
+                 name: str | None = None) -> tuple[float, float]:
+    """(host time the GPU overlaps, host time added to the GPU's) of one eager forward pass (s) under the
+    structure ``name`` (None: the one in force); their sum is ``eager_host_s``."""
+    name = structure() if name is None else name
+    if name not in EAGER_STRUCTURES:
+        raise TwinInputError(f"eager structure {name!r}: allowed: {', '.join(EAGER_STRUCTURES)}")
+    total = eager_host_s(model, eager_layer_host_s, eager_moe_layer_host_s)
+    if name == "max":
+        return total, 0.0
+    if name == "additive":
+        return 0.0, total
+    moe = eager_host_s(model, 0.0, eager_moe_layer_host_s)
+    return total - moe, moe
+
+
+def floored_array(t, tokens, seqs, limits: tuple[int, int], floor_s: tuple[float, float], gpu_extra=None):
     """Numpy arrays of steps (GPU times, scheduled tokens, sequences) with each step that no graph covers
-    raised to at least ``host_s``; a pure decode is a step with as many tokens as sequences. ``gpu_extra``
+    raised to at least the overlapped host time and then given the serial one (``floor_s`` = (overlapped,
+    serial), ``host_split_s``); a pure decode is a step with as many tokens as sequences. ``gpu_extra``
     (tokens, seqs -> seconds per step, or None): more GPU time of each step, added before the floor (the GPU
     runs it while the host launches: ``twin.cost.marlin_blocks``' padded rows)."""
     import numpy as np
 
     if gpu_extra is not None:
         t = t + gpu_extra(tokens, seqs)
-    if not host_s:
+    host_s, serial_s = floor_s
+    if not host_s and not serial_s:
         return t
     tokens = np.asarray(tokens)
     limit = np.where(tokens == np.asarray(seqs), limits[0], limits[1])
-    return np.where(tokens > limit, np.maximum(t, host_s), t)
+    return np.where(tokens > limit, np.maximum(t, host_s) + serial_s, t)
 
 
 def install(cost, model, eager_layer_host_s: float, eager_moe_layer_host_s: float, limits) -> None:
     """Give a roofline ``cost`` its eager floor: ``eager_host_s_per_step`` and ``cudagraph_tokens`` (decode, mixed
     token limits; None: every step graphed), and, only when the floor can bind, step-time methods that apply it
     (so the hot path is untouched at the priors)."""
-    host = eager_host_s(model, eager_layer_host_s, eager_moe_layer_host_s)
+    host, serial = cost.eager_floor_s = host_split_s(model, eager_layer_host_s, eager_moe_layer_host_s)
     limits = ALL_GRAPHED if limits is None else check_limits(limits)
     cost.eager_layer_host_s, cost.eager_moe_layer_host_s = float(eager_layer_host_s), float(eager_moe_layer_host_s)
-    cost.eager_host_s_per_step, cost.cudagraph_tokens = host, limits
-    if not host or limits == ALL_GRAPHED:
+    cost.eager_host_s_per_step, cost.cudagraph_tokens = host + serial, limits
+    if not (host or serial) or limits == ALL_GRAPHED:
+        return
+    if serial:
+        install_serial(cost, host, serial, limits)
         return
     sums, decodes = cost.step_time_from_sums, cost.decode_step_times_s
 
@@ -116,6 +157,23 @@ def install(cost, model, eager_layer_host_s: float, eager_moe_layer_host_s: floa
     def decode_step_times_s(n_seqs: int, context: int, num_steps: int) -> list[float]:
         out = decodes(n_seqs, context, num_steps)
         return out if n_seqs <= limits[0] else [host if t < host else t for t in out]
+
+    cost.step_time_from_sums, cost.decode_step_times_s = step_time_from_sums, decode_step_times_s
+
+
+def install_serial(cost, host: float, serial: float, limits: tuple[int, int]) -> None:
+    """``install``'s step-time methods where part of the host time is serial (``host_split_s``): an eager step
+    takes max(GPU, overlapped host) + serial host."""
+    sums, decodes = cost.step_time_from_sums, cost.decode_step_times_s
+
+    def step_time_from_sums(n_seqs: int, tokens: int, context: int, new_x_context: int, new_squared: int,
+                            spec_tokens: int) -> float:
+        t = sums(n_seqs, tokens, context, new_x_context, new_squared, spec_tokens)
+        return max(t, host) + serial if tokens > limits[tokens != n_seqs] else t
+
+    def decode_step_times_s(n_seqs: int, context: int, num_steps: int) -> list[float]:
+        out = decodes(n_seqs, context, num_steps)
+        return out if n_seqs <= limits[0] else [max(t, host) + serial for t in out]
 
     cost.step_time_from_sums, cost.decode_step_times_s = step_time_from_sums, decode_step_times_s
 

@@ -333,7 +333,7 @@ class RooflineCostModel:
             attention = np.maximum(k_attn * pairs_a, self._k_kv * kv_tokens)
         return floored_array(linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce
                              * tokens) + (self._t_step + self._k_seq * np.asarray(seqs) + self._k_tok * tokens),
-                             tokens, seqs, self.cudagraph_tokens, self.eager_host_s_per_step, self.marlin_padding_array)
+                             tokens, seqs, self.cudagraph_tokens, self.eager_floor_s, self.marlin_padding_array)
 
     # ------------------------------------------------------------------------------------------------ reports
     def explain(self, step: StepShape) -> dict[str, float]:
