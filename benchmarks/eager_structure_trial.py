@@ -22,19 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from twin.cost.eager_steps import EAGER_STRUCTURES, set_structure  # noqa: E402
+from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 
-def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
-    """(this script's arguments, fidelity_real's: those after ``--``)."""
-    if "--" not in argv:
-        return argv, []
-    i = argv.index("--")
-    return argv[:i], argv[i + 1:]
-
-
 def main() -> None:
-    own, rest = split_argv(sys.argv[1:])
+    own, rest = split_at_dashes(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--structure", required=True, choices=EAGER_STRUCTURES,
                     help="how an eager step's host time meets its GPU time (twin.cost.eager_steps)")
@@ -42,9 +35,7 @@ def main() -> None:
     if not rest:
         raise TwinInputError("give fidelity_real.py's arguments after -- (e.g. --folds family --groups kimi)")
     set_structure(args.structure)
-    import fidelity_real
-    sys.argv = ["fidelity_real.py", *rest]
-    fidelity_real.main()
+    run_fidelity_real(rest)
 
 
 if __name__ == "__main__":

@@ -83,8 +83,8 @@ def test_max_keeps_the_embedded_methods():
 def test_the_trial_script_needs_a_structure_and_fidelity_reals_arguments(capsys):
     from benchmark_module import load_benchmark
     script = load_benchmark("eager_structure_trial")
-    assert script.split_argv(["--structure", "max", "--", "--folds", "GPU"]) == (["--structure", "max"],
-                                                                               ["--folds", "GPU"])
+    assert script.split_at_dashes(["--structure", "max", "--", "--folds", "GPU"]) == (["--structure", "max"],
+                                                                                    ["--folds", "GPU"])
     import sys
     old = sys.argv
     try:

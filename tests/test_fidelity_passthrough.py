@@ -24,7 +24,7 @@ def test_split_at_dashes():
 @pytest.mark.parametrize("script, own", [
     ("kimi_int4_floor.py", ()), ("eager_family_floor.py", ()), ("kimi_eager_mla_count.py", ()),
     ("minimax_fp8_chain.py", ("heldout",)), ("nvfp4_decode_rows.py", ("heldout",)),
-    ("dense_stream_occupancy.py", ("heldout",)),
+    ("dense_stream_occupancy.py", ("heldout",)), ("eager_structure_trial.py", ("--structure", "max")),
 ])
 def test_scripts_hand_over_to_fidelity_real(script, own):
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *own, "--", "--help"], cwd=ROOT,
