@@ -120,7 +120,8 @@ def _names(args) -> tuple[str, ...]:
         raise SystemExit(f"--terms/--add-terms/--drop-terms: unknown parameter {unknown[0]!r}; allowed: "
                          + ", ".join(PARAMETERS_BY_NAME))
     if args.client_path_rows != "all" and "request_path_s@client_vllm_bench" not in names:   # round 18 (33f)
-        raise SystemExit(f"--client-path-rows {args.client_path_rows}: the folds do not fit request_path_s@client_vllm_bench here")
+        raise SystemExit(f"--client-path-rows {args.client_path_rows}: the folds do not fit "
+                         "request_path_s@client_vllm_bench here")
     return names
 
 
@@ -185,7 +186,8 @@ def parser() -> argparse.ArgumentParser:
                     help="the robust loss's scale, in log-ratio units (default %(default)s)")
     ap.add_argument("--keep-gap-rows", action="store_true", help="fit the rows twin.fitting.unseen_bandwidth."
                     "unexplained_decode_gap names too (by default they are left out of every fold's fit)")
-    ap.add_argument("--client-path-rows", default="all", choices=("all", "light", "light-fit"),   # round 18 (33f), opt-in
+    # round 18 (33f), opt-in: which training rows identify the bench client's path
+    ap.add_argument("--client-path-rows", default="all", choices=("all", "light", "light-fit"),
                     help="training rows that identify the bench client's path: all (the folds' rule), or the "
                          "light-load bench rows alone (twin.fitting.client_path_rows) at the fold's start (light) or "
                          "at its fitted terms (light-fit)")

@@ -113,3 +113,12 @@ def test_light_fit_changes_nothing_for_another_rule_an_unfitted_path_or_no_light
                                 loss="linear", scale=1.0) is None
     with pytest.raises(ValueError, match="one of all, light, light-fit"):
         light_path_after_fit("dense", [], [], names, {}, {}, {}, {}, seed=0, loss="linear", scale=1.0)
+
+
+def test_fidelity_real_refuses_the_rule_where_no_fold_fits_the_bench_path():
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "fidelity_real.py"
+    for opts in (["--defaults-only"], ["--no-refit"], ["--terms", "step_overhead_s"]):
+        r = subprocess.run([sys.executable, str(script), *opts, "--client-path-rows", "light"], capture_output=True,
+                           text=True)
+        assert r.returncode != 0 and "Traceback" not in r.stderr, opts
+        assert "--client-path-rows light: the folds do not fit request_path_s@client_vllm_bench" in r.stderr, opts
