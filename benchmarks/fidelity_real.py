@@ -119,6 +119,9 @@ def _names(args) -> tuple[str, ...]:
     if unknown:
         raise SystemExit(f"--terms/--add-terms/--drop-terms: unknown parameter {unknown[0]!r}; allowed: "
                          + ", ".join(PARAMETERS_BY_NAME))
+    if args.client_path_rows != "all" and "request_path_s@client_vllm_bench" not in names:   # round 18 (33f)
+        raise SystemExit(f"--client-path-rows {args.client_path_rows}: the folds do not fit "
+                         "request_path_s@client_vllm_bench here")
     return names
 
 
@@ -183,6 +186,11 @@ def parser() -> argparse.ArgumentParser:
                     help="the robust loss's scale, in log-ratio units (default %(default)s)")
     ap.add_argument("--keep-gap-rows", action="store_true", help="fit the rows twin.fitting.unseen_bandwidth."
                     "unexplained_decode_gap names too (by default they are left out of every fold's fit)")
+    # round 18 (33f), opt-in: which training rows identify the bench client's path
+    ap.add_argument("--client-path-rows", default="all", choices=("all", "light", "light-fit"),
+                    help="training rows that identify the bench client's path: all (the folds' rule), or the "
+                         "light-load bench rows alone (twin.fitting.client_path_rows) at the fold's start (light) or "
+                         "at its fitted terms (light-fit)")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the markdown summary here")
     ap.add_argument("--json", type=Path, default=None)
     return ap
@@ -268,7 +276,8 @@ def main() -> None:
             fold = run_fold(kind, g, cases, group_of, fold_sims, names=names, outer_iterations=args.outer,
                             fit_sim_s=fit_s, eval_sim_s=args.eval_sim_s, workers=args.workers,
                             evidence=evidence, defaults=default_pred, allow=allow, cache=cache,
-                            loss=args.fold_loss, loss_scale=args.fold_loss_scale, exclude_gap=not args.keep_gap_rows)
+                            loss=args.fold_loss, loss_scale=args.fold_loss_scale, exclude_gap=not args.keep_gap_rows,
+                            client_path_rows=args.client_path_rows)
             pairs = list(zip(fold.cases, fold.predicted))
             dpairs = [(c, default_by_name[c.run.name]) for c in fold.cases]
             pooled += pairs

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from twin.fitting.client_path_rows import light_identified_path, light_path_after_fit
 from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
 from twin.fitting.identify import held_at_prior, identification, not_identified, weakness
@@ -148,7 +149,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
              eval_sim_s: float | None = 120.0, workers: int = 1, seed: int = 0,
              evidence: Sequence[tuple] | None = None, defaults: Sequence[dict] | None = None,
              allow: Sequence[str] = (), cache: dict | None = None, settle: bool = True, loss: str = "linear",
-             loss_scale: float = ROBUST_SCALE_LOG, exclude_gap: bool = True) -> FoldResult:
+             loss_scale: float = ROBUST_SCALE_LOG, exclude_gap: bool = True,
+             client_path_rows: str = "all") -> FoldResult:
     """Fit ``names`` on every group but ``group`` and predict ``group``. Embedded values whose evidence
     (``twin.fitting.provenance``) includes a row of ``group`` are refit (when fitted here) from their stated
     prior, or reset to it. ``evidence``: (case, deployment) of EVERY ground-truth row (default: ``cases``);
@@ -160,7 +162,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     ``settle``: a fitted term the training rows do not identify (``identify.not_identified``) is held at its prior
     (the stated one where its evidence is held out, else its embedded value) and the others are fitted again;
     ``loss``, ``loss_scale``: the fit's loss on the data residuals (``twin.fitting.robust``; least squares by
-    default); ``exclude_gap``: leave the rows ``unexplained_decode_gap`` names out of the fit (round 9).
+    default); ``exclude_gap``: leave the rows ``unexplained_decode_gap`` names out of the fit (round 9);
+    ``client_path_rows``: which training rows identify the bench client's path (``client_path_rows``; round 18).
 
     What a fold assumes for a term it has no reading of (issue 33, docs/fidelity.md "Round 8 / 9 / 10 outcome"):
     the plan's stated priors (``provenance.fold_plan``: pooled or carried expert-path efficiencies,
@@ -203,10 +206,19 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
             _resimulate(train_cases, train_first, plan, point, default_start(names), cache, max_sim_s=fit_sim_s,
                         workers=workers, seed=seed)
         priors = start | plan.prior
+        fixed |= (path := light_identified_path(client_path_rows, train_cases, train_first, fit_names, start, fixed,
+                                                priors, fit, max_sim_s=fit_sim_s, workers=workers, seed=seed,
+                                                loss=loss, scale=loss_scale))
+        fit_names = tuple(n for n in fit_names if n not in path)
         result = fit(train_cases, names=fit_names, start=start, fixed=fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
                      first=train_first, final_simulation=False, priors=priors, loss=loss, scale=loss_scale)
         params, std, share = result.params, result.std, result.data_share
+        if (again := light_path_after_fit(client_path_rows, train_cases, train_first, fit_names, start, fixed, priors,
+                                          params, seed=seed, loss=loss, scale=loss_scale)) is not None:
+            params, std, share, path = again
+            fixed |= path
+            fit_names = tuple(n for n in fit_names if n not in path)
         if settle and (weak := not_identified(fit_names, std, share)):
             params, std, share, settled = _settle(train_cases, fit_names, weak, std, share, priors, fixed,
                                                   start, train_first, fit_sim_s=fit_sim_s, workers=workers, seed=seed,
