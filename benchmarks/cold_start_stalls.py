@@ -24,10 +24,12 @@ from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import bounded, number_list  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from twin.cost import cold_compile  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting import cold_start  # noqa: E402
+from twin.fitting.fit import check_simulation_options  # noqa: E402
 from twin.fitting.ground_truth import h100_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
 from twin.fitting import replay as replay_mod  # noqa: E402
@@ -68,6 +70,9 @@ def main(argv: list[str] | None = None) -> None:
                          "step above THRESHOLD tokens, 'THRESHOLD:SECONDS' comma list (SECONDS 'itl': the run's "
                          "measured ITL max)")
     args = ap.parse_args(argv)
+    args.sweep_s = number_list(args.sweep, "--sweep", low=0.0, allow_empty=True)
+    check_probes(args.probe_stall)
+    check_simulation_options(args.eval_sim_s, 1, "--eval-sim-s")
     if args.report is not None:
         return _folds(args)    # with --probe-stall: the dense cold cases with the first probe instead of the term
     if args.probe_stall:
@@ -92,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {c.run.name} | {'yes' if c.run.cold_start else 'no'} | {m['mean_ttft_ms']:.1f} / "
               f"{m['median_ttft_ms']:.1f} / {t_max:.0f}, {itl_max:.0f} | {e('mean_ttft_ms', warm)} -> "
               f"{e('mean_ttft_ms', r.metrics)} | {e('mean_e2el_ms', warm)} -> {e('mean_e2el_ms', r.metrics)} | {met} |")
-        for s in [float(x) for x in args.sweep.split(",") if x] if c.run.cold_start else []:
+        for s in args.sweep_s if c.run.cold_start else []:
             with patch.object(cold_compile, "TRITON_COMPILE_S_PER_KERNEL", s):
                 p = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s).metrics
             print(f"|   compile {s:.2f} s/kernel | | | {e('mean_ttft_ms', p)} | {e('mean_e2el_ms', p)} | |")
@@ -119,6 +124,22 @@ def _probe_for(probe: str, root: Path, run_name: str):
     stall_s = _extremes(root, run_name)[1] / 1e3 if sec == "itl" else float(sec)
     return (lambda run, dep: _OneStall(int(thr), dep.scheduler_config.max_num_batched_tokens, stall_s)
             if run.cold_start else None), int(thr), stall_s
+
+
+def check_probes(text: str) -> None:
+    """``--probe-stall``: each item THRESHOLD:SECONDS, a whole number of tokens >= 1 and a finite number of seconds
+    >= 0 or ``itl``; anything else is one line."""
+    for probe in (p for p in text.split(",") if p):
+        thr, sep, sec = probe.partition(":")
+        try:
+            bounded(True, 1)(thr)
+            if sec != "itl":
+                bounded(False, 0.0)(sec)
+        except argparse.ArgumentTypeError:
+            sep = ""
+        if not sep:
+            raise TwinInputError(f"--probe-stall {probe!r}: expected THRESHOLD:SECONDS (tokens >= 1; seconds >= 0 or "
+                                 "'itl')")
 
 
 def _dense_cold(cases, families: str):
@@ -173,6 +194,9 @@ def _folds(args) -> None:
                         not probe and cold_start.compiles_for(by_name[name][0].run, by_name[name][1]) is None):
                     continue
                 c, d = by_name[name]
+                if any(k not in before for k in keys):
+                    raise TwinInputError(f"{args.report}: the fold holding {fold['held_out']!r} out: errors of "
+                                         f"{name!r} lack one of {', '.join(keys)}")
                 out = []
                 for on in (False, True):
                     # with a probe: without it the report's replay (no term for a dense run), with it the probe

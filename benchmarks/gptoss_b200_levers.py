@@ -25,6 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from twin.errors import run_script  # noqa: E402
+
 from gptoss_heldout import B_AR, _cell, fold_params, simulate  # noqa: E402  (the round-7 script's rows, cells)
 
 SHARE = "layer_token_decode_share@blackwell+experts_mxfp4"
@@ -65,4 +67,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -19,6 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from twin.errors import run_script  # noqa: E402
+
 from gptoss_b200_levers import variants  # noqa: E402
 from gptoss_heldout import fold_params  # noqa: E402
 
@@ -65,4 +67,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

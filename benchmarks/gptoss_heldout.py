@@ -37,6 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from twin.errors import run_script  # noqa: E402
+
 H_EFF, H_LT, H_AR = ("moe_expert_compute_efficiency@hopper+experts_mxfp4", "layer_token_overhead_s@hopper+experts_mxfp4",
                      "fused_allreduce_latency_s@hopper+experts_mxfp4")
 B_AR = "fused_allreduce_latency_s@blackwell+experts_mxfp4"
@@ -103,4 +105,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchmarks.fold_report import fold_params as load_fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.fitting.fit import check_simulation_options  # noqa: E402
 from twin.yaml_input import parse_numeric_set_options  # noqa: E402
 
 INT4_BYTES_PER_WEIGHT = 0.5 + 2 / 32          # INT4, one bf16 scale per 32 weights (twin.hardware.quant)
@@ -87,6 +88,8 @@ def parse_shape(text: str) -> tuple[int, int]:
         isl, osl = (int(x) for x in text.lower().split("x"))
     except ValueError:
         raise TwinInputError(f"--shapes {text!r}: expected ISLxOSL, e.g. 1024x8192") from None
+    if min(isl, osl) < 1:
+        raise TwinInputError(f"--shapes {text!r}: ISL and OSL must be >= 1")
     return isl, osl
 
 
@@ -102,6 +105,9 @@ def main() -> None:
     if args.report is None and (args.kind, args.group) != ("family", "kimi"):
         raise TwinInputError("--kind / --group need --report")
     shapes = {parse_shape(s) for s in args.shapes.split(",") if s.strip()}
+    if not shapes:
+        raise TwinInputError(f"--shapes {args.shapes!r}: no ISLxOSL given")
+    check_simulation_options(args.sim_s, 1)
     overrides = parse_numeric_set_options(args.overrides)
 
     from twin.fitting.fit import simulate_cases

@@ -19,10 +19,16 @@ With acceptance 0 (random tokens against a learned drafter) every cell is a loss
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from twin.sim.run import metrics_of, run_body
-from twin.scenario import Scenario
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli_checks import number_list  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+from twin.sim.run import metrics_of, run_body  # noqa: E402
+from twin.scenario import Scenario  # noqa: E402
 
 CONCURRENCY = (1, 4, 16, 64, 256)
 ACCEPTANCE = {"high (code, a=0.8)": 0.8, "low (creative, a=0.4)": 0.4, "none (random tokens)": 0.0}
@@ -77,7 +83,7 @@ def main() -> None:
     ap.add_argument("--sampling", default="random", choices=("greedy", "random", "top_k_top_p"),
                     help="what requests ask for (sets the rejection sampler's work)")
     args = ap.parse_args()
-    levels = [int(c) for c in args.concurrency.split(",")]
+    levels = number_list(args.concurrency, "--concurrency", whole=True, low=1)
     t0 = time.perf_counter()
     base = {c: run(args.model, args.gpu, c, None, args.tp, args.vllm_version) for c in levels}
     print(f"{args.model} on {args.tp}x {args.gpu}, k={args.k}, 512-token prompts, 256-token outputs, closed loop, "
@@ -111,4 +117,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

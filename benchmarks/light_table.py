@@ -1,0 +1,36 @@
+"""A checked reader of a ``ttft_light_load.py --csv`` table (issue 33, round 18): the table ``ttft_intercept.py
+--csv`` and ``ttft_tp_split.py`` read, in place of two unchecked ``csv.DictReader`` loops."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+from benchmarks.cli_checks import bounded
+from twin.errors import TwinInputError
+from twin.yaml_input import read_text
+
+TABLE_FLOATS = ("gap_ms", "prefill_ms", "measured_ms", "twin_ms", "tpot_meas_ms", "tpot_twin_ms")
+TABLE_COUNTS = ("conc", "isl", "tp", "layers")
+TABLE_TEXT = ("set", "family", "gpu", "month", "version", "precision")
+
+
+def read_table(path: Path) -> list[dict]:
+    """The rows of a ``ttft_light_load.py --csv`` table, checked (the project's text reader: size, UTF-8; every
+    column present; finite numbers, whole counts >= 1); a defect is one ``TwinInputError`` line naming the file,
+    the line and the field."""
+    rows = list(csv.DictReader(read_text(path, "table").splitlines()))
+    if not rows:
+        raise TwinInputError(f"{path}: no rows (a ttft_light_load.py --csv table)")
+    for line, r in enumerate(rows, start=2):
+        missing = [k for k in TABLE_FLOATS + TABLE_COUNTS + TABLE_TEXT if r.get(k) is None]
+        if missing:
+            raise TwinInputError(f"{path}: line {line}: no {missing[0]} (a ttft_light_load.py --csv table)")
+        for keys, parse in ((TABLE_FLOATS, bounded(False)), (TABLE_COUNTS, bounded(True, 1))):
+            for k in keys:
+                try:
+                    r[k] = parse(r[k])
+                except argparse.ArgumentTypeError as exc:
+                    raise TwinInputError(f"{path}: line {line}: {k} {exc}") from None
+    return rows
