@@ -160,13 +160,7 @@ def check_case(case: object, where: str, need: tuple[str, ...] = (), metrics: tu
                 raise TwinInputError(f"{where}: {section}.{key} is {value!r}, not a finite number")
             if section != "errors" and value is not None and value < 0:
                 raise TwinInputError(f"{where}: {section}.{key} is {value!r}, not a number >= 0")
-    errors = case.get("errors", {})
-    for key in (*errors, *(m for m in metrics if m not in errors)):
-        if key not in errors:
-            raise TwinInputError(f"{where}: no errors.{key} {DEFAULTS_HINT}")
-        for section in ("measured", "predicted"):
-            if not finite_number(case.get(section, {}).get(key)):
-                raise TwinInputError(f"{where}: errors.{key} without a {section}.{key} {DEFAULTS_HINT}")
+    check_metrics(case, where, metrics)
     for keys, ok, allowed in ((CASE_TEXT, lambda v: isinstance(v, str), "text"),
                               (CASE_COUNTS, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
                                "a whole number >= 0"),
@@ -174,6 +168,18 @@ def check_case(case: object, where: str, need: tuple[str, ...] = (), metrics: tu
         for key in keys:
             if case.get(key) is not None and not ok(case[key]):
                 raise TwinInputError(f"{where}: {key} is {case[key]!r}, not {allowed}")
+
+
+def check_metrics(case: dict, where: str, metrics: tuple[str, ...] = ()) -> None:
+    """Every metric of a checked record's ``errors``, and each ``metrics`` names, in its ``errors`` and a number in
+    both ``measured`` and ``predicted`` (the error is made of the two); else one line naming ``where``."""
+    errors = case.get("errors", {})
+    for key in (*errors, *(m for m in metrics if m not in errors)):
+        if key not in errors:
+            raise TwinInputError(f"{where}: no errors.{key} {DEFAULTS_HINT}")
+        for section in ("measured", "predicted"):
+            if not finite_number(case.get(section, {}).get(key)):
+                raise TwinInputError(f"{where}: errors.{key} without a {section}.{key} {DEFAULTS_HINT}")
 
 
 def defaults_cases(path: Path, need: tuple[str, ...] = (), row_need: tuple[str, ...] = (),
@@ -188,12 +194,13 @@ def defaults_cases(path: Path, need: tuple[str, ...] = (), row_need: tuple[str, 
         raise TwinInputError(f"{path}: no list of cases {DEFAULTS_HINT}")
     seen: set[str] = set()
     for i, case in enumerate(cases):
-        check_case(case, f"{path}: case {i}", need, metrics)
+        check_case(case, f"{path}: case {i}", need)
         if case.get("source") != "inference-perf":
             absent = [key for key in row_need if case.get(key) is None]
             if absent:
                 raise TwinInputError(f"{path}: case {i} ({case['name']!r}): no {absent[0]} (a server row's "
                                      f"attribute) {DEFAULTS_HINT}")
+        check_metrics(case, f"{path}: case {i} ({case['name']!r})", metrics)
         if case["name"] in seen:
             raise TwinInputError(f"{path}: case {i}: the name {case['name']!r} is given twice")
         seen.add(case["name"])

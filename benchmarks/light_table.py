@@ -16,18 +16,19 @@ TABLE_COUNTS = ("conc", "isl", "tp", "layers")
 TABLE_TEXT = ("set", "family", "gpu", "month", "version", "precision")
 
 
-def read_table(path: Path) -> list[dict]:
-    """The rows of a ``ttft_light_load.py --csv`` table, checked (the project's text reader: size, UTF-8; every
-    column present; finite numbers, whole counts >= 1); a defect is one ``TwinInputError`` line naming the file,
-    the line and the field."""
+def read_table(path: Path, floats: tuple[str, ...] = TABLE_FLOATS, counts: tuple[str, ...] = TABLE_COUNTS,
+               text: tuple[str, ...] = TABLE_TEXT) -> list[dict]:
+    """The rows of a ``ttft_light_load.py --csv`` table, checked (the project's text reader: size, UTF-8; the
+    columns a caller reads present: ``floats`` finite numbers, ``counts`` whole numbers >= 1, ``text``); a defect
+    is one ``TwinInputError`` line naming the file, the line and the field."""
     rows = list(csv.DictReader(read_text(path, "table").splitlines()))
     if not rows:
         raise TwinInputError(f"{path}: no rows (a ttft_light_load.py --csv table)")
     for line, r in enumerate(rows, start=2):
-        missing = [k for k in TABLE_FLOATS + TABLE_COUNTS + TABLE_TEXT if r.get(k) is None]
+        missing = [k for k in floats + counts + text if r.get(k) is None]
         if missing:
             raise TwinInputError(f"{path}: line {line}: no {missing[0]} (a ttft_light_load.py --csv table)")
-        for keys, parse in ((TABLE_FLOATS, bounded(False)), (TABLE_COUNTS, bounded(True, 1))):
+        for keys, parse in ((floats, bounded(False)), (counts, bounded(True, 1))):
             for k in keys:
                 try:
                     r[k] = parse(r[k])

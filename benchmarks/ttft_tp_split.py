@@ -32,7 +32,8 @@ from twin.errors import run_script  # noqa: E402
 def groups(path: str, max_conc: int) -> dict[tuple, list[dict]]:
     """The table's defaults rows at CONC <= ``max_conc`` (``light_table.read_table``: a bad table is one line)."""
     out: dict[tuple, list[dict]] = collections.defaultdict(list)
-    for r in read_table(Path(path)):
+    for r in read_table(Path(path), floats=("gap_ms",), counts=("conc", "isl", "tp"),
+                        text=("set", "gpu", "family", "version", "month", "precision")):
         if r["set"] == "defaults" and int(r["conc"]) <= max_conc:
             key = (r["gpu"], r["family"], r["version"][:8] or "?", r["month"], r["precision"], int(r["isl"]))
             out[key].append(r)
