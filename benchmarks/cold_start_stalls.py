@@ -24,7 +24,7 @@ from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import bounded, number_list  # noqa: E402
+from benchmarks.cli_checks import bounded, number_list, positive_float  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from twin.cost import cold_compile  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -58,7 +58,7 @@ def _extremes(root: Path, run_name: str) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
-    ap.add_argument("--eval-sim-s", type=float, default=60.0)
+    ap.add_argument("--eval-sim-s", type=positive_float, default=60.0)
     ap.add_argument("--families", default="", help="comma list of substrings of the run names (default: all)")
     ap.add_argument("--sweep", default="", help="comma list of compile seconds per kernel to try (cold runs only)")
     ap.add_argument("--report", type=Path, default=None)

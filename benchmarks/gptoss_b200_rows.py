@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import nonneg_int  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 
 from gptoss_b200_levers import variants  # noqa: E402
@@ -48,7 +49,7 @@ def main() -> None:
     ap.add_argument("--report", type=Path, required=True)
     ap.add_argument("--kind", default="family")
     ap.add_argument("--group", default="gpt-oss")
-    ap.add_argument("--every", type=int, default=0)
+    ap.add_argument("--every", type=nonneg_int, default=0)
     ap.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
     args = ap.parse_args()
     only = [v.strip() for v in args.variants.split(",") if v.strip()]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import number_list  # noqa: E402
+from benchmarks.cli_checks import nonneg_int, number_list, positive_float, positive_int  # noqa: E402
 from twin.cost import mxfp4_path  # noqa: E402
 from twin.fitting.fit import check_simulation_options, simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors, family_of  # noqa: E402
@@ -89,7 +89,7 @@ def tp(case) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--every", type=int, default=1, help="every k-th runnable gpt-oss row")
+    ap.add_argument("--every", type=positive_int, default=1, help="every k-th runnable gpt-oss row")
     ap.add_argument("--grid", default="", help="comma-separated fused all-reduce latencies on B200, us")
     ap.add_argument("--variant", action="append", default=[],
                     help="label:name=value,... (model units) on top of the defaults, "
@@ -97,9 +97,9 @@ def main() -> None:
     ap.add_argument("--fp4-rate", action="store_true",
                     help="add a variant fp4rate: the defaults with MXFP4 experts at the FP4 rate (before round 5)")
     ap.add_argument("--gpu", default="", help="only this GPU's rows (B200 or H100-SXM)")
-    ap.add_argument("--max-conc", type=int, default=0, help="only rows with CONC up to this (0: all)")
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--eval-sim-s", type=float, default=60.0)
+    ap.add_argument("--max-conc", type=nonneg_int, default=0, help="only rows with CONC up to this (0: all)")
+    ap.add_argument("--workers", type=positive_int, default=1)
+    ap.add_argument("--eval-sim-s", type=positive_float, default=60.0)
     args = ap.parse_args()
     grid_us = number_list(args.grid, "--grid", low=0.0, allow_empty=True)
     extras = [(text.partition(":")[0], parse_numeric_set_options(text.partition(":")[2].split(","),

@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import positive_float  # noqa: E402
 from benchmarks.fold_report import fold_params as load_fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import check_simulation_options  # noqa: E402
@@ -100,7 +101,7 @@ def main() -> None:
     ap.add_argument("--group", default="kimi")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--shapes", default="1024x8192", help="comma-separated ISLxOSL the line is fitted on")
-    ap.add_argument("--sim-s", type=float, default=60.0)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
     args = ap.parse_args()
     if args.report is None and (args.kind, args.group) != ("family", "kimi"):
         raise TwinInputError("--kind / --group need --report")

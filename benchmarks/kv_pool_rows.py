@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import number_list  # noqa: E402
+from benchmarks.cli_checks import number_list, positive_int  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start  # noqa: E402
 from twin.fitting.replay import deployment_for, replay  # noqa: E402
 from twin.fitting.silicon import read_silicon, silicon_cases, silicon_dir  # noqa: E402
@@ -44,7 +44,7 @@ def main() -> None:
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--scan", action="store_true")
     ap.add_argument("--factors", default="1,0.75,0.5")
-    ap.add_argument("--max-requests", type=int, default=640)
+    ap.add_argument("--max-requests", type=positive_int, default=640)
     ap.add_argument("--match", default="", help="only rows whose id contains this")
     ap.add_argument("--include-free", action="store_true", help="scan the rows the pool holds too")
     ap.add_argument("--json", type=Path, default=None)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors, family_of, gpu_of  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
@@ -65,9 +66,9 @@ def group_key(case) -> tuple[str, str, str, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--silicon-every", type=int, default=3)
+    ap.add_argument("--silicon-every", type=positive_int, default=3)
     ap.add_argument("--variant", action="append", default=[])
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--families", default="gpt-oss,minimax,kimi,qwen3,llama")
     args = ap.parse_args()
     fams = set(args.families.split(","))

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import number_list  # noqa: E402
+from benchmarks.cli_checks import number_list, positive_float, positive_int  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.source_fold_terms import GROUPS, fold_values, restored  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -140,8 +140,8 @@ def main() -> None:
     ap.add_argument("--prior", action="append", default=[], help="label:name=value,...: a candidate prior")
     ap.add_argument("--no-groups", action="store_true", help="only the defaults, the fold, all cost terms on, "
                                                                  "and the priors")
-    ap.add_argument("--sim-s", type=float, default=60.0)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--save", type=Path, default=None, help="per-case errors of every variant (JSON)")
     ap.add_argument("--moe-token-check", default="", help="s,s,...: the Mixtral check instead (module docstring)")
     args = ap.parse_args()

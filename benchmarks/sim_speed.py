@@ -54,6 +54,7 @@ import simpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this tree's twin, not the installed one
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.core.request import RequestStatus
 from twin.core.scheduler_output import SchedulerOutput
 from twin.results.token_summary import record_factory
@@ -306,7 +307,7 @@ def main() -> int:
     ap.add_argument("--fast-requests", type=int, default=10000)
     ap.add_argument("--token-times", choices=("full", "summary"), default="summary")
     ap.add_argument("--steps", choices=("full", "aggregate"), default="aggregate")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--variant", default="baseline")
     ap.add_argument("--tracemalloc", action="store_true", help="one extra run under tracemalloc (slower)")
     ap.add_argument("--profile", action="store_true", help="one extra run under cProfile; print the top functions")

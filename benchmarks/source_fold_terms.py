@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_float, positive_int  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -107,8 +108,8 @@ def main() -> None:
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--direction", default="off,on")
     ap.add_argument("--groups", default=",".join(GROUPS))
-    ap.add_argument("--sim-s", type=float, default=60.0)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--set", default="", help="name=value,...: one more variant, the fold's values with these")
     ap.add_argument("--save", type=Path, default=None, help="per-case errors of every variant (JSON)")
     args = ap.parse_args()
