@@ -186,7 +186,11 @@ def _folds(args) -> None:
     keys = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
     print("| fold | run | TTFT mean before -> after | TPOT | E2E mean | compiles met |")
     print("|---|---|---|---|---|---|")
-    for kind in [k for k in args.folds.split(",") if k]:
+    kinds = [k for k in args.folds.split(",") if k]
+    if not any(name in by_name for kind in kinds for fold in rep.folds(kind) for name in rep.errors(fold)):
+        raise TwinInputError(f"{args.report}: no held-out case of its {', '.join(kinds)} folds is an inference-perf "
+                             "run of the ground truth")
+    for kind in kinds:
         for fold in rep.folds(kind):
             params = rep.params(fold)
             for name, before in rep.errors(fold).items():

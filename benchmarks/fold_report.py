@@ -81,8 +81,12 @@ class FoldReport:
         raise self.error(f"no {kind} fold holds {group!r} out (held out: {held})")
 
     def params(self, fold: dict) -> dict[str, float]:
-        """A copy of ``fold``'s parameters: {name: finite number}."""
-        return self._numbers(fold, fold.get("params"), "params")
+        """A copy of ``fold``'s parameters: {name: finite number}, at least one (a fold's simulations ran at them;
+        an empty object would run the cost model's bare defaults, silently)."""
+        params = self._numbers(fold, fold.get("params"), "params")
+        if not params:
+            raise self.error(f"the fold holding {fold['held_out']!r} out has no parameters (params is empty)")
+        return params
 
     def std(self, fold: dict) -> dict[str, float | None]:
         """A copy of ``fold``'s standard errors: {name: finite number, or None where there is none}."""
