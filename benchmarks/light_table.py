@@ -21,7 +21,10 @@ def read_table(path: Path, floats: tuple[str, ...] = TABLE_FLOATS, counts: tuple
     """The rows of a ``ttft_light_load.py --csv`` table, checked (the project's text reader: size, UTF-8; the
     columns a caller reads present: ``floats`` finite numbers, ``counts`` whole numbers >= 1, ``text``); a defect
     is one ``TwinInputError`` line naming the file, the line and the field."""
-    rows = list(csv.DictReader(read_text(path, "table").splitlines()))
+    try:
+        rows = list(csv.DictReader(read_text(path, "table").splitlines()))
+    except csv.Error as exc:
+        raise TwinInputError(f"{path}: not a CSV table ({exc})") from None
     if not rows:
         raise TwinInputError(f"{path}: no rows (a ttft_light_load.py --csv table)")
     for line, r in enumerate(rows, start=2):

@@ -118,6 +118,12 @@ def test_light_table_defects_are_one_line(tmp_path, body, message):
     assert _error(table.read_table, path).startswith(f"{path}: {message}")
 
 
+def test_light_table_refuses_an_oversized_field(tmp_path):
+    table = load_benchmark("light_table")
+    path = _write(tmp_path, "[" * 200000, "t.csv")                  # a csv.Error traceback before
+    assert _error(table.read_table, path) == f"{path}: not a CSV table (field larger than field limit (131072))"
+
+
 def test_light_table_reads_a_good_row(tmp_path):
     table = load_benchmark("light_table")
     path = _write(tmp_path, TABLE_HEAD + "defaults,llama,B200,2026-03,0.10.2,fp8,1.5,2,3,4,5,6,4,1024,8,80\n", "t.csv")
