@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 from twin.errors import TwinInputError
 
@@ -60,3 +61,10 @@ def number_list(text: str, flag: str, *, whole: bool = False, low: float | None 
     if not out and not allow_empty:
         raise TwinInputError(f"{flag} {text!r}: expected one or more comma-separated numbers")
     return out
+
+
+def check_out_path(path: Path | str | None, flag: str = "--json") -> None:
+    """A file the script may write at its end: its folder exists, it is not a folder (checked before the work)."""
+    if path is not None and (Path(path).is_dir() or not Path(path).parent.is_dir()):
+        raise TwinInputError(f"{flag} {path}: " + ("a directory" if Path(path).is_dir() else
+                                                    f"folder {Path(path).parent} does not exist"))

@@ -24,7 +24,7 @@ from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import bounded, number_list, positive_float  # noqa: E402
+from benchmarks.cli_checks import bounded, check_out_path, number_list, positive_float  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from twin.cost import cold_compile  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> None:
                          "step above THRESHOLD tokens, 'THRESHOLD:SECONDS' comma list (SECONDS 'itl': the run's "
                          "measured ITL max)")
     args = ap.parse_args(argv)
+    check_out_path(args.patched, "--patched")
     args.sweep_s = number_list(args.sweep, "--sweep", low=0.0, allow_empty=True)
     check_probes(args.probe_stall)
     check_simulation_options(args.eval_sim_s, 1, "--eval-sim-s")

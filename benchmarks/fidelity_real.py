@@ -45,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import positive_float, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, positive_float, positive_int  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.fit_window import fold_first, open_loop_fold_window_s  # noqa: E402
 from twin.fitting.joint import (FOLDS, JOINT_NAMES, METRICS, all_cases, default_start, errors,  # noqa: E402
@@ -193,6 +193,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
+    check_out_path(args.markdown, "--markdown")
+    check_out_path(args.json, "--json")
     t0 = time.perf_counter()
     names = _names(args)
     default_report = names == FOLD_TERMS and not args.terms

@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
 from benchmarks.pool_edge import running_requests  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
@@ -169,6 +169,7 @@ def main() -> None:
     ap.add_argument("--match", default="gpt_oss_120b_h100", help="--simulate only short rows whose id has this")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
     if not 0 < args.deficit <= 1 or args.cap < 1:
         raise TwinInputError("--deficit must be in (0, 1] and --cap >= 1")
     loads = silicon_loads(args.ground_truth) + inference_perf_loads(args.ground_truth)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import number_list, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, number_list, positive_int  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start  # noqa: E402
 from twin.fitting.replay import deployment_for, replay  # noqa: E402
 from twin.fitting.silicon import read_silicon, silicon_cases, silicon_dir  # noqa: E402
@@ -49,6 +49,7 @@ def main() -> None:
     ap.add_argument("--include-free", action="store_true", help="scan the rows the pool holds too")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
     factors = number_list(args.factors, "--factors", low=0.0, low_open=True)
     t0 = time.perf_counter()
     rows = [r for r in read_silicon(silicon_dir(args.ground_truth)) if args.match in r.id]

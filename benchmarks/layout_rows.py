@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors  # noqa: E402
 from twin.fitting.silicon import read_silicon, row_layout, silicon_cases, silicon_dir  # noqa: E402
@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
     t0 = time.perf_counter()
     folder = silicon_dir(args.ground_truth)
     rows = [r for r in read_silicon(folder) if r.mode == "agg" and r.attention_dp > 1]

@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import number_list  # noqa: E402
+from benchmarks.cli_checks import check_out_path, number_list  # noqa: E402
 from benchmarks.fold_report import read_json  # noqa: E402
 from benchmarks.saved_rows import check_rows  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -117,6 +117,7 @@ def main() -> None:
     ap.add_argument("--save", type=Path)
     ap.add_argument("--load", type=Path)
     args = ap.parse_args()
+    check_out_path(args.save, "--save")
     if args.load:
         runs = read_runs(args.load)
     else:

@@ -39,6 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path  # noqa: E402
 from benchmarks.kv_pool_rows import demand  # noqa: E402
 from benchmarks.pool_release_rows import RULES, rule_case, rule_context  # noqa: E402
 from twin.errors import run_script  # noqa: E402
@@ -95,6 +96,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--rule", default=None, choices=RULES, help="the pool under this pool_release_rows rule")
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
     rows = [r for r in read_silicon(silicon_dir(args.ground_truth)) if args.match in r.id and r.published_client]
     cases, _ = silicon_cases(args.ground_truth, max_requests=None, rows=rows)
     out, seen, listed = [], set(), []

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import positive_float, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, positive_float, positive_int  # noqa: E402
 from twin.errors import TwinInputError  # noqa: E402
 from twin.fitting.silicon import (not_expressible, read_silicon, row_layout, row_scenario,  # noqa: E402
                                   silicon_dir, weight_dtype)
@@ -53,6 +53,7 @@ def main() -> int:
     ap.add_argument("--compare", action="store_true")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
 
     folder = silicon_dir(args.ground_truth)
     rows = read_silicon(folder)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import number_list, positive_float, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, number_list, positive_float, positive_int  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.source_fold_terms import GROUPS, fold_values, restored  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -145,6 +145,7 @@ def main() -> None:
     ap.add_argument("--save", type=Path, default=None, help="per-case errors of every variant (JSON)")
     ap.add_argument("--moe-token-check", default="", help="s,s,...: the Mixtral check instead (module docstring)")
     args = ap.parse_args()
+    check_out_path(args.save, "--save")
     check_simulation_options(args.sim_s, args.workers)
     if args.moe_token_check:
         values = number_list(args.moe_token_check, "--moe-token-check", low=0.0)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import positive_float, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, positive_float, positive_int  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -113,6 +113,7 @@ def main() -> None:
     ap.add_argument("--set", default="", help="name=value,...: one more variant, the fold's values with these")
     ap.add_argument("--save", type=Path, default=None, help="per-case errors of every variant (JSON)")
     args = ap.parse_args()
+    check_out_path(args.save, "--save")
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if source_of(c) == "silicon"]
     embedded = {n: v for n, v in default_start(ALL).items() if v is not None}
     fold = fold_values(args.fold_json)

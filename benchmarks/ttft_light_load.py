@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.b200_moe_transfer import known_names  # noqa: E402
-from benchmarks.cli_checks import number_list, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, number_list, positive_int  # noqa: E402
 from twin.core.scheduler_output import SchedulerOutput  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, family_of  # noqa: E402
@@ -104,6 +104,7 @@ def main() -> None:
     ap.add_argument("--quiet", action="store_true", help="no per-row table, no regressions: the summary only")
     ap.add_argument("--csv", default=None)
     args = ap.parse_args()
+    check_out_path(args.csv, "--csv")
     fixed = known_names(parse_numeric_set_options([kv for kv in args.fixed.split(",") if kv], "--with"), "--with")
     values_us = number_list(args.values_us, "--values-us", allow_empty=True)
     known_names({args.term: 0.0}, "--term")

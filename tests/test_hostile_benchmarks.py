@@ -173,3 +173,12 @@ def test_a_script_prints_a_missing_metric_as_one_line(tmp_path):
     assert res.returncode == 2
     assert res.stderr == (f"error: {path}: case 0 ('row-a'): errors.mean_tpot_ms without a measured.mean_tpot_ms "
                           "(make it with fidelity_real.py --defaults-only --json)\n")
+
+
+@pytest.mark.parametrize("script, flag", [("fidelity_real.py", "--json"), ("silicon_ttft_split.py", "--save")])
+def test_an_output_path_that_is_a_folder_is_one_line_before_the_work(tmp_path, script, flag):
+    args = [str(tmp_path / "r.json")] if script == "silicon_ttft_split.py" else []
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args, flag, str(tmp_path)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert res.returncode == 2
+    assert res.stderr == f"error: {flag} {tmp_path}: a directory\n"
