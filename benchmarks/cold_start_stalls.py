@@ -55,6 +55,9 @@ def _extremes(root: Path, run_name: str) -> tuple[float, float]:
     return 1e3 * lat["time_to_first_token"]["max"], 1e3 * lat["inter_token_latency"]["max"]
 
 
+DEFAULT_FOLDS = "family,source,GPU"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--families", default="", help="comma list of substrings of the run names (default: all)")
     ap.add_argument("--sweep", default="", help="comma list of compile seconds per kernel to try (cold runs only)")
     ap.add_argument("--report", type=Path, default=None)
-    ap.add_argument("--folds", default="family,source,GPU")
+    ap.add_argument("--folds", default=None, help=f"with --report: the fold kinds (default {DEFAULT_FOLDS})")
     ap.add_argument("--patched", type=Path, default=None,
                     help="with --report: write the report with the re-simulated cases' errors replaced")
     ap.add_argument("--probe-stall", default="",
@@ -70,6 +73,12 @@ def main(argv: list[str] | None = None) -> None:
                          "step above THRESHOLD tokens, 'THRESHOLD:SECONDS' comma list (SECONDS 'itl': the run's "
                          "measured ITL max)")
     args = ap.parse_args(argv)
+    given = [flag for flag, value in (("--folds", args.folds), ("--patched", args.patched)) if value is not None]
+    if given and args.report is None:
+        raise TwinInputError(f"{given[0]} applies with --report only")
+    if args.sweep and (args.report is not None or args.probe_stall):
+        raise TwinInputError("--sweep applies without --report and --probe-stall only")
+    args.folds = DEFAULT_FOLDS if args.folds is None else args.folds
     check_out_path(args.patched, "--patched")
     args.sweep_s = number_list(args.sweep, "--sweep", low=0.0, allow_empty=True)
     check_probes(args.probe_stall)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import number_list  # noqa: E402
+from benchmarks.cli_checks import finite_float, number_list, positive_int  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.sim.run import metrics_of, run_body  # noqa: E402
 from twin.scenario import Scenario  # noqa: E402
@@ -72,12 +72,12 @@ def spec_config(method: str, k: int, rate: float, model: str, ngram_proposal_rat
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="draft_model,eagle,eagle3,ngram")
-    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--k", type=positive_int, default=4)
     ap.add_argument("--model", default="llama-3.1-8b")
     ap.add_argument("--gpu", default="H100-SXM")
-    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--tp", type=positive_int, default=1)
     ap.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)))
-    ap.add_argument("--ngram-proposal-rate", type=float, default=0.5,
+    ap.add_argument("--ngram-proposal-rate", type=finite_float, default=0.5,
                     help="share of steps at which prompt lookup finds a match (ngram only)")
     ap.add_argument("--vllm-version", default=None, help="the modelled vLLM release (default: the newest)")
     ap.add_argument("--sampling", default="random", choices=("greedy", "random", "top_k_top_p"),

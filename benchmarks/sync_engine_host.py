@@ -135,9 +135,9 @@ def time_per_step(batch: int, steps: int, repeats: int) -> tuple[float, ...]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--small", type=int, default=32)
-    ap.add_argument("--large", type=int, default=256)
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--small", type=positive_int, default=32)
+    ap.add_argument("--large", type=positive_int, default=256)
+    ap.add_argument("--steps", type=positive_int, default=20)
     ap.add_argument("--repeats", type=positive_int, default=5)
     args = ap.parse_args()
     if not 1 <= args.small < args.large:

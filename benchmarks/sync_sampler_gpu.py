@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import number_list  # noqa: E402
+from benchmarks.cli_checks import finite_float, number_list, positive_int  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 
 
@@ -67,10 +67,10 @@ def main() -> None:
     from twin.cost.sort_sampler import sort_sampler_seq_s
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--vocab", type=int, default=151_936)
+    ap.add_argument("--vocab", type=positive_int, default=151_936)
     ap.add_argument("--batches", default="1,8,16,32,64,127,128,144")
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--bandwidth", type=float, default=3.35e12, help="the GPU's datasheet bytes/s (H100 SXM)")
+    ap.add_argument("--iters", type=positive_int, default=20)
+    ap.add_argument("--bandwidth", type=finite_float, default=3.35e12, help="the GPU's datasheet bytes/s (H100 SXM)")
     args = ap.parse_args()
     batches = number_list(args.batches, "--batches", whole=True, low=1)
     dev = args.device

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, positive_float  # noqa: E402
+from benchmarks.cli_checks import check_out_path, finite_float, positive_float  # noqa: E402
 from benchmarks.saved_rows import read_rows  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import check_simulation_options  # noqa: E402
@@ -102,7 +102,7 @@ def main() -> None:
     ap.add_argument("--from", dest="saved", type=Path)
     ap.add_argument("--save", type=Path)
     ap.add_argument("--sim-s", type=positive_float, default=60.0)
-    ap.add_argument("--delta-us", type=float, default=30.0)
+    ap.add_argument("--delta-us", type=finite_float, default=30.0)
     args = ap.parse_args()
     check_out_path(args.save, "--save")
     check_simulation_options(args.sim_s, 1)
