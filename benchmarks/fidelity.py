@@ -144,4 +144,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from twin.errors import run_script
+    run_script(lambda: sys.exit(main()))

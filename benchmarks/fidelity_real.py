@@ -56,7 +56,7 @@ from twin.fitting.robust import LOSSES, ROBUST_SCALE_LOG  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.targets import markdown, target_lines, verdict_markdown  # noqa: E402
 from twin.hardware.catalog import resolve_model  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 
 DEFAULT_SILICON_EVERY = 3          # --no-refit / --defaults-only: every 3rd runnable silicon row
 REFIT_SILICON_EVERY = 16           # the default report (a fit per fold): every 16th (bounded time on 2 cores)
@@ -195,6 +195,9 @@ def main() -> None:
     args = parser().parse_args()
     check_out_path(args.markdown, "--markdown")
     check_out_path(args.json, "--json")
+    unknown = [k.strip() for k in args.folds.split(",") if k.strip() and k.strip() not in FOLDS]
+    if unknown:
+        raise TwinInputError(f"--folds: unknown fold kind {unknown[0]!r}; allowed: {', '.join(FOLDS)}")
     t0 = time.perf_counter()
     names = _names(args)
     default_report = names == FOLD_TERMS and not args.terms
