@@ -39,7 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, finite_float  # noqa: E402
+from benchmarks.cli_checks import check_out_path, positive_float  # noqa: E402
 from benchmarks.kv_pool_rows import demand  # noqa: E402
 from benchmarks.pool_release_rows import RULES, rule_case, rule_context  # noqa: E402
 from twin.errors import run_script  # noqa: E402
@@ -90,8 +90,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--match", default="", help="only rows whose id contains this")
-    ap.add_argument("--deficit", type=finite_float, default=0.9, help="list rows running fewer than this x C")
-    ap.add_argument("--ttft-s", type=finite_float, default=2.0, help="and rows whose measured TTFT exceeds this")
+    ap.add_argument("--deficit", type=positive_float, default=0.9, help="list rows running fewer than this x C")
+    ap.add_argument("--ttft-s", type=positive_float, default=2.0, help="and rows whose measured TTFT exceeds this")
     ap.add_argument("--simulate", action="store_true", help="simulate the listed rows at the embedded defaults")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--rule", default=None, choices=RULES, help="the pool under this pool_release_rows rule")
