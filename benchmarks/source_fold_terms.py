@@ -114,14 +114,20 @@ def main() -> None:
     ap.add_argument("--save", type=Path, default=None, help="per-case errors of every variant (JSON)")
     args = ap.parse_args()
     check_out_path(args.save, "--save")
+    directions, groups = args.direction.split(","), args.groups.split(",")
+    if any(d not in ("off", "on") for d in directions):
+        raise TwinInputError(f"--direction {args.direction!r}: each one of off, on")
+    if any(g not in GROUPS for g in groups):
+        raise TwinInputError(f"--groups {args.groups!r}: each one of {', '.join(GROUPS)}")
+    overrides = parse_numeric_set_options(args.set.split(",")) if args.set else {}
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if source_of(c) == "silicon"]
     embedded = {n: v for n, v in default_start(ALL).items() if v is not None}
     fold = fold_values(args.fold_json)
     variants = {"defaults": embedded, "fold": fold}
     if args.set:
-        variants["fold + set"] = fold | parse_numeric_set_options(args.set.split(","))
-    for d in (x for x in args.direction.split(",") if x in ("off", "on")):
-        for g in args.groups.split(","):
+        variants["fold + set"] = fold | overrides
+    for d in directions:
+        for g in groups:
             names = GROUPS[g]
             if d == "off":
                 variants[f"off {g}"] = embedded | {n: fold[n] for n in names}
