@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchmarks.cli_checks import finite_float  # noqa: E402
+from benchmarks.cli_checks import nonneg_float  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
@@ -42,8 +42,10 @@ def main() -> None:
     ap.add_argument("--ground-truth", type=Path,
                     default=Path(__file__).resolve().parents[2] / "shared" / "ground-truth")
     ap.add_argument("--folds", default="family,GPU")
-    ap.add_argument("--bench-ms", type=finite_float, default=None)
+    ap.add_argument("--bench-ms", type=nonneg_float, default=None)
     args = ap.parse_args()
+    if any(k.strip() not in ("source", "GPU", "family") for k in args.folds.split(",") if k.strip()):
+        raise TwinInputError(f"--folds {args.folds!r}: each one of source, GPU, family")
     from fidelity_real import FOLD_TERMS
 
     from twin.fitting import provenance as pv

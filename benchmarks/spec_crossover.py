@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import finite_float, number_list, positive_int  # noqa: E402
+from benchmarks.cli_checks import bounded, number_list, positive_int  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.sim.run import metrics_of, run_body  # noqa: E402
 from twin.scenario import Scenario  # noqa: E402
@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--gpu", default="H100-SXM")
     ap.add_argument("--tp", type=positive_int, default=1)
     ap.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)))
-    ap.add_argument("--ngram-proposal-rate", type=finite_float, default=0.5,
+    ap.add_argument("--ngram-proposal-rate", type=bounded(False, 0.0, high=1.0), default=0.5,
                     help="share of steps at which prompt lookup finds a match (ngram only)")
     ap.add_argument("--vllm-version", default=None, help="the modelled vLLM release (default: the newest)")
     ap.add_argument("--sampling", default="random", choices=("greedy", "random", "top_k_top_p"),
