@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import number_list, positive_int  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors, family_of, gpu_of  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
@@ -45,14 +46,14 @@ def scan(cases: list, values_us: list[float], *, workers: int = 1) -> dict[float
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--silicon-every", type=int, default=3)
-    ap.add_argument("--silicon-max-requests", type=int, default=None)
+    ap.add_argument("--silicon-every", type=positive_int, default=3)
+    ap.add_argument("--silicon-max-requests", type=positive_int, default=None)
     ap.add_argument("--values-us", default="24.7,15.0,10.2,7.8")
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workers", type=positive_int, default=1)
     args = ap.parse_args()
+    values = number_list(args.values_us, "--values-us", low=0.0)
     cases = [c for c in silicon_cases(max_requests=args.silicon_max_requests)[0][::args.silicon_every]
              if gpu_of(c) == "B200"]
-    values = [float(v) for v in args.values_us.split(",")]
     errs = scan(cases, values, workers=args.workers)
     groups: dict[tuple[str, int], list[int]] = collections.defaultdict(list)
     for i, c in enumerate(cases):

@@ -16,10 +16,16 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import math
 import statistics
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli_checks import positive_int  # noqa: E402
+from benchmarks.fold_report import defaults_cases  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 
 SHIFT_LOW_MS, SHIFT_HIGH_MS, SHIFT_STEP_MS = -8.0, 60.0, 0.1   # the embedded path is 8.0 ms: no row goes below 0
 
@@ -51,7 +57,8 @@ def bench_rows(data: dict) -> list[dict]:
         if c.get("source") != "silicon" or not c.get("client"):
             continue
         m, p = c.get("measured", {}).get("mean_ttft_ms"), c.get("predicted", {}).get("mean_ttft_ms")
-        if isinstance(m, (int, float)) and isinstance(p, (int, float)) and m > 0 and p > 0:
+        if isinstance(m, (int, float)) and isinstance(p, (int, float)) and m > 0 and p > 0 \
+                and "mean_ttft_ms" in c.get("errors", {}):
             out.append(c)
     return out
 
@@ -96,16 +103,13 @@ def fold_shifts(rows: list[dict]) -> list[tuple[str, str, int, float]]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("defaults_json")
-    ap.add_argument("--max-conc", type=int, default=8, help="light load: CONC <= this (default 8)")
+    ap.add_argument("--max-conc", type=positive_int, default=8, help="light load: CONC <= this (default 8)")
     args = ap.parse_args(argv)
     path = Path(args.defaults_json)
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise SystemExit(f"{path}: cannot read a fidelity_real JSON ({exc.__class__.__name__})") from None
-    rows = bench_rows(data)
+    rows = bench_rows({"cases": defaults_cases(path, need=("source", "measured", "predicted"),
+                                               row_need=("gpu", "family", "conc", "isl", "tp"))})
     if not rows:
-        raise SystemExit(f"{path}: no silicon rows with a published client and mean TTFT")
+        raise TwinInputError(f"{path}: no silicon rows with a published client and mean TTFT")
     light = [c for c in rows if c["conc"] <= args.max_conc]
     print(f"{len(rows)} bench-client rows ({len(light)} at CONC <= {args.max_conc}); gap = measured - twin mean TTFT")
     for label, key in KEYS.items():
@@ -119,4 +123,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -24,10 +24,12 @@ from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import bounded, check_out_path, number_list, positive_float  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from twin.cost import cold_compile  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting import cold_start  # noqa: E402
+from twin.fitting.fit import check_simulation_options  # noqa: E402
 from twin.fitting.ground_truth import h100_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
 from twin.fitting import replay as replay_mod  # noqa: E402
@@ -53,14 +55,17 @@ def _extremes(root: Path, run_name: str) -> tuple[float, float]:
     return 1e3 * lat["time_to_first_token"]["max"], 1e3 * lat["inter_token_latency"]["max"]
 
 
+DEFAULT_FOLDS = "family,source,GPU"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
-    ap.add_argument("--eval-sim-s", type=float, default=60.0)
+    ap.add_argument("--eval-sim-s", type=positive_float, default=60.0)
     ap.add_argument("--families", default="", help="comma list of substrings of the run names (default: all)")
     ap.add_argument("--sweep", default="", help="comma list of compile seconds per kernel to try (cold runs only)")
     ap.add_argument("--report", type=Path, default=None)
-    ap.add_argument("--folds", default="family,source,GPU")
+    ap.add_argument("--folds", default=None, help=f"with --report: the fold kinds (default {DEFAULT_FOLDS})")
     ap.add_argument("--patched", type=Path, default=None,
                     help="with --report: write the report with the re-simulated cases' errors replaced")
     ap.add_argument("--probe-stall", default="",
@@ -68,6 +73,16 @@ def main(argv: list[str] | None = None) -> None:
                          "step above THRESHOLD tokens, 'THRESHOLD:SECONDS' comma list (SECONDS 'itl': the run's "
                          "measured ITL max)")
     args = ap.parse_args(argv)
+    given = [flag for flag, value in (("--folds", args.folds), ("--patched", args.patched)) if value is not None]
+    if given and args.report is None:
+        raise TwinInputError(f"{given[0]} applies with --report only")
+    if args.sweep and (args.report is not None or args.probe_stall):
+        raise TwinInputError("--sweep applies without --report and --probe-stall only")
+    args.folds = DEFAULT_FOLDS if args.folds is None else args.folds
+    check_out_path(args.patched, "--patched")
+    args.sweep_s = number_list(args.sweep, "--sweep", low=0.0, allow_empty=True)
+    check_probes(args.probe_stall)
+    check_simulation_options(args.eval_sim_s, 1, "--eval-sim-s")
     if args.report is not None:
         return _folds(args)    # with --probe-stall: the dense cold cases with the first probe instead of the term
     if args.probe_stall:
@@ -92,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {c.run.name} | {'yes' if c.run.cold_start else 'no'} | {m['mean_ttft_ms']:.1f} / "
               f"{m['median_ttft_ms']:.1f} / {t_max:.0f}, {itl_max:.0f} | {e('mean_ttft_ms', warm)} -> "
               f"{e('mean_ttft_ms', r.metrics)} | {e('mean_e2el_ms', warm)} -> {e('mean_e2el_ms', r.metrics)} | {met} |")
-        for s in [float(x) for x in args.sweep.split(",") if x] if c.run.cold_start else []:
+        for s in args.sweep_s if c.run.cold_start else []:
             with patch.object(cold_compile, "TRITON_COMPILE_S_PER_KERNEL", s):
                 p = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s).metrics
             print(f"|   compile {s:.2f} s/kernel | | | {e('mean_ttft_ms', p)} | {e('mean_e2el_ms', p)} | |")
@@ -119,6 +134,22 @@ def _probe_for(probe: str, root: Path, run_name: str):
     stall_s = _extremes(root, run_name)[1] / 1e3 if sec == "itl" else float(sec)
     return (lambda run, dep: _OneStall(int(thr), dep.scheduler_config.max_num_batched_tokens, stall_s)
             if run.cold_start else None), int(thr), stall_s
+
+
+def check_probes(text: str) -> None:
+    """``--probe-stall``: each item THRESHOLD:SECONDS, a whole number of tokens >= 1 and a finite number of seconds
+    >= 0 or ``itl``; anything else is one line."""
+    for probe in (p for p in text.split(",") if p):
+        thr, sep, sec = probe.partition(":")
+        try:
+            bounded(True, 1)(thr)
+            if sec != "itl":
+                bounded(False, 0.0)(sec)
+        except argparse.ArgumentTypeError:
+            sep = ""
+        if not sep:
+            raise TwinInputError(f"--probe-stall {probe!r}: expected THRESHOLD:SECONDS (tokens >= 1; seconds >= 0 or "
+                                 "'itl')")
 
 
 def _dense_cold(cases, families: str):
@@ -165,7 +196,11 @@ def _folds(args) -> None:
     keys = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
     print("| fold | run | TTFT mean before -> after | TPOT | E2E mean | compiles met |")
     print("|---|---|---|---|---|---|")
-    for kind in [k for k in args.folds.split(",") if k]:
+    kinds = [k for k in args.folds.split(",") if k]
+    if not any(name in by_name for kind in kinds for fold in rep.folds(kind) for name in rep.errors(fold)):
+        raise TwinInputError(f"{args.report}: no held-out case of its {', '.join(kinds)} folds is an inference-perf "
+                             "run of the ground truth")
+    for kind in kinds:
         for fold in rep.folds(kind):
             params = rep.params(fold)
             for name, before in rep.errors(fold).items():
@@ -173,6 +208,9 @@ def _folds(args) -> None:
                         not probe and cold_start.compiles_for(by_name[name][0].run, by_name[name][1]) is None):
                     continue
                 c, d = by_name[name]
+                if any(k not in before for k in keys):
+                    raise TwinInputError(f"{args.report}: the fold holding {fold['held_out']!r} out: errors of "
+                                         f"{name!r} lack one of {', '.join(keys)}")
                 out = []
                 for on in (False, True):
                     # with a probe: without it the report's replay (no term for a dense run), with it the probe

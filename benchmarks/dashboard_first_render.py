@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.dashboard import drive  # noqa: E402
 
 
@@ -40,7 +41,7 @@ def measure(page, url: str) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=1, help="cold-server measurements (each on a fresh server)")
+    ap.add_argument("--repeat", type=positive_int, default=1, help="cold-server measurements (each on a fresh server)")
     args = ap.parse_args()
     if not os.path.exists(drive.CHROMIUM):
         print(f"{drive.CHROMIUM} not installed (apt-get install chromium)")

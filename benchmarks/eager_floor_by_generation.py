@@ -25,6 +25,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from benchmarks.fold_report import defaults_cases, read_json  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.identify import eager_prompt_steps  # noqa: E402
@@ -80,7 +81,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("defaults_json", type=Path)
     ap.add_argument("--ground-truth", type=Path, default=None)
-    ap.add_argument("--max-conc", type=int, default=8)
+    ap.add_argument("--max-conc", type=positive_int, default=8)
     ap.add_argument("--launches", action="store_true",
                     help="beside each group's implied host time per decoder layer, what its host-dispatched ops per "
                          "layer predict at the per-op time of each generation's per-layer reading (round 9, "

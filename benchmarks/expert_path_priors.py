@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from twin.cost.default_terms import FLAT_DEFAULTS  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import default_start, errors, with_deployments  # noqa: E402
 from twin.fitting.provenance import POOLED, embedded_entries, fold_plan  # noqa: E402
@@ -63,6 +63,9 @@ def summary(cases: list, results: list) -> str:
     return " | ".join(cells)
 
 
+VARIANTS = ("embedded", "flat", "pooled")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--paths", default="", help="comma-separated path scopes (default: every pooled path)")
@@ -75,14 +78,19 @@ def main() -> None:
     entries = embedded_entries()
     paths = sorted({e.scope for e in entries if e.prior == POOLED})
     if args.paths:
-        paths = [q for q in args.paths.split(",") if q in paths]
+        unknown = [q for q in args.paths.split(",") if q not in paths]
+        if unknown:
+            raise TwinInputError(f"--paths: {unknown[0]!r} is not a pooled path scope; allowed: {', '.join(paths)}")
+        paths = args.paths.split(",")
     variants = args.variants.split(",")
+    if any(v not in VARIANTS for v in variants):
+        raise TwinInputError(f"--variants {args.variants!r}: each one of {', '.join(VARIANTS)}")
     base = default_start()
     for path in paths:
         rows = distinct([(c, d) for c, d in evidence if in_scope(path, d)])
         plan = fold_plan("held", lambda c, p=path: "held" if in_scope(p, dep_of[id(c)]) else "train", evidence, ())
         pooled = dict(plan.fixed)
-        flat = {k: (FLAT_DEFAULTS[split(k)[0]] if plan.actions[k][0].prior == POOLED else v)
+        flat = {k: (FLAT_DEFAULTS[split(k)[0]] if k in plan.actions and plan.actions[k][0].prior == POOLED else v)
                 for k, v in pooled.items()}
         print(f"== {path}: {len(rows)} distinct rows; held: "
               + ", ".join(f"{k} {plan.actions[k][0].value:.4g} -> flat {flat[k]:.4g} / pooled {v:.4g}"

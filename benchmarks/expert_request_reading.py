@@ -25,6 +25,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from benchmarks.fold_report import defaults_cases  # noqa: E402
 from request_path_readings import READ_NEED, rows_from  # noqa: E402
 from twin.errors import run_script  # noqa: E402
@@ -52,7 +53,7 @@ def fp8_readings(rows: list[dict], min_tp: int = 4) -> dict[str, tuple[float, in
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cases_json")
-    ap.add_argument("--max-conc", type=int, default=8)
+    ap.add_argument("--max-conc", type=positive_int, default=8)
     args = ap.parse_args()
     rows = rows_from(defaults_cases(Path(args.cases_json), **READ_NEED), args.max_conc)
     by = collections.defaultdict(lambda: collections.defaultdict(list))

@@ -28,6 +28,7 @@ from calibration.validation_run import validate_body  # noqa: E402
 from twin.sim.run import metrics_of, run_body  # noqa: E402
 from twin.scenario import load_scenario  # noqa: E402
 from twin.workload.paths import traces_dir  # noqa: E402
+from benchmarks.cli_checks import positive_float  # noqa: E402
 
 SCENARIO = ROOT / "scenarios" / "validate_tiny_cpu.yaml"
 REPORTED = ("request_throughput", "mean_tpot_ms", "median_ttft_ms", "p99_ttft_ms", "mean_e2el_ms")
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default=str(ROOT / "calibration" / "profiles" / "tiny-llama-cpu.json"))
     ap.add_argument("--calibrate", action="store_true", help="recalibrate (quick) on this machine first")
-    ap.add_argument("--duration", type=float, default=20.0, help="seconds of traffic per configuration")
+    ap.add_argument("--duration", type=positive_float, default=20.0, help="seconds of traffic per configuration")
     ap.add_argument("--only", help="run only configurations whose name contains this")
     ap.add_argument("--json", help="write the table as JSON")
     args = ap.parse_args(argv)
@@ -143,4 +144,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from twin.errors import run_script
+    run_script(lambda: sys.exit(main()))

@@ -45,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, positive_float, positive_int  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.fit_window import fold_first, open_loop_fold_window_s  # noqa: E402
 from twin.fitting.joint import (FOLDS, JOINT_NAMES, METRICS, all_cases, default_start, errors,  # noqa: E402
@@ -55,7 +56,7 @@ from twin.fitting.robust import LOSSES, ROBUST_SCALE_LOG  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.targets import markdown, target_lines, verdict_markdown  # noqa: E402
 from twin.hardware.catalog import resolve_model  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 
 DEFAULT_SILICON_EVERY = 3          # --no-refit / --defaults-only: every 3rd runnable silicon row
 REFIT_SILICON_EVERY = 16           # the default report (a fit per fold): every 16th (bounded time on 2 cores)
@@ -156,16 +157,18 @@ def _defaults_only(cases, default_pred, report, args, t0) -> None:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--silicon-every", type=int, default=None, help=f"every N-th runnable silicon row (default "
-                    f"{REFIT_SILICON_EVERY} when the folds fit, else {DEFAULT_SILICON_EVERY})")
-    ap.add_argument("--silicon-max-requests", type=int, default=None)
-    ap.add_argument("--fit-sim-s", type=float, default=None, help=f"seconds of each inference-perf run simulated "
-                    f"in the fits (default {REFIT_FIT_SIM_S:g} for the default report, else 60)")
+    ap.add_argument("--workers", type=positive_int, default=1)
+    ap.add_argument("--silicon-every", type=positive_int, default=None,
+                    help=f"every N-th runnable silicon row (default {REFIT_SILICON_EVERY} when the folds fit, else "
+                         f"{DEFAULT_SILICON_EVERY})")
+    ap.add_argument("--silicon-max-requests", type=positive_int, default=None)
+    ap.add_argument("--fit-sim-s", type=positive_float, default=None,
+                    help=f"seconds of each inference-perf run simulated in the fits (default {REFIT_FIT_SIM_S:g} for "
+                         "the default report, else 60)")
     ap.add_argument("--no-refit", action="store_true", help="fit nothing per fold: the embedded defaults held out "
                     "(each leaked value reset to its stated prior)")
-    ap.add_argument("--eval-sim-s", type=float, default=60.0)
-    ap.add_argument("--outer", type=int, default=1, help="fit rounds (simulate, fit on the surrogate)")
+    ap.add_argument("--eval-sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--outer", type=positive_int, default=1, help="fit rounds (simulate, fit on the surrogate)")
     ap.add_argument("--folds", default="source,GPU,family")
     ap.add_argument("--groups", default="", help="comma-separated held-out groups to run (e.g. kimi,qwen3); "
                     "default every group of each fold kind (the pooled lines then cover these groups only)")
@@ -182,7 +185,7 @@ def parser() -> argparse.ArgumentParser:
                     "in folds that hold out their evidence (the figures then no longer hold them out)")
     ap.add_argument("--fold-loss", default="linear", choices=LOSSES,
                     help="the fold fits' loss on each run's log ratios (twin.fitting.robust; default least squares)")
-    ap.add_argument("--fold-loss-scale", type=float, default=ROBUST_SCALE_LOG,
+    ap.add_argument("--fold-loss-scale", type=positive_float, default=ROBUST_SCALE_LOG,
                     help="the robust loss's scale, in log-ratio units (default %(default)s)")
     ap.add_argument("--keep-gap-rows", action="store_true", help="fit the rows twin.fitting.unseen_bandwidth."
                     "unexplained_decode_gap names too (by default they are left out of every fold's fit)")
@@ -198,6 +201,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
+    check_out_path(args.markdown, "--markdown")
+    check_out_path(args.json, "--json")
+    unknown = [k.strip() for k in args.folds.split(",") if k.strip() and k.strip() not in FOLDS]
+    if unknown:
+        raise TwinInputError(f"--folds: unknown fold kind {unknown[0]!r}; allowed: {', '.join(FOLDS)}")
     t0 = time.perf_counter()
     names = _names(args)
     default_report = names == FOLD_TERMS and not args.terms

@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_float, positive_int  # noqa: E402
 from twin.fitting.fit import fit, identifiable_parameters, simulate_cases  # noqa: E402
 from twin.fitting.ground_truth import h100_cases  # noqa: E402
 from twin.fitting.identify import held_at_prior, identification  # noqa: E402
@@ -31,13 +32,13 @@ from twin.errors import run_script  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=positive_int, default=2)
     ap.add_argument("--joint", action="store_true")
-    ap.add_argument("--silicon-every", type=int, default=1)
-    ap.add_argument("--silicon-max-requests", type=int, default=None)
-    ap.add_argument("--outer", type=int, default=2)
+    ap.add_argument("--silicon-every", type=positive_int, default=1)
+    ap.add_argument("--silicon-max-requests", type=positive_int, default=None)
+    ap.add_argument("--outer", type=positive_int, default=2)
     ap.add_argument("--terms", default="", help="comma-separated parameters to fit (default: JOINT_NAMES)")
-    ap.add_argument("--fit-sim-s", type=float, default=60.0)
+    ap.add_argument("--fit-sim-s", type=positive_float, default=60.0)
     args = ap.parse_args()
     terms = tuple(t.strip() for t in args.terms.split(",") if t.strip()) or JOINT_NAMES
     unknown = [t for t in terms if t not in PARAMETERS_BY_NAME]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import finite_float  # noqa: E402
 from benchmarks.error_medians import error_medians  # noqa: E402
 from benchmarks.fold_report import defaults_cases as fold_report_defaults_cases, load_report  # noqa: E402
 from twin.errors import run_script  # noqa: E402
@@ -65,8 +66,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("defaults", type=Path)
     ap.add_argument("sets", type=Path, nargs="+")
-    ap.add_argument("--threshold", type=float, default=0.5, help="points of |error| a win / loss must exceed")
-    ap.add_argument("--tolerance", type=float, default=0.5, help="points the rule lets a set trail the defaults")
+    ap.add_argument("--threshold", type=finite_float, default=0.5, help="points of |error| a win / loss must exceed")
+    ap.add_argument("--tolerance", type=finite_float, default=0.5, help="points the rule lets a set trail the defaults")
     ap.add_argument("--groups", action="store_true", help="also each held-out group's figures")
     args = ap.parse_args()
     thr, tol = args.threshold / 100, args.tolerance / 100

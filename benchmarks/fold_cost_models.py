@@ -20,6 +20,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from unseen_generation import GROUPS  # noqa: E402
 
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ground-truth", type=Path, default=None,
                     help="the measurements' folder (default: the project's, or TWIN_GROUND_TRUTH)")
-    ap.add_argument("--silicon-every", type=int, default=6, help="every N-th runnable silicon row (default 6)")
+    ap.add_argument("--silicon-every", type=positive_int, default=6, help="every N-th runnable silicon row (default 6)")
     a = ap.parse_args(argv)
     if a.silicon_every < 1:
         ap.error(f"--silicon-every {a.silicon_every}: must be >= 1")

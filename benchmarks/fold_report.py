@@ -17,15 +17,20 @@ from twin.yaml_input import MAX_INPUT_BYTES, read_text
 MAX_REPORT_BYTES = MAX_INPUT_BYTES      # 64 MiB; a full held-out report is ~0.15 MB, a --defaults-only one ~1 MB
 
 
-def read_json(path: Path) -> dict:
-    """The JSON object in the file ``path``: the project's checks on a user's JSON (size at most
-    ``MAX_REPORT_BYTES``, UTF-8 text, valid JSON, no key twice, bounded nesting), then an object at the top."""
+def read_json_value(path: Path) -> object:
+    """The JSON value in the file ``path``: the project's checks on a user's JSON (size at most
+    ``MAX_REPORT_BYTES``, UTF-8 text, valid JSON, no key twice, bounded nesting)."""
     path = Path(path)
     if path.is_dir():
         raise TwinInputError(f"{path}: a directory, not a file")
     if not path.is_file():
         raise TwinInputError(f"{path}: no such file")
-    data = parse_json(read_text(path, "report", MAX_REPORT_BYTES), str(path))
+    return parse_json(read_text(path, "report", MAX_REPORT_BYTES), str(path))
+
+
+def read_json(path: Path) -> dict:
+    """The JSON object in the file ``path`` (``read_json_value``'s checks, then an object at the top)."""
+    data = read_json_value(path)
     if not isinstance(data, dict):
         raise TwinInputError(f"{path}: a JSON {type(data).__name__}, not an object (a fidelity_real.py --json report)")
     return data
@@ -76,8 +81,12 @@ class FoldReport:
         raise self.error(f"no {kind} fold holds {group!r} out (held out: {held})")
 
     def params(self, fold: dict) -> dict[str, float]:
-        """A copy of ``fold``'s parameters: {name: finite number}."""
-        return self._numbers(fold, fold.get("params"), "params")
+        """A copy of ``fold``'s parameters: {name: finite number}, at least one (a fold's simulations ran at them;
+        an empty object would run the cost model's bare defaults, silently)."""
+        params = self._numbers(fold, fold.get("params"), "params")
+        if not params:
+            raise self.error(f"the fold holding {fold['held_out']!r} out has no parameters (params is empty)")
+        return params
 
     def std(self, fold: dict) -> dict[str, float | None]:
         """A copy of ``fold``'s standard errors: {name: finite number, or None where there is none}."""
@@ -90,10 +99,16 @@ class FoldReport:
             raise self.error(f"the fold holding {fold['held_out']!r} out: an identification that is not a string")
         return dict(status)
 
-    def errors(self, fold: dict) -> dict[str, dict[str, float]]:
-        """A copy of ``fold``'s per-case signed relative errors: {case name: {metric: finite number}}."""
+    def errors(self, fold: dict, metrics: tuple[str, ...] = ()) -> dict[str, dict[str, float]]:
+        """A copy of ``fold``'s per-case signed relative errors: {case name: {metric: finite number}}, each case with
+        every metric ``metrics`` names (those its caller reads of every case)."""
         cases = self._mapping(fold, fold.get("errors"), "errors")
-        return {name: self._numbers(fold, errs, f"errors of {name!r}") for name, errs in cases.items()}
+        out = {name: self._numbers(fold, errs, f"errors of {name!r}") for name, errs in cases.items()}
+        for name, errs in out.items():
+            missing = [m for m in metrics if m not in errs]
+            if missing:
+                raise self.error(f"the fold holding {fold['held_out']!r} out: errors of {name!r} have no {missing[0]}")
+        return out
 
     def _mapping(self, fold: dict, values: object, what: str) -> dict:
         if not isinstance(values, dict) or not all(isinstance(name, str) for name in values):
@@ -126,11 +141,12 @@ CASE_FLAGS = ("client", "moe")
 DEFAULTS_HINT = "(make it with fidelity_real.py --defaults-only --json)"
 
 
-def check_case(case: object, where: str, need: tuple[str, ...] = ()) -> None:
+def check_case(case: object, where: str, need: tuple[str, ...] = (), metrics: tuple[str, ...] = ()) -> None:
     """A ``--defaults-only`` case record: a name; ``errors`` {metric: finite number}; ``measured`` and the scalars
-    of ``predicted`` finite numbers or null; row attributes (``CASE_TEXT``, ``CASE_COUNTS``, ``CASE_FLAGS``) text,
-    whole numbers >= 0 and booleans (null allowed); each where present, and the keys ``need`` names present. A
-    one-line error naming ``where`` and the field."""
+    of ``predicted`` finite numbers >= 0 or null; every metric of ``errors`` a number in both ``measured`` and
+    ``predicted`` (the error is made of the two) and each metric ``metrics`` names in ``errors``; row attributes
+    (``CASE_TEXT``, ``CASE_COUNTS``, ``CASE_FLAGS``) text, whole numbers >= 0 and booleans (null allowed); each where
+    present, and the keys ``need`` names present. A one-line error naming ``where`` and the field."""
     if not isinstance(case, dict) or not isinstance(case.get("name"), str):
         raise TwinInputError(f"{where}: not an object with a name {DEFAULTS_HINT}")
     where = f"{where} ({case['name']!r})"
@@ -146,6 +162,9 @@ def check_case(case: object, where: str, need: tuple[str, ...] = ()) -> None:
                 continue            # predicted's slo_met / window: not read as numbers
             if not (finite_number(value) or (value is None and section != "errors")):
                 raise TwinInputError(f"{where}: {section}.{key} is {value!r}, not a finite number")
+            if section != "errors" and value is not None and value < 0:
+                raise TwinInputError(f"{where}: {section}.{key} is {value!r}, not a number >= 0")
+    check_metrics(case, where, metrics)
     for keys, ok, allowed in ((CASE_TEXT, lambda v: isinstance(v, str), "text"),
                               (CASE_COUNTS, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
                                "a whole number >= 0"),
@@ -155,11 +174,25 @@ def check_case(case: object, where: str, need: tuple[str, ...] = ()) -> None:
                 raise TwinInputError(f"{where}: {key} is {case[key]!r}, not {allowed}")
 
 
-def defaults_cases(path: Path, need: tuple[str, ...] = (), row_need: tuple[str, ...] = ()) -> list[dict]:
+def check_metrics(case: dict, where: str, metrics: tuple[str, ...] = ()) -> None:
+    """Every metric of a checked record's ``errors``, and each ``metrics`` names, in its ``errors`` and a number in
+    both ``measured`` and ``predicted`` (the error is made of the two); else one line naming ``where``."""
+    errors = case.get("errors", {})
+    for key in (*errors, *(m for m in metrics if m not in errors)):
+        if key not in errors:
+            raise TwinInputError(f"{where}: no errors.{key} {DEFAULTS_HINT}")
+        for section in ("measured", "predicted"):
+            if not finite_number(case.get(section, {}).get(key)):
+                raise TwinInputError(f"{where}: errors.{key} without a {section}.{key} {DEFAULTS_HINT}")
+
+
+def defaults_cases(path: Path, need: tuple[str, ...] = (), row_need: tuple[str, ...] = (),
+                   metrics: tuple[str, ...] = ()) -> list[dict]:
     """The case records of a ``fidelity_real.py --defaults-only --json`` report, each checked (``check_case``, with
-    the keys ``need`` names required), their names unique; a missing or empty list is one line. A record of a
-    server row (any source but the unscoped inference-perf runs) must also carry each key of ``row_need``, not
-    null (the row attributes a script computes with)."""
+    the keys ``need`` names required and the metrics ``metrics`` names in its errors, measured and predicted), their
+    names unique; a missing or empty list is one line. A record of a server row (any source but the unscoped
+    inference-perf runs) must also carry each key of ``row_need``, not null (the row attributes a script computes
+    with)."""
     cases = read_json(path).get("cases")
     if not isinstance(cases, list) or not cases:
         raise TwinInputError(f"{path}: no list of cases {DEFAULTS_HINT}")
@@ -171,6 +204,7 @@ def defaults_cases(path: Path, need: tuple[str, ...] = (), row_need: tuple[str, 
             if absent:
                 raise TwinInputError(f"{path}: case {i} ({case['name']!r}): no {absent[0]} (a server row's "
                                      f"attribute) {DEFAULTS_HINT}")
+        check_metrics(case, f"{path}: case {i} ({case['name']!r})", metrics)
         if case["name"] in seen:
             raise TwinInputError(f"{path}: case {i}: the name {case['name']!r} is given twice")
         seen.add(case["name"])

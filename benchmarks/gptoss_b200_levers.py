@@ -25,6 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+
 from gptoss_heldout import B_AR, _cell, fold_params, simulate  # noqa: E402  (the round-7 script's rows, cells)
 
 SHARE = "layer_token_decode_share@blackwell+experts_mxfp4"
@@ -48,7 +51,7 @@ def main() -> None:
     ap.add_argument("--report", type=Path, required=True)
     ap.add_argument("--kind", default="family")
     ap.add_argument("--group", default="gpt-oss")
-    ap.add_argument("--every", type=int, default=2)
+    ap.add_argument("--every", type=positive_int, default=2)
     ap.add_argument("--gpu", default="b200")
     ap.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
     args = ap.parse_args()
@@ -65,4 +68,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

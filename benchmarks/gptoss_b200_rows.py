@@ -19,6 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import nonneg_int  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+
 from gptoss_b200_levers import variants  # noqa: E402
 from gptoss_heldout import fold_params  # noqa: E402
 
@@ -46,7 +49,7 @@ def main() -> None:
     ap.add_argument("--report", type=Path, required=True)
     ap.add_argument("--kind", default="family")
     ap.add_argument("--group", default="gpt-oss")
-    ap.add_argument("--every", type=int, default=0)
+    ap.add_argument("--every", type=nonneg_int, default=0)
     ap.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
     args = ap.parse_args()
     only = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -65,4 +68,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import finite_float, positive_int  # noqa: E402
 from benchmarks.gptoss_ttft_terms import fold_of  # noqa: E402
 from benchmarks.line_fit import line_fit  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -48,8 +49,8 @@ def main() -> None:
     ap.add_argument("report", type=Path)
     ap.add_argument("--kind", default="family", choices=("source", "GPU", "family"))
     ap.add_argument("--group", default="gpt-oss")
-    ap.add_argument("--bench-ms", type=float, default=4.8)
-    ap.add_argument("--every", type=int, default=4)
+    ap.add_argument("--bench-ms", type=finite_float, default=4.8)
+    ap.add_argument("--every", type=positive_int, default=4)
     ap.add_argument("--ground-truth", type=Path, default=None)
     args = ap.parse_args()
     if args.every < 1 or args.bench_ms < 0:

@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import finite_float, positive_int  # noqa: E402
 from twin.cost.roofline import DEFAULT_PER_SEQ_OVERHEAD_S  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.hardware.moe import touched_fraction  # noqa: E402
@@ -107,9 +108,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", default="b200")
     ap.add_argument("--family", default="gpt-oss")
-    ap.add_argument("--osl", type=int, default=8192)
+    ap.add_argument("--osl", type=positive_int, default=8192)
     ap.add_argument("--rows", action="store_true")
-    ap.add_argument("--active-share", type=float, default=None)
+    ap.add_argument("--active-share", type=finite_float, default=None)
     args = ap.parse_args()
     if args.active_share is not None and not 0.0 < args.active_share <= 1.0:
         raise TwinInputError(f"--active-share = {args.active_share}: must be in (0, 1]")

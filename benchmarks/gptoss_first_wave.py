@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.silicon import gptoss_b200_v0151, silicon_cases  # noqa: E402
 
@@ -31,12 +31,26 @@ def implied_rest_ms(measured_mean_ms: float, n: int, first_mean_ms: float, n_fir
     return (measured_mean_ms * n - first_mean_ms * n_first) / (n - n_first)
 
 
+def parse_rows(text: str) -> list[tuple[int, ...]]:
+    """``--rows`` (comma-separated ISLxOSLxCONCxTP) -> [(isl, osl, conc, tp)]; anything else is one line."""
+    out = []
+    for item in text.split(","):
+        try:
+            key = tuple(int(x) for x in item.strip().split("x"))
+        except ValueError:
+            key = ()
+        if len(key) != 4 or min(key) < 1:
+            raise TwinInputError(f"--rows {item!r}: expected ISLxOSLxCONCxTP, whole numbers >= 1 (e.g. 1024x1024x4x1)")
+        out.append(key)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--rows", default=ROWS)
     args = ap.parse_args()
-    want = [tuple(int(x) for x in r.split("x")) for r in args.rows.split(",")]
+    want = parse_rows(args.rows)
     picked = {}
     for c in silicon_cases(args.ground_truth)[0]:
         key = (c.row.isl, c.row.osl, c.row.concurrency, c.row.tp)

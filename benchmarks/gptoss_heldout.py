@@ -37,6 +37,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+
 H_EFF, H_LT, H_AR = ("moe_expert_compute_efficiency@hopper+experts_mxfp4", "layer_token_overhead_s@hopper+experts_mxfp4",
                      "fused_allreduce_latency_s@hopper+experts_mxfp4")
 B_AR = "fused_allreduce_latency_s@blackwell+experts_mxfp4"
@@ -88,7 +91,7 @@ def _cell(rows: list[dict], metric: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--report", type=Path, required=True)
-    ap.add_argument("--every", type=int, default=3)
+    ap.add_argument("--every", type=positive_int, default=3)
     ap.add_argument("--variants", default="", help="comma-separated variant names (default: all)")
     args = ap.parse_args()
     only = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -103,4 +106,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -21,11 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import nonneg_int, number_list, positive_float, positive_int  # noqa: E402
 from twin.cost import mxfp4_path  # noqa: E402
-from twin.fitting.fit import simulate_cases  # noqa: E402
+from twin.fitting.fit import check_simulation_options, simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors, family_of  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.errors import run_script  # noqa: E402
+from twin.yaml_input import parse_numeric_set_options  # noqa: E402
 
 FP8_RATE = mxfp4_path.MXFP4_BLACKWELL_RATE
 KEYS = (("TTFT", "mean_ttft_ms"), ("TPOT", "mean_tpot_ms"), ("thr", "request_throughput"))
@@ -87,7 +89,7 @@ def tp(case) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--every", type=int, default=1, help="every k-th runnable gpt-oss row")
+    ap.add_argument("--every", type=positive_int, default=1, help="every k-th runnable gpt-oss row")
     ap.add_argument("--grid", default="", help="comma-separated fused all-reduce latencies on B200, us")
     ap.add_argument("--variant", action="append", default=[],
                     help="label:name=value,... (model units) on top of the defaults, "
@@ -95,21 +97,24 @@ def main() -> None:
     ap.add_argument("--fp4-rate", action="store_true",
                     help="add a variant fp4rate: the defaults with MXFP4 experts at the FP4 rate (before round 5)")
     ap.add_argument("--gpu", default="", help="only this GPU's rows (B200 or H100-SXM)")
-    ap.add_argument("--max-conc", type=int, default=0, help="only rows with CONC up to this (0: all)")
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--eval-sim-s", type=float, default=60.0)
+    ap.add_argument("--max-conc", type=nonneg_int, default=0, help="only rows with CONC up to this (0: all)")
+    ap.add_argument("--workers", type=positive_int, default=1)
+    ap.add_argument("--eval-sim-s", type=positive_float, default=60.0)
     args = ap.parse_args()
+    grid_us = number_list(args.grid, "--grid", low=0.0, allow_empty=True)
+    extras = [(text.partition(":")[0], parse_numeric_set_options(text.partition(":")[2].split(","),
+                                                                 f"--variant {text.partition(':')[0]}:"))
+              for text in args.variant]
+    check_simulation_options(args.eval_sim_s, args.workers, "--eval-sim-s")
     cases = [c for c in silicon_cases()[0] if family_of(c) == "gpt-oss"
              and (not args.gpu or c.target.gpu == args.gpu)
              and (not args.max_conc or c.row.concurrency <= args.max_conc)][::args.every]
     base = default_start(JOINT_NAMES)
     errs: dict[str, list[dict]] = {}
     variants = [("defaults", base)]
-    for v in filter(None, args.grid.split(",")):
-        variants.append((v, base | {"fused_allreduce_latency_s@blackwell": float(v) * 1e-6}))
-    for text in args.variant:
-        label, _, body = text.partition(":")
-        extra = {k: float(v) for k, _, v in (item.partition("=") for item in filter(None, body.split(",")))}
+    for v, text in zip(grid_us, filter(None, (t.strip() for t in args.grid.split(",")))):
+        variants.append((text, base | {"fused_allreduce_latency_s@blackwell": v * 1e-6}))
+    for label, extra in extras:
         variants.append((label, base | extra))
     if args.fp4_rate:
         variants.append(("fp4rate", base))

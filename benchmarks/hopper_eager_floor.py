@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, positive_float, positive_int  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 
 DEFAULT_VARIANTS = ("blackwell=0.84/1.15", "reading=0.92/0")
@@ -59,12 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ground-truth", type=Path,
                     default=Path(__file__).resolve().parents[2] / "shared" / "ground-truth")
-    ap.add_argument("--silicon-every", type=int, default=3)
-    ap.add_argument("--sim-s", type=float, default=60.0)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--silicon-every", type=positive_int, default=3)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--variant", action="append", default=None)
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
+    check_out_path(a.json, "--json")
     variants = [parse_variant(v) for v in (a.variant or DEFAULT_VARIANTS)]
 
     from twin.fitting.fit import simulate_cases

@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import nonneg_float  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from benchmarks.error_medians import median_cell  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -38,8 +39,10 @@ def main() -> None:
     ap.add_argument("--ground-truth", type=Path,
                     default=Path(__file__).resolve().parents[2] / "shared" / "ground-truth")
     ap.add_argument("--folds", default="family,GPU")
-    ap.add_argument("--bench-ms", type=float, default=None)
+    ap.add_argument("--bench-ms", type=nonneg_float, default=None)
     args = ap.parse_args()
+    if any(k.strip() not in ("source", "GPU", "family") for k in args.folds.split(",") if k.strip()):
+        raise TwinInputError(f"--folds {args.folds!r}: each one of source, GPU, family")
     from fidelity_real import FOLD_TERMS
 
     from twin.fitting import provenance as pv
@@ -67,7 +70,7 @@ def main() -> None:
             held = held_at_prior(train, FOLD_TERMS)
             plan = pv.fold_plan(group, FOLDS[kind], evidence, tuple(n for n in FOLD_TERMS if n not in held))
             prior = path_token_prior(plan, group, FOLDS[kind], evidence)
-            before = report.errors(fold)
+            before = report.errors(fold, metrics=("mean_tpot_ms",))
             after = dict(before)
             covered = [n for n in before if any(in_scope(split(k)[1], by_name[n][1]) for k in prior)]
             if covered:

@@ -34,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS  # noqa: E402
 from twin.cost.mla_decode import MLA_TERMS  # noqa: E402
 from twin.cost.mla_request import READINGS  # noqa: E402
@@ -186,14 +187,14 @@ def main() -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("terms", help="what each fold-reset term carries")
     t.add_argument("fold_json", type=Path)
-    t.add_argument("--every", type=int, default=16)
-    t.add_argument("--workers", type=int, default=1)
+    t.add_argument("--every", type=positive_int, default=16)
+    t.add_argument("--workers", type=positive_int, default=1)
     r = sub.add_parser("repeats", help="the spread of repeated light-load runs")
     r.add_argument("--ground-truth", type=Path, default=None)
     d = sub.add_parser("seeds", help="the twin's own spread over seeds on one repeated configuration")
     d.add_argument("fold_json", type=Path, nargs="?", default=None)
-    d.add_argument("--seeds", type=int, default=5)
-    d.add_argument("--workers", type=int, default=1)
+    d.add_argument("--seeds", type=positive_int, default=5)
+    d.add_argument("--workers", type=positive_int, default=1)
     args = ap.parse_args()
     if args.cmd == "terms":
         if args.every < 1:

@@ -57,6 +57,8 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
             isl, osl = (int(x) for x in item.split("/"))
         except ValueError:
             raise TwinInputError(f"--decode-on {item!r}: expected ISL/OSL, e.g. 1024/8192") from None
+        if min(isl, osl) < 1:
+            raise TwinInputError(f"--decode-on {item!r}: ISL and OSL must be >= 1")
         out.append((isl, osl))
     if not out:
         raise TwinInputError("--decode-on: no ISL/OSL pair given")

@@ -30,8 +30,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import positive_float  # noqa: E402
 from benchmarks.fold_report import fold_params as load_fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.fitting.fit import check_simulation_options  # noqa: E402
 from twin.yaml_input import parse_numeric_set_options  # noqa: E402
 
 INT4_BYTES_PER_WEIGHT = 0.5 + 2 / 32          # INT4, one bf16 scale per 32 weights (twin.hardware.quant)
@@ -87,6 +89,8 @@ def parse_shape(text: str) -> tuple[int, int]:
         isl, osl = (int(x) for x in text.lower().split("x"))
     except ValueError:
         raise TwinInputError(f"--shapes {text!r}: expected ISLxOSL, e.g. 1024x8192") from None
+    if min(isl, osl) < 1:
+        raise TwinInputError(f"--shapes {text!r}: ISL and OSL must be >= 1")
     return isl, osl
 
 
@@ -97,11 +101,14 @@ def main() -> None:
     ap.add_argument("--group", default="kimi")
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--shapes", default="1024x8192", help="comma-separated ISLxOSL the line is fitted on")
-    ap.add_argument("--sim-s", type=float, default=60.0)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
     args = ap.parse_args()
     if args.report is None and (args.kind, args.group) != ("family", "kimi"):
         raise TwinInputError("--kind / --group need --report")
     shapes = {parse_shape(s) for s in args.shapes.split(",") if s.strip()}
+    if not shapes:
+        raise TwinInputError(f"--shapes {args.shapes!r}: no ISLxOSL given")
+    check_simulation_options(args.sim_s, 1)
     overrides = parse_numeric_set_options(args.overrides)
 
     from twin.fitting.fit import simulate_cases

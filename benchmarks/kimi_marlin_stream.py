@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 
 
@@ -89,8 +90,8 @@ def main() -> None:
     p = sub.add_parser("priors", help="the priors a fold report's parameters give")
     p.add_argument("fold_json", type=Path)
     s = sub.add_parser("slope", help="Kimi INT4's own TPOT against the expert bytes (a cross-check, not used)")
-    s.add_argument("--isl", type=int, default=1024)
-    s.add_argument("--osl", type=int, default=1024)
+    s.add_argument("--isl", type=positive_int, default=1024)
+    s.add_argument("--osl", type=positive_int, default=1024)
     args = ap.parse_args()
     if args.cmd == "priors":
         if not args.fold_json.is_file():

@@ -28,6 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from twin.errors import run_script  # noqa: E402
+
 from benchmarks.kimi_slices import kimi_cases, run  # noqa: E402
 from twin.cost.mla_decode import MLA_TERMS  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
@@ -92,4 +94,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

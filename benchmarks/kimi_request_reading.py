@@ -26,6 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from benchmarks.fold_report import defaults_cases  # noqa: E402
 from request_path_readings import READ_NEED, rows_from  # noqa: E402
 from twin.errors import run_script  # noqa: E402
@@ -58,10 +59,13 @@ def per_step_tpot_ms(gap_ms: float, conc: int, osl: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cases_json")
-    ap.add_argument("--max-conc", type=int, default=8)
+    ap.add_argument("--max-conc", type=positive_int, default=8)
     ap.add_argument("--loaded", default=None, help="a fidelity_real.py --defaults-only --json file (loaded rows)")
     args = ap.parse_args()
     rows = rows_from(defaults_cases(Path(args.cases_json), **READ_NEED), args.max_conc)
+    loaded = None if args.loaded is None else defaults_cases(Path(args.loaded), need=("measured", "predicted"),
+                                                             row_need=("tp", "isl", "osl", "conc"),
+                                                             metrics=("mean_tpot_ms",))
     print("Kimi-K2.5, gap = measured - twin mean TTFT (ms) at CONC <= %d: (format, release, month, TP, ISL, G/E)"
           % args.max_conc)
     for key, v in sorted(groups(rows, "kimi").items()):
@@ -82,14 +86,12 @@ def main() -> None:
             by_tp[(r["tp"], r["isl"])].append(r["gap"])
     print("  NVFP4 by (TP, ISL): " + ", ".join(f"TP{t} {i}: {np.median(v):+.1f} ({len(v)})"
                                              for (t, i), v in sorted(by_tp.items())))
-    if args.loaded:
+    if loaded is not None:
         gap, _ = reading_ms(rows)
-        cases = defaults_cases(Path(args.loaded), need=("measured", "predicted"),
-                               row_need=("tp", "isl", "osl", "conc"))
         print(f"\nloaded Kimi NVFP4 rows (CONC >= 16): TPOT error at the defaults, and what {gap:.1f} ms per prompt "
               "step would add")
-        for c in sorted((c for c in cases if c.get("family") == "kimi" and c.get("gemm_quant") == "nvfp4"
-                         and c.get("conc", 0) >= 16), key=lambda c: (c["tp"], c["isl"], c["osl"], c["conc"])):
+        for c in sorted((c for c in loaded if c.get("source") != "inference-perf" and c.get("family") == "kimi"
+                         and c.get("gemm_quant") == "nvfp4" and c["conc"] >= 16), key=lambda c: (c["tp"], c["isl"], c["osl"], c["conc"])):
             m, p = c["measured"]["mean_tpot_ms"], c["predicted"]["mean_tpot_ms"]
             add = per_step_tpot_ms(gap, c["conc"], c["osl"])
             print(f"  TP{c['tp']} {c['isl']}/{c['osl']} C{c['conc']:<4} TPOT {m:6.2f} ms, "

@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
 from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import METRICS, default_start, errors  # noqa: E402
@@ -111,9 +112,10 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="name=value in model units (repeatable)")
     ap.add_argument("--without-int4-terms", action="store_true",
                     help="the INT4 expert terms at their priors before round 5 (0 s, 1, 1)")
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
     t0 = time.perf_counter()
     params = default_start()
     if args.without_int4_terms:

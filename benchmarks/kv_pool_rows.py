@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, number_list, positive_int  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start  # noqa: E402
 from twin.fitting.replay import deployment_for, replay  # noqa: E402
 from twin.fitting.silicon import read_silicon, silicon_cases, silicon_dir  # noqa: E402
@@ -43,16 +44,17 @@ def main() -> None:
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--scan", action="store_true")
     ap.add_argument("--factors", default="1,0.75,0.5")
-    ap.add_argument("--max-requests", type=int, default=640)
+    ap.add_argument("--max-requests", type=positive_int, default=640)
     ap.add_argument("--match", default="", help="only rows whose id contains this")
     ap.add_argument("--include-free", action="store_true", help="scan the rows the pool holds too")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
+    factors = number_list(args.factors, "--factors", low=0.0, low_open=True)
     t0 = time.perf_counter()
     rows = [r for r in read_silicon(silicon_dir(args.ground_truth)) if args.match in r.id]
     cases, _ = silicon_cases(args.ground_truth, max_requests=args.max_requests, rows=rows)
     params = default_start(JOINT_NAMES)
-    factors = [float(f) for f in args.factors.split(",")]
     out = []
     print(f"{'row':<62} {'C':>4} {'pool tok':>9} {'mean':>5} {'peak':>5} | {'TTFT meas':>9} "
           + " ".join(f"{'x' + str(f):>8}" for f in factors) + f" | {'TPOT meas':>9} "

@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_float  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
 from benchmarks.error_medians import median_cell  # noqa: E402
@@ -150,7 +151,7 @@ def main() -> None:
     ap.add_argument("--report", type=Path, default=None, help="rows: a fidelity_real.py --json report")
     ap.add_argument("--kind", default="GPU", choices=("source", "GPU", "family"))
     ap.add_argument("--group", default="B200")
-    ap.add_argument("--sim-s", type=float, default=60.0)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
     args = ap.parse_args()
     if args.what == "facts":
         if args.report is not None:

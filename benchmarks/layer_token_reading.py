@@ -32,6 +32,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, family_of  # noqa: E402
 from twin.fitting.replay import cost_model_for, deployment_for  # noqa: E402
@@ -145,7 +146,7 @@ def tp_split(points: list[tuple[float, float]], second: list[float] | None = Non
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--conc", type=int, default=4)
+    ap.add_argument("--conc", type=positive_int, default=4)
     args = ap.parse_args()
     rows = readings(args.conc)
     print(f"CONC = {args.conc}: X = GPU time per prompt token the twin lacks (layer_token_overhead_s at 0), u = X / layers")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors  # noqa: E402
 from twin.fitting.silicon import read_silicon, row_layout, silicon_cases, silicon_dir  # noqa: E402
@@ -40,10 +41,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--as-labelled", action="store_true", help="run the labels literally (the old mapping)")
-    ap.add_argument("--max-requests", type=int, default=160)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--max-requests", type=positive_int, default=160)
+    ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
     t0 = time.perf_counter()
     folder = silicon_dir(args.ground_truth)
     rows = [r for r in read_silicon(folder) if r.mode == "agg" and r.attention_dp > 1]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_float  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
 from twin.errors import run_script  # noqa: E402
@@ -81,7 +82,7 @@ def main() -> None:
     ap.add_argument("--group", default="B200")
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--family", default="llama")
-    ap.add_argument("--sim-s", type=float, default=60.0)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
     ap.add_argument("--variants", default="", help="comma-separated names of the variants to run (default: all)")
     ap.add_argument("--set", action="append", default=[], help="name=value,...: one more variant on the fold's")
     args = ap.parse_args()

@@ -24,6 +24,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, number_list  # noqa: E402
+from benchmarks.fold_report import read_json  # noqa: E402
+from benchmarks.saved_rows import check_rows  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
+
 KEY = "kv_memory_efficiency@hopper+kv_fp8"
 PRIOR = 0.978
 FOLDS = {"TP2": lambda r: r["tp"] == 2, "TP4": lambda r: r["tp"] == 4, "TP8": lambda r: r["tp"] == 8,
@@ -88,20 +93,39 @@ def report(runs: dict[float, list[dict]]) -> None:
         print(f"{v}: all {len(runs[v])} rows TPOT {_cell(runs[v], 'tpot')}, TTFT {_cell(runs[v], 'ttft')}")
 
 
+RUN_COUNTS = ("tp", "isl", "osl", "conc")
+RUN_TIMES = ("mtpot", "ptpot", "mttft", "pttft")
+
+
+def read_runs(path: Path) -> dict[float, list[dict]]:
+    """A ``--save`` file: {value: [row, ...]}, each value a number in (0, 1], each row's counts whole numbers >= 1
+    and its times finite numbers > 0 (``simulate``'s rows, ``saved_rows.check_rows``); else one line."""
+    out = {}
+    for key, rows in read_json(path).items():
+        value = number_list(key, f"{path}: key", low=0.0, low_open=True, high=1.0)
+        if len(value) != 1:
+            raise TwinInputError(f"{path}: {key!r}: expected one value in (0, 1] (a --save file)")
+        out[value[0]] = check_rows(rows, f"{path}: {key!r}", counts=RUN_COUNTS, positive=RUN_TIMES)
+    if not out:
+        raise TwinInputError(f"{path}: no runs (a --save file)")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--grid", default="0.2,0.25,0.3,0.35,0.4,0.45")
     ap.add_argument("--save", type=Path)
     ap.add_argument("--load", type=Path)
     args = ap.parse_args()
+    check_out_path(args.save, "--save")
     if args.load:
-        runs = {float(k): v for k, v in json.loads(args.load.read_text()).items()}
+        runs = read_runs(args.load)
     else:
-        runs = {v: simulate(v) for v in [float(x) for x in args.grid.split(",")] + [PRIOR]}
+        runs = {v: simulate(v) for v in number_list(args.grid, "--grid", low=0.0, low_open=True, high=1.0) + [PRIOR]}
     if args.save:
         args.save.write_text(json.dumps(runs))
     report(runs)
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -27,6 +27,7 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import nonneg_int  # noqa: E402
 from benchmarks.fold_report import FoldReport, read_json  # noqa: E402
 from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -112,7 +113,7 @@ def main() -> None:
     own, rest = split_at_dashes(sys.argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("rows", "heldout"))
-    ap.add_argument("--extra-kernels", type=int, default=None, help="the block-FP8 chain's count (default: 3)")
+    ap.add_argument("--extra-kernels", type=nonneg_int, default=None, help="the block-FP8 chain's count (default: 3)")
     ap.add_argument("--chain", action="store_true", help="rows: with the chained q / k pricing on")
     ap.add_argument("--report", type=Path, default=None, help="rows: a fidelity_real --json report with folds")
     ap.add_argument("--fp8-count", action="store_true", help="rows: also the defaults with MiniMax FP8's eager "

@@ -39,6 +39,7 @@ import numpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
@@ -279,9 +280,9 @@ def main() -> None:
     sub.add_parser("table")
     sub.add_parser("slope-fit")
     st = sub.add_parser("stream-test")
-    st.add_argument("--every", type=int, default=2, help="every n-th MiniMax row (default 2)")
+    st.add_argument("--every", type=positive_int, default=2, help="every n-th MiniMax row (default 2)")
     jt = sub.add_parser("joint-test")
-    jt.add_argument("--every", type=int, default=3, help="every n-th B200 v0.19 MiniMax row (default 3)")
+    jt.add_argument("--every", type=positive_int, default=3, help="every n-th B200 v0.19 MiniMax row (default 3)")
     fb = sub.add_parser("floor-by-path")
     fb.add_argument("--pair", action="store_true", help="with MiniMax FP8's B200 pair (stream 0.5, share 0)")
     args = ap.parse_args()

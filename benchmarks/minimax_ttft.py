@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path  # noqa: E402
 from twin.cost.default_terms import GENERATION_TERMS  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
@@ -137,6 +138,7 @@ def main() -> None:
     cmp_.add_argument("files", type=Path, nargs=2)
     sub.add_parser("floor-grid")
     args = ap.parse_args()
+    check_out_path(getattr(args, "save", None), "--save")
     if args.cmd == "residuals":
         recs = _records(minimax_cases(args.pr_script), counted_floors_s() if args.path_floors else {})
         if args.save:

@@ -108,7 +108,8 @@ def main() -> None:
     args = ap.parse_args()
     from twin.fitting.fit import check_simulation_options
     check_simulation_options(args.sim_s, args.workers)
-    if (args.request_ms is None or args.layer_us is None) != (not args.try_fold):
+    given = (args.request_ms is not None, args.layer_us is not None, bool(args.try_fold))
+    if any(given) and not all(given):
         raise TwinInputError("--try-fold, --request-ms and --layer-us go together")
     if args.try_fold:
         try_fold(args.fold_json, args.try_fold, reading_priors(args.request_ms, args.layer_us), args.ground_truth,

@@ -26,12 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors, family_of, gpu_of  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.replay import deployment_for  # noqa: E402
 from twin.fitting.scoped import routed_expert_format  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 
 BANDS = (("C<=8", 0, 8), ("C9-15", 9, 15), ("C16-64", 16, 64), ("C65-127", 65, 127), ("C>=128", 128, 10**9))
 
@@ -65,13 +66,17 @@ def group_key(case) -> tuple[str, str, str, str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--silicon-every", type=int, default=3)
+    ap.add_argument("--silicon-every", type=positive_int, default=3)
     ap.add_argument("--variant", action="append", default=[])
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--families", default="gpt-oss,minimax,kimi,qwen3,llama")
     args = ap.parse_args()
     fams = set(args.families.split(","))
-    cases = [c for c in silicon_cases()[0][::args.silicon_every] if family_of(c) in fams
+    runnable = silicon_cases()[0]
+    known = sorted({family_of(c) for c in runnable})
+    if not fams <= set(known):
+        raise TwinInputError(f"--families: unknown {sorted(fams - set(known))[0]!r}; allowed: {', '.join(known)}")
+    cases = [c for c in runnable[::args.silicon_every] if family_of(c) in fams
              and (family_of(c) != "llama" or gpu_of(c) == "B200")]
     keys = [group_key(c) for c in cases]
     variants = [parse_variant(v) for v in (args.variant or ["defaults:"])]

@@ -33,7 +33,7 @@ from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.silicon_layout import row_layout  # noqa: E402
 from twin.hardware.catalog import ModelSpec, resolve_model  # noqa: E402
 from twin.hardware.moe import touched_fraction  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 
 PREFILL_CHUNK_TOKENS = 8192     # the silicon rows' max_num_batched_tokens bound on one prompt chunk
 
@@ -53,16 +53,22 @@ def _base(name: str) -> str:
     return name.split(" [")[0]
 
 
-def shape_rows(records: list[dict]) -> list[dict]:
-    """The silicon records with their run layout and (MoE) expert shape."""
+def shape_rows(records: list[dict], source: object = "the defaults file") -> list[dict]:
+    """The silicon records with their run layout and (MoE) expert shape; a record of no runnable silicon row or of
+    an unknown model is one line naming ``source``."""
     rows_by_name = {_base(c.run.name): c.row for c in silicon_cases(max_requests=None)[0]}
     out = []
     for r in records:
         if r["source"] != "silicon":
             continue
+        if _base(r["name"]) not in rows_by_name:
+            raise TwinInputError(f"{source}: case {r['name']!r}: not a runnable silicon row of the ground truth")
         lay = row_layout(rows_by_name[_base(r["name"])])
         tp, dp, ep = lay["tensor_parallel_size"], lay["data_parallel_size"], lay["enable_expert_parallel"]
-        model = resolve_model(r["model"])
+        try:
+            model = resolve_model(r["model"])
+        except ValueError as exc:
+            raise TwinInputError(f"{source}: case {r['name']!r}: model: {exc}") from None
         x = dict(family=r["family"], gpu=r["gpu"], fmt=r.get("moe_quant"), conc=r["conc"], isl=r["isl"], osl=r["osl"],
                  version=r.get("version"), tp=tp, dp=dp, ep=ep, ttft=r["errors"].get("mean_ttft_ms"),
                  tpot=r["errors"].get("mean_tpot_ms"), measured_tpot_ms=r["measured"]["mean_tpot_ms"],
@@ -163,8 +169,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("json", type=Path)
     args = ap.parse_args()
-    rows = shape_rows(defaults_cases(args.json, need=("source", "errors", "measured", "predicted"),
-                                     row_need=("model", "family", "gpu", "conc", "isl", "osl")))
+    records = defaults_cases(args.json, need=("source", "errors", "measured", "predicted"),
+                             row_need=("model", "family", "gpu", "conc", "isl", "osl"), metrics=("mean_tpot_ms",))
+    rows = shape_rows(records, args.json)
     moe = [x for x in rows if x["moe"]]
     print(f"{len(rows)} silicon rows, {len(moe)} MoE")
     out = table("MoE rows by family, GPU, expert format, per-rank expert width (columns), layout", moe,

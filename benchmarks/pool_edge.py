@@ -39,6 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, positive_float  # noqa: E402
 from benchmarks.kv_pool_rows import demand  # noqa: E402
 from benchmarks.pool_release_rows import RULES, rule_case, rule_context  # noqa: E402
 from twin.errors import run_script  # noqa: E402
@@ -89,12 +90,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--match", default="", help="only rows whose id contains this")
-    ap.add_argument("--deficit", type=float, default=0.9, help="list rows running fewer than this x C")
-    ap.add_argument("--ttft-s", type=float, default=2.0, help="and rows whose measured TTFT exceeds this")
+    ap.add_argument("--deficit", type=positive_float, default=0.9, help="list rows running fewer than this x C")
+    ap.add_argument("--ttft-s", type=positive_float, default=2.0, help="and rows whose measured TTFT exceeds this")
     ap.add_argument("--simulate", action="store_true", help="simulate the listed rows at the embedded defaults")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--rule", default=None, choices=RULES, help="the pool under this pool_release_rows rule")
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
     rows = [r for r in read_silicon(silicon_dir(args.ground_truth)) if args.match in r.id and r.published_client]
     cases, _ = silicon_cases(args.ground_truth, max_requests=None, rows=rows)
     out, seen, listed = [], set(), []

@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
 from benchmarks.pool_edge import row_reading, running_requests  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
@@ -69,9 +70,10 @@ def main() -> None:
     ap.add_argument("--match", required=True, help="rows whose id contains this")
     ap.add_argument("--scale", default="1.0", help="comma-separated pool scales to simulate")
     ap.add_argument("--server", action="append", default=[], help="KEY=VALUE server knob (repeatable)")
-    ap.add_argument("--conc", type=int, default=None, help="only rows at this concurrency")
+    ap.add_argument("--conc", type=positive_int, default=None, help="only rows at this concurrency")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
     server = parse_server(args.server)
     try:
         scales = [float(s) for s in args.scale.split(",") if s]

@@ -33,6 +33,7 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path  # noqa: E402
 from benchmarks.kv_pool_rows import demand  # noqa: E402
 from twin.core.vllm_versions import NEWEST_VLLM_VERSION  # noqa: E402
 from twin.errors import run_script  # noqa: E402
@@ -133,6 +134,7 @@ def main() -> None:
     ap.add_argument("--simulate", action="store_true", help="simulate the listed rows under each rule")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
     rules = [r for r in args.rules.split(",") if r]
     unknown = [r for r in rules if r not in RULES]
     if unknown:

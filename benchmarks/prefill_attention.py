@@ -41,6 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_float, positive_int  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.layer_token_reading import readings  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
@@ -168,8 +169,8 @@ def main() -> None:
     ap.add_argument("what", choices=("reading", "rows"))
     ap.add_argument("--attention-share", type=attention_shares, default=[],
                     help="comma-separated shares of the twin's compute rate for Blackwell's prefill attention")
-    ap.add_argument("--every", type=int, default=REFIT_SILICON_EVERY)
-    ap.add_argument("--sim-s", type=float, default=60.0)
+    ap.add_argument("--every", type=positive_int, default=REFIT_SILICON_EVERY)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
     ap.add_argument("--report", type=Path, default=None, help="a fidelity_real.py --json report: start from a fold's values")
     ap.add_argument("--kind", default="GPU", help="with --report: the fold kind (GPU, source, family)")
     ap.add_argument("--group", default="B200", help="with --report: the held-out group")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import nonneg_float, positive_float  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from benchmarks.source_fold_terms import ALL  # noqa: E402
@@ -71,8 +72,8 @@ def main() -> None:
     ap.add_argument("fold_json", type=Path)
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--fold", default="family:qwen3")
-    ap.add_argument("--sync-loop-us", type=float, default=None)
-    ap.add_argument("--sim-s", type=float, default=60.0)
+    ap.add_argument("--sync-loop-us", type=nonneg_float, default=None)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
     args = ap.parse_args()
     kind, _, group = args.fold.partition(":")
     report = load_report(args.fold_json)

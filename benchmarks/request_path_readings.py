@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
 from benchmarks.fold_report import defaults_cases  # noqa: E402
 from twin.core.scheduler_output import SchedulerOutput  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
@@ -129,9 +130,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("defaults_json", nargs="?", help="a fidelity_real.py --defaults-only --json file; none: "
                     "simulate every light-load row here (--save: write them as such a file)")
-    ap.add_argument("--max-conc", type=int, default=8)
+    ap.add_argument("--max-conc", type=positive_int, default=8)
     ap.add_argument("--save", default=None)
     args = ap.parse_args()
+    check_out_path(args.save, "--save")
     if args.defaults_json:
         cases = defaults_cases(Path(args.defaults_json), **READ_NEED)
     else:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.silicon import model_family  # noqa: E402
 from twin.fitting.silicon_rows import read_silicon, silicon_dir  # noqa: E402
@@ -132,7 +133,7 @@ def _paired_rows(rows, vary: str, max_conc: int) -> list[list]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
-    ap.add_argument("--max-conc", type=int, default=8)
+    ap.add_argument("--max-conc", type=positive_int, default=8)
     ap.add_argument("--simulate", action="store_true", help="also the twin's difference (embedded defaults)")
     args = ap.parse_args()
     if args.max_conc < 1:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.core.request import Request  # noqa: E402
 from twin.core.scheduler_config import SchedulerConfig  # noqa: E402
 from twin.core.schedulers import make_scheduler  # noqa: E402
@@ -65,12 +66,12 @@ def measure(num_running: int, request_steps: int, repeats: int, **kw) -> tuple[f
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("sizes", nargs="*", type=int, default=[16, 64, 256])
-    ap.add_argument("--request-steps", type=int, default=100_000, help="running-request steps per repeat")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("sizes", nargs="*", type=positive_int, default=[16, 64, 256])
+    ap.add_argument("--request-steps", type=positive_int, default=100_000, help="running-request steps per repeat")
+    ap.add_argument("--repeats", type=positive_int, default=5)
     ap.add_argument("--scheduler", default="continuous", choices=["continuous", "prefill_first", "static"])
     ap.add_argument("--no-caching", action="store_true")
-    ap.add_argument("--block-size", type=int, default=16)
+    ap.add_argument("--block-size", type=positive_int, default=16)
     ap.add_argument("--profile", action="store_true", help="cProfile the first size and print the top 25")
     args = ap.parse_args(argv)
     kw = dict(scheduler=args.scheduler, caching=not args.no_caching, block_size=args.block_size)

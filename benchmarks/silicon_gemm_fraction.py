@@ -29,6 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from benchmarks.layer_token_reading import readings  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start  # noqa: E402
@@ -106,7 +107,7 @@ def chunk_pairs(rows: list[dict]) -> list[tuple[tuple, int, float, int, float]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--conc", type=int, default=4)
+    ap.add_argument("--conc", type=positive_int, default=4)
     args = ap.parse_args()
     if args.conc < 1:
         raise TwinInputError(f"--conc {args.conc}: must be >= 1")

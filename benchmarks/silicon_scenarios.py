@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, positive_float, positive_int  # noqa: E402
 from twin.errors import TwinInputError  # noqa: E402
 from twin.fitting.silicon import (not_expressible, read_silicon, row_layout, row_scenario,  # noqa: E402
                                   silicon_dir, weight_dtype)
@@ -45,13 +46,14 @@ def layout_name(row) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ground-truth", type=Path, default=None)
-    ap.add_argument("--requests-per-conc", type=int, default=1)
-    ap.add_argument("--max-sim-s", type=float, default=None,
+    ap.add_argument("--requests-per-conc", type=positive_int, default=1)
+    ap.add_argument("--max-sim-s", type=positive_float, default=None,
                     help="stop each run after this many simulated seconds (default: run the wave out)")
-    ap.add_argument("--every", type=int, default=1, help="run every N-th row (all are built and resolved)")
+    ap.add_argument("--every", type=positive_int, default=1, help="run every N-th row (all are built and resolved)")
     ap.add_argument("--compare", action="store_true")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    check_out_path(args.json, "--json")
 
     folder = silicon_dir(args.ground_truth)
     rows = read_silicon(folder)

@@ -26,14 +26,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, number_list, positive_float, positive_int  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.source_fold_terms import GROUPS, fold_values, restored  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
-from twin.fitting.fit import simulate_cases  # noqa: E402
+from twin.fitting.fit import check_simulation_options, simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_of, source_of  # noqa: E402
 from twin.cost.default_terms import FLAT_DEFAULTS  # noqa: E402
 from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
 from twin.fitting.scoped import SCOPES, split  # noqa: E402
+from twin.yaml_input import parse_numeric_set_options  # noqa: E402
 
 # the silicon-read COST groups (source_fold_terms.GROUPS less the serving, request and bandwidth terms the fold refits
 # or carries from the inference-perf runs)
@@ -79,22 +81,16 @@ def light_gap_ms(cases, errs) -> dict[int, float]:
 
 
 def parse_prior(text: str) -> tuple[str, dict[str, float]]:
-    """'label:name=value,name=value' -> (label, {name: value}); a clear error on anything else."""
+    """'label:name=value,name=value' -> (label, {name: value}); the pairs read by the project's
+    ``parse_numeric_set_options`` (a finite number each, no name twice); a clear error on anything else."""
     label, sep, body = text.partition(":")
     if not sep or not label or not body:
         raise TwinInputError(f"--prior {text!r}: expected 'label:name=value,...'")
-    out = {}
-    for kv in body.split(","):
-        name, eq, value = kv.partition("=")
-        try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            raise TwinInputError(f"--prior {text!r}: {kv!r} is not name=number") from None
-        if not eq or not name.strip():
-            raise TwinInputError(f"--prior {text!r}: {kv!r} is not name=number")
-        base, scope = split(name.strip())
+    out = parse_numeric_set_options(body.split(","), flag=f"--prior {label}:")
+    for name in out:
+        base, scope = split(name)
         if base not in KNOWN_BASES or (scope and any(s not in SCOPES for s in scope.split("+"))):
-            raise TwinInputError(f"--prior {text!r}: {name.strip()!r} is not a fit parameter (name or name@scope)")
+            raise TwinInputError(f"--prior {text!r}: {name!r} is not a fit parameter (name or name@scope)")
     return label, out
 
 
@@ -144,18 +140,15 @@ def main() -> None:
     ap.add_argument("--prior", action="append", default=[], help="label:name=value,...: a candidate prior")
     ap.add_argument("--no-groups", action="store_true", help="only the defaults, the fold, all cost terms on, "
                                                                  "and the priors")
-    ap.add_argument("--sim-s", type=float, default=60.0)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--save", type=Path, default=None, help="per-case errors of every variant (JSON)")
     ap.add_argument("--moe-token-check", default="", help="s,s,...: the Mixtral check instead (module docstring)")
     args = ap.parse_args()
+    check_out_path(args.save, "--save")
+    check_simulation_options(args.sim_s, args.workers)
     if args.moe_token_check:
-        try:
-            values = [float(v) for v in args.moe_token_check.split(",")]
-        except ValueError:
-            raise TwinInputError(f"--moe-token-check {args.moe_token_check!r}: expected numbers (s)") from None
-        if any(v < 0 for v in values):
-            raise TwinInputError(f"--moe-token-check {args.moe_token_check!r}: values must be >= 0 s")
+        values = number_list(args.moe_token_check, "--moe-token-check", low=0.0)
         moe_token_check(read_fold(args.fold_json), values, args.ground_truth, args.sim_s, args.workers)
         return
     groups = [] if args.no_groups else [g for g in args.groups.split(",") if g]

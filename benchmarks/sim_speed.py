@@ -54,6 +54,7 @@ import simpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this tree's twin, not the installed one
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from twin.core.request import RequestStatus
 from twin.core.scheduler_output import SchedulerOutput
 from twin.results.token_summary import record_factory
@@ -298,15 +299,16 @@ def azure_hour(variant: str, repeats: int, with_tracemalloc: bool, with_profile:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--all", action="store_true", help="every figure of issue 16 in one run (see above)")
-    ap.add_argument("--records-check", type=int, metavar="N", help="peak memory of an N-request run (see above)")
-    ap.add_argument("--records-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--records-check", type=positive_int, metavar="N",
+                    help="peak memory of an N-request run (see above)")
+    ap.add_argument("--records-child", type=positive_int, help=argparse.SUPPRESS)
     ap.add_argument("--mooncake", action="store_true", help="us per request / output token / step, Mooncake arXiv")
     ap.add_argument("--per-request", action="store_true", help="step-by-step vs fast path cost per request")
-    ap.add_argument("--slow-requests", type=int, default=2000)
-    ap.add_argument("--fast-requests", type=int, default=10000)
+    ap.add_argument("--slow-requests", type=positive_int, default=2000)
+    ap.add_argument("--fast-requests", type=positive_int, default=10000)
     ap.add_argument("--token-times", choices=("full", "summary"), default="summary")
     ap.add_argument("--steps", choices=("full", "aggregate"), default="aggregate")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--variant", default="baseline")
     ap.add_argument("--tracemalloc", action="store_true", help="one extra run under tracemalloc (slower)")
     ap.add_argument("--profile", action="store_true", help="one extra run under cProfile; print the top functions")

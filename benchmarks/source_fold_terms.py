@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, positive_float, positive_int  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -107,19 +108,26 @@ def main() -> None:
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--direction", default="off,on")
     ap.add_argument("--groups", default=",".join(GROUPS))
-    ap.add_argument("--sim-s", type=float, default=60.0)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--set", default="", help="name=value,...: one more variant, the fold's values with these")
     ap.add_argument("--save", type=Path, default=None, help="per-case errors of every variant (JSON)")
     args = ap.parse_args()
+    check_out_path(args.save, "--save")
+    directions, groups = args.direction.split(","), args.groups.split(",")
+    if any(d not in ("off", "on") for d in directions):
+        raise TwinInputError(f"--direction {args.direction!r}: each one of off, on")
+    if any(g not in GROUPS for g in groups):
+        raise TwinInputError(f"--groups {args.groups!r}: each one of {', '.join(GROUPS)}")
+    overrides = parse_numeric_set_options(args.set.split(",")) if args.set else {}
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if source_of(c) == "silicon"]
     embedded = {n: v for n, v in default_start(ALL).items() if v is not None}
     fold = fold_values(args.fold_json)
     variants = {"defaults": embedded, "fold": fold}
     if args.set:
-        variants["fold + set"] = fold | parse_numeric_set_options(args.set.split(","))
-    for d in (x for x in args.direction.split(",") if x in ("off", "on")):
-        for g in args.groups.split(","):
+        variants["fold + set"] = fold | overrides
+    for d in directions:
+        for g in groups:
             names = GROUPS[g]
             if d == "off":
                 variants[f"off {g}"] = embedded | {n: fold[n] for n in names}

@@ -19,10 +19,16 @@ With acceptance 0 (random tokens against a learned drafter) every cell is a loss
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from twin.sim.run import metrics_of, run_body
-from twin.scenario import Scenario
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli_checks import bounded, number_list, positive_int  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+from twin.sim.run import metrics_of, run_body  # noqa: E402
+from twin.scenario import Scenario  # noqa: E402
 
 CONCURRENCY = (1, 4, 16, 64, 256)
 ACCEPTANCE = {"high (code, a=0.8)": 0.8, "low (creative, a=0.4)": 0.4, "none (random tokens)": 0.0}
@@ -66,18 +72,18 @@ def spec_config(method: str, k: int, rate: float, model: str, ngram_proposal_rat
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", default="draft_model,eagle,eagle3,ngram")
-    ap.add_argument("--k", type=int, default=4)
+    ap.add_argument("--k", type=positive_int, default=4)
     ap.add_argument("--model", default="llama-3.1-8b")
     ap.add_argument("--gpu", default="H100-SXM")
-    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--tp", type=positive_int, default=1)
     ap.add_argument("--concurrency", default=",".join(map(str, CONCURRENCY)))
-    ap.add_argument("--ngram-proposal-rate", type=float, default=0.5,
+    ap.add_argument("--ngram-proposal-rate", type=bounded(False, 0.0, high=1.0), default=0.5,
                     help="share of steps at which prompt lookup finds a match (ngram only)")
     ap.add_argument("--vllm-version", default=None, help="the modelled vLLM release (default: the newest)")
     ap.add_argument("--sampling", default="random", choices=("greedy", "random", "top_k_top_p"),
                     help="what requests ask for (sets the rejection sampler's work)")
     args = ap.parse_args()
-    levels = [int(c) for c in args.concurrency.split(",")]
+    levels = number_list(args.concurrency, "--concurrency", whole=True, low=1)
     t0 = time.perf_counter()
     base = {c: run(args.model, args.gpu, c, None, args.tp, args.vllm_version) for c in levels}
     print(f"{args.model} on {args.tp}x {args.gpu}, k={args.k}, 512-token prompts, 256-token outputs, closed loop, "
@@ -111,4 +117,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

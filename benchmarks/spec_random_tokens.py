@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from twin.errors import run_script
 from twin.scenario import load_scenario
 from twin.sim.deployment import resolve_deployment
 from twin.sim.run import metrics_of, run_body
@@ -75,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -32,6 +32,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from benchmarks.sync_host_prior import HostStep  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
@@ -134,10 +135,10 @@ def time_per_step(batch: int, steps: int, repeats: int) -> tuple[float, ...]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--small", type=int, default=32)
-    ap.add_argument("--large", type=int, default=256)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--small", type=positive_int, default=32)
+    ap.add_argument("--large", type=positive_int, default=256)
+    ap.add_argument("--steps", type=positive_int, default=20)
+    ap.add_argument("--repeats", type=positive_int, default=5)
     args = ap.parse_args()
     if not 1 <= args.small < args.large:
         raise TwinInputError(f"--small {args.small} / --large {args.large}: need 1 <= small < large")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
@@ -33,7 +34,7 @@ def main() -> None:
     from twin.fitting.silicon import model_family, silicon_cases
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--report", type=Path, required=True)
-    ap.add_argument("--every", type=int, default=1)
+    ap.add_argument("--every", type=positive_int, default=1)
     args = ap.parse_args()
     fold = fold_params(args.report, "family", "qwen3")
     if "per_seq_overhead_s" not in fold:

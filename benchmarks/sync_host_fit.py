@@ -14,12 +14,16 @@ it (interpolated, then checked by the full before/after run of ``fidelity_real.p
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.saved_rows import read_rows  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+
+SAVED = {"counts": ("tp", "isl", "osl", "conc"), "positive": ("meas", "pred"), "numbers": ("v",), "text": ("fam",)}
 
 PRIOR_US, TRIAL_US = 18.7, 63.7
 
@@ -70,7 +74,7 @@ def main() -> None:
     ap.add_argument("--from", dest="saved", nargs=2, type=Path, metavar=("PRIOR_JSON", "TRIAL_JSON"))
     args = ap.parse_args()
     if args.saved:
-        prior, trial = (json.loads(p.read_text()) for p in args.saved)
+        prior, trial = (read_rows(p, **SAVED) for p in args.saved)
         prior = [r for r in prior if r["v"] == PRIOR_US]
     else:
         prior, trial = simulate(PRIOR_US), simulate(TRIAL_US)
@@ -78,4 +82,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

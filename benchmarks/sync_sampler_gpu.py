@@ -22,6 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import finite_float, number_list, positive_int  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+
 
 def sampled_step(torch, logits, temp, k, p):
     """Temperature, sort, top-k and top-p masks, scatter back, softmax, exponential-race draw."""
@@ -64,18 +67,19 @@ def main() -> None:
     from twin.cost.sort_sampler import sort_sampler_seq_s
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--vocab", type=int, default=151_936)
+    ap.add_argument("--vocab", type=positive_int, default=151_936)
     ap.add_argument("--batches", default="1,8,16,32,64,127,128,144")
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--bandwidth", type=float, default=3.35e12, help="the GPU's datasheet bytes/s (H100 SXM)")
+    ap.add_argument("--iters", type=positive_int, default=20)
+    ap.add_argument("--bandwidth", type=finite_float, default=3.35e12, help="the GPU's datasheet bytes/s (H100 SXM)")
     args = ap.parse_args()
+    batches = number_list(args.batches, "--batches", whole=True, low=1)
     dev = args.device
     if dev == "cuda":
         print(torch.cuda.get_device_name(), torch.__version__)
     rows = []
     print("| batch | sampled ms | greedy ms | extra us per step | extra us per sequence | twin's estimate us |")
     print("|---|---|---|---|---|---|")
-    for b in (int(x) for x in args.batches.split(",")):
+    for b in batches:
         gen = torch.Generator(device=dev).manual_seed(0)
         base = torch.randn(b, args.vocab, device=dev, generator=gen) * 4
         temp = torch.full((b,), 0.6, device=dev)
@@ -106,4 +110,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

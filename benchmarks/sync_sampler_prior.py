@@ -19,6 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from twin.errors import run_script  # noqa: E402
+
 
 def main() -> None:
     from twin.cost.sort_sampler import (RADIX_SORT_BANDWIDTH_FRACTION, SORT_KERNELS, sampler_bytes, sampler_kernels,
@@ -57,4 +59,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

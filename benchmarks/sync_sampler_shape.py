@@ -25,6 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path, finite_float, positive_float  # noqa: E402
+from benchmarks.saved_rows import read_rows  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.fitting.fit import check_simulation_options  # noqa: E402
+
 SYNC = "per_seq_overhead_s@sync"
 
 
@@ -50,6 +55,8 @@ def implied(runs: list[dict]) -> list[dict]:
         by[(r["tp"], r["isl"], r["osl"], r["conc"], r["fp8"], r["meas"])][r["v_us"]] = r
     out = []
     for key, vals in by.items():
+        if len(vals) < 2:
+            raise TwinInputError(f"row {key}: one value of {SYNC} only; the runs need two (a --save file)")
         (v0, r0), (v1, r1) = sorted(vals.items())[:2]
         slope = (r1["pred"] - r0["pred"]) / (v1 - v0)
         if slope <= 0:
@@ -94,14 +101,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--from", dest="saved", type=Path)
     ap.add_argument("--save", type=Path)
-    ap.add_argument("--sim-s", type=float, default=60.0)
-    ap.add_argument("--delta-us", type=float, default=30.0)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--delta-us", type=finite_float, default=30.0)
     args = ap.parse_args()
-    runs = json.loads(args.saved.read_text()) if args.saved else simulate(args.sim_s, args.delta_us)
+    check_out_path(args.save, "--save")
+    check_simulation_options(args.sim_s, 1)
+    runs = read_rows(args.saved, counts=("tp", "isl", "osl", "conc"), positive=("meas", "pred", "v_us"),
+                     flags=("fp8",)) if args.saved else simulate(args.sim_s, args.delta_us)
     if args.save:
         args.save.write_text(json.dumps(runs))
     report(runs)
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -42,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import check_out_path  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
@@ -259,13 +260,6 @@ def parse_kinds(text: str | None, kinds: tuple[str, ...]) -> list[str] | None:
         if names.count(k) > 1:
             raise TwinInputError(f"--kinds {k!r}: given twice")
     return names
-
-
-def check_out_path(path: Path | None, flag: str = "--json") -> None:
-    """A file the script may write at its end: its folder exists, it is not a folder (checked before the work)."""
-    if path is not None and (path.is_dir() or not path.parent.is_dir()):
-        raise TwinInputError(f"{flag} {path}: " + ("a directory" if path.is_dir() else
-                                                    f"folder {path.parent} does not exist"))
 
 
 def main() -> None:

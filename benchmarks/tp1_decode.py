@@ -31,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from twin.errors import run_script  # noqa: E402
 from twin.fitting.layer_fixed_prior import tp_split  # noqa: E402
 
 GROUND_TRUTH = Path(__file__).resolve().parents[2] / "shared" / "ground-truth"
@@ -130,4 +131,4 @@ def by_layers(rows: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

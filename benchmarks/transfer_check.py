@@ -14,6 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_float, positive_int  # noqa: E402
 from benchmarks.error_medians import median_cell  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
@@ -31,9 +32,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpu", default="H100-SXM")
     ap.add_argument("--set", required=True, help="name=value,... (model units), applied on every generation")
-    ap.add_argument("--silicon-every", type=int, default=3)
-    ap.add_argument("--eval-sim-s", type=float, default=60.0)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--silicon-every", type=positive_int, default=3)
+    ap.add_argument("--eval-sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--workers", type=positive_int, default=1)
     args = ap.parse_args()
     given = parse_numeric_set_options([p for p in args.set.split(",") if p.strip()])
     cases = [c for c in all_cases(silicon_every=args.silicon_every) if c.target.gpu == args.gpu]

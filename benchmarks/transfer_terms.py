@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import positive_float, positive_int  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_compare import error_cell  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
@@ -63,8 +64,8 @@ def main() -> None:
     ap.add_argument("--embed", action="store_true", help="the two round-12 readings switched on")
     ap.add_argument("--set", default="", help="name=value,...: on every variant")
     ap.add_argument("--only", default="", help="comma-separated variant labels to run (default: all)")
-    ap.add_argument("--sim-s", type=float, default=60.0)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--workers", type=positive_int, default=1)
     args = ap.parse_args()
     if args.embed:
         embed_readings()

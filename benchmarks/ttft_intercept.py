@@ -25,7 +25,6 @@ D. ``--values A_US,B_US``: the rows re-simulated with ``eager_layer_host_s@black
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 from collections import defaultdict
@@ -36,6 +35,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import number_list, positive_int  # noqa: E402
+from benchmarks.light_table import read_table  # noqa: E402
 from twin.cost.eager_steps import capture_size_tokens, graph_limits  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, family_of  # noqa: E402
@@ -43,7 +44,7 @@ from twin.fitting.replay import deployment_for  # noqa: E402
 from twin.fitting.silicon import lengths, model_family, row_cudagraphs, row_server, silicon_cases  # noqa: E402
 from twin.fitting.silicon_rows import read_silicon  # noqa: E402
 from twin.hardware.catalog import resolve_model  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 
 
 def prompt_step_graphed(row, max_num_seqs: int, max_num_batched_tokens: int) -> bool:
@@ -79,16 +80,6 @@ def section_a() -> None:
         cells = "  ".join(f"{d[5:]} {v[:6]} {lay} {'G' if g else 'E'} {statistics.median(t):5.0f}"
                           for (d, v, lay, g), t in sorted(by.items()))
         print(f"  {key[0]:<7} {key[1]} {key[2]} TP{key[3]} {key[4]}/{key[5]} C{key[6]:<3} | {cells}")
-
-
-def read_table(path: Path) -> list[dict]:
-    rows = list(csv.DictReader(path.open()))
-    for r in rows:
-        for k in ("gap_ms", "prefill_ms", "measured_ms", "twin_ms", "tpot_meas_ms", "tpot_twin_ms"):
-            r[k] = float(r[k])
-        for k in ("conc", "isl", "tp", "layers"):
-            r[k] = int(r[k])
-    return rows
 
 
 def section_b(rows: list[dict]) -> None:
@@ -185,18 +176,20 @@ def section_d(cases, values: list[tuple[float, float]]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=None, help="a ttft_light_load.py --csv table (defaults) for B and C")
-    ap.add_argument("--max-conc", type=int, default=8, help="rows re-simulated in D: CONC up to this")
+    ap.add_argument("--max-conc", type=positive_int, default=8, help="rows re-simulated in D: CONC up to this")
     ap.add_argument("--gpu", default="", help="D: only rows on this GPU (B200, H100-SXM)")
     ap.add_argument("--values", default="", help="D: A_US,B_US[;A_US,B_US...] (us per layer / per MoE layer)")
     args = ap.parse_args()
+    values = [tuple(number_list(v, "--values", low=0.0)) for v in args.values.split(";") if v]
+    if any(len(v) != 2 for v in values):
+        raise TwinInputError(f"--values {args.values!r}: expected A_US,B_US[;A_US,B_US...]")
+    rows = read_table(args.csv) if args.csv else None
     section_a()
     cases = [c for c in silicon_cases()[0] if c.row.published_client]
     graphed = {c.row.id: row_graphed(c) for c in cases}
-    if args.csv:
-        rows = read_table(args.csv)
+    if rows is not None:
         section_b(rows)
         section_c(rows, graphed)
-    values = [tuple(float(x) for x in v.split(",")) for v in args.values.split(";") if v]
     if values:
         section_d([c for c in cases if c.row.concurrency <= args.max_conc
                    and (not args.gpu or c.target.gpu == args.gpu)], values)

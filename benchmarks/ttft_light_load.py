@@ -28,12 +28,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.b200_moe_transfer import known_names  # noqa: E402
+from benchmarks.cli_checks import check_out_path, number_list, positive_int  # noqa: E402
 from twin.core.scheduler_output import SchedulerOutput  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, family_of  # noqa: E402
 from twin.fitting.replay import cost_model_for, deployment_for  # noqa: E402
 from twin.fitting.silicon import lengths, silicon_cases  # noqa: E402
 from twin.errors import run_script  # noqa: E402
+from twin.yaml_input import parse_numeric_set_options  # noqa: E402
 
 SET_A = {"compute_efficiency@blackwell": 0.5, "moe_expert_compute_efficiency": 0.45,
          "per_token_overhead_s": 2e-6}
@@ -89,7 +92,7 @@ def ols(y: np.ndarray, cols: dict[str, np.ndarray]) -> tuple[dict[str, float], f
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--max-conc", type=int, default=16)
+    ap.add_argument("--max-conc", type=positive_int, default=16)
     ap.add_argument("--set-a", action="store_true", help="also re-simulate at set-A-like values")
     ap.add_argument("--term", default="layer_token_overhead_s@blackwell",
                     help="a cost parameter (name[@scope]) to scan with --values-us")
@@ -97,18 +100,21 @@ def main() -> None:
     ap.add_argument("--with", dest="fixed", default="",
                     help="other parameters held at given values for the scan, e.g. compute_efficiency@blackwell=0.5")
     ap.add_argument("--skip-defaults", action="store_true")
-    ap.add_argument("--every", type=int, default=1, help="every k-th row only (all loads: --max-conc 4096)")
+    ap.add_argument("--every", type=positive_int, default=1, help="every k-th row only (all loads: --max-conc 4096)")
     ap.add_argument("--quiet", action="store_true", help="no per-row table, no regressions: the summary only")
     ap.add_argument("--csv", default=None)
     args = ap.parse_args()
+    check_out_path(args.csv, "--csv")
+    fixed = known_names(parse_numeric_set_options([kv for kv in args.fixed.split(",") if kv], "--with"), "--with")
+    values_us = number_list(args.values_us, "--values-us", allow_empty=True)
+    known_names({args.term: 0.0}, "--term")
     cases = [c for c in silicon_cases()[0][::args.every]
              if c.row.concurrency <= args.max_conc and c.row.published_client]
     base = default_start(JOINT_NAMES)
     settings = {"defaults": base}
     if args.set_a:
         settings["set A"] = base | SET_A
-    fixed = {k: float(v) for k, v in (kv.split("=") for kv in args.fixed.split(",") if kv)}
-    for v in (float(x) for x in args.values_us.split(",") if x):
+    for v in values_us:
         settings[f"{args.term.split('@')[0][:16]} {v:g} us"] = base | fixed | {args.term: v * 1e-6}
     if args.skip_defaults:
         settings.pop("defaults")

@@ -17,18 +17,26 @@ from __future__ import annotations
 
 import argparse
 import collections
-import csv
+import sys
+from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli_checks import positive_int  # noqa: E402
+from benchmarks.light_table import read_table  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+
 
 def groups(path: str, max_conc: int) -> dict[tuple, list[dict]]:
+    """The table's defaults rows at CONC <= ``max_conc`` (``light_table.read_table``: a bad table is one line)."""
     out: dict[tuple, list[dict]] = collections.defaultdict(list)
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            if r["set"] == "defaults" and int(r["conc"]) <= max_conc:
-                key = (r["gpu"], r["family"], r["version"][:8] or "?", r["month"], r["precision"], int(r["isl"]))
-                out[key].append(r)
+    for r in read_table(Path(path), floats=("gap_ms",), counts=("conc", "isl", "tp"),
+                        text=("set", "gpu", "family", "version", "month", "precision")):
+        if r["set"] == "defaults" and int(r["conc"]) <= max_conc:
+            key = (r["gpu"], r["family"], r["version"][:8] or "?", r["month"], r["precision"], int(r["isl"]))
+            out[key].append(r)
     return out
 
 
@@ -45,7 +53,7 @@ def split(rows: list[dict]) -> tuple[float, float] | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("csv")
-    ap.add_argument("--max-conc", type=int, default=8)
+    ap.add_argument("--max-conc", type=positive_int, default=8)
     args = ap.parse_args()
     print(f"{'group (GPU, family, release, month, format, ISL)':<62} {'n':>3} | {'a ms':>7} {'c ms':>7} | "
           "median gap (ms) by TP")
@@ -60,4 +68,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

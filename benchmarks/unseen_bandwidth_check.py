@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import twin.fitting.joint as joint  # noqa: E402
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from benchmarks.fidelity_real import FOLD_TERMS, REFIT_FIT_SIM_S, REFIT_SILICON_EVERY  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
@@ -30,7 +31,7 @@ def main() -> None:
     ap.add_argument("--group", default="H100-SXM")
     ap.add_argument("--with-gap-rows", action="store_true", help="fit on the unexplained-gap rows too")
     ap.add_argument("--no-carry", action="store_true", help="reset a held-out reference fraction to its prior")
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workers", type=positive_int, default=1)
     args = ap.parse_args()
     if args.with_gap_rows:
         joint.unexplained_decode_gap = lambda _case: None

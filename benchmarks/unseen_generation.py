@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchmarks.cli_checks import finite_float  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 
 GROUPS = (("GPU", ("H100-SXM", "B200")), ("source", ("silicon", "inference-perf")),
@@ -81,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("what", choices=("plans", "ip-floor"))
     ap.add_argument("--ground-truth", type=Path,
                     default=Path(__file__).resolve().parents[2] / "shared" / "ground-truth")
-    ap.add_argument("--host-ms", type=float, default=0.92)
+    ap.add_argument("--host-ms", type=finite_float, default=0.92)
     a = ap.parse_args(argv)
     plans(a.ground_truth) if a.what == "plans" else ip_floor(a.ground_truth, a.host_ms)
     return 0

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from twin.errors import TwinInputError
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 import bench_client_path as bcp  # noqa: E402
@@ -66,10 +68,10 @@ def test_load_band():
 def test_main_rejects_an_unreadable_file(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text("not json")
-    with pytest.raises(SystemExit, match="cannot read"):
+    with pytest.raises(TwinInputError, match="not valid JSON"):
         bpp.main([str(bad)])
-    bad.write_text(json.dumps({"cases": []}))
-    with pytest.raises(SystemExit, match="no silicon rows"):
+    bad.write_text(json.dumps({"cases": [_row("B200", "a", 30.0, 20.0, client=False) | {"name": "r", "ep": 0}]}))
+    with pytest.raises(TwinInputError, match="no silicon rows"):
         bpp.main([str(bad)])
 
 

@@ -56,7 +56,8 @@ def test_a_fold_is_read_exactly(tmp_path):
     assert rep.identification(rep.fold("GPU", "B200")) == {}       # a report that does not say
     assert rep.errors(h100) == {"case-a": {"mean_ttft_ms": -0.25, "mean_tpot_ms": 0.125}}
     assert fr.fold_params(path, "GPU", "B200") == {"step_overhead_s": 2e-3}
-    assert fr.fold_params(path, "family", "kimi") == {}
+    with pytest.raises(TwinInputError, match="the fold holding 'kimi' out has no parameters"):
+        fr.fold_params(path, "family", "kimi")                      # an empty fit is refused (round 18)
 
 
 @pytest.mark.parametrize("text, what", [

@@ -138,7 +138,7 @@ def test_the_screen_rejects_bad_input(tmp_path):
             ({"cases": [{**good, "conc": -1}]}, "conc is -1, not a whole number >= 0"),
             ({"cases": [{**good, "family": 3}]}, "family is 3, not text"),
             ({"cases": [{**good, "predicted": [1]}]}, "predicted is not an object"),
-            ({"cases": [{**good, "measured": {"mean_ttft_ms": -5.0}}]}, "mean_ttft_ms is -5.0, not a positive"),
+            ({"cases": [{**good, "measured": {"mean_ttft_ms": -5.0}}]}, "mean_ttft_ms is -5.0, not a number >= 0"),
             ({"cases": [{**good, "predicted": {"mean_ttft_ms": 50.0}}]}, "no completed request in the twin's run"),
             ({"cases": [{**good, "measured": {"mean_ttft_ms": None}}]}, "no case with a measured and a predicted"),
             ({"cases": [{**good, "model": "no-such-model"}]}, "llama0: model: ")):

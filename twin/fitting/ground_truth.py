@@ -42,8 +42,11 @@ def h100_cases(folder: Path | None = None, gpu: str = "H100-SXM") -> tuple[list[
     root = (folder or ground_truth_dir()) / H100_FOLDER
     if not root.is_dir():
         raise TwinInputError(f"{root}: no such folder (the inference-perf runs; --ground-truth names their parent)")
+    experiments = sorted(p for p in root.iterdir() if p.is_dir() and (p / "exp-config.yaml").is_file())
+    if not experiments:
+        raise TwinInputError(f"{root}: no inference-perf experiment (a folder with an exp-config.yaml) in it")
     cases, aside = [], []
-    for exp in sorted(p for p in root.iterdir() if p.is_dir() and (p / "exp-config.yaml").is_file()):
+    for exp in experiments:
         for run in read_inference_perf(exp):
             if timed_out(run):
                 aside.append(run)

@@ -1,0 +1,70 @@
+"""Checked command-line values for the benchmark scripts (issue 33, round 18): argparse ``type=`` callables that
+refuse NaN, infinities and out-of-range numbers, and a comma-separated number list read the same way. A bad value
+is one line naming the option (argparse's ``error: argument --x: ...`` for a ``type=``; a ``TwinInputError`` for a
+list, which ``twin.errors.run_script`` prints as one line)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from twin.errors import TwinInputError
+
+
+def _number(text: str, whole: bool) -> float | int:
+    try:
+        value = int(text) if whole else float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole number' if whole else 'number'}") from None
+    if not whole and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def bounded(whole: bool, low: float | None = None, low_open: bool = False,
+            high: float | None = None) -> Callable[[str], float | int]:
+    """An argparse ``type=``: a whole number (``whole``) or a finite float, at least ``low`` (above it where
+    ``low_open``) and at most ``high``, where given."""
+    def parse(text: str) -> float | int:
+        value = _number(text, whole)
+        if low is not None and (value <= low if low_open else value < low):
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {'>' if low_open else '>='} {low:g}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be <= {high:g}")
+        return value
+    parse.__name__ = "whole number" if whole else "number"      # argparse names the type in its messages
+    return parse
+
+
+positive_int = bounded(True, 1)
+nonneg_int = bounded(True, 0)
+finite_float = bounded(False)
+positive_float = bounded(False, 0.0, low_open=True)
+nonneg_float = bounded(False, 0.0)
+
+
+def number_list(text: str, flag: str, *, whole: bool = False, low: float | None = None, low_open: bool = False,
+                high: float | None = None, allow_empty: bool = False) -> list:
+    """``"1,2.5,4"`` -> its numbers, each checked as ``bounded`` checks one (empty items skipped); an item that is
+    not such a number, or no item at all unless ``allow_empty``, is one ``TwinInputError`` line naming ``flag``."""
+    parse = bounded(whole, low, low_open, high)
+    out = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        try:
+            out.append(parse(item.strip()))
+        except argparse.ArgumentTypeError as exc:
+            raise TwinInputError(f"{flag} {text!r}: {exc}") from None
+    if not out and not allow_empty:
+        raise TwinInputError(f"{flag} {text!r}: expected one or more comma-separated numbers")
+    return out
+
+
+def check_out_path(path: Path | str | None, flag: str = "--json") -> None:
+    """A file the script may write at its end: its folder exists, it is not a folder (checked before the work)."""
+    if path is not None and (Path(path).is_dir() or not Path(path).parent.is_dir()):
+        raise TwinInputError(f"{flag} {path}: " + ("a directory" if Path(path).is_dir() else
+                                                    f"folder {Path(path).parent} does not exist"))
