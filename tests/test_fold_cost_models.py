@@ -35,7 +35,8 @@ def test_simulation_options_are_checked_by_name():
     check_simulation_options(None, 1)
     check_simulation_options(60.0, 4)
     for sim_s, workers, message in ((0.0, 1, "--sim-s 0.0: must be a positive"), (float("nan"), 1, "--sim-s nan"),
-                                    (float("inf"), 1, "--sim-s inf"), (60.0, 0, "--workers 0: must be a whole"),
+                                    (float("inf"), 1, "--sim-s inf"), (True, 1, "--sim-s True"),
+                                    (60.0, 0, "--workers 0: must be a whole"),
                                     (60.0, True, "--workers True"), (60.0, 1.5, "--workers 1.5")):
         with pytest.raises(TwinInputError, match=message):
             check_simulation_options(sim_s, workers)

@@ -76,8 +76,8 @@ def check_simulation_options(max_sim_s: float | None, workers: int, sim_flag: st
                              workers_flag: str = "--workers") -> None:
     """A one-line error naming the option for a simulated window that is not a positive finite number of seconds
     (None: the whole run) or a worker count below 1 (scripts call it before their work; ``simulate_cases`` too)."""
-    if max_sim_s is not None and not (isinstance(max_sim_s, (int, float)) and math.isfinite(max_sim_s)
-                                      and max_sim_s > 0):
+    if max_sim_s is not None and (isinstance(max_sim_s, bool) or not (
+            isinstance(max_sim_s, (int, float)) and math.isfinite(max_sim_s) and max_sim_s > 0)):
         raise TwinInputError(f"{sim_flag} {max_sim_s}: must be a positive finite number of seconds")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise TwinInputError(f"{workers_flag} {workers}: must be a whole number >= 1")
