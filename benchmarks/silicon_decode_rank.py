@@ -184,8 +184,9 @@ def main() -> None:
     k = sub.add_parser("rank", help="rank a run's variants by TPOT points")
     k.add_argument("save", type=Path)
     args = ap.parse_args()
-    if args.command in ("run", "try") and not (args.sim_s > 0 and args.workers >= 1):
-        raise TwinInputError("--sim-s must be > 0 and --workers >= 1")
+    if args.command in ("run", "try"):
+        from twin.fitting.fit import check_simulation_options
+        check_simulation_options(args.sim_s, args.workers)
     if args.command == "run":
         run(args)
     elif args.command == "try":
