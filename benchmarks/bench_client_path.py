@@ -34,6 +34,11 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli_checks import bounded, check_out_path, nonneg_float, nonneg_int, positive_int  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+
 CHARS_PER_TOKEN = 4      # the prompt is text (the bench's random prompts are decoded token ids); ~4 chars a token
 
 
@@ -138,15 +143,14 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--conc", default="1,16,64")
     ap.add_argument("--isl", default="1024,8192")
-    ap.add_argument("--osl", type=int, default=64)
-    ap.add_argument("--tpot-ms", type=float, default=10.0)
-    ap.add_argument("--requests", type=int, default=0, help="per level (default max(32, 4 x CONC))")
-    ap.add_argument("--port", type=int, default=18733)
+    ap.add_argument("--osl", type=positive_int, default=64)
+    ap.add_argument("--tpot-ms", type=nonneg_float, default=10.0)
+    ap.add_argument("--requests", type=nonneg_int, default=0, help="per level (default max(32, 4 x CONC))")
+    ap.add_argument("--port", type=bounded(True, 1, high=65535), default=18733)
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
     concs, isls = parse_int_list(args.conc, "--conc"), parse_int_list(args.isl, "--isl")
-    if args.osl < 1 or args.tpot_ms < 0 or args.requests < 0:
-        raise SystemExit("--osl must be >= 1, --tpot-ms and --requests >= 0")
+    check_out_path(args.json or None)
     module, version = load_request_module()
     ready = multiprocessing.Event()
     server = multiprocessing.Process(target=serve, args=(args.port, args.tpot_ms / 1e3, ready), daemon=True)
@@ -174,4 +178,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -68,3 +68,11 @@ def check_out_path(path: Path | str | None, flag: str = "--json") -> None:
     if path is not None and (Path(path).is_dir() or not Path(path).parent.is_dir()):
         raise TwinInputError(f"{flag} {path}: " + ("a directory" if Path(path).is_dir() else
                                                     f"folder {Path(path).parent} does not exist"))
+
+
+def refuse_given(args: argparse.Namespace, flags: tuple[str, ...], where: str) -> None:
+    """Options that cannot apply in the mode the command line chose: each has default None (so "given" is told
+    from "not given"); any given is one ``TwinInputError`` line naming them and ``where`` they apply."""
+    given = [f for f in flags if getattr(args, f.lstrip("-").replace("-", "_")) is not None]
+    if given:
+        raise TwinInputError(f"{', '.join(given)}: {'applies' if len(given) == 1 else 'apply'} {where} only")

@@ -12,11 +12,16 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import sys
 import time
+from pathlib import Path
 
-from twin.cost.constant import ConstantCostModel
-from twin.cost.roofline import RooflineCostModel
-from twin.core.scheduler_output import SchedulerOutput
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli_checks import positive_int  # noqa: E402
+from twin.cost.constant import ConstantCostModel  # noqa: E402
+from twin.cost.roofline import RooflineCostModel  # noqa: E402
+from twin.core.scheduler_output import SchedulerOutput  # noqa: E402
 
 
 def make_step(batch: int, rng: random.Random, mixed: bool) -> SchedulerOutput:
@@ -42,8 +47,8 @@ def per_call_us(fn, step, calls: int, repeats: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calls", type=int, default=20000)
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--calls", type=positive_int, default=20000)
+    ap.add_argument("--repeats", type=positive_int, default=7)
     args = ap.parse_args()
     rng = random.Random(0)
     models = {

@@ -24,10 +24,16 @@ timings of the process's CPU time (a shared machine's waits do not count).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli_checks import positive_int  # noqa: E402
 
 OPS_PER_LAYER = 16          # twin.fitting.launch_prior.DENSE_LAYER_OPS: the layer timed here
 
@@ -106,8 +112,8 @@ def per_op_us(layers: int = 80, repeats: int = 20) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", type=int, default=80)
-    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--layers", type=positive_int, default=80)
+    ap.add_argument("--repeats", type=positive_int, default=20)
     a = ap.parse_args()
     us = per_op_us(a.layers, a.repeats)
     print(f"host time per dispatched op: {us:.2f} us (lower bound; {OPS_PER_LAYER} ops per dense layer: "

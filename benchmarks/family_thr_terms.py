@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from benchmarks.kimi_family_mla import cell, medians, pooled  # noqa: E402
 
@@ -51,8 +51,10 @@ def run(report_path: Path, group: str, workers: int) -> None:
     report = load_report(report_path)
     fold = report.fold("family", group)
     params, reported = report.params(fold), report.errors(fold)
-    every = report.data.get("args", {}).get("silicon_every", 16)
-    cases = [c for c in all_cases(silicon_every=every) if family_of(c) == group and c.run.name in reported]
+    cases = [c for c in all_cases(silicon_every=report.silicon_every(16))
+             if family_of(c) == group and c.run.name in reported]
+    if not cases:
+        raise TwinInputError(f"{report_path}: the family fold holding {group} out names none of its cases")
     embedded = embedded_start(tuple(params))
     terms = moved_terms(params, embedded)
     print(f"family fold holding {group} out: {len(cases)} cases, {len(terms)} parameters off the embedded values")

@@ -61,6 +61,17 @@ class FoldReport:
     def error(self, what: str) -> TwinInputError:
         return TwinInputError(f"{self.source}: {what}")
 
+    def silicon_every(self, default: int) -> int:
+        """The ``--silicon-every`` the report was made with (its ``args``; ``default`` where it does not say), a
+        whole number >= 1; else one line naming the file."""
+        args = self.data.get("args", {})
+        if not isinstance(args, dict):
+            raise self.error(f"args is a JSON {type(args).__name__}, not an object (the options it was made with)")
+        every = args.get("silicon_every", default)
+        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise self.error(f"args.silicon_every is {every!r}, not a whole number >= 1")
+        return every
+
     def kinds(self) -> list[str]:
         """The fold kinds the report has (source, GPU, family: those it was made with)."""
         return list(self.data["folds"])

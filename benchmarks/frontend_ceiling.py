@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, finite_float, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, finite_float, positive_int, refuse_given  # noqa: E402
 from benchmarks.pool_edge import running_requests  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
@@ -166,11 +166,16 @@ def main() -> None:
                     help="only rows at this concurrency or more fall short "
                          "(below it a short fall is a slow prompt, not a ceiling)")
     ap.add_argument("--simulate", action="store_true", help="simulate the silicon rows that fell short")
-    ap.add_argument("--cap", type=positive_int, default=100, help="the count cap --simulate tries")
-    ap.add_argument("--match", default="gpt_oss_120b_h100", help="--simulate only short rows whose id has this")
+    ap.add_argument("--cap", type=positive_int, default=None, help="the count cap --simulate tries (default 100)")
+    ap.add_argument("--match", default=None,
+                    help="--simulate only short rows whose id has this (default gpt_oss_120b_h100)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     check_out_path(args.json, "--json")
+    if not args.simulate:
+        refuse_given(args, ("--cap", "--match"), "with --simulate")
+    args.cap = 100 if args.cap is None else args.cap
+    args.match = "gpt_oss_120b_h100" if args.match is None else args.match
     if not 0 < args.deficit <= 1 or args.cap < 1:
         raise TwinInputError("--deficit must be in (0, 1] and --cap >= 1")
     loads = silicon_loads(args.ground_truth) + inference_perf_loads(args.ground_truth)

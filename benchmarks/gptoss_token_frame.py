@@ -73,11 +73,12 @@ def main() -> None:
         raise TwinInputError(f"--gpu {args.gpu}: not a Hopper GPU (only Hopper's MXFP4 path takes this prior)")
     report = load_report(args.report)
     fold = report.fold(args.kind, args.group)
-    every = {name: e for f in report.folds(args.kind) for name, e in f["errors"].items()}
+    every = {name: e for f in report.folds(args.kind) for name, e in report.errors(f).items()}
+    report.params(fold)                                     # finite numbers, at least one (fold_values reads them)
     everything = all_cases(args.ground_truth)
     held = held_rows_of(with_deployments(everything), args.group, FOLDS[args.kind])
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY)
-             if c.run.name in fold["errors"] and family_of(c) == "gpt-oss" and gpu_of(c) == args.gpu]
+             if c.run.name in report.errors(fold) and family_of(c) == "gpt-oss" and gpu_of(c) == args.gpu]
     if not cases:
         raise TwinInputError(f"--gpu {args.gpu}: no held-out gpt-oss case of the {args.kind} fold {args.group}")
     values = fold_values(fold)

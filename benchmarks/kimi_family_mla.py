@@ -79,7 +79,7 @@ def run(report_path: Path, workers: int, folds=FOLDS, blackwell_mem: float | Non
     from twin.fitting.fit import simulate_cases
     from twin.fitting.joint import all_cases, errors, family_of
     report = load_report(report_path)
-    every = report.data.get("args", {}).get("silicon_every", 16)
+    every = report.silicon_every(16)
     every_case = all_cases(silicon_every=every)
     kimi = [c for c in every_case if family_of(c) == "kimi"]
     print(f"{len(kimi)} Kimi cases (silicon every {every}), {report_path.name}")

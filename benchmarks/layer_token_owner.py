@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import positive_float  # noqa: E402
+from benchmarks.cli_checks import positive_float, refuse_given  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
 from benchmarks.error_medians import median_cell  # noqa: E402
@@ -149,17 +149,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("facts", "rows"))
     ap.add_argument("--report", type=Path, default=None, help="rows: a fidelity_real.py --json report")
-    ap.add_argument("--kind", default="GPU", choices=("source", "GPU", "family"))
-    ap.add_argument("--group", default="B200")
-    ap.add_argument("--sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--kind", default=None, choices=("source", "GPU", "family"), help="rows: default GPU")
+    ap.add_argument("--group", default=None, help="rows: default B200")
+    ap.add_argument("--sim-s", type=positive_float, default=None, help="rows: default 60")
     args = ap.parse_args()
     if args.what == "facts":
-        if args.report is not None:
-            raise SystemExit("--report applies to 'rows' only")
+        refuse_given(args, ("--report", "--kind", "--group", "--sim-s"), "to 'rows'")
         return facts_table()
-    if args.report is None or not args.sim_s > 0:
-        raise SystemExit("rows needs --report and --sim-s > 0")
-    rows(args.report, args.kind, args.group, args.sim_s)
+    if args.report is None:
+        raise TwinInputError("rows needs --report")
+    rows(args.report, args.kind or "GPU", args.group or "B200", 60.0 if args.sim_s is None else args.sim_s)
 
 
 if __name__ == "__main__":

@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import positive_float  # noqa: E402
+from benchmarks.cli_checks import positive_float, refuse_given  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, errors, family_of, gpu_of  # noqa: E402
 from twin.fitting.provenance import embedded_start  # noqa: E402
@@ -78,22 +78,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--report", type=Path, default=None)
     ap.add_argument("--bytes-bound", action="store_true")
-    ap.add_argument("--kind", default="GPU")
-    ap.add_argument("--group", default="B200")
+    ap.add_argument("--kind", default=None, help="with --report (default GPU)")
+    ap.add_argument("--group", default=None, help="with --report (default B200)")
     ap.add_argument("--ground-truth", type=Path, default=None)
-    ap.add_argument("--family", default="llama")
-    ap.add_argument("--sim-s", type=positive_float, default=60.0)
-    ap.add_argument("--variants", default="", help="comma-separated names of the variants to run (default: all)")
-    ap.add_argument("--set", action="append", default=[], help="name=value,...: one more variant on the fold's")
+    ap.add_argument("--family", default=None, help="with --report (default llama)")
+    ap.add_argument("--sim-s", type=positive_float, default=None, help="with --report (default 60)")
+    ap.add_argument("--variants", default=None, help="comma-separated names of the variants to run (default: all)")
+    ap.add_argument("--set", action="append", default=None, help="name=value,...: one more variant on the fold's")
     args = ap.parse_args()
     if args.bytes_bound or args.report is None:
+        if args.bytes_bound and args.report is not None:
+            raise TwinInputError("--bytes-bound takes no --report")
+        refuse_given(args, ("--kind", "--group", "--ground-truth", "--family", "--sim-s", "--variants", "--set"),
+                     "with --report")
         return bytes_bound()
+    args.kind, args.group, args.family = args.kind or "GPU", args.group or "B200", args.family or "llama"
+    args.sim_s, args.set = 60.0 if args.sim_s is None else args.sim_s, args.set or []
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY)
              if family_of(c) == args.family and gpu_of(c).lower().startswith("b200")]
     fold = fold_params(args.report, args.kind, args.group)
     todo = variants(fold)
     if args.variants:
-        todo = {k: v for k, v in todo.items() if k in args.variants.split(",")}
+        only = [v.strip() for v in args.variants.split(",") if v.strip()]
+        if unknown := [v for v in only if v not in todo]:
+            raise TwinInputError(f"--variants: {', '.join(unknown)} unknown; allowed: {', '.join(todo)}")
+        todo = {k: v for k, v in todo.items() if k in only}
     for s in args.set:
         todo[f"set {s}"] = fold | parse_numeric_set_options(s.split(","))
     names = [c.run.name for c in cases]

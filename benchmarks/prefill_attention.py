@@ -41,7 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import positive_float, positive_int  # noqa: E402
+from benchmarks.cli_checks import positive_float, positive_int, refuse_given  # noqa: E402
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.layer_token_reading import readings  # noqa: E402
 from benchmarks.fold_report import fold_params  # noqa: E402
@@ -169,18 +169,21 @@ def main() -> None:
     ap.add_argument("what", choices=("reading", "rows"))
     ap.add_argument("--attention-share", type=attention_shares, default=[],
                     help="comma-separated shares of the twin's compute rate for Blackwell's prefill attention")
-    ap.add_argument("--every", type=positive_int, default=REFIT_SILICON_EVERY)
-    ap.add_argument("--sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--every", type=positive_int, default=None, help=f"rows: default {REFIT_SILICON_EVERY}")
+    ap.add_argument("--sim-s", type=positive_float, default=None, help="rows: default 60")
     ap.add_argument("--report", type=Path, default=None, help="a fidelity_real.py --json report: start from a fold's values")
-    ap.add_argument("--kind", default="GPU", help="with --report: the fold kind (GPU, source, family)")
-    ap.add_argument("--group", default="B200", help="with --report: the held-out group")
+    ap.add_argument("--kind", default=None, help="with --report: the fold kind (GPU, source, family; default GPU)")
+    ap.add_argument("--group", default=None, help="with --report: the held-out group (default B200)")
     args = ap.parse_args()
     shares = args.attention_share
-    if args.every < 1 or not args.sim_s > 0:
-        raise SystemExit(f"--every must be >= 1 and --sim-s > 0, got {args.every} and {args.sim_s}")
     if args.what == "reading":
+        refuse_given(args, ("--every", "--sim-s", "--report", "--kind", "--group"), "to 'rows'")
         return reading(shares)
-    rows(shares, args.every, args.sim_s, fold_params(args.report, args.kind, args.group) if args.report else None)
+    if args.report is None:
+        refuse_given(args, ("--kind", "--group"), "with --report")
+    every = REFIT_SILICON_EVERY if args.every is None else args.every
+    sim_s = 60.0 if args.sim_s is None else args.sim_s
+    rows(shares, every, sim_s, fold_params(args.report, args.kind or "GPU", args.group or "B200") if args.report else None)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.fidelity_real import REFIT_SILICON_EVERY  # noqa: E402
+from benchmarks.cli_checks import check_out_path  # noqa: E402
 from benchmarks.error_medians import error_medians  # noqa: E402
-from benchmarks.fold_report import read_json  # noqa: E402
+from benchmarks.fold_report import finite_number, read_json  # noqa: E402
 from benchmarks.silicon_ttft_split import parse_prior, read_fold  # noqa: E402
 from benchmarks.source_fold_terms import GROUPS, restored  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -77,9 +78,13 @@ def print_rank(path: Path) -> None:
     if not isinstance(data.get("errors"), dict) or not isinstance(data.get("cases"), list):
         raise TwinInputError(f"{path}: not a silicon_decode_rank.py run --save file (cases, errors)")
     names = data["cases"]
+    if not names or not all(isinstance(n, str) for n in names):
+        raise TwinInputError(f"{path}: cases is not a non-empty list of case names")
     for label, errs in data["errors"].items():
         if not isinstance(errs, list) or len(errs) != len(names) or not all(isinstance(e, dict) for e in errs):
             raise TwinInputError(f"{path}: variant {label!r} is not one error dict per case")
+        if not all(finite_number(v) for e in errs for v in e.values()):
+            raise TwinInputError(f"{path}: variant {label!r} has an error that is not a finite number")
     print("| variant | TPOT points (mean move) | TPOT | E2E | throughput | B200 TPOT | H100 TPOT |")
     print("|---|---|---|---|---|---|---|")
     for e in ranked(data["errors"], names):
@@ -118,6 +123,7 @@ def run(args) -> None:
         raise TwinInputError(f"--groups: unknown {', '.join(unknown)}; known: {', '.join(GROUPS)}")
     if args.save is None:
         raise TwinInputError("run needs --save (the per-case errors are what rank reads)")
+    check_out_path(args.save, "--save")
     priors = [parse_prior(p) for p in args.prior]
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if source_of(c) == "silicon"]
     names = [c.run.name for c in cases]
@@ -184,8 +190,9 @@ def main() -> None:
     k = sub.add_parser("rank", help="rank a run's variants by TPOT points")
     k.add_argument("save", type=Path)
     args = ap.parse_args()
-    if args.command in ("run", "try") and not (args.sim_s > 0 and args.workers >= 1):
-        raise TwinInputError("--sim-s must be > 0 and --workers >= 1")
+    if args.command in ("run", "try"):
+        from twin.fitting.fit import check_simulation_options
+        check_simulation_options(args.sim_s, args.workers)
     if args.command == "run":
         run(args)
     elif args.command == "try":

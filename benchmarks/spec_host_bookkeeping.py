@@ -30,10 +30,16 @@ machine this runs on; the figure is a prior, not a fit.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli_checks import bounded, positive_int  # noqa: E402
 
 PLACEHOLDER = -1
 
@@ -136,9 +142,10 @@ def best_of_5(step, repeats: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seqs", type=int, default=64)
-    ap.add_argument("--k", type=int, default=4)
-    ap.add_argument("--repeats", type=int, default=200)
+    ap.add_argument("--seqs", type=positive_int, default=64)
+    ap.add_argument("--k", type=bounded(True, 1, high=4096 - 208),   # the token table's free columns
+                    default=4)
+    ap.add_argument("--repeats", type=positive_int, default=200)
     a = ap.parse_args()
     n, k = a.seqs, a.k
     reqs = [_Req(f"req-{i}", 192) for i in range(n)]

@@ -17,14 +17,20 @@ the no-speculation capacity (twin ~253 req/s against 170) is the baseline's gap 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
-from twin.errors import run_script
-from twin.scenario import load_scenario
-from twin.sim.deployment import resolve_deployment
-from twin.sim.run import metrics_of, run_body
-from twin.spec_decode.drafters import PassShape
-from twin.spec_decode.step_cost import DRAFT_ATTN_OPS_PER_LAYER, DRAFT_PASS_HOST_OPS, SPEC_STEP_HOST_OPS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli_checks import nonneg_float  # noqa: E402
+from twin.errors import run_script  # noqa: E402
+from twin.scenario import load_scenario  # noqa: E402
+from twin.sim.deployment import resolve_deployment  # noqa: E402
+from twin.sim.run import metrics_of, run_body  # noqa: E402
+from twin.spec_decode.drafters import PassShape  # noqa: E402
+from twin.spec_decode.step_cost import (  # noqa: E402
+    DRAFT_ATTN_OPS_PER_LAYER, DRAFT_PASS_HOST_OPS, SPEC_STEP_HOST_OPS)
 
 MEASURED = {"tpot_1": (10.7, 7.1), "ratio_1": 0.67, "ratio_52": 0.41, "capacity": (68.0, 170.0)}
 PAIRS = (("baseline", "nospec", "1 req/s"), ("rate52", "rate52-nospec", "52 req/s"), ("sat", "sat-nospec", "sat"))
@@ -43,8 +49,8 @@ def overrides(gemm_half_tokens: float | None, host_op_us: float | None, spec: bo
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gemm-half-tokens", type=float, default=None)
-    ap.add_argument("--host-op-us", type=float, default=None)
+    ap.add_argument("--gemm-half-tokens", type=nonneg_float, default=None)
+    ap.add_argument("--host-op-us", type=nonneg_float, default=None)
     a = ap.parse_args()
     t0 = time.perf_counter()
     sc = load_scenario("speculative_random_tokens")

@@ -17,10 +17,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
-from twin.plan.executor import SerialExecutor, make_executor
-from twin.plan.sweep import SweepSpec, run_sweep
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.cli_checks import positive_int  # noqa: E402
+from twin.plan.executor import SerialExecutor, make_executor  # noqa: E402
+from twin.plan.sweep import SweepSpec, run_sweep  # noqa: E402
 
 SCENARIO = {
     "name": "sweep-speed",
@@ -49,8 +54,8 @@ def timed(make, repeats: int):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--workers", type=positive_int, default=2)
+    ap.add_argument("--repeats", type=positive_int, default=3)
     ap.add_argument("--no-ray", action="store_true")
     args = ap.parse_args()
     n = len(SweepSpec(SCENARIO, GRID).configs())

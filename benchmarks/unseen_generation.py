@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchmarks.cli_checks import finite_float  # noqa: E402
+from benchmarks.cli_checks import finite_float, refuse_given  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 
 GROUPS = (("GPU", ("H100-SXM", "B200")), ("source", ("silicon", "inference-perf")),
@@ -82,8 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("what", choices=("plans", "ip-floor"))
     ap.add_argument("--ground-truth", type=Path,
                     default=Path(__file__).resolve().parents[2] / "shared" / "ground-truth")
-    ap.add_argument("--host-ms", type=finite_float, default=0.92)
+    ap.add_argument("--host-ms", type=finite_float, default=None, help="ip-floor: default 0.92")
     a = ap.parse_args(argv)
+    if a.what == "plans":
+        refuse_given(a, ("--host-ms",), "to ip-floor")
+    a.host_ms = 0.92 if a.host_ms is None else a.host_ms
     plans(a.ground_truth) if a.what == "plans" else ip_floor(a.ground_truth, a.host_ms)
     return 0
 
