@@ -33,7 +33,6 @@ import argparse
 import dataclasses
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 from typing import NamedTuple
