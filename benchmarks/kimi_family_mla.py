@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from twin.errors import run_script  # noqa: E402
+from twin.errors import TwinInputError, run_script  # noqa: E402
 from benchmarks.error_medians import metric_medians  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 
@@ -90,6 +90,9 @@ def run(report_path: Path, workers: int, folds=FOLDS, blackwell_mem: float | Non
         if blackwell_mem is not None:
             params["memory_efficiency@blackwell"] = blackwell_mem
             cases = [c for c in every_case if c.run.name in report.errors(fold)]
+            if not cases:
+                raise TwinInputError(f"{report_path}: the {kind} fold holding {group} out names none of the cases "
+                                     f"at silicon every {every}: nothing to simulate")
             print(f"\n(memory_efficiency@blackwell {blackwell_mem} in both settings; {len(cases)} cases)")
         if MLA_KEY not in params:
             print(f"\n== {kind} {group}: the fold does not reset {MLA_KEY}; nothing moves")

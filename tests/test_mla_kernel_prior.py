@@ -95,3 +95,18 @@ def test_kimi_family_mla_needs_a_report_or_in_sample():
     assert out.returncode != 0 and "a report is required" in out.stderr
     out = _run(str(ROOT / "benchmarks" / "kimi_family_mla.py"), "--in-sample", "--folds", "GPU")
     assert out.returncode != 0 and "--in-sample takes no" in out.stderr
+
+
+def test_kimi_family_mla_refuses_a_fold_that_names_none_of_the_cases(tmp_path):
+    from twin.fitting.ground_truth import ground_truth_dir
+    if not (ground_truth_dir() / "h100-vllm-inference-perf").is_dir():
+        pytest.skip("the ground-truth folder is not beside the checkout")
+    fold = {"held_out": "B200", "params": {"allreduce_latency_s": 24e-6, "memory_efficiency": 0.95},
+            "errors": {"no-such-case": {"mean_tpot_ms": 0.01}},
+            "measured": {"no-such-case": {"mean_tpot_ms": 10.0}}, "predicted": {"no-such-case": {"mean_tpot_ms": 10.1}}}
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps({"args": {"silicon_every": 16}, "folds": {"GPU": {"folds": [fold]}}}))
+    out = _run(str(ROOT / "benchmarks" / "kimi_family_mla.py"), str(report), "--folds", "GPU",
+               "--blackwell-memory-efficiency", "0.95")
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "the GPU fold holding B200 out names none of the cases at silicon every 16" in out.stderr
