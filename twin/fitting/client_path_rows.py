@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from twin.errors import TwinInputError
 from twin.fitting.parameters import from_model_params, to_model_params
 from twin.workload.clients import client_scope
 
@@ -25,8 +26,9 @@ LIGHT_CONC = 8          # the light-load band of rounds 14-17's readings (bench_
 
 
 def check_rule(rule: str) -> str:
+    """``rule`` if it is one of ``RULES``, else a one-line error naming the allowed rules."""
     if rule not in RULES:
-        raise ValueError(f"client path rows {rule!r}: one of {', '.join(RULES)}")
+        raise TwinInputError(f"client path rows {rule!r}: one of {', '.join(RULES)}")
     return rule
 
 
