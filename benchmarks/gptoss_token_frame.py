@@ -3,7 +3,7 @@
 
 For one fold of a ``fidelity_real.py --json`` report, its held-out gpt-oss cases on Hopper's MXFP4 path (their GPU:
 ``--gpu``) are simulated at the fold's values and at three variants of ``twin.fitting.path_token_prior``'s carried
-per-token cost: in the fold's Blackwell frame (``twin.fitting.token_frame_prior``) at the prior's decode share (0),
+per-token cost: in the fold's Blackwell frame (``benchmarks/token_frame_prior.py``) at the prior's decode share (0),
 in that frame at share 1 (every token pays it), and the share alone at 1. No training row of a fold that holds this
 path out runs it, so the fold's fit is unchanged and these are the fold's held-out predictions. Prints the signed
 errors per case (TTFT mean, TPOT, E2E mean, throughput), their medians, and the pooled medians of every fold of that
@@ -28,7 +28,7 @@ from twin.cost.generations import gpu_generation  # noqa: E402
 from benchmarks.error_medians import median_cell  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.moe_token_prior import SHARE, TERM  # noqa: E402
-from twin.fitting.token_frame_prior import framed_prior, held_rows_of  # noqa: E402
+from benchmarks.token_frame_prior import framed_prior, held_rows_of  # noqa: E402
 
 PATH = "hopper+experts_mxfp4"
 METRICS = (("mean_ttft_ms", "TTFT"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2E"),

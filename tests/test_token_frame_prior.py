@@ -1,4 +1,4 @@
-"""twin/fitting/token_frame_prior.py and benchmarks/gptoss_token_frame.py (round 18's reading: the held-out Hopper
+"""benchmarks/token_frame_prior.py and benchmarks/gptoss_token_frame.py (round 18's reading: the held-out Hopper
 MXFP4 path's carried per-token cost in the fold's Blackwell frame): exact values on made-up readings and folds."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from benchmark_module import load_benchmark
 from twin.errors import TwinInputError
-from twin.fitting import token_frame_prior as tf
+from benchmarks import token_frame_prior as tf
 
 KEY, SHARE_KEY = "layer_token_overhead_s@hopper+experts_mxfp4", "layer_token_decode_share@hopper+experts_mxfp4"
 READINGS = (("B200 a", 0.24e-6, lambda c, d: c == "kimi"), ("B200 b", 0.15e-6, lambda c, d: c == "minimax"),
