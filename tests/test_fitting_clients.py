@@ -24,10 +24,12 @@ METRICS = {"mean_ttft_ms": 30.0, "median_ttft_ms": 28.0, "p90_ttft_ms": 35.0, "p
 TARGET = Target("llama-2-7b", "H100-SXM", 1)
 
 
-def _run(name: str, client: str | None, conc: int = 4) -> MeasuredRun:
-    return MeasuredRun(name=name, source="test", num_requests=3 * conc, rate_per_s=float("inf"),
+def _run(name: str, client: str | None, conc: int = 4, requests_per_user: int = 3,
+         output_tokens: int = 32) -> MeasuredRun:
+    """A closed-loop run of ``conc`` users at 256 prompt tokens (other tests build theirs with it too)."""
+    return MeasuredRun(name=name, source="test", num_requests=requests_per_user * conc, rate_per_s=float("inf"),
                        max_concurrency=conc, prompt_tokens=LengthSample.constant(256),
-                       output_tokens=LengthSample.constant(32), metrics={"completed": 1.0},
+                       output_tokens=LengthSample.constant(output_tokens), metrics={"completed": 1.0},
                        server={"enable_prefix_caching": False, "vllm_version": "0.14"}, experiment=name,
                        client=client)
 

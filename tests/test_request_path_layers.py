@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from benchmark_module import load_benchmark
+from test_fitting_clients import _run as clients_run
 from twin.errors import TwinInputError
 from twin.fitting.joint import default_start
-from twin.fitting.measured_run import LengthSample, MeasuredRun
+from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.fitting.fit import Case
 from twin.fitting.identify import held_at_prior
@@ -26,11 +27,7 @@ BENCH = f"{TERM}@client_vllm_bench"
 
 
 def _run(name: str, client: str | None, conc: int = 1) -> MeasuredRun:
-    return MeasuredRun(name=name, source="test", num_requests=8 * conc, rate_per_s=float("inf"),
-                       max_concurrency=conc, prompt_tokens=LengthSample.constant(256),
-                       output_tokens=LengthSample.constant(16), metrics={"completed": 1.0},
-                       server={"enable_prefix_caching": False, "vllm_version": "0.14"}, experiment=name,
-                       client=client)
+    return clients_run(name, client, conc, requests_per_user=8, output_tokens=16)
 
 
 def test_the_terms_are_fit_parameters_with_prior_zero():
