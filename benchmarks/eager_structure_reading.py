@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from eager_floor_by_generation import SHORT_PROMPT_TOKENS, prompt_step_gpu_s, silicon_every  # noqa: E402
 
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from benchmarks.fold_report import defaults_cases  # noqa: E402
 from twin.cost.eager_steps import EAGER_STRUCTURES  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -135,10 +136,8 @@ def main() -> None:
     ap.add_argument("defaults_json", type=Path)
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--gpu", default="B200", choices=("B200", "H100-SXM"))
-    ap.add_argument("--max-conc", type=int, default=8)
+    ap.add_argument("--max-conc", type=positive_int, default=8)
     args = ap.parse_args()
-    if args.max_conc < 1:
-        raise TwinInputError(f"--max-conc {args.max_conc}: must be >= 1")
     rows = light_rows(args.defaults_json, args.ground_truth, args.gpu, args.max_conc)
     if not rows:
         raise TwinInputError(f"{args.defaults_json}: no light-load 1k eager {args.gpu} row")
