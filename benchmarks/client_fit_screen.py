@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.cli_checks import bounded, positive_int  # noqa: E402
 from benchmarks.request_path_structure import fit, load, score  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
@@ -73,14 +74,10 @@ def screen(cases: list[dict], light_conc: int, path_share: float) -> list[tuple]
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("defaults_json")
-    ap.add_argument("--light-conc", type=int, default=8, help="light load: CONC <= this (default 8)")
-    ap.add_argument("--path-share", type=float, default=0.1,
+    ap.add_argument("--light-conc", type=positive_int, default=8, help="light load: CONC <= this (default 8)")
+    ap.add_argument("--path-share", type=bounded(False, 0.0, low_open=True, high=1.0), default=0.1,
                     help="path-dominated: the embedded path's share of the twin's mean TTFT >= this (default 0.1)")
     args = ap.parse_args(argv)
-    if args.light_conc < 1:
-        raise TwinInputError(f"--light-conc {args.light_conc}: must be >= 1")
-    if not 0.0 < args.path_share <= 1.0:
-        raise TwinInputError(f"--path-share {args.path_share}: must be in (0, 1]")
     rows = screen(load(Path(args.defaults_json)), args.light_conc, args.path_share)
     print("fold, rule: training rows, fitted shift over the embedded path (ms), held-out |error| (signed) mean TTFT")
     last = None

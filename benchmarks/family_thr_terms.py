@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from benchmarks.kimi_family_mla import cell, medians, pooled  # noqa: E402
 
@@ -72,10 +73,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path, help="a fidelity_real.py --json report with the family folds")
     ap.add_argument("--group", choices=GROUPS, required=True)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workers", type=positive_int, default=1)
     args = ap.parse_args()
-    if args.workers < 1:
-        ap.error("--workers must be at least 1")
     run(args.report, args.group, args.workers)
 
 

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from benchmarks.error_medians import metric_medians  # noqa: E402
+from benchmarks.cli_checks import positive_int  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 
 METRICS = ("mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
@@ -153,13 +154,11 @@ def main() -> None:
     ap.add_argument("report", type=Path, nargs="?", default=None,
                     help="a fidelity_real.py --json report with the family, GPU, source folds")
     ap.add_argument("--in-sample", action="store_true", help="Kimi NVFP4 at the embedded defaults (no report)")
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--folds", default=FOLDS_DEFAULT, help="comma-separated fold kinds of " +
                     ", ".join(f"{k} ({g})" for k, g in FOLDS))
     ap.add_argument("--blackwell-memory-efficiency", type=float, default=None, metavar="X")
     args = ap.parse_args()
-    if args.workers < 1:
-        ap.error("--workers must be at least 1")
     if args.in_sample:
         if args.report is not None or args.blackwell_memory_efficiency is not None or args.folds != FOLDS_DEFAULT:
             ap.error("--in-sample takes no report, --folds or --blackwell-memory-efficiency")
