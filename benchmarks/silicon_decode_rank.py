@@ -73,7 +73,8 @@ def pct(cell: tuple[float, float, int] | None, signed_only: bool = False) -> str
     return f"{100 * cell[1]:+.1f}" if signed_only else f"{100 * cell[0]:.1f} ({100 * cell[1]:+.1f})"
 
 
-def print_rank(path: Path) -> None:
+def read_save(path: Path) -> tuple[list[str], dict[str, list[dict]]]:
+    """(case names, {variant: one error dict per case}) of a ``run --save`` file, each error a finite number."""
     data = read_json(path)
     if not isinstance(data.get("errors"), dict) or not isinstance(data.get("cases"), list):
         raise TwinInputError(f"{path}: not a silicon_decode_rank.py run --save file (cases, errors)")
@@ -85,9 +86,14 @@ def print_rank(path: Path) -> None:
             raise TwinInputError(f"{path}: variant {label!r} is not one error dict per case")
         if not all(finite_number(v) for e in errs for v in e.values()):
             raise TwinInputError(f"{path}: variant {label!r} has an error that is not a finite number")
+    return names, data["errors"]
+
+
+def print_rank(path: Path) -> None:
+    names, errors = read_save(path)
     print("| variant | TPOT points (mean move) | TPOT | E2E | throughput | B200 TPOT | H100 TPOT |")
     print("|---|---|---|---|---|---|---|")
-    for e in ranked(data["errors"], names):
+    for e in ranked(errors, names):
         pts = "-" if e["points"] is None else f"{100 * e['points']:+.2f}"
         print(f"| {e['label']} | {pts} | {pct(e['tpot'])} | {pct(e['e2e'])} | {pct(e['thr'])} | "
               f"{pct(e['b200'], True)} | {pct(e['h100'], True)} |")
@@ -108,10 +114,10 @@ def read_saved(path: Path, names: list[str]) -> dict[str, list[dict]]:
     """The variants an earlier ``run --save`` of the same rows wrote to ``path`` ({} where the file does not exist)."""
     if not path.exists():
         return {}
-    data = read_json(path)
-    if data.get("cases") != names or not isinstance(data.get("errors"), dict):
+    saved_names, errors = read_save(path)
+    if saved_names != names:
         raise TwinInputError(f"{path}: not a save of these rows (--resume needs the same fold and rows)")
-    return data["errors"]
+    return errors
 
 
 def run(args) -> None:
