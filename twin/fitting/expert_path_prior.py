@@ -51,7 +51,7 @@ def carried_efficiency(value: float, measured_on: str, predicted_on: str) -> flo
 
 def marlin_path_prior(parameter: str, entries: Sequence, held: Iterable[str] = ()) -> float | None:
     """The stated prior of Marlin path ``parameter`` whose evidence a fold holds out: the geometric mean of the
-    other Marlin paths' embedded values (``entries``: ``provenance.Entry``; not in ``held``) carried to its
+    other Marlin paths' embedded values (``entries``: ``provenance_entries.Entry``; not in ``held``) carried to its
     generation; None where ``parameter`` is not a Marlin path or no other one has a value."""
     if parameter not in MARLIN_PATHS:
         return None

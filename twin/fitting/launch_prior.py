@@ -111,7 +111,7 @@ def _b200_llama_rows(case, _deployment) -> bool:
 
 
 COUNT_EVIDENCE: tuple[str, Callable] = ("a launch count times the B200 Llama rows' per-layer value", _b200_llama_rows)
-# the embedded counts' evidence (twin.fitting.provenance.DECLARED_EVIDENCE): a count times the generation's
+# the embedded counts' evidence (twin.fitting.provenance_evidence.DECLARED_EVIDENCE): a count times the generation's
 # per-layer value, so the rows that value was read off; no MiniMax (round 14) or Kimi (round 16) row is read
 EVIDENCE: dict[str, tuple[str, Callable]] = {
     key: COUNT_EVIDENCE for key, (gen, _) in counted_keys().items() if gen == "blackwell"}

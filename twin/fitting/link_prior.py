@@ -45,5 +45,5 @@ def rows(case, _deployment) -> bool:
     return family == "gpt-oss" or (family == "minimax" and row.precision == "fp4")
 
 
-EVIDENCE = {TERM: (WHAT, rows)}        # twin.fitting.provenance.DECLARED_EVIDENCE
+EVIDENCE = {TERM: (WHAT, rows)}        # twin.fitting.provenance_evidence.DECLARED_EVIDENCE
 

@@ -1,7 +1,7 @@
 """Where gpt-oss-120b's active expert share came from, and what a fold that holds those rows out uses (issue 33,
 round 12; docs/fidelity.md "Round 12: gpt-oss's loaded B200 rows (issue 33)"). Tried, NOT embedded (the H100-held-out
 fold got worse: see ``twin.cost.default_terms.EXPERT_FORMAT_TERMS``); declared here so that an entry, if embedded,
-is held out where it should be (``twin.fitting.provenance.DECLARED_EVIDENCE``: the B200 gpt-oss
+is held out where it should be (``twin.fitting.provenance_evidence.DECLARED_EVIDENCE``: the B200 gpt-oss
 rows).
 
 ``moe_active_expert_share@experts_mxfp4`` (0.75 as tried in ``twin.cost.default_terms.EXPERT_FORMAT_TERMS``; the term:

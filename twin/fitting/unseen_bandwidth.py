@@ -23,7 +23,7 @@ So:
   0.10.2 only. The embedded defaults are not refitted here (nothing changes in-sample).
 * ``unseen_reference``: a fold that resets the reference generation's fraction (no row of it in training) gives it
   the geometric mean of the OTHER generations' fractions the fold fitted, instead of the fit parameter's prior;
-  the entries that inherit it (a reset KV read rate, ``provenance.INHERITS_FROM``) follow. The stated prior is
+  the entries that inherit it (a reset KV read rate, ``provenance_entries.INHERITS_FROM``) follow. The stated prior is
   physical: the decode weight stream reaches the same fraction of the datasheet bandwidth on each generation's
   HBM (it agrees within the standard errors above), read in a fraction, which transfers; a datasheet rate is
   a fact for every catalog GPU."""
