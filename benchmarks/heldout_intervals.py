@@ -198,7 +198,8 @@ def _verdict(miss: bool, places: list[str | None]) -> str | None:
         return "met; the " + " and ".join(across) + " interval" + ("s reach" if len(across) > 1 else " reaches") \
             + " past the target" if across else None
     if not across:
-        return "NOT met, outside " + ("both intervals" if None not in places else "the bootstrap interval (no repeats)")
+        return "NOT met, outside " + ("both intervals" if None not in places
+                                      else "the bootstrap interval (no measured-again one)")
     return "NOT met, the target inside the " + " and ".join(across) + " interval" + ("s" if len(across) > 1 else "")
 
 

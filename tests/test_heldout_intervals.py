@@ -112,7 +112,7 @@ def test_misses_say_whether_the_target_is_inside_either_interval():
     row = hi.misses("GPU", _ints(0.01, [0.005, 0.02], diff=diff))
     assert row[0]["what"] == "MoE - dense abs error" and row[0]["verdict"] == "NOT met, outside both intervals"
     row = hi.misses("source", _ints(0.05, [0.045, 0.076]))
-    assert row[0]["verdict"] == "NOT met, outside the bootstrap interval (no repeats)"
+    assert row[0]["verdict"] == "NOT met, outside the bootstrap interval (no measured-again one)"
 
 
 @pytest.mark.parametrize("cases, kw, message", [
