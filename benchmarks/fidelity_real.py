@@ -6,7 +6,9 @@ Sources: the inference-perf runs on one H100 and the vLLM silicon rows (H100/B20
 leave-one-model-family-out) it holds out one group at a time and predicts it from the others; it prints, per
 held-out group, pooled over every held-out case, and for dense and MoE models, the median |error| and the median
 signed error of TTFT mean / p50, TPOT, E2E mean and throughput, beside the embedded defaults' errors on the same
-cases, then one line per column against the targets (met / NOT met) and the whole report as markdown tables.
+cases, then one line per column against the targets (met / NOT met) and the whole report as markdown tables, ending
+with each pooled median's bootstrap and measured-again intervals and which target misses lie outside both
+(``benchmarks/heldout_intervals.py``; the report's ``intervals`` key).
 
 No embedded value read off a held-out group is used in its fold (``twin.fitting.provenance``): each is refit on
 the training rows when the fold fits it, else reset to its stated prior, and each fold says which.

@@ -91,18 +91,19 @@ def compare(before, after, moe_of: dict[str, bool], *, resamples: int = RESAMPLE
 def _cell(c: dict | None) -> str:
     if c is None:
         return "-"
-    a = c["abs"]
+    a, s = c["abs"], c["signed"]
     return (f"{100 * a['before']:.1f} -> {100 * a['after']:.1f}: {100 * a['change']:+.1f} "
-            f"[{100 * a['bootstrap'][0]:+.1f}, {100 * a['bootstrap'][1]:+.1f}]")
+            f"[{100 * a['bootstrap'][0]:+.1f}, {100 * a['bootstrap'][1]:+.1f}] (signed {100 * s['change']:+.1f} "
+            f"[{100 * s['bootstrap'][0]:+.1f}, {100 * s['bootstrap'][1]:+.1f}])")
 
 
 def markdown(result: dict) -> str:
     """One row per fold kind and held-out set: each metric's median |error| before -> after, its change and the
-    change's interval (points)."""
+    change's interval, then the signed median's change and interval (points)."""
     lines = [f"Median |error| before -> after (percent), change and its {100 * result['level']:.0f} % paired "
-             f"bootstrap interval ({result['resamples']} resamples, seed {result['seed']}): resolved where the "
-             "interval excludes 0.", "", "| fold | held out | " + " | ".join(t for _, t in METRICS) + " |",
-             "|" + "---|" * (2 + len(METRICS))]
+             f"bootstrap interval ({result['resamples']} resamples, seed {result['seed']}), then the median signed "
+             "error's change and interval: resolved where an interval excludes 0.", "",
+             "| fold | held out | " + " | ".join(t for _, t in METRICS) + " |", "|" + "---|" * (2 + len(METRICS))]
     for kind, rows in result["kinds"].items():
         for label, cells in rows.items():
             lines.append(f"| {kind} | {label} | " + " | ".join(_cell(cells[m]) for m, _ in METRICS) + " |")

@@ -39,7 +39,7 @@ def test_a_shift_of_every_case_is_the_change_in_every_resample():
     assert cell["abs"]["before"] == pytest.approx(0.15) and cell["abs"]["after"] == pytest.approx(0.16)
     assert cell["abs"]["bootstrap"] == pytest.approx([0.01, 0.01]) and cell["signed"]["change"] == pytest.approx(0.01)
     assert out == pc.compare(report(BEFORE), report(after), MOE, resamples=300, seed=5)       # seeded
-    assert "| GPU | pooled | 15.0 -> 16.0: +1.0 [+1.0, +1.0] |" in pc.markdown(out)
+    assert "| GPU | pooled | 15.0 -> 16.0: +1.0 [+1.0, +1.0] (signed +1.0 [+1.0, +1.0]) |" in pc.markdown(out)
 
 
 def test_one_case_moving_is_not_resolved_when_the_median_need_not_see_it():
