@@ -168,16 +168,20 @@ def kind_intervals(cases: Sequence[HeldOutCase], *, resamples: int = RESAMPLES, 
     return out
 
 
+def case_of(info: dict, name: str, source: str = "the report"):
+    """``info``'s entry for a report's case ``name`` (a capped silicon run's `` [n/N]`` suffix ignored: the report
+    may have been made with ``--silicon-max-requests``); a case it lacks is one line."""
+    for key in (name, name.split(" [", 1)[0]):
+        if key in info:
+            return info[key]
+    raise TwinInputError(f"{source}: case {name!r} is not in the ground truth (--ground-truth?)")
+
+
 def report_cases(report, kind: str, info: dict[str, tuple[bool, bool]]) -> list[HeldOutCase]:
     """A saved report's held-out cases of ``kind`` (``fold_report.FoldReport``); ``info``: case name -> (MoE model?,
-    silicon row?), from the ground truth; a case it lacks is one line."""
-    out = []
-    for fold in report.folds(kind):
-        for name, errs in report.errors(fold).items():
-            if name not in info:
-                raise TwinInputError(f"{report.source}: case {name!r} is not in the ground truth (--ground-truth?)")
-            out.append((fold["held_out"], *info[name], errs))
-    return out
+    silicon row?), from the ground truth (``case_of``)."""
+    return [(fold["held_out"], *case_of(info, name, report.source), errs)
+            for fold in report.folds(kind) for name, errs in report.errors(fold).items()]
 
 
 def _where(iv: list[float] | None, target: float, miss_above: bool) -> str | None:
@@ -264,8 +268,8 @@ def markdown(intervals: dict) -> str:
 
 def report_intervals(kinds: dict[str, Sequence[HeldOutCase]], repeats: dict[str, Sequence[float]] | None, *,
                      resamples: int = RESAMPLES, level: float = LEVEL, seed: int = SEED) -> dict:
-    """The intervals of each fold kind's held-out cases, with their ``misses``, and a line saying how they were made
-    (the new ``intervals`` key of a ``fidelity_real.py --json`` report)."""
+    """The intervals of each fold kind's held-out cases (a kind without any left out), with their ``misses``, and a
+    line saying how they were made (the new ``intervals`` key of a ``fidelity_real.py --json`` report)."""
     pairs = {m: len(v) for m, v in (repeats or {}).items()}
     method = (f"Held-out medians with {100 * level:.0f} % intervals: bootstrap over the held-out cases ({resamples} "
               f"resamples within each held-out group's dense / MoE cases, seed {seed}); 'measured again': the silicon "
@@ -274,6 +278,8 @@ def report_intervals(kinds: dict[str, Sequence[HeldOutCase]], repeats: dict[str,
     out: dict = {"level": level, "resamples": resamples, "seed": seed, "repeat_pairs": pairs, "method": method,
                  "kinds": {}}
     for kind, cases in kinds.items():
+        if not cases:           # a kind whose groups --groups left out: nothing held out, no interval
+            continue
         ints = kind_intervals(cases, resamples=resamples, level=level, seed=seed, repeats=repeats)
         ints["misses"] = misses(kind, ints)
         out["kinds"][kind] = ints

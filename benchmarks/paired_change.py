@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import bounded, check_out_path, nonneg_int, positive_int  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
-from benchmarks.heldout_intervals import LEVEL, RESAMPLES, SEED, interval, stream  # noqa: E402
+from benchmarks.heldout_intervals import LEVEL, RESAMPLES, SEED, case_of, interval, stream  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.targets import METRICS  # noqa: E402
 
@@ -45,9 +45,7 @@ def pairs(before, after, kind: str, moe_of: dict[str, bool]) -> list[Pair]:
     for name, (group, errs) in a.items():
         if b[name][0] != group:
             raise TwinInputError(f"{kind} folds: case {name!r} is held out with {group!r} before, {b[name][0]!r} after")
-        if name not in moe_of:
-            raise TwinInputError(f"case {name!r} is not in the ground truth (--ground-truth?)")
-        out.append((group, moe_of[name], errs, b[name][1]))
+        out.append((group, case_of(moe_of, name), errs, b[name][1]))
     return out
 
 

@@ -142,6 +142,10 @@ def test_a_saved_report_gives_its_cases_and_the_intervals_key():
     out = hi.report_intervals({"family": cases}, {TTFT: [0.02]}, resamples=100)
     assert out["kinds"]["family"]["pooled"][TTFT]["n"] == 2 and out["repeat_pairs"] == {TTFT: 1}
     assert "| family | pooled | 2 |" in hi.markdown(out)
+    # a kind whose every group --groups left out holds nothing out: no intervals, no error (fidelity_real's case)
+    assert list(hi.report_intervals({"family": cases, "GPU": []}, None, resamples=10)["kinds"]) == ["family"]
+    # a capped run's name (--silicon-max-requests) finds its row
+    assert hi.case_of(info, "x [160/640]") == (False, True)
     with pytest.raises(TwinInputError, match="case 'z' is not in the ground truth"):
         hi.report_cases(rep, "family", {"x": (False, True), "y": (True, True)})
     with pytest.raises(TwinInputError, match="no GPU folds"):
