@@ -6,7 +6,9 @@ Sources: the inference-perf runs on one H100 and the vLLM silicon rows (H100/B20
 leave-one-model-family-out) it holds out one group at a time and predicts it from the others; it prints, per
 held-out group, pooled over every held-out case, and for dense and MoE models, the median |error| and the median
 signed error of TTFT mean / p50, TPOT, E2E mean and throughput, beside the embedded defaults' errors on the same
-cases, then one line per column against the targets (met / NOT met) and the whole report as markdown tables.
+cases, then one line per column against the targets (met / NOT met) and the whole report as markdown tables, ending
+with each pooled median's bootstrap and measured-again intervals and which target misses lie outside both
+(``benchmarks/heldout_intervals.py``; the report's ``intervals`` key).
 
 No embedded value read off a held-out group is used in its fold (``twin.fitting.provenance``): each is refit on
 the training rows when the fold fits it, else reset to its stated prior, and each fold says which.
@@ -46,6 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import check_out_path, positive_float, positive_int  # noqa: E402
+from benchmarks.heldout_intervals import add_intervals  # noqa: E402  (round 19, 33m)
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.fit_window import fold_first, open_loop_fold_window_s  # noqa: E402
 from twin.fitting.joint import (FOLDS, JOINT_NAMES, METRICS, all_cases, default_start, errors,  # noqa: E402
@@ -214,7 +217,7 @@ def main() -> None:
     if args.fit_sim_s is None:
         args.fit_sim_s = REFIT_FIT_SIM_S if default_report else 60.0
     allow = tuple(t.strip() for t in args.allow_leak.split(",") if t.strip())
-    _, skipped = silicon_cases(args.ground_truth, max_requests=args.silicon_max_requests)
+    runnable, skipped = silicon_cases(args.ground_truth, max_requests=args.silicon_max_requests)
     cases = all_cases(args.ground_truth, silicon_max_requests=args.silicon_max_requests,
                       silicon_every=args.silicon_every)
     only = {g.strip() for g in args.groups.split(",") if g.strip()}
@@ -319,12 +322,14 @@ def main() -> None:
             print(f"    {line}")
         verdicts.append((kind, total, group_summaries, split[False], split[True]))
         report["folds"][kind] = {"pooled": total, "pooled_default": summarize(pooled_default), "folds": fold_docs}
+    # round 19 (33m): bootstrap and measured-again intervals of the pooled medians (a new "intervals" key)
+    intervals = ("\n" + add_intervals(report, cases, args.ground_truth, runnable) + "\n") if report["folds"] else ""
     elapsed = time.perf_counter() - t0
     text = (f"{len(cases)} cases (silicon every {args.silicon_every}); fitted per fold: "
             f"{', '.join(names) or 'nothing (the embedded defaults held out)'}"
             + (f"; let leak: {', '.join(allow)}" if allow else "") + f"; {elapsed:.0f} s\n\n"
             + markdown(md_rows) + "\n\n" + verdict_markdown(verdicts) + "\n"
-            + (("\n" + parameter_markdown(param_rows) + "\n") if param_rows else ""))
+            + (("\n" + parameter_markdown(param_rows) + "\n") if param_rows else "") + intervals)
     print("\n" + text)
     report["markdown"] = text
     if args.markdown:
