@@ -126,13 +126,17 @@ class RooflineCostModel(RooflineSteps):
         quant_weight_efficiency: float | None = None,  # quantized GEMMs' rate vs 16-bit ones; None: the format's
         kv_memory_efficiency: float | None = None,    # KV reads; None: the KV format's (kv_attention), else memory
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
-        allreduce_fusion: bool = False, moe_prompt_stream_efficiency: float | None = None,  # kernel_path, prompt_experts
-        fused_allreduce_latency_s: float | None = None, unsharded_allreduce_link_s: float | None = None,  # kernel_path; unsharded_decode
-        moe_layer_overhead_s: float | None = None, expert_path_request_s: float | None = None,  # kernel_path; expert_path_request
+        allreduce_fusion: bool = False,               # the all-reduce + RMSNorm fusion (kernel_path)
+        moe_prompt_stream_efficiency: float | None = None,   # experts in prompt steps (prompt_experts); None: embedded
+        fused_allreduce_latency_s: float | None = None,       # kernel_path; None: embedded
+        unsharded_allreduce_link_s: float | None = None,      # unsharded_decode; None: embedded
+        moe_layer_overhead_s: float | None = None,            # kernel_path; None: embedded
+        expert_path_request_s: float | None = None,           # expert_path_request; None: embedded
         eager_layer_host_s: float | None = None, eager_moe_layer_host_s: float | None = None,  # eager_steps; as above
         cudagraph_tokens: tuple[int, int] | None = None,  # largest graphed (decode, mixed) steps; None: all graphed
         float32_matmul_precision: str | None = None,  # torch's, for FP32 GEMMs (twin.cost.router_gemm); None: vLLM's
         async_scheduling: bool = True, sync_seq_host_s: float | None = None,   # twin.cost.sync_host; None: embedded
+        eager_structure: str | None = None,   # an eager step's host vs GPU time (eager_steps); None: EMBEDDED_STRUCTURE
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
@@ -202,7 +206,8 @@ class RooflineCostModel(RooflineSteps):
             x, routed_format = self._moe_extra, formats.routed_experts
             self._moe_weights_s = functools.lru_cache(maxsize=8192)(
                 lambda tokens: (moe_weight_read_bytes(model, formats, tp, shards, dp, tokens, share)
-                                + x * routed_expert_read_bytes(model, routed_format, shards, tokens * dp, share)) / bandwidth)
+                                + x * routed_expert_read_bytes(model, routed_format, shards, tokens * dp, share))
+                / bandwidth)
         kv_bandwidth = gpu.memory_bandwidth_bytes_per_s * self.kv_memory_efficiency    # the weights' unless set
         at = self._attention = attention_terms(model, gpu, act, self.kv_dtype, tp, self.compute_efficiency,
                                                kv_bandwidth)
@@ -240,8 +245,9 @@ class RooflineCostModel(RooflineSteps):
             self._k_seq, self._k_tok)
         if at.window:         # windowed / top-k layers: their own step time (keeps the plain path unchanged)
             self.step_time_from_sums = functools.partial(windowed_step_time, self._constants)
-        install_marlin_and_path(self, expert_path_request_s)   # Marlin's padded blocks (GPU); the path's per-request time
-        install_eager(self, model, d["eager_layer_host_s"], d["eager_moe_layer_host_s"], cudagraph_tokens)
+        install_marlin_and_path(self, expert_path_request_s)   # Marlin's padded blocks; the path's per-request time
+        install_eager(self, model, d["eager_layer_host_s"], d["eager_moe_layer_host_s"], cudagraph_tokens,
+                      eager_structure)
         install_prompt_stream(self, moe_prompt_stream_efficiency, bandwidth)   # experts' stream in prompt steps
 
     @property
