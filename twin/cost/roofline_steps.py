@@ -8,8 +8,8 @@ form (``step_times_s``, numpy arrays over recorded steps). They read the constru
 ``_t_gemm_knee``, ``_k_lm_head``, ``_t_weights``, ``_moe_weights_s``, ``_k_attn``, ``_k_attn_mixed``, ``_k_kv``,
 ``_k_kv_write``, ``_window``, ``_attention``, ``_t_allreduce``, ``_k_allreduce``, ``_t_step``, ``_k_seq``, ``_k_tok``,
 ``_decode_terms`` and (``step_times_s`` only) the eager floor's ``cudagraph_tokens``, ``eager_floor_s`` and
-``marlin_padding_array``. The per-step methods do no more work than the arithmetic of one step: no calls beyond
-the MoE weight stream's cache, no lookups beyond these attributes. Modules that change a step's time for one
+``marlin_padding_array``. The per-step methods do the arithmetic of one step on these attributes and nothing more
+(besides ``step_time_s``' sums over the step's lists, their only call is the MoE weight stream's cache). Modules that change a step's time for one
 deployment (``eager_steps``, ``marlin_blocks``, ``prompt_experts``, the windowed layers'
 ``deployment_terms.windowed_step_time``) replace these methods on the instance, so the plain path stays as it is
 here.
