@@ -27,7 +27,7 @@ def test_each_structure_splits_the_host_time_into_overlapped_and_serial():
     assert host_split_s(kimi, 1e-3, 2e-3, "additive") == pytest.approx((0.0, 61e-3 + 120e-3))
     assert host_split_s(kimi, 1e-3, 2e-3, "moe_additive") == pytest.approx((61e-3, 120e-3))
     assert host_split_s(llama, 1e-3, 2e-3, "moe_additive") == pytest.approx((80e-3, 0.0))   # dense: as max
-    with pytest.raises(TwinInputError, match="eager structure 'sum'"):
+    with pytest.raises(TwinInputError, match="eager_structure = 'sum': allowed"):
         host_split_s(kimi, 1e-3, 2e-3, "sum")
     assert host_split_s(kimi, 1e-3, 2e-3) == host_split_s(kimi, 1e-3, 2e-3, "max")       # None: the embedded one
     with pytest.raises(TwinInputError, match="allowed: max, additive, moe_additive"):

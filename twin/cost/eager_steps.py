@@ -52,7 +52,7 @@ EMBEDDED_STRUCTURE = "max"
 def check_structure(name: object) -> str:
     """``name`` if it is one of ``EAGER_STRUCTURES``, else a one-line error naming the allowed ones."""
     if name not in EAGER_STRUCTURES:
-        raise TwinInputError(f"eager structure {name!r}: allowed: {', '.join(EAGER_STRUCTURES)}")
+        raise TwinInputError(f"eager_structure = {name!r}: allowed: {', '.join(EAGER_STRUCTURES)}")
     return name           # type: ignore[return-value]
 
 
