@@ -36,16 +36,15 @@ CHAIN_PATH = ("blackwell", "fp8")
 FOLDS = (("family", "minimax"), ("GPU", "B200"))
 
 
-def chain_patches(extra_kernels: int | None) -> list:
-    """The patches that put Blackwell's FP8 expert path on the chained q / k pricing (``extra_kernels``: the count,
-    None: the module's)."""
+def chain_patch(extra_kernels: int | None):
+    """The patch that puts Blackwell's FP8 expert path on the chained q / k pricing for every cost model made while
+    it is on (``extra_kernels``: the count, None: the module's ``BLOCK_FP8_EXTRA_KERNELS``)."""
     from twin.cost import block_fp8_chain as bfc
-    out = [mock.patch.object(bfc, "CHAIN_PATHS", frozenset({CHAIN_PATH}))]
-    if extra_kernels is not None:
-        if extra_kernels < 0:
-            raise TwinInputError(f"--extra-kernels {extra_kernels}: must be >= 0")
-        out.append(mock.patch.dict(bfc.EXTRA_KERNELS, {"fp8": extra_kernels}))
-    return out
+    if extra_kernels is None:
+        extra_kernels = bfc.BLOCK_FP8_EXTRA_KERNELS
+    elif extra_kernels < 0:
+        raise TwinInputError(f"--extra-kernels {extra_kernels}: must be >= 0")
+    return mock.patch.dict(bfc.CHAIN_PATHS, {CHAIN_PATH: extra_kernels})
 
 
 def fold_params(report: dict, source: object = "the report") -> dict[str, dict]:
@@ -125,8 +124,7 @@ def main() -> None:
         raise TwinInputError("--report and --fp8-count are rows options")
     with ExitStack() as stack:
         if args.mode == "heldout" or args.chain:
-            for p in chain_patches(args.extra_kernels):
-                stack.enter_context(p)
+            stack.enter_context(chain_patch(args.extra_kernels))
         elif args.extra_kernels is not None:
             raise TwinInputError("--extra-kernels needs heldout or --chain")
         if args.mode == "heldout":

@@ -1,6 +1,6 @@
-"""The eager step's structure (twin.cost.eager_steps.set_structure; issue 33 round 18, a trial, not embedded):
-the host time's split, the step times it gives on the step-by-step and array paths, one-line errors, and the
-trial / reading scripts' argument checks."""
+"""The eager step's structure (twin.cost.eager_steps, a cost model's ``eager_structure``; issue 33 round 18, a trial,
+not embedded): the host time's split, the step times it gives on the step-by-step and array paths, one-line errors,
+and the trial / reading scripts' argument checks and the trial's scoped swap of the embedded structure."""
 
 from __future__ import annotations
 
@@ -9,20 +9,16 @@ import pytest
 from core_helpers import step_shape as _step
 
 from twin.cost import eager_steps
-from twin.cost.eager_steps import EAGER_STRUCTURES, host_split_s, set_structure, structure
+from twin.cost.eager_steps import EAGER_STRUCTURES, host_split_s
+from twin.cost.factory import build_cost_model
 from twin.cost.roofline import RooflineCostModel
 from twin.errors import TwinInputError
 from twin.hardware.catalog import resolve_model
 
 
-@pytest.fixture(autouse=True)
-def _restore_structure():
-    yield
-    set_structure("max")
-
-
 def test_the_embedded_structure_is_max():
-    assert structure() == "max" and EAGER_STRUCTURES == ("max", "additive", "moe_additive")
+    assert eager_steps.EMBEDDED_STRUCTURE == "max" and EAGER_STRUCTURES == ("max", "additive", "moe_additive")
+    assert _kimi().eager_structure == "max" and _kimi(structure="additive").eager_structure == "additive"
 
 
 def test_each_structure_splits_the_host_time_into_overlapped_and_serial():
@@ -31,16 +27,21 @@ def test_each_structure_splits_the_host_time_into_overlapped_and_serial():
     assert host_split_s(kimi, 1e-3, 2e-3, "additive") == pytest.approx((0.0, 61e-3 + 120e-3))
     assert host_split_s(kimi, 1e-3, 2e-3, "moe_additive") == pytest.approx((61e-3, 120e-3))
     assert host_split_s(llama, 1e-3, 2e-3, "moe_additive") == pytest.approx((80e-3, 0.0))   # dense: as max
-    with pytest.raises(TwinInputError, match="eager structure 'sum'"):
+    with pytest.raises(TwinInputError, match="eager_structure = 'sum': allowed"):
         host_split_s(kimi, 1e-3, 2e-3, "sum")
+    assert host_split_s(kimi, 1e-3, 2e-3) == host_split_s(kimi, 1e-3, 2e-3, "max")       # None: the embedded one
     with pytest.raises(TwinInputError, match="allowed: max, additive, moe_additive"):
-        set_structure("per_layer")
-    assert structure() == "max"
+        _kimi(structure="per_layer")
+    with pytest.raises(TwinInputError, match="eager_structure: unknown parameter"):      # other kinds: unknown
+        build_cost_model("constant", "kimi-k2.5", "B200", params={"step_s": 0.01, "eager_structure": "max"})
+    scenario_cost = build_cost_model("roofline", "kimi-k2.5", "B200", 4, ("nvfp4", "fp8"), params={
+        "eager_structure": "additive", "cudagraph_tokens": (8, 8), "eager_layer_host_s": 1e-3})
+    assert scenario_cost.eager_floor_s == (0.0, pytest.approx(61e-3 + scenario_cost.eager_moe_layer_host_s * 60))
 
 
-def _kimi(limits=(8, 8), per_layer=1e-3):
+def _kimi(limits=(8, 8), per_layer=1e-3, structure=None):
     return RooflineCostModel("kimi-k2.5", "B200", 4, "nvfp4", "fp8", eager_layer_host_s=per_layer,
-                             eager_moe_layer_host_s=1e-3, cudagraph_tokens=limits)
+                             eager_moe_layer_host_s=1e-3, cudagraph_tokens=limits, eager_structure=structure)
 
 
 @pytest.mark.parametrize("per_layer", [1e-3, 0.2e-3])
@@ -54,8 +55,7 @@ def test_step_times_by_structure_on_both_paths(per_layer):
     tokens, seqs = np.array([1002, 4]), np.array([3, 4])
     context, pairs = np.array([1000, 2000]), np.array([1000 + 1000 * 1001 / 2 + 2, 2004])
     for name, want in expected.items():
-        set_structure(name)
-        cost = _kimi(per_layer=per_layer)
+        cost = _kimi(per_layer=per_layer, structure=name)
         assert cost.eager_host_s_per_step == pytest.approx(dense + moe)
         assert cost.step_time_s(prompt) == pytest.approx(want, rel=1e-12)
         arr = cost.step_times_s(tokens, seqs, seqs, context, pairs)
@@ -64,10 +64,9 @@ def test_step_times_by_structure_on_both_paths(per_layer):
 
 
 def test_decodes_above_the_graphs_take_the_structure_too():
-    set_structure("additive")
-    cost, plain = _kimi(limits=(2, 2)), RooflineCostModel("kimi-k2.5", "B200", 4, "nvfp4", "fp8",
-                                                           eager_layer_host_s=0.0, eager_moe_layer_host_s=0.0,
-                                                           cudagraph_tokens=(2, 2))
+    cost = _kimi(limits=(2, 2), structure="additive")
+    plain = RooflineCostModel("kimi-k2.5", "B200", 4, "nvfp4", "fp8", eager_layer_host_s=0.0,
+                              eager_moe_layer_host_s=0.0, cudagraph_tokens=(2, 2))
     host = 61e-3 + 60e-3
     assert cost.decode_step_times_s(4, 4000, 2) == pytest.approx([t + host for t in
                                                                   plain.decode_step_times_s(4, 4000, 2)])
@@ -77,7 +76,7 @@ def test_decodes_above_the_graphs_take_the_structure_too():
 def test_max_keeps_the_embedded_methods():
     cost = _kimi()
     assert cost.eager_floor_s == (pytest.approx(61e-3 + 60e-3), 0.0)
-    assert eager_steps.structure() == "max"
+    assert eager_steps.EMBEDDED_STRUCTURE == "max"
 
 
 def test_the_trial_script_needs_a_structure_and_fidelity_reals_arguments(capsys):
@@ -96,6 +95,23 @@ def test_the_trial_script_needs_a_structure_and_fidelity_reals_arguments(capsys)
             script.main()
     finally:
         sys.argv = old
+
+
+def test_the_trial_swaps_the_embedded_structure_for_its_run_only(monkeypatch):
+    from benchmark_module import load_benchmark
+    script = load_benchmark("eager_structure_trial")
+    seen = []
+
+    def fake_run(args):
+        seen.append((list(args), _kimi().eager_structure, _kimi().eager_floor_s))
+        raise RuntimeError("the run failed")
+
+    monkeypatch.setattr(script, "run_fidelity_real", fake_run)
+    monkeypatch.setattr("sys.argv", ["x", "--structure", "moe_additive", "--", "--folds", "GPU"])
+    with pytest.raises(RuntimeError):
+        script.main()
+    assert seen == [(["--folds", "GPU"], "moe_additive", (pytest.approx(61e-3), pytest.approx(60e-3)))]
+    assert eager_steps.EMBEDDED_STRUCTURE == "max" and _kimi().eager_floor_s[1] == 0.0   # restored, even on error
 
 
 def test_the_reading_states_each_structures_step():

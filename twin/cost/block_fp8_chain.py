@@ -24,10 +24,11 @@ So the q / k point of a chained path costs ``exchange + 3 x (L - exchange) / 7``
 against 24.7 kept), never more than ``L``; with 7 extra kernels it is ``L`` exactly (round 15's pricing). Where the
 fold holds the link part out (no ``exchange`` known) the exchange is NCCL's LL figure, as on the NVFP4 path.
 
-Opt-in (``CHAIN_PATHS`` empty), refuted held out: with 3 kernels the MiniMax family fold's TPOT goes 4.3 -> 6.0 %
-(-5.2 % signed) and the B200 GPU fold's 6.7 -> 9.6 % (-8.3 %), TTFT unchanged (11.9 / 14.0 %); only the MiniMax FP8
-B200 cases move, 3-8 points more negative. The FP8 path's extra time per layer is 3-4 times its counted quant kernels
-(benchmarks/minimax_fp8_chain.py; docs/fidelity.md, round 16).
+Opt-in (``CHAIN_PATHS`` empty; ``twin.cost.qk_norm_allreduce`` takes another table as its ``chain_paths``
+argument, and benchmarks/minimax_fp8_chain.py fills this one for its run), refuted held out: with 3 kernels the
+MiniMax family fold's TPOT goes 4.3 -> 6.0 % (-5.2 % signed) and the B200 GPU fold's 6.7 -> 9.6 % (-8.3 %), TTFT
+unchanged (11.9 / 14.0 %); only the MiniMax FP8 B200 cases move, 3-8 points more negative. The FP8 path's extra time
+per layer is 3-4 times its counted quant kernels (benchmarks/minimax_fp8_chain.py; docs/fidelity.md, round 16).
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ from twin.errors import TwinInputError
 
 CHAIN_KERNELS_PER_POINT = 7          # the dense FP8 GQA layer's 14 non-collective kernels over its 2 all-reduce points
 BLOCK_FP8_EXTRA_KERNELS = 3          # per-token-group quant before qkv_proj, o_proj and the MoE's w2 (see above)
-CHAIN_PATHS: frozenset = frozenset()   # (GPU generation, routed-expert format): opt-in, e.g. {("blackwell", "fp8")}
-EXTRA_KERNELS: dict[str, int] = {"fp8": BLOCK_FP8_EXTRA_KERNELS}
+# (GPU generation, routed-expert format) -> the extra kernels of that path's layer: the paths whose q / k point is
+# priced as a chain; opt-in (empty), e.g. {("blackwell", "fp8"): BLOCK_FP8_EXTRA_KERNELS}
+CHAIN_PATHS: dict[tuple[str, str], int] = {}
 
 
 def chained_point_s(exchange_s: float, allreduce_latency_s: float, extra_kernels: int) -> float:

@@ -43,21 +43,17 @@ ALL_GRAPHED = (2**62, 2**62)          # (decode, mixed) token limits when the se
 # host that waits for the GPU inside every layer and then works while the GPU idles); "moe_additive" overlaps the
 # per-decoder-layer launches and serialises the MoE layers' extra (a device-to-host sync per MoE layer). A
 # per-layer max (sum over layers of max(host, GPU)) equals "max" wherever every layer has the same shares, so it is
-# not a structure of its own here. A trial, not embedded: ``set_structure`` switches it for the whole process.
+# not a structure of its own here. A cost model takes one as its ``eager_structure`` keyword (None: the embedded
+# ``EMBEDDED_STRUCTURE``); the others are a trial, not embedded (benchmarks/eager_structure_trial.py).
 EAGER_STRUCTURES: tuple[str, ...] = ("max", "additive", "moe_additive")
-_STRUCTURE = ["max"]
+EMBEDDED_STRUCTURE = "max"
 
 
-def set_structure(name: str) -> None:
-    """Switch the eager step's structure (one of ``EAGER_STRUCTURES``) for every cost model made afterwards."""
+def check_structure(name: object) -> str:
+    """``name`` if it is one of ``EAGER_STRUCTURES``, else a one-line error naming the allowed ones."""
     if name not in EAGER_STRUCTURES:
-        raise TwinInputError(f"eager structure {name!r}: allowed: {', '.join(EAGER_STRUCTURES)}")
-    _STRUCTURE[0] = name
-
-
-def structure() -> str:
-    """The eager step's structure in force (``set_structure``; "max" unless a trial switched it)."""
-    return _STRUCTURE[0]
+        raise TwinInputError(f"eager_structure = {name!r}: allowed: {', '.join(EAGER_STRUCTURES)}")
+    return name           # type: ignore[return-value]
 
 
 def capture_size_tokens(max_num_seqs: int, max_num_batched_tokens: int, max_cudagraph_capture_size: int | None = None,
@@ -103,10 +99,8 @@ def eager_host_s(model, eager_layer_host_s: float, eager_moe_layer_host_s: float
 def host_split_s(model, eager_layer_host_s: float, eager_moe_layer_host_s: float,
                  name: str | None = None) -> tuple[float, float]:
     """(host time the GPU overlaps, host time added to the GPU's) of one eager forward pass (s) under the
-    structure ``name`` (None: the one in force); their sum is ``eager_host_s``."""
-    name = structure() if name is None else name
-    if name not in EAGER_STRUCTURES:
-        raise TwinInputError(f"eager structure {name!r}: allowed: {', '.join(EAGER_STRUCTURES)}")
+    structure ``name`` (None: ``EMBEDDED_STRUCTURE``); their sum is ``eager_host_s``."""
+    name = check_structure(EMBEDDED_STRUCTURE if name is None else name)
     total = eager_host_s(model, eager_layer_host_s, eager_moe_layer_host_s)
     if name == "max":
         return total, 0.0
@@ -134,11 +128,13 @@ def floored_array(t, tokens, seqs, limits: tuple[int, int], floor_s: tuple[float
     return np.where(tokens > limit, np.maximum(t, host_s) + serial_s, t)
 
 
-def install(cost, model, eager_layer_host_s: float, eager_moe_layer_host_s: float, limits) -> None:
+def install(cost, model, eager_layer_host_s: float, eager_moe_layer_host_s: float, limits,
+            structure: str | None = None) -> None:
     """Give a roofline ``cost`` its eager floor: ``eager_host_s_per_step`` and ``cudagraph_tokens`` (decode, mixed
-    token limits; None: every step graphed), and, only when the floor can bind, step-time methods that apply it
-    (so the hot path is untouched at the priors)."""
-    host, serial = cost.eager_floor_s = host_split_s(model, eager_layer_host_s, eager_moe_layer_host_s)
+    token limits; None: every step graphed) under the eager step's ``structure`` (None: ``EMBEDDED_STRUCTURE``), and,
+    only when the floor can bind, step-time methods that apply it (so the hot path is untouched at the priors)."""
+    cost.eager_structure = structure = check_structure(EMBEDDED_STRUCTURE if structure is None else structure)
+    host, serial = cost.eager_floor_s = host_split_s(model, eager_layer_host_s, eager_moe_layer_host_s, structure)
     limits = ALL_GRAPHED if limits is None else check_limits(limits)
     cost.eager_layer_host_s, cost.eager_moe_layer_host_s = float(eager_layer_host_s), float(eager_moe_layer_host_s)
     cost.eager_host_s_per_step, cost.cudagraph_tokens = host + serial, limits

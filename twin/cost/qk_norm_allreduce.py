@@ -34,6 +34,8 @@ its ``CHAIN_PATHS``) was refuted held out: the counted kernels are a third of wh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from twin.cost import block_fp8_chain
 from twin.cost.default_terms import NO_FLOOR_LINK_S
 from twin.cost.generations import gpu_generation
@@ -45,17 +47,21 @@ QK_EXCHANGE_PATHS: frozenset = frozenset({("blackwell", "nvfp4")})   # (GPU gene
 
 
 def qk_norm_allreduce_latency_s(gpu, tensor_parallel_size: int, allreduce_latency_s: float,
-                                link_s: float | None = None, routed_format: str | None = None) -> float:
+                                link_s: float | None = None, routed_format: str | None = None,
+                                chain_paths: Mapping[tuple[str, str], int] | None = None) -> float:
     """Seconds per q / k norm all-reduce on ``tensor_parallel_size`` GPUs: on a (generation, ``routed_format``) in
     ``QK_EXCHANGE_PATHS`` the exchange alone, ``link_s`` (the generation's link part of an all-reduce,
     ``unsharded_allreduce_link_s``) where it is a reading (None or ``default_terms.NO_FLOOR_LINK_S``: none; a
     ``unsharded_decode.ModelledLinkS``, the held-out exchange prior: NCCL's model, not a reading), else NCCL's LL
-    figure at ``tensor_parallel_size``, either capped at ``allreduce_latency_s``; elsewhere ``allreduce_latency_s``;
-    0 at TP 1 (see the module docstring)."""
+    figure at ``tensor_parallel_size``, either capped at ``allreduce_latency_s``; on a path in ``chain_paths``
+    (path -> its extra kernels; None: ``block_fp8_chain.CHAIN_PATHS``, empty) that exchange plus the path's counted
+    chain (``block_fp8_chain.chained_point_s``); elsewhere ``allreduce_latency_s``; 0 at TP 1 (see the module
+    docstring)."""
     if tensor_parallel_size <= 1:
         return 0.0
     path = (gpu_generation(gpu), routed_format)
-    chained = path in block_fp8_chain.CHAIN_PATHS        # opt-in: the exchange plus the path's counted chain
+    chain_paths = block_fp8_chain.CHAIN_PATHS if chain_paths is None else chain_paths
+    chained = path in chain_paths                        # opt-in: the exchange plus the path's counted chain
     if path not in QK_EXCHANGE_PATHS and not chained:
         return allreduce_latency_s
     # a link part flagged as NCCL's model (the held-out exchange prior) is read at this exchange's GPUs (round 16)
@@ -63,15 +69,16 @@ def qk_norm_allreduce_latency_s(gpu, tensor_parallel_size: int, allreduce_latenc
     exchange_s = check_nonneg(LINK_KEY, link_s) if reading else nccl_ll_allreduce_latency_s(tensor_parallel_size)
     if chained:
         return block_fp8_chain.chained_point_s(min(exchange_s, allreduce_latency_s), allreduce_latency_s,
-                                               block_fp8_chain.EXTRA_KERNELS.get(routed_format, 0))
+                                               chain_paths[path])
     return min(exchange_s, allreduce_latency_s)
 
 
 def qk_norm_step_s(model, gpu, tensor_parallel_size: int, allreduce_latency_s: float,
-                   link_s: float | None = None, routed_format: str | None = None) -> float:
+                   link_s: float | None = None, routed_format: str | None = None,
+                   chain_paths: Mapping[tuple[str, str], int] | None = None) -> float:
     """Seconds per step of the q / k norm all-reduces: one per decoder layer where ``model.qk_norm_allreduce``,
     each at ``qk_norm_allreduce_latency_s``; 0 otherwise."""
     if not model.qk_norm_allreduce:
         return 0.0
     return model.num_hidden_layers * qk_norm_allreduce_latency_s(gpu, tensor_parallel_size, allreduce_latency_s,
-                                                                 link_s, routed_format)
+                                                                 link_s, routed_format, chain_paths)

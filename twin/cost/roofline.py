@@ -35,23 +35,26 @@ GEMM costs per token (``twin.cost.router_gemm``). Formats per layer group, MLA, 
 indexer and data/expert parallelism (the MoE dispatch and combine, ``moe_all2all_s``): ``deployment_terms``.
 Efficiencies (``compute_efficiency``, ``memory_efficiency``) turn datasheet peaks into what kernels reach; a
 calibrated profile replaces them and the overheads with fitted values.
+
+This module holds the embedded serving defaults and the constructor, which resolves every term into per-GPU
+constants once; the per-step arithmetic on those constants (the simulation's hot path and the fit's batched form) is
+``twin.cost.roofline_steps``, and ``explain()``'s split of a step into parts is ``twin.cost.roofline_explain``.
 """
 
 from __future__ import annotations
 
 import functools
-from operator import mul
 
 from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import StepShape
 from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
                                        linear_seconds_per_token, roofline_bounds, roofline_parameters,
-                                       windowed_attention, RooflineConstants, windowed_step_time, group_rate_dtype)
+                                       RooflineConstants, windowed_step_time, group_rate_dtype)
 from twin.cost.default_terms import FLAT_DEFAULTS, embedded, generation_term
 from twin.cost.generations import GENERATION_DEFAULTS, REFERENCE_GENERATION, default_efficiencies
-from twin.cost.decode_tokens import explain_decode_share, layer_token_split
-from twin.cost.eager_steps import explain_floor, floored_array, install as install_eager
-from twin.cost.kernel_path import explain_overhead_parts, fused_allreduce_latency
+from twin.cost.decode_tokens import layer_token_split
+from twin.cost.eager_steps import install as install_eager
+from twin.cost.kernel_path import fused_allreduce_latency
 from twin.cost.qk_norm_allreduce import qk_norm_step_s
 from twin.cost.param_checks import check_fraction, check_nonneg
 from twin.cost.router_gemm import router_fp32_token_s
@@ -59,9 +62,11 @@ from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, rou
 from twin.cost.weight_stream import moe_weight_read_bytes
 from twin.cost.expert_path_request import install as install_marlin_and_path
 from twin.cost.prompt_experts import install as install_prompt_stream
-from twin.cost.sync_host import explain_sync_host, exposed_seq_host_s
-from twin.cost.kv_attention import explain_kv_path, kv_read_efficiency
-from twin.cost.unsharded_decode import LINK_KEY, explain_layer_floors, step_fixed_parts
+from twin.cost.roofline_explain import explain_roofline
+from twin.cost.roofline_steps import RooflineSteps
+from twin.cost.sync_host import exposed_seq_host_s
+from twin.cost.kv_attention import kv_read_efficiency
+from twin.cost.unsharded_decode import LINK_KEY, step_fixed_parts
 from twin.hardware.parallel import ParallelLayout
 from twin.hardware.weight_formats import resolve_formats
 
@@ -96,8 +101,9 @@ def default_allreduce_latency_s(gpu: GpuSpec) -> float:
     return generation_term(gpu, "allreduce_latency_s", ALLREDUCE_LATENCY_FAST_S) if fast else ALLREDUCE_LATENCY_PCIE_S
 
 
-class RooflineCostModel:
-    """Step time from FLOPs and bytes (see the module docstring). Pure-Python arithmetic per call."""
+class RooflineCostModel(RooflineSteps):
+    """Step time from FLOPs and bytes (see the module docstring): the constructor resolves every term into per-GPU
+    constants once; the per-step arithmetic on them is ``RooflineSteps``' (``twin.cost.roofline_steps``)."""
 
     name = "roofline"
 
@@ -120,13 +126,17 @@ class RooflineCostModel:
         quant_weight_efficiency: float | None = None,  # quantized GEMMs' rate vs 16-bit ones; None: the format's
         kv_memory_efficiency: float | None = None,    # KV reads; None: the KV format's (kv_attention), else memory
         layout: ParallelLayout | None = None,         # data / pipeline / expert parallelism (twin.hardware.parallel)
-        allreduce_fusion: bool = False, moe_prompt_stream_efficiency: float | None = None,  # kernel_path, prompt_experts
-        fused_allreduce_latency_s: float | None = None, unsharded_allreduce_link_s: float | None = None,  # kernel_path; unsharded_decode
-        moe_layer_overhead_s: float | None = None, expert_path_request_s: float | None = None,  # kernel_path; expert_path_request
+        allreduce_fusion: bool = False,               # the all-reduce + RMSNorm fusion (kernel_path)
+        moe_prompt_stream_efficiency: float | None = None,   # experts in prompt steps (prompt_experts); None: embedded
+        fused_allreduce_latency_s: float | None = None,       # kernel_path; None: embedded
+        unsharded_allreduce_link_s: float | None = None,      # unsharded_decode; None: embedded
+        moe_layer_overhead_s: float | None = None,            # kernel_path; None: embedded
+        expert_path_request_s: float | None = None,           # expert_path_request; None: embedded
         eager_layer_host_s: float | None = None, eager_moe_layer_host_s: float | None = None,  # eager_steps; as above
         cudagraph_tokens: tuple[int, int] | None = None,  # largest graphed (decode, mixed) steps; None: all graphed
         float32_matmul_precision: str | None = None,  # torch's, for FP32 GEMMs (twin.cost.router_gemm); None: vLLM's
         async_scheduling: bool = True, sync_seq_host_s: float | None = None,   # twin.cost.sync_host; None: embedded
+        eager_structure: str | None = None,   # an eager step's host vs GPU time (eager_steps); None: EMBEDDED_STRUCTURE
     ) -> None:
         self.model = model = resolve_model(model)
         self.gpu = gpu = resolve_gpu(gpu)
@@ -196,7 +206,8 @@ class RooflineCostModel:
             x, routed_format = self._moe_extra, formats.routed_experts
             self._moe_weights_s = functools.lru_cache(maxsize=8192)(
                 lambda tokens: (moe_weight_read_bytes(model, formats, tp, shards, dp, tokens, share)
-                                + x * routed_expert_read_bytes(model, routed_format, shards, tokens * dp, share)) / bandwidth)
+                                + x * routed_expert_read_bytes(model, routed_format, shards, tokens * dp, share))
+                / bandwidth)
         kv_bandwidth = gpu.memory_bandwidth_bytes_per_s * self.kv_memory_efficiency    # the weights' unless set
         at = self._attention = attention_terms(model, gpu, act, self.kv_dtype, tp, self.compute_efficiency,
                                                kv_bandwidth)
@@ -234,8 +245,9 @@ class RooflineCostModel:
             self._k_seq, self._k_tok)
         if at.window:         # windowed / top-k layers: their own step time (keeps the plain path unchanged)
             self.step_time_from_sums = functools.partial(windowed_step_time, self._constants)
-        install_marlin_and_path(self, expert_path_request_s)   # Marlin's padded blocks (GPU); the path's per-request time
-        install_eager(self, model, d["eager_layer_host_s"], d["eager_moe_layer_host_s"], cudagraph_tokens)
+        install_marlin_and_path(self, expert_path_request_s)   # Marlin's padded blocks; the path's per-request time
+        install_eager(self, model, d["eager_layer_host_s"], d["eager_moe_layer_host_s"], cudagraph_tokens,
+                      eager_structure)
         install_prompt_stream(self, moe_prompt_stream_efficiency, bandwidth)   # experts' stream in prompt steps
 
     @property
@@ -243,146 +255,10 @@ class RooflineCostModel:
         """The per-GPU deployment constants behind the step costs, fixed when the model is made (read-only)."""
         return self._constants
 
-    # ------------------------------------------------------------------------------------------------ hot path
-    def step_time_s(self, step: StepShape) -> float:
-        nn = step.num_new_tokens
-        n_seqs = len(nn)
-        if not n_seqs:
-            return 0.0                                   # nothing scheduled: no forward pass
-        cc = step.num_computed_before
-        if nn.count(1) == n_seqs:                        # pure decode: n = 1 everywhere
-            return self.step_time_from_sums(n_seqs, n_seqs, sum(cc), 0, n_seqs, sum(step.num_spec_tokens))
-        return self.step_time_from_sums(n_seqs, sum(nn), sum(cc), sum(map(mul, nn, cc)), sum(map(mul, nn, nn)),
-                                        sum(step.num_spec_tokens))
-
-    def step_time_from_sums(self, n_seqs: int, tokens: int, context: int, new_x_context: int, new_squared: int,
-                            spec_tokens: int) -> float:
-        """``step_time_s`` from the step's integer sums over its sequences: new tokens n, context c computed
-        before, n x c, n x n, draft tokens (``new_x_context`` is ignored for a pure decode, n = 1 everywhere).
-        Bit-identical to ``step_time_s``; the engine's decode fast path keeps these sums without a list."""
-        if not n_seqs:
-            return 0.0
-        if tokens == n_seqs == new_squared:              # pure decode
-            pairs = context + tokens                     # sum(c + 1)
-            attention = self._k_attn * pairs
-        else:
-            pairs = new_x_context + 0.5 * (new_squared + tokens)
-            attention = self._k_attn_mixed * pairs       # MLA: the expanded (prefill) form
-        linear = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * (n_seqs + spec_tokens)
-        t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(tokens)
-        if linear < t_weights:
-            linear = t_weights
-        kv_read = self._k_kv * (context + tokens)
-        if attention < kv_read:
-            attention = kv_read
-        return (linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce * tokens)
-                + (self._t_step + self._k_seq * n_seqs + self._k_tok * tokens))
-
-    def decode_step_times_s(self, n_seqs: int, context: int, num_steps: int) -> list[float]:
-        """``step_time_from_sums`` of ``num_steps`` pure-decode steps of ``n_seqs`` sequences (one new token each, no
-        drafts), the first after ``context`` computed tokens, each adding ``n_seqs``: bit-identical, the step-invariant
-        terms computed once (the larger of attention and KV read has the larger coefficient: rounding is monotone)."""
-        if not n_seqs:
-            return [0.0] * num_steps
-        if self._window:      # the windowed layers' work stops growing with the context: step by step
-            return [self.step_time_from_sums(n_seqs, n_seqs, context + i * n_seqs, 0, n_seqs, 0)
-                    for i in range(num_steps)]
-        linear, k_pairs, kv_write, allreduce, overhead = (self._decode_terms.get(n_seqs)
-                                                          or self._decode_terms_of(n_seqs))
-        first = context + n_seqs
-        return [linear + k_pairs * pairs + kv_write + allreduce + overhead
-                for pairs in range(first, first + n_seqs * num_steps, n_seqs)]
-
-    def _decode_terms_of(self, n_seqs: int) -> tuple[float, float, float, float, float]:
-        """The terms of a pure-decode step of ``n_seqs`` sequences that do not depend on its context (linear,
-        seconds per attention pair, KV write, all-reduce, overhead), kept for the next step of as many."""
-        linear = self._k_linear * n_seqs + self._t_gemm_knee + self._k_lm_head * n_seqs
-        t_weights = self._t_weights if self._moe_weights_s is None else self._moe_weights_s(n_seqs)
-        if linear < t_weights:
-            linear = t_weights
-        k_pairs = self._k_attn if self._k_attn > self._k_kv else self._k_kv   # per (context + new) token
-        terms = self._decode_terms[n_seqs] = (linear, k_pairs, self._k_kv_write * n_seqs,
-                                              self._t_allreduce + self._k_allreduce * n_seqs,
-                                              self._t_step + self._k_seq * n_seqs + self._k_tok * n_seqs)
-        return terms
-
-    def step_times_s(self, tokens, seqs, logits, context, pairs):
-        """``step_time_s`` for many steps at once, from their aggregates (numpy arrays, one entry per step):
-        scheduled tokens, sequences, logit positions (sequences + draft tokens), context tokens computed before
-        the step, and attention (query, key) pairs. Bit-identical to ``step_time_from_sums`` step by step (the
-        same operations in the same order); the fit re-costs recorded steps under new parameters with it."""
-        import numpy as np
-
-        tokens = np.asarray(tokens, dtype=float)
-        if self._moe_weights_s is None:
-            t_weights = self._t_weights
-        else:
-            unique, inverse = np.unique(tokens.astype(np.int64), return_inverse=True)
-            t_weights = np.array([self._moe_weights_s(int(t)) for t in unique])[inverse]
-        linear = np.maximum(self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * np.asarray(logits),
-                            t_weights)
-        seqs_a, pairs_a, kv_tokens = np.asarray(seqs), np.asarray(pairs), np.asarray(context) + tokens
-        k_attn = np.where(tokens > seqs_a, self._k_attn_mixed, self._k_attn)
-        if self._window:
-            at, w = self._attention, self._window
-            k_full = np.where(tokens > seqs_a, at.k_attn_mixed, at.k_attn_decode)
-            attn_c = (k_full * pairs_a + at.k_attn_win * np.minimum(tokens * w, pairs_a) + at.k_index * pairs_a)
-            kv_r = at.k_kv_full * kv_tokens + at.k_kv_win * np.minimum(seqs_a * w + tokens, kv_tokens)
-            attention = np.maximum(attn_c, kv_r)
-        else:
-            attention = np.maximum(k_attn * pairs_a, self._k_kv * kv_tokens)
-        return floored_array(linear + attention + self._k_kv_write * tokens + (self._t_allreduce + self._k_allreduce
-                             * tokens) + (self._t_step + self._k_seq * np.asarray(seqs) + self._k_tok * tokens),
-                             tokens, seqs, self.cudagraph_tokens, self.eager_floor_s, self.marlin_padding_array)
-
     # ------------------------------------------------------------------------------------------------ reports
     def explain(self, step: StepShape) -> dict[str, float]:
-        nn = list(step.num_new_tokens)
-        cc = list(step.num_computed_before)
-        n_seqs = len(nn)
-        parts = dict.fromkeys(("linear_compute_s", "attention_compute_s", "weight_read_s", "kv_read_s",
-                               "kv_write_s", "allreduce_s", "overhead_s", "moe_expert_compute_extra_s",
-                               "moe_expert_read_extra_s"), 0.0)
-        if n_seqs:
-            tokens = sum(nn)
-            pairs = sum(map(mul, nn, cc)) + 0.5 * (sum(map(mul, nn, nn)) + tokens)
-            logits = n_seqs + sum(step.num_spec_tokens)
-            lin_c = self._k_linear_dense_eff * tokens + self._k_linear_dense_eff * self.gemm_half_tokens \
-                + self._k_lm_head * logits
-            w1 = self._t_weights if self._moe_weights_s is None else self._moe_weights_dense_eff(tokens)
-            if self._moe_any_extra:   # the expert GEMMs' time beyond dense efficiency, on the side that binds
-                c_eff = self._k_linear * tokens + self._t_gemm_knee + self._k_lm_head * logits
-                w_eff = self._moe_weights_s(tokens)
-                extra = max(c_eff, w_eff) - max(lin_c, w1)
-                parts["moe_expert_compute_extra_s" if c_eff >= w_eff else "moe_expert_read_extra_s"] = extra
-            if self._window:
-                attn_c, kv_r = windowed_attention(self._attention, n_seqs, tokens, sum(cc), pairs)
-            else:
-                attn_c = (self._k_attn if tokens == n_seqs else self._k_attn_mixed) * pairs
-                kv_r = self._k_kv * (sum(cc) + tokens)
-            parts.update(
-                linear_compute_s=lin_c,
-                weight_read_s=max(0.0, w1 - lin_c),
-                attention_compute_s=attn_c,
-                kv_read_s=max(0.0, kv_r - attn_c),
-                kv_write_s=self._k_kv * tokens,
-                allreduce_s=self._t_allreduce + self._k_allreduce * tokens,
-                overhead_s=self._t_step + self._k_seq * n_seqs + self._k_tok * tokens,
-            )
-            if self._t_a2a or self._k_a2a:    # MoE dispatch + combine across DP ranks, apart from TP's all-reduce
-                parts["moe_all2all_s"] = self._t_a2a + self._k_a2a * tokens
-                parts["allreduce_s"] -= parts["moe_all2all_s"]
-            explain_overhead_parts(parts, self.per_token_overhead_s, self._k_layer_tok, tokens, self._t_moe, self._k_fp32)
-            explain_sync_host(parts, self.sync_seq_host_s, n_seqs); explain_kv_path(parts, self)   # KV's own rate
-            explain_layer_floors(parts, self); explain_decode_share(parts, self._k_seq_off, n_seqs)
-            if self._attention.k_sink:        # attention-sink logits, apart from the KV write
-                parts["attention_sink_s"] = self._attention.k_sink * tokens
-                parts["kv_write_s"] = self._k_kv * tokens
-        elif self._t_a2a or self._k_a2a:
-            parts["moe_all2all_s"] = 0.0
-        parts["total_s"] = self.step_time_s(step)
-        explain_floor(parts)
-        return parts
+        """The step's time in named parts that add up to ``total_s`` (``twin.cost.roofline_explain``)."""
+        return explain_roofline(self, step)
 
     def describe(self) -> dict[str, object]:
         """The deployment's per-GPU constants behind the step costs, each named with its unit."""
