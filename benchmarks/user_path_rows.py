@@ -9,12 +9,15 @@ the model's Hugging Face id, the GPU, the parallel layout the script launched, t
 vLLM release of the image, the launch flags, and the client (``--dataset-name random --random-range-ratio 0.8
 --num-prompts 10 x CONC --max-concurrency CONC --request-rate inf --ignore-eos``; the benchmark suite's own copy of
 ``benchmark_serving.py``, whose range ratio draws lengths on [int(0.8 L), L]). Nothing is read from the harness.
+The inference-perf stages (``STAGES``) are written from their experiment folder's published files
+(``stage_scenario``) and compared with the harness's prediction of the stage (its first 60 s).
 
-    python benchmarks/user_path_rows.py                    # every row in ROWS (~1-2 min on a loaded 2-core machine)
-    python benchmarks/user_path_rows.py --rows llama-h100-tp2,gptoss-b200-tp1 [--keep-yaml DIR] [--json out.json]
+    python benchmarks/user_path_rows.py        # every row and stage (~85 s on a loaded 2-core machine)
+    python benchmarks/user_path_rows.py --rows llama-h100-tp2,gptoss-b200-tp1 [--stage-release none]
+        [--keep-yaml DIR] [--json out.json]
 
-Prints, per row and metric (TTFT mean, TPOT mean, E2E mean, request throughput): measured, harness, user path and
-user / harness - 1. The harness simulates the row with its own length draws (``LengthSample``), the user path with
+Prints, per row and metric (TTFT mean and median, TPOT mean, E2E mean, request throughput): measured, harness, user
+path and user / harness - 1. The harness simulates the row with its own length draws (``LengthSample``), the user path with
 the scenario's (``twin.workload``): the same distributions, other random numbers, so the two agree to the sampling
 scatter of 10 x CONC requests (``tests/test_user_path_rows.py`` states the tolerance), not to the last digit.
 """
@@ -35,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.cli_checks import check_out_path  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
-METRICS = (("mean_ttft_ms", "TTFT"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2E"),
+METRICS = (("mean_ttft_ms", "TTFT"), ("median_ttft_ms", "TTFT50"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2E"),
            ("request_throughput", "req/s"))
 GPU = {"h100_sxm": "H100-SXM", "b200_sxm": "B200"}
 
@@ -116,6 +119,54 @@ ROWS: dict[str, tuple[str, dict, dict]] = {
                          "max_num_seqs": 4, "gpu_memory_utilization": 0.9, "max_cudagraph_capture_size": 2048}),
 }
 
+# inference-perf stages: key -> (experiment folder, stage, the deployment as exp-config.yaml names it); the client and
+# the server knobs are read from the folder's published files (``stage_scenario``)
+STAGES: dict[str, tuple[str, int, dict]] = {
+    "llama-2-7b-codegen-stage0": ("20260217-155451-llama-2-7b-tp1-codegen", 0,
+                                  {"model": "meta-llama/Llama-2-7b-hf", "tensor_parallel_size": 1}),
+    "llama-2-7b-codegen-stage1": ("20260217-155451-llama-2-7b-tp1-codegen", 1,
+                                  {"model": "meta-llama/Llama-2-7b-hf", "tensor_parallel_size": 1}),
+    "llama-2-70b-general-stage1": ("20260217-202857-llama-2-70b-tp4-general", 1,
+                                   {"model": "meta-llama/Llama-2-70b-hf", "tensor_parallel_size": 4}),
+    "mixtral-codegen-stage0": ("20260218-120914-mixtral-8x7b-v0-1-tp2-codegen", 0,
+                               {"model": "mistralai/Mixtral-8x7B-v0.1", "tensor_parallel_size": 2}),
+}
+# no release is published for these runs; their date (February 2026, when 0.14-0.16 were current) gives one
+STAGE_RELEASE = "0.14"
+SERVER_KEYS = ("max_model_len", "max_num_batched_tokens", "max_num_seqs")
+
+
+def stage_scenario(folder: Path, stage: int, deployment: dict, release: str | None = STAGE_RELEASE) -> dict:
+    """A stage as a user writes it from the experiment's published files: ``results_config.yaml`` (what the
+    client ran: its stages, the shared-prefix data, ``ignore_eos``; the input ``profile.yaml`` names keys that
+    client ignored) and ``exp-config.yaml`` (the server). inference-perf's ``constant`` load draws exponential
+    gaps (a Poisson process); the first stage is its server's first traffic (``server_start: cold``)."""
+    client = yaml.safe_load((folder / "results_config.yaml").read_text())
+    server = yaml.safe_load((folder / "exp-config.yaml").read_text())
+    load = client["load"]["stages"][stage]
+    sp = client["data"]["shared_prefix"]
+    return {"name": f"{folder.name}-stage{stage}", "seed": 0, "server_start": "cold" if stage == 0 else "warm",
+            "deployment": {"gpu": "H100-SXM", **deployment},
+            "server": {k: server[k] for k in SERVER_KEYS if k in server}
+            | ({"vllm_version": release} if release else {}),
+            "workload": {"arrivals": {"process": "poisson", "rate_per_s": float(load["rate"])},
+                         "num_requests": int(load["rate"] * load["duration"]),
+                         "dataset": {"kind": "shared_prefix", "num_groups": sp["num_groups"],
+                                     "num_prompts_per_group": sp["num_prompts_per_group"],
+                                     "system_prompt_len": sp["system_prompt_len"], "question_len": sp["question_len"],
+                                     "output_len": sp["output_len"],
+                                     "ignore_eos": bool(client["server"]["ignore_eos"])}}}
+
+
+def stage_harness(name: str):
+    """The stage's case as the harness reads it and its embedded-defaults prediction (the first 60 s, as
+    ``fidelity_real.py``'s ``--eval-sim-s`` default)."""
+    from twin.fitting.ground_truth import h100_cases
+    from twin.fitting.replay import replay
+    case = next(c for c in h100_cases()[0] if c.run.name == name)
+    return case.run.metrics, replay(case.run, case.target, {}, seed=0,
+                                    max_sim_s=None if case.run.queueing else 60.0).metrics
+
 
 def user_scenario(row, deployment: dict, server: dict) -> dict:
     """The scenario a user writes: the published deployment and server, the GPU, and the client's load."""
@@ -148,13 +199,22 @@ def run_harness(row) -> dict:
     return replay(row_run(row), row_target(row), {}, seed=0).metrics
 
 
-def compare(keys: list[str], keep: Path | None) -> list[dict]:
+def compare(keys: list[str], keep: Path | None, release: str | None = STAGE_RELEASE) -> list[dict]:
+    from twin.fitting.ground_truth import H100_FOLDER, ground_truth_dir
     from twin.fitting.silicon import derived_metrics, read_silicon, silicon_dir
     rows = {r.id: r for r in read_silicon(silicon_dir() / "measurements.csv")}
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = keep or Path(tmp)
         for key in keys:
+            if key in STAGES:
+                exp, stage, deployment = STAGES[key]
+                measured, harness = stage_harness(f"{exp}/stage{stage}")
+                user = run_user(stage_scenario(ground_truth_dir() / H100_FOLDER / exp, stage, deployment, release),
+                                folder)
+                out.append({"key": key, "row": f"{exp}/stage{stage}", "measured": measured, "harness": harness,
+                            "user": user})
+                continue
             row_id, deployment, server = ROWS[key]
             row = rows[row_id]
             user = run_user(user_scenario(row, deployment, server), folder)
@@ -178,18 +238,28 @@ def print_table(records: list[dict]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", default="", help="comma-separated row keys (default: all): " + ", ".join(ROWS))
+    ap.add_argument("--rows", default="", help="comma-separated row and stage keys (default: all): "
+                    + ", ".join([*ROWS, *STAGES]))
+    ap.add_argument("--stage-release", default=STAGE_RELEASE, help="the inference-perf stages' vllm_version "
+                    "(default %(default)s, their date; 'none': left out, the twin's newest)")
     ap.add_argument("--keep-yaml", type=Path, default=None, help="write the user scenarios (and JSON) here")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     check_out_path(args.json, "--json")
-    keys = [k.strip() for k in args.rows.split(",") if k.strip()] or list(ROWS)
-    unknown = [k for k in keys if k not in ROWS]
+    keys = [k.strip() for k in args.rows.split(",") if k.strip()] or [*ROWS, *STAGES]
+    unknown = [k for k in keys if k not in ROWS and k not in STAGES]
     if unknown:
-        raise TwinInputError(f"--rows: unknown row {unknown[0]!r}; allowed: {', '.join(ROWS)}")
+        raise TwinInputError(f"--rows: unknown row {unknown[0]!r}; allowed: {', '.join([*ROWS, *STAGES])}")
     if args.keep_yaml is not None and not args.keep_yaml.is_dir():
         raise TwinInputError(f"--keep-yaml {args.keep_yaml}: not a folder")
-    records = compare(keys, args.keep_yaml)
+    release = None if args.stage_release == "none" else args.stage_release
+    if release is not None:
+        from twin.core.vllm_versions import vllm_release
+        try:
+            vllm_release(release)
+        except ValueError as exc:
+            raise TwinInputError(f"--stage-release: {exc}") from None
+    records = compare(keys, args.keep_yaml, release)
     print_table(records)
     if args.json:
         args.json.write_text(json.dumps(records, indent=1, default=str))
