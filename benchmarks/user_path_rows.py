@@ -12,7 +12,7 @@ vLLM release of the image, the launch flags, and the client (``--dataset-name ra
 The inference-perf stages (``STAGES``) are written from their experiment folder's published files
 (``stage_scenario``) and compared with the harness's prediction of the stage (its first 60 s).
 
-    python benchmarks/user_path_rows.py        # every row and stage (~85 s on a loaded 2-core machine)
+    python benchmarks/user_path_rows.py        # every row and stage (~2 min on a loaded 2-core machine)
     python benchmarks/user_path_rows.py --rows llama-h100-tp2,gptoss-b200-tp1 [--stage-release none]
         [--keep-yaml DIR] [--json out.json]
 
@@ -51,6 +51,12 @@ ROWS: dict[str, tuple[str, dict, dict]] = {
                         "tensor_parallel_size": 2},
                        {"vllm_version": "0.10.2", "async_scheduling": True, "enable_prefix_caching": False,
                         "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.9, "max_num_seqs": 4}),
+    # ... 1k in / 8k out at C 64: the KV pool fills (the twin's known gap to the measured TTFT, the same both ways)
+    "llama-h100-tp2-1k8k-c64": ("2026_04_06_llama_3_1_70b_h100_sxm_vllm_fp8_agg_1024x8192_c64_tp2_ep1_327",
+                                {"model": "meta-llama/Llama-3.1-70B", "weight_dtype": "fp8", "kv_dtype": "fp8",
+                                 "tensor_parallel_size": 2},
+                                {"vllm_version": "0.10.2", "async_scheduling": True, "enable_prefix_caching": False,
+                                 "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.9, "max_num_seqs": 64}),
     # ... on B200: max_num_seqs 512, 70b_fp8_b200_docker.sh: enable_fi_allreduce_fusion, FULL_DECODE_ONLY graphs
     "llama-b200-tp4": ("2026_04_06_llama_3_1_70b_b200_sxm_vllm_fp8_agg_1024x1024_c4_tp4_ep1_722",
                        {"model": "meta-llama/Llama-3.1-70B", "weight_dtype": "fp8", "kv_dtype": "fp8",
@@ -105,6 +111,12 @@ ROWS: dict[str, tuple[str, dict, dict]] = {
                                    "tensor_parallel_size": 4},
                                   {"vllm_version": "0.17.0", "gpu_memory_utilization": 0.90, "max_num_seqs": 4,
                                    "fuse_allreduce_rms": True}),
+    # ... 8k in / 1k out at C 64: where the KV format decides whether the pool holds the running set
+    "kimi-nvfp4-b200-march-8k1k-c64": ("kimik2_5_b200_vllm_fp4_agg_8192x1024_c64_cfg635",
+                                       {"model": "nvidia/Kimi-K2.5-NVFP4", "weight_dtype": "auto", "kv_dtype": "fp8",
+                                        "tensor_parallel_size": 4},
+                                       {"vllm_version": "0.17.0", "gpu_memory_utilization": 0.90, "max_num_seqs": 64,
+                                        "fuse_allreduce_rms": True}),
     # gpt-oss-120b B200 (v0.15.1, gptoss_fp4_b200.sh d2c2acb19): FP8 KV, prefix off, 8192 tokens, 512 seqs, 0.9,
     # capture size 2048
     "gptoss-b200-tp1": ("2026_04_06_gpt_oss_120b_b200_sxm_vllm_fp4_agg_1024x1024_c4_tp1_ep1_302",
