@@ -130,3 +130,15 @@ def test_a_checkpoint_kv_format_left_out_is_a_one_line_error(rows):
                               "under --kv-cache-dtype auto from PR #29980 (December 2025) and not before; give "
                               "kv_dtype: fp8 (or bf16 for an older release)")
     assert "\n" not in str(exc.value)
+
+
+def test_replica_groups_of_such_a_checkpoint_ask_for_the_kv_format_too():
+    from twin.sim.cluster import resolve_cluster
+    scenario = {"name": "g", "deployment": {"gpu": "B200", "model": "nvidia/Kimi-K2.5-NVFP4", "tensor_parallel_size": 4,
+                                            "groups": [{"replicas": 1}, {"replicas": 1}]},
+                "workload": {"arrivals": {"process": "poisson", "rate_per_s": 1}, "num_requests": 3,
+                             "dataset": {"kind": "random", "input_len": 100, "output_len": 10}}}
+    with pytest.raises(TwinInputError, match="^deployment.kv_dtype: nvidia/Kimi-K2.5-NVFP4 declares a fp8 KV cache"):
+        resolve_cluster(ScenarioBody.model_validate(scenario))
+    scenario["deployment"]["kv_dtype"] = "fp8"
+    assert len(resolve_cluster(ScenarioBody.model_validate(scenario)).deployments) == 2
