@@ -90,14 +90,16 @@ def test_shared_prefix_multi_turn_grows_each_users_conversation():
 
 
 @pytest.mark.parametrize("dataset, message", [
-    ({"kind": "random", "range_ratio": 1.0}, "workload.dataset.range_ratio: must be < 1 (got 1.0)"),
+    ({"kind": "random", "range_ratio": 1.0}, "workload.dataset.range_ratio: must be < 1 (got 1.0; "
+     "range_ratio_mode: lower_bound takes up to 1)"),
     ({"kind": "sonnet", "prefix_len": 600}, "workload.dataset.prefix_len: must be <= input_len 550 (got 600)"),
     ({"kind": "shared_prefix", "num_groups": 0}, "workload.dataset.num_groups: must be >= 1 (got 0)"),
     ({"kind": "sharegpt", "output_tokens": 5},
      "workload.dataset.output_tokens: means nothing with ignore_eos: true (every request runs to max_tokens); "
      "set ignore_eos: false to give the model's own lengths"),
     ({"kind": "random", "seed": 3}, "workload.dataset: unknown field 'seed' (allowed: ignore_eos, input_len, "
-                                    "kind, output_len, output_tokens, prefix_len, range_ratio)"),
+                                    "kind, output_len, output_tokens, prefix_len, range_ratio, "
+                                    "range_ratio_mode)"),
 ])
 def test_dataset_errors_are_one_line(dataset, message):
     with pytest.raises(TwinInputError) as exc:

@@ -39,7 +39,9 @@ class ModelSpec:
     gate, ``twin.cost.router_gemm``). Sparse attention (DeepSeek-V3.2): an indexer of ``index_n_heads`` x ``index_head_dim`` scores every
     context token and each query attends over the ``index_topk`` best.
     ``checkpoint_formats``: the published checkpoint's weight format per layer group (from its
-    ``quantization_config``), None for a plain 16-bit checkpoint."""
+    ``quantization_config``), None for a plain 16-bit checkpoint. ``checkpoint_kv_dtype``: the KV cache format the
+    checkpoint declares (a ModelOpt checkpoint's ``kv_cache_quant_algo``), which vLLM takes under ``--kv-cache-dtype
+    auto`` from vLLM PR #29980 (December 2025); None: the checkpoint declares none."""
 
     name: str
     hidden_size: int
@@ -74,6 +76,7 @@ class ModelSpec:
     index_n_heads: int = 0
     index_head_dim: int = 0
     checkpoint_formats: WeightFormats | None = field(default=None, compare=False)
+    checkpoint_kv_dtype: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for f in _REQUIRED:

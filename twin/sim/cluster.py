@@ -30,9 +30,10 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from twin.sim.deployment import Deployment, make_router, resolve_deployment
+from twin.sim.deployment import Deployment, check_checkpoint_kv, make_router, relative_to, resolve_deployment
 from twin.sim.replicas import run_single, simulate_replicas
 from twin.errors import TwinInputError
+from twin.hardware.catalog import resolve_model
 from twin.results.per_replica import PER_REPLICA_KEYS, load_imbalance, per_replica_metrics, replica_owner
 from twin.results.sim_result import SimResult
 from twin.scenario import ReplicaGroup, ScenarioBody, deep_merge
@@ -103,6 +104,14 @@ def resolve_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | 
     if groups is None:
         groups = body.deployment.groups or [ReplicaGroup(replicas=body.deployment.replicas)]
     loaded = load_groups(groups)
+    # the groups share the scenario's model and KV format; each group's body sets kv_dtype, so check it here (an
+    # unknown model is left to the groups, whose error names the group)
+    try:
+        model = resolve_model(relative_to(body.deployment.model, base))
+    except TwinInputError:
+        model = None
+    if model is not None:
+        check_checkpoint_kv(body, model)
     bodies, deps = [], []
     for i, g in enumerate(loaded):
         where = f"{'deployment.groups' if own else 'groups'}[{i}]" + (f" ({g.name})" if g.name else "")

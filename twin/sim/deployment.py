@@ -156,6 +156,7 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
     dep = body.deployment
     model = resolve_model(_relative(dep.model, base_dir))
     gpu = resolve_gpu(_relative(dep.gpu, base_dir))
+    check_checkpoint_kv(body, model)
     layout = resolve_layout(body, model)
     formats = resolve_weight_formats(body, model)
     sched = resolve_scheduler_config(body, model, gpu)
@@ -193,6 +194,17 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
 
     cost_model_factory()  # fail on bad parameters before any run
     return Deployment(model, gpu, sched, pool, cost_model_factory, drafter, layout, formats, fusion, graphs, fp32)
+
+
+def check_checkpoint_kv(body: ScenarioBody, model: ModelSpec) -> None:
+    """A one-line error when the checkpoint declares its KV cache format (``ModelSpec.checkpoint_kv_dtype``) and the
+    scenario leaves ``deployment.kv_dtype`` out: vLLM's ``--kv-cache-dtype auto`` takes the checkpoint's from PR
+    #29980 (December 2025) and the model's dtype before, so the twin's bf16 default would be a silent guess."""
+    declared = model.checkpoint_kv_dtype
+    if declared and "kv_dtype" not in body.deployment.model_fields_set:
+        raise TwinInputError(f"deployment.kv_dtype: {model.hf_id or model.name} declares a {declared} KV cache, which "
+                             f"vLLM uses under --kv-cache-dtype auto from PR #29980 (December 2025) and not before; "
+                             f"give kv_dtype: {declared} (or bf16 for an older release)")
 
 
 def allreduce_fusion(body: ScenarioBody, gpu: GpuSpec) -> bool:

@@ -11,7 +11,10 @@ Kinds (``kind:``):
 * ``random`` (``vllm bench serve --dataset-name random``): ``prefix_len`` tokens shared by every request, then
   ``input_len`` unique tokens drawn uniformly from [floor(input_len (1 - range_ratio)), ceil(input_len (1 +
   range_ratio))], ``max_tokens`` likewise from ``output_len`` (lower end at least 1). vLLM also subtracts the
-  tokenizer's special tokens from ``input_len``; the twin has no tokenizer and does not.
+  tokenizer's special tokens from ``input_len``; the twin has no tokenizer and does not. ``range_ratio_mode:
+  lower_bound`` draws as the older ``benchmarks/benchmark_serving.py`` and the copies benchmark suites ship (e.g.
+  InferenceX's, which measured the vLLM silicon rows) do: uniformly from [int(input_len x range_ratio),
+  input_len] (``range_ratio`` up to 1: fixed lengths), likewise ``max_tokens``.
 * ``sonnet`` (vLLM's sonnet dataset): every prompt starts with the same ``prefix_len`` tokens of poem lines and
   is ``input_len`` tokens long; ``max_tokens`` is ``output_len``.
 * ``sharegpt``: lognormal prompt and output lengths whose means are ShareGPT's published ones (below).
@@ -72,13 +75,26 @@ class RandomDataset(_Dataset):
     kind: Literal["random"]
     input_len: int = Field(1024, ge=1)
     output_len: int = Field(128, ge=1)
-    range_ratio: float = Field(0.0, ge=0, lt=1, allow_inf_nan=False)
+    range_ratio: float = Field(0.0, ge=0, le=1, allow_inf_nan=False)
+    # centered: vllm bench serve's [L (1 - r), L (1 + r)]; lower_bound: the older benchmark_serving.py's [int(L r), L]
+    range_ratio_mode: Literal["centered", "lower_bound"] = "centered"
     prefix_len: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _centered_below_one(self):
+        if self.range_ratio_mode == "centered" and self.range_ratio >= 1:
+            raise ValueError(f".range_ratio: must be < 1 (got {self.range_ratio!r}; range_ratio_mode: lower_bound "
+                             "takes up to 1)")
+        return self
 
     def expand(self) -> dict[str, Any]:
         r = self.range_ratio
-        in_lo, in_hi = math.floor(self.input_len * (1 - r)), math.ceil(self.input_len * (1 + r))
-        out_lo, out_hi = max(math.floor(self.output_len * (1 - r)), 1), math.ceil(self.output_len * (1 + r))
+        if self.range_ratio_mode == "lower_bound":
+            in_lo, in_hi = int(self.input_len * r), self.input_len
+            out_lo, out_hi = max(int(self.output_len * r), 1), self.output_len
+        else:
+            in_lo, in_hi = math.floor(self.input_len * (1 - r)), math.ceil(self.input_len * (1 + r))
+            out_lo, out_hi = max(math.floor(self.output_len * (1 - r)), 1), math.ceil(self.output_len * (1 + r))
         if self.prefix_len == 0:
             in_lo = max(in_lo, 1)
         return {"prompt": {"shared_prefix_tokens": self.prefix_len, "suffix_tokens": _range(in_lo, in_hi)},
