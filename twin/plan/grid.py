@@ -65,10 +65,6 @@ def check_grid(grid: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[str, lis
         values = list(values)
         if not values:
             raise TwinInputError(f"grid {key}: no values")
-        shown = [json.dumps(v, sort_keys=True, default=repr) for v in values]
-        twice = next((v for i, v in enumerate(values) if shown[i] in shown[:i]), None)
-        if len(set(shown)) < len(shown):      # the same point twice: run once, or a typo for another value
-            raise TwinInputError(f"grid {key}: {twice!r} is given twice")
         if key in RATE_KEYS:
             for v in values:
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -81,4 +77,9 @@ def check_grid(grid: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[str, lis
         sizes = " x ".join(str(len(v)) for _, v in out)
         raise TwinInputError(f"grid: {sizes} = {points:,} points; a sweep or plan search may have at most "
                              f"{MAX_GRID_POINTS:,}")
+    for key, values in out:       # the same value twice: a point run twice, or a typo for another value
+        shown = [json.dumps(v, sort_keys=True, default=repr) for v in values]
+        twice = [v for i, v in enumerate(values) if shown[i] in shown[:i]]
+        if twice:
+            raise TwinInputError(f"grid {key}: {twice[0]!r} is given twice")
     return out
