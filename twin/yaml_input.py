@@ -8,6 +8,7 @@ import codecs
 import copy
 import io
 import math
+import stat
 from pathlib import Path
 from typing import IO, Any
 
@@ -33,9 +34,13 @@ def text_encoding(head: bytes) -> str:
 
 def _check_size(p: Path, what: str, max_bytes: int) -> None:
     try:
-        size = p.stat().st_size
+        st = p.stat()
     except OSError as exc:
         raise TwinInputError(f"{p}: cannot read {what} ({exc.strerror or exc})") from None
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+        # /dev/zero or /dev/urandom never end; a pipe (e.g. bash's <(...)) is read, up to the size limit
+        raise TwinInputError(f"{p}: a device or socket; the {what} must be a file")
+    size = st.st_size
     if size > max_bytes:
         raise TwinInputError(f"{p}: {size:,} bytes; a {what} may be at most {max_bytes:,} bytes")
 
@@ -82,9 +87,12 @@ def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_INPUT_B
     p = Path(path)
     _check_size(p, what, max_bytes)
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as f:
+            data = f.read(max_bytes + 1)    # a pipe has no size to check beforehand
     except OSError as exc:
         raise TwinInputError(f"{p}: cannot read {what} ({exc.strerror or exc})") from None
+    if len(data) > max_bytes:
+        raise TwinInputError(f"{p}: more than {max_bytes:,} bytes; a {what} may be at most {max_bytes:,} bytes")
     return decode_text(data, str(p))
 
 
@@ -102,7 +110,27 @@ def open_text(path: str | Path, what: str = "trace", max_bytes: int = MAX_TRACE_
     return io.TextIOWrapper(raw, encoding=encoding, newline=newline)
 
 
-class UntaggedLoader(yaml.SafeLoader):
+class UniqueKeyLoader(yaml.SafeLoader):
+    """A safe loader that refuses a key given twice in one mapping (YAML forbids it; PyYAML keeps the last one
+    silently, so ``server:`` written twice would drop the first block's settings). Keys merged in with ``<<``
+    may be overridden, as YAML intends."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"the key {key!r} appears twice in one mapping; give each key once",
+                        key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+class UntaggedLoader(UniqueKeyLoader):
     """A safe loader that refuses every explicit YAML tag (``!!binary``, ``!!str``, ``!custom``, even ``!``):
     for files from people the server does not trust (dashboard uploads), where a tag would turn a scalar
     into a type (bytes, a set, a timestamp) that the checks on plain text never see."""
@@ -120,7 +148,7 @@ class UntaggedLoader(yaml.SafeLoader):
 def parse_yaml(text: str, source: str, *, tags: bool = True) -> Any:
     """YAML text from a user as plain data; ``tags=False`` refuses every explicit tag (``UntaggedLoader``)."""
     try:
-        data = yaml.load(text, Loader=yaml.SafeLoader if tags else UntaggedLoader)  # noqa: S506 (safe loaders)
+        data = yaml.load(text, Loader=UniqueKeyLoader if tags else UntaggedLoader)  # noqa: S506 (safe loaders)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""

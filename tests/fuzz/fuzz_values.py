@@ -71,6 +71,32 @@ def yaml_scalar(value) -> str:
     return text.removesuffix("...").strip()
 
 
+class Special(str):
+    """A file entry that is not bytes: a folder, or a symbolic link (to itself: a loop; or to a device)."""
+
+
+DIR = Special("dir")
+LOOP = Special("link:")
+
+
+def link(target: str) -> Special:
+    return Special("link:" + target)
+
+
+def place(path, data) -> None:
+    """Write one of a case's files: bytes, or a ``Special`` entry."""
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, Special):
+        if data == DIR:
+            path.mkdir()
+        else:
+            os.symlink(data[len("link:"):] or path, path)
+    else:
+        path.write_bytes(data)
+
+
 @dataclass
 class Case:
     category: str

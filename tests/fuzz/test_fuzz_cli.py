@@ -1,8 +1,9 @@
 """Fuzz the ``twin`` command line with malformed inputs: mutated scenarios and ``--set`` overrides, traces in
 the four formats, calibration profiles, bench results, sweep grids and plan files (``fuzz_scenarios``,
 ``fuzz_traces``, ``fuzz_files``, ``fuzz_grids``), and every result format ``twin calibrate --from-results``
-reads, Hugging Face ``config.json`` models and GPU spec files (``fuzz_results``). The dashboard's upload path
-is fuzzed in-process by ``test_fuzz_upload``.
+reads, Hugging Face ``config.json`` models and GPU spec files (``fuzz_results``), hostile files in place of
+every file a command reads and hostile option values (``fuzz_product``). The dashboard's upload path is fuzzed
+in-process by ``test_fuzz_upload``.
 
 Every case runs the real CLI entry under a time and memory bound (``fuzz_runner``) and must end in exit 0
 or exit 2 with one line on stderr: never a traceback, never a hang, never an out-of-memory error (the child's
@@ -27,12 +28,13 @@ from hypothesis import HealthCheck, given, settings
 
 import fuzz_files
 import fuzz_grids
+import fuzz_product
 import fuzz_results
 import fuzz_scenarios
 import fuzz_traces
 import fuzz_tally
 from fuzz_runner import run_cli
-from fuzz_values import Case
+from fuzz_values import Case, place
 
 
 EXAMPLES = int(os.environ.get("TWIN_FUZZ_EXAMPLES", "0"))
@@ -47,8 +49,7 @@ def fuzz(default_examples: int):
 def check(case: Case) -> None:
     with tempfile.TemporaryDirectory(prefix="twin-fuzz-") as d:
         for name, data in case.files.items():
-            Path(d, name).parent.mkdir(parents=True, exist_ok=True)
-            Path(d, name).write_bytes(data)
+            place(Path(d, name), data)
         args = [a.replace("{d}", d) for a in case.args]
         out = run_cli(args, TIMEOUT_S)
     shown = " ".join(case.args)
@@ -72,10 +73,11 @@ def check(case: Case) -> None:
         import base64
         import json
 
+        files = {n: base64.b64encode(b[:65536] if isinstance(b, bytes) else b.encode()).decode()
+                 for n, b in case.files.items()}
         with open(log, "a") as fh:
             fh.write(json.dumps({"category": case.category, "kind": kind, "args": shown, "problem": problem,
-                                 "must_fail": case.must_fail,
-                                 "files": {n: base64.b64encode(b[:65536]).decode() for n, b in case.files.items()}})
+                                 "must_fail": case.must_fail, "files": files})
                      + "\n")
     return None if problem is None else f"{kind}: twin {shown}: {problem}"
 
@@ -153,6 +155,14 @@ def test_model_configs():
 
 def test_gpu_spec_files():
     run_surface(fuzz_results.gpu_spec_cases(), 6)
+
+
+def test_hostile_files_in_place_of_the_twins_own():
+    run_surface(fuzz_product.file_cases(), 30)
+
+
+def test_hostile_option_values():
+    run_surface(fuzz_product.option_cases(), 20)
 
 
 def test_the_valid_seeds_of_every_category_run():

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from twin.errors import TwinInputError
+from twin.cli.option_types import FiniteFloatRange, OutputFile
 from twin.cli.console import console, err_console
 
 
@@ -102,7 +103,7 @@ def _read_plan(path: str) -> dict[str, Any]:
               help="With --from-results: simulations of each run per fit round (the same seeds every round).")
 @click.option("--tp", "tensor_parallel_size", type=click.IntRange(min=1, max=64), default=None,
               help="With --from-results: tensor-parallel size, when the results do not say.")
-@click.option("--max-sim-s", type=click.FloatRange(min=10, max=86400), default=60.0, show_default=True,
+@click.option("--max-sim-s", type=FiniteFloatRange(min=10, max=86400), default=60.0, show_default=True,
               help="With --from-results: seconds of each run's traffic simulated per fit round.")
 @click.option("--workers", type=click.IntRange(min=1, max=64), default=1, show_default=True,
               help="With --from-results: processes simulating runs in parallel.")
@@ -113,17 +114,17 @@ def _read_plan(path: str) -> dict[str, Any]:
               help="auto: cuda when available, else cpu.")
 @click.option("--dtype", type=click.Choice(["auto", "fp32", "bf16", "fp16"]), default="auto", show_default=True,
               help="auto: bf16 on cuda, fp32 on cpu.")
-@click.option("--budget", "budget_s", type=click.FloatRange(min=0.5), default=None,
+@click.option("--budget", "budget_s", type=FiniteFloatRange(min=0.5), default=None,
               help="Seconds of measurement (default 300; 45 with --quick). Points are ordered coarse to fine, "
                    "so any budget covers the whole range.")
 @click.option("--quick", is_flag=True, help="Thinner grids and a short budget: about a minute on a CPU.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None,
+@click.option("--output", "-o", type=OutputFile(), default=None,
               help="Profile JSON to write (default ./<model>-<device>.json); the raw samples go beside it as "
                    "<name>.samples.json.")
-@click.option("--samples-out", type=click.Path(dir_okay=False), default=None, help="Where to write the raw samples.")
+@click.option("--samples-out", type=OutputFile(), default=None, help="Where to write the raw samples.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="torch CPU threads (default: torch's choice). 1 gives steadier timings on a shared machine.")
-@click.option("--max-pool-gib", type=click.FloatRange(min=0.001), default=None,
+@click.option("--max-pool-gib", type=FiniteFloatRange(min=0.001), default=None,
               help="Cap on the KV cache allocated for profiling (default: what the sweeps need; on a GPU at most "
                    "45% of the memory left after the weights).")
 @click.option("--sweep-plan", "plan_path", type=click.Path(dir_okay=False), default=None,

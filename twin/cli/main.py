@@ -18,6 +18,8 @@ from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from twin.errors import TwinInputError
+from twin.cli.option_types import OutputFile
+from twin.cli.variant_options import compare_names, run_names
 
 from twin.cli.console import console, err_console
 
@@ -228,16 +230,16 @@ def _print_headlines(runs: dict[str, dict[str, Any]]) -> None:
               help="Override a scenario field, e.g. --set server.max_num_seqs=4 (repeatable).")
 @click.option("--seed", type=int, help="Override the scenario's seed.")
 @click.option("--replications", type=click.IntRange(1, 1000), help="Independent replications (seeds seed..seed+n-1).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=OutputFile(),
               help="Write results in the vllm bench serve JSON schema; several variants: one file per variant "
                    "(out.json -> out.<variant>.json).")
-@click.option("--requests-out", type=click.Path(dir_okay=False),
+@click.option("--requests-out", type=OutputFile(),
               help="Per-request table (.csv or .parquet); several runs: every one, with variant and replication "
                    "columns.")
-@click.option("--steps-out", type=click.Path(dir_okay=False),
+@click.option("--steps-out", type=OutputFile(),
               help="Per-step table (.csv or .parquet); several runs: every one, with variant and replication "
                    "columns.")
-@click.option("--replicas-out", type=click.Path(dir_okay=False),
+@click.option("--replicas-out", type=OutputFile(),
               help="Per-replica metrics table (.csv or .parquet), one row per replica; several runs: every one, "
                    "with variant and replication columns.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
@@ -245,11 +247,7 @@ def run(scenario: str, variants: tuple[str, ...], all_variants: bool, sets: tupl
         replications: int | None, json_path: str | None, requests_out: str | None, steps_out: str | None,
         replicas_out: str | None, quiet: bool) -> None:
     """Simulate SCENARIO (a YAML file, or the name of a bundled scenario) and print its metrics."""
-    from twin.scenario import load_scenario
-
-    names = list(variants)
-    if all_variants:
-        names = load_scenario(scenario).names()
+    names = run_names(scenario, variants, all_variants)
     _, runs = _run_variants(scenario, names, sets, seed, replications, not quiet and console.is_terminal)
     _report(runs, json_path, requests_out, steps_out, replicas_out=replicas_out)
 
@@ -264,7 +262,7 @@ def run(scenario: str, variants: tuple[str, ...], all_variants: bool, sets: tupl
               help="The run every other is compared against (the baseline or a variant's name).")
 @click.option("--full", is_flag=True,
               help="With many variants: the full per-metric tables after the summary.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=OutputFile(),
               help='Write all results as one JSON file: {"variants": {name: <vllm bench serve result>}}.')
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def compare(scenario: str, variant_list: str | None, sets: tuple[str, ...], seed: int | None,
@@ -275,10 +273,7 @@ def compare(scenario: str, variant_list: str | None, sets: tuple[str, ...], seed
     from twin.scenario import load_scenario
 
     sc = load_scenario(scenario)
-    names = sc.names()
-    if variant_list:
-        wanted = [v.strip() for v in variant_list.split(",") if v.strip()]
-        names = ["baseline"] + [v for v in wanted if v != "baseline"]
+    names = compare_names(sc, variant_list)
     if reference not in sc.names():
         raise TwinInputError(f"--reference {reference!r}: not a run of {sc.source}"
                              f"{did_you_mean(reference, sc.names())} (runs: {', '.join(sc.names())})")

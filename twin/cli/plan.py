@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from twin.cli.console import console, err_console
+from twin.cli.option_types import FiniteFloatRange, OutputFile
 from twin.cli.plan_options import (
     common_options,
     executor_options,
@@ -25,7 +26,7 @@ from twin.yaml_input import load_yaml_file
 @click.command()
 @click.argument("target")
 @common_options
-@click.option("--target-rate", type=click.FloatRange(0, min_open=True),
+@click.option("--target-rate", type=FiniteFloatRange(0, min_open=True),
               help="Requests per second to serve (default: the scenario's own rate).")
 @click.option("--search", "search_items", multiple=True, metavar="KEY=V1,V2",
               help="A search axis, e.g. deployment.gpu=H100-SXM,H200-SXM or server.max_num_seqs=64,256 "
@@ -33,9 +34,9 @@ from twin.yaml_input import load_yaml_file
 @click.option("--router", type=click.Choice(["round_robin", "least_outstanding", "least_kv_usage",
                                              "prefix_affinity", "kv_cache_aware"]),
               help="Router in front of the replicas (default least_outstanding).")
-@click.option("--rel-tol", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--rel-tol", type=FiniteFloatRange(0, 1, min_open=True, max_open=True),
               help="Bisection stops when failing/passing rate <= 1 + rel_tol (default 0.05).")
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--confidence", type=FiniteFloatRange(0, 1, min_open=True, max_open=True),
               help="Confidence level of the max-rate intervals (default 0.95).")
 @click.option("--max-replicas", type=click.IntRange(1, 4096), help="Largest cluster to consider (default 256).")
 @click.option("--frontier-extra", type=click.IntRange(0, 16),
@@ -45,12 +46,12 @@ from twin.yaml_input import load_yaml_file
                                                  "per hardware option.")
 @click.option("--latency-metric", help="The frontier's latency axis (default p99_ttft_ms).")
 @executor_options
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the whole plan as JSON.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=OutputFile(), help="Write the whole plan as JSON.")
+@click.option("--csv", "csv_path", type=OutputFile(),
               help="Candidates table (.csv or .parquet).")
-@click.option("--deployments-csv", type=click.Path(dir_okay=False),
+@click.option("--deployments-csv", type=OutputFile(),
               help="Deployments simulated at the target (.csv or .parquet).")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Cost-latency frontier (Plotly HTML).")
+@click.option("--plot", "plot_path", type=OutputFile(), help="Cost-latency frontier (Plotly HTML).")
 def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput, price_items, prices_file,
          quiet, target_rate, search_items, router, rel_tol, confidence, max_replicas, frontier_extra, no_prune,
          verify_all, latency_metric, workers, backend, ray_address, json_path, csv_path, deployments_csv,
@@ -87,7 +88,7 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
     slo = slo_from_options(slo_items) or pf.get("slo") or data.get("slo") or None
     criteria = Criteria(slo, goodput if goodput is not None else pf.get("goodput"))
     prices = prices_from_options(price_items, prices_file, pf.get("prices"))
-    space = parse_grid_options(search_items) if search_items else check_grid(
+    space = parse_grid_options(search_items, "--search") if search_items else check_grid(
         [(str(k), list(v)) for k, v in (pf.get("search") or {}).items()])
     if data.get("disaggregation") is not None:    # prefill/decode pools: the P:D grid (twin.plan.pd_plan)
         from twin.cli.plan_pd import run_pd_plan

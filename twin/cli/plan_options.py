@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from twin.cli.option_types import FiniteFloatRange
+
 _BACKEND = click.Choice(["process", "ray", "serial"])
 
 
@@ -27,7 +29,7 @@ def common_options(f):
                      help="YAML mapping GPU -> USD per GPU-hour (overrides the bundled approximate table).")(f)
     f = click.option("--price", "price_items", multiple=True, metavar="GPU=USD",
                      help="USD per GPU-hour for one GPU type (repeatable).")(f)
-    f = click.option("--goodput", type=click.FloatRange(0, 1, min_open=True),
+    f = click.option("--goodput", type=FiniteFloatRange(0, 1, min_open=True),
                      help="Fraction of requests that must meet every per-request SLO threshold.")(f)
     f = click.option("--slo", "slo_items", multiple=True, metavar="KEY=VALUE",
                      help="SLO in ms, e.g. ttft_ms.p99=1000, tpot_ms.p99=50 (a bound) or e2el_ms=20000 "

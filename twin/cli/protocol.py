@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from twin.cli.console import console, err_console
+from twin.cli.option_types import FiniteFloatRange
 from twin.errors import TwinInputError
 
 
@@ -20,16 +21,16 @@ def _int_list(text: str | None, option: str) -> list[int] | None:
     out = []
     for part in text.split(","):
         part = part.strip()
-        if not part:
-            continue
         try:
             v = int(part)
         except ValueError:
             raise TwinInputError(f"{option} {text!r}: {part!r} is not an integer (give e.g. 1,4,16)") from None
         if v < 1:
             raise TwinInputError(f"{option} {text!r}: {v} must be >= 1")
+        if v in out:
+            raise TwinInputError(f"{option} {text!r}: {v} is given twice")
         out.append(v)
-    return out or None
+    return out
 
 
 def _say(text: str) -> None:
@@ -52,7 +53,7 @@ def _say(text: str) -> None:
 @click.option("--engine", type=click.Choice(["cpu", "cuda"]),
               help="Also serve each step for real on the calibration engine (tiny-model scenarios with a "
                    "calibrated profile, e.g. validate_tiny_cpu).")
-@click.option("--engine-duration", type=click.FloatRange(min=0.5), metavar="SECONDS",
+@click.option("--engine-duration", type=FiniteFloatRange(min=0.5), metavar="SECONDS",
               help="Shorten the workload (workload.duration_s) for predictions and engine runs alike.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Write protocol.md, protocol.html (Plotly figures) and protocol.json here.")
@@ -71,8 +72,11 @@ def protocol(scenario: str, variant: str, sets: tuple[str, ...], trace_path: str
     sc = load_scenario(scenario)
     overrides = parse_set_options(sets)
     if trace_path:  # the trace replaces the traffic; --set options still apply on top of it
-        overrides = merge_overrides({"workload": {"_replace": True,
-                                                  "trace": {"path": str(Path(trace_path).resolve())}}}, overrides)
+        try:
+            resolved = Path(trace_path).resolve()
+        except (OSError, RuntimeError):     # a symbolic-link loop (RuntimeError before Python 3.13)
+            raise TwinInputError(f"--trace {trace_path}: a symbolic link loop") from None
+        overrides = merge_overrides({"workload": {"_replace": True, "trace": {"path": str(resolved)}}}, overrides)
     show = not quiet and err_console.is_terminal
 
     def progress(msg: str) -> None:
@@ -122,7 +126,7 @@ def protocol(scenario: str, variant: str, sets: tuple[str, ...], trace_path: str
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field (repeatable).")
 @click.option("--max-concurrency", type=click.IntRange(1), help="The benchmark ran closed-loop at this "
                                                                 "concurrency (vllm bench serve --max-concurrency).")
-@click.option("--hit-rate", type=click.FloatRange(0.0, 1.0),
+@click.option("--hit-rate", type=FiniteFloatRange(0.0, 1.0),
               help="Measured prefix-cache hit rate (vLLM's prefix_cache_hits / prefix_cache_queries).")
 @click.option("--candidates", metavar="N,N,...", help="max_num_seqs values to fit (default: powers of two up to "
                                                       "the offered concurrency, and the measured ceiling).")
@@ -155,6 +159,12 @@ def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, 
         require_single_deployment(body, "twin diagnose --scenario (one server's measurements)", sc.source)
     elif sets:
         raise TwinInputError("--set: needs --scenario (it overrides the scenario's fields)")
+    for name, value in (("--candidates", candidates), ("--shared-prefix-tokens", shared_prefix_tokens)):
+        if value is not None and not scenario:
+            raise TwinInputError(f"{name}: needs --scenario (the twin is fitted on its deployment)")
+    if shared_prefix_tokens and shared_prefix_tokens >= int(m.input_lens.max()):
+        raise TwinInputError(f"--shared-prefix-tokens {shared_prefix_tokens}: no measured prompt is longer (the "
+                             f"longest has {int(m.input_lens.max())} tokens)")
     rep = diagnose_measured(m, body, base_dir, candidates=_int_list(candidates, "--candidates"),
                             fit_speed=fit_speed, hit_rate=hit_rate, scenario=scenario,
                             shared_prefix_tokens=shared_prefix_tokens)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from twin.cli.console import console, err_console
+from twin.cli.option_types import OutputFile, refuse_outside_mode
 from twin.cli.plan_options import (
     common_options,
     executor_options,
@@ -35,11 +36,11 @@ from twin.errors import TwinInputError
 @click.option("--batch", type=click.IntRange(1, 1024), default=4, show_default=True,
               help="Optuna trials per wave (fixed, so results do not depend on the workers).")
 @executor_options
-@click.option("--out", "out_path", type=click.Path(dir_okay=False),
+@click.option("--out", "out_path", type=OutputFile(),
               help="Every run as a table: .csv or .parquet (one row per config, rate and replication).")
-@click.option("--summary-out", type=click.Path(dir_okay=False), help="The per-(config, rate) summary table.")
+@click.option("--summary-out", type=OutputFile(), help="The per-(config, rate) summary table.")
 @click.option("--per-replica", is_flag=True, help="Add each run's per-replica metrics (a JSON column) to --out.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="A Plotly HTML plot of the summary.")
+@click.option("--plot", "plot_path", type=OutputFile(), help="A Plotly HTML plot of the summary.")
 @click.option("--x", "x_key", help="Plot x axis (default: offered rate).")
 @click.option("--y", "y_key", default="p99_ttft_ms", show_default=True, help="Plot y axis.")
 @click.option("--color", "color_key", help="Plot colour: a grid key (default: the first one).")
@@ -56,6 +57,8 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
 
     if not grid_items:
         raise TwinInputError("--grid: give at least one axis, e.g. --grid server.max_num_seqs=4,16,64")
+    refuse_outside_mode("--search optuna", search_kind == "optuna", ("trials", "objective", "direction", "batch"))
+    refuse_outside_mode("--plot", bool(plot_path), ("x_key", "y_key", "color_key"))
     data, base_dir = scenario_data(scenario, variant, sets, seed, None)
     grid = parse_grid_options(grid_items)
     slo = slo_from_options(slo_items) or data.get("slo") or None

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from twin.errors import TwinInputError
 from twin.cli.console import console
+from twin.cli.option_types import OutputFile, refuse_outside_mode
 
 
 
@@ -24,12 +25,14 @@ from twin.cli.console import console
 @click.option("--bench-json", type=click.Path(exists=True, dir_okay=False),
               help="A vllm bench serve result (--save-result --save-detailed) measured on a real server "
                    "configured as SCENARIO's deployment and server; the twin replays its requests.")
-@click.option("--device", default="cpu", show_default=True, help="Engine device for a real run (cpu or cuda).")
-@click.option("--dtype", default="auto", show_default=True, help="Engine dtype (fp32, bf16, fp16; auto: fp32 on CPU).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Engine device for a real run (cpu or cuda).")
+@click.option("--dtype", type=click.Choice(["auto", "fp32", "bf16", "fp16"]), default="auto", show_default=True,
+              help="Engine dtype (fp32, bf16, fp16; auto: fp32 on CPU).")
 @click.option("--max-kv-blocks", type=click.IntRange(16), default=4096, show_default=True,
               help="Cap on the engine's KV pool (the twin gets the same pool).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the comparison as JSON.")
-@click.option("--measured-json", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=OutputFile(), help="Write the comparison as JSON.")
+@click.option("--measured-json", type=OutputFile(),
               help="Also write the engine's measurements as a vllm bench serve result file.")
 def validate(scenario: str, variant: str, sets: tuple[str, ...], profile: str | None, bench_json: str | None,
              device: str, dtype: str, max_kv_blocks: int, json_path: str | None, measured_json: str | None) -> None:
@@ -45,6 +48,8 @@ def validate(scenario: str, variant: str, sets: tuple[str, ...], profile: str | 
     from twin.sim.deployment import require_single_deployment
 
     require_single_deployment(body, "twin validate", sc.source)
+    refuse_outside_mode("a run on the engine (without --bench-json)", not bench_json,
+                        ("device", "dtype", "max_kv_blocks", "measured_json"))
     if bench_json:
         report = _validate_bench(body, sc.base_dir, Path(bench_json))
     else:

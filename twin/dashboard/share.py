@@ -34,11 +34,41 @@ def encode(scenario: str, start: str, seed: int, changes: Mapping[str, Any]) -> 
     return out
 
 
+# the sidebar's widgets refuse values outside their ranges with an exception, not a message (twin.dashboard.sidebar
+# gives each its bounds); a URL value must fit the widget it seeds. None fits only the settings that may be empty.
+JS_MAX_INT = (1 << 53) - 1      # the largest whole number a browser's number widget holds exactly
+WIDGET_RANGES = {**{k: (1, JS_MAX_INT) for k in ("tensor_parallel_size", "replicas", "max_num_seqs",
+                                                "max_num_batched_tokens", "block_size", "concurrency", "num_requests")},
+                 "gpu_memory_utilization": (-math.inf, 1.0), "spec.num_speculative_tokens": (1, 32),
+                 "spec.acceptance_rate": (0.0, 1.0)}
+EMPTY_ALLOWED = ("spec.acceptance_rate", "duration_s")
+
+
+def _widget_range(key: str) -> tuple[float, float]:
+    if key.startswith("classes."):      # a class's typical token counts
+        return 0, JS_MAX_INT
+    return WIDGET_RANGES.get(key, (-math.inf, math.inf))
+
+
 def parse_value(key: str, text: str, default: Any) -> Any:
-    """``text`` typed like ``default``; a TwinInputError naming the URL parameter when it does not fit."""
+    """``text`` typed like ``default``; a TwinInputError naming the URL parameter when it does not fit (a number
+    outside the range of the setting's widget included)."""
     where = f"URL parameter {CHANGE_PREFIX}{key}={text!r}"
-    if text.lower() == "none" and not isinstance(default, bool):
+    if text.lower() == "none" and not isinstance(default, bool) and (default is None or key in EMPTY_ALLOWED):
         return None
+    value = _typed(where, text, default)
+    lo, hi = _widget_range(key)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and not lo <= value <= hi:
+        bound = f"at most {_shown(hi)}" if lo == -math.inf else f"in [{_shown(lo)}, {_shown(hi)}]"
+        raise TwinInputError(f"{where}: the setting's widget takes values {bound}")
+    return value
+
+
+def _shown(x: float) -> str:
+    return f"{x:,}" if isinstance(x, int) else f"{x:g}"
+
+
+def _typed(where: str, text: str, default: Any) -> Any:
     try:
         if isinstance(default, bool):
             if text.lower() not in ("true", "false"):

@@ -16,6 +16,7 @@ from typing import Any
 import streamlit as st
 
 from twin.dashboard import state as dash
+from twin.dashboard.share import JS_MAX_INT
 from twin.errors import TwinInputError
 
 SOURCES = ("Bundled scenario", "Upload scenario YAML", "Upload trace")
@@ -87,8 +88,11 @@ def experiment_settings(scenario, scenario_id: str, url: dict[str, str]) -> dict
     st.sidebar.header("Experiment")
     base_raw = scenario.raw()
     seed0 = int(base_raw.get("seed", 0) or 0)
-    if url.get("seed", "").isdigit():
-        seed0 = int(url["seed"])
+    if "seed" in url:       # a shared link's seed seeds a number widget: a whole number a browser holds exactly
+        text = str(url["seed"])
+        if not (text.isascii() and text.isdigit() and int(text) <= JS_MAX_INT):
+            raise TwinInputError(f"URL parameter seed={text!r}: expected a whole number in [0, {JS_MAX_INT}]")
+        seed0 = int(text)
     seed = st.sidebar.number_input("Seed", min_value=0, value=seed0, step=1, key=ek(gen, "seed"),
                                    help="Same seed, same traffic: the baseline and the what-if see identical "
                                    "requests.")

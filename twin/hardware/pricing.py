@@ -51,9 +51,12 @@ def parse_price_options(items: list[str] | tuple[str, ...]) -> dict[str, float]:
         if not sep or not name.strip():
             raise TwinInputError(f"--price {item!r}: expected GPU=USD_PER_HOUR, e.g. H100-SXM=2.5")
         try:
-            out[name.strip()] = _price_value(name.strip(), float(value))
+            number = float(value)
         except ValueError:
             raise TwinInputError(f"--price {item!r}: {value!r} is not a number") from None
+        if name.strip() in out:
+            raise TwinInputError(f"--price {item!r}: {name.strip()} is priced twice; give each GPU once")
+        out[name.strip()] = _price_value(name.strip(), number)
     return out
 
 

@@ -39,6 +39,12 @@ RESULT_KEYS = (
 )
 
 
+def check_metric(value: Any, field: str) -> None:
+    """A metric named by the user (a plan's latency axis, an Optuna objective) must be one a run reports."""
+    if not isinstance(value, str) or value not in RESULT_KEYS:
+        raise TwinInputError(f"{field}: {value!r}: not a metric of a run; allowed: {', '.join(RESULT_KEYS)}")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # arrival-rate scaling
 # ---------------------------------------------------------------------------------------------------------

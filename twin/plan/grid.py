@@ -3,6 +3,7 @@ checked (dotted scenario paths, the ``rate_scale`` / ``rate`` axes, ``groups``).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -26,30 +27,31 @@ def _parse_value(raw: str) -> Any:
         return raw
 
 
-def parse_grid_options(items: Sequence[str]) -> list[tuple[str, list[Any]]]:
-    """``key=v1,v2,...`` (or ``key=[v1, {a: 1}]``, a YAML list) options -> ``[(key, [values])]``."""
+def parse_grid_options(items: Sequence[str], option: str = "--grid") -> list[tuple[str, list[Any]]]:
+    """``key=v1,v2,...`` (or ``key=[v1, {a: 1}]``, a YAML list) options -> ``[(key, [values])]`` (``option`` names
+    them in errors: ``twin plan`` reads the same form from ``--search``)."""
     grid: list[tuple[str, list[Any]]] = []
     seen: set[str] = set()
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise TwinInputError(f"--grid {item!r}: expected key.path=v1,v2,...")
+            raise TwinInputError(f"{option} {item!r}: expected key.path=v1,v2,...")
         if key in seen:
-            raise TwinInputError(f"--grid {item!r}: {key} is given twice")
+            raise TwinInputError(f"{option} {item!r}: {key} is given twice")
         seen.add(key)
         raw = raw.strip()
         if raw.startswith("["):
             try:
                 values = yaml.safe_load(raw)
             except yaml.YAMLError:
-                raise TwinInputError(f"--grid {item!r}: the bracketed value is not a YAML list") from None
+                raise TwinInputError(f"{option} {item!r}: the bracketed value is not a YAML list") from None
             if not isinstance(values, list):
-                raise TwinInputError(f"--grid {item!r}: the bracketed value is not a YAML list")
+                raise TwinInputError(f"{option} {item!r}: the bracketed value is not a YAML list")
         else:
             values = [_parse_value(v) for v in raw.split(",")]
         if not values:
-            raise TwinInputError(f"--grid {item!r}: no values")
+            raise TwinInputError(f"{option} {item!r}: no values")
         grid.append((key, values))
     return check_grid(grid)
 
@@ -75,4 +77,9 @@ def check_grid(grid: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[str, lis
         sizes = " x ".join(str(len(v)) for _, v in out)
         raise TwinInputError(f"grid: {sizes} = {points:,} points; a sweep or plan search may have at most "
                              f"{MAX_GRID_POINTS:,}")
+    for key, values in out:       # the same value twice: a point run twice, or a typo for another value
+        shown = [json.dumps(v, sort_keys=True, default=repr) for v in values]
+        twice = [v for i, v in enumerate(values) if shown[i] in shown[:i]]
+        if twice:
+            raise TwinInputError(f"grid {key}: {twice[0]!r} is given twice")
     return out

@@ -18,7 +18,7 @@ from typing import Any
 
 from twin.errors import TwinInputError
 from twin.hardware.pricing import PriceTable, usd_per_million_tokens
-from twin.plan.evaluate import Criteria, SimJob, offered_rate, validate_body
+from twin.plan.evaluate import Criteria, SimJob, check_metric, offered_rate, validate_body
 from twin.plan.grid import MAX_GRID_POINTS
 from twin.plan.overrides import apply_overrides
 
@@ -75,6 +75,7 @@ def plan_pd(data: Mapping[str, Any], *, base_dir: str | None, criteria: Criteria
     """Simulate every point of the P/D grid at the target rate; see the module's docstring."""
     if not criteria.slo and criteria.goodput is None:
         raise TwinInputError("slo: planning needs SLOs (in the scenario's slo: section or given to the plan)")
+    check_metric(latency_metric, "latency_metric")
     base_rate = offered_rate(data, base_dir)
     target = target_rate if target_rate is not None else base_rate
     scale = target / base_rate

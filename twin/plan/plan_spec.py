@@ -10,7 +10,7 @@ from typing import Any
 
 from twin.errors import TwinInputError
 from twin.hardware.pricing import PriceTable
-from twin.plan.evaluate import Criteria, check_axis_values, validate_body
+from twin.plan.evaluate import Criteria, check_axis_values, check_metric, validate_body
 from twin.scenario import MAX_REPLICAS, ROUTERS
 
 DEFAULT_GPUS = ("H100-SXM", "H200-SXM", "A100-SXM-80GB")
@@ -55,6 +55,7 @@ class PlanSpec:
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
                 shown = "frontier_extra_replicas" if name == "frontier_extra" else name
                 raise TwinInputError(f"{shown}: {v!r}: must be an integer in [{lo}, {hi}]")
+        check_metric(self.latency_metric, "latency_metric")
         if self.router not in ROUTERS:
             raise TwinInputError(f"router: {self.router!r}: allowed: {', '.join(ROUTERS)}")
         for name in ("prune", "verify_all"):

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from twin.errors import TwinInputError
+from twin.plan.evaluate import check_metric
 from twin.plan.executor import Search, gather
 from twin.plan.grid import RATE_KEYS
 from twin.plan.overrides import label
@@ -24,6 +25,7 @@ def optuna_search(spec: SweepSpec, *, trials: int, objective: str = "output_thro
     except ImportError:
         raise TwinInputError("search optuna: the optuna package is not installed (pip install optuna), "
                              "or use the grid search") from None
+    check_metric(objective, "objective")
     if direction not in ("maximize", "minimize"):
         raise TwinInputError(f"direction: {direction!r}: allowed: maximize, minimize")
     if trials < 1 or batch < 1:

@@ -57,7 +57,7 @@ def sweep_figure(summary, x: str | None = None, y: str = "p99_ttft_ms", color: s
     if summary.empty:
         return fig
     x = x or ("offered_rate_per_s" if summary["offered_rate_per_s"].notna().any() else "config")
-    for k in (x, y):
+    for k in (x, y, *([color] if color else [])):
         if k not in summary.columns:
             raise TwinInputError(f"plot axis {k!r}: not a column; columns: {', '.join(summary.columns)}")
     groups = summary.groupby("config", sort=False)

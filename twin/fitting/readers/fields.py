@@ -5,6 +5,7 @@ present, a number is finite and in range, a per-request list is as long as its s
 from __future__ import annotations
 
 import math
+import stat
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -23,7 +24,11 @@ MAX_YAML_RESULT_BYTES = 8 << 20     # ~16 s of parsing
 def read_text(path: Path) -> str:
     """The file's text; an error for an unreadable, too large, empty or non-UTF-8 file."""
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):  # a device never ends; a pipe cannot be
+            # read twice (to recognise the format, then to read it)
+            raise TwinInputError(f"{path}: not a regular file; give the result file itself")
+        size = st.st_size
         if size > MAX_INPUT_BYTES:
             raise TwinInputError(f"{path}: {size:,} bytes; a result file may be at most {MAX_INPUT_BYTES:,} bytes")
         raw = path.read_bytes()

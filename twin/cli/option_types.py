@@ -1,0 +1,64 @@
+"""Click parameter types the twin's commands share, so that a bad value is one line before any work starts:
+
+- ``FiniteFloatRange``: click's ``FloatRange`` lets NaN through (every comparison with NaN is false, so no bound
+  refuses it) and, without a maximum, infinity too; a NaN or infinite budget, rate or fraction then hangs a
+  measurement loop or fails deep inside it. This one refuses both.
+- ``OutputFile``: a file the command writes. A folder, a symbolic-link loop, a missing or read-only parent folder
+  or a read-only file are refused when the option is read, not met as a traceback after the simulation.
+- ``refuse_outside_mode``: an option given where it cannot apply is an error, not silently ignored."""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from twin.errors import TwinInputError
+
+
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses NaN and infinities."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
+class OutputFile(click.Path):
+    """A path the command writes a file to (``click.Path(dir_okay=False)`` plus the checks above)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        rv = super().convert(value, param, ctx)
+        path = Path(os.fsdecode(rv))
+        try:
+            exists = path.stat() is not None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self.fail(f"{str(path)!r} is a symbolic link loop.", param, ctx)
+            exists = False
+        folder = path.parent
+        if not folder.is_dir():
+            self.fail(f"folder {str(folder)!r} does not exist.", param, ctx)
+        if not os.access(folder, os.W_OK | os.X_OK) or (exists and not os.access(path, os.W_OK)):
+            self.fail(f"{str(path)!r} is not writable.", param, ctx)
+        return rv
+
+
+def refuse_outside_mode(mode: str, active: bool, names: tuple[str, ...]) -> None:
+    """Options (by parameter name) that apply only in ``mode``, given on the command line while it is not
+    ``active``: a one-line error instead of an option silently ignored."""
+    ctx = click.get_current_context()
+    for name in names:
+        if not active and ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
+            option = next(p for p in ctx.command.params if p.name == name).opts[0]
+            raise TwinInputError(f"{option}: applies only with {mode}")
