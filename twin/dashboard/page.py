@@ -29,6 +29,9 @@ def show_run(run: dash.RunOutput, profile_name: str | None = None) -> None:
     st.caption(model)
     for note in d.notes:
         st.caption(note)
+    if run.info.get("heldout_bands"):          # round 19 (issue 33): how far off the twin was on unseen servers
+        with st.expander("Error band (held-out evidence)"):
+            st.markdown(run.info["heldout_bands"])
 
 
 CARDS_PER_ROW = 5
