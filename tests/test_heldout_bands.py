@@ -110,7 +110,8 @@ def test_the_note_text():
         "No error band: no held-out evidence for Blackwell dense servers (the report holds out Blackwell MoE only)"]
     out = hn.bands_doc(_dep("B200", True), doc)
     assert out["report"]["commit"] == "abc1234" and out["servers"][0]["bands"]["GPU"]["held_out"] == ["B200"]
-    assert "| TPOT | -5.0% (n=1) |" in hn.bands_markdown(_dep("B200", True), doc)
+    assert "| TPOT | -5.0% (n=1) |" in hn.bands_markdown(out)
+    assert hn.bands_markdown(hn.bands_doc(_dep("A100-SXM-80GB", True), doc)).startswith("No error band: no held-out")
 
 
 def _broken(edit) -> dict:
@@ -209,3 +210,13 @@ def test_twin_run_prints_the_note_and_its_json_carries_it(tmp_path):
     bands = json.loads(out.read_text())["twin"]["heldout_bands"]
     assert bands["report"] == doc["report"] and bands["servers"][0]["generation"] == "blackwell"
     assert bands["servers"][0]["bands"]["GPU"]["held_out"] == ["B200"]
+
+
+def test_the_dashboard_run_carries_the_bands_and_its_json_download_too():
+    import yaml
+    from twin.dashboard.compare import result_json
+    from twin.dashboard.runs import run_scenario
+    run = run_scenario(yaml.safe_load(GOOD))
+    assert run.info["heldout_bands"] == hn.bands_doc(_dep("B200", False))
+    assert json.loads(result_json(run))["twin"]["heldout_bands"] == run.info["heldout_bands"]
+    assert "| cases |" in hn.bands_markdown(run.info["heldout_bands"])

@@ -1,5 +1,6 @@
 """The held-out error bands (``twin.results.heldout_bands``) as a run shows them: a compact note under ``twin run``'s
-and ``twin compare``'s tables, a ``heldout_bands`` key in their ``--json`` output, the dashboard's table beside each run's verdict.
+and ``twin compare``'s tables, a ``heldout_bands`` key in their ``--json`` output, the dashboard's table beside each
+run's verdict.
 
     Error band: the twin's error on held-out Blackwell MoE servers (not these)
                   GPU generation held out  model family held out
@@ -12,6 +13,7 @@ A generation / kind the report has no held-out case of says so, with no band."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from twin.results.heldout_bands import KINDS, SHOWN, bands_for, packaged_bands, server_kinds
@@ -97,26 +99,28 @@ def bands_doc(deployment: Any, doc: dict | None = None) -> dict[str, Any]:
     doc = packaged_bands() if doc is None else doc
     servers = []
     for generation, moe in server_kinds(deployment):
-        servers.append({"generation": generation, "moe": moe, "bands": bands_for(generation, moe, doc),
+        bands = copy.deepcopy(bands_for(generation, moe, doc))       # the cached document stays untouched
+        servers.append({"generation": generation, "moe": moe, "bands": bands,
                         "note": server_lines(generation, moe, doc)})
     return {"report": dict(doc["report"]), "errors": "predicted / measured - 1",
             "interval_percentiles": list(doc["interval_percentiles"]), "servers": servers}
 
 
-def bands_markdown(deployment: Any, doc: dict | None = None) -> str:
-    """The dashboard's form of the note for one run's deployment: per server a caption and a markdown table."""
-    doc = packaged_bands() if doc is None else doc
+def bands_markdown(bands: dict[str, Any]) -> str:
+    """The dashboard's form of a run's ``bands_doc``: per server a caption and a markdown table (or the line saying
+    there is no held-out evidence)."""
+    rep = bands["report"]
     out = []
-    for generation, moe in server_kinds(deployment):
-        bands = bands_for(generation, moe, doc)
-        if not bands:
-            out.append(server_lines(generation, moe, doc)[0])
+    for server in bands["servers"]:
+        groups = server["bands"]
+        if not groups:
+            out.append(server["note"][0])
             continue
-        rep = doc["report"]
-        out.append(f"**Error band**: the twin's error on held-out {server_name(generation, moe)} servers (not this "
-                   f"one), predicted / measured - 1, median (p10..p90); report {rep['commit']}, {rep['date']}\n\n"
-                   "| | " + " | ".join(KIND_WHAT[k] for k in bands) + " |\n|---|" + "---|" * len(bands) + "\n"
-                   + "| cases | " + " | ".join(str(group_cases(g)) for g in bands.values()) + " |\n"
-                   + "\n".join(f"| {title} | " + " | ".join(metric_text(g["metrics"].get(key)) for g in bands.values())
-                               + " |" for key, title in SHOWN))
+        out.append(f"**Error band**: the twin's error on held-out {server_name(server['generation'], server['moe'])} "
+                   f"servers (not this one), predicted / measured - 1, median (p10..p90); report {rep['commit']}, "
+                   f"{rep['date']}\n\n| | " + " | ".join(KIND_WHAT[k] for k in groups) + " |\n|---|"
+                   + "---|" * len(groups) + "\n| cases | " + " | ".join(str(group_cases(g)) for g in groups.values())
+                   + " |\n" + "\n".join(f"| {title} | " + " | ".join(metric_text(g["metrics"].get(key))
+                                                                      for g in groups.values()) + " |"
+                                         for key, title in SHOWN))
     return "\n\n".join(out)
