@@ -73,6 +73,14 @@ def _dep(gpu: str, moe: bool):
     return SimpleNamespace(gpu=SimpleNamespace(name=gpu), model=SimpleNamespace(is_moe=moe))
 
 
+def _body(kind: str = "roofline", profile: str | None = None):
+    return SimpleNamespace(cost_model=SimpleNamespace(kind=kind, profile=profile))
+
+
+def _run(gpu: str, moe: bool, kind: str = "roofline") -> dict:
+    return {"body": _body(kind), "deployment": _dep(gpu, moe)}
+
+
 def test_the_lookup_picks_the_exact_group():
     doc = _doc()
     assert hb.server_kinds(_dep("H200", False)) == [("hopper", False)]
@@ -89,7 +97,7 @@ def test_the_lookup_picks_the_exact_group():
 
 def test_the_note_text():
     doc = _doc()
-    runs = {"baseline": {"deployment": _dep("H100-SXM", False)}}
+    runs = {"baseline": _run("H100-SXM", False)}
     assert hn.note_lines(runs, doc) == [
         "Error band: the twin's error on held-out Hopper dense servers (not these)",
         "              GPU generation held out",
@@ -101,17 +109,32 @@ def test_the_note_text():
         "  predicted / measured - 1: median (p10..p90); report abc1234, 2026-12-06"]
     assert hn.server_lines("hopper", True, doc)[3] == "  TTFT mean   +30.0% (n=2)"
     # runs on different servers are named; a server with no held-out case has no band
-    two = {"a": {"deployment": _dep("H100-SXM", True)}, "b": {"deployment": _dep("A100-SXM-80GB", True)}}
+    two = {"a": _run("H100-SXM", True), "b": _run("A100-SXM-80GB", True)}
     lines = hn.note_lines(two, doc)
     assert lines[0] == "a:" and lines[-2:] == [
         "b:", "No error band: no held-out evidence for Ampere MoE servers (the report holds out Hopper, Blackwell "
         "only)"]
     assert hn.server_lines("blackwell", False, doc) == [
         "No error band: no held-out evidence for Blackwell dense servers (the report holds out Blackwell MoE only)"]
-    out = hn.bands_doc(_dep("B200", True), doc)
+    out = hn.bands_doc(_dep("B200", True), _body(), doc)
     assert out["report"]["commit"] == "abc1234" and out["servers"][0]["bands"]["GPU"]["held_out"] == ["B200"]
     assert "| TPOT | -5.0% (n=1) |" in hn.bands_markdown(out)
-    assert hn.bands_markdown(hn.bands_doc(_dep("A100-SXM-80GB", True), doc)).startswith("No error band: no held-out")
+    assert hn.bands_markdown(hn.bands_doc(_dep("A100-SXM-80GB", True), _body(), doc)).startswith("No error band: no held-out")
+
+
+def test_another_cost_model_than_the_roofline_has_no_band():
+    doc = _doc()
+    line = ("No error band: the held-out evidence is of the twin's roofline cost model; this run uses a calibrated "
+            "profile (h100.json)")
+    runs = {"base": {"body": _body("profile", "/x/h100.json"), "deployment": _dep("H100-SXM", False)}}
+    assert hn.note_lines(runs, doc) == [line]
+    out = hn.bands_doc(_dep("H100-SXM", False), _body("profile", "/x/h100.json"), doc)
+    assert out["servers"] == [] and out["note"] == [line] and hn.bands_markdown(out) == line
+    # a cluster group or a P/D pool on a constant step time counts too; the roofline run beside it keeps its band
+    cluster = SimpleNamespace(deployments=[_dep("H100-SXM", False)], bodies=[_body(), _body("constant")])
+    lines = hn.note_lines({"a": _run("H100-SXM", False), "b": {"body": _body(), "deployment": cluster}}, doc)
+    assert lines[0] == "a:" and lines[-2:] == ["b:", line.replace("a calibrated profile (h100.json)",
+                                                                  "a constant step time")]
 
 
 def _broken(edit) -> dict:
@@ -217,6 +240,6 @@ def test_the_dashboard_run_carries_the_bands_and_its_json_download_too():
     from twin.dashboard.compare import result_json
     from twin.dashboard.runs import run_scenario
     run = run_scenario(yaml.safe_load(GOOD))
-    assert run.info["heldout_bands"] == hn.bands_doc(_dep("B200", False))
+    assert run.info["heldout_bands"] == hn.bands_doc(_dep("B200", False), _body())
     assert json.loads(result_json(run))["twin"]["heldout_bands"] == run.info["heldout_bands"]
     assert "| cases |" in hn.bands_markdown(run.info["heldout_bands"])

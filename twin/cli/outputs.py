@@ -35,7 +35,7 @@ def variant_docs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         doc = to_bench_serve_json(result, body.slo.as_dict() or None, window=window)
         if run["ci"]:
             doc["twin"]["replications"] = run["ci"]
-        doc["twin"]["heldout_bands"] = bands_doc(run["deployment"])     # round 19 (issue 33)
+        doc["twin"]["heldout_bands"] = bands_doc(run["deployment"], body)     # round 19 (issue 33)
         docs[name] = doc
     return docs
 

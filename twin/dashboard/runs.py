@@ -71,7 +71,7 @@ def run_pd(body: Any, bd: Path | None, t0: float) -> RunOutput:
     info = {**pd_info(pd), "name": body.name, "num_requests": len(result.requests), "num_steps": len(result.steps),
             "simulated_s": result.sim_end_s, "cost_model": cost_model_name(body),
             "offered_rate_per_s": offered_rate(body), "wall_s": time.perf_counter() - t0,
-            "heldout_bands": bands_doc(pd)}
+            "heldout_bands": bands_doc(pd, body)}
     return RunOutput(result, metrics, diagnosis, body.slo.as_dict() or None, info, per_pool)
 
 
@@ -97,7 +97,7 @@ def run_scenario(data: dict[str, Any], base_dir: str | None = None) -> RunOutput
         "num_requests": len(result.requests), "num_steps": len(result.steps),
         "simulated_s": result.sim_end_s, "cost_model": cost_model_name(body),
         "offered_rate_per_s": offered_rate(body), "wall_s": time.perf_counter() - t0,
-        "heldout_bands": bands_doc(dep),       # round 19 (issue 33): the held-out error bands
+        "heldout_bands": bands_doc(dep, body),       # round 19 (issue 33): the held-out error bands
     }
     return RunOutput(result, metrics, diagnosis, body.slo.as_dict() or None, info)
 

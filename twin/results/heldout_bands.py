@@ -158,6 +158,20 @@ def server_kinds(deployment: Any) -> list[tuple[str, bool]]:
     return list(dict.fromkeys((gpu_generation(d.gpu), bool(d.model.is_moe)) for d in (parts or [deployment])))
 
 
+def other_cost_model(body: Any, deployment: Any) -> str | None:
+    """What a run's cost model is where it is not the roofline the held-out report judged (``a calibrated profile
+    (x.json)``, ``a constant step time``): the body's, or a cluster group's / P/D pool's; None for the roofline."""
+    parts = getattr(deployment, "bodies", None)
+    bodies = [body, *(parts.values() if isinstance(parts, dict) else parts or [])]
+    for b in bodies:
+        cm = b.cost_model
+        if cm.kind == "profile":
+            return f"a calibrated profile ({Path(str(cm.profile)).name})"
+        if cm.kind != "roofline":
+            return "a constant step time" if cm.kind == "constant" else f"the {cm.kind} cost model"
+    return None
+
+
 def bands_for(generation: str, moe: bool, doc: dict | None = None) -> dict[str, dict]:
     """{fold kind: group} of the bands document (default: the packaged one) for ``generation`` and ``moe``;
     a kind with no such group is absent ({} where there is no held-out evidence at all)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from twin.results.heldout_bands import KINDS, SHOWN, bands_for, packaged_bands, server_kinds
+from twin.results.heldout_bands import KINDS, SHOWN, bands_for, other_cost_model, packaged_bands, server_kinds
 
 GENERATION_NAMES = {"hopper": "Hopper", "blackwell": "Blackwell", "ampere": "Ampere", "ada": "Ada", "cdna3": "CDNA3",
                     "cpu": "CPU", "other": "an uncatalogued GPU generation"}
@@ -78,39 +78,55 @@ def server_lines(generation: str, moe: bool, doc: dict | None = None, runs: str 
     return lines
 
 
+def cost_model_line(cost_model: str) -> str:
+    return f"No error band: the held-out evidence is of the twin's roofline cost model; this run uses {cost_model}"
+
+
 def note_lines(runs: dict[str, dict[str, Any]], doc: dict | None = None) -> list[str]:
-    """The note for ``twin run`` / ``twin compare``'s runs ({name: {"deployment": resolved, ...}}): each distinct
-    server's lines (naming the runs on it where the runs are on different servers)."""
+    """The note for ``twin run`` / ``twin compare``'s runs ({name: {"body": ..., "deployment": resolved, ...}}):
+    each distinct server's lines (naming the runs on it where the runs are on different servers); a run on another
+    cost model than the roofline gets one line saying it has no band."""
     doc = packaged_bands() if doc is None else doc
-    servers: dict[tuple[str, bool], list[str]] = {}
+    servers: dict[tuple, list[str]] = {}
     for name, run in runs.items():
-        for key in server_kinds(run["deployment"]):
+        other = other_cost_model(run["body"], run["deployment"])
+        for key in [(None, other)] if other else server_kinds(run["deployment"]):
             servers.setdefault(key, []).append(name)
     named = len(servers) > 1 and len(runs) > 1
     lines = []
     for (generation, moe), names in servers.items():
-        lines += server_lines(generation, moe, doc, ", ".join(dict.fromkeys(names)) if named else "")
+        who = ", ".join(dict.fromkeys(names)) if named else ""
+        if generation is None:
+            lines += ([f"{who}:"] if who else []) + [cost_model_line(moe)]
+        else:
+            lines += server_lines(generation, moe, doc, who)
     return lines
 
 
-def bands_doc(deployment: Any, doc: dict | None = None) -> dict[str, Any]:
-    """The ``heldout_bands`` key of a run's JSON: the report it came from and, per server of the deployment, its
-    groups by fold kind (``{}`` with no held-out evidence) and the note's lines."""
+def bands_doc(deployment: Any, body: Any, doc: dict | None = None) -> dict[str, Any]:
+    """The ``heldout_bands`` key of a run's JSON: the report it came from, per server of the deployment its groups
+    by fold kind (``{}`` with no held-out evidence) and the note's lines; ``note``: every line of the run's note
+    (no server where the run's cost model is not the roofline)."""
     doc = packaged_bands() if doc is None else doc
-    servers = []
+    out = {"report": dict(doc["report"]), "errors": "predicted / measured - 1",
+           "interval_percentiles": list(doc["interval_percentiles"]), "servers": [], "note": []}
+    other = other_cost_model(body, deployment)
+    if other:
+        out["note"] = [cost_model_line(other)]
+        return out
     for generation, moe in server_kinds(deployment):
         bands = copy.deepcopy(bands_for(generation, moe, doc))       # the cached document stays untouched
-        servers.append({"generation": generation, "moe": moe, "bands": bands,
-                        "note": server_lines(generation, moe, doc)})
-    return {"report": dict(doc["report"]), "errors": "predicted / measured - 1",
-            "interval_percentiles": list(doc["interval_percentiles"]), "servers": servers}
+        lines = server_lines(generation, moe, doc)
+        out["servers"].append({"generation": generation, "moe": moe, "bands": bands, "note": lines})
+        out["note"] += lines
+    return out
 
 
 def bands_markdown(bands: dict[str, Any]) -> str:
     """The dashboard's form of a run's ``bands_doc``: per server a caption and a markdown table (or the line saying
     there is no held-out evidence)."""
     rep = bands["report"]
-    out = []
+    out = [] if bands["servers"] else bands["note"][:1]
     for server in bands["servers"]:
         groups = server["bands"]
         if not groups:
