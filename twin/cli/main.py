@@ -314,11 +314,12 @@ def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out
         render_comparison({name: run["replications"][0][1] for name, run in runs.items()},
                           baseline=next(iter(runs)), console=console)
     from twin.cli.outputs import write_json_outputs, write_table_outputs
-    from twin.cli.pd_output import print_cold_start, print_kv_offload, print_pd_pools
+    from twin.cli.pd_output import print_cold_start, print_heldout_bands, print_kv_offload, print_pd_pools
 
     print_pd_pools(runs, console)
     print_kv_offload(runs, console)
     print_cold_start(runs, console)
+    print_heldout_bands(runs, console)          # round 19 (issue 33): the held-out error bands
     if json_path:
         for path in write_json_outputs(runs, json_path, one_file=one_json_file):
             console.print(f"wrote {path}", highlight=False)

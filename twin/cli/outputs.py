@@ -25,6 +25,7 @@ RUN_COLUMNS = ("variant", "replication")
 def variant_docs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """One ``vllm bench serve`` document per variant (its first replication, plus the replications' summary)."""
     from twin.results.export import to_bench_serve_json
+    from twin.results.heldout_note import bands_doc
 
     docs = {}
     for name, run in runs.items():
@@ -34,6 +35,7 @@ def variant_docs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         doc = to_bench_serve_json(result, body.slo.as_dict() or None, window=window)
         if run["ci"]:
             doc["twin"]["replications"] = run["ci"]
+        doc["twin"]["heldout_bands"] = bands_doc(run["deployment"], body)     # round 19 (issue 33)
         docs[name] = doc
     return docs
 

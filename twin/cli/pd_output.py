@@ -1,4 +1,5 @@
-"""The per-pool lines of prefill/decode runs (``disaggregation:``): each pool's load and latency, the KV link's."""
+"""The per-pool lines of prefill/decode runs (``disaggregation:``): each pool's load and latency, the KV link's; and
+the notes any run gets under its tables: KV offload, a cold start, the held-out error bands."""
 
 from __future__ import annotations
 
@@ -67,3 +68,12 @@ def print_cold_start(runs: dict[str, dict[str, Any]], console: Any) -> None:
         cold = run["replications"][0][0].config.get("cold_start")
         if cold:
             console.print(f"{name} {cold_start_line(cold)}", highlight=False, soft_wrap=True)
+
+
+def print_heldout_bands(runs: dict[str, dict[str, Any]], console: Any) -> None:
+    """Under the tables: how far off the twin was on held-out servers like each run's (``twin.results.heldout_note``;
+    round 19, issue 33)."""
+    from twin.results.heldout_note import note_lines
+
+    for line in note_lines(runs):
+        console.print(line, highlight=False, markup=False)

@@ -9,6 +9,7 @@ import streamlit as st
 
 from twin.dashboard import meaning, share
 from twin.dashboard import state as dash
+from twin.results.heldout_note import bands_markdown
 
 CHARTS = ("Latency CDFs", "Server over time", "Batch composition", "Prefix cache", "Throughput vs latency",
           "Step time")
@@ -29,6 +30,9 @@ def show_run(run: dash.RunOutput, profile_name: str | None = None) -> None:
     st.caption(model)
     for note in d.notes:
         st.caption(note)
+    if run.info.get("heldout_bands"):          # round 19 (issue 33): how far off the twin was on unseen servers
+        with st.expander("Error band (held-out evidence)"):
+            st.markdown(bands_markdown(run.info["heldout_bands"]))
 
 
 CARDS_PER_ROW = 5

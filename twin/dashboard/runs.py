@@ -16,6 +16,7 @@ from twin.errors import TwinInputError
 from twin.dashboard.form import BASELINE_LABEL, WHATIF_LABEL, _arrivals_mode, validate
 from twin.dashboard.pd_run import pd_diagnosis, pd_headline, pd_info
 from twin.results import numbers
+from twin.results.heldout_note import bands_doc
 from twin.results.sim_result import SimResult
 from twin.sim.deployment import resolve_deployment
 from twin.workload.limits import MAX_REQUESTS
@@ -69,7 +70,8 @@ def run_pd(body: Any, bd: Path | None, t0: float) -> RunOutput:
     diagnosis, per_pool = pd_diagnosis(result, pd)
     info = {**pd_info(pd), "name": body.name, "num_requests": len(result.requests), "num_steps": len(result.steps),
             "simulated_s": result.sim_end_s, "cost_model": cost_model_name(body),
-            "offered_rate_per_s": offered_rate(body), "wall_s": time.perf_counter() - t0}
+            "offered_rate_per_s": offered_rate(body), "wall_s": time.perf_counter() - t0,
+            "heldout_bands": bands_doc(pd, body)}
     return RunOutput(result, metrics, diagnosis, body.slo.as_dict() or None, info, per_pool)
 
 
@@ -95,6 +97,7 @@ def run_scenario(data: dict[str, Any], base_dir: str | None = None) -> RunOutput
         "num_requests": len(result.requests), "num_steps": len(result.steps),
         "simulated_s": result.sim_end_s, "cost_model": cost_model_name(body),
         "offered_rate_per_s": offered_rate(body), "wall_s": time.perf_counter() - t0,
+        "heldout_bands": bands_doc(dep, body),       # round 19 (issue 33): the held-out error bands
     }
     return RunOutput(result, metrics, diagnosis, body.slo.as_dict() or None, info)
 

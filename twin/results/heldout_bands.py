@@ -1,0 +1,184 @@
+"""Error bands for a run from the held-out evidence: how far off the twin has been on servers it was not fitted
+on, by GPU generation (Hopper, Blackwell) and model kind (MoE or dense).
+
+The bands are a packaged data file (``twin/results/data/heldout_bands.json``) that
+``benchmarks/heldout_bands_export.py`` writes from a ``benchmarks/fidelity_real.py --json`` held-out report: per
+fold kind (``GPU``: the cases of a GPU generation predicted with none of its rows in the fit; ``family``: the cases
+of a model family predicted with none of its rows in the fit), per (generation, MoE?) group, per metric, the number
+of held-out cases, the median |error|, the median signed error and its p10..p90 (errors are predicted / measured
+- 1: negative means the twin's number was below the real server's). A group with fewer than
+``min_cases_for_interval`` cases keeps its medians but no p10..p90. Nothing here is a model change: the bands are
+read off a report and shown beside a run's numbers; a generation or kind with no held-out case has no band (the
+note says so, never a band made up).
+
+``load_bands(path)`` validates the file (one line naming the file and the field); ``server_kinds(deployment)``
+gives a resolved deployment's (generation, MoE?) pairs and ``bands_for`` their bands. ``twin.results.heldout_note``
+words them for ``twin run`` (printed by ``twin.cli.pd_output.print_heldout_bands``), its ``--json`` and the
+dashboard."""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import Any
+
+from twin.errors import TwinInputError
+
+DATA_FILE = Path(__file__).parent / "data" / "heldout_bands.json"
+SCHEMA = "twin.heldout_bands/1"
+MAX_BANDS_BYTES = 1 << 20                # the file is ~10 kB
+KINDS = ("GPU", "family")                # fold kinds a band may come from, in the order shown
+METRICS = ("mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
+SHOWN = (("mean_ttft_ms", "TTFT mean"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2E mean"),
+         ("request_throughput", "throughput"))
+GENERATIONS = ("hopper", "blackwell", "ampere", "ada", "cdna3", "cpu", "other")
+STAMP_KEYS = ("commit", "date", "command")
+
+
+def _error(source: str, what: str) -> TwinInputError:
+    return TwinInputError(f"{source}: {what} (rewrite it with benchmarks/heldout_bands_export.py)")
+
+
+def _number(value: object, source: str, where: str, low: float | None = None) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise _error(source, f"{where} is {value!r}, not a finite number")
+    if low is not None and value < low:
+        raise _error(source, f"{where} is {value!r}, not a number >= {low:g}")
+    return float(value)
+
+
+def _count(value: object, source: str, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise _error(source, f"{where} is {value!r}, not a whole number >= 1")
+    return value
+
+
+def _object(value: object, source: str, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise _error(source, f"{where} is {type(value).__name__}, not an object")
+    return value
+
+
+def _check_metric(band: object, source: str, where: str, min_cases: int) -> None:
+    band = _object(band, source, where)
+    unknown = sorted(set(band) - {"n", "abs_median", "signed_median", "p10", "p90"})
+    if unknown:
+        raise _error(source, f"{where}.{unknown[0]}: unknown key")
+    n = _count(band.get("n"), source, f"{where}.n")
+    _number(band.get("abs_median"), source, f"{where}.abs_median", low=0.0)
+    signed = _number(band.get("signed_median"), source, f"{where}.signed_median")
+    if abs(signed) > band["abs_median"] + 1e-12:
+        raise _error(source, f"{where}: |signed_median| {abs(signed):g} above abs_median {band['abs_median']:g}")
+    ends = band.get("p10"), band.get("p90")
+    if n < min_cases:
+        if ends != (None, None):
+            raise _error(source, f"{where}: p10/p90 given for {n} cases (fewer than min_cases_for_interval "
+                                 f"{min_cases}); they must be null")
+        return
+    lo = _number(ends[0], source, f"{where}.p10")
+    hi = _number(ends[1], source, f"{where}.p90")
+    if not lo <= signed <= hi:
+        raise _error(source, f"{where}: signed_median {signed:g} outside p10..p90 {lo:g}..{hi:g}")
+
+
+def check_bands(doc: object, source: str = "held-out bands") -> dict:
+    """``doc`` if it is a valid bands document (``SCHEMA``), else one ``TwinInputError`` line naming ``source``
+    and the field."""
+    doc = _object(doc, source, "the file")
+    if doc.get("schema") != SCHEMA:
+        raise _error(source, f"schema is {doc.get('schema')!r}, not {SCHEMA!r}")
+    report = _object(doc.get("report"), source, "report")
+    for key in STAMP_KEYS:
+        if not isinstance(report.get(key), str) or not report[key].strip():
+            raise _error(source, f"report.{key} is {report.get(key)!r}, not text")
+    if doc.get("interval_percentiles") != [10, 90]:
+        raise _error(source, f"interval_percentiles is {doc.get('interval_percentiles')!r}, not [10, 90]")
+    min_cases = _count(doc.get("min_cases_for_interval"), source, "min_cases_for_interval")
+    kinds = _object(doc.get("kinds"), source, "kinds")
+    unknown = sorted(set(kinds) - set(KINDS))
+    if unknown:
+        raise _error(source, f"kinds.{unknown[0]}: not a fold kind ({', '.join(KINDS)})")
+    for kind, groups in kinds.items():
+        if not isinstance(groups, list):
+            raise _error(source, f"kinds.{kind} is {type(groups).__name__}, not a list of groups")
+        seen = set()
+        for i, group in enumerate(groups):
+            where = f"kinds.{kind}[{i}]"
+            group = _object(group, source, where)
+            if group.get("generation") not in GENERATIONS:
+                raise _error(source, f"{where}.generation is {group.get('generation')!r}, not one of "
+                                     + ", ".join(GENERATIONS))
+            if not isinstance(group.get("moe"), bool):
+                raise _error(source, f"{where}.moe is {group.get('moe')!r}, not true or false")
+            key = (group["generation"], group["moe"])
+            if key in seen:
+                raise _error(source, f"{where}: a second {key[0]} {'MoE' if key[1] else 'dense'} group")
+            seen.add(key)
+            held = group.get("held_out")
+            if not isinstance(held, list) or not held or not all(isinstance(h, str) and h for h in held):
+                raise _error(source, f"{where}.held_out is {held!r}, not a list of names")
+            metrics = _object(group.get("metrics"), source, f"{where}.metrics")
+            if not metrics:
+                raise _error(source, f"{where}.metrics is empty")
+            for metric, band in metrics.items():
+                if metric not in METRICS:
+                    raise _error(source, f"{where}.metrics.{metric}: not a metric ({', '.join(METRICS)})")
+                _check_metric(band, source, f"{where}.metrics.{metric}", min_cases)
+    return doc
+
+
+def load_bands(path: str | Path = DATA_FILE) -> dict:
+    """The validated bands document in ``path`` (default: the packaged file)."""
+    from twin.json_input import parse_json
+    from twin.yaml_input import read_text
+
+    p = Path(path)
+    if p.is_dir():
+        raise TwinInputError(f"{p}: a directory, not a held-out bands file")
+    if not p.is_file():
+        raise TwinInputError(f"{p}: no such file (the held-out bands; the package data is missing)")
+    return check_bands(parse_json(read_text(p, "held-out bands", MAX_BANDS_BYTES), str(p)), str(p))
+
+
+@functools.lru_cache(maxsize=1)
+def packaged_bands() -> dict:
+    """The packaged bands, read and validated once per process."""
+    return load_bands(DATA_FILE)
+
+
+def server_kinds(deployment: Any) -> list[tuple[str, bool]]:
+    """The distinct (GPU generation, MoE?) pairs of a resolved deployment: a ``Deployment``, a cluster's
+    (``deployments`` a list) or a P/D one's (``deployments`` a dict of pools)."""
+    from twin.cost.generations import gpu_generation
+
+    parts = getattr(deployment, "deployments", None)
+    if isinstance(parts, dict):
+        parts = list(parts.values())
+    return list(dict.fromkeys((gpu_generation(d.gpu), bool(d.model.is_moe)) for d in (parts or [deployment])))
+
+
+def other_cost_model(body: Any, deployment: Any) -> str | None:
+    """What a run's cost model is where it is not the roofline the held-out report judged (``a calibrated profile
+    (x.json)``, ``a constant step time``): the body's, or a cluster group's / P/D pool's; None for the roofline."""
+    parts = getattr(deployment, "bodies", None)
+    bodies = [body, *(parts.values() if isinstance(parts, dict) else parts or [])]
+    for b in bodies:
+        cm = b.cost_model
+        if cm.kind == "profile":
+            return f"a calibrated profile ({Path(str(cm.profile)).name})"
+        if cm.kind != "roofline":
+            return "a constant step time" if cm.kind == "constant" else f"the {cm.kind} cost model"
+    return None
+
+
+def bands_for(generation: str, moe: bool, doc: dict | None = None) -> dict[str, dict]:
+    """{fold kind: group} of the bands document (default: the packaged one) for ``generation`` and ``moe``;
+    a kind with no such group is absent ({} where there is no held-out evidence at all)."""
+    doc = packaged_bands() if doc is None else doc
+    out = {}
+    for kind in KINDS:
+        for group in doc["kinds"].get(kind, []):
+            if group["generation"] == generation and group["moe"] == moe:
+                out[kind] = group
+    return out
