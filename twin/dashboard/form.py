@@ -11,21 +11,25 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from twin.results import numbers
 from twin.dashboard.pd_form import pd_settings
 from twin.dashboard.sources import profile_supported, speculative_supported
 from twin.errors import TwinInputError
 from twin.hardware.catalog import list_gpus, list_models
-from twin.scenario import Scenario, ScenarioBody
+from twin.scenario import DeploymentConfig, Scenario, ScenarioBody
 from twin.sim.deployment import require_single_deployment, resolve_deployment
 
 BASELINE_LABEL = "baseline"
 WHATIF_LABEL = "what-if"
 TRACE_WINDOW_S = 300.0           # the dashboard replays this much of an uploaded or bundled trace by default
 
-DEPLOYMENT_KEYS = ("gpu", "model", "tensor_parallel_size", "replicas")
+DEPLOYMENT_KEYS = ("gpu", "model", "tensor_parallel_size", "replicas", "kv_dtype")
+# the KV cache format: "auto" leaves deployment.kv_dtype out (the twin's bf16; a checkpoint that declares its KV
+# format, e.g. Kimi-K2.5 NVFP4, must be given one), else one of the formats the scenario schema accepts
+KV_DTYPE_AUTO = "auto"
+KV_DTYPES = (KV_DTYPE_AUTO, *get_args(DeploymentConfig.model_fields["kv_dtype"].annotation))
 SERVER_KEYS = ("scheduler", "max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
                "enable_prefix_caching", "block_size", "gpu_memory_utilization")
 ARRIVAL_KEYS = ("arrival_mode", "rate_per_s", "concurrency")
@@ -40,6 +44,7 @@ DEFAULT_ACCEPTANCE = 0.7
 
 SETTING_LABELS: dict[str, str] = {
     "gpu": "GPU", "model": "model", "tensor_parallel_size": "tensor parallel", "replicas": "replicas",
+    "kv_dtype": "KV cache",
     "scheduler": "scheduler", "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
     "enable_chunked_prefill": "chunked prefill", "enable_prefix_caching": "prefix caching",
     "block_size": "block_size", "gpu_memory_utilization": "gpu_memory_utilization",
@@ -140,6 +145,7 @@ def form_defaults(raw: dict[str, Any], base_dir: str | Path | None = None) -> di
             "enable_prefix_caching": sc.enable_prefix_caching, "block_size": sc.block_size,
             "gpu_memory_utilization": body.server.gpu_memory_utilization,
         }
+    out["kv_dtype"] = body.deployment.kv_dtype if "kv_dtype" in body.deployment.model_fields_set else KV_DTYPE_AUTO
     wl = raw.get("workload") or {}
     arr = wl.get("arrivals")
     mode = _arrivals_mode(arr)
@@ -260,7 +266,9 @@ def apply_form(raw: dict[str, Any], values: dict[str, Any], defaults: dict[str, 
     if not changes:
         return data
     for key, value in changes.items():
-        if key in DEPLOYMENT_KEYS:
+        if key == "kv_dtype" and value == KV_DTYPE_AUTO:
+            (data.get("deployment") or {}).pop("kv_dtype", None)
+        elif key in DEPLOYMENT_KEYS:
             data.setdefault("deployment", {})[key] = value
         elif key in SERVER_KEYS:
             data.setdefault("server", {})[key] = value
