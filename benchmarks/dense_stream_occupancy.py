@@ -31,7 +31,9 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from contextlib import nullcontext
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -103,9 +105,9 @@ def reading(latency_s: float) -> None:
               + " / ".join(f"{v:+.2f}" for v in needed))
 
 
-def install(latency_s: float) -> None:
-    """Raise every roofline cost model's fixed time per step by ``occupancy_extra_s`` (the trial; this process
-    only: run ``fidelity_real`` with ``--workers 1``)."""
+def install(latency_s: float):
+    """Raise the fixed time per step of every roofline cost model made inside the block by ``occupancy_extra_s``
+    (the trial; this process only: run ``fidelity_real`` with ``--workers 1``); restored when it ends."""
     import twin.cost.roofline as roofline
     base = roofline.step_fixed_parts
 
@@ -120,7 +122,7 @@ def install(latency_s: float) -> None:
                                       tensor_parallel_size, rate, latency_s)
         return t_moe, floor_s, t_step + extra
 
-    roofline.step_fixed_parts = with_occupancy
+    return mock.patch.object(roofline, "step_fixed_parts", with_occupancy)
 
 
 def rows_check(latency_s: float) -> None:
@@ -134,9 +136,8 @@ def rows_check(latency_s: float) -> None:
     cases = [c for c in silicon_cases()[0] if model_family(c.row.model_path) == "llama" and c.row.system == "b200_sxm"]
     err = {}
     for label in ("defaults", "prior"):
-        if label == "prior":
-            install(latency_s)
-        runs = simulate_cases(cases, default_start(()), max_sim_s=60.0)
+        with install(latency_s) if label == "prior" else nullcontext():
+            runs = simulate_cases(cases, default_start(()), max_sim_s=60.0)
         err[label] = [r.metrics["mean_tpot_ms"] / c.row.tpot_ms - 1.0 for c, r in zip(cases, runs)]
     print("Llama-3.1-70B B200 rows, TPOT median |error| (signed): defaults -> with the occupancy prior")
     keys = sorted({(c.row.precision, c.row.tp) for c in cases}) + [("all", 0)]
@@ -166,8 +167,8 @@ def main() -> None:
                                                         rest[i + 1:i + 2] if a == "--workers" else [])]
     if any(w != "1" for w in workers):
         raise TwinInputError("heldout: the trial patches this process only; run fidelity_real with --workers 1")
-    install(args.latency_us * 1e-6)
-    run_fidelity_real(rest)
+    with install(args.latency_us * 1e-6):
+        run_fidelity_real(rest)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,14 +49,18 @@ def fp8_count_s() -> float:
     return moe_extra_s(GENERATION_TERMS["blackwell"]["eager_layer_host_s"], PATH_LAYER_OPS[("blackwell", "fp8")][0])
 
 
-def apply_fp8_count() -> None:
-    """Embed MiniMax FP8's count (``GENERATION_EXPERT_TERMS``), its evidence the B200 Llama rows, and the
-    generation's floor's evidence the Kimi and Llama B200 rows (no MiniMax row reads it any more)."""
-    terms = generation_experts.GENERATION_EXPERT_TERMS        # in place: every reader of the table sees it
-    terms[("blackwell", "fp8")] = {**terms.get(("blackwell", "fp8"), {}), "eager_moe_layer_host_s": fp8_count_s()}
-    pv.DECLARED_EVIDENCE[FP8_KEY] = (LLAMA_COUNT, pv.silicon_rows_of("b200_sxm", "llama"))
-    pv.DECLARED_EVIDENCE[GENERIC_KEY] = ("the B200 Kimi-K2.5 rows, given the B200 Llama rows' per-layer value",
-                                         pv.silicon_rows_of("b200_sxm", "kimi", "llama"))
+@contextmanager
+def fp8_counted():
+    """MiniMax FP8's count in ``GENERATION_EXPERT_TERMS``, its evidence the B200 Llama rows, and the generation's
+    floor's evidence the Kimi and Llama B200 rows (no MiniMax row reads it any more): in place, so every reader
+    inside the block sees them; restored when it ends (also on error)."""
+    terms = generation_experts.GENERATION_EXPERT_TERMS
+    fp8 = {**terms.get(("blackwell", "fp8"), {}), "eager_moe_layer_host_s": fp8_count_s()}
+    evidence = {FP8_KEY: (LLAMA_COUNT, pv.silicon_rows_of("b200_sxm", "llama")),
+                GENERIC_KEY: ("the B200 Kimi-K2.5 rows, given the B200 Llama rows' per-layer value",
+                              pv.silicon_rows_of("b200_sxm", "kimi", "llama"))}
+    with mock.patch.dict(terms, {("blackwell", "fp8"): fp8}), mock.patch.dict(pv.DECLARED_EVIDENCE, evidence):
+        yield
 
 
 def fidelity_argv(rest: list[str], kimi_count: bool, fold_terms: tuple[str, ...]) -> list[str]:
@@ -78,10 +84,9 @@ def main() -> None:
     ap.add_argument("--fp8-count", action="store_true")
     ap.add_argument("--kimi-count", action="store_true")
     args = ap.parse_args(own)
-    if args.fp8_count:
-        apply_fp8_count()
-    from benchmarks.fidelity_real import FOLD_TERMS
-    run_fidelity_real(fidelity_argv(rest, args.kimi_count, FOLD_TERMS))
+    with fp8_counted() if args.fp8_count else nullcontext():
+        from benchmarks.fidelity_real import FOLD_TERMS
+        run_fidelity_real(fidelity_argv(rest, args.kimi_count, FOLD_TERMS))
 
 
 if __name__ == "__main__":

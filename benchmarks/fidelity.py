@@ -91,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="run only configurations whose name contains this")
     ap.add_argument("--json", help="write the table as JSON")
     args = ap.parse_args(argv)
+    with warnings.catch_warnings():          # the foreign-profile filter below holds for this run only
+        return compare(args)
 
+
+def compare(args) -> int:
+    """``main``'s table at its options (``args``)."""
     profile = args.profile
     if args.calibrate:
         from calibration.calibrate import calibrate

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from unittest import mock
 
 
 def split_at_dashes(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -17,7 +18,8 @@ def split_at_dashes(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def run_fidelity_real(args: Sequence[str]) -> None:
-    """``fidelity_real.py args`` in this process (so whatever the caller patched on applies to every fold)."""
+    """``fidelity_real.py args`` in this process (so whatever the caller patched on applies to every fold); its
+    ``sys.argv`` for this call only (restored after it)."""
     from benchmarks import fidelity_real
-    sys.argv = ["fidelity_real.py", *args]
-    fidelity_real.main()
+    with mock.patch.object(sys, "argv", ["fidelity_real.py", *args]):
+        fidelity_real.main()

@@ -42,8 +42,9 @@ def main() -> None:
     if "--workers" in sys.argv and sys.argv[sys.argv.index("--workers") + 1] != "1":
         raise SystemExit("--workers: must be 1 (the replacement applies in this process only)")
     flags = {name: f"--{name.replace('_', '-')}" in sys.argv for name in ("cuda_total", "moe_workspace")}
-    sys.argv = [a for a in sys.argv if a not in ("--cuda-total", "--moe-workspace")]
-    with mock.patch.object(silicon_scripts, "modelled_release", own_release), release_pools(**flags):
+    argv = [a for a in sys.argv if a not in ("--cuda-total", "--moe-workspace")]      # fidelity_real's (this call)
+    with mock.patch.object(sys, "argv", argv), mock.patch.object(silicon_scripts, "modelled_release", own_release), \
+            release_pools(**flags):
         fidelity_real.main()
 
 

@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -51,17 +52,13 @@ def print_fold_costs(ground_truth: Path | None, silicon_every: int) -> None:
 
     cases = joint.all_cases(ground_truth, silicon_every=silicon_every)
     evidence = joint.with_deployments(joint.all_cases(ground_truth))
-    simulate = joint.simulate_cases
-    joint.simulate_cases = costed
-    try:
+    with mock.patch.object(joint, "simulate_cases", costed):       # for these folds only (restored after)
         for kind, groups in GROUPS:
             for group in groups:
                 fold = joint.run_fold(kind, group, cases, joint.FOLDS[kind], None, names=(), evidence=evidence)
                 for case, costs in zip(fold.cases, fold.predicted):
                     print(kind, group, case.run.name, " ".join(costs["lines"]))
                 print(kind, group, "params", sorted((k, repr(v)) for k, v in fold.params.items()))
-    finally:
-        joint.simulate_cases = simulate
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,9 @@ import argparse
 import math
 import statistics
 import sys
+from contextlib import nullcontext
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -69,6 +71,12 @@ def _loss(cases, preds, idx, metric: str = "mean_ttft_ms") -> float:
     return abs(statistics.median(logs)) if metric == "mean_tpot_ms" else statistics.median(map(abs, logs))
 
 
+def without_padding(on: bool):
+    """With ``on``: Marlin's padded token blocks off (``twin.cost.marlin_blocks.MARLIN_PATHS`` empty) inside the
+    block only; else nothing changes."""
+    return mock.patch.object(marlin_blocks, "MARLIN_PATHS", set()) if on else nullcontext()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--eff", default="", help="comma-separated expert compute efficiencies")
@@ -78,8 +86,12 @@ def main() -> None:
     ap.add_argument("--no-padding", action="store_true", help="without Marlin's padded token blocks")
     ap.add_argument("--gaps", action="store_true", help="per row: measured, predicted, gap (ms) at the defaults")
     args = ap.parse_args()
-    if args.no_padding:
-        marlin_blocks.MARLIN_PATHS = set()
+    with without_padding(args.no_padding):
+        report(args)
+
+
+def report(args) -> None:
+    """The tables of ``main``'s options (``args``), at this process's Marlin paths."""
     metric = f"mean_{args.metric}_ms"
     cases = rows()
     base = default_start(JOINT_NAMES)

@@ -18,6 +18,7 @@ import collections
 import statistics
 import sys
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -118,11 +119,10 @@ def main() -> None:
         variants.append((label, base | extra))
     if args.fp4_rate:
         variants.append(("fp4rate", base))
-    for label, params in variants:
-        mxfp4_path.MXFP4_BLACKWELL_RATE = "fp4" if label == "fp4rate" else FP8_RATE
-        preds = simulate_cases(cases, params, workers=args.workers, max_sim_s=args.eval_sim_s)
+    for label, params in variants:          # the rate for this variant's simulations only (restored after)
+        with mock.patch.object(mxfp4_path, "MXFP4_BLACKWELL_RATE", "fp4" if label == "fp4rate" else FP8_RATE):
+            preds = simulate_cases(cases, params, workers=args.workers, max_sim_s=args.eval_sim_s)
         errs[label] = [errors(c, r.metrics) for c, r in zip(cases, preds)]
-    mxfp4_path.MXFP4_BLACKWELL_RATE = FP8_RATE
     print(f"gpt-oss-120b silicon rows: {len(cases)} (every {args.every}th runnable row)")
     table(cases, errs, lambda c: slice_of(c)[0], "by GPU")
     table(cases, errs, lambda c: slice_of(c)[:2], "by GPU x TP")

@@ -23,7 +23,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from contextlib import nullcontext
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,11 +49,12 @@ def parse_paths(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(PATHS[n] for n in names)
 
 
-def apply_count(paths) -> None:
-    """Put the mixed-step counts of ``paths`` in the held-out count table (in place: every fold sees it)."""
+def counted(paths):
+    """The mixed-step counts of ``paths`` in the held-out count table (in place: every fold run inside the block
+    sees them), restored when the block ends (also on error)."""
     from twin.fitting import launch_prior
     from twin.fitting.mla_mixed_step import with_mixed_step
-    launch_prior.PATH_LAYER_OPS.update(with_mixed_step(launch_prior.PATH_LAYER_OPS, paths))
+    return mock.patch.dict(launch_prior.PATH_LAYER_OPS, with_mixed_step(launch_prior.PATH_LAYER_OPS, paths))
 
 
 # the April script's --max-cudagraph-capture-size: a longer prompt's step is eager in both series (no pair)
@@ -126,9 +129,8 @@ def main() -> None:
         raise TwinInputError("--ground-truth before -- is for --pairs; pass fidelity_real's after --")
     if not rest:
         raise TwinInputError("give fidelity_real.py's arguments after -- (e.g. --folds GPU --groups B200)")
-    if args.paths:
-        apply_count(parse_paths(args.paths))
-    run_fidelity_real(rest)
+    with counted(parse_paths(args.paths)) if args.paths else nullcontext():
+        run_fidelity_real(rest)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import argparse
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +64,17 @@ def parse_shapes(text: str) -> list[tuple[int, int]]:
     if not out:
         raise TwinInputError("--decode-on: no ISL/OSL pair given")
     return out
+
+
+@contextmanager
+def decode_shapes(shapes: list[tuple[int, int]]):
+    """``DECODE_SHAPES`` (the same list, in place) holding ``shapes`` inside the block only (restored after it)."""
+    saved = DECODE_SHAPES[:]
+    DECODE_SHAPES[:] = shapes
+    try:
+        yield
+    finally:
+        DECODE_SHAPES[:] = saved
 
 
 def is_train(rec: dict) -> bool:
@@ -101,7 +113,12 @@ def main() -> None:
                     help="ISL/OSL of the runs a and e are read off, comma-separated (1024/8192: the decode-dominated "
                          "runs, whose prompt steps are an eighth as frequent; 1024/1024,1024/8192: both jointly)")
     args = ap.parse_args()
-    DECODE_SHAPES[:] = parse_shapes(args.decode_on)
+    with decode_shapes(parse_shapes(args.decode_on)):
+        fit(args)
+
+
+def fit(args) -> None:
+    """The fit of ``main``'s options (``args``), printed; reads the module's ``DECODE_SHAPES``."""
     t0 = time.perf_counter()
     cases = [c for c in kimi_cases() if (c.row.precision or "").lower() == "int4"]
     by_name = {c.run.name: c for c in cases}

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -36,18 +38,22 @@ KEY = "eager_moe_layer_host_s@blackwell+experts_int4"
 REFIT: dict[str, float] = {"moe_expert_efficiency": 0.497}
 
 
-def apply_count() -> None:
-    """Put the Marlin INT4 count in the embedded tables (in place: every reader sees it) with its evidence."""
+@contextmanager
+def counted():
+    """The Marlin INT4 count in the embedded tables (in place: every reader inside the block sees it) with its
+    evidence, restored when the block ends (also on error)."""
     from twin.cost import eager_path_floors as epf
     from twin.fitting import launch_prior, provenance
-    epf.EXPERT_PATH_LAYER_OPS[("blackwell", "int4")] = epf.MARLIN_INT4_LAYER_OPS
-    provenance.DECLARED_EVIDENCE[KEY] = launch_prior.COUNT_EVIDENCE
+    with mock.patch.dict(epf.EXPERT_PATH_LAYER_OPS, {("blackwell", "int4"): epf.MARLIN_INT4_LAYER_OPS}), \
+            mock.patch.dict(provenance.DECLARED_EVIDENCE, {KEY: launch_prior.COUNT_EVIDENCE}):
+        yield
 
 
-def apply_refit() -> None:
-    """The Marlin stream rate as refitted under the counted floor (``REFIT``), in the embedded table."""
+def refitted():
+    """The Marlin stream rate as refitted under the counted floor (``REFIT``) in the embedded table, inside the
+    block only."""
     from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS
-    MARLIN_W4A16_MOE_TERMS.update(REFIT)
+    return mock.patch.dict(MARLIN_W4A16_MOE_TERMS, REFIT)
 
 
 def main() -> None:
@@ -58,11 +64,12 @@ def main() -> None:
     args = ap.parse_args(own)
     if args.refit and not args.count:
         raise TwinInputError("--refit: the values were fitted under the counted floor; give --count too")
-    if args.count:
-        apply_count()
-    if args.refit:
-        apply_refit()
-    run_fidelity_real(rest)
+    with ExitStack() as stack:
+        if args.count:
+            stack.enter_context(counted())
+        if args.refit:
+            stack.enter_context(refitted())
+        run_fidelity_real(rest)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 from unittest import mock
 
@@ -75,6 +75,13 @@ def fp8_8k_out_cases() -> list:
     return out
 
 
+def counted_fp8_floor():
+    """``benchmarks/eager_family_floor.py --fp8-count``'s tables, on inside the block only."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from eager_family_floor import fp8_counted
+    return fp8_counted()
+
+
 def rows(report_path: Path | None, fp8_count: bool) -> None:
     """Print each 1k/8k-out FP8 row's measured and twin TTFT / TPOT per variant, then the medians per variant."""
     from twin.fitting.fit import simulate_cases
@@ -87,12 +94,9 @@ def rows(report_path: Path | None, fp8_count: bool) -> None:
     cases = sorted(fp8_8k_out_cases(), key=lambda c: (c.row.vllm_version, c.row.tp, c.row.concurrency, c.row.id))
     out: dict[str, list[dict]] = {}
     for label, params in variants:
-        if params is None:
-            sys.path.insert(0, str(Path(__file__).resolve().parent))
-            from eager_family_floor import apply_fp8_count
-            apply_fp8_count()
-            params = dict
-        out[label] = [r.metrics for r in simulate_cases(cases, default_start() | params(), max_sim_s=60.0)]
+        with counted_fp8_floor() if params is None else nullcontext():
+            out[label] = [r.metrics for r in simulate_cases(cases, default_start() | (params or dict)(),
+                                                            max_sim_s=60.0)]
     for i, c in enumerate(cases):
         w = c.row
         print(f"{w.id[:10]} v{w.vllm_version} TP{w.tp} EP{w.moe_ep} {w.isl}/{w.osl} C{w.concurrency:<3d} "

@@ -36,6 +36,7 @@ import dataclasses
 import statistics
 import sys
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -105,11 +106,8 @@ def blackwell_prefill_attention(share: float):
             return at
         return dataclasses.replace(at, k_attn_mixed=at.k_attn_mixed / share, k_attn_win=at.k_attn_win / share)
 
-    roofline.attention_terms = wrapped
-    try:
+    with mock.patch.object(roofline, "attention_terms", wrapped):
         yield
-    finally:
-        roofline.attention_terms = base
 
 
 def _slices(cases, errs) -> dict[str, dict[str, list[dict]]]:

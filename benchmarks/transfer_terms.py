@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -40,11 +42,15 @@ KEYS = (("mean_ttft_ms", "TTFT"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2
 ACTIVE_SHARE_MXFP4 = 0.75
 
 
-def embed_readings() -> None:
-    """Switch the two round-12 readings on in this process (the simulations run here or in forked workers)."""
+@contextmanager
+def embedded_readings():
+    """The two round-12 readings switched on in this process inside the block (the simulations run here or in
+    workers forked inside it), restored when it ends (also on error)."""
     from twin.cost import default_terms, mla_request
-    mla_request.MLA_EXPERT_REQUEST_S.update(mla_request.READINGS)
-    default_terms.EXPERT_FORMAT_TERMS["mxfp4"] = {"moe_active_expert_share": ACTIVE_SHARE_MXFP4}
+    mxfp4 = {"mxfp4": {"moe_active_expert_share": ACTIVE_SHARE_MXFP4}}
+    with mock.patch.dict(mla_request.MLA_EXPERT_REQUEST_S, mla_request.READINGS), \
+            mock.patch.dict(default_terms.EXPERT_FORMAT_TERMS, mxfp4):
+        yield
 
 
 def variants(base: dict[str, float], other: dict[str, float], extra: dict[str, float]) -> dict[str, dict]:
@@ -67,8 +73,12 @@ def main() -> None:
     ap.add_argument("--sim-s", type=positive_float, default=60.0)
     ap.add_argument("--workers", type=positive_int, default=1)
     args = ap.parse_args()
-    if args.embed:
-        embed_readings()
+    with embedded_readings() if args.embed else nullcontext():
+        run(args)
+
+
+def run(args) -> None:
+    """``main``'s variants at its options (``args``), each printed as it finishes."""
     extra = parse_numeric_set_options([kv for kv in args.set.split(",") if kv])
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if gpu_of(c) == args.group]
     base, other = (fold_params(p, "GPU", args.group) for p in (args.base, args.other))

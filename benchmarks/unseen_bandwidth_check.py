@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -33,10 +35,16 @@ def main() -> None:
     ap.add_argument("--no-carry", action="store_true", help="reset a held-out reference fraction to its prior")
     ap.add_argument("--workers", type=positive_int, default=1)
     args = ap.parse_args()
-    if args.with_gap_rows:
-        joint.unexplained_decode_gap = lambda _case: None
-    if args.no_carry:
-        joint.unseen_reference = lambda _plan, _params: {}
+    with ExitStack() as stack:          # the two replacements hold for this run only (restored after it)
+        if args.with_gap_rows:
+            stack.enter_context(mock.patch.object(joint, "unexplained_decode_gap", lambda _case: None))
+        if args.no_carry:
+            stack.enter_context(mock.patch.object(joint, "unseen_reference", lambda _plan, _params: {}))
+        run(args)
+
+
+def run(args) -> None:
+    """The fold of ``main``'s options (``args``): its values and its held-out group's errors."""
     cases = joint.all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY)
     group_of = joint.FOLDS[args.kind]
     if args.group not in {group_of(c) for c in cases}:

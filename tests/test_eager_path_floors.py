@@ -73,7 +73,7 @@ def test_its_entry_reads_the_llama_rows_and_a_fold_prices_it_at_its_count(monkey
     assert KEY not in lp.path_floor_priors({}, lambda gen: 1.6e-3)            # not reset: the fold keeps its value
 
 
-def test_the_trial_script_counts_minimax_fp8_and_drops_the_generation_floor_from_the_fold_terms(monkeypatch):
+def test_the_trial_script_counts_minimax_fp8_and_drops_the_generation_floor_from_the_fold_terms():
     from benchmark_module import load_benchmark
 
     from twin.cost import generation_experts
@@ -84,14 +84,12 @@ def test_the_trial_script_counts_minimax_fp8_and_drops_the_generation_floor_from
     assert mod.fidelity_argv(["--folds", "family", "--silicon-every", "3"], True, terms) == [
         "--folds", "family", "--silicon-every", "3", "--terms", "memory_efficiency,eager_layer_host_s@blackwell",
         "--fit-sim-s", "30"]
-    monkeypatch.setattr(generation_experts, "GENERATION_EXPERT_TERMS",
-                        {k: dict(v) for k, v in generation_experts.GENERATION_EXPERT_TERMS.items()})
-    monkeypatch.setattr(pv, "DECLARED_EVIDENCE", dict(pv.DECLARED_EVIDENCE))
-    mod.apply_fp8_count()
-    assert generation_experts.GENERATION_EXPERT_TERMS[("blackwell", "fp8")]["eager_moe_layer_host_s"] == \
-        pytest.approx(0.5775e-3, rel=1e-12)
     minimax = SimpleNamespace(row=SimpleNamespace(system="b200_sxm", model_path="MiniMaxAI/MiniMax-M2.5"))
     kimi = SimpleNamespace(row=SimpleNamespace(system="b200_sxm", model_path="moonshotai/Kimi-K2.5"))
-    assert not pv.DECLARED_EVIDENCE[mod.FP8_KEY][1](minimax, None)
-    assert not pv.DECLARED_EVIDENCE[mod.GENERIC_KEY][1](minimax, None)
-    assert pv.DECLARED_EVIDENCE[mod.GENERIC_KEY][1](kimi, None)
+    with mod.fp8_counted():      # scoped: tests/test_no_leaked_state.py checks the tables come back
+        assert generation_experts.GENERATION_EXPERT_TERMS[("blackwell", "fp8")]["eager_moe_layer_host_s"] == \
+            pytest.approx(0.5775e-3, rel=1e-12)
+        assert not pv.DECLARED_EVIDENCE[mod.FP8_KEY][1](minimax, None)
+        assert not pv.DECLARED_EVIDENCE[mod.GENERIC_KEY][1](minimax, None)
+        assert pv.DECLARED_EVIDENCE[mod.GENERIC_KEY][1](kimi, None)
+    assert pv.DECLARED_EVIDENCE[mod.GENERIC_KEY][1](minimax, None)        # the embedded evidence is back

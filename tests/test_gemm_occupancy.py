@@ -1,6 +1,8 @@
 """twin.cost.gemm_occupancy and benchmarks/dense_stream_occupancy.py (issue 33, round 17): the decode GEMM shapes,
 the Little's-law rate per SM, the SM-limited stream time and its fit are exact arithmetic."""
 
+import contextlib
+
 import pytest
 
 from twin.cost.gemm_occupancy import (DECODE_KERNELS, DecodeKernel, gemm_stream_s, gqa_decode_gemms,
@@ -73,7 +75,12 @@ def test_heldout_trial_keeps_its_own_options_before_the_separator(monkeypatch):
     from tests.benchmark_module import load_benchmark
     bench = load_benchmark("dense_stream_occupancy")
     seen = {}
-    monkeypatch.setattr(bench, "install", lambda latency_s: seen.setdefault("latency_s", latency_s))
+
+    def install(latency_s):          # the trial's patch is a context manager (on for the run only)
+        seen["latency_s"] = latency_s
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(bench, "install", install)
     import benchmarks.fidelity_real as fidelity_real
     monkeypatch.setattr(fidelity_real, "main", lambda: seen.setdefault("argv", list(__import__("sys").argv)))
     monkeypatch.setattr("sys.argv", ["d.py", "heldout", "--latency-us", "0.8", "--", "--folds", "GPU"])

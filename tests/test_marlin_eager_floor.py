@@ -87,16 +87,13 @@ def test_the_trial_script_patches_the_tables_and_checks_its_flags(monkeypatch):
     from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS
     from twin.errors import TwinInputError
     mod = load_benchmark("kimi_int4_floor")
-    monkeypatch.setattr(epf, "EXPERT_PATH_LAYER_OPS", {})
-    monkeypatch.setattr(pv, "DECLARED_EVIDENCE", dict(pv.DECLARED_EVIDENCE))
-    for name, value in MARLIN_W4A16_MOE_TERMS.items():
-        monkeypatch.setitem(MARLIN_W4A16_MOE_TERMS, name, value)
-    mod.apply_count()
-    assert epf.embedded_values(default_terms.GENERATION_TERMS)[KEY] == pytest.approx(
-        10 * default_terms.GENERATION_TERMS["blackwell"]["eager_layer_host_s"] / 16, rel=1e-12)
-    assert pv.DECLARED_EVIDENCE[KEY] is lp.COUNT_EVIDENCE
-    mod.apply_refit()
-    assert MARLIN_W4A16_MOE_TERMS["moe_expert_efficiency"] == 0.497 and mod.REFIT == {"moe_expert_efficiency": 0.497}
+    with mod.counted():          # scoped: tests/test_no_leaked_state.py checks the tables come back
+        assert epf.embedded_values(default_terms.GENERATION_TERMS)[KEY] == pytest.approx(
+            10 * default_terms.GENERATION_TERMS["blackwell"]["eager_layer_host_s"] / 16, rel=1e-12)
+        assert pv.DECLARED_EVIDENCE[KEY] is lp.COUNT_EVIDENCE
+        with mod.refitted():
+            assert MARLIN_W4A16_MOE_TERMS["moe_expert_efficiency"] == 0.497
+    assert mod.REFIT == {"moe_expert_efficiency": 0.497} and KEY not in pv.DECLARED_EVIDENCE
     monkeypatch.setattr("sys.argv", ["kimi_int4_floor.py", "--refit"])
     with pytest.raises(TwinInputError, match="--count"):
         mod.main()

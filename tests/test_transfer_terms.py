@@ -48,13 +48,12 @@ def test_variants_swap_one_group_at_a_time():
     assert set(v) == {"base", "other"} | {f"base + other's {g}" for g in m.GROUPS}
 
 
-def test_embed_readings_switches_both_round_12_terms_on(monkeypatch):
+def test_embed_readings_switches_both_round_12_terms_on():
     m = load_benchmark("transfer_terms")
-    monkeypatch.setattr(mla_request, "MLA_EXPERT_REQUEST_S", {})
-    monkeypatch.setattr(default_terms, "EXPERT_FORMAT_TERMS", dict(default_terms.EXPERT_FORMAT_TERMS))
-    m.embed_readings()
-    assert mla_request.MLA_EXPERT_REQUEST_S == mla_request.READINGS
-    assert default_terms.EXPERT_FORMAT_TERMS["mxfp4"] == {"moe_active_expert_share": 0.75}
+    with m.embedded_readings():      # scoped: tests/test_no_leaked_state.py checks the tables come back
+        assert mla_request.MLA_EXPERT_REQUEST_S == mla_request.READINGS
+        assert default_terms.EXPERT_FORMAT_TERMS["mxfp4"] == {"moe_active_expert_share": 0.75}
+    assert mla_request.MLA_EXPERT_REQUEST_S == {} and "mxfp4" not in default_terms.EXPERT_FORMAT_TERMS
 
 
 def test_readings_and_agreement(tmp_path):
