@@ -1,9 +1,9 @@
 """Do the shared terms carry across folds under another case weighting? (issue 33, docs/fidelity.md "Round 19: the
 fit's case weights"). Reads two ``fidelity_real.py --json`` held-out reports (e.g. the default ``--case-weights
 source`` and ``--case-weights cell``) and prints, for each term the folds fit, its value in every fold of both
-(fit units; ``*`` where that fold's fit did not identify it) and its spread across the folds that identify it
-(max / min): the hypothesis "cell weights make the shared terms a property of the server, not of the mix" predicts
-a smaller spread. No simulation.
+(fit units; ``*`` where that fold's fit did not identify it) and its range across the folds that identify it
+(min..max): the hypothesis "cell weights make the shared terms a property of the server, not of the mix" predicts
+a narrower range. No simulation.
 
     python benchmarks/case_weight_terms.py BEFORE.json AFTER.json [--kinds source,GPU,family]
 """
@@ -35,10 +35,14 @@ def term_values(report: FoldReport, kinds: list[str], name: str) -> list[tuple[s
     return out
 
 
-def spread(values: list[tuple[str, float | None, bool]]) -> float | None:
-    """max / min over the identified, positive values (None with fewer than two)."""
-    kept = [v for _, v, ident in values if ident and v is not None and v > 0]
-    return max(kept) / min(kept) if len(kept) > 1 else None
+def spread(values: list[tuple[str, float | None, bool]]) -> tuple[float, float] | None:
+    """(min, max) over the identified values (None with fewer than two)."""
+    kept = [v for _, v, ident in values if ident and v is not None]
+    return (min(kept), max(kept)) if len(kept) > 1 else None
+
+
+def _range(lim: tuple[float, float] | None) -> str:
+    return "-" if lim is None else f"{lim[0]:.4g}..{lim[1]:.4g}"
 
 
 def _cell(value: float | None, ident: bool) -> str:
@@ -61,8 +65,8 @@ def main() -> None:
     for name in names:
         a, b = term_values(before, kinds, name), term_values(after, kinds, name)
         sa, sb = spread(a), spread(b)
-        print(f"{name} ({PARAMETERS_BY_NAME[name].unit}); spread over identified folds (max / min): "
-              + (f"{sa:.2f}" if sa else "-") + " -> " + (f"{sb:.2f}" if sb else "-"))
+        print(f"{name} ({PARAMETERS_BY_NAME[name].unit}); range over identified folds: {_range(sa)} -> "
+              f"{_range(sb)}")
         for (fold, va, ia), (_, vb, ib) in zip(a, b):
             print(f"    {fold:28s} {_cell(va, ia):>12s} -> {_cell(vb, ib):<12s}")
 

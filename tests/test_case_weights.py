@@ -45,9 +45,9 @@ def test_one_cell_per_source_is_the_source_rule():
 
 
 def test_unknown_weighting_is_one_line_error():
-    with pytest.raises(ValueError, match="allowed: source, cell"):
+    with pytest.raises(ValueError, match="allowed: source, cell, silicon-cell"):
         _divisors(CELLS, "equal")
-    assert WEIGHTINGS == ("source", "cell")
+    assert WEIGHTINGS == ("source", "cell", "silicon-cell")
 
 
 def _case(model: str, gpu: str, weight: float = 1.0) -> WeightedCase:
@@ -75,7 +75,7 @@ def test_term_spread_over_identified_folds():
     from benchmarks.case_weight_terms import spread, term_values
     values = term_values(_report({"H100-SXM": 1.5e-3, "B200": 3.0e-3}), ["GPU"], "step_overhead_s")
     assert values == [("GPU/H100-SXM", pytest.approx(1.5), True), ("GPU/B200", pytest.approx(3.0), True)]
-    assert spread(values) == pytest.approx(2.0)
+    assert spread(values) == (pytest.approx(1.5), pytest.approx(3.0))
     held = term_values(_report({"H100-SXM": 1.5e-3, "B200": 3.0e-3}, "held at prior"), ["GPU"], "step_overhead_s")
     assert spread(held) is None
 
@@ -93,3 +93,10 @@ def test_cell_shares_sum_to_one():
     shares = cell_shares(cases)
     assert sum(shares.values()) == pytest.approx(1.0, rel=1e-12)
     assert set(shares) == {("inference-perf", "llama", "H100-SXM"), ("inference-perf", "mixtral", "B200")}
+
+
+def test_silicon_cell_rule_cells_only_the_silicon_source():
+    cells = [("silicon", "x")] * 4 + [("silicon", "y")] + [("inference-perf", "a")] * 3 + [("inference-perf", "b")]
+    d = _divisors(cells, "silicon-cell")
+    assert d[:5] == pytest.approx(_divisors(cells, "cell")[:5], rel=1e-15)
+    assert d[5:] == pytest.approx([2.0] * 4, rel=1e-15)        # the source rule: sqrt(4)

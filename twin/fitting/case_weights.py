@@ -10,7 +10,10 @@ root of each cell's count, equally among a cell's cases. The hypothesis it tests
 request path, the step and per-sequence overheads, the memory efficiencies, the Blackwell terms) are then set by
 the server rather than by whichever cell has most rows, so they carry to a held-out family or GPU.
 
-Either way a case's own ``weight`` (a silicon row without a published client weighs half) multiplies its share,
+``silicon-cell``: ``cell`` inside the silicon source only (the inference-perf runs, one client on one H100 and
+one release, keep the source rule): the imbalance the hypothesis is about is the silicon source's.
+
+Every way a case's own ``weight`` (a silicon row without a published client weighs half) multiplies its share,
 and a fold that holds cells out keeps the others' weights as they are (whole cells leave; none is re-balanced).
 """
 
@@ -21,8 +24,10 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-WEIGHTINGS: tuple[str, ...] = ("source", "cell")
+WEIGHTINGS: tuple[str, ...] = ("source", "cell", "silicon-cell")
 DEFAULT_WEIGHTING = "source"
+# the sources whose total is shared among cells, by weighting (None: every source)
+CELLED_SOURCES: dict[str, tuple[str, ...] | None] = {"source": (), "cell": None, "silicon-cell": ("silicon",)}
 
 
 def case_divisors(cases: Sequence[Any], source_of: Callable[[Any], Hashable],
@@ -36,7 +41,8 @@ def case_divisors(cases: Sequence[Any], source_of: Callable[[Any], Hashable],
     per_source = Counter(sources)
     if weighting == "source":
         return [math.sqrt(per_source[s]) for s in sources]
-    cells = [(s, cell_of(c)) for s, c in zip(sources, cases)]
+    celled = CELLED_SOURCES[weighting]
+    cells = [(s, cell_of(c) if celled is None or s in celled else None) for s, c in zip(sources, cases)]
     per_cell = Counter(cells)
     roots: Counter = Counter()
     for (s, _), n in per_cell.items():
