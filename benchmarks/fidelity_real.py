@@ -201,7 +201,8 @@ def parser() -> argparse.ArgumentParser:
     # round 19 (33l), opt-in: how the fold fits weigh their training rows
     ap.add_argument("--case-weights", default=DEFAULT_WEIGHTING, choices=WEIGHTINGS,
                     help="the fold fits' case weights (twin.fitting.case_weights): each source's total by sqrt(count) "
-                         "(source, the default), or shared among its (family, GPU) cells by sqrt(count) (cell)")
+                         "(source, the default), or shared among its (family, GPU) cells by sqrt(count) (cell; silicon-cell: "
+                         "inside the silicon source only)")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the markdown summary here")
     ap.add_argument("--json", type=Path, default=None)
     return ap
