@@ -67,7 +67,9 @@ def main() -> None:
         sa, sb = spread(a), spread(b)
         print(f"{name} ({PARAMETERS_BY_NAME[name].unit}); range over identified folds: {_range(sa)} -> "
               f"{_range(sb)}")
-        for (fold, va, ia), (_, vb, ib) in zip(a, b):
+        later = {fold: (v, ident) for fold, v, ident in b}      # folds matched by name: a report may hold fewer
+        for fold, va, ia in a + [(f, None, False) for f, _, _ in b if f not in {x[0] for x in a}]:
+            vb, ib = later.get(fold, (None, False))
             print(f"    {fold:28s} {_cell(va, ia):>12s} -> {_cell(vb, ib):<12s}")
 
 

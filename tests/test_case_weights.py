@@ -100,3 +100,25 @@ def test_silicon_cell_rule_cells_only_the_silicon_source():
     d = _divisors(cells, "silicon-cell")
     assert d[:5] == pytest.approx(_divisors(cells, "cell")[:5], rel=1e-15)
     assert d[5:] == pytest.approx([2.0] * 4, rel=1e-15)        # the source rule: sqrt(4)
+
+
+def test_terms_matched_by_fold_name(tmp_path, capsys, monkeypatch):
+    import json
+    import sys
+    from benchmarks import case_weight_terms
+
+    def write(name, groups):
+        folds = [{"held_out": g, "params": {"step_overhead_s": v}, "identification": {"step_overhead_s": "identified"}}
+                 for g, v in groups.items()]
+        path = tmp_path / name
+        path.write_text(json.dumps({"names": ["step_overhead_s"], "folds": {"GPU": {"folds": folds}}}))
+        return str(path)
+
+    before = write("a.json", {"H100-SXM": 1e-3, "B200": 2e-3})
+    after = write("b.json", {"B200": 4e-3})
+    monkeypatch.setattr(sys, "argv", ["case_weight_terms.py", before, after, "--kinds", "GPU"])
+    case_weight_terms.main()
+    out = capsys.readouterr().out.splitlines()
+    assert "range over identified folds: 1..2 -> -" in out[0]
+    assert out[1].split() == ["GPU/H100-SXM", "1", "->", "-"]
+    assert out[2].split() == ["GPU/B200", "2", "->", "4"]
