@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import check_out_path, positive_float, positive_int  # noqa: E402
 from benchmarks.heldout_intervals import add_intervals  # noqa: E402  (round 19, 33m)
+from twin.fitting.case_weights import DEFAULT_WEIGHTING, WEIGHTINGS  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.fit_window import fold_first, open_loop_fold_window_s  # noqa: E402
 from twin.fitting.joint import (FOLDS, JOINT_NAMES, METRICS, all_cases, default_start, errors,  # noqa: E402
@@ -126,6 +127,9 @@ def _names(args) -> tuple[str, ...]:
     if args.client_path_rows != "all" and "request_path_s@client_vllm_bench" not in names:   # round 18 (33f)
         raise SystemExit(f"--client-path-rows {args.client_path_rows}: the folds do not fit "
                          "request_path_s@client_vllm_bench here")
+    if args.case_weights != DEFAULT_WEIGHTING and not names:     # round 19 (33l)
+        raise SystemExit(f"--case-weights {args.case_weights}: the folds fit nothing here (--no-refit, "
+                         "--defaults-only), so no case is weighed")
     return names
 
 
@@ -197,6 +201,11 @@ def parser() -> argparse.ArgumentParser:
                     help="training rows that identify the bench client's path: all (the folds' rule), or the "
                          "light-load bench rows alone (twin.fitting.client_path_rows) at the fold's start (light) or "
                          "at its fitted terms (light-fit)")
+    # round 19 (33l), opt-in: how the fold fits weigh their training rows
+    ap.add_argument("--case-weights", default=DEFAULT_WEIGHTING, choices=WEIGHTINGS,
+                    help="the fold fits' case weights (twin.fitting.case_weights): each source's total by sqrt(count) "
+                         "(source, the default), or shared among its (family, GPU) cells by sqrt(count) (cell; silicon-cell: "
+                         "inside the silicon source only)")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the markdown summary here")
     ap.add_argument("--json", type=Path, default=None)
     return ap
@@ -219,7 +228,7 @@ def main() -> None:
     allow = tuple(t.strip() for t in args.allow_leak.split(",") if t.strip())
     runnable, skipped = silicon_cases(args.ground_truth, max_requests=args.silicon_max_requests)
     cases = all_cases(args.ground_truth, silicon_max_requests=args.silicon_max_requests,
-                      silicon_every=args.silicon_every)
+                      silicon_every=args.silicon_every, weighting=args.case_weights)
     only = {g.strip() for g in args.groups.split(",") if g.strip()}
     known = {FOLDS[k.strip()](c) for k in args.folds.split(",") if k.strip() for c in cases}
     if only - known:

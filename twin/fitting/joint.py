@@ -4,7 +4,8 @@ family.
 Sources: the inference-perf runs on one H100 (``ground_truth.h100_cases``) and the vLLM silicon rows the twin
 can run (``silicon.silicon_cases``). Each source's cases together weigh in proportion to the square root of
 their number (so 350 silicon rows do not drown 20 inference-perf runs, nor the reverse); a silicon row without
-a published client weighs half.
+a published client weighs half. ``case_weights``: the option to share a source's total among its (family, GPU)
+cells instead (round 19).
 
 Folds (``FOLDS``): leave-one-source-out, leave-one-GPU-out (H100 vs B200) and leave-one-model-family-out.
 Each fold fits on the other groups, holding at its prior every parameter that training set cannot identify
@@ -21,11 +22,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from twin.fitting.case_weights import DEFAULT_WEIGHTING, case_divisors
 from twin.fitting.client_path_rows import light_identified_path, light_path_after_fit
 from twin.fitting.fit import Case, fit, simulate_cases
 from twin.fitting.ground_truth import h100_cases
@@ -75,29 +76,29 @@ def family_of(case: Case) -> str:
 FOLDS: dict[str, Callable[[Case], str]] = {"source": source_of, "GPU": gpu_of, "family": family_of}
 
 
-def balanced(cases: Sequence[Case]) -> list[Case]:
-    """The cases with weights: each source's total in proportion to sqrt(its count), times the case's own."""
-    counts: dict[str, int] = defaultdict(int)
-    for c in cases:
-        counts[source_of(c)] += 1
+def balanced(cases: Sequence[Case], weighting: str = DEFAULT_WEIGHTING) -> list[Case]:
+    """The cases with weights: each source's total in proportion to sqrt(its count), times the case's own;
+    ``weighting="cell"`` shares a source's total among its (family, GPU) cells by sqrt(count) (``case_weights``)."""
+    divisors = case_divisors(cases, source_of, lambda c: (family_of(c), gpu_of(c)), weighting)
     out = []
-    for c in cases:
-        w = getattr(c, "weight", 1.0) / math.sqrt(counts[source_of(c)])
+    for c, d in zip(cases, divisors):
+        w = getattr(c, "weight", 1.0) / d
         out.append(dataclasses.replace(c, weight=w) if isinstance(c, (SiliconCase, WeightedCase))
                    else WeightedCase(c.run, c.target, weight=w))
     return out
 
 
 def all_cases(ground_truth: Path | None = None, *, silicon_max_requests: int | None = None, silicon_every: int = 1,
-              sources: Sequence[str] = (SOURCE_INFERENCE_PERF, SOURCE_SILICON)) -> list[Case]:
-    """Both sources' cases, weighted (``balanced``); ``silicon_every``: every n-th runnable silicon row only
-    (a bounded subset, in file order)."""
+              sources: Sequence[str] = (SOURCE_INFERENCE_PERF, SOURCE_SILICON),
+              weighting: str = DEFAULT_WEIGHTING) -> list[Case]:
+    """Both sources' cases, weighted (``balanced``, by ``weighting``); ``silicon_every``: every n-th runnable
+    silicon row only (a bounded subset, in file order)."""
     cases: list[Case] = []
     if SOURCE_INFERENCE_PERF in sources:
         cases += h100_cases(ground_truth)[0]
     if SOURCE_SILICON in sources:
         cases += silicon_cases(ground_truth, max_requests=silicon_max_requests)[0][::silicon_every]
-    return balanced(cases)
+    return balanced(cases, weighting)
 
 
 def compared(case: Case, predicted: dict[str, float]) -> dict[str, float]:
