@@ -45,6 +45,23 @@ positive_float = bounded(False, 0.0, low_open=True)
 nonneg_float = bounded(False, 0.0)
 
 
+# round 19 (33s): a simulated window of an open-loop run, in seconds, or "whole" (None: the whole run)
+WHOLE_RUN = "whole"
+
+
+def seconds_or_whole(text: str) -> float | None:
+    """An argparse ``type=``: a positive finite number of seconds, or ``whole`` (returned as None)."""
+    if text.strip() == WHOLE_RUN:
+        return None
+    try:
+        return positive_float(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or {WHOLE_RUN!r})") from None
+
+
+seconds_or_whole.__name__ = f"seconds or {WHOLE_RUN!r}"
+
+
 def number_list(text: str, flag: str, *, whole: bool = False, low: float | None = None, low_open: bool = False,
                 high: float | None = None, allow_empty: bool = False) -> list:
     """``"1,2.5,4"`` -> its numbers, each checked as ``bounded`` checks one (empty items skipped); an item that is

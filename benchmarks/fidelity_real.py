@@ -20,7 +20,7 @@ the training rows when the fold fits it, else reset to its stated prior, and eac
                                                   # values reset to their stated priors; every 3rd silicon row)
     python benchmarks/fidelity_real.py --terms layer_token_overhead_s@blackwell   # fit these terms per fold
     python benchmarks/fidelity_real.py --joint    # fit JOINT_NAMES per fold (hours at --silicon-every 1)
-        [--workers 1] [--silicon-every 3] [--silicon-max-requests N] [--fit-sim-s 60] [--eval-sim-s 60]
+        [--workers 1] [--silicon-every 3] [--silicon-max-requests N] [--fit-sim-s 60] [--eval-sim-s whole]
         [--outer 1] [--folds source,GPU,family] [--allow-leak NAME,...] [--markdown out.md] [--json out.json]
     python benchmarks/fidelity_real.py --defaults-only ...   # no folds: the embedded defaults, in-sample
 
@@ -32,7 +32,8 @@ is held out, else its embedded value), the others fitted again, and the report s
 without ``--terms`` add to / drop from ``JOINT_NAMES`` (as before). ``--silicon-every N`` keeps every N-th
 runnable silicon row (a bounded subset; the provenance rule still judges on every row); ``--silicon-max-requests``
 caps the requests simulated per silicon row (never under 3 x its concurrency); inference-perf runs simulate their
-first ``--fit-sim-s`` seconds in the fit and ``--eval-sim-s`` in the predictions. ``--allow-leak`` lets named
+first ``--fit-sim-s`` seconds in the fit and ``--eval-sim-s`` in the predictions (default: whole stages, the span
+their measured means cover; docs/fidelity.md "Round 19: the prediction window"). ``--allow-leak`` lets named
 embedded values through unchanged (the report then no longer holds those out; it says so).
 """
 
@@ -47,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, positive_float, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, positive_float, positive_int, seconds_or_whole  # noqa: E402
 from benchmarks.heldout_intervals import add_intervals  # noqa: E402  (round 19, 33m)
 from twin.fitting.case_weights import DEFAULT_WEIGHTING, WEIGHTINGS  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
@@ -65,6 +66,9 @@ from twin.errors import TwinInputError, run_script  # noqa: E402
 DEFAULT_SILICON_EVERY = 3          # --no-refit / --defaults-only: every 3rd runnable silicon row
 REFIT_SILICON_EVERY = 16           # the default report (a fit per fold): every 16th (bounded time on 2 cores)
 REFIT_FIT_SIM_S = 30.0             # ... and 30 s of each inference-perf run simulated in the fits
+# round 19 (33s): held-out inference-perf stages are predicted whole (--eval-sim-s whole), the span their measured
+# means cover; a fold trained on those runs alone still fits their first 60 s (round 11's window, unchanged)
+OPEN_LOOP_FOLD_FIT_S = 60.0
 # the terms the default report refits per fold: the serving terms (read off the inference-perf H100 runs), the
 # silicon rows' own request path (the vllm-bench client's, so a fold does not carry one source's per-request time
 # into another's: docs/fidelity.md "Round 6: the request path and the client"), the sync servers' per-sequence
@@ -174,7 +178,9 @@ def parser() -> argparse.ArgumentParser:
                          "the default report, else 60)")
     ap.add_argument("--no-refit", action="store_true", help="fit nothing per fold: the embedded defaults held out "
                     "(each leaked value reset to its stated prior)")
-    ap.add_argument("--eval-sim-s", type=positive_float, default=60.0)
+    ap.add_argument("--eval-sim-s", type=seconds_or_whole, default=None,
+                    help="seconds of each inference-perf stage the predictions simulate, or 'whole' (default: "
+                         "whole, the span the measured means cover; round 18 and before: 60)")
     ap.add_argument("--outer", type=positive_int, default=1, help="fit rounds (simulate, fit on the surrogate)")
     ap.add_argument("--folds", default="source,GPU,family")
     ap.add_argument("--groups", default="", help="comma-separated held-out groups to run (e.g. kimi,qwen3); "
@@ -226,6 +232,10 @@ def main() -> None:
     if args.fit_sim_s is None:
         args.fit_sim_s = REFIT_FIT_SIM_S if default_report else 60.0
     allow = tuple(t.strip() for t in args.allow_leak.split(",") if t.strip())
+    # the window a fold trained on open-loop runs alone fits (fit_window): the prediction window, or round 11's
+    # 60 s where the stages are predicted whole
+    fold_fit_eval_s = OPEN_LOOP_FOLD_FIT_S if args.eval_sim_s is None else args.eval_sim_s
+    eval_text = "whole" if args.eval_sim_s is None else f"' first {args.eval_sim_s:g} s"
     runnable, skipped = silicon_cases(args.ground_truth, max_requests=args.silicon_max_requests)
     cases = all_cases(args.ground_truth, silicon_max_requests=args.silicon_max_requests,
                       silicon_every=args.silicon_every, weighting=args.case_weights)
@@ -239,11 +249,11 @@ def main() -> None:
           f"twin cannot run: {len(skipped)} (" + ", ".join(f"{k} {v}" for k, v in reasons.items()) + ")")
     print("fitted per fold: " + (", ".join(names) if names else "nothing (the embedded defaults, held out)"))
     if names:
-        alone_s = open_loop_fold_window_s(args.fit_sim_s, args.eval_sim_s)
+        alone_s = open_loop_fold_window_s(args.fit_sim_s, fold_fit_eval_s)
         print(f"  on the fold's training rows: silicon every {args.silicon_every}, inference-perf runs' first "
               f"{args.fit_sim_s:g} s (a fold trained on them alone: {alone_s:g} s, fit_window), {args.outer} outer "
               "round(s) (simulate, fit on the surrogate); held-out "
-              f"predictions: silicon rows whole, inference-perf runs' first {args.eval_sim_s:g} s; a term the "
+              f"predictions: silicon rows whole, inference-perf runs {eval_text}; a term the "
               "training rows do not identify is held at its prior" + (" (the default report; --no-refit: none "
                                                                        "fitted)" if default_report else ""))
     start = default_start(names)
@@ -291,7 +301,7 @@ def main() -> None:
         print(_header("held out"))
         pooled, pooled_default, fold_docs, group_summaries = [], [], [], []
         for g in groups:
-            fit_s, fold_sims = fold_first(cases, g, group_of, first, args.fit_sim_s, args.eval_sim_s, lambda cs, s:
+            fit_s, fold_sims = fold_first(cases, g, group_of, first, args.fit_sim_s, fold_fit_eval_s, lambda cs, s:
                                           simulate_cases(cs, start, max_sim_s=s, workers=args.workers), windows)
             fold = run_fold(kind, g, cases, group_of, fold_sims, names=names, outer_iterations=args.outer,
                             fit_sim_s=fit_s, eval_sim_s=args.eval_sim_s, workers=args.workers,

@@ -10,7 +10,7 @@ vLLM release of the image, the launch flags, and the client (``--dataset-name ra
 --num-prompts 10 x CONC --max-concurrency CONC --request-rate inf --ignore-eos``; the benchmark suite's own copy of
 ``benchmark_serving.py``, whose range ratio draws lengths on [int(0.8 L), L]). Nothing is read from the harness.
 The inference-perf stages (``STAGES``) are written from their experiment folder's published files
-(``stage_scenario``) and compared with the harness's prediction of the stage (its first 60 s).
+(``stage_scenario``) and compared with the harness's prediction of the stage (the whole stage since round 19).
 
     python benchmarks/user_path_rows.py        # every row and stage (~2 min on a loaded 2-core machine)
     python benchmarks/user_path_rows.py --rows llama-h100-tp2,gptoss-b200-tp1 [--stage-release none]
@@ -171,13 +171,12 @@ def stage_scenario(folder: Path, stage: int, deployment: dict, release: str | No
 
 
 def stage_harness(name: str):
-    """The stage's case as the harness reads it and its embedded-defaults prediction (the first 60 s, as
-    ``fidelity_real.py``'s ``--eval-sim-s`` default)."""
+    """The stage's case as the harness reads it and its embedded-defaults prediction (the whole stage, as
+    ``fidelity_real.py``'s ``--eval-sim-s`` default since round 19)."""
     from twin.fitting.ground_truth import h100_cases
     from twin.fitting.replay import replay
     case = next(c for c in h100_cases()[0] if c.run.name == name)
-    return case.run.metrics, replay(case.run, case.target, {}, seed=0,
-                                    max_sim_s=None if case.run.queueing else 60.0).metrics
+    return case.run.metrics, replay(case.run, case.target, {}, seed=0, max_sim_s=None).metrics
 
 
 def user_scenario(row, deployment: dict, server: dict) -> dict:

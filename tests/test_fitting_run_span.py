@@ -54,13 +54,19 @@ def test_nothing_completed_keeps_the_slice():
     assert over_run_span(empty, _run(), 40.0, 42.0) == empty
 
 
-def test_replay_of_a_slice_states_the_runs_throughput_and_a_whole_run_its_own():
+def test_replay_of_a_slice_or_a_cut_whole_run_states_the_runs_throughput():
     target = Target(model="meta-llama/Llama-2-7b-hf", gpu="H100-SXM", tensor_parallel_size=1)
     run = _run(rate=5.0, n=3000, duration_s=599.8)
     part = replay(run, target, {}, max_sim_s=20.0)
     thr = part.metrics["request_throughput"]
     # the client's 3000 over its 599.8 s plus a drain of about one request's latency (well under 5 s)
     assert 3000 / 604.8 < thr < 3000 / 599.8
+    # round 19: a whole open-loop run measured after the warm-up cut is stated over the run's span too (the twin's
+    # Poisson draw's span is not the client's send duration)
     whole = replay(_run(rate=5.0, n=100, duration_s=19.8), target, {}, max_sim_s=None)
     m = whole.metrics
-    assert m["request_throughput"] == m["completed"] / m["duration"]
+    assert m["request_throughput"] != m["completed"] / m["duration"]
+    assert 100 / 24.8 < m["request_throughput"] < 100 / 19.8
+    # a run too short for a cut (20 requests or fewer) keeps its own completion rate
+    short = replay(_run(rate=5.0, n=20, duration_s=3.8), target, {}, max_sim_s=None).metrics
+    assert short["request_throughput"] == short["completed"] / short["duration"]

@@ -238,7 +238,9 @@ def replay(run: MeasuredRun, target: Target, params: dict[str, float], *, seed: 
     cut = warmup_cut(specs, run)
     measured = [r for r in result.requests if r.arrival_s >= cut and r.first_token_s is not None]
     metrics = with_cold_start(result.metrics(window=(cut, None) if cut > 0 else None), cold)
-    if len(specs) < run.num_requests and measured:       # a slice of the run: its throughput over the run's span
+    # a slice of the run, or (round 19) a whole open-loop run measured after the cut (its Poisson draw's span is
+    # not the client's send duration): its throughput over the run's span
+    if measured and (len(specs) < run.num_requests or (cut > 0 and not run.closed_loop and not run.queueing)):
         metrics = over_run_span(metrics, run, specs[-1].arrival_s, max(r.finish_s or 0.0 for r in measured))
     return Replayed(metrics, _step_arrays(logs, result.steps),
                     np.array([r.first_token_s - r.arrival_s for r in measured]),
