@@ -306,15 +306,21 @@ def add_intervals(report: dict, cases, ground_truth: Path | None, silicon=None, 
     return markdown(report["intervals"])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("report", type=Path, help="a fidelity_real.py --json report")
+def add_bootstrap_options(ap: argparse.ArgumentParser, json_help: str) -> None:
+    """The options a bootstrap script over saved reports shares (this one, ``paired_change``): the ground truth,
+    the draws (``--resamples``, ``--level``, ``--seed``) and the two output files."""
     ap.add_argument("--ground-truth", type=Path, default=None)
     ap.add_argument("--resamples", type=positive_int, default=RESAMPLES)
     ap.add_argument("--level", type=bounded(False, 0.0, low_open=True, high=0.999), default=LEVEL)
     ap.add_argument("--seed", type=nonneg_int, default=SEED)
     ap.add_argument("--markdown", type=Path, default=None)
-    ap.add_argument("--json", type=Path, default=None, help="write the intervals (the report's new key) here")
+    ap.add_argument("--json", type=Path, default=None, help=json_help)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("report", type=Path, help="a fidelity_real.py --json report")
+    add_bootstrap_options(ap, "write the intervals (the report's new key) here")
     args = ap.parse_args()
     check_out_path(args.markdown, "--markdown")
     check_out_path(args.json, "--json")

@@ -22,9 +22,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import bounded, check_out_path, nonneg_int, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
-from benchmarks.heldout_intervals import LEVEL, RESAMPLES, SEED, case_of, interval, stream  # noqa: E402
+from benchmarks.heldout_intervals import (LEVEL, RESAMPLES, SEED, add_bootstrap_options, case_of,  # noqa: E402
+                                          interval, stream)
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.targets import METRICS  # noqa: E402
 
@@ -112,12 +113,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("before", type=Path, help="a fidelity_real.py --json report")
     ap.add_argument("after", type=Path, help="another, holding out the same cases")
-    ap.add_argument("--ground-truth", type=Path, default=None)
-    ap.add_argument("--resamples", type=positive_int, default=RESAMPLES)
-    ap.add_argument("--level", type=bounded(False, 0.0, low_open=True, high=0.999), default=LEVEL)
-    ap.add_argument("--seed", type=nonneg_int, default=SEED)
-    ap.add_argument("--markdown", type=Path, default=None)
-    ap.add_argument("--json", type=Path, default=None)
+    add_bootstrap_options(ap, "write the changes and their intervals here")
     args = ap.parse_args()
     check_out_path(args.markdown, "--markdown")
     check_out_path(args.json, "--json")
