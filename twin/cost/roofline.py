@@ -62,7 +62,7 @@ from twin.cost.moe_terms import extra_factor, routed_expert_flops_per_token, rou
 from twin.cost.weight_stream import moe_weight_read_bytes
 from twin.cost.expert_path_request import install as install_marlin_and_path
 from twin.cost.prompt_experts import install as install_prompt_stream
-from twin.cost.roofline_explain import explain_roofline
+from twin.cost.roofline_explain import RooflineExplain
 from twin.cost.roofline_steps import RooflineSteps
 from twin.cost.sync_host import exposed_seq_host_s
 from twin.cost.kv_attention import kv_read_efficiency
@@ -101,7 +101,7 @@ def default_allreduce_latency_s(gpu: GpuSpec) -> float:
     return generation_term(gpu, "allreduce_latency_s", ALLREDUCE_LATENCY_FAST_S) if fast else ALLREDUCE_LATENCY_PCIE_S
 
 
-class RooflineCostModel(RooflineSteps):
+class RooflineCostModel(RooflineSteps, RooflineExplain):
     """Step time from FLOPs and bytes (see the module docstring): the constructor resolves every term into per-GPU
     constants once; the per-step arithmetic on them is ``RooflineSteps``' (``twin.cost.roofline_steps``)."""
 
@@ -256,10 +256,6 @@ class RooflineCostModel(RooflineSteps):
         return self._constants
 
     # ------------------------------------------------------------------------------------------------ reports
-    def explain(self, step: StepShape) -> dict[str, float]:
-        """The step's time in named parts that add up to ``total_s`` (``twin.cost.roofline_explain``)."""
-        return explain_roofline(self, step)
-
     def describe(self) -> dict[str, object]:
         """The deployment's per-GPU constants behind the step costs, each named with its unit."""
         return describe_roofline(self)
