@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from twin.errors import TwinInputError
 from twin.fitting.case_weights import WEIGHTINGS, case_divisors
 from twin.fitting.joint import WeightedCase, balanced
 
@@ -45,7 +46,7 @@ def test_one_cell_per_source_is_the_source_rule():
 
 
 def test_unknown_weighting_is_one_line_error():
-    with pytest.raises(ValueError, match="allowed: source, cell, silicon-cell"):
+    with pytest.raises(TwinInputError, match="allowed: source, cell, silicon-cell"):
         _divisors(CELLS, "equal")
     assert WEIGHTINGS == ("source", "cell", "silicon-cell")
 
@@ -82,7 +83,7 @@ def test_term_spread_over_identified_folds():
 
 def test_term_values_unknown_kind_is_one_line_error():
     from benchmarks.case_weight_terms import term_values
-    from twin.errors import TwinInputError
+
     with pytest.raises(TwinInputError, match="no family folds"):
         term_values(_report({"B200": 1e-3}), ["family"], "step_overhead_s")
 

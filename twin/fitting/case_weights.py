@@ -24,6 +24,8 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from twin.errors import TwinInputError
+
 WEIGHTINGS: tuple[str, ...] = ("source", "cell", "silicon-cell")
 DEFAULT_WEIGHTING = "source"
 # the sources whose total is shared among cells, by weighting (None: every source)
@@ -34,9 +36,9 @@ def case_divisors(cases: Sequence[Any], source_of: Callable[[Any], Hashable],
                   cell_of: Callable[[Any], Hashable], weighting: str = DEFAULT_WEIGHTING) -> list[float]:
     """What each case's own weight is divided by (see the module docstring): sqrt(its source's count) with
     ``source``; with ``cell``, sqrt(its cell's count) x (the sum over its source's cells of sqrt(count)) / sqrt(its
-    source's count). ``cell_of``: the case's cell inside its source (only read with ``weighting="cell"``)."""
+    source's count). ``cell_of``: the case's cell inside its source (read by ``cell`` and ``silicon-cell``)."""
     if weighting not in WEIGHTINGS:
-        raise ValueError(f"case weighting {weighting!r}: allowed: {', '.join(WEIGHTINGS)}")
+        raise TwinInputError(f"case weighting {weighting!r}: allowed: {', '.join(WEIGHTINGS)}")
     sources = [source_of(c) for c in cases]
     per_source = Counter(sources)
     if weighting == "source":
