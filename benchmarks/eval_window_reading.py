@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
+from benchmarks.error_medians import error_medians  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import FOLDS, METRICS, all_cases, default_start, errors, summarize  # noqa: E402
@@ -129,13 +129,20 @@ def main() -> None:
 
 
 def pooled_of(errs: list[dict[str, float]]) -> dict[str, dict]:
-    """Per metric: count, median |error| and median signed error over error dicts (``joint.summarize``'s keys)."""
+    """Per metric: count, median |error| and median signed error over error dicts (``joint.summarize``'s keys;
+    ``error_medians``)."""
     out = {}
     for m, _ in METRICS:
-        xs = [e[m] for e in errs if m in e]
-        out[m] = {"n": len(xs), "abs": statistics.median(abs(x) for x in xs) if xs else None,
-                  "signed": statistics.median(xs) if xs else None}
+        abs_med, signed, n = error_medians(errs, m) or (None, None, 0)
+        out[m] = {"n": n, "abs": abs_med, "signed": signed}
     return out
+
+
+def pooled_cell(pooled: dict, metric: str) -> str:
+    """One metric of ``pooled_of`` as ``|error| (signed)`` in percent, ``-`` where no case has it."""
+    if not pooled.get(metric, {}).get("n"):
+        return "-"
+    return f"{100 * pooled[metric]['abs']:.1f} ({100 * pooled[metric]['signed']:+.1f})"
 
 
 def spliced(report: dict, variants: dict, windows: list[str]) -> dict:
@@ -170,9 +177,7 @@ def print_spliced(doc: dict) -> None:
         for w, pooled in by_window.items():
             if w == "report" or pooled is None:
                 continue
-            cells = [f"{100 * pooled[m]['abs']:.1f} ({100 * pooled[m]['signed']:+.1f})"
-                     if pooled.get(m, {}).get("n") else "-" for m, _ in METRICS]
-            print(f"| {kind} | {w} | " + " | ".join(cells) + " |")
+            print(f"| {kind} | {w} | " + " | ".join(pooled_cell(pooled, m) for m, _ in METRICS) + " |")
 
 
 def print_variant(variant: str, doc: dict, windows: list[float | None]) -> None:
@@ -189,10 +194,8 @@ def print_variant(variant: str, doc: dict, windows: list[float | None]) -> None:
         print(f"| {name} | " + " | ".join(cells) + " |")
     for w in windows:
         pooled = doc["pooled"][label(w)]
-        cells = [f"{100 * pooled[m]['abs']:.1f} ({100 * pooled[m]['signed']:+.1f})"
-                 if pooled.get(m, {}).get("n") else "-" for m in names]
-        print(f"| pooled, {label(w)} ({len(doc['cases'])}) | " + " | ".join(cells) + " |")
-
+        print(f"| pooled, {label(w)} ({len(doc['cases'])}) | " + " | ".join(pooled_cell(pooled, m) for m in names)
+              + " |")
 
 
 if __name__ == "__main__":
