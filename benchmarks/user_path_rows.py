@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import check_out_path  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.yaml_input import parse_yaml, read_text  # noqa: E402
 
 METRICS = (("mean_ttft_ms", "TTFT"), ("median_ttft_ms", "TTFT50"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2E"),
            ("request_throughput", "req/s"))
@@ -153,8 +154,8 @@ def stage_scenario(folder: Path, stage: int, deployment: dict, release: str | No
     client ran: its stages, the shared-prefix data, ``ignore_eos``; the input ``profile.yaml`` names keys that
     client ignored) and ``exp-config.yaml`` (the server). inference-perf's ``constant`` load draws exponential
     gaps (a Poisson process); the first stage is its server's first traffic (``server_start: cold``)."""
-    client = yaml.safe_load((folder / "results_config.yaml").read_text())
-    server = yaml.safe_load((folder / "exp-config.yaml").read_text())
+    client, server = (parse_yaml(read_text(folder / name, "inference-perf file"), str(folder / name))
+                      for name in ("results_config.yaml", "exp-config.yaml"))
     load = client["load"]["stages"][stage]
     sp = client["data"]["shared_prefix"]
     return {"name": f"{folder.name}-stage{stage}", "seed": 0, "server_start": "cold" if stage == 0 else "warm",
