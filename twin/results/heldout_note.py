@@ -132,11 +132,11 @@ def bands_markdown(bands: dict[str, Any]) -> str:
         if not groups:
             out.append(server["note"][0])
             continue
+        kinds = " | ".join(KIND_WHAT[k] for k in groups)
+        rows = ["| cases | " + " | ".join(str(group_cases(g)) for g in groups.values()) + " |"]
+        rows += [f"| {title} | " + " | ".join(metric_text(g["metrics"].get(key)) for g in groups.values()) + " |"
+                 for key, title in SHOWN]
         out.append(f"**Error band**: the twin's error on held-out {server_name(server['generation'], server['moe'])} "
                    f"servers (not this one), predicted / measured - 1, median (p10..p90); report {rep['commit']}, "
-                   f"{rep['date']}\n\n| | " + " | ".join(KIND_WHAT[k] for k in groups) + " |\n|---|"
-                   + "---|" * len(groups) + "\n| cases | " + " | ".join(str(group_cases(g)) for g in groups.values())
-                   + " |\n" + "\n".join(f"| {title} | " + " | ".join(metric_text(g["metrics"].get(key))
-                                                                      for g in groups.values()) + " |"
-                                         for key, title in SHOWN))
+                   f"{rep['date']}\n\n| | {kinds} |\n|---|" + "---|" * len(groups) + "\n" + "\n".join(rows))
     return "\n\n".join(out)
