@@ -24,48 +24,36 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
+from benchmarks.cli_checks import WHOLE_RUN as WHOLE, check_out_path, positive_int, seconds_or_whole  # noqa: E402
 from benchmarks.error_medians import error_medians  # noqa: E402
+from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import FOLDS, METRICS, all_cases, default_start, errors, summarize  # noqa: E402
 
-WHOLE = "whole"
-
 
 def parse_windows(text: str) -> list[float | None]:
-    """``60,whole`` -> [60.0, None] (None: the whole stage); one-line errors for anything else."""
+    """``60,whole`` -> [60.0, None] (None: the whole stage), each item as ``cli_checks.seconds_or_whole`` reads
+    it; one-line errors for anything else."""
     out: list[float | None] = []
     for item in (t.strip() for t in text.split(",")):
-        if item == WHOLE:
-            out.append(None)
-            continue
         try:
-            value = float(item)
-        except ValueError:
-            raise TwinInputError(f"--windows {item!r}: a number of seconds or {WHOLE!r}") from None
-        if not (value > 0 and value != float("inf")):
-            raise TwinInputError(f"--windows {item!r}: must be a positive finite number of seconds")
-        out.append(value)
+            out.append(seconds_or_whole(item))
+        except argparse.ArgumentTypeError as exc:
+            raise TwinInputError(f"--windows {item!r}: {exc}") from None
     if not out or len(set(out)) != len(out):
         raise TwinInputError(f"--windows {text!r}: give distinct windows, e.g. 60,{WHOLE}")
     return out
 
 
 def fold_params(report: dict, variant: str) -> tuple[str, str, dict[str, float]]:
-    """(kind, group, params) of ``KIND:GROUP`` in a saved report; one-line errors when it is not there."""
+    """(kind, group, params) of ``KIND:GROUP`` in a saved report (read through ``fold_report.FoldReport``);
+    one-line errors when it is not there."""
     kind, _, group = variant.partition(":")
     if kind not in FOLDS or not group:
         raise TwinInputError(f"--variants {variant!r}: 'defaults' or KIND:GROUP with KIND one of {', '.join(FOLDS)}")
-    folds = report.get("folds", {}).get(kind, {}).get("folds", [])
-    for f in folds:
-        if f.get("held_out") == group:
-            params = f.get("params")
-            if not isinstance(params, dict):
-                raise TwinInputError(f"--report: fold {variant!r} has no params")
-            return kind, group, {str(k): float(v) for k, v in params.items()}
-    raise TwinInputError(f"--variants {variant!r}: not in the report; it has "
-                         + (", ".join(f"{kind}:{f.get('held_out')}" for f in folds) or f"no {kind} folds"))
+    rep = FoldReport(report, "--report")
+    return kind, group, rep.params(rep.fold(kind, group))
 
 
 def label(window: float | None) -> str:
@@ -94,12 +82,7 @@ def main() -> None:
     if any(v != "defaults" for v in variants):
         if args.report is None:
             raise TwinInputError("--variants KIND:GROUP needs --report REPORT.json")
-        try:
-            report = json.loads(args.report.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TwinInputError(f"--report {args.report}: not a readable report JSON ({exc})") from None
-        if not isinstance(report, dict):
-            raise TwinInputError(f"--report {args.report}: not a report (a JSON object expected)")
+        report = load_report(args.report).data
     stages = [c for c in all_cases(args.ground_truth, silicon_every=10**9) if FOLDS["source"](c) == "inference-perf"]
     out: dict = {"windows": [label(w) for w in windows], "variants": {}}
     for variant in variants:
