@@ -5,7 +5,7 @@ run's verdict.
     Error band: the twin's error on held-out Blackwell MoE servers (not these)
                   GPU generation held out  model family held out
       cases       31                       31
-      TTFT mean   -5.6% (-33..+8%)         -0.8% (-24..+23%)
+      TTFT mean   -5.6% (-36..+9%)         -0.8% (-24..+23%)
       ...
       predicted / measured - 1: median (80% range); report ec9f9f5, 2026-12-06
       range by order statistics: ~80% of unseen servers inside, ~x% where shown
