@@ -3,14 +3,21 @@ read by ``twin.results.heldout_bands`` and shown under ``twin run``'s results).
 
 Issue 33, round 19: per fold kind (``GPU``: a GPU generation predicted with none of its rows in the fit; ``family``:
 a model family predicted with none of its rows in the fit), per (GPU generation, MoE or dense) group of held-out
-cases, per metric: the count, the median |error|, the median signed error and the p10..p90 of the signed errors
-(numpy's linear percentiles; a group of fewer than ``--min-cases`` cases keeps its medians, no p10..p90). Each case's
-GPU and model come from the ground truth (``twin.fitting.joint.all_cases``); the file is stamped with the report's
-commit and date (``--report-commit``, ``--report-date``: the report does not record them) and the options it was
-made with. No simulation; a second or two.
+cases, per metric: the count, the median |error|, the median signed error and an 80 % range of the signed errors
+(its ends stored as ``p10`` / ``p90``; a group of fewer than ``--min-cases`` cases keeps its medians, no range). Each
+case's GPU and model come from the ground truth (``twin.fitting.joint.all_cases``); the file is stamped with the
+report's commit and date (``--report-commit``, ``--report-date``: the report does not record them) and the options
+it was made with. No simulation; a second or two.
+
+The range's construction (``--construction``; round 20, ``benchmarks/band_coverage.py``):
+* ``order`` (the default): the k-th lowest and k-th highest of the n errors, k = floor((n + 1) / 10) and at least 1:
+  an unseen case exchangeable with the n falls inside with probability (n + 1 - 2k) / (n + 1) (>= 80 % from n = 9;
+  (n - 1) / (n + 1) below, the band's ``coverage``);
+* ``linear``: numpy's linear p10..p90 (round 19's bands): inside only ~72 % of the time held out.
 
     python benchmarks/heldout_bands_export.py REPORT.json --ground-truth ../shared/ground-truth \\
-        --report-commit 52d1893 --report-date 2026-12-06 [--kinds GPU,family] [--min-cases 5] [--out PATH]
+        --report-commit ec9f9f5 --report-date 2026-12-06 [--kinds GPU,family] [--min-cases 5]
+        [--construction order|linear] [--out PATH]
 """
 
 from __future__ import annotations
@@ -31,23 +38,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
-from twin.results.heldout_bands import DATA_FILE, KINDS, METRICS, SCHEMA, check_bands  # noqa: E402
+from twin.results.heldout_bands import (CONSTRUCTIONS, DATA_FILE, KINDS, METRICS, SCHEMA, check_bands,  # noqa: E402
+                                        order_coverage, order_rank)
 
 MIN_CASES = 5                    # fewer held-out cases: no p10..p90 (two cases would make an interval of nothing)
 REPORT_OPTIONS = ("folds", "silicon_every", "fit_sim_s", "eval_sim_s", "outer", "fold_loss")
 
 
-def metric_band(errors: Sequence[float], min_cases: int) -> dict:
-    """Count, median |error|, median signed error, p10 / p90 of ``errors`` (None below ``min_cases``)."""
-    errs = np.asarray(errors, dtype=float)
-    enough = len(errs) >= min_cases
-    return {"n": len(errs), "abs_median": float(statistics.median(abs(float(e)) for e in errs)),
-            "signed_median": float(statistics.median(float(e) for e in errs)),
-            "p10": float(np.percentile(errs, 10)) if enough else None,
-            "p90": float(np.percentile(errs, 90)) if enough else None}
+def band_ends(errors: Sequence[float], construction: str) -> tuple[float, float]:
+    """The 80 % range of ``errors`` by ``construction`` (``CONSTRUCTIONS``): ``order``: the k-th lowest and k-th
+    highest (``order_rank``); ``linear``: numpy's linear p10 and p90."""
+    errs = np.sort(np.asarray(errors, dtype=float))
+    if construction == "linear":
+        return float(np.percentile(errs, 10)), float(np.percentile(errs, 90))
+    if construction != "order":
+        raise TwinInputError(f"construction {construction!r}: not one of {', '.join(CONSTRUCTIONS)}")
+    k = order_rank(len(errs))
+    return float(errs[k - 1]), float(errs[len(errs) - k])
 
 
-def kind_groups(report: FoldReport, kind: str, server_of: dict[str, tuple[str, bool]], min_cases: int) -> list[dict]:
+def metric_band(errors: Sequence[float], min_cases: int, construction: str = "order") -> dict:
+    """Count, median |error|, median signed error, the range's ends ``p10`` / ``p90`` (None below ``min_cases``)
+    and, for ``order``, the share of unseen cases it holds (``coverage``)."""
+    errs = [float(e) for e in errors]
+    ends = band_ends(errs, construction) if len(errs) >= min_cases else (None, None)
+    band = {"n": len(errs), "abs_median": float(statistics.median(abs(e) for e in errs)),
+            "signed_median": float(statistics.median(errs)), "p10": ends[0], "p90": ends[1]}
+    if construction == "order" and ends[0] is not None:
+        band["coverage"] = order_coverage(len(errs))
+    return band
+
+
+def kind_groups(report: FoldReport, kind: str, server_of: dict[str, tuple[str, bool]], min_cases: int,
+                construction: str = "order") -> list[dict]:
     """The ``kind`` folds' held-out cases grouped by ``server_of[name]`` = (GPU generation, MoE?), each group's
     bands per metric (a metric no case of the group has is absent); groups in first-seen order."""
     cases: dict[tuple[str, bool], dict] = {}
@@ -63,7 +86,8 @@ def kind_groups(report: FoldReport, kind: str, server_of: dict[str, tuple[str, b
                 if metric in errs:
                     group["errors"].setdefault(metric, []).append(errs[metric])
     return [{"generation": gen, "moe": moe, "held_out": g["held_out"],
-             "metrics": {m: metric_band(g["errors"][m], min_cases) for m in METRICS if m in g["errors"]}}
+             "metrics": {m: metric_band(g["errors"][m], min_cases, construction) for m in METRICS
+                         if m in g["errors"]}}
             for (gen, moe), g in cases.items()]
 
 
@@ -77,13 +101,13 @@ def report_command(report: FoldReport) -> str:
 
 
 def export_bands(report: FoldReport, server_of: dict[str, tuple[str, bool]], *, commit: str, date: str,
-                 kinds: Sequence[str] = KINDS, min_cases: int = MIN_CASES) -> dict:
+                 kinds: Sequence[str] = KINDS, min_cases: int = MIN_CASES, construction: str = "order") -> dict:
     """The bands document (``twin.results.heldout_bands.SCHEMA``) of ``report``'s ``kinds`` folds, validated."""
     doc = {"schema": SCHEMA,
            "report": {"commit": commit, "date": date, "command": report_command(report)},
            "errors": "predicted / measured - 1 on each held-out case",
-           "interval_percentiles": [10, 90], "min_cases_for_interval": min_cases,
-           "kinds": {kind: kind_groups(report, kind, server_of, min_cases) for kind in kinds}}
+           "interval_percentiles": [10, 90], "construction": construction, "min_cases_for_interval": min_cases,
+           "kinds": {kind: kind_groups(report, kind, server_of, min_cases, construction) for kind in kinds}}
     return check_bands(doc, "the exported bands")
 
 
@@ -125,6 +149,8 @@ def main() -> None:
     ap.add_argument("--report-date", type=_date, required=True, help="the day the report was made (YYYY-MM-DD)")
     ap.add_argument("--kinds", type=_kinds, default=KINDS, help="fold kinds to export (GPU,family)")
     ap.add_argument("--min-cases", type=positive_int, default=MIN_CASES, help="fewest cases for a p10..p90")
+    ap.add_argument("--construction", choices=CONSTRUCTIONS, default="order",
+                    help="the 80 %% range: order statistics (the default) or numpy's linear p10..p90 (round 19)")
     ap.add_argument("--out", type=Path, default=DATA_FILE, help="the bands file to write (the packaged one)")
     args = ap.parse_args()
     check_out_path(args.out, "--out")
@@ -132,7 +158,8 @@ def main() -> None:
         raise TwinInputError(f"--ground-truth {args.ground_truth}: not a folder")
     report = load_report(args.report)
     doc = export_bands(report, ground_truth_servers(args.ground_truth), commit=args.report_commit,
-                       date=args.report_date, kinds=args.kinds, min_cases=args.min_cases)
+                       date=args.report_date, kinds=args.kinds, min_cases=args.min_cases,
+                       construction=args.construction)
     args.out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     for kind, groups in doc["kinds"].items():
         for g in groups:

@@ -5,11 +5,14 @@ The bands are a packaged data file (``twin/results/data/heldout_bands.json``) th
 ``benchmarks/heldout_bands_export.py`` writes from a ``benchmarks/fidelity_real.py --json`` held-out report: per
 fold kind (``GPU``: the cases of a GPU generation predicted with none of its rows in the fit; ``family``: the cases
 of a model family predicted with none of its rows in the fit), per (generation, MoE?) group, per metric, the number
-of held-out cases, the median |error|, the median signed error and its p10..p90 (errors are predicted / measured
-- 1: negative means the twin's number was below the real server's). A group with fewer than
-``min_cases_for_interval`` cases keeps its medians but no p10..p90. Nothing here is a model change: the bands are
-read off a report and shown beside a run's numbers; a generation or kind with no held-out case has no band (the
-note says so, never a band made up).
+of held-out cases, the median |error|, the median signed error and an 80 % range stored as ``p10`` / ``p90`` (errors are
+predicted / measured - 1: negative means the twin's number was below the real server's). The range's
+``construction`` (round 20, ``benchmarks/band_coverage.py``): ``order``, the k-th lowest..k-th highest of the n
+errors (``order_rank``), which an unseen case exchangeable with them falls inside with probability ``coverage``
+(``order_coverage``: >= 0.8 from 9 cases); or ``linear``, numpy's linear p10..p90 (round 19's file, ~72 % held out).
+A group with fewer than ``min_cases_for_interval`` cases keeps its medians but no range. Nothing here is a model
+change: the bands are read off a report and shown beside a run's numbers; a generation or kind with no held-out case
+has no band (the note says so, never a band made up).
 
 ``load_bands(path)`` validates the file (one line naming the file and the field); ``server_kinds(deployment)``
 gives a resolved deployment's (generation, MoE?) pairs and ``bands_for`` their bands. ``twin.results.heldout_note``
@@ -26,7 +29,7 @@ from typing import Any
 from twin.errors import TwinInputError
 
 DATA_FILE = Path(__file__).parent / "data" / "heldout_bands.json"
-SCHEMA = "twin.heldout_bands/1"
+SCHEMA = "twin.heldout_bands/2"          # /2 (round 20): the range's construction and coverage
 MAX_BANDS_BYTES = 1 << 20                # the file is ~10 kB
 KINDS = ("GPU", "family")                # fold kinds a band may come from, in the order shown
 METRICS = ("mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
@@ -34,6 +37,20 @@ SHOWN = (("mean_ttft_ms", "TTFT mean"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms
          ("request_throughput", "throughput"))
 GENERATIONS = ("hopper", "blackwell", "ampere", "ada", "cdna3", "cpu", "other")
 STAMP_KEYS = ("commit", "date", "command")
+CONSTRUCTIONS = ("order", "linear")
+LEVEL = 0.8                              # the share of unseen servers a range is meant to hold
+
+
+def order_rank(n: int) -> int:
+    """k of the order-statistic range of n cases (the k-th lowest..k-th highest): floor((n + 1) (1 - LEVEL) / 2),
+    at least 1 (min..max)."""
+    return max(1, int((n + 1) * (1.0 - LEVEL) / 2.0 + 1e-9))
+
+
+def order_coverage(n: int) -> float:
+    """The probability that an unseen case exchangeable with n cases falls inside their order-statistic range:
+    (n + 1 - 2k) / (n + 1)."""
+    return (n + 1 - 2 * order_rank(n)) / (n + 1)
 
 
 def _error(source: str, what: str) -> TwinInputError:
@@ -60,9 +77,9 @@ def _object(value: object, source: str, where: str) -> dict:
     return value
 
 
-def _check_metric(band: object, source: str, where: str, min_cases: int) -> None:
+def _check_metric(band: object, source: str, where: str, min_cases: int, construction: str) -> None:
     band = _object(band, source, where)
-    unknown = sorted(set(band) - {"n", "abs_median", "signed_median", "p10", "p90"})
+    unknown = sorted(set(band) - {"n", "abs_median", "signed_median", "p10", "p90", "coverage"})
     if unknown:
         raise _error(source, f"{where}.{unknown[0]}: unknown key")
     n = _count(band.get("n"), source, f"{where}.n")
@@ -72,10 +89,14 @@ def _check_metric(band: object, source: str, where: str, min_cases: int) -> None
         raise _error(source, f"{where}: |signed_median| {abs(signed):g} above abs_median {band['abs_median']:g}")
     ends = band.get("p10"), band.get("p90")
     if n < min_cases:
-        if ends != (None, None):
-            raise _error(source, f"{where}: p10/p90 given for {n} cases (fewer than min_cases_for_interval "
-                                 f"{min_cases}); they must be null")
+        if ends != (None, None) or "coverage" in band:
+            raise _error(source, f"{where}: p10/p90/coverage given for {n} cases (fewer than min_cases_for_interval "
+                                 f"{min_cases}); p10/p90 must be null, no coverage")
         return
+    coverage = order_coverage(n) if construction == "order" else None
+    if band.get("coverage") != coverage:
+        raise _error(source, f"{where}.coverage is {band.get('coverage')!r}, not {coverage!r} ({construction} "
+                             f"range of {n} cases)")
     lo = _number(ends[0], source, f"{where}.p10")
     hi = _number(ends[1], source, f"{where}.p90")
     if not lo <= signed <= hi:
@@ -94,6 +115,9 @@ def check_bands(doc: object, source: str = "held-out bands") -> dict:
             raise _error(source, f"report.{key} is {report.get(key)!r}, not text")
     if doc.get("interval_percentiles") != [10, 90]:
         raise _error(source, f"interval_percentiles is {doc.get('interval_percentiles')!r}, not [10, 90]")
+    construction = doc.get("construction")
+    if construction not in CONSTRUCTIONS:
+        raise _error(source, f"construction is {construction!r}, not one of {', '.join(CONSTRUCTIONS)}")
     min_cases = _count(doc.get("min_cases_for_interval"), source, "min_cases_for_interval")
     kinds = _object(doc.get("kinds"), source, "kinds")
     unknown = sorted(set(kinds) - set(KINDS))
@@ -124,7 +148,7 @@ def check_bands(doc: object, source: str = "held-out bands") -> dict:
             for metric, band in metrics.items():
                 if metric not in METRICS:
                     raise _error(source, f"{where}.metrics.{metric}: not a metric ({', '.join(METRICS)})")
-                _check_metric(band, source, f"{where}.metrics.{metric}", min_cases)
+                _check_metric(band, source, f"{where}.metrics.{metric}", min_cases, construction)
     return doc
 
 

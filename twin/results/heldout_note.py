@@ -5,9 +5,10 @@ run's verdict.
     Error band: the twin's error on held-out Blackwell MoE servers (not these)
                   GPU generation held out  model family held out
       cases       31                       31
-      TTFT mean   -5.6% (-33..+8%)         -0.8% (-24..+23%)
+      TTFT mean   -5.6% (-36..+9%)         -0.8% (-24..+23%)
       ...
-      predicted / measured - 1: median (p10..p90); report b06b773, 2026-12-06
+      predicted / measured - 1: median (80% range); report ec9f9f5, 2026-12-06
+      range by order statistics: ~80% of unseen servers inside, ~x% where shown
 
 A generation / kind the report has no held-out case of says so, with no band."""
 
@@ -21,6 +22,9 @@ from twin.results.heldout_bands import KINDS, SHOWN, bands_for, other_cost_model
 GENERATION_NAMES = {"hopper": "Hopper", "blackwell": "Blackwell", "ampere": "Ampere", "ada": "Ada", "cdna3": "CDNA3",
                     "cpu": "CPU", "other": "an uncatalogued GPU generation"}
 KIND_WHAT = {"GPU": "GPU generation held out", "family": "model family held out"}
+# round 20: the range's name in the note, and (order statistics) a line saying what it holds; each under 80 columns
+RANGE_WORDS = {"order": ("80% range", "range by order statistics: ~80% of unseen servers inside, ~x% where shown"),
+               "linear": ("p10..p90", None)}
 
 
 def server_name(generation: str, moe: bool) -> str:
@@ -32,14 +36,23 @@ def group_cases(group: dict) -> int:
     return max(band["n"] for band in group["metrics"].values())
 
 
+def range_words(construction: str) -> tuple[str, str | None]:
+    """What the parenthesised range is called, by the bands document's ``construction``, and the line that says
+    what it holds (None: the name says it)."""
+    return RANGE_WORDS[construction]
+
+
 def metric_text(band: dict | None) -> str:
-    """``-9.5% (-38..+17%)``; with too few cases for an interval, ``-9.5% (n=3)``; no band: ``-``."""
+    """``-9.5% (-38..+17%)``; a range holding under 80 % of unseen servers (a thin cell): ``-9.5% (-38..+17%, ~78%)``;
+    with too few cases for an interval, ``-9.5% (n=3)``; no band: ``-``."""
     if band is None:
         return "-"
     median = f"{100 * band['signed_median']:+.1f}%".replace("-0.0%", "0.0%").replace("+0.0%", "0.0%")
     if band.get("p10") is None:
         return f"{median} (n={band['n']})"
-    return f"{median} ({_whole_percent(band['p10'])}..{_whole_percent(band['p90'])}%)"
+    share = band.get("coverage")
+    thin = f", ~{round(100 * share)}%" if share is not None and share < 0.8 - 1e-9 else ""
+    return f"{median} ({_whole_percent(band['p10'])}..{_whole_percent(band['p90'])}%{thin})"
 
 
 def _whole_percent(fraction: float) -> str:
@@ -74,8 +87,9 @@ def server_lines(generation: str, moe: bool, doc: dict | None = None, runs: str 
     widths = [max(len(r[1][i]) for r in rows) for i in range(len(bands))]
     lines += ["  " + f"{label:<10}" + "".join(f"  {cell:<{w}}" for cell, w in zip(cells, widths)).rstrip()
               for label, cells in rows]
-    lines.append(f"  predicted / measured - 1: median (p10..p90); report {rep['commit']}, {rep['date']}")
-    return lines
+    name, holds = range_words(doc["construction"])
+    lines.append(f"  predicted / measured - 1: median ({name}); report {rep['commit']}, {rep['date']}")
+    return lines + ([f"  {holds}"] if holds else [])
 
 
 def cost_model_line(cost_model: str) -> str:
@@ -109,7 +123,8 @@ def bands_doc(deployment: Any, body: Any, doc: dict | None = None) -> dict[str, 
     (no server where the run's cost model is not the roofline)."""
     doc = packaged_bands() if doc is None else doc
     out = {"report": dict(doc["report"]), "errors": "predicted / measured - 1",
-           "interval_percentiles": list(doc["interval_percentiles"]), "servers": [], "note": []}
+           "interval_percentiles": list(doc["interval_percentiles"]), "construction": doc["construction"],
+           "servers": [], "note": []}
     other = other_cost_model(body, deployment)
     if other:
         out["note"] = [cost_model_line(other)]
@@ -126,6 +141,8 @@ def bands_markdown(bands: dict[str, Any]) -> str:
     """The dashboard's form of a run's ``bands_doc``: per server a caption and a markdown table (or the line saying
     there is no held-out evidence)."""
     rep = bands["report"]
+    name, holds = range_words(bands["construction"])
+    holds = f"; {holds}" if holds else ""
     out = [] if bands["servers"] else bands["note"][:1]
     for server in bands["servers"]:
         groups = server["bands"]
@@ -137,6 +154,7 @@ def bands_markdown(bands: dict[str, Any]) -> str:
         rows += [f"| {title} | " + " | ".join(metric_text(g["metrics"].get(key)) for g in groups.values()) + " |"
                  for key, title in SHOWN]
         out.append(f"**Error band**: the twin's error on held-out {server_name(server['generation'], server['moe'])} "
-                   f"servers (not this one), predicted / measured - 1, median (p10..p90); report {rep['commit']}, "
-                   f"{rep['date']}\n\n| | {kinds} |\n|---|" + "---|" * len(groups) + "\n" + "\n".join(rows))
+                   f"servers (not this one), predicted / measured - 1, median ({name}); report {rep['commit']}, "
+                   f"{rep['date']}{holds}\n\n| | {kinds} |\n|---|" + "---|" * len(groups) + "\n"
+                   + "\n".join(rows))
     return "\n\n".join(out)
