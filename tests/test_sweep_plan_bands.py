@@ -187,6 +187,33 @@ def test_a_tiny_plan_prints_the_margin_and_writes_bands_and_p50(tmp_path):
     bands = doc["heldout_bands"]
     assert [(s["server"], s["configurations"]) for s in bands["servers"]] == [("Hopper dense", [name])]
     assert bands["note"] == hr.band_note({name: [HOPPER]}) and bands["report"] == hb.packaged_bands()["report"]
+    assert bands["recommended"] == {"configuration": name, "margin": hr.margin_line([HOPPER])}
     frame = pd.read_csv(deps)
     assert list(frame.columns[-2:]) == ["heldout_server", "heldout_bands"]
     assert hr.column_keys(frame["heldout_bands"][0]) == [HOPPER]
+
+
+def test_a_pd_plan_names_its_pools_server_and_a_cost_model_without_a_band(tmp_path):
+    from twin.hardware.pricing import PriceTable
+    from twin.plan.executor import Runner, SerialExecutor
+    from twin.plan.pd_plan import PD_KEYS, plan_pd
+
+    data = {"deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
+            "cost_model": {"kind": "constant", "params": {"step_s": 0.01, "per_token_s": 1e-5}},
+            "workload": {"arrivals": {"process": "poisson", "rate_per_s": 20}, "num_requests": 40,
+                         "dataset": {"kind": "random", "input_len": 200, "output_len": 5, "range_ratio": 0.0,
+                                     "ignore_eos": True}},
+            "disaggregation": {"prefill": {"replicas": 1}, "decode": {"replicas": 1},
+                               "link": {"kind": "infiniband", "bandwidth_gb_s": 25}},
+            "slo": {"ttft_ms": {"p99": 5000}}}
+    with SerialExecutor() as ex:
+        out = plan_pd(data, base_dir=None, criteria=Criteria(data["slo"]), prices=PriceTable({"H100-SXM": 2.0}),
+                      target_rate=None, space=[(PD_KEYS[0], [1]), (PD_KEYS[1], [1, 2])], replications=1,
+                      runner=Runner(ex))
+    assert [r["heldout_server"] for r in out["rows"]] == ["none (a constant step time)"] * 2
+    bands = out["heldout_bands"]
+    assert bands["recommended"] == {"configuration": "1P1D", "margin": None}
+    assert bands["servers"] == [{"cost_model": "a constant step time", "configurations": ["1P1D", "1P2D"]}]
+    assert bands["note"] == [hn.cost_model_line("a constant step time")]
+    roofline = {k: v for k, v in data.items() if k != "cost_model"}
+    assert hr.band_servers([validate_body(roofline)], None) == [HOPPER]      # both pools: one kind of server

@@ -23,16 +23,16 @@ BAND_STATS = ("n", "signed_median", "p10", "p90")     # what a table row keeps o
 
 
 def band_servers(bodies: list[Any], base_dir: str | Path | None, deployments: list[Any] | None = None) -> list:
-    """The server keys of a configuration run as ``bodies`` (one per replica group); ``deployments``: the
-    bodies' resolved deployments where the caller has them. A body whose deployment does not resolve adds
+    """The server keys of a configuration run as ``bodies`` (one per replica group; a prefill/decode body
+    gives its pools'); ``deployments``: the bodies' resolved deployments where the caller has them. A body whose deployment does not resolve adds
     nothing (its runs fail and say why)."""
-    from twin.sim.deployment import resolve_deployment
+    from twin.deploy.run import resolve_for_run
 
     keys: list = []
     base = None if base_dir is None else Path(base_dir)
     for i, body in enumerate(bodies):
         try:
-            dep = deployments[i] if deployments is not None else resolve_deployment(body, base)
+            dep = deployments[i] if deployments is not None else resolve_for_run(body, base)
         except TwinInputError:
             continue
         other = other_cost_model(body, dep)
@@ -120,14 +120,18 @@ def margin_line(keys: list, doc: dict | None = None) -> str | None:
             + ", ".join(parts) + ": leave that margin on its numbers")
 
 
-def band_document(keys_by_name: dict[str, list], doc: dict | None = None) -> dict[str, Any]:
+def band_document(keys_by_name: dict[str, list], doc: dict | None = None,
+                  recommended: str | None = None) -> dict[str, Any]:
     """A plan's ``heldout_bands``: the report, per distinct server its bands by fold kind and the names of
-    the configurations on it, and the note's lines."""
+    the configurations on it, the note's lines, and for the ``recommended`` configuration (the cheapest) its
+    ``margin_line`` (None where there is none to give)."""
     doc = packaged_bands() if doc is None else doc
     out = {"report": dict(doc["report"]), "errors": "predicted / measured - 1",
            "interval_percentiles": list(doc["interval_percentiles"]), "servers": [],
            "note": band_note(keys_by_name, doc)}
-    servers = _by_server(keys_by_name)
-    for key, names in servers.items():
+    if recommended is not None:
+        out["recommended"] = {"configuration": recommended, "margin": margin_line(keys_by_name[recommended], doc)}
+    for key, names in _by_server(keys_by_name).items():
         out["servers"].append({**_server_entry(key, doc), "configurations": names})
     return out
+

@@ -174,6 +174,11 @@ class PlanResult:
                  for d in ([self.best] if self.best else []) + self.deployments}
         return {name: self.band_keys.get(i, []) for i, name in shown.items()}
 
+    def band_document(self) -> dict[str, Any]:
+        """The plan's ``heldout_bands`` (``heldout_rows.band_document``): the cheapest deployment recommended."""
+        order = self.band_order()
+        return band_document(order, recommended=next(iter(order)) if self.best else None)
+
     def to_dict(self) -> dict[str, Any]:
         s = self.spec
         return {
@@ -185,7 +190,7 @@ class PlanResult:
             "best": self.best, "frontier": self.frontier, "deployments": self.deployments,
             "candidates": self.candidates,
             "num_simulations": self.num_simulations, "num_waves": self.num_waves, "wall_s": self.wall_s,
-            "heldout_bands": band_document(self.band_order()),
+            "heldout_bands": self.band_document(),
         }
 
     def candidates_frame(self):
