@@ -118,6 +118,7 @@ def _scenario(slo) -> dict:
     ({"avg": 5}, "unknown statistic 'avg'; allowed: mean, median, p<0..100> (e.g. p50, p99, p99.9)"),
     ({"p101": 5}, "unknown statistic 'p101'; allowed: mean, median, p<0..100> (e.g. p50, p99, p99.9)"),
     ({"p99": 5, "p99.0": 6}, "'p99' and 'p99.0' are the same statistic (p99); give it once"),
+    ({}, "empty; give e.g. {p99: 1000}"),
 ])
 def test_hostile_statistics_read_the_same_in_the_scenario_and_the_cli(stats, problem):
     line = f"slo.ttft_ms: {problem}"
@@ -127,6 +128,18 @@ def test_hostile_statistics_read_the_same_in_the_scenario_and_the_cli(stats, pro
     with pytest.raises(TwinInputError) as cli:
         Criteria({"ttft_ms": stats})
     assert str(cli.value) == line
+
+
+def test_an_itl_threshold_is_refused_by_the_scenario_before_any_run_as_by_the_cli():
+    """ITL has no per-request value: the scenario took ``itl_ms: 50`` and the run failed after simulating."""
+    line = "slo.itl_ms: ITL has no per-request value; give a statistic bound such as {p99: 50}"
+    with pytest.raises(TwinInputError) as scen:
+        validate_body(_scenario({"itl_ms": 50}))
+    assert str(scen.value) == f"scenario: {line} (got 50)"
+    with pytest.raises(TwinInputError) as cli:
+        Criteria({"itl_ms": 50})
+    assert str(cli.value) == line
+    assert validate_body(_scenario({"itl_ms": {"p99": 50}})).slo.as_dict() == {"itl_ms": {"p99": 50.0}}
 
 
 def test_any_percentile_reads_in_both_and_runs(tmp_path):

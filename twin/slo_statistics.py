@@ -38,7 +38,10 @@ def slo_statistic(stat: object) -> str | None:
 
 def slo_statistics(bounds: Mapping) -> dict[str, tuple[Any, Any]]:
     """{statistic (``slo_statistic``): (the key as given, its bound)} of one metric's bounds; a ``TwinInputError``
-    whose text names no field (the caller prefixes it) for an unknown statistic or two spellings of one."""
+    whose text names no field (the caller prefixes it) for no bound, an unknown statistic or two spellings of
+    one."""
+    if not bounds:
+        raise TwinInputError("empty; give e.g. {p99: 1000}")
     out: dict[str, tuple[Any, Any]] = {}
     for stat, bound in bounds.items():
         name = slo_statistic(stat)
@@ -48,3 +51,10 @@ def slo_statistics(bounds: Mapping) -> dict[str, tuple[Any, Any]]:
             raise TwinInputError(f"{out[name][0]!r} and {stat!r} are the same statistic ({name}); give it once")
         out[name] = (stat, bound)
     return out
+
+
+def check_threshold(metric: str) -> None:
+    """A plain number is a per-request threshold (goodput); ITL (``itl`` / ``itl_ms``) has no per-request value,
+    so it takes statistic bounds only: a ``TwinInputError`` naming no field."""
+    if metric in ("itl", "itl_ms"):
+        raise TwinInputError("ITL has no per-request value; give a statistic bound such as {p99: 50}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from twin.errors import TwinInputError
-from twin.slo_statistics import slo_statistics
+from twin.slo_statistics import check_threshold, slo_statistics
 
 _SLO_METRICS = {"ttft": "ttft", "ttft_ms": "ttft", "tpot": "tpot", "tpot_ms": "tpot", "e2el": "e2el",
                 "e2el_ms": "e2el", "itl": "itl", "itl_ms": "itl"}
@@ -81,13 +81,12 @@ def parse_slo(slo: Any) -> SLO:
             except TwinInputError as exc:
                 raise TwinInputError(f"slo.{key}: {exc}") from None
             stats = {name: _slo_number(f"{key}.{stat}", bound) for name, (stat, bound) in named.items()}
-            if not stats:
-                raise TwinInputError(f"slo.{key}: empty; give e.g. {{p99: 1000}}")
             bounds.setdefault(metric, {}).update(stats)
         else:
-            if metric == "itl":
-                raise TwinInputError(f"slo.{key}: ITL has no per-request value; give a statistic bound such as "
-                                     f"{{p99: 50}}")
+            try:
+                check_threshold(metric)
+            except TwinInputError as exc:
+                raise TwinInputError(f"slo.{key}: {exc}") from None
             per_request[metric] = _slo_number(str(key), value)
     for metric, stats in bounds.items():
         if metric in _PER_REQUEST and metric not in per_request:
