@@ -21,7 +21,7 @@ LAYERS = [
     ("cost",),
     ("workload",),
     ("spec_decode",),
-    ("scenario", "disaggregation"),
+    ("scenario", "disaggregation", "slo_statistics"),
     ("results",),
     ("sim",),
     ("deploy",),           # deployments: one server is a cluster of one; P/D pools

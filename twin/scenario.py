@@ -11,7 +11,7 @@ import copy
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from twin.errors import TwinInputError, did_you_mean
 from twin.core.scheduler_config import SchedulerKnobs
@@ -21,6 +21,7 @@ from twin.hardware.quant import normalize_weight_dtype
 from twin.hardware.kv_offload_sizing import KvOffloadingKnobs
 from twin.hardware.weight_formats import WeightFormats
 from twin.disaggregation import DisaggregationConfig
+from twin.slo_statistics import check_threshold, slo_statistics  # one SLO reader, shared with --slo (issue 33)
 from twin.yaml_input import deep_merge, parse_set_options, parse_yaml, read_text  # noqa: F401 (re-exported)
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig
@@ -28,7 +29,6 @@ from twin.workload.strict_model import StrictModel
 from twin.workload.validation_errors import format_validation_error
 
 BASELINE = "baseline"
-PERCENTILE_KEYS = ("mean", "median", "p50", "p90", "p95", "p99")
 
 
 # the routers that take per-replica weights (twin.sim.routing)
@@ -231,13 +231,12 @@ class SLOConfig(StrictModel):
 
     @field_validator("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
     @classmethod
-    def _positive(cls, value: Any) -> Any:
+    def _positive(cls, value: Any, info: ValidationInfo) -> Any:
         if value is None:
             return value
-        items = value.items() if isinstance(value, dict) else [("value", value)]
-        for key, v in items:
-            if isinstance(value, dict) and key not in PERCENTILE_KEYS:
-                raise ValueError(f"unknown statistic {key!r} (allowed: {', '.join(PERCENTILE_KEYS)})")
+        if not isinstance(value, dict):
+            check_threshold(info.field_name)          # the checks twin.results.slo.parse_slo makes (issue 33)
+        for _, v in (slo_statistics(value).values() if isinstance(value, dict) else [("value", value)]):
             if not v > 0:
                 raise ValueError(f"must be > 0 ms (got {v})")
         return value

@@ -177,7 +177,7 @@ JUNK_SETS = [("noequals", "no '='"), ("=5", "an empty key"), ("bogus.key=1", "an
              ("server.bogus=1", "an unknown server knob"), ("server=5", "a section replaced by a number"),
              ("workload.classes.0.share=1", "a list indexed like a mapping"), ("server.max_num_seqs=[1", None),
              ("server..max_num_seqs=4", None), ("workload.arrivals.process=pareto", "an unknown process"),
-             ("slo.ttft_ms.p42=10", "an unknown statistic")]
+             ("slo.ttft_ms.p142=10", "an unknown statistic")]
 
 
 @st.composite

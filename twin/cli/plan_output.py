@@ -114,8 +114,25 @@ def print_plan(result) -> None:
     else:
         console.print("[bold red]no deployment in the search space meets the SLOs[/] (raise max_replicas, "
                       "widen the search, or relax the SLOs)")
+    print_plan_bands(result)
     console.print(f"{result.num_simulations} simulations in {result.num_waves} waves, {result.wall_s:.1f} s",
                   highlight=False)
+
+
+def print_plan_bands(result) -> None:
+    """Under the plan: for the cheapest deployment, the margin the held-out evidence says to leave (the
+    twin's error on servers of its kind it was not fitted on), then the held-out error bands of every
+    deployment simulated at the target (``twin.plan.heldout_rows``; issue 33)."""
+    from twin.plan.heldout_rows import band_note, margin_line
+
+    order = result.band_order()
+    if result.best:
+        name, keys = next(iter(order.items()))            # the cheapest comes first
+        line = margin_line(keys)
+        if line:
+            console.print(f"cheapest {name}: {line}", highlight=False, markup=False)
+    for line in band_note(order):
+        console.print(line, highlight=False, markup=False)
 
 
 def print_sweep(summary, knob_keys, spec) -> None:
@@ -142,3 +159,20 @@ def print_sweep(summary, knob_keys, spec) -> None:
     console.print(table)
     if len(summary) > 200:
         console.print(f"(first 200 of {len(summary)} rows; --summary-out writes them all)")
+    print_sweep_bands(summary, knob_keys)
+
+
+def print_sweep_bands(summary, knob_keys) -> None:
+    """Under the sweep's table: how far off the twin has been on held-out servers like each configuration's
+    (``twin.plan.heldout_rows``; issue 33), naming the configurations by their grid values where they are on
+    different servers."""
+    from twin.plan.heldout_rows import band_note, column_keys
+
+    if "heldout_bands" not in summary:
+        return
+    keys = {}
+    for _, row in summary.iterrows():
+        name = ", ".join(f"{k}={fmt(row.get(k))}" for k in knob_keys) or "the scenario"
+        keys.setdefault(name, column_keys(row.get("heldout_bands")))
+    for line in band_note(keys):
+        console.print(line, highlight=False, markup=False)

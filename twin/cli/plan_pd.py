@@ -43,6 +43,10 @@ def print_pd_plan(out: dict[str, Any]) -> None:
     if out["frontier"]:
         console.print("frontier ($/h -> " + metric + "): " + ", ".join(
             f"{r['config']} ${r['usd_per_hour']:.2f} {_ms(r[metric])}" for r in out["frontier"]), highlight=False)
+    bands = out["heldout_bands"]                 # issue 33: how far off the twin was on servers of this kind
+    margin = (bands.get("recommended") or {}).get("margin")
+    for line in ([f"cheapest {bands['recommended']['configuration']}: {margin}"] if margin else []) + bands["note"]:
+        console.print(line, highlight=False, markup=False)
 
 
 def run_pd_plan(data: dict[str, Any], base_dir: str | None, criteria: Any, prices: Any, target_rate: float | None,

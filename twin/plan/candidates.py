@@ -11,6 +11,7 @@ from typing import Any
 from twin.errors import TwinInputError
 from twin.hardware.pricing import hourly_cost
 from twin.plan.evaluate import validate_body
+from twin.plan.heldout_rows import band_servers
 from twin.plan.overrides import apply_overrides, label
 from twin.plan.plan_spec import PlanSpec, default_space
 
@@ -24,6 +25,7 @@ class Candidate:
     price_per_replica_hour: float | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    servers: list = field(default_factory=list)      # the held-out error bands' keys (twin.plan.heldout_rows)
 
     def describe(self) -> str:
         return ", ".join(f"{k}={label(v)}" for k, v in self.overrides.items()) or "(scenario as given)"
@@ -57,6 +59,7 @@ def expand_candidates(spec: PlanSpec) -> list[Candidate]:
             except TwinInputError as exc:
                 cand.error = str(exc)
                 continue
+            cand.servers = band_servers([body], base_dir, [dep])
             sc = dep.scheduler_config
             sd = body.speculative_decoding
             cand.hardware = (dep.gpu.name, tp)

@@ -30,7 +30,7 @@ RESULT_KEYS = (
     "duration", "completed", "failed", "num_requests", "num_incomplete", "num_good_requests",
     "total_input_tokens", "total_output_tokens", "request_throughput", "request_goodput", "output_throughput",
     "total_token_throughput",
-    "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
+    "mean_ttft_ms", "median_ttft_ms", "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
     "mean_tpot_ms", "median_tpot_ms", "p90_tpot_ms", "p99_tpot_ms",
     "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
     "prefix_cache_hit_rate", "num_preemptions", "busy_fraction", "mean_running_batch", "mean_queue_length",

@@ -19,6 +19,7 @@ from typing import Any
 from twin.errors import TwinInputError
 from twin.hardware.pricing import PriceTable, usd_per_million_tokens
 from twin.plan.evaluate import Criteria, SimJob, check_metric, offered_rate, validate_body
+from twin.plan.heldout_rows import band_document, band_servers, server_label
 from twin.plan.grid import MAX_GRID_POINTS
 from twin.plan.overrides import apply_overrides
 
@@ -87,7 +88,7 @@ def plan_pd(data: Mapping[str, Any], *, base_dir: str | None, criteria: Criteria
     reps = range(replications)
     jobs = [SimJob(apply_overrides(dict(data), pt), base_dir, r, scale, criteria=criteria) for pt in points for r in reps]
     results = runner.run(jobs)
-    rows = []
+    rows, keys = [], {}
     for i, (pt, body) in enumerate(zip(points, bodies)):
         res = results[i * len(reps):(i + 1) * len(reps)]
         errors = [x["error"] for x in res if not x.get("ok")]
@@ -113,9 +114,12 @@ def plan_pd(data: Mapping[str, Any], *, base_dir: str | None, criteria: Criteria
             row[key] = _mean([x.get(key) for x in m]) if m else None
         row["usd_per_million_output_tokens"] = (usd_per_million_tokens(cost, row["output_throughput"])
                                                 if not missing else None)
+        keys[row["config"]] = band_servers([body], base_dir)       # the held-out error bands (issue 33)
+        row["heldout_server"] = server_label(keys[row["config"]])
         rows.append(row)
     passing = [r for r in rows if r["passed"]]
     cheapest = min(passing, key=lambda r: (r["usd_per_hour"], r[latency_metric] or 0.0)) if passing else None
     return {"target_rate_per_s": target, "base_rate_per_s": base_rate, "replications": replications,
             "criteria": criteria.as_dict(), "latency_metric": latency_metric, "rows": rows,
-            "cheapest": cheapest, "frontier": _pareto(rows, latency_metric)}
+            "cheapest": cheapest, "frontier": _pareto(rows, latency_metric),
+            "heldout_bands": band_document(keys, recommended=cheapest["config"] if cheapest else None)}

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from twin.results import numbers
 from twin.hardware.pricing import usd_per_million_tokens
 from twin.plan.capacity import Capacity
+from twin.plan.heldout_rows import band_columns, band_document, server_label
 from twin.plan.plan_spec import PlanSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,6 +75,7 @@ def build_plan_result(planner: Planner, caps: dict[int, Capacity], verified: dic
                 c.price_per_replica_hour, ci["mean"] * (mean_out + mean_in))
         if cap.status == "measured" or cap.status == "unbounded":
             row["replicas_estimate"] = math.ceil(planner.target_rate / ci["mean"]) if ci["mean"] else None
+        row["heldout_server"] = server_label(c.servers)       # the held-out error band's server (issue 33)
         rows.append(row)
 
     deployments = []
@@ -104,6 +106,7 @@ def build_plan_result(planner: Planner, caps: dict[int, Capacity], verified: dic
                       "p99_itl_ms", "p99_e2el_ms", "mean_ttft_ms", "mean_tpot_ms", "prefix_cache_hit_rate",
                       "busy_fraction", spec.latency_metric):
                 dep[k] = metrics.get(k)
+            dep["heldout_server"] = server_label(c.servers)
             deployments.append(dep)
         if n is None:
             deployments.append({"candidate": idx, **c.settings, "replicas": None, "passed": False,
@@ -117,6 +120,7 @@ def build_plan_result(planner: Planner, caps: dict[int, Capacity], verified: dic
         candidates=rows, deployments=deployments, best=best, frontier=frontier,
         num_simulations=runner.num_run, num_waves=runner.num_waves, wall_s=wall_s,
         replications=planner.replications,
+        band_keys={c.index: c.servers for c in planner.candidates if c.error is None},
     )
 
 
@@ -161,6 +165,19 @@ class PlanResult:
     num_waves: int
     wall_s: float
     replications: int = 1
+    band_keys: dict[int, list] = field(default_factory=dict)   # candidate -> held-out band servers (issue 33)
+
+    def band_order(self) -> dict[str, list]:
+        """{``#candidate``: its servers} for the deployments simulated at the target, the cheapest first (the
+        held-out error bands' note and document; ``twin.plan.heldout_rows``)."""
+        shown = {d["candidate"]: f"#{d['candidate']} ({d['gpu']} TP{d['tensor_parallel_size']})"
+                 for d in ([self.best] if self.best else []) + self.deployments}
+        return {name: self.band_keys.get(i, []) for i, name in shown.items()}
+
+    def band_document(self) -> dict[str, Any]:
+        """The plan's ``heldout_bands`` (``heldout_rows.band_document``): the cheapest deployment recommended."""
+        order = self.band_order()
+        return band_document(order, recommended=next(iter(order)) if self.best else None)
 
     def to_dict(self) -> dict[str, Any]:
         s = self.spec
@@ -173,6 +190,7 @@ class PlanResult:
             "best": self.best, "frontier": self.frontier, "deployments": self.deployments,
             "candidates": self.candidates,
             "num_simulations": self.num_simulations, "num_waves": self.num_waves, "wall_s": self.wall_s,
+            "heldout_bands": self.band_document(),
         }
 
     def candidates_frame(self):
@@ -182,6 +200,13 @@ class PlanResult:
         for col in ("max_rate_per_replication", "failing_rate_per_replication"):
             if col in frame:
                 frame[col] = frame[col].map(lambda v: json.dumps(v) if isinstance(v, list) else v)
+        return self._with_bands(frame)
+
+    def _with_bands(self, frame):
+        """A table with its rows' held-out bands as a JSON column (``heldout_rows.band_columns``), last."""
+        if "candidate" in frame:
+            frame["heldout_bands"] = frame["candidate"].map(
+                lambda i: band_columns(self.band_keys[i])["heldout_bands"] if i in self.band_keys else None)
         return frame
 
     def deployments_frame(self):
@@ -190,7 +215,7 @@ class PlanResult:
         frame = pd.DataFrame(self.deployments)
         if "reasons" in frame:
             frame["reasons"] = frame["reasons"].map(lambda v: "; ".join(v) if isinstance(v, list) else v)
-        return frame
+        return self._with_bands(frame)
 
     def figure(self):
         """Cost per hour against the latency metric for every deployment simulated at the target, the

@@ -43,6 +43,7 @@ from twin.plan.evaluate import (
 )
 from twin.plan.executor import Runner, Search, gather
 from twin.plan.grid import GROUPS_KEY, RATE_KEYS, check_grid
+from twin.plan.heldout_rows import band_columns, band_servers
 from twin.plan.overrides import apply_overrides, label
 from twin.hardware.pricing import PriceTable, hourly_cost, usd_per_million_tokens
 
@@ -134,11 +135,12 @@ def _config_info(spec: SweepSpec, config: Mapping[str, Any]
             if not isinstance(config[GROUPS_KEY], list):
                 raise TwinInputError(f"{where}: groups: must be a list of replica groups")
             groups = [g.model_dump(exclude_none=True) for g in load_groups(config[GROUPS_KEY])]
-            parts = [(group_body(body, g).deployment, g.replicas) for g in load_groups(groups)]
+            bodies = [group_body(body, g) for g in load_groups(groups)]
         elif body.deployment.groups is not None:  # the scenario's own mixed cluster
-            parts = [(group_body(body, g).deployment, g.replicas) for g in body.deployment.groups]
+            bodies = [group_body(body, g) for g in body.deployment.groups]
         else:
-            parts = [(body.deployment, body.deployment.replicas)]
+            bodies = [body]
+        parts = [(b.deployment, b.deployment.replicas) for b in bodies]
     except TwinInputError as exc:
         return data, None, str(exc)
     facts: dict[str, Any] = {
@@ -146,6 +148,7 @@ def _config_info(spec: SweepSpec, config: Mapping[str, Any]
         "tensor_parallel_size": parts[0][0].tensor_parallel_size if len(parts) == 1 else None,
         "replicas": sum(n for _, n in parts), "groups": groups,
         "price_per_gpu_hour": None, "cost_per_hour": None,
+        "servers": band_servers(bodies, spec.base_dir),     # the held-out error bands' keys (issue 33)
     }
     if spec.prices is not None:
         prices = [spec.prices.get(d.gpu) for d, _ in parts]
@@ -237,6 +240,7 @@ def sweep_rows(spec: SweepSpec, index: int, config: Mapping[str, Any], ans: Mapp
     if ans["error"] is not None:
         return [{**base, "rate_scale": None, "offered_rate_per_s": None, "replication": None, "status": "error",
                  "passed": False, "reasons": ans["error"]}]
+    bands = band_columns(facts["servers"])        # last, after every run's own columns (issue 33)
     rows = []
     for li, (scale, offered) in enumerate(ans["levels"]):
         res = ans["results"].get(li)
@@ -265,4 +269,4 @@ def sweep_rows(spec: SweepSpec, index: int, config: Mapping[str, Any], ans: Mapp
                 if spec.per_replica:
                     row["per_replica"] = json.dumps(result.get("per_replica"), default=repr)
             rows.append(row)
-    return rows
+    return [{**row, **bands} for row in rows]

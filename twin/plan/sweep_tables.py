@@ -44,6 +44,9 @@ def summarize(rows: Sequence[Mapping[str, Any]], knob_keys: Sequence[str]):
                 vals = pd.to_numeric(group[k], errors="coerce").dropna()
                 row[k] = float(vals.mean()) if len(vals) else None
         row["reasons"] = next((r for r in group["reasons"] if r), "")
+        for k in ("heldout_server", "heldout_bands"):       # the held-out error band (issue 33), last
+            if k in group:
+                row[k] = first.get(k)
         out.append(row)
     return pd.DataFrame(out)
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from twin.slo_statistics import percentile_word  # noqa: F401 (re-exported: how a percentile is spelt)
+
 LATENCY_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES: tuple[float, ...] = (50, 90, 95, 99)
-
-
-def percentile_word(p: float) -> str:
-    """vLLM's spelling of a percentile in a key: 99 -> '99', 99.9 -> '99.9'."""
-    return str(int(p)) if int(p) == p else str(p)
 
 
 def latency_keys(metric: str, percentiles: Sequence[float] = PERCENTILES) -> list[str]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from twin.errors import TwinInputError
-from twin.results.metric_keys import percentile_word
+from twin.slo_statistics import check_threshold, slo_statistics
 
 _SLO_METRICS = {"ttft": "ttft", "ttft_ms": "ttft", "tpot": "tpot", "tpot_ms": "tpot", "e2el": "e2el",
                 "e2el_ms": "e2el", "itl": "itl", "itl_ms": "itl"}
@@ -76,33 +76,17 @@ def parse_slo(slo: Any) -> SLO:
         if metric is None:
             raise TwinInputError(f"slo.{key}: unknown SLO metric; allowed: {allowed}")
         if isinstance(value, Mapping):
-            stats: dict[str, float] = {}
-            for stat, bound in value.items():
-                stat = str(stat)
-                if stat in ("mean", "median"):
-                    name = stat
-                elif stat in ("p50",):
-                    name = "p50"
-                elif stat.startswith("p"):
-                    try:
-                        p = float(stat[1:])
-                    except ValueError:
-                        p = -1.0
-                    if not 0 <= p <= 100:
-                        raise TwinInputError(f"slo.{key}.{stat}: unknown statistic; allowed: mean, median, "
-                                             f"p<0..100> (e.g. p99, p99.9)")
-                    name = "p" + percentile_word(p)
-                else:
-                    raise TwinInputError(f"slo.{key}.{stat}: unknown statistic; allowed: mean, median, "
-                                         f"p<0..100> (e.g. p99, p99.9)")
-                stats[name] = _slo_number(f"{key}.{stat}", bound)
-            if not stats:
-                raise TwinInputError(f"slo.{key}: empty; give e.g. {{p99: 1000}}")
+            try:
+                named = slo_statistics(value)
+            except TwinInputError as exc:
+                raise TwinInputError(f"slo.{key}: {exc}") from None
+            stats = {name: _slo_number(f"{key}.{stat}", bound) for name, (stat, bound) in named.items()}
             bounds.setdefault(metric, {}).update(stats)
         else:
-            if metric == "itl":
-                raise TwinInputError(f"slo.{key}: ITL has no per-request value; give a statistic bound such as "
-                                     f"{{p99: 50}}")
+            try:
+                check_threshold(metric)
+            except TwinInputError as exc:
+                raise TwinInputError(f"slo.{key}: {exc}") from None
             per_request[metric] = _slo_number(str(key), value)
     for metric, stats in bounds.items():
         if metric in _PER_REQUEST and metric not in per_request:
