@@ -33,7 +33,7 @@ def _doc() -> dict:
     return hb.check_bands({
         "schema": hb.SCHEMA, "report": {"commit": "abc1234", "date": "2026-12-06", "command": "x"},
         "errors": "predicted / measured - 1", "interval_percentiles": [10, 90], "min_cases_for_interval": 5,
-        "kinds": {"GPU": [{"generation": "hopper", "moe": False, "held_out": ["H100-SXM"], "metrics": hopper},
+        "construction": "linear", "kinds": {"GPU": [{"generation": "hopper", "moe": False, "held_out": ["H100-SXM"], "metrics": hopper},
                           {"generation": "blackwell", "moe": True, "held_out": ["B200"],
                            "metrics": {"mean_ttft_ms": _band(-0.095, None, None, n=3)}}],
                   "family": [{"generation": "hopper", "moe": False, "held_out": ["llama"],
