@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from twin.cli.output_path import DIRECTORY, LINK_LOOP, NO_FOLDER, NOT_WRITABLE, output_path_problem
 from twin.errors import TwinInputError
 
 
@@ -80,11 +81,18 @@ def number_list(text: str, flag: str, *, whole: bool = False, low: float | None 
     return out
 
 
+# the scripts' words for each problem `output_path_problem` finds (after "FLAG PATH: ")
+OUT_PATH_MESSAGES = {DIRECTORY: "a directory", LINK_LOOP: "a symbolic link loop",
+                     NO_FOLDER: "folder {} does not exist", NOT_WRITABLE: "not writable"}
+
+
 def check_out_path(path: Path | str | None, flag: str = "--json") -> None:
-    """A file the script may write at its end: its folder exists, it is not a folder (checked before the work)."""
-    if path is not None and (Path(path).is_dir() or not Path(path).parent.is_dir()):
-        raise TwinInputError(f"{flag} {path}: " + ("a directory" if Path(path).is_dir() else
-                                                    f"folder {Path(path).parent} does not exist"))
+    """A file the script may write at its end: twin.cli.output_path's check (the twin's own ``OutputFile``
+    options make the same one), before the work."""
+    found = None if path is None else output_path_problem(Path(path))
+    if found is not None:
+        problem, where = found
+        raise TwinInputError(f"{flag} {path}: " + OUT_PATH_MESSAGES[problem].format(where))
 
 
 def refuse_given(args: argparse.Namespace, flags: tuple[str, ...], where: str) -> None:

@@ -153,7 +153,8 @@ def stage_scenario(folder: Path, stage: int, deployment: dict, release: str | No
     """A stage as a user writes it from the experiment's published files: ``results_config.yaml`` (what the
     client ran: its stages, the shared-prefix data, ``ignore_eos``; the input ``profile.yaml`` names keys that
     client ignored) and ``exp-config.yaml`` (the server). inference-perf's ``constant`` load draws exponential
-    gaps (a Poisson process); the first stage is its server's first traffic (``server_start: cold``)."""
+    gaps (a Poisson process) and scales them to sum to the stage's duration (``scale_to_duration``: round 20);
+    the first stage is its server's first traffic (``server_start: cold``)."""
     client, server = (parse_yaml(read_text(folder / name, "inference-perf file"), str(folder / name))
                       for name in ("results_config.yaml", "exp-config.yaml"))
     load = client["load"]["stages"][stage]
@@ -162,8 +163,9 @@ def stage_scenario(folder: Path, stage: int, deployment: dict, release: str | No
             "deployment": {"gpu": "H100-SXM", **deployment},
             "server": {k: server[k] for k in SERVER_KEYS if k in server}
             | ({"vllm_version": release} if release else {}),
-            "workload": {"arrivals": {"process": "poisson", "rate_per_s": float(load["rate"])},
-                         "num_requests": int(load["rate"] * load["duration"]),
+            "workload": {"arrivals": {"process": "poisson", "rate_per_s": float(load["rate"]),
+                                      "scale_to_duration": True},
+                         "duration_s": float(load["duration"]),
                          "dataset": {"kind": "shared_prefix", "num_groups": sp["num_groups"],
                                      "num_prompts_per_group": sp["num_prompts_per_group"],
                                      "system_prompt_len": sp["system_prompt_len"], "question_len": sp["question_len"],

@@ -122,4 +122,5 @@ def test_the_page_runs_kimi_nvfp4_with_fp8_kv_from_a_shared_url():
 def test_a_bad_kv_format_in_the_url_is_one_error():
     at = _page({"scenario": KIMI, "start": "baseline", "w.kv_dtype": "fp7"})
     assert not at.exception
-    assert [e.value for e in at.error] == ["What-if: setting kv_dtype: 'fp7' is not one of auto, bf16, fp16, fp8, fp32"]
+    assert [e.value for e in at.error] == ["What-if: URL parameter w.kv_dtype='fp7': setting kv_dtype takes one of auto, bf16, fp16, "
+                                           "fp8, fp32"]

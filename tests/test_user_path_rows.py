@@ -17,6 +17,7 @@ from twin.scenario import ScenarioBody
 from twin.sim.deployment import resolve_deployment
 from twin.sim.run import metrics_of, run_body
 from twin.workload.config import load_workload_config
+from twin.workload.generate import open_loop_requests
 
 pytestmark = pytest.mark.skipif(not (ground_truth_dir() / "vllm-silicon-h100-b200").is_dir()
                                 or not (ground_truth_dir() / H100_FOLDER).is_dir(),
@@ -74,9 +75,11 @@ def test_an_inference_perf_stage_resolves_to_the_harness_deployment(stage_cases,
     assert harness.scheduler_config.model_dump() == user.scheduler_config.model_dump()
     assert harness.num_gpu_blocks == user.num_gpu_blocks
     assert _scalars(cost_model_for(harness, case.target, {})) == _scalars(user.cost_model_factory())
-    # the load: the stage's rate and count, and its first stage a freshly started server (as the harness reads it)
-    assert (body.workload.arrivals.rate_per_s, body.workload.num_requests) == (case.run.rate_per_s,
-                                                                               round(case.run.rate_per_s * 600))
+    # the load: the stage's rate and count (its sends scaled to the stage's 600 s, as inference-perf spaces them),
+    # and its first stage a freshly started server (as the harness reads it)
+    wl = body.workload
+    assert (wl.arrivals.rate_per_s, wl.arrivals.scale_to_duration, wl.duration_s) == (case.run.rate_per_s, True, 600)
+    assert len(open_loop_requests(wl)) == case.run.num_requests
     assert (body.server_start == "cold") == case.run.cold_start
 
 

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from twin.cli.output_path import DIRECTORY, LINK_LOOP, NO_FOLDER, NOT_WRITABLE, output_path_problem
 from twin.errors import TwinInputError
 
 
@@ -31,6 +31,12 @@ class FiniteFloatRange(click.FloatRange):
         return rv
 
 
+# the click options' words for each problem `output_path_problem` finds (the path or folder quoted; a folder is
+# refused by click.Path itself first, in the same words)
+OUTPUT_FILE_MESSAGES = {DIRECTORY: "File {} is a directory.", LINK_LOOP: "{} is a symbolic link loop.",
+                        NO_FOLDER: "folder {} does not exist.", NOT_WRITABLE: "{} is not writable."}
+
+
 class OutputFile(click.Path):
     """A path the command writes a file to (``click.Path(dir_okay=False)`` plus the checks above)."""
 
@@ -38,19 +44,11 @@ class OutputFile(click.Path):
         super().__init__(dir_okay=False)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        rv = super().convert(value, param, ctx)
-        path = Path(os.fsdecode(rv))
-        try:
-            exists = path.stat() is not None
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                self.fail(f"{str(path)!r} is a symbolic link loop.", param, ctx)
-            exists = False
-        folder = path.parent
-        if not folder.is_dir():
-            self.fail(f"folder {str(folder)!r} does not exist.", param, ctx)
-        if not os.access(folder, os.W_OK | os.X_OK) or (exists and not os.access(path, os.W_OK)):
-            self.fail(f"{str(path)!r} is not writable.", param, ctx)
+        rv = super().convert(value, param, ctx)     # click's own words for a folder: "File '...' is a directory."
+        found = output_path_problem(Path(os.fsdecode(rv)))
+        if found is not None:
+            problem, where = found
+            self.fail(OUTPUT_FILE_MESSAGES[problem].format(repr(str(where))), param, ctx)
         return rv
 
 

@@ -8,7 +8,7 @@ setting's default (a flag, a whole number, a number or a name); one that does no
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -85,6 +85,16 @@ def _typed(where: str, text: str, default: Any) -> Any:
         kind = "true or false" if isinstance(default, bool) else "a number"
         raise TwinInputError(f"{where}: expected {kind}") from None
     return text
+
+
+def choice_error(key: str, value: Any, options: Sequence[Any], from_url: bool) -> TwinInputError:
+    """A select's value that is not one of its options. From a shared link (``from_url``) the message names the
+    URL parameter as the user typed it and the setting it seeds; from the scenario, the setting."""
+    allowed = ", ".join(map(str, options))
+    if from_url:
+        return TwinInputError(f"URL parameter {CHANGE_PREFIX}{key}={_text(value)!r}: setting {key} takes one of "
+                              f"{allowed}")
+    return TwinInputError(f"setting {key}: {value!r} is not one of {allowed}")
 
 
 def decode(params: Mapping[str, str], defaults: Mapping[str, Any]) -> dict[str, Any]:

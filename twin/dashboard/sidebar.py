@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Mapping
 
 import streamlit as st
 
+from twin.dashboard import share
 from twin.dashboard import state as dash
 from twin.dashboard.share import JS_MAX_INT
 from twin.errors import TwinInputError
@@ -48,9 +49,11 @@ def remember_upload(saved, name: str) -> None:
     st.session_state.setdefault("_uploads", {})[str(saved)] = name
 
 
-def _index(options, value, key: str) -> int:
+def _index(options, value, key: str, url: Mapping[str, Any]) -> int:
+    """``value``'s place in ``options``; ``url``: the explicit changes a shared link carries (its message names
+    the URL parameter when the value came from there)."""
     if value not in options:
-        raise TwinInputError(f"setting {key}: {value!r} is not one of {', '.join(map(str, options))}")
+        raise share.choice_error(key, value, options, from_url=key in url)
     return list(options).index(value)
 
 
@@ -132,7 +135,8 @@ def whatif_settings(defaults: dict[str, Any], classes: list[str], gen: str,
     to: a new scenario or start point makes new widgets, so nothing the browser remembers leaks into it.
     ``pools``: a prefill/decode configuration's pools, described in place of the GPU, TP and replica widgets
     (only the settings in ``defaults`` get a widget)."""
-    d = {**defaults, **(seeds or {})}
+    url = seeds or {}
+    d = {**defaults, **url}
     v: dict[str, Any] = {}
     sb = st.sidebar
     sb.header("What-if settings")
@@ -140,11 +144,11 @@ def whatif_settings(defaults: dict[str, Any], classes: list[str], gen: str,
         models = dash.model_options(d["model"])
         if pools is None:
             gpus = dash.gpu_options(d["gpu"])
-            v["gpu"] = st.selectbox("GPU", gpus, index=_index(gpus, d["gpu"], "gpu"), key=wk(gen, "gpu"))
-        v["model"] = st.selectbox("Model", models, index=_index(models, d["model"], "model"), key=wk(gen, "model"))
+            v["gpu"] = st.selectbox("GPU", gpus, index=_index(gpus, d["gpu"], "gpu", url), key=wk(gen, "gpu"))
+        v["model"] = st.selectbox("Model", models, index=_index(models, d["model"], "model", url), key=wk(gen, "model"))
         if "kv_dtype" in d:
             v["kv_dtype"] = st.selectbox("KV cache (kv_dtype)", dash.KV_DTYPES,
-                                         index=_index(dash.KV_DTYPES, d["kv_dtype"], "kv_dtype"),
+                                         index=_index(dash.KV_DTYPES, d["kv_dtype"], "kv_dtype", url),
                                          key=wk(gen, "kv_dtype"), help=KV_HELP)
         if pools is None:
             c1, c2 = st.columns(2)
@@ -160,7 +164,7 @@ def whatif_settings(defaults: dict[str, Any], classes: list[str], gen: str,
     with sb.expander("Scheduler", expanded=True):
         if "scheduler" in d:
             v["scheduler"] = st.selectbox("Scheduler", SCHEDULERS,
-                                          index=_index(SCHEDULERS, d["scheduler"], "scheduler"),
+                                          index=_index(SCHEDULERS, d["scheduler"], "scheduler", url),
                                           key=wk(gen, "scheduler"))
         c1, c2 = st.columns(2)
         if "max_num_seqs" in d:
@@ -188,7 +192,7 @@ def whatif_settings(defaults: dict[str, Any], classes: list[str], gen: str,
     with sb.expander("Workload", expanded=True):
         if "arrival_mode" in d:
             modes = ["rate", "concurrency"]
-            v["arrival_mode"] = st.radio("Load", modes, index=_index(modes, d["arrival_mode"], "arrival_mode"),
+            v["arrival_mode"] = st.radio("Load", modes, index=_index(modes, d["arrival_mode"], "arrival_mode", url),
                                          horizontal=True, key=wk(gen, "arrival_mode"),
                                          format_func=lambda m: "open loop (rate)" if m == "rate" else
                                          "closed loop (users)")
@@ -211,7 +215,7 @@ def whatif_settings(defaults: dict[str, Any], classes: list[str], gen: str,
                                                 key=wk(gen, "num_requests"))
         if "prefix_header" in d:
             v["prefix_header"] = st.selectbox(
-                "Prefix header", PREFIX_HEADERS, index=_index(PREFIX_HEADERS, d["prefix_header"], "prefix_header"),
+                "Prefix header", PREFIX_HEADERS, index=_index(PREFIX_HEADERS, d["prefix_header"], "prefix_header", url),
                 key=wk(gen, "prefix_header"), help="timestamp: a unique header before the shared prompt (it defeats "
                 "prefix caching); shuffled_sections: the shared prompt's sections in a random order.")
         for i, name in enumerate(classes):
@@ -233,7 +237,7 @@ def whatif_settings(defaults: dict[str, Any], classes: list[str], gen: str,
                 if d["spec.method"] not in methods:
                     methods.insert(0, d["spec.method"])
                 v["spec.method"] = st.selectbox("Method", methods,
-                                                index=_index(methods, d["spec.method"], "spec.method"),
+                                                index=_index(methods, d["spec.method"], "spec.method", url),
                                                 key=wk(gen, "spec.method"))
                 v["spec.num_speculative_tokens"] = st.number_input(
                     "num_speculative_tokens", min_value=1, max_value=32, value=d["spec.num_speculative_tokens"],
@@ -241,7 +245,7 @@ def whatif_settings(defaults: dict[str, Any], classes: list[str], gen: str,
                 if v["spec.method"] == "draft_model":
                     drafts = dash.model_options(d["spec.draft_model"])
                     v["spec.draft_model"] = st.selectbox(
-                        "Draft model", drafts, index=_index(drafts, d["spec.draft_model"], "spec.draft_model"),
+                        "Draft model", drafts, index=_index(drafts, d["spec.draft_model"], "spec.draft_model", url),
                         key=wk(gen, "spec.draft_model"))
                 v["spec.acceptance_rate"] = st.number_input(
                     "Acceptance rate (every class)", min_value=0.0, max_value=1.0, value=d["spec.acceptance_rate"],

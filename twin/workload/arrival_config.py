@@ -25,9 +25,15 @@ _MaxConcurrency = Annotated[int | None, Field(None, ge=1, le=MAX_REQUESTS)]
 
 
 class PoissonArrivals(StrictModel):
+    """Exponential gaps at ``rate_per_s``. ``scale_to_duration: true`` is inference-perf's ``constant`` load:
+    int(rate_per_s x duration_s) exponential gaps scaled to sum to the workload's ``duration_s``, so the sends
+    span the stage's duration (less the first gap, the twin's first request being at t = 0) and the achieved
+    rate is the configured one, not a draw's (twin.workload.arrivals.scaled_poisson_times)."""
+
     process: Literal["poisson"]
     rate_per_s: _Rate
     max_concurrency: _MaxConcurrency
+    scale_to_duration: bool = False
 
     @property
     def cv(self) -> float:

@@ -76,14 +76,33 @@ def ramp_up_times(cfg: RampUpArrivals, rng: np.random.Generator, num_requests: i
     return np.concatenate([[0.0], np.cumsum(gaps)])
 
 
+def scaled_poisson_times(rate_per_s: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
+    """inference-perf's ``constant`` load (its ``ConstantLoadTimer``): int(rate x duration) exponential gaps
+    scaled to sum to ``duration_s``, the k-th request sent after the first k gaps. As every process here, the
+    first request is at t = 0, so the others keep their offsets from it and the last is at ``duration_s``
+    less the first gap."""
+    n = int(rate_per_s * duration_s)
+    if n < 1:
+        return np.zeros(0)
+    gaps = rng.standard_exponential(n)
+    gaps *= duration_s / gaps.sum()
+    times = np.cumsum(gaps)
+    return times - times[0]
+
+
 def iter_arrival_chunks(cfg, rng: np.random.Generator, chunk: int = CHUNK, *,
-                        num_requests: int | None = None) -> Iterator[np.ndarray]:
+                        num_requests: int | None = None, duration_s: float | None = None) -> Iterator[np.ndarray]:
     """Successive non-decreasing chunks of arrival times (endless unless a schedule ends; a ramp is one
-    chunk of ``num_requests``)."""
+    chunk of ``num_requests``, Poisson arrivals scaled to ``duration_s`` one chunk of all their sends)."""
     if isinstance(cfg, RampUpArrivals):
         if num_requests is None:
             raise ValueError("a ramp_up arrival process needs num_requests")
         yield ramp_up_times(cfg, rng, num_requests)
+        return
+    if isinstance(cfg, PoissonArrivals) and cfg.scale_to_duration:
+        if duration_s is None:
+            raise ValueError("Poisson arrivals scaled to the duration need duration_s")
+        yield scaled_poisson_times(cfg.rate_per_s, duration_s, rng)
         return
     if isinstance(cfg, (PoissonArrivals, ConstantArrivals, GammaArrivals)):
         rate = cfg.rate_per_s
@@ -125,7 +144,7 @@ def arrival_times(cfg, rng: np.random.Generator, *, duration_s: float | None = N
         raise ValueError("arrival_times needs duration_s or num_requests")
     parts: list[np.ndarray] = []
     count = 0
-    for times in iter_arrival_chunks(cfg, rng, num_requests=num_requests):
+    for times in iter_arrival_chunks(cfg, rng, num_requests=num_requests, duration_s=duration_s):
         if duration_s is not None:
             times = times[times < duration_s]
         parts.append(times)

@@ -256,6 +256,8 @@ class WorkloadConfig(StrictModel):
         if n is not None and n > MAX_REQUESTS:
             raise ValueError(f"about {n:,} requests (rate x duration_s); one run simulates at most "
                              f"{MAX_REQUESTS:,} (set num_requests, or lower duration_s or the rate)")
+        if getattr(arr, "scale_to_duration", False) and self.duration_s is None:
+            raise ValueError(".arrivals.scale_to_duration: needs duration_s (the span the sends are scaled to)")
         if isinstance(arr, RampUpArrivals) and self.num_requests is None:
             raise ValueError(".num_requests: is required by a ramp_up arrival process (the ramp runs by "
                              "request index)")

@@ -81,7 +81,8 @@ def _open_loop(cfg: WorkloadConfig, seed: int, base_dir) -> list[RequestSpec]:
     cls: list[int] = []
     n_start = 0
     last_start_t = 0.0
-    for chunk in iter_arrival_chunks(cfg.arrivals, stream(seed, "arrivals"), num_requests=limit_n):
+    for chunk in iter_arrival_chunks(cfg.arrivals, stream(seed, "arrivals"), num_requests=limit_n,
+                                     duration_s=limit_t):
         done = False
         if limit_t is not None:
             inside = chunk < limit_t
@@ -230,7 +231,8 @@ def trace_requests(cfg: WorkloadConfig, trace: Trace, seed: int = 0) -> list[Req
     if arrival is None:  # retimed: the k-th kept row arrives at the process's k-th time
         need = len(rows) if cfg.num_requests is None else min(len(rows), cfg.num_requests)
         parts, count = [], 0
-        for chunk in iter_arrival_chunks(cfg.arrivals, stream(seed, "arrivals"), num_requests=need):
+        for chunk in iter_arrival_chunks(cfg.arrivals, stream(seed, "arrivals"), num_requests=need,
+                                         duration_s=cfg.duration_s):
             parts.append(chunk)
             count += len(chunk)
             if count >= need or (cfg.duration_s is not None and len(chunk) and chunk[-1] >= cfg.duration_s):
