@@ -1,0 +1,93 @@
+"""A new user's first mistakes get an error that says what to write instead (issue 33, round 20: the first
+hour): a field name misspelt, its unit left off, put at the wrong level, or a number given with its unit."""
+
+import pytest
+from click.testing import CliRunner
+
+from twin.cli.main import main
+from twin.workload.strict_model import unknown_field_hint
+
+SCENARIO = """name: first-hour
+deployment: {gpu: H100-SXM, model: llama-3.1-8b}
+workload:
+  arrivals: {process: poisson, rate_per_s: 2}
+  num_requests: 4
+  classes:
+    - {name: chat, share: 1.0, prompt: {suffix_tokens: 64}, output_tokens: 8}
+slo: {ttft_ms: 500}
+"""
+
+
+def run_with(tmp_path, *sets: str):
+    path = tmp_path / "first.yaml"
+    path.write_text(SCENARIO, encoding="utf-8")
+    args = ["run", str(path), "-q"]
+    for s in sets:
+        args += ["--set", s]
+    return CliRunner().invoke(main, args)
+
+
+def first_line(result) -> str:
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    return result.output.strip().splitlines()[0]
+
+
+@pytest.mark.parametrize("setting, expected", [
+    ("server.max_num_seq=4", "server: unknown field 'max_num_seq'; did you mean 'max_num_seqs'? (allowed: "),
+    ("max_num_seqs=4", "<root>: unknown field 'max_num_seqs'; did you mean 'server.max_num_seqs'? (allowed: "),
+    ("gpu=H200-SXM", "<root>: unknown field 'gpu'; did you mean 'deployment.gpu'? (allowed: "),
+    ("workload.arrivals.rate=10", "workload.arrivals: unknown field 'rate'; did you mean 'rate_per_s'? "
+                                  "(allowed: max_concurrency, process, rate_per_s)"),
+    ("slo.ttft=500", "slo: unknown field 'ttft'; did you mean 'ttft_ms'? (allowed: e2el_ms, itl_ms, tpot_ms, "
+                     "ttft_ms)"),
+    ("sed=3", "<root>: unknown field 'sed'; did you mean 'seed'? (allowed: "),
+])
+def test_unknown_field_says_what_was_meant(tmp_path, setting, expected):
+    assert expected in first_line(run_with(tmp_path, setting))
+
+
+def test_unknown_field_with_nothing_close_lists_the_allowed_only(tmp_path):
+    line = first_line(run_with(tmp_path, "server.bogus=1"))
+    assert "server: unknown field 'bogus' (allowed: admission_watermark, " in line
+    assert "did you mean" not in line
+
+
+@pytest.mark.parametrize("setting, expected", [
+    ("workload.arrivals.rate_per_s=10rps", "workload.arrivals.rate_per_s: must be a number (got '10rps'; write the "
+                                           "number alone: its name's _per_s is the unit)"),
+    ("workload.arrivals.rate_per_s=10 req/s", "(got '10 req/s'; write the number alone: its name's _per_s is the "
+                                              "unit)"),
+    ("workload.duration_s=5min", "workload.duration_s: must be a number (got '5min'; write the number alone: its "
+                                 "name's _s is the unit)"),
+    ("slo.ttft_ms=500ms", "slo.ttft_ms: must be a number of ms, or a mapping like {p99: 1000} (got '500ms'; write "
+                          "the number alone: its name's _ms is the unit)"),
+    ("slo.ttft_ms.p99=500ms", "slo.ttft_ms: must be a number of ms, or a mapping like {p99: 1000} (got "
+                              "{'p99': '500ms'}; "),
+])
+def test_a_number_with_its_unit_says_to_drop_the_unit(tmp_path, setting, expected):
+    assert expected in first_line(run_with(tmp_path, setting))
+
+
+@pytest.mark.parametrize("setting, expected", [
+    ("workload.duration_s=long", "workload.duration_s: must be a number (got 'long')"),
+    ("server.max_num_seqs=four", "server.max_num_seqs: must be an integer (got 'four')"),
+    ("slo.ttft_ms=true", "slo.ttft_ms: must be a number of ms, not true or false (got True)"),
+])
+def test_other_bad_numbers_keep_their_message(tmp_path, setting, expected):
+    line = first_line(run_with(tmp_path, setting))
+    assert line.endswith(expected) and "write the number alone" not in line
+
+
+def test_hint_order_unit_then_section_then_spelling():
+    from twin.scenario import ScenarioBody
+    from twin.workload.arrival_config import PoissonArrivals
+    assert unknown_field_hint(PoissonArrivals, "rate") == "; did you mean 'rate_per_s'?"
+    assert unknown_field_hint(ScenarioBody, "max_num_seqs") == "; did you mean 'server.max_num_seqs'?"
+    assert unknown_field_hint(ScenarioBody, "seeds") == "; did you mean 'seed'?"
+    assert unknown_field_hint(ScenarioBody, "zzz") == ""
+
+
+def test_good_input_runs(tmp_path):
+    result = run_with(tmp_path, "server.max_num_seqs=4", "workload.arrivals.rate_per_s=3")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("baseline: llama-3.1-8b on 1x1 H100-SXM, continuous, max_num_seqs=4, ")
