@@ -91,3 +91,34 @@ def test_good_input_runs(tmp_path):
     result = run_with(tmp_path, "server.max_num_seqs=4", "workload.arrivals.rate_per_s=3")
     assert result.exit_code == 0, result.output
     assert result.output.startswith("baseline: llama-3.1-8b on 1x1 H100-SXM, continuous, max_num_seqs=4, ")
+
+
+@pytest.mark.parametrize("setting, expected", [
+    ("deployment.gpu=h10", "gpu: unknown GPU 'h10'; did you mean 'H100-SXM' or 'H20'?; known: "),
+    ("deployment.gpu=H100-SMX", "gpu: unknown GPU 'H100-SMX'; did you mean 'H100-SXM' or 'H200-SXM'?; known: "),
+    ("deployment.model=Llama-3.1-8B-Instruc", "model: unknown model 'Llama-3.1-8B-Instruc'; did you mean "
+                                              "'llama-3.1-8b' or 'llama-3.1-70b'?; known: "),
+])
+def test_a_mistyped_gpu_or_model_is_matched_against_aliases_too(tmp_path, setting, expected):
+    assert expected in first_line(run_with(tmp_path, setting))
+
+
+def test_did_you_mean_suggests_the_name_an_alias_stands_for():
+    from twin.errors import did_you_mean
+    assert did_you_mean("h10", ["H100-SXM", "H20"], {"h100": "H100-SXM", "h100-sxm5": "H100-SXM"}) == \
+        "; did you mean 'H100-SXM' or 'H20'?"
+    assert did_you_mean("zzz", ["H100-SXM"], {"h100": "H100-SXM"}) == ""
+
+
+def test_list_says_aliases_work():
+    gpus = CliRunner().invoke(main, ["list", "gpus"])
+    models = CliRunner().invoke(main, ["list", "models"])
+    assert gpus.exit_code == 0 and "Any case; aliases work too (h100, a100, h200, b200, 4090)." in gpus.output
+    assert models.exit_code == 0 and "Hugging Face ids work too" in models.output
+
+
+def test_help_points_at_discovery_and_says_the_baseline_always_runs():
+    run_help = CliRunner().invoke(main, ["run", "--help"]).output
+    compare_help = " ".join(CliRunner().invoke(main, ["compare", "--help"]).output.split())
+    assert "bundled scenario's name: twin list" in " ".join(run_help.split())
+    assert "Comma-separated variants, run beside the baseline (default: all)." in compare_help
