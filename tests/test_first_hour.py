@@ -122,3 +122,13 @@ def test_help_points_at_discovery_and_says_the_baseline_always_runs():
     compare_help = " ".join(CliRunner().invoke(main, ["compare", "--help"]).output.split())
     assert "bundled scenario's name: twin list" in " ".join(run_help.split())
     assert "Comma-separated variants, run beside the baseline (default: all)." in compare_help
+
+
+def test_set_with_a_space_instead_of_equals_says_how_to_write_it(tmp_path):
+    path = tmp_path / "first.yaml"
+    path.write_text(SCENARIO, encoding="utf-8")
+    result = CliRunner().invoke(main, ["run", str(path), "--set", "server.max_num_seqs", "4"])
+    assert first_line(result).startswith("error: Got unexpected extra argument (4); --set takes KEY=VALUE as one "
+                                         "word: --set server.max_num_seqs=4 (see ")
+    other = CliRunner().invoke(main, ["run", str(path), "extra"])
+    assert first_line(other).startswith("error: Got unexpected extra argument (extra) (see ")

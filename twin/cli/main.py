@@ -84,7 +84,8 @@ class TwinGroup(click.Group):
             sys.exit(0)
         except click.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx is not None else "twin"
-            _say_error(f"{exc.format_message()} (see {command} --help)")
+            from twin.cli.usage_hints import usage_hint
+            _say_error(f"{exc.format_message()}{usage_hint(exc)} (see {command} --help)")
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             _say_error(exc.format_message())
