@@ -132,3 +132,26 @@ def test_set_with_a_space_instead_of_equals_says_how_to_write_it(tmp_path):
                                          "word: --set server.max_num_seqs=4 (see ")
     other = CliRunner().invoke(main, ["run", str(path), "extra"])
     assert first_line(other).startswith("error: Got unexpected extra argument (extra) (see ")
+
+
+def test_a_missing_trace_names_the_folder_rule_and_the_closest_file(tmp_path, monkeypatch):
+    from twin.workload.paths import missing_path_hint
+    (tmp_path / "azure_conv.csv").write_text("x\n", encoding="utf-8")
+    monkeypatch.setenv("TWIN_TRACES_DIR", str(tmp_path))
+    assert missing_path_hint("{traces}/azure_conv.cvs", tmp_path / "azure_conv.cvs") == \
+        f"; did you mean 'azure_conv.csv'? ('{{traces}}' is TWIN_TRACES_DIR={tmp_path})"
+    monkeypatch.delenv("TWIN_TRACES_DIR")
+    assert missing_path_hint("{traces}/nope.csv", tmp_path / "nope.csv") == \
+        " ('{traces}' is the shared/traces folder beside the checkout: TWIN_TRACES_DIR is unset)"
+    assert missing_path_hint("traces/x.csv", tmp_path / "traces" / "x.csv") == \
+        " (a relative path is read from the scenario file's folder)"
+    assert missing_path_hint(str(tmp_path / "gone.csv"), tmp_path / "gone.csv") == ""
+
+
+def test_run_of_a_missing_trace_is_one_line(tmp_path):
+    path = tmp_path / "trace.yaml"
+    path.write_text("deployment: {gpu: H100-SXM, model: llama-3.1-8b}\n"
+                    "workload: {trace: {path: traces/none.csv, format: azure}}\n", encoding="utf-8")
+    line = first_line(CliRunner().invoke(main, ["run", str(path), "-q"]))
+    assert line == (f"error: workload.trace.path: file not found: {tmp_path / 'traces' / 'none.csv'} (a relative "
+                    "path is read from the scenario file's folder)")
