@@ -155,3 +155,10 @@ def test_run_of_a_missing_trace_is_one_line(tmp_path):
     line = first_line(CliRunner().invoke(main, ["run", str(path), "-q"]))
     assert line == (f"error: workload.trace.path: file not found: {tmp_path / 'traces' / 'none.csv'} (a relative "
                     "path is read from the scenario file's folder)")
+
+
+@pytest.mark.parametrize("command", ["run", "compare", "list", "sweep", "plan", "diagnose", "protocol", "validate",
+                                     "calibrate"])
+def test_help_shows_no_docstring_markup(command):
+    result = CliRunner().invoke(main, [command, "--help"])
+    assert result.exit_code == 0 and "``" not in result.output
