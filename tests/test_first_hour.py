@@ -162,3 +162,37 @@ def test_run_of_a_missing_trace_is_one_line(tmp_path):
 def test_help_shows_no_docstring_markup(command):
     result = CliRunner().invoke(main, [command, "--help"])
     assert result.exit_code == 0 and "``" not in result.output
+
+
+def test_an_override_indexes_into_a_list():
+    from twin.errors import TwinInputError
+    from twin.yaml_input import deep_merge, parse_set_options
+    base = {"workload": {"classes": [{"name": "a", "prompt": {"suffix_tokens": 64}}, {"name": "b"}]}}
+    merged = deep_merge(base, parse_set_options(["workload.classes.0.prompt.num_prefix_groups=50",
+                                                 "workload.classes.1.share=0.5"]))
+    assert merged == {"workload": {"classes": [{"name": "a", "prompt": {"suffix_tokens": 64, "num_prefix_groups": 50}},
+                                               {"name": "b", "share": 0.5}]}}
+    assert base["workload"]["classes"][0] == {"name": "a", "prompt": {"suffix_tokens": 64}}   # not modified
+    with pytest.raises(TwinInputError, match=r"^classes.2 \(an override\): no such item \(classes has 2, numbered "
+                                             r"from 0\)$"):
+        deep_merge(base, parse_set_options(["workload.classes.2.share=1"]))
+
+
+def test_set_of_a_class_field_runs(tmp_path):
+    result = run_with(tmp_path, "workload.classes.0.output_tokens=4")
+    assert result.exit_code == 0, result.output
+
+
+def test_set_adjusts_a_datasets_expansion_as_the_readme_says():
+    from twin.errors import TwinInputError
+    from twin.workload import load_workload_config
+    data = {"arrivals": {"process": "poisson", "rate_per_s": 2}, "num_requests": 10,
+            "dataset": {"kind": "random", "input_len": 128, "output_len": 16}}
+    plain = load_workload_config(data)
+    edited = load_workload_config(dict(data, classes={"0": {"timeout_s": 5}}))
+    assert plain.classes[0].timeout_s is None and edited.classes[0].timeout_s == 5
+    assert edited.classes[0].name == plain.classes[0].name == "random"
+    with pytest.raises(TwinInputError, match=r"classes.1 \(an override\): no such item \(classes has 1"):
+        load_workload_config(dict(data, classes={"1": {"timeout_s": 5}}))
+    with pytest.raises(TwinInputError, match="give exactly one of classes, dataset"):
+        load_workload_config(dict(data, classes=[{"name": "x"}]))
