@@ -1,6 +1,9 @@
 """A new user's first mistakes get an error that says what to write instead (issue 33, round 20: the first
 hour): a field name misspelt, its unit left off, put at the wrong level, or a number given with its unit."""
 
+import shlex
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -196,3 +199,25 @@ def test_set_adjusts_a_datasets_expansion_as_the_readme_says():
         load_workload_config(dict(data, classes={"1": {"timeout_s": 5}}))
     with pytest.raises(TwinInputError, match="give exactly one of classes, dataset"):
         load_workload_config(dict(data, classes=[{"name": "x"}]))
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "first-hour.md"
+# docs/first-hour.md's question table: the commands cheap enough to run here (plan: minutes, its own tests;
+# spec_methods: 30 runs), each with a row its answer is read from
+DOC_COMMANDS = {
+    "twin run concurrency_cap_trap --all-variants": "mean queue length",
+    "twin compare chat_shared_prompt --variants caching-off --set workload.classes.0.prompt.num_prefix_groups=50":
+        "prefix cache hit rate",
+    "twin compare speculative_decoding --variants creative-c256 --reference creative-c256-nospec":
+        "spec acceptance length",
+    "twin run chat_shared_prompt --set deployment.model=Qwen/Qwen2.5-7B-Instruct --set deployment.gpu=h200 --set "
+    "workload.arrivals.rate_per_s=12": "request throughput",
+}
+
+
+@pytest.mark.parametrize("command", list(DOC_COMMANDS))
+def test_first_hour_doc_commands_run_as_printed(command):
+    assert f"`{command}`" in DOC.read_text(encoding="utf-8")
+    result = CliRunner().invoke(main, shlex.split(command)[1:] + ["-q"])
+    assert result.exit_code == 0, result.output
+    assert DOC_COMMANDS[command] in result.output
