@@ -37,13 +37,13 @@ def first_line(result) -> str:
 
 @pytest.mark.parametrize("setting, expected", [
     ("server.max_num_seq=4", "server: unknown field 'max_num_seq'; did you mean 'max_num_seqs'? (allowed: "),
-    ("max_num_seqs=4", "<root>: unknown field 'max_num_seqs'; did you mean 'server.max_num_seqs'? (allowed: "),
-    ("gpu=H200-SXM", "<root>: unknown field 'gpu'; did you mean 'deployment.gpu'? (allowed: "),
+    ("max_num_seqs=4", "top level: unknown field 'max_num_seqs'; did you mean 'server.max_num_seqs'? (allowed: "),
+    ("gpu=H200-SXM", "top level: unknown field 'gpu'; did you mean 'deployment.gpu'? (allowed: "),
     ("workload.arrivals.rate=10", "workload.arrivals: unknown field 'rate'; did you mean 'rate_per_s'? "
                                   "(allowed: max_concurrency, process, rate_per_s)"),
     ("slo.ttft=500", "slo: unknown field 'ttft'; did you mean 'ttft_ms'? (allowed: e2el_ms, itl_ms, tpot_ms, "
                      "ttft_ms)"),
-    ("sed=3", "<root>: unknown field 'sed'; did you mean 'seed'? (allowed: "),
+    ("sed=3", "top level: unknown field 'sed'; did you mean 'seed'? (allowed: "),
 ])
 def test_unknown_field_says_what_was_meant(tmp_path, setting, expected):
     assert expected in first_line(run_with(tmp_path, setting))

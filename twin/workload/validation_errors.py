@@ -99,7 +99,7 @@ def describe_error(err: dict, root: str | None = None) -> str:
                 if piece:
                     parts.append(int(piece) if piece.isdigit() else piece)
         text = msg if "(got" in msg else msg + _got(value)
-        return f"{_loc_text(parts) or '<root>'}: {text}"
+        return f"{_loc_text(parts) or 'top level'}: {text}"
     if etype == "union_tag_invalid":
         kinds = DATASET_KINDS if "kind" in str(ctx.get("discriminator", "")) else ARRIVAL_PROCESSES
         tags = ", ".join(kinds)
@@ -123,7 +123,7 @@ def describe_error(err: dict, root: str | None = None) -> str:
     got = "" if etype == "missing" else _got(value)
     if got and etype in ("float_parsing", "int_parsing"):
         got = got[:-1] + _unit_hint(parts, value) + ")"
-    return f"{_loc_text(parts) or '<root>'}: {msg}{got}"
+    return f"{_loc_text(parts) or 'top level'}: {msg}{got}"
 
 
 def format_validation_error(exc: ValidationError, root: str | None = None) -> str:
