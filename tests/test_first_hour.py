@@ -221,9 +221,3 @@ def test_first_hour_doc_commands_run_as_printed(command):
     result = CliRunner().invoke(main, shlex.split(command)[1:] + ["-q"])
     assert result.exit_code == 0, result.output
     assert DOC_COMMANDS[command] in result.output
-
-
-def test_a_scenario_that_is_neither_file_nor_bundled_says_where_it_looked(tmp_path):
-    missing = tmp_path / "nope.yaml"
-    line = first_line(CliRunner().invoke(main, ["run", str(missing)]))
-    assert line == f"error: {missing}: no such file ({missing.resolve()}) nor bundled scenario (twin list scenarios)"

@@ -394,4 +394,4 @@ def resolve_scenario_path(path: str | Path) -> Path:
     if hint:   # one suggestion rather than every name
         raise TwinInputError(f"{path}: no such scenario file or bundled scenario{hint} (twin list scenarios lists "
                              f"all {len(names)})")
-    raise TwinInputError(f"{path}: no such file ({p.resolve()}) nor bundled scenario (twin list scenarios)")
+    raise TwinInputError(f"{path}: no such scenario file (bundled scenarios: {', '.join(names) or 'none'})")
