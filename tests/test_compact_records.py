@@ -150,7 +150,7 @@ def test_summary_keys_none_where_it_cannot_answer():
 
 @pytest.mark.parametrize("records, match", [
     ({"token_times": "compact"}, r"records.token_times.*'full'.*'summary'"),
-    ({"token_time": "summary"}, r"records: unknown field 'token_time' \(allowed: steps, token_times\)"),
+    ({"token_time": "summary"}, r"records: unknown field 'token_time'; did you mean 'token_times'\? \(allowed: steps, token_times\)"),
     ({"steps": "rows"}, r"records.steps.*'full'.*'aggregate'"),
     ("summary", r"records"),
 ])

@@ -80,7 +80,8 @@ def test_gamma_cv_or_vllm_burstiness():
     (base(arrivals={"process": "fluid", "rate_per_s": 3}),
      "workload.arrivals.process: must be one of poisson, gamma, constant, piecewise, ramp_up, closed_loop (got 'fluid')"),
     (base(arrivals={"process": "poisson", "rate": 3}),
-     "workload.arrivals: unknown field 'rate' (allowed: max_concurrency, process, rate_per_s, scale_to_duration)"),
+     "workload.arrivals: unknown field 'rate'; did you mean 'rate_per_s'? "
+     "(allowed: max_concurrency, process, rate_per_s, scale_to_duration)"),
     (base(classes=[dict(CLASS, share=0.6)]),
      "workload.classes: shares must sum to 1 (got 0.6)"),
     (base(classes=[dict(CLASS, output_tokens={"lognormal": {"median": 0, "sigma": 1}})]),

@@ -7,19 +7,22 @@ class TwinInputError(ValueError):
     """Bad input: the message names the field (or file and line), the value, and what is allowed."""
 
 
-def did_you_mean(name: object, choices: "list[str] | tuple[str, ...]") -> str:
+def did_you_mean(name: object, choices: "list[str] | tuple[str, ...]",
+                 aliases: "dict[str, str] | None" = None) -> str:
     """``"; did you mean 'eagle-c16'?"`` for the closest of ``choices`` to a mistyped ``name`` (case and
-    ``-``/``_`` ignored; ``difflib``'s ratio of 0.6 or more), else ``""``."""
+    ``-``/``_`` ignored; ``difflib``'s ratio of 0.6 or more), else ``""``. ``aliases`` (other spelling -> its
+    choice) are matched too and suggest their choice: ``h10`` is close to the alias ``h100`` of ``H100-SXM``."""
     import difflib
 
     def key(text: object) -> str:
         return str(text).lower().replace("_", "-")
 
-    by_key = {key(c): c for c in choices}
-    close = difflib.get_close_matches(key(name), list(by_key), n=2, cutoff=0.6)
-    if not close:
+    by_key = {key(a): c for a, c in (aliases or {}).items()} | {key(c): c for c in choices}
+    close = difflib.get_close_matches(key(name), list(by_key), n=4, cutoff=0.6)
+    suggested = list(dict.fromkeys(by_key[c] for c in close))[:2]
+    if not suggested:
         return ""
-    return "; did you mean " + " or ".join(repr(by_key[c]) for c in close) + "?"
+    return "; did you mean " + " or ".join(repr(c) for c in suggested) + "?"
 
 
 def run_script(main: Callable[[], object]) -> None:

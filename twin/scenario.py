@@ -227,6 +227,9 @@ class SLOConfig(StrictModel):
         values = value.values() if isinstance(value, dict) else [value]
         if any(isinstance(v, bool) for v in values):
             raise ValueError("must be a number of ms, not true or false")
+        if any(isinstance(v, str) for v in values):  # else pydantic names the union's branches (ttft_ms.float)
+            raise ValueError(f"must be a number of ms, or a mapping like {{p99: 1000}} (got {value!r}; write the "
+                             "number alone: its name's _ms is the unit)")
         return value
 
     @field_validator("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")

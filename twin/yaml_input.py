@@ -215,15 +215,31 @@ REPLACE_MARKER = "_replace"
 
 def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """Merge ``overrides`` into ``base`` key by key; a mapping with ``_replace: true`` replaces instead
-    (e.g. switching ``workload.arrivals`` from poisson to closed_loop)."""
+    (e.g. switching ``workload.arrivals`` from poisson to closed_loop). A mapping of indices over a list merges
+    into those items (``--set workload.classes.0.output_tokens=64``)."""
     out = dict(base)
     for key, value in overrides.items():
         if isinstance(value, dict) and value.get(REPLACE_MARKER) is True:
             out[key] = {k: copy.deepcopy(v) for k, v in value.items() if k != REPLACE_MARKER}
         elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = deep_merge(out[key], value)
+        elif isinstance(value, dict) and isinstance(out.get(key), list) and value and all(
+                str(k).isdigit() for k in value):
+            out[key] = _merge_items(out[key], value, key)
         else:
             out[key] = copy.deepcopy(value)
+    return out
+
+
+def _merge_items(items: list[Any], overrides: dict[Any, Any], name: str) -> list[Any]:
+    """``overrides`` ({index: value}) merged into a copy of the list ``items``."""
+    out = copy.deepcopy(items)
+    for index, value in overrides.items():
+        i = int(index)
+        if i >= len(out):
+            raise TwinInputError(f"{name}.{index} (an override): no such item ({name} has {len(out)}, numbered from 0)")
+        both = isinstance(value, dict) and isinstance(out[i], dict)
+        out[i] = deep_merge(out[i], value) if both else copy.deepcopy(value)
     return out
 
 

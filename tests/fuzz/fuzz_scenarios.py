@@ -175,7 +175,7 @@ def scenario_cases(draw) -> Case:
 SET_PATHS = [p for p in FIELD_PATHS if 0 not in p and p not in (("seed",), ("replications",))]
 JUNK_SETS = [("noequals", "no '='"), ("=5", "an empty key"), ("bogus.key=1", "an unknown section"),
              ("server.bogus=1", "an unknown server knob"), ("server=5", "a section replaced by a number"),
-             ("workload.classes.0.share=1", "a list indexed like a mapping"), ("server.max_num_seqs=[1", None),
+             ("workload.classes.5.share=1", "a list index past its end"), ("server.max_num_seqs=[1", None),
              ("server..max_num_seqs=4", None), ("workload.arrivals.process=pareto", "an unknown process"),
              ("slo.ttft_ms.p142=10", "an unknown statistic")]
 

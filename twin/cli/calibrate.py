@@ -141,7 +141,8 @@ def calibrate(more_results: tuple[str, ...], from_results: tuple[str, ...], benc
               quick: bool, output: str | None, samples_out: str | None, threads: int | None,
               max_pool_gib: float | None, plan_path: str | None, no_replay: bool, seed: int, quiet: bool) -> None:
     """Measure the real engine (paged KV, batched prefill and decode, driven by the twin's scheduler) on this
-    machine, fit a per-step cost model and write it as a profile for ``cost_model: {kind: profile}``.
+    machine, fit a per-step cost model and write it as a profile (a scenario's cost_model: {kind: profile,
+    profile: FILE}).
 
     With --from-results, fit the twin to a real vLLM server's benchmark results instead (see --plan)."""
     if more_results and not from_results:

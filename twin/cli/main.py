@@ -84,7 +84,8 @@ class TwinGroup(click.Group):
             sys.exit(0)
         except click.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx is not None else "twin"
-            _say_error(f"{exc.format_message()} (see {command} --help)")
+            from twin.cli.usage_hints import usage_hint
+            _say_error(f"{exc.format_message()}{usage_hint(exc)} (see {command} --help)")
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
             _say_error(exc.format_message())
@@ -246,7 +247,7 @@ def _print_headlines(runs: dict[str, dict[str, Any]]) -> None:
 def run(scenario: str, variants: tuple[str, ...], all_variants: bool, sets: tuple[str, ...], seed: int | None,
         replications: int | None, json_path: str | None, requests_out: str | None, steps_out: str | None,
         replicas_out: str | None, quiet: bool) -> None:
-    """Simulate SCENARIO (a YAML file, or the name of a bundled scenario) and print its metrics."""
+    """Simulate SCENARIO (a YAML file, or a bundled scenario's name: twin list) and print its metrics."""
     names = run_names(scenario, variants, all_variants)
     _, runs = _run_variants(scenario, names, sets, seed, replications, not quiet and console.is_terminal)
     _report(runs, json_path, requests_out, steps_out, replicas_out=replicas_out)
@@ -254,7 +255,7 @@ def run(scenario: str, variants: tuple[str, ...], all_variants: bool, sets: tupl
 
 @main.command()
 @click.argument("scenario")
-@click.option("--variants", "variant_list", help="Comma-separated variants (default: all of them).")
+@click.option("--variants", "variant_list", help="Comma-separated variants, run beside the baseline (default: all).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a field in every variant.")
 @click.option("--seed", type=int, help="Override the scenario's seed.")
 @click.option("--replications", type=click.IntRange(1, 1000), help="Independent replications per variant.")
@@ -373,7 +374,7 @@ def list_cmd(what: str) -> None:
                 table.add_row(path.stem, "", f"[red]invalid: {exc}[/]")
         console.print(table)
     if what in ("gpus", "all"):
-        table = Table(title="GPUs")
+        table = Table(title="GPUs", caption="Any case; aliases work too (h100, a100, h200, b200, 4090).")
         for col in ("name", "bf16 TFLOP/s", "bandwidth TB/s", "memory GiB", "interconnect"):
             table.add_column(col)
         for g in list_gpus():
@@ -381,7 +382,7 @@ def list_cmd(what: str) -> None:
                           f"{g.memory_gib:.0f}", g.interconnect)
         console.print(table)
     if what in ("models", "all"):
-        table = Table(title="Models")
+        table = Table(title="Models", caption="Any case; Hugging Face ids work too (meta-llama/Llama-3.1-8B-Instruct).")
         for col in ("name", "params (B)", "layers", "hidden", "heads/kv", "KV KiB/token (bf16)", "max len"):
             table.add_column(col)
         for m in list_models():

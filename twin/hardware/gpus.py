@@ -179,5 +179,6 @@ def resolve_gpu(name_or_path: str | Path | GpuSpec) -> GpuSpec:
             raise TwinInputError(f"gpu: spec file {str(name_or_path)!r} does not exist")
         return load_gpu_spec(p)
     known = ", ".join(g.name for g in list_gpus())
-    hint = did_you_mean(name_or_path, [g.name for g in list_gpus()])
+    hint = did_you_mean(name_or_path, [g.name for g in list_gpus()],
+                        {a: g.name for g in list_gpus() for a in g.aliases})
     raise TwinInputError(f"gpu: unknown GPU {str(name_or_path)!r}{hint}; known: {known}; or give a YAML spec file path")

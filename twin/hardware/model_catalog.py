@@ -206,6 +206,7 @@ def resolve_model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     if p.is_file() or (p.is_dir() and (p / "config.json").is_file()):
         return model_from_hf_config(p)
     known = ", ".join(m.name for m in list_models())
-    hint = did_you_mean(name_or_path, [m.name for m in list_models()])
+    hint = did_you_mean(name_or_path, [m.name for m in list_models()],
+                        {a: m.name for m in list_models() for a in (*m.aliases, *((m.hf_id,) if m.hf_id else ()))})
     raise TwinInputError(f"model: unknown model {str(name_or_path)!r}{hint}; known: {known}; "
                          f"or give a path to a Hugging Face config.json")

@@ -60,6 +60,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from twin.errors import TwinInputError
+from twin.yaml_input import deep_merge
 from twin.workload.arrival_config import ArrivalsConfig, ClosedLoopArrivals, PiecewiseArrivals, RampUpArrivals
 from twin.workload.datasets import DatasetConfig, dataset_class
 from twin.workload.distribution_config import LengthDist, TimeDist
@@ -221,14 +222,17 @@ class WorkloadConfig(StrictModel):
     def _expand_dataset(cls, data: Any) -> Any:
         if not isinstance(data, dict) or data.get("dataset") is None:
             return data
-        if data.get("classes") or data.get("trace") is not None:
+        # {index: fields} under classes: an override (--set workload.classes.0.timeout_s=5) of the expansion
+        edits = data.get("classes") if isinstance(data.get("classes"), dict) else None
+        if (data.get("classes") and edits is None) or data.get("trace") is not None:
             raise ValueError("give exactly one of classes, dataset (synthetic traffic) or trace")
         try:
             dataset = _DatasetHolder.model_validate({"dataset": data["dataset"]}).dataset
         except ValidationError as exc:
             raise ValueError("." + format_validation_error(exc)) from None
         data = {k: v for k, v in data.items() if k != "dataset"}
-        data["classes"] = [dataset_class(dataset)]
+        expanded = {"classes": [dataset_class(dataset)]}
+        data["classes"] = deep_merge(expanded, {"classes": edits} if edits else {})["classes"]
         return data
 
     @model_validator(mode="after")

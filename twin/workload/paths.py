@@ -30,3 +30,20 @@ def expand_path(path: str | os.PathLike, base_dir: str | os.PathLike | None = No
     if not p.is_absolute() and base_dir is not None:
         p = Path(base_dir) / p
     return p
+
+
+def missing_path_hint(raw: str | os.PathLike, path: Path) -> str:
+    """Why a trace path ``raw`` (expanded to ``path``, which does not exist) was looked for there, and the
+    closest file beside it: ``"; did you mean 'azure_conv.csv'? ('{traces}' is TWIN_TRACES_DIR=/data)"``."""
+    from twin.errors import did_you_mean
+
+    beside = sorted(p.name for p in path.parent.iterdir() if p.is_file()) if path.parent.is_dir() else []
+    hint = did_you_mean(path.name, beside)
+    text = os.fspath(raw)
+    if TRACES_TOKEN in text:
+        where = f"{TRACES_ENV}={os.environ[TRACES_ENV]}" if os.environ.get(TRACES_ENV) else \
+            f"the shared/traces folder beside the checkout: {TRACES_ENV} is unset"
+        return f"{hint} ('{TRACES_TOKEN}' is {where})"
+    if not Path(text).expanduser().is_absolute():
+        return f"{hint} (a relative path is read from the scenario file's folder)"
+    return hint

@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from twin.errors import did_you_mean
+
 
 def _takes_bool(annotation: Any) -> bool:
     """Whether a field's type admits ``true``/``false`` (pydantic would otherwise read them as 1 and 0)."""
@@ -20,6 +22,27 @@ def _takes_bool(annotation: Any) -> bool:
     if typing.get_origin(annotation) in (dict, list, tuple):
         return True  # the items are checked by their own types
     return any(_takes_bool(arg) for arg in typing.get_args(annotation) if not isinstance(arg, (str, int)))
+
+
+def _sections(annotation: Any) -> list[type]:
+    """The ``StrictModel`` classes a field's type names (``ServerConfig``, ``X | None``), one level deep."""
+    found = [annotation] if isinstance(annotation, type) and issubclass(annotation, StrictModel) else []
+    return found + [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, StrictModel)]
+
+
+def unknown_field_hint(model: type[BaseModel], key: object) -> str:
+    """``"; did you mean 'max_num_seqs'?"`` for an unknown ``key`` of ``model``: a field the key begins with its
+    unit left off (``rate`` -> ``rate_per_s``), else a section one level down that has the key
+    (``max_num_seqs`` at the top -> ``server.max_num_seqs``), else a close spelling; ``""`` when none fits."""
+    names = sorted(model.model_fields)
+    with_unit = [n for n in names if n.startswith(f"{key}_")]
+    if with_unit:
+        return "; did you mean " + " or ".join(repr(n) for n in with_unit[:2]) + "?"
+    nested = [f"{name}.{key}" for name, field in model.model_fields.items()
+              for section in _sections(field.annotation) if key in section.model_fields]
+    if nested:
+        return "; did you mean " + " or ".join(repr(n) for n in nested[:2]) + "?"
+    return did_you_mean(key, names)
 
 
 class StrictModel(BaseModel):
@@ -35,7 +58,8 @@ class StrictModel(BaseModel):
             allowed = set(cls.model_fields)
             unknown = [k for k in data if k not in allowed]
             if unknown:
-                raise ValueError(f"unknown field {unknown[0]!r} (allowed: {', '.join(sorted(allowed))})")
+                hint = unknown_field_hint(cls, unknown[0])
+                raise ValueError(f"unknown field {unknown[0]!r}{hint} (allowed: {', '.join(sorted(allowed))})")
             for name, value in data.items():
                 if isinstance(value, bool) and not _takes_bool(cls.model_fields[name].annotation):
                     raise ValueError(f".{name}: must be a number, not {str(value).lower()}")

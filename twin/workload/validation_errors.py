@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -70,6 +71,20 @@ def _got(value: Any) -> str:
     return f" (got {value!r})"
 
 
+_NUMBER_WITH_UNIT = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)\s*[^\d\s.]")
+_UNIT_SUFFIX = re.compile(r"_(per_s|gb_s|ms|us|s|tokens|gib)$")
+
+
+def _unit_hint(parts: list[Any], value: Any) -> str:
+    """``"; write the number alone: its name's _per_s is the unit"`` for a number given with a unit
+    (``rate_per_s: 10rps``, ``ttft_ms: 500ms``); ``""`` otherwise."""
+    name = next((p for p in reversed(parts) if isinstance(p, str)), "")
+    unit = _UNIT_SUFFIX.search(name)
+    if not isinstance(value, str) or unit is None or not _NUMBER_WITH_UNIT.match(value):
+        return ""
+    return f"; write the number alone: its name's _{unit.group(1)} is the unit"
+
+
 def describe_error(err: dict, root: str | None = None) -> str:
     """One pydantic error (an entry of ``ValidationError.errors()``) as ``path: message (got value)``."""
     parts = ([root] if root else []) + _clean_loc(tuple(err.get("loc", ())))
@@ -84,7 +99,7 @@ def describe_error(err: dict, root: str | None = None) -> str:
                 if piece:
                     parts.append(int(piece) if piece.isdigit() else piece)
         text = msg if "(got" in msg else msg + _got(value)
-        return f"{_loc_text(parts) or '<root>'}: {text}"
+        return f"{_loc_text(parts) or 'top level'}: {text}"
     if etype == "union_tag_invalid":
         kinds = DATASET_KINDS if "kind" in str(ctx.get("discriminator", "")) else ARRIVAL_PROCESSES
         tags = ", ".join(kinds)
@@ -106,7 +121,9 @@ def describe_error(err: dict, root: str | None = None) -> str:
     else:
         msg = str(err.get("msg", "invalid")).replace("Input should be", "must be")
     got = "" if etype == "missing" else _got(value)
-    return f"{_loc_text(parts) or '<root>'}: {msg}{got}"
+    if got and etype in ("float_parsing", "int_parsing"):
+        got = got[:-1] + _unit_hint(parts, value) + ")"
+    return f"{_loc_text(parts) or 'top level'}: {msg}{got}"
 
 
 def format_validation_error(exc: ValidationError, root: str | None = None) -> str:
