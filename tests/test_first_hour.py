@@ -40,7 +40,7 @@ def first_line(result) -> str:
     ("max_num_seqs=4", "top level: unknown field 'max_num_seqs'; did you mean 'server.max_num_seqs'? (allowed: "),
     ("gpu=H200-SXM", "top level: unknown field 'gpu'; did you mean 'deployment.gpu'? (allowed: "),
     ("workload.arrivals.rate=10", "workload.arrivals: unknown field 'rate'; did you mean 'rate_per_s'? "
-                                  "(allowed: max_concurrency, process, rate_per_s)"),
+                                  "(allowed: max_concurrency, process, rate_per_s, scale_to_duration)"),
     ("slo.ttft=500", "slo: unknown field 'ttft'; did you mean 'ttft_ms'? (allowed: e2el_ms, itl_ms, tpot_ms, "
                      "ttft_ms)"),
     ("sed=3", "top level: unknown field 'sed'; did you mean 'seed'? (allowed: "),
