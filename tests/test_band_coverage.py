@@ -138,13 +138,13 @@ def test_the_note_names_the_construction_and_marks_a_thin_cell():
     assert hn.server_lines("hopper", False, doc)[3:] == [
         "  TTFT mean   +5.0% (-30..+50%, ~71%)", "  TPOT        -", "  E2E mean    -", "  throughput  -",
         "  predicted / measured - 1: median (80% range); report abc1234, 2026-12-20",
-        "  range by order statistics: ~80% of unseen servers inside, ~x% where shown"]
+        "  range by order statistics: ~80% of unseen servers inside, less where marked"]
     assert all(len(line) < 80 for line in hn.server_lines("hopper", False, doc))       # a terminal does not wrap it
     assert hn.metric_text({"n": 9, "signed_median": 0.0, "p10": -0.1, "p90": 0.1, "coverage": 0.8}) == "0.0% (-10..+10%)"
     body = SimpleNamespace(cost_model=SimpleNamespace(kind="roofline"))
     out = hn.bands_doc(_dep("H100-SXM", False), body, doc)
     assert out["construction"] == "order" and "median (80% range); report abc1234, 2026-12-20; range by order " \
-        "statistics: ~80% of unseen servers inside, ~x% where shown\n" in hn.bands_markdown(out)
+        "statistics: ~80% of unseen servers inside, less where marked\n" in hn.bands_markdown(out)
 
 
 @pytest.mark.parametrize("edit, needle", [

@@ -8,7 +8,7 @@ run's verdict.
       TTFT mean   -5.6% (-36..+9%)         -0.8% (-24..+23%)
       ...
       predicted / measured - 1: median (80% range); report ec9f9f5, 2026-12-06
-      range by order statistics: ~80% of unseen servers inside, ~x% where shown
+      range by order statistics: ~80% of unseen servers inside, less where marked
 
 A generation / kind the report has no held-out case of says so, with no band."""
 
@@ -23,7 +23,7 @@ GENERATION_NAMES = {"hopper": "Hopper", "blackwell": "Blackwell", "ampere": "Amp
                     "cpu": "CPU", "other": "an uncatalogued GPU generation"}
 KIND_WHAT = {"GPU": "GPU generation held out", "family": "model family held out"}
 # round 20: the range's name in the note, and (order statistics) a line saying what it holds; each under 80 columns
-RANGE_WORDS = {"order": ("80% range", "range by order statistics: ~80% of unseen servers inside, ~x% where shown"),
+RANGE_WORDS = {"order": ("80% range", "range by order statistics: ~80% of unseen servers inside, less where marked"),
                "linear": ("p10..p90", None)}
 
 
