@@ -30,7 +30,11 @@ path's eager MoE floor that Kimi-K2.5's MLA layers on the same expert format do 
 eager_path_floors``).
 
 Releases (issue 33, round 16): ``@vllm_0.10`` covers the replayed runs measured on vLLM 0.10.x
-(``twin.fitting.release_scope``)."""
+(``twin.fitting.release_scope``).
+
+A scope that covers no deployment (an unknown part, a part twice, two GPU generations, ...) is a one-line error
+(issue 33, round 20: ``check_scoped_name``), where a value is read (``parse_scoped_set_options``) and where it is
+applied (``params_for``): ``in_scope`` would match nothing and the value be silently ignored."""
 
 from __future__ import annotations
 
