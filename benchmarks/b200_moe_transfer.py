@@ -35,7 +35,7 @@ from benchmarks.fold_report import fold_params  # noqa: E402
 from benchmarks.unseen_generation import GROUPS as FOLD_GROUPS  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.hardware.catalog import resolve_gpu  # noqa: E402
-from twin.yaml_input import parse_numeric_set_options  # noqa: E402
+from twin.fitting.scoped import parse_scoped_set_options  # noqa: E402
 
 GROUP = "B200"
 KEYS = (("mean_ttft_ms", "TTFT"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2E"))
@@ -96,23 +96,21 @@ def variants(base: dict[str, float]) -> dict[str, dict[str, float]]:
 
 
 def known_names(values: dict[str, float], flag: str = "--set") -> dict[str, float]:
-    """``values`` where every name is a fit parameter or a roofline keyword, with an optional ``@scope`` whose every
-    ``+`` part is a scope the twin knows (``twin.fitting.scoped.SCOPES``); else a one-line error (an unknown name
-    would fail the cost model, an unknown scope cover nothing)."""
+    """``values`` where every name is a fit parameter or a roofline keyword, with an optional ``@scope`` that can
+    cover a deployment (``twin.fitting.scoped.check_scoped_name``); else a one-line error (an unknown name would
+    fail the cost model, an unknown scope cover nothing)."""
     import inspect
 
     from twin.cost.roofline import RooflineCostModel
     from twin.fitting.parameters import PARAMETERS_BY_NAME
     from twin.fitting.path_layers import TERM
-    from twin.fitting.scoped import SCOPES, split
+    from twin.fitting.scoped import check_scoped_name, split
     keywords = set(inspect.signature(RooflineCostModel.__init__).parameters) - {"self", "model", "gpu"}
     for name in values:
-        base, scope = split(name)
+        base, _ = split(name)
         if name not in PARAMETERS_BY_NAME and base not in keywords | {TERM}:
             raise TwinInputError(f"{flag} {name}: neither a fit parameter nor a roofline keyword")
-        bad = [part for part in (scope or "").split("+") if scope is not None and part not in SCOPES]
-        if bad:
-            raise TwinInputError(f"{flag} {name}: unknown scope {bad[0]!r}; allowed: {', '.join(SCOPES)}")
+        check_scoped_name(name, flag)
     return values
 
 
@@ -132,7 +130,7 @@ def main() -> None:
     check_simulation_options(args.sim_s, args.workers)
     from twin.fitting.joint import all_cases, errors, family_of, gpu_of
     from twin.hardware.model_catalog import resolve_model
-    extra = known_names(parse_numeric_set_options([kv for kv in args.set.split(",") if kv]))
+    extra = known_names(parse_scoped_set_options([kv for kv in args.set.split(",") if kv]))
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     if args.only and not only:
         raise TwinInputError(f"--only {args.only!r}: name at least one label prefix")

@@ -58,6 +58,7 @@ from twin.fitting.joint import (FOLDS, JOINT_NAMES, METRICS, all_cases, default_
 from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
 from twin.fitting.provenance import embedded_entries  # noqa: E402
 from twin.fitting.robust import LOSSES, ROBUST_SCALE_LOG  # noqa: E402
+from twin.fitting.scoped import check_scoped_name  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.targets import markdown, target_lines, verdict_markdown  # noqa: E402
 from twin.hardware.catalog import resolve_model  # noqa: E402
@@ -124,6 +125,8 @@ def _names(args) -> tuple[str, ...]:
     elif not base and not (args.no_refit or args.defaults_only):
         base = FOLD_TERMS
     names = tuple(n for n in base if n not in drop) + tuple(t for t in add if t not in base)
+    for n in names + tuple(drop):       # round 20 (33za): a scope that covers nothing, named as such
+        check_scoped_name(n, "--terms/--add-terms/--drop-terms")
     unknown = [n for n in names + tuple(drop) if n not in PARAMETERS_BY_NAME]
     if unknown:
         raise SystemExit(f"--terms/--add-terms/--drop-terms: unknown parameter {unknown[0]!r}; allowed: "
@@ -135,6 +138,19 @@ def _names(args) -> tuple[str, ...]:
         raise SystemExit(f"--case-weights {args.case_weights}: the folds fit nothing here (--no-refit, "
                          "--defaults-only), so no case is weighed")
     return names
+
+
+def allowed_leaks(text: str) -> tuple[str, ...]:
+    """``--allow-leak``'s names, each an embedded parameter a fold plan can reset (``embedded_entries``); else a
+    one-line error (round 20, 33za: an unknown name let nothing leak without a word)."""
+    allow = tuple(t.strip() for t in text.split(",") if t.strip())
+    known = list(dict.fromkeys(e.parameter for e in embedded_entries()))
+    for name in allow:
+        check_scoped_name(name, "--allow-leak")
+        if name not in known:
+            raise TwinInputError(f"--allow-leak {name}: not an embedded parameter a fold resets; allowed: "
+                                 + ", ".join(known))
+    return allow
 
 
 def parameter_markdown(rows) -> str:
@@ -231,7 +247,7 @@ def main() -> None:
         args.silicon_every = REFIT_SILICON_EVERY if names else DEFAULT_SILICON_EVERY
     if args.fit_sim_s is None:
         args.fit_sim_s = REFIT_FIT_SIM_S if default_report else 60.0
-    allow = tuple(t.strip() for t in args.allow_leak.split(",") if t.strip())
+    allow = allowed_leaks(args.allow_leak)
     # the window a fold trained on open-loop runs alone fits (fit_window): the prediction window, or round 11's
     # 60 s where the stages are predicted whole
     fold_fit_eval_s = OPEN_LOOP_FOLD_FIT_S if args.eval_sim_s is None else args.eval_sim_s

@@ -28,7 +28,7 @@ from twin.fitting.fit import check_simulation_options, simulate_cases  # noqa: E
 from twin.fitting.joint import JOINT_NAMES, default_start, errors, family_of  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.errors import run_script  # noqa: E402
-from twin.yaml_input import parse_numeric_set_options  # noqa: E402
+from twin.fitting.scoped import parse_scoped_set_options  # noqa: E402
 
 FP8_RATE = mxfp4_path.MXFP4_BLACKWELL_RATE
 KEYS = (("TTFT", "mean_ttft_ms"), ("TPOT", "mean_tpot_ms"), ("thr", "request_throughput"))
@@ -103,7 +103,7 @@ def main() -> None:
     ap.add_argument("--eval-sim-s", type=positive_float, default=60.0)
     args = ap.parse_args()
     grid_us = number_list(args.grid, "--grid", low=0.0, allow_empty=True)
-    extras = [(text.partition(":")[0], parse_numeric_set_options(text.partition(":")[2].split(","),
+    extras = [(text.partition(":")[0], parse_scoped_set_options(text.partition(":")[2].split(","),
                                                                  f"--variant {text.partition(':')[0]}:"))
               for text in args.variant]
     check_simulation_options(args.eval_sim_s, args.workers, "--eval-sim-s")

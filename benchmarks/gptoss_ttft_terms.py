@@ -30,7 +30,7 @@ from benchmarks.source_fold_terms import signed_median_cell  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_of  # noqa: E402
-from twin.yaml_input import parse_numeric_set_options  # noqa: E402
+from twin.fitting.scoped import parse_scoped_set_options  # noqa: E402
 
 MX = "hopper+experts_mxfp4"
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -112,7 +112,7 @@ def main() -> None:
     values, emb = fold_values(fold), embedded_values()
     variants = {"fold": values, "embedded": values | emb}
     for i, assignments in enumerate(args.set):
-        variants[f"fold + set {i + 1}"] = values | parse_numeric_set_options(assignments.split(","))
+        variants[f"fold + set {i + 1}"] = values | parse_scoped_set_options(assignments.split(","))
     for g in (x for x in args.groups.split(",") if x):
         if g not in GROUPS:
             raise TwinInputError(f"--groups: {g!r} is not a group; allowed {', '.join(GROUPS)}")

@@ -34,7 +34,7 @@ from benchmarks.cli_checks import positive_float  # noqa: E402
 from benchmarks.fold_report import fold_params as load_fold_params  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import check_simulation_options  # noqa: E402
-from twin.yaml_input import parse_numeric_set_options  # noqa: E402
+from twin.fitting.scoped import parse_scoped_set_options  # noqa: E402
 
 INT4_BYTES_PER_WEIGHT = 0.5 + 2 / 32          # INT4, one bf16 scale per 32 weights (twin.hardware.quant)
 
@@ -109,7 +109,7 @@ def main() -> None:
     if not shapes:
         raise TwinInputError(f"--shapes {args.shapes!r}: no ISLxOSL given")
     check_simulation_options(args.sim_s, 1)
-    overrides = parse_numeric_set_options(args.overrides)
+    overrides = parse_scoped_set_options(args.overrides)
 
     from twin.fitting.fit import simulate_cases
     from twin.fitting.joint import all_cases, default_start, errors, family_of

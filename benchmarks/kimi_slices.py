@@ -58,9 +58,9 @@ def slice_of(case) -> str:
 
 
 def parse_set(items: list[str]) -> dict[str, float]:
-    """``--set NAME=NUMBER`` items (``twin.yaml_input.parse_numeric_set_options``: a bad one is one line)."""
-    from twin.yaml_input import parse_numeric_set_options
-    return parse_numeric_set_options(items)
+    """``--set NAME=NUMBER`` items (``twin.fitting.scoped.parse_scoped_set_options``: a bad one is one line)."""
+    from twin.fitting.scoped import parse_scoped_set_options
+    return parse_scoped_set_options(items)
 
 
 def run(cases: list, params: dict[str, float], workers: int = 1) -> list[dict]:

@@ -32,7 +32,7 @@ from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, errors, family_of, gpu_of  # noqa: E402
 from twin.fitting.provenance import embedded_start  # noqa: E402
-from twin.yaml_input import parse_numeric_set_options  # noqa: E402
+from twin.fitting.scoped import parse_scoped_set_options  # noqa: E402
 
 TOKEN = "layer_token_overhead_s@blackwell"
 EAGER = "eager_layer_host_s@blackwell"
@@ -104,7 +104,7 @@ def main() -> None:
             raise TwinInputError(f"--variants: {', '.join(unknown)} unknown; allowed: {', '.join(todo)}")
         todo = {k: v for k, v in todo.items() if k in only}
     for s in args.set:
-        todo[f"set {s}"] = fold | parse_numeric_set_options(s.split(","))
+        todo[f"set {s}"] = fold | parse_scoped_set_options(s.split(","))
     names = [c.run.name for c in cases]
     print("rows: " + ", ".join(n.split("vllm_")[-1] for n in names))
     for label, params in todo.items():

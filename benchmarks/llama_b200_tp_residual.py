@@ -96,9 +96,9 @@ def set_values(items: list[str]) -> dict[str, float]:
 
     from twin.cost.roofline import RooflineCostModel
     from twin.fitting.parameters import PARAMETERS_BY_NAME
-    from twin.yaml_input import parse_numeric_set_options
+    from twin.fitting.scoped import parse_scoped_set_options
     keywords = set(inspect.signature(RooflineCostModel.__init__).parameters) - {"self", "model", "gpu"}
-    out = parse_numeric_set_options(items)
+    out = parse_scoped_set_options(items)
     for key in out:
         if key not in PARAMETERS_BY_NAME and key.split("@", 1)[0] not in keywords:
             raise SystemExit(f"--set {key}: neither a fit key nor a roofline keyword")

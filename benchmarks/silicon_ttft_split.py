@@ -35,7 +35,7 @@ from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_
 from twin.cost.default_terms import FLAT_DEFAULTS  # noqa: E402
 from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
 from twin.fitting.scoped import SCOPES, split  # noqa: E402
-from twin.yaml_input import parse_numeric_set_options  # noqa: E402
+from twin.fitting.scoped import parse_scoped_set_options  # noqa: E402
 
 # the silicon-read COST groups (source_fold_terms.GROUPS less the serving, request and bandwidth terms the fold refits
 # or carries from the inference-perf runs)
@@ -82,11 +82,11 @@ def light_gap_ms(cases, errs) -> dict[int, float]:
 
 def parse_prior(text: str) -> tuple[str, dict[str, float]]:
     """'label:name=value,name=value' -> (label, {name: value}); the pairs read by the project's
-    ``parse_numeric_set_options`` (a finite number each, no name twice); a clear error on anything else."""
+    ``parse_scoped_set_options`` (a finite number each, no name twice); a clear error on anything else."""
     label, sep, body = text.partition(":")
     if not sep or not label or not body:
         raise TwinInputError(f"--prior {text!r}: expected 'label:name=value,...'")
-    out = parse_numeric_set_options(body.split(","), flag=f"--prior {label}:")
+    out = parse_scoped_set_options(body.split(","), flag=f"--prior {label}:")
     for name in out:
         base, scope = split(name)
         if base not in KNOWN_BASES or (scope and any(s not in SCOPES for s in scope.split("+"))):

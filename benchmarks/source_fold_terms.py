@@ -32,7 +32,7 @@ from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, default_start, errors, family_of, gpu_of, source_of  # noqa: E402
 from twin.fitting.provenance import embedded_entries  # noqa: E402
 from twin.fitting.scoped import split  # noqa: E402
-from twin.yaml_input import parse_numeric_set_options  # noqa: E402
+from twin.fitting.scoped import parse_scoped_set_options  # noqa: E402
 
 # the silicon-read terms by what they are (the fold resets or refits each; docs/fidelity.md "Round 9 outcome")
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -119,7 +119,7 @@ def main() -> None:
         raise TwinInputError(f"--direction {args.direction!r}: each one of off, on")
     if any(g not in GROUPS for g in groups):
         raise TwinInputError(f"--groups {args.groups!r}: each one of {', '.join(GROUPS)}")
-    overrides = parse_numeric_set_options(args.set.split(",")) if args.set else {}
+    overrides = parse_scoped_set_options(args.set.split(",")) if args.set else {}
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if source_of(c) == "silicon"]
     embedded = {n: v for n, v in default_start(ALL).items() if v is not None}
     fold = fold_values(args.fold_json)

@@ -19,7 +19,7 @@ from benchmarks.error_medians import median_cell  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import FOLDS, all_cases, errors  # noqa: E402
-from twin.yaml_input import parse_numeric_set_options  # noqa: E402
+from twin.fitting.scoped import parse_scoped_set_options  # noqa: E402
 
 KEYS = (("mean_ttft_ms", "TTFT mean"), ("median_ttft_ms", "TTFT p50"), ("mean_tpot_ms", "TPOT"))
 
@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--eval-sim-s", type=positive_float, default=60.0)
     ap.add_argument("--workers", type=positive_int, default=1)
     args = ap.parse_args()
-    given = parse_numeric_set_options([p for p in args.set.split(",") if p.strip()])
+    given = parse_scoped_set_options([p for p in args.set.split(",") if p.strip()])
     cases = [c for c in all_cases(silicon_every=args.silicon_every) if c.target.gpu == args.gpu]
     base = simulate_cases(cases, {}, max_sim_s=args.eval_sim_s, workers=args.workers)
     alt = simulate_cases(cases, given, max_sim_s=args.eval_sim_s, workers=args.workers)

@@ -27,7 +27,7 @@ from benchmarks.fold_report import fold_params  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import all_cases, errors, family_of, gpu_of  # noqa: E402
-from twin.yaml_input import parse_numeric_set_options  # noqa: E402
+from twin.fitting.scoped import parse_scoped_set_options  # noqa: E402
 
 # the terms a one-generation fold carries to the other, by what they are
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -79,7 +79,7 @@ def main() -> None:
 
 def run(args) -> None:
     """``main``'s variants at its options (``args``), each printed as it finishes."""
-    extra = parse_numeric_set_options([kv for kv in args.set.split(",") if kv])
+    extra = parse_scoped_set_options([kv for kv in args.set.split(",") if kv])
     cases = [c for c in all_cases(args.ground_truth, silicon_every=REFIT_SILICON_EVERY) if gpu_of(c) == args.group]
     base, other = (fold_params(p, "GPU", args.group) for p in (args.base, args.other))
     for n in sorted(set(base) | set(other)):

@@ -36,7 +36,7 @@ from twin.fitting.joint import JOINT_NAMES, default_start, family_of  # noqa: E4
 from twin.fitting.replay import cost_model_for, deployment_for  # noqa: E402
 from twin.fitting.silicon import lengths, silicon_cases  # noqa: E402
 from twin.errors import run_script  # noqa: E402
-from twin.yaml_input import parse_numeric_set_options  # noqa: E402
+from twin.fitting.scoped import parse_scoped_set_options  # noqa: E402
 
 SET_A = {"compute_efficiency@blackwell": 0.5, "moe_expert_compute_efficiency": 0.45,
          "per_token_overhead_s": 2e-6}
@@ -105,7 +105,7 @@ def main() -> None:
     ap.add_argument("--csv", default=None)
     args = ap.parse_args()
     check_out_path(args.csv, "--csv")
-    fixed = known_names(parse_numeric_set_options([kv for kv in args.fixed.split(",") if kv], "--with"), "--with")
+    fixed = known_names(parse_scoped_set_options([kv for kv in args.fixed.split(",") if kv], "--with"), "--with")
     values_us = number_list(args.values_us, "--values-us", allow_empty=True)
     known_names({args.term: 0.0}, "--term")
     cases = [c for c in silicon_cases()[0][::args.every]

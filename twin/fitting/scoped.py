@@ -30,16 +30,24 @@ path's eager MoE floor that Kimi-K2.5's MLA layers on the same expert format do 
 eager_path_floors``).
 
 Releases (issue 33, round 16): ``@vllm_0.10`` covers the replayed runs measured on vLLM 0.10.x
-(``twin.fitting.release_scope``)."""
+(``twin.fitting.release_scope``).
+
+A scope that covers no deployment (an unknown part, a part twice, two GPU generations, ...) is a one-line error
+(issue 33, round 20: ``check_scoped_name``), where a value is read (``parse_scoped_set_options``) and where it is
+applied (``params_for``): ``in_scope`` would match nothing and the value be silently ignored."""
 
 from __future__ import annotations
 
+import difflib
+import functools
 from typing import Any
 
 from twin.cost.generations import GENERATION_OF_NAME, gpu_generation
 from twin.cost.kv_attention import kv_format
 from twin.hardware.weight_formats import format_family
 from twin.fitting.release_scope import PREFIX as RELEASE_PREFIX, SCOPES as RELEASE_SCOPES, in_release_scope
+from twin.errors import TwinInputError
+from twin.yaml_input import parse_numeric_set_options
 from twin.workload.clients import CLIENT_SCOPES, SCOPE_PREFIX as CLIENT_PREFIX, client_scope
 
 SEPARATOR = "@"
@@ -53,6 +61,41 @@ MLA_SCOPE = "mla"          # models with multi-head latent attention (issue 33, 
 GQA_SCOPE = "gqa"          # models without it: grouped-query / multi-head attention (issue 33, round 14)
 SCOPES = tuple(g for g, _ in GENERATION_OF_NAME) + WEIGHT_SCOPES + ("sync",) + EXPERT_SCOPES + CLIENT_SCOPES + KV_SCOPES \
     + (MLA_SCOPE, GQA_SCOPE) + RELEASE_SCOPES
+
+
+# scopes of which one deployment is covered by one at most: a compound of two of them covers nothing
+EXCLUSIVE_SCOPES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("GPU generation", tuple(g for g, _ in GENERATION_OF_NAME)), ("routed experts' format", EXPERT_SCOPES),
+    ("client", CLIENT_SCOPES), ("KV cache format", KV_SCOPES), ("attention architecture", (MLA_SCOPE, GQA_SCOPE)),
+    ("vLLM release", RELEASE_SCOPES))
+
+
+def check_scoped_name(name: str, flag: str = "--set") -> str:
+    """``name`` unchanged when its ``@scope`` (if any) can cover a deployment: every ``+`` part one of ``SCOPES``,
+    none twice, no two of one exclusive kind (``hopper+blackwell``); else a one-line TwinInputError naming the term
+    and the scopes it accepts. ``in_scope`` matches nothing on such a scope, so the value would be silently
+    ignored (issue 33, round 20: ``compute_efficiency@nvfp4`` ran as if never given)."""
+    base, sep, scope = name.partition(SEPARATOR)
+    if not sep:
+        return name
+    parts = scope.split("+")
+    accepted = f"{base} takes @SCOPE, SCOPE one of {', '.join(SCOPES)} or a '+' of several (e.g. hopper+experts_fp8)"
+    if not base:
+        raise TwinInputError(f"{flag} {name}: no term before '@'")
+    for part in parts:
+        if part not in SCOPES:
+            close = [p + part for p in (EXPERT_PREFIX, KV_PREFIX, CLIENT_PREFIX) if p + part in SCOPES] \
+                or difflib.get_close_matches(part, SCOPES, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TwinInputError(f"{flag} {name}: unknown scope {part!r}{hint}; {accepted}")
+    if len(set(parts)) < len(parts):
+        raise TwinInputError(f"{flag} {name}: a scope part given twice; {accepted}")
+    for kind, members in EXCLUSIVE_SCOPES:
+        both = [p for p in parts if p in members]
+        if len(both) > 1:
+            raise TwinInputError(f"{flag} {name}: {' and '.join(both)} cover no deployment together (one "
+                                 f"{kind} each); {accepted}")
+    return name
 
 
 def split(name: str) -> tuple[str, str | None]:
@@ -104,11 +147,27 @@ def routed_expert_format(deployment: Any) -> str | None:
 
 def params_for(params: dict[str, float], deployment: Any) -> dict[str, float]:
     """The cost model keywords of ``params`` on ``deployment``: unscoped values, overridden by the scoped ones
-    that cover it (scoped ones that do not are dropped)."""
+    that cover it (scoped ones that do not are dropped; one whose scope covers no deployment at all is a one-line
+    error, ``check_scoped_name``, wherever it came from)."""
     out = {k: v for k, v in params.items() if SEPARATOR not in k}
     # the narrower (compound) scopes last, so they win over a single scope covering the same deployment
     for key, value in sorted(params.items(), key=lambda kv: split(kv[0])[1].count("+") if SEPARATOR in kv[0] else 0):
         base, scope = split(key)
-        if scope is not None and in_scope(scope, deployment):
+        if scope is not None and _checked(key) and in_scope(scope, deployment):
             out[base] = value
     return out
+
+
+def parse_scoped_set_options(items: list[str] | tuple[str, ...], flag: str = "--set") -> dict[str, float]:
+    """``--set NAME=NUMBER`` items of cost parameters (``twin.yaml_input.parse_numeric_set_options``) whose every
+    scope can cover a deployment (``check_scoped_name``): a bad one is one line before any simulation."""
+    out = parse_numeric_set_options(items, flag)
+    for name in out:
+        check_scoped_name(name, flag)
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _checked(name: str) -> bool:
+    """``check_scoped_name`` once per name (``params_for`` runs for every case of every fit evaluation)."""
+    return bool(check_scoped_name(name, "scoped parameter"))
