@@ -64,6 +64,9 @@ def test_pooled_means_and_range():
 def test_variants_list():
     assert tail.variants([1.0, 1.03], 1024, 128) == [("steps x1", 1.0, 128), ("steps x1.03", 1.03, 128),
                                                      ("steps x1, max_num_seqs 1024", 1.0, 1024)]
+    assert tail.variants([1.03], 1024, 128, [128, 125]) == [("steps x1.03", 1.03, 128),
+                                                            ("steps x1.03, max_num_seqs 125", 1.03, 125),
+                                                            ("steps x1, max_num_seqs 1024", 1.0, 1024)]
 
 
 def test_scaled_steps_scale_time_and_explain():
@@ -103,7 +106,9 @@ def _last_line(*args: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize("args, message", [
     (("--seeds", "0,x"), "--seeds '0,x': 'x' is not a whole number"),
-    (("--seeds", "1,1"), "--seeds and --scales: give each value once"),
+    (("--seeds", "1,1"), "--seeds, --scales and --caps: give each value once"),
+    (("--caps", "125,125"), "--seeds, --scales and --caps: give each value once"),
+    (("--caps", "0"), "--caps '0': '0': must be >= 1"),
     (("--scales", "0"), "--scales '0': '0': must be > 0"),
     (("--scales", "nan"), "--scales 'nan': 'nan' is not a finite number"),
     (("--fold", "GPU:H100-SXM"), "--report and --fold go together"),
