@@ -1,0 +1,67 @@
+"""``twin plan``'s printed output for humans (issue 33, round 20, from docs/first-hour.md's leftovers): table
+headers that say what they hold with units, the share of requests within the SLO (not called ``goodput``,
+which `twin run` prints in requests per second), the cheapest / frontier lines naming the latency metric as
+`twin run` does (``TTFT p99``), and progress on stderr only. The CSV / JSON keys are a file format and stay."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from twin.cli.console import console
+from twin.cli.main import main
+from twin.cli.plan_output import CANDIDATE_HEADERS, deployment_headers
+
+SCENARIO = {"name": "t", "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
+            "workload": {"arrivals": {"process": "poisson", "rate_per_s": 20}, "duration_s": 2,
+                         "classes": [{"name": "c", "share": 1.0, "prompt": {"suffix_tokens": 100},
+                                      "output_tokens": 8}]},
+            "slo": {"ttft_ms": {"p99": 2000}}}
+
+
+@pytest.fixture
+def wide_console():
+    """One table per table (no split at 80 columns), so the headers read whole."""
+    old = console._width
+    console.width = 400
+    yield
+    console._width = old
+
+
+@pytest.fixture
+def plan_file(tmp_path):
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump({"name": "p", "scenario": SCENARIO, "target_rate_per_s": 20,
+                                    "search": {"deployment.gpu": ["H100-SXM"]}, "replications": 1}))
+    return path
+
+
+def _plan(plan_file, *extra):
+    res = CliRunner().invoke(main, ["plan", str(plan_file), "--backend", "serial", *extra])
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def _header_cells(stdout: str, first: str) -> list[str]:
+    line = next(x for x in stdout.splitlines() if x.startswith("┃ " + first))
+    return [c.strip() for c in line.strip("┃").split("┃")]
+
+
+def test_the_headers_say_what_they_hold():
+    assert CANDIDATE_HEADERS == (
+        "#", "GPU", "TP", "max seqs", "max batch tok", "prefix cache", "speculative decoding", "status",
+        "max req/s per replica", "CI", "$/h per replica", "$/M out tok at max", "replicas (est.)")
+    assert deployment_headers("p99_ttft_ms") == (
+        "#", "replicas", "GPU", "TP", "GPUs", "$/h", "meets SLO", "TTFT p99", "TPOT p99",
+        "goodput", "$/M output tok")
+    assert deployment_headers("p99_tpot_ms")[7:9] == ("TPOT p99", "goodput")   # not twice
+    assert deployment_headers("p99.9_e2el_ms")[7:9] == ("E2EL p99.9", "TPOT p99")
+
+
+def test_a_tiny_plan_prints_the_headers(plan_file, wide_console):
+    out = _plan(plan_file, "-q").stdout
+    assert _header_cells(out, "#") == [
+        "#", "GPU", "TP", "max seqs", "max batch tok", "prefix cache", "status", "max req/s per replica",
+        "95% CI (req/s)", "$/h per replica", "$/M out tok at max", "replicas (est.)"]
+    assert _header_cells(out, "# ┃ replicas") == list(deployment_headers("p99_ttft_ms"))
