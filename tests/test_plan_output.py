@@ -54,14 +54,24 @@ def test_the_headers_say_what_they_hold():
         "max req/s per replica", "CI", "$/h per replica", "$/M out tok at max", "replicas (est.)")
     assert deployment_headers("p99_ttft_ms") == (
         "#", "replicas", "GPU", "TP", "GPUs", "$/h", "meets SLO", "TTFT p99", "TPOT p99",
-        "goodput", "$/M output tok")
-    assert deployment_headers("p99_tpot_ms")[7:9] == ("TPOT p99", "goodput")   # not twice
+        "within SLO (% of requests)", "$/M output tok")
+    assert deployment_headers("p99_tpot_ms")[7:9] == ("TPOT p99", "within SLO (% of requests)")   # not twice
     assert deployment_headers("p99.9_e2el_ms")[7:9] == ("E2EL p99.9", "TPOT p99")
 
 
-def test_a_tiny_plan_prints_the_headers(plan_file, wide_console):
+def test_a_tiny_plan_prints_the_headers_and_the_share_within_slo(plan_file, wide_console):
     out = _plan(plan_file, "-q").stdout
     assert _header_cells(out, "#") == [
         "#", "GPU", "TP", "max seqs", "max batch tok", "prefix cache", "status", "max req/s per replica",
         "95% CI (req/s)", "$/h per replica", "$/M out tok at max", "replicas (est.)"]
     assert _header_cells(out, "# ┃ replicas") == list(deployment_headers("p99_ttft_ms"))
+    rows = [x for x in out.splitlines() if x.startswith("│ 0 │")]
+    assert [r.split("│")[10].strip() for r in rows[1:]] == ["100.0%", "100.0%"]     # a share, not 1.00
+    assert "goodput" not in out
+
+
+def test_a_plans_goodput_criterion_reads_as_a_share_of_requests(plan_file, wide_console):
+    out = _plan(plan_file, "-q", "--slo", "ttft_ms=2000", "--goodput", "0.995").stdout
+    assert out.splitlines()[0].endswith(' | SLO {"ttft_ms": 2000}, >= 99.5% of requests within the SLO | '
+                                        'router least_outstanding | 1 replications')
+    assert "goodput" not in out

@@ -120,7 +120,8 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
                   f"{numbers.with_unit(planner.base_rate, 'req/s')} | {len(planner.candidates)} candidates "
                   f"({feasible} feasible) | "
                   f"SLO {json.dumps(criteria.as_dict()['slo'])}"
-                  + (f", goodput >= {criteria.effective_goodput:g}" if criteria.effective_goodput else "")
+                  + (f", >= {criteria.effective_goodput * 100:g}% of requests within the SLO"
+                     if criteria.effective_goodput else "")
                   + f" | router {spec.router} | {planner.replications} replications", highlight=False)
     with make_executor(backend, workers, ray_address) as executor, \
             progress_bar(not quiet and err_console.is_terminal, "simulations") as progress:

@@ -53,10 +53,11 @@ CANDIDATE_HEADERS: tuple[str, ...] = (
 
 
 def deployment_headers(latency_key: str) -> tuple[str, ...]:
-    """The deployments table's headers: the latency axis by its human name (``TTFT p99``) and the TPOT p99
-    beside it (once)."""
+    """The deployments table's headers: the latency axis by its human name (``TTFT p99``), the TPOT p99 beside
+    it (once), and the share of requests within the SLO (``goodput`` in `twin run` is requests per second)."""
     latency = [label(latency_key)] + ([] if latency_key == "p99_tpot_ms" else [label("p99_tpot_ms")])
-    return ("#", "replicas", "GPU", "TP", "GPUs", "$/h", "meets SLO", *latency, "goodput", "$/M output tok")
+    return ("#", "replicas", "GPU", "TP", "GPUs", "$/h", "meets SLO", *latency, "within SLO (% of requests)",
+            "$/M output tok")
 
 
 def _describe(d: dict[str, Any]) -> str:
@@ -112,7 +113,7 @@ def print_plan(result) -> None:
         mark = "[green]yes[/]" if d["passed"] else "[red]no[/]"
         table.add_row(str(d["candidate"]), str(d["replicas"]), d["gpu"], str(d["tensor_parallel_size"]),
                       str(d["gpus"]), f"{d['cost_per_hour']:.2f}", mark, *(fmt(d.get(k), key=k) for k in latency_keys),
-                      fmt(d.get("goodput_fraction"), 3), fmt(d.get("usd_per_million_output_tokens"), 3))
+                      numbers.percent(d.get("goodput_fraction")), fmt(d.get("usd_per_million_output_tokens"), 3))
     console.print(table)
     for d in result.deployments:
         if not d.get("replicas") and d.get("note"):
