@@ -59,7 +59,7 @@ def test_the_headers_say_what_they_hold():
     assert deployment_headers("p99.9_e2el_ms")[7:9] == ("E2EL p99.9", "TPOT p99")
 
 
-def test_a_tiny_plan_prints_the_headers_and_the_share_within_slo(plan_file, wide_console):
+def test_a_tiny_plan_prints_the_headers_the_share_within_slo_and_the_cheapest_line(plan_file, wide_console):
     out = _plan(plan_file, "-q").stdout
     assert _header_cells(out, "#") == [
         "#", "GPU", "TP", "max seqs", "max batch tok", "prefix cache", "status", "max req/s per replica",
@@ -67,7 +67,26 @@ def test_a_tiny_plan_prints_the_headers_and_the_share_within_slo(plan_file, wide
     assert _header_cells(out, "# ┃ replicas") == list(deployment_headers("p99_ttft_ms"))
     rows = [x for x in out.splitlines() if x.startswith("│ 0 │")]
     assert [r.split("│")[10].strip() for r in rows[1:]] == ["100.0%", "100.0%"]     # a share, not 1.00
-    assert "goodput" not in out
+    cheapest = next(x for x in out.splitlines() if x.startswith("cheapest:"))
+    assert cheapest.startswith("cheapest: 1 x H100-SXM TP1 max_num_seqs=1024 max_num_batched_tokens=16384 "
+                               "prefix_caching=on = 1 GPUs, $2.99/h, $")
+    assert " per million output tokens, TTFT p99 " in cheapest and cheapest.endswith(" ms")
+    assert "p99_ttft_ms" not in out and "goodput" not in out
+    assert any(x.startswith("frontier ($/h -> TTFT p99): $2.99/h 1xH100-SXM -> ") for x in out.splitlines())
+
+
+def test_a_pd_plans_cheapest_and_frontier_lines_name_the_metric(capsys):
+    from twin.cli.plan_pd import print_pd_plan
+
+    row = {"config": "1P1D", "gpus": 2, "usd_per_hour": 4.0, "p99_ttft_ms": 120.0, "p99_tpot_ms": 10.0,
+           "output_throughput": 500.0, "usd_per_million_output_tokens": 1.0, "passed": True, "reasons": []}
+    print_pd_plan({"latency_metric": "p99_ttft_ms", "target_rate_per_s": 4.0, "base_rate_per_s": 2.0,
+                   "replications": 1, "criteria": {"slo": {"ttft_ms": {"p99": 500}}}, "rows": [row],
+                   "cheapest": row, "frontier": [row], "heldout_bands": {"note": []}})
+    lines = capsys.readouterr().out.splitlines()
+    assert "| config | GPUs | $/h | TTFT p99 | TPOT p99 | output tok/s | $/M output tok | verdict |" in lines
+    assert lines[-2:] == ["cheapest: 1P1D: 2 GPUs, $4.00/h, TTFT p99 120 ms",
+                          "frontier ($/h -> TTFT p99): 1P1D $4.00 120 ms"]
 
 
 def test_a_plans_goodput_criterion_reads_as_a_share_of_requests(plan_file, wide_console):

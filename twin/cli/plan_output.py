@@ -62,9 +62,10 @@ def deployment_headers(latency_key: str) -> tuple[str, ...]:
 
 def _describe(d: dict[str, Any]) -> str:
     spec = d.get("speculative_decoding")
-    return (f"{d['gpu']} TP{d['tensor_parallel_size']} seqs={d['max_num_seqs']} "
-            f"tok={d['max_num_batched_tokens']} cache={'on' if d['enable_prefix_caching'] else 'off'}"
-            + (f" spec={spec}" if spec else ""))
+    return (f"{d['gpu']} TP{d['tensor_parallel_size']} max_num_seqs={d['max_num_seqs']} "
+            f"max_num_batched_tokens={d['max_num_batched_tokens']} "
+            f"prefix_caching={'on' if d['enable_prefix_caching'] else 'off'}"
+            + (f" speculative_decoding={spec}" if spec else ""))
 
 
 def print_plan(result) -> None:
@@ -122,8 +123,8 @@ def print_plan(result) -> None:
         b = result.best
         console.print(f"[bold]cheapest:[/] {b['replicas']} x {_describe(b)} = {b['gpus']} GPUs, "
                       f"${b['cost_per_hour']:.2f}/h, ${fmt(b.get('usd_per_million_output_tokens'))} per million "
-                      f"output tokens, {key} {fmt(b.get(key), key=key)}", highlight=False)
-        console.print("frontier (cost -> " + key + "): " + "; ".join(
+                      f"output tokens, {label(key)} {fmt(b.get(key), key=key)}", highlight=False)
+        console.print(f"frontier ($/h -> {label(key)}): " + "; ".join(
             f"${d['cost_per_hour']:.2f}/h {d['replicas']}x{d['gpu']} -> {fmt(d.get(key), key=key)}"
             for d in result.frontier), highlight=False)
     else:
