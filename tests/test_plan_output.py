@@ -5,10 +5,13 @@ which `twin run` prints in requests per second), the cheapest / frontier lines n
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from click.testing import CliRunner
 
+from twin.cli import plan_progress
 from twin.cli.console import console
 from twin.cli.main import main
 from twin.cli.plan_output import CANDIDATE_HEADERS, deployment_headers
@@ -73,6 +76,33 @@ def test_a_tiny_plan_prints_the_headers_the_share_within_slo_and_the_cheapest_li
     assert " per million output tokens, TTFT p99 " in cheapest and cheapest.endswith(" ms")
     assert "p99_ttft_ms" not in out and "goodput" not in out
     assert any(x.startswith("frontier ($/h -> TTFT p99): $2.99/h 1xH100-SXM -> ") for x in out.splitlines())
+
+
+def _without_wall_time(stdout: str) -> str:
+    return "\n".join(x for x in stdout.splitlines() if " simulations in " not in x)
+
+
+def test_progress_goes_to_stderr_only_and_quiet_hides_it(plan_file, tmp_path):
+    loud = _plan(plan_file, "--json", str(tmp_path / "a.json"))
+    quiet = _plan(plan_file, "-q", "--json", str(tmp_path / "b.json"))
+    assert loud.stderr == "plan: running simulations (a line every 30 s on stderr; -q hides them)\n"
+    assert quiet.stderr == ""
+    assert _without_wall_time(loud.stdout).replace("a.json", "b.json") == _without_wall_time(quiet.stdout)
+    a, b = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
+    assert a.pop("wall_s") >= 0 and b.pop("wall_s") >= 0 and a == b
+
+
+def test_without_a_terminal_progress_prints_a_line_per_interval(monkeypatch, capsys):
+    now = iter([100.0, 105.0, 131.0, 140.0, 162.0])
+    with plan_progress.LineProgress("plan", every_s=30, clock=lambda: next(now)) as p:
+        task = p.add_task("plan", total=None)
+        for n in (4, 4, 1, 2):
+            p.advance(task, n)
+    assert capsys.readouterr().err.splitlines() == [
+        "plan: running simulations (a line every 30 s on stderr; -q hides them)",
+        "plan: 8 simulations done, 31 s",
+        "plan: 11 simulations done, 62 s"]
+    assert capsys.readouterr().out == ""
 
 
 def test_a_pd_plans_cheapest_and_frontier_lines_name_the_metric(capsys):
