@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from twin.cli.console import console, err_console
+from twin.cli.console import console
 from twin.cli.option_types import FiniteFloatRange, OutputFile
 from twin.cli.plan_options import (
     common_options,
@@ -18,7 +18,8 @@ from twin.cli.plan_options import (
     scenario_data,
     slo_from_options,
 )
-from twin.cli.plan_output import print_plan, progress_bar, write_table_file
+from twin.cli.plan_output import print_plan, write_table_file
+from twin.cli.plan_progress import plan_progress
 from twin.errors import TwinInputError
 from twin.yaml_input import load_yaml_file
 
@@ -120,10 +121,11 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
                   f"{numbers.with_unit(planner.base_rate, 'req/s')} | {len(planner.candidates)} candidates "
                   f"({feasible} feasible) | "
                   f"SLO {json.dumps(criteria.as_dict()['slo'])}"
-                  + (f", goodput >= {criteria.effective_goodput:g}" if criteria.effective_goodput else "")
+                  + (f", >= {criteria.effective_goodput * 100:g}% of requests within the SLO"
+                     if criteria.effective_goodput else "")
                   + f" | router {spec.router} | {planner.replications} replications", highlight=False)
     with make_executor(backend, workers, ray_address) as executor, \
-            progress_bar(not quiet and err_console.is_terminal, "simulations") as progress:
+            plan_progress(quiet, "plan") as progress:
         task = progress.add_task("plan", total=None)
         runner = Runner(executor, on_done=lambda n: progress.advance(task, n))
         result = planner.run(runner)

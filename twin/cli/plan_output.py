@@ -18,6 +18,7 @@ from rich.table import Table
 
 from twin.cli.console import console, err_console
 from twin.results import numbers
+from twin.results.report import label
 
 
 def progress_bar(enabled: bool, what: str) -> Progress:
@@ -44,23 +45,39 @@ def fmt(v: Any, digits: int = 3, key: str = "") -> str:
     return str(v)
 
 
+# the printed headers, in the words and units of `twin run`'s tables (the CSV / JSON keys stay as they are:
+# docs/result-formats.md). "CI" is replaced by the plan's confidence level.
+CANDIDATE_HEADERS: tuple[str, ...] = (
+    "#", "GPU", "TP", "max seqs", "max batch tok", "prefix cache", "speculative decoding", "status",
+    "max req/s per replica", "CI", "$/h per replica", "$/M out tok at max", "replicas (est.)")
+
+
+def deployment_headers(latency_key: str) -> tuple[str, ...]:
+    """The deployments table's headers: the latency axis by its human name (``TTFT p99``), the TPOT p99 beside
+    it (once), and the share of requests within the SLO (``goodput`` in `twin run` is requests per second)."""
+    latency = [label(latency_key)] + ([] if latency_key == "p99_tpot_ms" else [label("p99_tpot_ms")])
+    return ("#", "replicas", "GPU", "TP", "GPUs", "$/h", "meets SLO", *latency, "within SLO (% of requests)",
+            "$/M output tok")
+
+
 def _describe(d: dict[str, Any]) -> str:
     spec = d.get("speculative_decoding")
-    return (f"{d['gpu']} TP{d['tensor_parallel_size']} seqs={d['max_num_seqs']} "
-            f"tok={d['max_num_batched_tokens']} cache={'on' if d['enable_prefix_caching'] else 'off'}"
-            + (f" spec={spec}" if spec else ""))
+    return (f"{d['gpu']} TP{d['tensor_parallel_size']} max_num_seqs={d['max_num_seqs']} "
+            f"max_num_batched_tokens={d['max_num_batched_tokens']} "
+            f"prefix_caching={'on' if d['enable_prefix_caching'] else 'off'}"
+            + (f" speculative_decoding={spec}" if spec else ""))
 
 
 def print_plan(result) -> None:
     key = result.spec.latency_metric
     table = Table(title="Candidates: max sustainable rate per replica", show_lines=False)
-    cols = ["#", "GPU", "TP", "seqs", "tok", "cache", "spec", "status", "max req/s",
-            f"{result.spec.confidence:.0%} CI", "$/h", "$/M out @max", "N est"]
+    cols = list(CANDIDATE_HEADERS)
+    cols[cols.index("CI")] = f"{result.spec.confidence:.0%} CI (req/s)"
     has_spec = any(c.get("speculative_decoding") for c in result.candidates)
     for col in cols:
-        if col == "spec" and not has_spec:
+        if col == "speculative decoding" and not has_spec:
             continue
-        table.add_column(col, justify="right" if col not in ("GPU", "status", "spec") else "left")
+        table.add_column(col, justify="right" if col not in ("GPU", "status", "speculative decoding") else "left")
     for c in result.candidates:
         if c["status"] == "infeasible":
             cells = [str(c["candidate"]), c.get("gpu") or "-", "-", "-", "-", "-", "-", "[red]infeasible[/]",
@@ -85,20 +102,19 @@ def print_plan(result) -> None:
                           highlight=False)
     table = Table(title=f"Deployments simulated at {numbers.with_unit(result.target_rate, 'req/s')} (router {result.spec.router}); "
                         f"# is the candidate")
-    short = {"p99_ttft_ms": "p99 TTFT", "p99_tpot_ms": "p99 TPOT", "p99_e2el_ms": "p99 E2EL"}
-    for col in ("#", "N", "GPU", "TP", "GPUs", "$/h", "ok", short.get(key, key), "p99 TPOT", "goodput",
-                "$/M out"):
+    headers = deployment_headers(key)
+    for col in headers:
         table.add_column(col, justify="left" if col == "GPU" else "right")
+    latency_keys = [key] + ([] if key == "p99_tpot_ms" else ["p99_tpot_ms"])
     for d in result.deployments:
         if not d.get("replicas"):
             table.add_row(str(d["candidate"]), "-", d["gpu"], str(d["tensor_parallel_size"]), "-", "-",
-                          "[red]no[/]", "-", "-", "-", "-")
+                          "[red]no[/]", *["-"] * (len(headers) - 7))
             continue
         mark = "[green]yes[/]" if d["passed"] else "[red]no[/]"
         table.add_row(str(d["candidate"]), str(d["replicas"]), d["gpu"], str(d["tensor_parallel_size"]),
-                      str(d["gpus"]), f"{d['cost_per_hour']:.2f}", mark, fmt(d.get(key), key=key),
-                      fmt(d.get("p99_tpot_ms"), key="p99_tpot_ms"), fmt(d.get("goodput_fraction"), 3),
-                      fmt(d.get("usd_per_million_output_tokens"), 3))
+                      str(d["gpus"]), f"{d['cost_per_hour']:.2f}", mark, *(fmt(d.get(k), key=k) for k in latency_keys),
+                      numbers.percent(d.get("goodput_fraction")), fmt(d.get("usd_per_million_output_tokens"), 3))
     console.print(table)
     for d in result.deployments:
         if not d.get("replicas") and d.get("note"):
@@ -107,8 +123,8 @@ def print_plan(result) -> None:
         b = result.best
         console.print(f"[bold]cheapest:[/] {b['replicas']} x {_describe(b)} = {b['gpus']} GPUs, "
                       f"${b['cost_per_hour']:.2f}/h, ${fmt(b.get('usd_per_million_output_tokens'))} per million "
-                      f"output tokens, {key} {fmt(b.get(key), key=key)}", highlight=False)
-        console.print("frontier (cost -> " + key + "): " + "; ".join(
+                      f"output tokens, {label(key)} {fmt(b.get(key), key=key)}", highlight=False)
+        console.print(f"frontier ($/h -> {label(key)}): " + "; ".join(
             f"${d['cost_per_hour']:.2f}/h {d['replicas']}x{d['gpu']} -> {fmt(d.get(key), key=key)}"
             for d in result.frontier), highlight=False)
     else:

@@ -10,6 +10,7 @@ from typing import Any
 from twin.cli.console import console
 from twin.errors import TwinInputError
 from twin.results import numbers
+from twin.results.report import label
 
 
 def _ms(v: Any) -> str:
@@ -22,7 +23,7 @@ def print_pd_plan(out: dict[str, Any]) -> None:
                   f"(the scenario offers {numbers.with_unit(out['base_rate_per_s'], 'req/s')}), "
                   f"{out['replications']} replications, SLO {json.dumps(out['criteria']['slo'])}", highlight=False)
     extra = [k for k in out["rows"][0] if "." in k] if out["rows"] else []
-    header = ["config", *extra, "GPUs", "$/h", "TTFT p99", "TPOT p99", "tok/s", "$/M tok", "verdict"]
+    header = ["config", *extra, "GPUs", "$/h", "TTFT p99", "TPOT p99", "output tok/s", "$/M output tok", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in out["rows"]:
         cells = [r["config"], *(str(r[k]) for k in extra), str(r["gpus"]),
@@ -38,10 +39,10 @@ def print_pd_plan(out: dict[str, Any]) -> None:
     else:
         console.print(f"cheapest: {best['config']}"
                       + "".join(f", {k}={best[k]}" for k in extra)
-                      + f": {best['gpus']} GPUs, ${best['usd_per_hour']:.2f}/h, {metric} {_ms(best[metric])}",
+                      + f": {best['gpus']} GPUs, ${best['usd_per_hour']:.2f}/h, {label(metric)} {_ms(best[metric])}",
                       highlight=False)
     if out["frontier"]:
-        console.print("frontier ($/h -> " + metric + "): " + ", ".join(
+        console.print(f"frontier ($/h -> {label(metric)}): " + ", ".join(
             f"{r['config']} ${r['usd_per_hour']:.2f} {_ms(r[metric])}" for r in out["frontier"]), highlight=False)
     bands = out["heldout_bands"]                 # issue 33: how far off the twin was on servers of this kind
     margin = (bands.get("recommended") or {}).get("margin")
