@@ -151,6 +151,19 @@ def print_plan_bands(result) -> None:
         console.print(line, highlight=False, markup=False)
 
 
+# the sweep table's printed headers beside its summary keys (the CSV / Parquet keep the keys)
+SWEEP_HEADERS: dict[str, str] = {"offered_rate_per_s": "offered rate (req/s)", "passed": "meets SLO",
+                                 "usd_per_million_output_tokens": "$/M output tok"}
+
+
+def sweep_header(key: str, knob_keys=()) -> str:
+    """A sweep column's printed header: a grid knob by its dotted key (what the user typed in --grid), a
+    metric by `twin run`'s name with its unit (``TTFT p99``, ``request throughput (req/s)``)."""
+    if key in knob_keys:
+        return key
+    return SWEEP_HEADERS.get(key) or label(key)
+
+
 def print_sweep(summary, knob_keys, spec) -> None:
     table = Table(title="Sweep (means over replications)")
     cols = [*knob_keys]
@@ -160,8 +173,7 @@ def print_sweep(summary, knob_keys, spec) -> None:
     if "usd_per_million_output_tokens" in summary:
         cols.append("usd_per_million_output_tokens")
     for c in cols:
-        table.add_column({"offered_rate_per_s": "rate/s", "request_throughput": "req/s",
-                          "usd_per_million_output_tokens": "$/M out tok"}.get(c, c), justify="right")
+        table.add_column(sweep_header(c, knob_keys), justify="right")
     for _, row in summary.head(200).iterrows():
         cells = []
         for c in cols:

@@ -1,0 +1,69 @@
+"""``twin sweep``'s printed output for humans (issue 33, round 20, 33zb's leftovers): the table's headers in
+`twin run`'s words with units (the CSV / Parquet keep their keys: a file format, docs/result-formats.md),
+progress on stderr only, and plan's counted nouns / SLO-miss reasons in `twin run`'s metric names."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from twin.cli.console import console
+from twin.cli.main import main
+from twin.cli.plan_output import sweep_header
+
+SCENARIO = {"name": "t", "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
+            "workload": {"arrivals": {"process": "poisson", "rate_per_s": 20}, "duration_s": 2,
+                         "classes": [{"name": "c", "share": 1.0, "prompt": {"suffix_tokens": 100},
+                                      "output_tokens": 8}]},
+            "slo": {"ttft_ms": {"p99": 2000}}}
+
+
+@pytest.fixture
+def wide_console():
+    """One table per table (no split at 80 columns), so the headers read whole."""
+    old = console._width
+    console.width = 400
+    yield
+    console._width = old
+
+
+@pytest.fixture
+def scenario_file(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(SCENARIO))
+    return path
+
+
+def _sweep(scenario_file, *extra):
+    res = CliRunner().invoke(main, ["sweep", str(scenario_file), "--grid", "server.max_num_seqs=4,64",
+                                    "--grid", "rate=5,40", "--backend", "serial", *extra])
+    assert res.exit_code == 0, res.output
+    return res
+
+
+def _header_cells(stdout: str, first: str) -> list[str]:
+    line = next(x for x in stdout.splitlines() if x.startswith("┃ " + first))
+    return [c.strip() for c in line.strip("┃").split("┃")]
+
+
+def test_a_sweep_column_header_is_a_knob_as_typed_or_a_metric_in_twin_runs_words():
+    assert sweep_header("server.max_num_seqs", ["server.max_num_seqs"]) == "server.max_num_seqs"
+    assert [sweep_header(k) for k in ("offered_rate_per_s", "status", "passed", "request_throughput",
+                                      "p99_ttft_ms", "p99_tpot_ms", "p99_e2el_ms",
+                                      "usd_per_million_output_tokens")] == [
+        "offered rate (req/s)", "status", "meets SLO", "request throughput (req/s)", "TTFT p99", "TPOT p99",
+        "E2EL p99", "$/M output tok"]
+
+
+def test_a_tiny_sweep_prints_human_headers_and_keeps_the_file_keys(scenario_file, tmp_path, wide_console):
+    out = _sweep(scenario_file, "-q", "--summary-out", str(tmp_path / "s.csv")).stdout
+    assert _header_cells(out, "server") == [
+        "server.max_num_seqs", "offered rate (req/s)", "status", "meets SLO", "request throughput (req/s)",
+        "TTFT p99", "TPOT p99", "E2EL p99", "$/M output tok"]
+    assert "p99_ttft_ms" not in out and "rate/s" not in out
+    keys = list(pd.read_csv(tmp_path / "s.csv").columns)
+    for key in ("server.max_num_seqs", "offered_rate_per_s", "status", "passed", "request_throughput",
+                "p99_ttft_ms", "p99_tpot_ms", "p99_e2el_ms", "usd_per_million_output_tokens"):
+        assert key in keys
