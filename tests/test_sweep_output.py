@@ -67,3 +67,16 @@ def test_a_tiny_sweep_prints_human_headers_and_keeps_the_file_keys(scenario_file
     for key in ("server.max_num_seqs", "offered_rate_per_s", "status", "passed", "request_throughput",
                 "p99_ttft_ms", "p99_tpot_ms", "p99_e2el_ms", "usd_per_million_output_tokens"):
         assert key in keys
+
+
+def _without_counts(stdout: str) -> str:
+    return "\n".join(x for x in stdout.splitlines() if not x.startswith("wrote "))
+
+
+def test_sweep_progress_goes_to_stderr_only_and_quiet_hides_it(scenario_file, tmp_path):
+    loud = _sweep(scenario_file, "--summary-out", str(tmp_path / "a.csv"))
+    quiet = _sweep(scenario_file, "-q", "--summary-out", str(tmp_path / "b.csv"))
+    assert loud.stderr == "sweep: running simulations (a line every 30 s on stderr; -q hides them)\n"
+    assert quiet.stderr == ""
+    assert _without_counts(loud.stdout) == _without_counts(quiet.stdout)
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()

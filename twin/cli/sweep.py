@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from twin.cli.console import console, err_console
+from twin.cli.console import console
 from twin.cli.option_types import OutputFile, refuse_outside_mode
 from twin.cli.plan_options import (
     common_options,
@@ -14,7 +14,8 @@ from twin.cli.plan_options import (
     scenario_data,
     slo_from_options,
 )
-from twin.cli.plan_output import print_sweep, progress_bar, write_table_file
+from twin.cli.plan_output import print_sweep, write_table_file
+from twin.cli.plan_progress import plan_progress
 from twin.errors import TwinInputError
 
 
@@ -71,7 +72,7 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
     console.print(f"{n_configs} configurations x {n_rates} rates x {spec.replications} replications = {total} "
                   f"runs at most | backend {('ray' if ray_address else backend)}", highlight=False)
     with make_executor(backend, workers, ray_address) as executor, \
-            progress_bar(not quiet and err_console.is_terminal, "sweep") as progress:
+            plan_progress(quiet, "sweep") as progress:
         task = progress.add_task("sweep", total=total if search_kind == "grid" else None)
         runner = Runner(executor, on_done=lambda n: progress.advance(task, n))
         if search_kind == "optuna":
