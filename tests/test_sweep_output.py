@@ -80,3 +80,32 @@ def test_sweep_progress_goes_to_stderr_only_and_quiet_hides_it(scenario_file, tm
     assert quiet.stderr == ""
     assert _without_counts(loud.stdout) == _without_counts(quiet.stdout)
     assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+
+
+def test_counts_take_their_noun_in_the_right_number():
+    from twin.cli.plan_words import counted
+
+    assert [counted(n, "GPU") for n in (0, 1, 2, 9)] == ["0 GPUs", "1 GPU", "2 GPUs", "9 GPUs"]
+    assert counted(1, "replication") == "1 replication"
+
+
+def test_a_sweep_of_one_rate_and_one_replication_says_so_in_the_singular(scenario_file):
+    res = CliRunner().invoke(main, ["sweep", str(scenario_file), "--grid", "server.max_num_seqs=4,64",
+                                    "--backend", "serial", "-q"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0] == "2 configurations x 1 rate x 1 replication = 2 runs at most | backend serial"
+    assert "2 simulations run" in lines
+
+
+def test_a_pd_plans_cheapest_line_counts_one_gpu_in_the_singular(capsys):
+    from twin.cli.plan_pd import print_pd_plan
+
+    row = {"config": "1P0D", "gpus": 1, "usd_per_hour": 2.0, "p99_ttft_ms": 120.0, "p99_tpot_ms": 10.0,
+           "output_throughput": 500.0, "usd_per_million_output_tokens": 1.0, "passed": True, "reasons": []}
+    print_pd_plan({"latency_metric": "p99_ttft_ms", "target_rate_per_s": 4.0, "base_rate_per_s": 2.0,
+                   "replications": 1, "criteria": {"slo": {"ttft_ms": {"p99": 500}}}, "rows": [row],
+                   "cheapest": row, "frontier": [row], "heldout_bands": {"note": []}})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("P/D plan at 4.00 req/s (the scenario offers 2.00 req/s), 1 replication, SLO")
+    assert "cheapest: 1P0D: 1 GPU, $2.00/h, TTFT p99 120 ms" in lines

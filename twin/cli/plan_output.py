@@ -17,6 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 from twin.cli.console import console, err_console
+from twin.cli.plan_words import counted
 from twin.results import numbers
 from twin.results.report import label
 
@@ -121,7 +122,7 @@ def print_plan(result) -> None:
             console.print(f"  candidate {d['candidate']}: {d['note']}", highlight=False)
     if result.best:
         b = result.best
-        console.print(f"[bold]cheapest:[/] {b['replicas']} x {_describe(b)} = {b['gpus']} GPUs, "
+        console.print(f"[bold]cheapest:[/] {b['replicas']} x {_describe(b)} = {counted(b['gpus'], 'GPU')}, "
                       f"${b['cost_per_hour']:.2f}/h, ${fmt(b.get('usd_per_million_output_tokens'))} per million "
                       f"output tokens, {label(key)} {fmt(b.get(key), key=key)}", highlight=False)
         console.print(f"frontier ($/h -> {label(key)}): " + "; ".join(
@@ -131,8 +132,8 @@ def print_plan(result) -> None:
         console.print("[bold red]no deployment in the search space meets the SLOs[/] (raise max_replicas, "
                       "widen the search, or relax the SLOs)")
     print_plan_bands(result)
-    console.print(f"{result.num_simulations} simulations in {result.num_waves} waves, {result.wall_s:.1f} s",
-                  highlight=False)
+    console.print(f"{counted(result.num_simulations, 'simulation')} in {counted(result.num_waves, 'wave')}, "
+                  f"{result.wall_s:.1f} s", highlight=False)
 
 
 def print_plan_bands(result) -> None:
