@@ -109,3 +109,34 @@ def test_a_pd_plans_cheapest_line_counts_one_gpu_in_the_singular(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("P/D plan at 4.00 req/s (the scenario offers 2.00 req/s), 1 replication, SLO")
     assert "cheapest: 1P0D: 1 GPU, $2.00/h, TTFT p99 120 ms" in lines
+
+
+def test_a_reason_for_missing_the_slo_reads_in_twin_runs_words():
+    from twin.cli.plan_words import human_reason
+
+    assert human_reason("p99_ttft_ms = 55.9 s") == "TTFT p99 = 55.9 s"
+    assert human_reason("p99.9_e2el_ms = 812 ms") == "E2EL p99.9 = 812 ms"
+    assert human_reason("mean_tpot_ms undefined") == "TPOT mean undefined"
+    assert human_reason("median_itl_ms missed") == "ITL p50 missed"
+    assert human_reason("goodput fraction 0.9812 < 0.995") == \
+        "within SLO 98.12% of requests, below the 99.5% required"
+    for prose in ("3 requests still in flight when the run stopped", "2 of 40 requests rejected (never fit)",
+                  "no request completed", "no price for A100"):
+        assert human_reason(prose) == prose
+
+
+def test_a_pd_plans_verdict_names_the_missed_metric_and_its_json_keeps_the_key(tmp_path):
+    import json
+
+    from tests.test_pd_plan import DATA
+
+    path = tmp_path / "pd.yaml"
+    path.write_text(yaml.safe_dump({"name": "pd", "description": "test", **DATA}))
+    out = tmp_path / "plan.json"
+    res = CliRunner().invoke(main, ["plan", str(path), "--search", "disaggregation.prefill.replicas=1,2",
+                                    "--search", "disaggregation.decode.replicas=1", "--replications", "1",
+                                    "--price", "A100-SXM-80GB=2", "--backend", "serial", "-q", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    row = next(x for x in res.stdout.splitlines() if x.startswith("| 1P1D |"))
+    assert row.endswith(" | misses: TTFT p99 = 2.18 s |") and "p99_ttft_ms" not in row
+    assert json.loads(out.read_text())["rows"][0]["reasons"] == ["p99_ttft_ms = 2.18 s"]

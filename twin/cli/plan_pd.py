@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.cli.console import console
-from twin.cli.plan_words import counted
+from twin.cli.plan_words import counted, human_reason
 from twin.errors import TwinInputError
 from twin.results import numbers
 from twin.results.report import label
@@ -32,7 +32,7 @@ def print_pd_plan(out: dict[str, Any]) -> None:
                  "-" if r["usd_per_hour"] is None else f"{r['usd_per_hour']:.2f}", _ms(r["p99_ttft_ms"]),
                  _ms(r["p99_tpot_ms"]), "-" if r["output_throughput"] is None else numbers.number(r["output_throughput"]),
                  "-" if r["usd_per_million_output_tokens"] is None else f"{r['usd_per_million_output_tokens']:.3f}",
-                 "meets" if r["passed"] else "misses: " + "; ".join(r["reasons"][:2])]
+                 "meets" if r["passed"] else "misses: " + "; ".join(map(human_reason, r["reasons"][:2]))]
         lines.append("| " + " | ".join(cells) + " |")
     console.print("\n".join(lines), highlight=False, soft_wrap=True)
     best = out["cheapest"]
