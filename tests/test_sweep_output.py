@@ -140,3 +140,13 @@ def test_a_pd_plans_verdict_names_the_missed_metric_and_its_json_keeps_the_key(t
     row = next(x for x in res.stdout.splitlines() if x.startswith("| 1P1D |"))
     assert row.endswith(" | misses: TTFT p99 = 2.18 s |") and "p99_ttft_ms" not in row
     assert json.loads(out.read_text())["rows"][0]["reasons"] == ["p99_ttft_ms = 2.18 s"]
+
+
+def test_a_plans_first_line_counts_one_candidate_and_one_replication_in_the_singular(tmp_path, wide_console):
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump({"name": "p", "scenario": SCENARIO, "target_rate_per_s": 20,
+                                    "search": {"deployment.gpu": ["H100-SXM"]}, "replications": 1}))
+    res = CliRunner().invoke(main, ["plan", str(path), "--backend", "serial", "-q"])
+    assert res.exit_code == 0, res.output
+    first = res.stdout.splitlines()[0]
+    assert "| 1 candidate (1 feasible) |" in first and first.endswith(" | 1 replication")

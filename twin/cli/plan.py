@@ -119,7 +119,7 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
 
     console.print(f"target {numbers.with_unit(planner.target_rate, 'req/s')} = "
                   f"{numbers.number(planner.target_scale)} x the scenario's "
-                  f"{numbers.with_unit(planner.base_rate, 'req/s')} | {len(planner.candidates)} candidates "
+                  f"{numbers.with_unit(planner.base_rate, 'req/s')} | {counted(len(planner.candidates), 'candidate')} "
                   f"({feasible} feasible) | "
                   f"SLO {json.dumps(criteria.as_dict()['slo'])}"
                   + (f", >= {criteria.effective_goodput * 100:g}% of requests within the SLO"
