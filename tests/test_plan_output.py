@@ -72,7 +72,7 @@ def test_a_tiny_plan_prints_the_headers_the_share_within_slo_and_the_cheapest_li
     assert [r.split("│")[10].strip() for r in rows[1:]] == ["100.0%", "100.0%"]     # a share, not 1.00
     cheapest = next(x for x in out.splitlines() if x.startswith("cheapest:"))
     assert cheapest.startswith("cheapest: 1 x H100-SXM TP1 max_num_seqs=1024 max_num_batched_tokens=16384 "
-                               "prefix_caching=on = 1 GPUs, $2.99/h, $")
+                               "prefix_caching=on = 1 GPU, $2.99/h, $")
     assert " per million output tokens, TTFT p99 " in cheapest and cheapest.endswith(" ms")
     assert "p99_ttft_ms" not in out and "goodput" not in out
     assert any(x.startswith("frontier ($/h -> TTFT p99): $2.99/h 1xH100-SXM -> ") for x in out.splitlines())
@@ -122,5 +122,5 @@ def test_a_pd_plans_cheapest_and_frontier_lines_name_the_metric(capsys):
 def test_a_plans_goodput_criterion_reads_as_a_share_of_requests(plan_file, wide_console):
     out = _plan(plan_file, "-q", "--slo", "ttft_ms=2000", "--goodput", "0.995").stdout
     assert out.splitlines()[0].endswith(' | SLO {"ttft_ms": 2000}, >= 99.5% of requests within the SLO | '
-                                        'router least_outstanding | 1 replications')
+                                        'router least_outstanding | 1 replication')
     assert "goodput" not in out

@@ -20,6 +20,7 @@ from twin.cli.plan_options import (
 )
 from twin.cli.plan_output import print_plan, write_table_file
 from twin.cli.plan_progress import plan_progress
+from twin.cli.plan_words import counted
 from twin.errors import TwinInputError
 from twin.yaml_input import load_yaml_file
 
@@ -118,12 +119,13 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
 
     console.print(f"target {numbers.with_unit(planner.target_rate, 'req/s')} = "
                   f"{numbers.number(planner.target_scale)} x the scenario's "
-                  f"{numbers.with_unit(planner.base_rate, 'req/s')} | {len(planner.candidates)} candidates "
+                  f"{numbers.with_unit(planner.base_rate, 'req/s')} | {counted(len(planner.candidates), 'candidate')} "
                   f"({feasible} feasible) | "
                   f"SLO {json.dumps(criteria.as_dict()['slo'])}"
                   + (f", >= {criteria.effective_goodput * 100:g}% of requests within the SLO"
                      if criteria.effective_goodput else "")
-                  + f" | router {spec.router} | {planner.replications} replications", highlight=False)
+                  + f" | router {spec.router} | {counted(planner.replications, 'replication')}",
+                  highlight=False)
     with make_executor(backend, workers, ray_address) as executor, \
             plan_progress(quiet, "plan") as progress:
         task = progress.add_task("plan", total=None)

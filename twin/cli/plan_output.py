@@ -17,6 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 from twin.cli.console import console, err_console
+from twin.cli.plan_words import counted
 from twin.results import numbers
 from twin.results.report import label
 
@@ -121,7 +122,7 @@ def print_plan(result) -> None:
             console.print(f"  candidate {d['candidate']}: {d['note']}", highlight=False)
     if result.best:
         b = result.best
-        console.print(f"[bold]cheapest:[/] {b['replicas']} x {_describe(b)} = {b['gpus']} GPUs, "
+        console.print(f"[bold]cheapest:[/] {b['replicas']} x {_describe(b)} = {counted(b['gpus'], 'GPU')}, "
                       f"${b['cost_per_hour']:.2f}/h, ${fmt(b.get('usd_per_million_output_tokens'))} per million "
                       f"output tokens, {label(key)} {fmt(b.get(key), key=key)}", highlight=False)
         console.print(f"frontier ($/h -> {label(key)}): " + "; ".join(
@@ -131,8 +132,8 @@ def print_plan(result) -> None:
         console.print("[bold red]no deployment in the search space meets the SLOs[/] (raise max_replicas, "
                       "widen the search, or relax the SLOs)")
     print_plan_bands(result)
-    console.print(f"{result.num_simulations} simulations in {result.num_waves} waves, {result.wall_s:.1f} s",
-                  highlight=False)
+    console.print(f"{counted(result.num_simulations, 'simulation')} in {counted(result.num_waves, 'wave')}, "
+                  f"{result.wall_s:.1f} s", highlight=False)
 
 
 def print_plan_bands(result) -> None:
@@ -151,6 +152,19 @@ def print_plan_bands(result) -> None:
         console.print(line, highlight=False, markup=False)
 
 
+# the sweep table's printed headers beside its summary keys (the CSV / Parquet keep the keys)
+SWEEP_HEADERS: dict[str, str] = {"offered_rate_per_s": "offered rate (req/s)", "passed": "meets SLO",
+                                 "usd_per_million_output_tokens": "$/M output tok"}
+
+
+def sweep_header(key: str, knob_keys=()) -> str:
+    """A sweep column's printed header: a grid knob by its dotted key (what the user typed in --grid), a
+    metric by `twin run`'s name with its unit (``TTFT p99``, ``request throughput (req/s)``)."""
+    if key in knob_keys:
+        return key
+    return SWEEP_HEADERS.get(key) or label(key)
+
+
 def print_sweep(summary, knob_keys, spec) -> None:
     table = Table(title="Sweep (means over replications)")
     cols = [*knob_keys]
@@ -160,8 +174,7 @@ def print_sweep(summary, knob_keys, spec) -> None:
     if "usd_per_million_output_tokens" in summary:
         cols.append("usd_per_million_output_tokens")
     for c in cols:
-        table.add_column({"offered_rate_per_s": "rate/s", "request_throughput": "req/s",
-                          "usd_per_million_output_tokens": "$/M out tok"}.get(c, c), justify="right")
+        table.add_column(sweep_header(c, knob_keys), justify="right")
     for _, row in summary.head(200).iterrows():
         cells = []
         for c in cols:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.cli.console import console
+from twin.cli.plan_words import counted, human_reason
 from twin.errors import TwinInputError
 from twin.results import numbers
 from twin.results.report import label
@@ -21,7 +22,8 @@ def print_pd_plan(out: dict[str, Any]) -> None:
     metric = out["latency_metric"]
     console.print(f"P/D plan at {numbers.with_unit(out['target_rate_per_s'], 'req/s')} "
                   f"(the scenario offers {numbers.with_unit(out['base_rate_per_s'], 'req/s')}), "
-                  f"{out['replications']} replications, SLO {json.dumps(out['criteria']['slo'])}", highlight=False)
+                  f"{counted(out['replications'], 'replication')}, SLO {json.dumps(out['criteria']['slo'])}",
+                  highlight=False)
     extra = [k for k in out["rows"][0] if "." in k] if out["rows"] else []
     header = ["config", *extra, "GPUs", "$/h", "TTFT p99", "TPOT p99", "output tok/s", "$/M output tok", "verdict"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -30,7 +32,7 @@ def print_pd_plan(out: dict[str, Any]) -> None:
                  "-" if r["usd_per_hour"] is None else f"{r['usd_per_hour']:.2f}", _ms(r["p99_ttft_ms"]),
                  _ms(r["p99_tpot_ms"]), "-" if r["output_throughput"] is None else numbers.number(r["output_throughput"]),
                  "-" if r["usd_per_million_output_tokens"] is None else f"{r['usd_per_million_output_tokens']:.3f}",
-                 "meets" if r["passed"] else "misses: " + "; ".join(r["reasons"][:2])]
+                 "meets" if r["passed"] else "misses: " + "; ".join(map(human_reason, r["reasons"][:2]))]
         lines.append("| " + " | ".join(cells) + " |")
     console.print("\n".join(lines), highlight=False, soft_wrap=True)
     best = out["cheapest"]
@@ -39,7 +41,8 @@ def print_pd_plan(out: dict[str, Any]) -> None:
     else:
         console.print(f"cheapest: {best['config']}"
                       + "".join(f", {k}={best[k]}" for k in extra)
-                      + f": {best['gpus']} GPUs, ${best['usd_per_hour']:.2f}/h, {label(metric)} {_ms(best[metric])}",
+                      + f": {counted(best['gpus'], 'GPU')}, ${best['usd_per_hour']:.2f}/h, "
+                        f"{label(metric)} {_ms(best[metric])}",
                       highlight=False)
     if out["frontier"]:
         console.print(f"frontier ($/h -> {label(metric)}): " + ", ".join(

@@ -1,6 +1,6 @@
-"""How a long ``twin plan`` shows it is alive, on stderr only (stdout keeps the tables): rich's bar on a
-terminal; with stderr piped or redirected (a log file, CI), one plain line when the plan starts and one every
-``LINE_EVERY_S`` seconds of wall time with the simulations done so far; nothing with ``--quiet``."""
+"""How a long ``twin plan`` or ``twin sweep`` shows it is alive, on stderr only (stdout keeps the tables):
+rich's bar on a terminal; with stderr piped or redirected (a log file, CI), one plain line when the run starts
+and one every ``LINE_EVERY_S`` seconds of wall time with the simulations done so far; nothing with ``--quiet``."""
 
 from __future__ import annotations
 

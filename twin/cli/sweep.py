@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from twin.cli.console import console, err_console
+from twin.cli.console import console
 from twin.cli.option_types import OutputFile, refuse_outside_mode
 from twin.cli.plan_options import (
     common_options,
@@ -14,7 +14,9 @@ from twin.cli.plan_options import (
     scenario_data,
     slo_from_options,
 )
-from twin.cli.plan_output import print_sweep, progress_bar, write_table_file
+from twin.cli.plan_output import print_sweep, write_table_file
+from twin.cli.plan_progress import plan_progress
+from twin.cli.plan_words import counted
 from twin.errors import TwinInputError
 
 
@@ -68,10 +70,11 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
     n_configs = len(spec.configs())
     n_rates = len(spec.rate_axis[1]) if spec.rate_axis else 1
     total = n_configs * n_rates * spec.replications
-    console.print(f"{n_configs} configurations x {n_rates} rates x {spec.replications} replications = {total} "
-                  f"runs at most | backend {('ray' if ray_address else backend)}", highlight=False)
+    console.print(f"{counted(n_configs, 'configuration')} x {counted(n_rates, 'rate')} x "
+                  f"{counted(spec.replications, 'replication')} = {counted(total, 'run')} at most | "
+                  f"backend {('ray' if ray_address else backend)}", highlight=False)
     with make_executor(backend, workers, ray_address) as executor, \
-            progress_bar(not quiet and err_console.is_terminal, "sweep") as progress:
+            plan_progress(quiet, "sweep") as progress:
         task = progress.add_task("sweep", total=total if search_kind == "grid" else None)
         runner = Runner(executor, on_done=lambda n: progress.advance(task, n))
         if search_kind == "optuna":
@@ -82,7 +85,7 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
     knob_keys = [k for k, _ in spec.knob_axes]
     summary = summarize(rows, knob_keys)
     print_sweep(summary, knob_keys, spec)
-    console.print(f"{runner.num_run} simulations run", highlight=False)
+    console.print(f"{counted(runner.num_run, 'simulation')} run", highlight=False)
     if out_path:
         write_table_file(rows_frame(rows), out_path)
     if summary_out:

@@ -1,0 +1,34 @@
+"""Words ``twin plan`` and ``twin sweep`` print for humans: a count with its noun in the right number
+(``1 GPU``, ``3 GPUs``), and why a configuration misses its SLO with `twin run`'s metric names
+(``TTFT p99 = 2.18 s``, not ``p99_ttft_ms = 2.18 s``). Text output only: the JSON / CSV keep
+``twin.plan.evaluate.judge``'s reasons as they are (a file format)."""
+
+from __future__ import annotations
+
+import re
+
+from twin.results import numbers
+from twin.results.report import label
+
+# judge()'s reasons that name a metric key: "KEY = VALUE", "KEY undefined", "KEY missed"
+_METRIC_REASON = re.compile(r"^(?P<key>[a-z0-9.]+_[a-z0-9_]+?_ms)(?P<rest> = .*| undefined| missed)$")
+_GOODPUT_REASON = re.compile(r"^goodput fraction (?P<frac>[0-9.]+) < (?P<need>[0-9.e+-]+)$")
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 GPU``, ``0 GPUs``, ``3 GPUs``: the count and its noun, plural unless the count is exactly one."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def human_reason(reason: str) -> str:
+    """One of ``judge``'s reasons in `twin run`'s words: a metric key by its printed name, the goodput
+    fraction as the share of requests within the SLO (``goodput`` in `twin run` is a rate). Any other
+    reason (requests in flight, rejected, an error) is already prose and comes back unchanged."""
+    m = _METRIC_REASON.match(reason)
+    if m:
+        return f"{label(m['key'])}{m['rest']}"
+    m = _GOODPUT_REASON.match(reason)
+    if m:
+        return (f"within SLO {numbers.percent(float(m['frac']), 2)} of requests, "
+                f"below the {float(m['need']) * 100:g}% required")
+    return reason
