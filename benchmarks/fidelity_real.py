@@ -217,8 +217,8 @@ def parser() -> argparse.ArgumentParser:
     # round 20 (33z): the arrival draw of the inference-perf stages and the draws' seed
     ap.add_argument("--inference-perf-sends", default="as-read", choices=SENDS,
                     help="the inference-perf stages' arrival draw (twin.fitting.scaled_sends): as the reader says "
-                         "(as-read, the default), scaled to the stage's span as inference-perf's constant load does, "
-                         "or unscaled exponential gaps")
+                         "(as-read, the default: a constant load's gaps scaled to the stage's span, as inference-perf "
+                         "draws them, since round 20), scaled, or unscaled exponential gaps (round 19 and before)")
     ap.add_argument("--seed", type=nonneg_int, default=0,
                     help="the seed of every simulation's draws (arrivals, lengths, request path; default 0)")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the markdown summary here")

@@ -111,3 +111,18 @@ def test_the_harness_options():
     for bad in (["--inference-perf-sends", "fixed"], ["--seed", "-1"], ["--seed", "1.5"]):
         with pytest.raises(SystemExit):
             parser().parse_args(bad)
+
+
+def test_the_reader_scales_a_constant_loads_stages_only(tmp_path):
+    from tests.fitting_helpers import write_config, write_stage
+    from twin.fitting.readers import read_results
+    metrics = {"mean_ttft_ms": 30.0, "median_ttft_ms": 28.0, "p90_ttft_ms": 35.0, "p99_ttft_ms": 50.0,
+               "mean_e2el_ms": 2030.0, "median_e2el_ms": 2000.0, "p99_e2el_ms": 2500.0}
+    d = tmp_path / "exp"
+    write_config(d, model="meta-llama/Llama-2-7b-hf", tp=1, groups=1, per_group=4, system_tokens=100,
+                 question_tokens=400, output_tokens=201, stages=[(5.0, 60.0)], server={})
+    write_stage(d, 0, rate=5.0, duration_s=60.0, metrics=metrics, prompt_tokens=520, output_tokens=201)
+    assert [r.scaled_sends for r in read_results(d)] == [True]
+    cfg = d / "results_config.yaml"
+    cfg.write_text(cfg.read_text().replace("constant", "poisson"))
+    assert [r.scaled_sends for r in read_results(d)] == [False]
