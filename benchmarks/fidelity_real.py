@@ -48,7 +48,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, positive_float, positive_int, seconds_or_whole  # noqa: E402
+from benchmarks.cli_checks import (check_out_path, nonneg_int, positive_float, positive_int,  # noqa: E402
+                                    seconds_or_whole)
 from benchmarks.heldout_intervals import add_intervals  # noqa: E402  (round 19, 33m)
 from twin.fitting.case_weights import DEFAULT_WEIGHTING, WEIGHTINGS  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
@@ -58,6 +59,7 @@ from twin.fitting.joint import (FOLDS, JOINT_NAMES, METRICS, all_cases, default_
 from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
 from twin.fitting.provenance import embedded_entries  # noqa: E402
 from twin.fitting.robust import LOSSES, ROBUST_SCALE_LOG  # noqa: E402
+from twin.fitting.scaled_sends import SENDS, with_sends  # noqa: E402
 from twin.fitting.scoped import check_scoped_name  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
 from twin.fitting.targets import markdown, target_lines, verdict_markdown  # noqa: E402
@@ -228,6 +230,13 @@ def parser() -> argparse.ArgumentParser:
                     help="the fold fits' case weights (twin.fitting.case_weights): each source's total by sqrt(count) "
                          "(source, the default), or shared among its (family, GPU) cells by sqrt(count) (cell; silicon-cell: "
                          "inside the silicon source only)")
+    # round 20 (33z): the arrival draw of the inference-perf stages and the draws' seed
+    ap.add_argument("--inference-perf-sends", default="as-read", choices=SENDS,
+                    help="the inference-perf stages' arrival draw (twin.fitting.scaled_sends): as the reader says "
+                         "(as-read, the default: a constant load's gaps scaled to the stage's span, as inference-perf "
+                         "draws them, since round 20), scaled, or unscaled exponential gaps (round 19 and before)")
+    ap.add_argument("--seed", type=nonneg_int, default=0,
+                    help="the seed of every simulation's draws (arrivals, lengths, request path; default 0)")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the markdown summary here")
     ap.add_argument("--json", type=Path, default=None)
     return ap
@@ -255,6 +264,7 @@ def main() -> None:
     runnable, skipped = silicon_cases(args.ground_truth, max_requests=args.silicon_max_requests)
     cases = all_cases(args.ground_truth, silicon_max_requests=args.silicon_max_requests,
                       silicon_every=args.silicon_every, weighting=args.case_weights)
+    cases = with_sends(cases, args.inference_perf_sends)
     only = {g.strip() for g in args.groups.split(",") if g.strip()}
     known = {FOLDS[k.strip()](c) for k in args.folds.split(",") if k.strip() for c in cases}
     if only - known:
@@ -276,7 +286,7 @@ def main() -> None:
     print("simulating every case at the embedded defaults ...", flush=True)
     # a closed loop (a silicon row) is simulated whole either way: its fit simulation is its prediction
     open_loop = [i for i, c in enumerate(cases) if not c.run.closed_loop]
-    first = simulate_cases(cases, start, max_sim_s=args.fit_sim_s, workers=args.workers) if names else None
+    first = simulate_cases(cases, start, max_sim_s=args.fit_sim_s, workers=args.workers, seed=args.seed) if names else None
     default_pred: list = [r.metrics for r in first] if first else [None] * len(cases)
     # a closed loop's fit simulation is its defaults' prediction, unless a pooled (unscoped) fitted term starts at
     # another value than the scoped entry embedded for its deployment (layer_token_overhead_s: 0 vs Blackwell's)
@@ -285,7 +295,7 @@ def main() -> None:
         if first and scoped else set()
     again = sorted(set(open_loop) | moved) if first else list(range(len(cases)))
     for i, r in zip(again, simulate_cases([cases[i] for i in again], default_start(()),
-                                          max_sim_s=args.eval_sim_s, workers=args.workers)):
+                                          max_sim_s=args.eval_sim_s, workers=args.workers, seed=args.seed)):
         default_pred[i] = r.metrics
     default_by_name = {c.run.name: p for c, p in zip(cases, default_pred)}
     print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -318,9 +328,10 @@ def main() -> None:
         pooled, pooled_default, fold_docs, group_summaries = [], [], [], []
         for g in groups:
             fit_s, fold_sims = fold_first(cases, g, group_of, first, args.fit_sim_s, fold_fit_eval_s, lambda cs, s:
-                                          simulate_cases(cs, start, max_sim_s=s, workers=args.workers), windows)
+                                          simulate_cases(cs, start, max_sim_s=s, workers=args.workers, seed=args.seed),
+                                          windows)
             fold = run_fold(kind, g, cases, group_of, fold_sims, names=names, outer_iterations=args.outer,
-                            fit_sim_s=fit_s, eval_sim_s=args.eval_sim_s, workers=args.workers,
+                            fit_sim_s=fit_s, eval_sim_s=args.eval_sim_s, workers=args.workers, seed=args.seed,
                             evidence=evidence, defaults=default_pred, allow=allow, cache=cache,
                             loss=args.fold_loss, loss_scale=args.fold_loss_scale, exclude_gap=not args.keep_gap_rows,
                             client_path_rows=args.client_path_rows)

@@ -107,7 +107,8 @@ class MeasuredRun:
     ``model``, ``gpu``, ``tensor_parallel_size`` and ``server`` (vLLM knob names) are what the file says, or None.
     ``client``: the client that measured it (``twin.workload.clients``; its request path may be fitted apart).
     ``cold_start``: the run is the first traffic its server served, with no warm-up requests before it (see
-    ``COLD_START_UNFITTED``).
+    ``COLD_START_UNFITTED``). ``scaled_sends``: the client scaled its exponential gaps to sum to the stage's
+    span, ``num_requests / rate_per_s`` (inference-perf's ``constant`` load; ``twin.fitting.replay``).
     """
 
     name: str
@@ -130,6 +131,9 @@ class MeasuredRun:
     client: str | None = None          # the measuring client (twin.workload.clients), None: not known
     release: str | None = None         # the server's vLLM release as measured (fit scopes only: twin.fitting.scoped)
     cold_start: bool = False           # the first traffic of a freshly started server, no warm-up before it
+    # the client drew ``num_requests`` exponential gaps scaled to sum to num_requests / rate_per_s (inference-perf's
+    # ``constant`` load, its ConstantLoadTimer); False: unscaled gaps at the rate (``vllm bench serve``'s draw)
+    scaled_sends: bool = False
 
     def __post_init__(self) -> None:
         if self.rate_per_s is None and self.max_concurrency is None:
@@ -137,6 +141,8 @@ class MeasuredRun:
         if self.num_requests < 1:
             raise ValueError(f"{self.name}: no requests")
         check_client(self.client, f"{self.name}: client")
+        if self.scaled_sends and (self.rate_per_s is None or math.isinf(self.rate_per_s) or self.burstiness != 1.0):
+            raise ValueError(f"{self.name}: scaled sends need a finite rate and Poisson gaps (burstiness 1)")
         if self.release is not None and not isinstance(self.release, str):
             raise ValueError(f"{self.name}: release must be a vLLM release string or None, got {self.release!r}")
         unknown = set(self.metrics) - set(METRIC_KEYS)

@@ -28,6 +28,7 @@ from twin.scenario import ScenarioBody
 from twin.sim.deployment import Deployment, resolve_deployment
 from twin.sim.dp_router import DataParallelRouter
 from twin.sim.simulate import simulate
+from twin.workload.arrivals import scaled_exponential_sends
 from twin.workload.capped_open_loop import CappedOpenLoop
 from twin.workload.rng import stream
 from twin.workload.spec import RequestSpec
@@ -103,6 +104,9 @@ def build_requests(run: MeasuredRun, seed: int, max_requests: int | None = None)
     rate = run.rate_per_s
     if rate is None or math.isinf(rate):
         arrivals = np.zeros(n)
+    elif run.scaled_sends:        # every send of the stage drawn, scaled to its span, the first n kept
+        arrivals = scaled_exponential_sends(run.num_requests, run.num_requests / rate,
+                                            stream(seed, "arrivals"))[:n]
     else:
         shape = run.burstiness
         gaps = stream(seed, "arrivals").gamma(shape, 1.0 / (rate * shape), size=n)

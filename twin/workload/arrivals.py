@@ -81,7 +81,12 @@ def scaled_poisson_times(rate_per_s: float, duration_s: float, rng: np.random.Ge
     scaled to sum to ``duration_s``, the k-th request sent after the first k gaps. As every process here, the
     first request is at t = 0, so the others keep their offsets from it and the last is at ``duration_s``
     less the first gap."""
-    n = int(rate_per_s * duration_s)
+    return scaled_exponential_sends(int(rate_per_s * duration_s), duration_s, rng)
+
+
+def scaled_exponential_sends(n: int, duration_s: float, rng: np.random.Generator) -> np.ndarray:
+    """``n`` send times from ``n`` exponential gaps scaled to sum to ``duration_s`` (``scaled_poisson_times``
+    with the count given: the harness's replay of an inference-perf stage, whose file gives the count)."""
     if n < 1:
         return np.zeros(0)
     gaps = rng.standard_exponential(n)

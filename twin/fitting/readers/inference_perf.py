@@ -14,7 +14,10 @@ are the client's measured quantiles; output lengths are the configured ``output_
 versions that stamp several stream messages per token make its TPOT and ITL fields unreliable, so TPOT is
 derived as (mean E2E - mean TTFT) / (output tokens - 1). Requests that failed with latencies clustered at one
 value were cut by a client timeout; that value becomes ``timeout_s``. The profile's stages run in order against
-one server, so stage 0 is the first traffic that server sees: ``cold_start`` (``twin.fitting.measured_run``)."""
+one server, so stage 0 is the first traffic that server sees: ``cold_start`` (``twin.fitting.measured_run``).
+A rate stage of a ``constant`` load drew its sends as inference-perf's ConstantLoadTimer does, exponential gaps
+scaled to sum to the stage's duration (``scaled_sends``; round 20: the files here send their count in 599.2-599.99 s
+of 600); a ``poisson`` load's gaps are unscaled."""
 
 from __future__ import annotations
 
@@ -194,7 +197,8 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
         timeout_s=timeout, model=server.get("model") or get(client, "server.model_name", where, required=False),
         tensor_parallel_size=tp if isinstance(tp, int) and not isinstance(tp, bool) else None,
         server={k: server[k] for k in SERVER_KNOBS if k in server}, experiment=experiment, client=INFERENCE_PERF,
-        cold_start=bool(stage) and int(stage.group(1)) == 0)
+        cold_start=bool(stage) and int(stage.group(1)) == 0,
+        scaled_sends=rate is not None and get(client, "load.type", where, required=False) == "constant")
 
 
 def read_inference_perf(path: Path) -> list[MeasuredRun]:
