@@ -16,7 +16,7 @@ The range's construction (``--construction``; round 20, ``benchmarks/band_covera
 * ``linear``: numpy's linear p10..p90 (round 19's bands): inside only ~72 % of the time held out.
 
     python benchmarks/heldout_bands_export.py REPORT.json --ground-truth ../shared/ground-truth \\
-        --report-commit ec9f9f5 --report-date 2026-12-06 [--kinds GPU,family] [--min-cases 5]
+        --report-commit e5697cc --report-date 2026-12-06 [--kinds GPU,family] [--min-cases 5]
         [--construction order|linear] [--out PATH]
 """
 

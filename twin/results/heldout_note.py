@@ -5,9 +5,9 @@ run's verdict.
     Error band: the twin's error on held-out Blackwell MoE servers (not these)
                   GPU generation held out  model family held out
       cases       31                       31
-      TTFT mean   -5.6% (-36..+9%)         -0.8% (-24..+23%)
+      TTFT mean   -5.4% (-36..+9%)         -1.1% (-24..+23%)
       ...
-      predicted / measured - 1: median (80% range); report ec9f9f5, 2026-12-06
+      predicted / measured - 1: median (80% range); report e5697cc, 2026-12-06
       range by order statistics: ~80% of unseen servers inside, less where marked
 
 A generation / kind the report has no held-out case of says so, with no band."""
