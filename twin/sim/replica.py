@@ -148,6 +148,8 @@ class Replica:
         env, core = self.env, self.core
         while True:
             if not core.has_work():
+                # idle: vLLM's next schedule is empty and frees the finished requests' slots (async_slot_hold)
+                self.scheduler.held_slots = 0
                 if self.deferred:          # the engine went idle: nothing to overlap with
                     self.admit_deferred()
                 else:
