@@ -109,3 +109,27 @@ def test_the_hold_binds_in_that_workload():
     ttft = [r.first_token_s - r.arrival_s for r in held.requests if r.first_token_s is not None]
     ttft_free = [r.first_token_s - r.arrival_s for r in free.requests if r.first_token_s is not None]
     assert sum(ttft) > sum(ttft_free)
+
+
+def test_the_knob_admits_as_round_20_s_trial_wrapper():
+    """The reading's wrapper (benchmarks/llama70b_stage1_tail.py ``holding_slots``, with the block hold) and the
+    knob (with the block hold) admit the same requests step after step, on a run that fills every slot."""
+    from benchmark_module import load_benchmark
+
+    tail = load_benchmark("llama70b_stage1_tail")
+    runs = []
+    for use_knob in (False, True):
+        s = make_sched(num_gpu_blocks=40, max_num_seqs=3, async_scheduling=True,
+                       async_free_after_next_schedule=True, async_hold_finished_slots=use_knob)
+        if not use_knob:
+            tail.holding_slots(s)
+        for i, (prompt, out) in enumerate([(20, 1), (30, 2), (16, 3), (40, 1), (18, 2), (25, 4), (17, 1), (33, 2)]):
+            s.add_request(req(f"r{i}", prompt, out=out))
+        steps = []
+        while s.has_unfinished_requests():
+            out, res = step(s)
+            steps.append((ids(out.requests), ids(res.finished)))
+        runs.append(steps)
+    assert runs[0] == runs[1]
+    assert runs[0][:4] == [(["r0", "r1", "r2"], ["r0"]), (["r1", "r2"], ["r1"]),   # r3 waits: r0 holds its slot
+                           (["r2", "r3"], ["r2", "r3"]), (["r4"], [])]             # two held: r4 alone
