@@ -23,7 +23,9 @@ a count: ``SchedulerBase.retire`` adds the requests finished by the step just ap
 admission (``Scheduler.schedule_waiting``) admits up to ``max_num_seqs - held_slots`` running requests, and every
 schedule (``schedule()``, the fast path's ``admit_waiting`` and ``skip_steps``) ends the hold. An engine with
 nothing running or waiting after step t drops it too: vLLM's schedule t + 1 is then empty, the core blocks on step
-t's output and frees the slots before anything that arrives later is scheduled (``Replica._run``).
+t's output and frees the slots before anything that arrives later is scheduled (``Replica.sleep_until_work``,
+``Replica.admit_deferred``). So does a hold of every slot with nothing else running (``Scheduler.schedule_waiting``):
+vLLM's schedule t + 1 is empty then too, and the core schedules again at once with the slots free.
 
 Modelled: the ``max_tokens`` case (the twin's requests stop at a known output length, as a benchmark client with
 ``ignore_eos`` asks): the slot is held, no row is scheduled. Not modelled: the EOS case's discarded decode row,
