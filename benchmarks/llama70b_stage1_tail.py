@@ -14,11 +14,12 @@ twin's p90 75 ms) while its TPOT is 3 % short. This script tests where the tail 
    at the embedded defaults or at a held-out fold's parameters from a saved report; for any of the four stages.
 
     python benchmarks/llama70b_stage1_tail.py [--seeds 0,1,2,3,4,5,6,7] [--scales 1,1.02,1.03] [--caps 128,125]
-        [--uncapped-seqs 1024] [--stage llama-2-70b|mixtral|codellama-34b|llama-2-7b] [--hold none|blocks|slots]
+        [--uncapped-seqs 1024] [--stage llama-2-70b|mixtral|codellama-34b|llama-2-7b]
+        [--hold none|blocks|slots|slot-knob]
         [--report REPORT.json --fold GPU:H100-SXM] [--ground-truth DIR] [--json F]
 
 About 1-5 s a simulation on a loaded 2-core machine (8 seeds x 4 variants: ~1-2 min; ``--hold`` slots or blocks
-turns the fast path off: ~4-5x).
+turns the fast path off: ~4-5x; ``slot-knob``, the scheduler's ``async_hold_finished_slots``, keeps it).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ STAGES = {"llama-2-70b": "20260217-202857-llama-2-70b-tp4-general/stage1",
           "codellama-34b": "20260218-150304-codellama-34b-tp2-general/stage1",
           "llama-2-7b": "20260217-231439-llama-2-7b-tp1-general/stage1"}
 PERCENTILES = (50, 90, 95, 99)
-HOLDS = ("none", "blocks", "slots")      # what a finished request holds through one more schedule
+HOLDS = ("none", "blocks", "slots", "slot-knob")   # what a finished request holds through one more schedule
 
 
 def slots_in_use(rate_per_s: float, mean_e2e_ms: float, max_num_seqs: int) -> tuple[float, float]:
@@ -122,8 +123,9 @@ def simulate_stage(case, params: dict[str, float], *, scale: float, max_num_seqs
                    hold: str = "none") -> dict:
     """The stage simulated whole (``replay``'s traffic, server and warm-up cut) with every step ``scale`` times
     as long and ``max_num_seqs`` slots; ``hold``: ``none`` (the twin as embedded), ``blocks`` (a finished
-    request's KV blocks held through one more schedule: ``async_free_after_next_schedule``) or ``slots`` (its
-    blocks and its slot: ``holding_slots``). ``summarize`` of its requests after the cut."""
+    request's KV blocks held through one more schedule: ``async_free_after_next_schedule``), ``slots`` (its
+    blocks and its slot: ``holding_slots``) or ``slot-knob`` (its slot alone, the scheduler's own
+    ``async_hold_finished_slots``, round 20: the fast path stays on). ``summarize`` of its requests after the cut."""
     if hold not in HOLDS:
         raise TwinInputError(f"hold {hold!r}: one of {', '.join(HOLDS)}")
     from twin.core.schedulers import make_scheduler
@@ -135,7 +137,8 @@ def simulate_stage(case, params: dict[str, float], *, scale: float, max_num_seqs
     if hold != "none":
         if not config.async_scheduling:
             raise TwinInputError(f"{run.name}: hold {hold!r} needs async scheduling (a vLLM release >= 0.14)")
-        config = config.model_copy(update={"async_free_after_next_schedule": True})
+        knob = "async_hold_finished_slots" if hold == "slot-knob" else "async_free_after_next_schedule"
+        config = config.model_copy(update={knob: True})
     wrap = holding_slots if hold == "slots" else (lambda sched: sched)
     specs = build_requests(run, seed)
     cost = cost_model_for(dep, case.target, params)
@@ -195,7 +198,8 @@ def parser() -> argparse.ArgumentParser:
                     help="max_num_seqs of the variant without a slot cap (default %(default)s)")
     ap.add_argument("--hold", choices=HOLDS, default="none", help="what a finished request holds through one more "
                     "schedule, every variant (default %(default)s: the twin as embedded; slots: vLLM's async engine "
-                    "core, a trial; about 4x slower)")
+                    "core, a trial; about 4x slower; slot-knob: the slot alone, the scheduler's "
+                    "async_hold_finished_slots, fast path kept)")
     ap.add_argument("--report", type=Path, default=None, help="a fidelity_real.py --json report (with --fold)")
     ap.add_argument("--fold", default=None, help="KIND:GROUP of --report whose parameters to use (default: the "
                     "embedded defaults)")

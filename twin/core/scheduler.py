@@ -111,7 +111,11 @@ class Scheduler(SchedulerBase):
         lookahead = cfg.num_lookahead_tokens
         running = self.running
         waiting = self.waiting
-        max_seqs = cfg.max_num_seqs
+        max_seqs = cfg.max_num_seqs - self.held_slots   # async slot hold (twin.core.async_slot_hold)
+        if max_seqs <= 0:
+            # every slot held, nothing running: vLLM's schedule t + 1 is empty, it applies step t and schedules
+            # again at once with the slots free
+            max_seqs = cfg.max_num_seqs
         chunked = cfg.enable_chunked_prefill
         reserve = int(cfg.admission_watermark * kv.block_pool.num_usable_blocks)
         full_isl = cfg.scheduler_reserve_full_isl
@@ -167,6 +171,7 @@ class Scheduler(SchedulerBase):
         reqs: list[Request] = []
         tokens: list[int] = []
         self.schedule_waiting(SchedulerOutput(0), token_budget, reqs, tokens, False)
+        self.held_slots = 0
         before = [0] * len(reqs)
         for j, req in enumerate(reqs):
             before[j] = req.num_computed_tokens

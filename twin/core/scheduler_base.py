@@ -40,6 +40,10 @@ class SchedulerBase:
         # async_free_after_next_schedule: finished requests whose blocks the next schedule() returns
         self.free_after_schedule: list[Request] | None = (
             [] if config.async_scheduling and config.async_free_after_next_schedule else None)
+        # async_hold_finished_slots (twin.core.async_slot_hold): requests finished by the step last applied,
+        # still counted against max_num_seqs by the next schedule
+        self.hold_slots = config.async_scheduling and config.async_hold_finished_slots
+        self.held_slots = 0
         self.num_load_pending = 0          # load_kv_async requests in the waiting queue, blocks not yet allocated
         self.loading: dict[Request, None] = {}
         self.on_load_start: Callable[[Request], None] | None = None
@@ -125,12 +129,15 @@ class SchedulerBase:
         done = set(finished)   # requests hash by identity
         self.running = [req for req in self.running if req not in done]
         self.num_finished += len(finished)
+        if self.hold_slots:
+            self.held_slots += len(finished)
 
     def skip_steps(self, num_steps: int = 1) -> None:
         """Count ``num_steps`` steps a driver ran without ``schedule()`` (the fast path's decode runs). Their
         outputs carry no rejections: those made meanwhile are dropped from ``rejected_unreported`` (the driver
         closed their records when ``add_request`` refused them)."""
         self.step_index += num_steps
+        self.held_slots = 0
         if self.rejected_unreported:
             self.rejected_unreported = []
 
@@ -152,6 +159,7 @@ class SchedulerBase:
             for req in self.free_after_schedule:
                 self.kv_cache_manager.free(req)
             self.free_after_schedule = []
+        self.held_slots = 0
         out.total_num_scheduled_tokens = sum(out.num_new_tokens)
         out.num_running_after = len(self.running)
         out.num_waiting_after = len(self.waiting)

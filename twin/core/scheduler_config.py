@@ -28,6 +28,10 @@ class SchedulerKnobs(BaseModel):
     # applies step t's output, so a request that finished in step t returns its blocks only after that schedule:
     # the blocks are held through one more schedule() (the fast path is off while this is set)
     async_free_after_next_schedule: bool = False
+    # (opt-in, issue 33 round 20) with async scheduling, a request that finished in step t stays in vLLM's
+    # ``running`` until step t's output is applied, after schedule t + 1: its max_num_seqs slot is held through
+    # that schedule (no token is scheduled for it: twin.core.async_slot_hold). Fast path and step-by-step path
+    async_hold_finished_slots: bool = False
     # version-dependent behaviours, off here; a scenario's server.vllm_version sets them (twin.core.vllm_versions)
     reserve_null_block: bool = True
     free_unhashed_blocks_to_head: bool = False
@@ -71,4 +75,10 @@ class SchedulerConfig(SchedulerKnobs):
         if self.async_free_after_next_schedule and not self.async_scheduling:
             raise ValueError("async_free_after_next_schedule = true needs async_scheduling = true (a vLLM release "
                              ">= 0.14 or the knob itself)")
+        if self.async_hold_finished_slots and not self.async_scheduling:
+            raise ValueError("async_hold_finished_slots = true needs async_scheduling = true (a vLLM release "
+                             ">= 0.14 or the knob itself)")
+        if self.async_hold_finished_slots and self.scheduler != "continuous":
+            raise ValueError(f"async_hold_finished_slots = true applies to scheduler = continuous (vLLM V1's), "
+                             f"not {self.scheduler}")
         return self

@@ -78,11 +78,11 @@ def cohort_steps(replica):
             contexts = cohort.contexts() if step_time_from_sums is None else None
             finishes = cohort.step in finishing
             cohort.schedule()
-            sched.skip_steps(1)
             if waiting:
                 new_reqs, new_tokens, new_before = sched.admit_waiting(budget - num_decodes)
             else:
                 new_reqs, new_tokens, new_before = [], [], []
+            sched.skip_steps(1)      # after the admissions: they read the async slot hold, this ends it
             row_waiting, row_running, row_usage = len(sched.waiting), len(sched.running), pool.get_usage()
             if replica.deferred:
                 replica.admit_deferred()

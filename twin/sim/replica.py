@@ -133,11 +133,14 @@ class Replica:
     def admit_deferred(self) -> bool:
         """Admit the requests that arrived during the last step (async scheduling); True (some were there)."""
         deferred, self.deferred = self.deferred, []
+        # every caller is past a schedule or idle (vLLM's next schedule empty): no finished slot is held then
+        self.scheduler.held_slots = 0      # (twin.core.async_slot_hold)
         for request in deferred:
             self._admit(request, counted=True)
         return True
 
     def sleep_until_work(self):
+        self.scheduler.held_slots = 0      # idle: vLLM's next schedule is empty, the slots free (async_slot_hold)
         self._wake = self.env.event()
         wakeup = getattr(self.scheduler, "next_wakeup_s", None)
         if wakeup is not None and wakeup > self.env.now:
