@@ -37,3 +37,14 @@ def _main_module_kept():
     """Every test leaves ``__main__`` as it found it, so the suite passes in any order."""
     with main_module_kept():
         yield
+
+
+@pytest.fixture
+def wide_console():
+    """One table per table (no split at 80 columns), so a test reads a table's headers whole."""
+    from twin.cli.console import console
+
+    old = console._width
+    console.width = 400
+    yield
+    console._width = old

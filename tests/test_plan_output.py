@@ -10,26 +10,11 @@ import json
 import pytest
 import yaml
 from click.testing import CliRunner
+from plan_cli_helpers import TINY_SCENARIO as SCENARIO
 
 from twin.cli import plan_progress
-from twin.cli.console import console
 from twin.cli.main import main
 from twin.cli.plan_output import CANDIDATE_HEADERS, deployment_headers
-
-SCENARIO = {"name": "t", "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
-            "workload": {"arrivals": {"process": "poisson", "rate_per_s": 20}, "duration_s": 2,
-                         "classes": [{"name": "c", "share": 1.0, "prompt": {"suffix_tokens": 100},
-                                      "output_tokens": 8}]},
-            "slo": {"ttft_ms": {"p99": 2000}}}
-
-
-@pytest.fixture
-def wide_console():
-    """One table per table (no split at 80 columns), so the headers read whole."""
-    old = console._width
-    console.width = 400
-    yield
-    console._width = old
 
 
 @pytest.fixture

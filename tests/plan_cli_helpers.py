@@ -1,0 +1,10 @@
+"""What the tests of ``twin plan``'s and ``twin sweep``'s printed output share: one tiny scenario (their wide console
+is the ``wide_console`` fixture of ``conftest.py``)."""
+
+from __future__ import annotations
+
+TINY_SCENARIO = {"name": "t", "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
+                 "workload": {"arrivals": {"process": "poisson", "rate_per_s": 20}, "duration_s": 2,
+                              "classes": [{"name": "c", "share": 1.0, "prompt": {"suffix_tokens": 100},
+                                           "output_tokens": 8}]},
+                 "slo": {"ttft_ms": {"p99": 2000}}}
