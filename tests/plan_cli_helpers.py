@@ -1,5 +1,5 @@
-"""What the tests of ``twin plan``'s and ``twin sweep``'s printed output share: one tiny scenario (their wide console
-is the ``wide_console`` fixture of ``conftest.py``)."""
+"""What the tests of ``twin plan``'s and ``twin sweep``'s printed output share: one tiny scenario and the reading of a
+table's header cells (their wide console is the ``wide_console`` fixture of ``conftest.py``)."""
 
 from __future__ import annotations
 
@@ -8,3 +8,9 @@ TINY_SCENARIO = {"name": "t", "deployment": {"gpu": "H100-SXM", "model": "llama-
                               "classes": [{"name": "c", "share": 1.0, "prompt": {"suffix_tokens": 100},
                                            "output_tokens": 8}]},
                  "slo": {"ttft_ms": {"p99": 2000}}}
+
+
+def header_cells(stdout: str, first: str) -> list[str]:
+    """The cells of the printed table header whose first cell is ``first``."""
+    line = next(x for x in stdout.splitlines() if x.startswith("┃ " + first))
+    return [c.strip() for c in line.strip("┃").split("┃")]

@@ -10,7 +10,7 @@ import json
 import pytest
 import yaml
 from click.testing import CliRunner
-from plan_cli_helpers import TINY_SCENARIO as SCENARIO
+from plan_cli_helpers import TINY_SCENARIO as SCENARIO, header_cells
 
 from twin.cli import plan_progress
 from twin.cli.main import main
@@ -31,11 +31,6 @@ def _plan(plan_file, *extra):
     return res
 
 
-def _header_cells(stdout: str, first: str) -> list[str]:
-    line = next(x for x in stdout.splitlines() if x.startswith("┃ " + first))
-    return [c.strip() for c in line.strip("┃").split("┃")]
-
-
 def test_the_headers_say_what_they_hold():
     assert CANDIDATE_HEADERS == (
         "#", "GPU", "TP", "max seqs", "max batch tok", "prefix cache", "speculative decoding", "status",
@@ -49,10 +44,10 @@ def test_the_headers_say_what_they_hold():
 
 def test_a_tiny_plan_prints_the_headers_the_share_within_slo_and_the_cheapest_line(plan_file, wide_console):
     out = _plan(plan_file, "-q").stdout
-    assert _header_cells(out, "#") == [
+    assert header_cells(out, "#") == [
         "#", "GPU", "TP", "max seqs", "max batch tok", "prefix cache", "status", "max req/s per replica",
         "95% CI (req/s)", "$/h per replica", "$/M out tok at max", "replicas (est.)"]
-    assert _header_cells(out, "# ┃ replicas") == list(deployment_headers("p99_ttft_ms"))
+    assert header_cells(out, "# ┃ replicas") == list(deployment_headers("p99_ttft_ms"))
     rows = [x for x in out.splitlines() if x.startswith("│ 0 │")]
     assert [r.split("│")[10].strip() for r in rows[1:]] == ["100.0%", "100.0%"]     # a share, not 1.00
     cheapest = next(x for x in out.splitlines() if x.startswith("cheapest:"))

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
-from plan_cli_helpers import TINY_SCENARIO as SCENARIO
+from plan_cli_helpers import TINY_SCENARIO as SCENARIO, header_cells
 
 from twin.cli.main import main
 from twin.cli.plan_output import sweep_header
@@ -28,11 +28,6 @@ def _sweep(scenario_file, *extra):
     return res
 
 
-def _header_cells(stdout: str, first: str) -> list[str]:
-    line = next(x for x in stdout.splitlines() if x.startswith("┃ " + first))
-    return [c.strip() for c in line.strip("┃").split("┃")]
-
-
 def test_a_sweep_column_header_is_a_knob_as_typed_or_a_metric_in_twin_runs_words():
     assert sweep_header("server.max_num_seqs", ["server.max_num_seqs"]) == "server.max_num_seqs"
     assert [sweep_header(k) for k in ("offered_rate_per_s", "status", "passed", "request_throughput",
@@ -44,7 +39,7 @@ def test_a_sweep_column_header_is_a_knob_as_typed_or_a_metric_in_twin_runs_words
 
 def test_a_tiny_sweep_prints_human_headers_and_keeps_the_file_keys(scenario_file, tmp_path, wide_console):
     out = _sweep(scenario_file, "-q", "--summary-out", str(tmp_path / "s.csv")).stdout
-    assert _header_cells(out, "server") == [
+    assert header_cells(out, "server") == [
         "server.max_num_seqs", "offered rate (req/s)", "status", "meets SLO", "request throughput (req/s)",
         "TTFT p99", "TPOT p99", "E2EL p99", "$/M output tok"]
     assert "p99_ttft_ms" not in out and "rate/s" not in out

@@ -53,12 +53,16 @@ CANDIDATE_HEADERS: tuple[str, ...] = (
     "max req/s per replica", "CI", "$/h per replica", "$/M out tok at max", "replicas (est.)")
 
 
+def latency_columns(latency_key: str) -> list[str]:
+    """The deployments table's latency columns: the plan's latency axis, then the TPOT p99 (once)."""
+    return [latency_key] + ([] if latency_key == "p99_tpot_ms" else ["p99_tpot_ms"])
+
+
 def deployment_headers(latency_key: str) -> tuple[str, ...]:
-    """The deployments table's headers: the latency axis by its human name (``TTFT p99``), the TPOT p99 beside
-    it (once), and the share of requests within the SLO (``goodput`` in `twin run` is requests per second)."""
-    latency = [label(latency_key)] + ([] if latency_key == "p99_tpot_ms" else [label("p99_tpot_ms")])
-    return ("#", "replicas", "GPU", "TP", "GPUs", "$/h", "meets SLO", *latency, "within SLO (% of requests)",
-            "$/M output tok")
+    """The deployments table's headers: the latency columns by their human names (``TTFT p99``), and the share
+    of requests within the SLO (``goodput`` in `twin run` is requests per second)."""
+    return ("#", "replicas", "GPU", "TP", "GPUs", "$/h", "meets SLO", *map(label, latency_columns(latency_key)),
+            "within SLO (% of requests)", "$/M output tok")
 
 
 def _describe(d: dict[str, Any]) -> str:
@@ -106,7 +110,7 @@ def print_plan(result) -> None:
     headers = deployment_headers(key)
     for col in headers:
         table.add_column(col, justify="left" if col == "GPU" else "right")
-    latency_keys = [key] + ([] if key == "p99_tpot_ms" else ["p99_tpot_ms"])
+    latency_keys = latency_columns(key)
     for d in result.deployments:
         if not d.get("replicas"):
             table.add_row(str(d["candidate"]), "-", d["gpu"], str(d["tensor_parallel_size"]), "-", "-",

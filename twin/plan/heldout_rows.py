@@ -24,8 +24,8 @@ BAND_STATS = ("n", "signed_median", "p10", "p90")     # what a table row keeps o
 
 def band_servers(bodies: list[Any], base_dir: str | Path | None, deployments: list[Any] | None = None) -> list:
     """The server keys of a configuration run as ``bodies`` (one per replica group; a prefill/decode body
-    gives its pools'); ``deployments``: the bodies' resolved deployments where the caller has them. A body whose deployment does not resolve adds
-    nothing (its runs fail and say why)."""
+    gives its pools'); ``deployments``: the bodies' resolved deployments where the caller has them. A body whose
+    deployment does not resolve adds nothing (its runs fail and say why)."""
     from twin.deploy.run import resolve_for_run
 
     keys: list = []
@@ -103,7 +103,7 @@ def band_note(keys_by_name: dict[str, list], doc: dict | None = None) -> list[st
 
 
 def margin_line(keys: list, doc: dict | None = None) -> str | None:
-    """One line for a recommended configuration on one server: the twin's median (p10..p90) error on held-out
+    """One line for a recommended configuration on one server: the twin's median (80 % range) error on held-out
     servers of its kind, by the first fold kind with evidence (``GPU generation held out`` first), for TTFT
     mean, TPOT and throughput: "leave that margin". None for a mixed cluster, another cost model or no
     evidence (the note under it says which)."""
