@@ -19,10 +19,14 @@ def did_you_mean(name: object, choices: "list[str] | tuple[str, ...]",
 
     by_key = {key(a): c for a, c in (aliases or {}).items()} | {key(c): c for c in choices}
     close = difflib.get_close_matches(key(name), list(by_key), n=4, cutoff=0.6)
-    suggested = list(dict.fromkeys(by_key[c] for c in close))[:2]
-    if not suggested:
+    return suggestion(list(dict.fromkeys(by_key[c] for c in close)))
+
+
+def suggestion(names: "list[str]") -> str:
+    """``"; did you mean 'a' or 'b'?"`` for the first two of ``names``; ``""`` for none."""
+    if not names:
         return ""
-    return "; did you mean " + " or ".join(repr(c) for c in suggested) + "?"
+    return "; did you mean " + " or ".join(repr(n) for n in names[:2]) + "?"
 
 
 def run_script(main: Callable[[], object]) -> None:

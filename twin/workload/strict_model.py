@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from twin.errors import did_you_mean
+from twin.errors import did_you_mean, suggestion
 
 
 def _takes_bool(annotation: Any) -> bool:
@@ -37,11 +37,11 @@ def unknown_field_hint(model: type[BaseModel], key: object) -> str:
     names = sorted(model.model_fields)
     with_unit = [n for n in names if n.startswith(f"{key}_")]
     if with_unit:
-        return "; did you mean " + " or ".join(repr(n) for n in with_unit[:2]) + "?"
+        return suggestion(with_unit)
     nested = [f"{name}.{key}" for name, field in model.model_fields.items()
               for section in _sections(field.annotation) if key in section.model_fields]
     if nested:
-        return "; did you mean " + " or ".join(repr(n) for n in nested[:2]) + "?"
+        return suggestion(nested)
     return did_you_mean(key, names)
 
 
