@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import check_out_path, number_list, positive_int  # noqa: E402
+from benchmarks.error_medians import metric_medians  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import SOURCE_INFERENCE_PERF, all_cases, default_start, errors  # noqa: E402
@@ -34,13 +35,9 @@ def spread(values: list[float]) -> dict[str, float]:
 
 
 def pooled(per_case: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Per metric: median |error| and median signed error over the cases (fractions)."""
-    out = {}
-    for key in KEYS:
-        vals = [e[key] for e in per_case.values() if key in e]
-        if vals:
-            out[key] = {"abs": statistics.median(abs(v) for v in vals), "signed": statistics.median(vals)}
-    return out
+    """Per metric: median |error| and median signed error over the cases (fractions; ``error_medians``)."""
+    medians = metric_medians(list(per_case.values()), KEYS)
+    return {key: {"abs": m[0], "signed": m[1]} for key, m in medians.items() if m is not None}
 
 
 def scatter_table(runs: dict[int, dict[str, dict[str, float]]]) -> dict[str, dict[str, dict[str, float]]]:
