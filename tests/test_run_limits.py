@@ -5,10 +5,12 @@ deterministic runs), exact wording of every branch on built diagnoses, and the C
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from click.testing import CliRunner
 
-from twin.analysis.causes import COMPUTE, CONCURRENCY_CAP, IDLE, MEMORY_BANDWIDTH, TOKEN_BUDGET, Diagnosis
+from twin.analysis.causes import (COMPUTE, CONCURRENCY_CAP, IDLE, MEMORY_BANDWIDTH, TOKEN_BUDGET, Diagnosis,
+                                  StepSplit)
 from twin.analysis.run_limits import GPU_KNOB, evidence, headline, knob, limit_lines, limits_doc
 from twin.cli.main import main
 from twin.deploy.run import metrics_of, resolve_for_run, run_body
@@ -144,6 +146,9 @@ def test_a_cap_whose_queue_would_overfill_the_kv_pool_says_so():
     full = evidence(d, {**_M, "mean_queue_length": 100.0})
     assert full.endswith("about 128% with the waiting requests running too: the KV pool cannot hold them all at "
                          "once (a higher cap helps until KV capacity binds).")
+    split = StepSplit(compute=0.8, memory=0.1, communication=0.0, overhead=0.1, bound=COMPUTE)
+    assert evidence(replace(d, step_split=split), _M).endswith(
+        "; steps are already compute-bound (80% matrix math): a bigger batch also lengthens each step (TPOT).")
     assert headline(d, "the decode pool") == ("concurrency cap (max_num_seqs) binds in the decode pool (90% of the "
                                               "busy time)")
 
@@ -185,6 +190,18 @@ def test_twin_compare_of_many_variants_prints_one_line_each(tmp_path):
     assert len(lines) == 6 and "Evidence:" not in r.stdout
     docs = json.loads(out.read_text())["variants"]
     assert docs["sat"]["twin"]["limits"]["knob"] == "server.max_num_seqs"
+
+
+def test_the_dashboard_shows_the_same_evidence_and_writes_the_same_key():
+    from twin.dashboard import meaning
+    from twin.dashboard import state as dash
+
+    raw = load_scenario("concurrency_cap_trap").raw()
+    run = dash.run_scenario(raw)
+    doc = _limits("concurrency_cap_trap")
+    assert run.limits == doc
+    assert meaning.evidence_line(run) == f"Evidence: {doc['evidence']} · Knob: server.max_num_seqs"
+    assert json.loads(dash.result_json(run))["twin"]["limits"] == doc
 
 
 def test_twin_compare_of_few_variants_prints_every_verdict():

@@ -80,6 +80,15 @@ def _kv_room(metrics: Mapping[str, Any]) -> str:
     return f"{head}: the KV pool cannot hold them all at once (a higher cap helps until KV capacity binds)"
 
 
+def _compute_note(d: Diagnosis) -> str:
+    """With the cap binding on compute-bound steps: a bigger batch lengthens every step."""
+    split = d.step_split
+    if split is None or split.bound != COMPUTE:
+        return ""
+    return (f"; steps are already compute-bound ({_share(split.compute)} matrix math): a bigger batch also "
+            f"lengthens each step (TPOT)")
+
+
 def evidence(d: Diagnosis, metrics: Mapping[str, Any]) -> str:
     """The run's own figures behind the verdict, as its tables print them."""
     if d.limit == IDLE:
@@ -93,7 +102,7 @@ def evidence(d: Diagnosis, metrics: Mapping[str, Any]) -> str:
     ttft = f"TTFT mean {_v('mean_ttft_ms', m.get('mean_ttft_ms'))}"
     preempted = f"{_v('num_preemptions', m.get('num_preemptions'))} preemption(s)"
     if d.limit == CONCURRENCY_CAP:
-        return f"{running} at max_num_seqs = {cap}, {queue}, {ttft}{_kv_room(m)}."
+        return f"{running} at max_num_seqs = {cap}, {queue}, {ttft}{_kv_room(m)}{_compute_note(d)}."
     if d.limit == STATIC_BATCH:
         return f"{running} of static_batch_size = {cap}, {queue}, {ttft}."
     if d.limit == KV_CAPACITY:
@@ -133,6 +142,12 @@ def limits_doc(result: Any, deployment: Any, metrics: Mapping[str, Any]) -> dict
     """``twin.limits`` of the run's JSON (docs/result-formats.md): the diagnosis (``twin.analysis.causes``'s
     dict), ``binding``, ``headline``, ``evidence``, ``knob`` and, per pool or replica group, ``parts``."""
     d, per = run_diagnosis(result, deployment, metrics)
+    return limits_from(d, per, metrics, deployment)
+
+
+def limits_from(d: Diagnosis | None, per: Mapping[str, Diagnosis], metrics: Mapping[str, Any],
+                deployment: Any = None) -> dict[str, Any]:
+    """``limits_doc`` from a diagnosis already made (``run_diagnosis``'s pair; the dashboard keeps its runs')."""
     if d is None:
         return {"limit": None, "limit_name": None, "binding": None, "saturated": None,
                 "headline": headline(None), "verdict": AGGREGATED,
@@ -186,5 +201,5 @@ def _wrap(text: str, width: int, indent: str = "  ") -> list[str]:
                          break_on_hyphens=False, break_long_words=False)
 
 
-__all__ = ["AGGREGATED", "GPU_KNOB", "KNOBS", "evidence", "headline", "knob", "limit_lines", "limits_doc",
-           "run_diagnosis"]
+__all__ = ["AGGREGATED", "BOUND_WORDS", "GPU_KNOB", "KNOBS", "evidence", "headline", "knob", "limit_lines",
+           "limits_doc", "limits_from", "run_diagnosis"]
