@@ -315,11 +315,13 @@ def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out
         render_comparison({name: run["replications"][0][1] for name, run in runs.items()},
                           baseline=next(iter(runs)), console=console)
     from twin.cli.outputs import write_json_outputs, write_table_outputs
-    from twin.cli.pd_output import print_cold_start, print_heldout_bands, print_kv_offload, print_pd_pools
+    from twin.cli.pd_output import (print_cold_start, print_heldout_bands, print_kv_offload, print_limits,
+                                    print_pd_pools)
 
     print_pd_pools(runs, console)
     print_kv_offload(runs, console)
     print_cold_start(runs, console)
+    print_limits(runs, console, short=many and not full)     # issue 33 round 21: what caps the server
     print_heldout_bands(runs, console)          # round 19 (issue 33): the held-out error bands
     if json_path:
         for path in write_json_outputs(runs, json_path, one_file=one_json_file):

@@ -25,6 +25,7 @@ RUN_COLUMNS = ("variant", "replication")
 def variant_docs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """One ``vllm bench serve`` document per variant (its first replication, plus the replications' summary)."""
     from twin.results.export import to_bench_serve_json
+    from twin.cli.pd_output import limits_of
     from twin.results.heldout_note import bands_doc
 
     docs = {}
@@ -36,6 +37,7 @@ def variant_docs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if run["ci"]:
             doc["twin"]["replications"] = run["ci"]
         doc["twin"]["heldout_bands"] = bands_doc(run["deployment"], body)     # round 19 (issue 33)
+        doc["twin"]["limits"] = limits_of(run)          # what limits the run (twin.analysis.run_limits)
         docs[name] = doc
     return docs
 

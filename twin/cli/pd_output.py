@@ -1,5 +1,5 @@
 """The per-pool lines of prefill/decode runs (``disaggregation:``): each pool's load and latency, the KV link's; and
-the notes any run gets under its tables: KV offload, a cold start, the held-out error bands."""
+the notes any run gets under its tables: KV offload, a cold start, what limits the run, the held-out error bands."""
 
 from __future__ import annotations
 
@@ -68,6 +68,26 @@ def print_cold_start(runs: dict[str, dict[str, Any]], console: Any) -> None:
         cold = run["replications"][0][0].config.get("cold_start")
         if cold:
             console.print(f"{name} {cold_start_line(cold)}", highlight=False, soft_wrap=True)
+
+
+def limits_of(run: dict[str, Any]) -> dict[str, Any]:
+    """What limits the run (its first replication): ``twin.analysis.run_limits.limits_doc``, computed once and
+    kept in ``run["limits"]`` for the printed lines and ``--json``'s ``twin.limits``."""
+    if "limits" not in run:
+        from twin.analysis.run_limits import limits_doc
+
+        result, metrics = run["replications"][0]
+        run["limits"] = limits_doc(result, run["deployment"], metrics)
+    return run["limits"]
+
+
+def print_limits(runs: dict[str, dict[str, Any]], console: Any, *, short: bool = False) -> None:
+    """Per run, what limits it (``short``: one line each, for a compare of many variants)."""
+    from twin.analysis.run_limits import limit_lines
+
+    for name, run in runs.items():
+        for line in limit_lines(name, limits_of(run), short=short, width=console.width):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def print_heldout_bands(runs: dict[str, dict[str, Any]], console: Any) -> None:

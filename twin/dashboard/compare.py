@@ -69,6 +69,7 @@ def result_json(run: RunOutput) -> bytes:
 
     data = to_bench_serve_json(run.result, run.slo)
     data["twin"]["diagnosis"] = diagnosis_to_dict(run.diagnosis)
+    data["twin"]["limits"] = run.limits           # as `twin run --json` writes it
     if run.info.get("heldout_bands"):         # round 19 (issue 33): the held-out error bands, as `twin run --json`
         data["twin"]["heldout_bands"] = run.info["heldout_bands"]
     return (dumps(data) + "\n").encode("utf-8")

@@ -43,6 +43,13 @@ def limit_line(run: RunOutput) -> str:
     return f"**No limit binds** · the step time is set by {d.limit_name}{where}"
 
 
+def evidence_line(run: RunOutput) -> str:
+    """The verdict's evidence and knob as `twin run` prints them (`twin.analysis.run_limits`): ``Evidence: mean
+    running batch 4.00 at max_num_seqs = 4, ... · Knob: server.max_num_seqs``."""
+    doc = run.limits
+    return f"Evidence: {doc['evidence']}" + (f" · Knob: {doc['knob']}" if doc["knob"] else "")
+
+
 def _bound(ms: float) -> str:
     """An SLO bound as the scenario gives it (``500 ms``), in a larger unit from 10 s (``2 min``)."""
     return f"{numbers.given(ms)} ms" if abs(ms) < 10_000 else numbers.duration_ms(ms)

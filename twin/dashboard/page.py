@@ -22,6 +22,7 @@ def show_run(run: dash.RunOutput, profile_name: str | None = None) -> None:
     st.markdown(meaning.limit_line(run))
     d = run.diagnosis
     (st.warning if d.saturated else st.success)(d.verdict)
+    st.caption(meaning.evidence_line(run))     # the run's own figures and the knob, as `twin run` prints them
     st.markdown(meaning.slo_line(run))
     st.markdown(meaning.cost_line(run))
     model = meaning.model_line(run)

@@ -1,64 +1,15 @@
-"""A prefill/decode (``disaggregation:``) run on the dashboard: its diagnosis per pool and what the page says
-about its pools.
-
-The diagnosis (`twin.analysis.causes.diagnose`) judges one deployment's engine steps. A P/D run has two: each
-pool is diagnosed on its own engines' steps with its own deployment (scheduler knobs, KV pool, cost model), and
-the run's verdict names the pool that limits it (the saturated one; else the decode pool, which sets TPOT).
-The KV link is not a deployment: its queueing and transfer times are in the Pools section, not the verdict.
-"""
+"""A prefill/decode (``disaggregation:``) run on the dashboard: its diagnosis per pool (`twin.analysis.pool_causes`,
+shared with `twin run`) and what the page says about its pools."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
-from twin.analysis.causes import Diagnosis, diagnose
-from twin.deploy.pd_metrics import steps_of_engines
+from twin.analysis.pool_causes import PER_POOL_NOTE, pd_diagnosis, pool_view
 from twin.deploy.pd_pools import POOLS, PdDeployment
 from twin.results import numbers
-from twin.results.sim_result import SimResult
 
-PER_POOL_NOTE = ("Diagnosed per pool (each pool is one deployment: its own engines' steps and knobs); the KV "
-                 "link's queueing and transfer times are in the Pools section.")
-
-
-def pool_view(result: SimResult, pd: PdDeployment, pool: str) -> SimResult | None:
-    """The run as one pool's engines saw it: their steps, the client's requests (whose prefix-cache hits are
-    the prefill's); ``None`` without per-step records."""
-    engines = pd.summary()[pool]["engines"]
-    steps = steps_of_engines(result.steps, engines)
-    if steps is None:
-        return None
-    return SimResult(requests=result.requests, steps=steps, sim_start_s=result.sim_start_s,
-                     sim_end_s=result.sim_end_s, num_replicas=len(engines))
-
-
-def pd_diagnosis(result: SimResult, pd: PdDeployment) -> tuple[Diagnosis, dict[str, Diagnosis]]:
-    """The run's verdict and each pool's diagnosis."""
-    pools_m = (result.config.get("disaggregation") or {}).get("pools") or {}
-    per: dict[str, Diagnosis] = {}
-    for pool in POOLS:
-        view = pool_view(result, pd, pool)
-        if view is None:
-            continue
-        per[pool] = diagnose(view, pd.deployments[pool], {"busy_fraction": (pools_m.get(pool) or {}).get(
-            "busy_fraction")})
-    if not per:
-        return Diagnosis("step_time", False, "No per-step records were kept (records.steps), so neither pool can "
-                         "be diagnosed; the Pools section has their load.", [PER_POOL_NOTE]), per
-    # the pool that limits the run: a saturated one (longest queued share), else the decode pool
-    key = max(per, key=lambda p: (per[p].saturated, per[p].stats.get("queued", 0.0), p == "decode"))
-    lead = per[key]
-    other = [p for p in per if p != key]
-    verdict = f"{key.capitalize()} pool: {lead.verdict}"
-    if other:
-        verdict += f"\n\n{other[0].capitalize()} pool: {per[other[0]].verdict}"
-    notes: list[str] = []
-    for pool in per.values():
-        notes += [n for n in pool.notes if n not in notes]
-    notes.append(PER_POOL_NOTE)
-    return replace(lead, saturated=any(d.saturated for d in per.values()), verdict=verdict, notes=notes,
-                   stats={**lead.stats, "pool": key}), per
+__all__ = ["PER_POOL_NOTE", "link_line", "pd_diagnosis", "pd_headline", "pd_info", "pool_rows", "pool_view"]
 
 
 def pd_info(pd: PdDeployment) -> dict[str, Any]:

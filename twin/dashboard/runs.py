@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.analysis.causes import Diagnosis, diagnose
+from twin.analysis.run_limits import limits_from
 from twin.deploy.pd_pools import resolve_pd
 from twin.deploy.run import metrics_of, run_body
 from twin.errors import TwinInputError
@@ -60,6 +61,11 @@ class RunOutput:
     slo: dict[str, Any] | None
     info: dict[str, Any] = field(default_factory=dict)
     pool_diagnoses: dict[str, Diagnosis] | None = None   # a P/D run (``disaggregation:``): each pool's
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        """What limits the run, as `twin run` prints it and writes ``twin.limits`` (`twin.analysis.run_limits`)."""
+        return limits_from(self.diagnosis, self.pool_diagnoses or {}, self.metrics)
 
 
 def run_pd(body: Any, bd: Path | None, t0: float) -> RunOutput:
