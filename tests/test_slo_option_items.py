@@ -5,6 +5,8 @@ same line; a ``--set slo.ttft_ms.p99.9=...`` (split at the dot) says how to spel
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 import yaml
@@ -14,7 +16,7 @@ from twin.cli.main import main
 from twin.errors import TwinInputError
 from twin.plan.evaluate import Criteria, validate_body
 from twin.results.slo import parse_slo
-from twin.slo_statistics import slo_option_items
+from twin.slo_statistics import scenario_names, slo_option_items
 
 FORM = "expected METRIC=MS (a per-request threshold) or METRIC.STATISTIC=MS (a bound), e.g. ttft_ms.p99.9=1000"
 NESTED = ("slo.ttft_ms: p99: {'9': 1000} is no bound; a statistic with a dot is one key, e.g. {p99.9: 1000} "
@@ -93,3 +95,26 @@ def test_a_sweep_runs_with_p99_9_and_vllm_names(tmp_path):
                                     "ttft_ms.p99.9.9=10", "--backend", "serial", "-q"])
     assert bad.exit_code != 0 and ("slo.ttft_ms: unknown statistic 'p99.9.9'; allowed: mean, median, "
                                    "p<0..100> (e.g. p50, p99, p99.9)") in bad.output
+
+
+def test_a_plan_files_vllm_names_read_as_the_runs_slo_section_spells_them():
+    assert scenario_names({"ttft": 500, "tpot_ms": {"p99.9": 50}}) == {"ttft_ms": 500, "tpot_ms": {"p99.9": 50}}
+    assert scenario_names(None) is None and scenario_names("ttft:500") == "ttft:500"
+    with pytest.raises(TwinInputError) as err:
+        scenario_names({"ttft": 500, "ttft_ms": 400})
+    assert str(err.value) == "slo: 'ttft' and 'ttft_ms' are the same metric (ttft_ms); give it once"
+
+
+def test_a_plan_with_vllm_names_runs(tmp_path):
+    """Every run of a plan whose file said ``slo: {ttft: ...}`` failed on the runs' ``slo:`` section."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({k: v for k, v in _scenario(None).items() if k != "slo"}))
+    plan_file = tmp_path / "p.yaml"
+    plan_file.write_text(yaml.safe_dump({"scenario": str(scenario), "slo": {"ttft": 60000},
+                                         "search": {"server.max_num_seqs": [64]}}))
+    out = tmp_path / "plan.json"
+    res = CliRunner().invoke(main, ["plan", str(plan_file), "-q", "--backend", "serial", "--target-rate", "4",
+                                    "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "cheapest:" in res.output
+    assert [c["status"] for c in json.loads(out.read_text())["candidates"]] != ["error"]

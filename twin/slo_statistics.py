@@ -95,3 +95,20 @@ def slo_option_items(items: Sequence[str]) -> dict[str, Any]:
             raise TwinInputError(f"--slo {item!r}: {twice} is given twice")
         node[name] = value
     return out
+
+
+def scenario_names(slo: Any) -> Any:
+    """A plan file's ``slo:`` mapping with vLLM's metric names (``ttft: 500``, which ``parse_slo`` takes) in the
+    spelling of the runs' ``slo:`` section (``ttft_ms``), which takes those only: every run of a plan failed on
+    them. A ``TwinInputError`` line for one metric under both names; anything else as given (``parse_slo``
+    judges it)."""
+    if not isinstance(slo, Mapping):
+        return slo
+    out: dict[Any, Any] = {}
+    given: dict[Any, Any] = {}
+    for key, value in slo.items():
+        name = VLLM_NAMES.get(key, key) if isinstance(key, str) else key
+        if name in out:
+            raise TwinInputError(f"slo: {given[name]!r} and {key!r} are the same metric ({name}); give it once")
+        out[name], given[name] = value, key
+    return out
