@@ -126,15 +126,15 @@ def test_twin_run_of_each_dataset_scenario(name):
 
 def test_shared_prefix_scenario_hits_are_exact():
     """8 system prompts (1000 tokens: 62 full blocks of 16 = 992 cached tokens) x 16 questions (100 tokens),
-    a 128-prompt pool sent three times. First pass: each group's first request misses, the other 120 hit 992
-    tokens; later passes resend whole prompts, which hit all their full blocks but the last token's
-    (1099 -> 68 blocks = 1088 tokens)."""
+    a 128-prompt pool cycled over inference-perf's 400 sends (20 req/s x 20 s). First pass: each group's first
+    request misses, the other 120 hit 992 tokens; later sends resend whole prompts, which hit all their full
+    blocks but the last token's (1099 -> 68 blocks = 1088 tokens)."""
     sc = load_scenario("inference_perf_shared_prefix")
     body = sc.body("baseline")
     m = metrics_of(run_body(body, sc.base_dir), body)
-    assert m["completed"] == 384
-    assert m["prefix_cache_hit_tokens"] == 120 * 992 + 256 * 1088
-    assert m["prefix_cache_query_tokens"] == 384 * 1100
+    assert m["completed"] == 400
+    assert m["prefix_cache_hit_tokens"] == 120 * 992 + 272 * 1088
+    assert m["prefix_cache_query_tokens"] == 400 * 1100
 
 
 def test_sonnet_scenario_hits_the_poem_prefix():
@@ -143,3 +143,17 @@ def test_sonnet_scenario_hits_the_poem_prefix():
     m = metrics_of(run_body(body, sc.base_dir), body)
     # every request after the first hits the 200-token prefix's 12 full blocks (192 tokens)
     assert m["prefix_cache_hit_tokens"] == 99 * 192
+
+
+def test_inference_perf_scenario_sends_as_its_constant_load_does():
+    """inference-perf's constant load: int(rate x duration) sends, exponential gaps scaled to span the stage
+    (the last send at duration_s less the first gap), no in-flight cap (its workers hold 800)."""
+    from twin.workload.arrival_config import PoissonArrivals
+
+    sc = load_scenario("inference_perf_shared_prefix")
+    body = sc.body("baseline")
+    arr = body.workload.arrivals
+    assert isinstance(arr, PoissonArrivals) and arr.scale_to_duration and arr.max_concurrency is None
+    assert (arr.rate_per_s, body.workload.duration_s, body.workload.num_requests) == (20, 20, None)
+    m = metrics_of(run_body(body, sc.base_dir), body)
+    assert m["completed"] == 400 and 19.0 < m["duration"] < 21.0

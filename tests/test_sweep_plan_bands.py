@@ -48,11 +48,12 @@ def test_a_row_gets_its_server_and_compact_bands_as_json():
     assert cols["heldout_server"] == "Hopper dense"
     assert json.loads(cols["heldout_bands"]) == {"report": "abc1234, 2026-12-06", "servers": [{
         "server": "Hopper dense", "generation": "hopper", "moe": False, "bands": {
-            "GPU": {"mean_ttft_ms": {"n": 6, "signed_median": -0.05, "p10": -0.2, "p90": 0.1},
-                    "mean_tpot_ms": {"n": 6, "signed_median": 0.02, "p10": -0.04, "p90": 0.08},
-                    "mean_e2el_ms": {"n": 6, "signed_median": 0.01, "p10": -0.03, "p90": 0.05},
-                    "request_throughput": {"n": 6, "signed_median": 0.0, "p10": -0.01, "p90": 0.02}},
-            "family": {"mean_ttft_ms": {"n": 6, "signed_median": 0.03, "p10": -0.1, "p90": 0.2}}}}]}
+            "GPU": {"mean_ttft_ms": {"n": 6, "signed_median": -0.05, "p10": -0.2, "p90": 0.1, "coverage": None},
+                    "mean_tpot_ms": {"n": 6, "signed_median": 0.02, "p10": -0.04, "p90": 0.08, "coverage": None},
+                    "mean_e2el_ms": {"n": 6, "signed_median": 0.01, "p10": -0.03, "p90": 0.05, "coverage": None},
+                    "request_throughput": {"n": 6, "signed_median": 0.0, "p10": -0.01, "p90": 0.02,
+                                           "coverage": None}},
+            "family": {"mean_ttft_ms": {"n": 6, "signed_median": 0.03, "p10": -0.1, "p90": 0.2, "coverage": None}}}}]}
     assert hr.column_keys(cols["heldout_bands"]) == [HOPPER]
     other = hr.band_columns([CONSTANT], _doc())
     assert other["heldout_server"] == "none (a constant step time)"

@@ -32,8 +32,9 @@ def common_options(f):
     f = click.option("--goodput", type=FiniteFloatRange(0, 1, min_open=True),
                      help="Fraction of requests that must meet every per-request SLO threshold.")(f)
     f = click.option("--slo", "slo_items", multiple=True, metavar="KEY=VALUE",
-                     help="SLO in ms, e.g. ttft_ms.p99=1000, tpot_ms.p99=50 (a bound) or e2el_ms=20000 "
-                          "(a per-request threshold, for goodput). Replaces the scenario's slo: section.")(f)
+                     help="SLO in ms, e.g. ttft_ms.p99=1000, ttft_ms.p99.9=2000, tpot_ms.mean=40 (a bound on "
+                          "mean, median or p<0..100>) or e2el_ms=20000 (a per-request threshold, for goodput). "
+                          "Replaces the scenario's slo: section.")(f)
     f = click.option("--replications", type=click.IntRange(1, 1000), help="Replications (seeds) per point.")(f)
     f = click.option("--seed", type=int, help="Override the scenario's seed.")(f)
     f = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
@@ -57,11 +58,9 @@ def prices_from_options(price_items, prices_file, extra: dict[str, Any] | None =
 
 
 def slo_from_options(slo_items) -> dict[str, Any] | None:
-    from twin.scenario import parse_set_options
+    from twin.slo_statistics import slo_option_items
 
-    if not slo_items:
-        return None
-    return parse_set_options([s if "=" in s else s.replace(":", "=", 1) for s in slo_items])
+    return slo_option_items(slo_items) if slo_items else None
 
 
 def scenario_data(scenario_ref: str | dict, variant: str, sets, seed, base_dir: Path | None,

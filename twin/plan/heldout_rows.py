@@ -19,7 +19,10 @@ from twin.errors import TwinInputError
 from twin.results.heldout_bands import SHOWN, bands_for, other_cost_model, packaged_bands, server_kinds
 from twin.results.heldout_note import KIND_WHAT, cost_model_line, metric_text, server_lines, server_name
 
-BAND_STATS = ("n", "signed_median", "p10", "p90")     # what a table row keeps of a metric's band
+# what a table row keeps of a metric's band: coverage (round 21) is the share of unseen servers its p10..p90
+# range holds by order statistics (``heldout_bands.order_coverage``; ~0.8, less below 9 cases), null where the
+# bands' range is numpy's linear p10..p90 or there are too few cases for a range
+BAND_STATS = ("n", "signed_median", "p10", "p90", "coverage")
 
 
 def band_servers(bodies: list[Any], base_dir: str | Path | None, deployments: list[Any] | None = None) -> list:
@@ -61,8 +64,8 @@ def _server_entry(key: tuple, doc: dict) -> dict[str, Any]:
 
 def band_columns(keys: list, doc: dict | None = None) -> dict[str, str]:
     """A table row's columns: ``heldout_server`` and ``heldout_bands`` (JSON: the report, then per server its
-    name, generation, MoE? and per fold kind per metric n, signed median and p10..p90 (``{}`` with no
-    held-out evidence), or the cost model that has no band)."""
+    name, generation, MoE? and per fold kind per metric n, signed median, p10..p90 and the range's coverage
+    (``BAND_STATS``; ``{}`` with no held-out evidence), or the cost model that has no band)."""
     doc = packaged_bands() if doc is None else doc
     rep = doc["report"]
     return {"heldout_server": server_label(keys),

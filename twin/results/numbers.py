@@ -150,14 +150,26 @@ def delta(value: Any, digits: int = SIG_FIGS) -> str:
     return signed(number(abs(v), digits), v)
 
 
+def small_change(value: float, unit: str) -> str:
+    """A signed change in percent or percentage points with one decimal (``+22.6%``, ``-4.2 pp``); a change that
+    would read 0.0 takes the decimals it needs, up to 3 (``-0.05 pp``, ``+0.004%``), and reads ``-<0.001 pp``
+    below that: never ``-0.0`` for a change (issue 33: busy fraction 100.0% -> 99.9% read ``-0.0 pp, -0.0%``).
+    Exactly 0 stays ``+0.0``."""
+    for decimals in (1, 2, 3):
+        text = f"{value:+.{decimals}f}"
+        if value == 0 or float(text) != 0:
+            return text + unit
+    return signed("<0.001", value) + unit
+
+
 def percent_change(value: Any) -> str:
-    """A signed relative change in percent: ``-0.8%``, ``+22.6%``, ``-48.8%`` (one decimal below 100 %),
-    ``+106%``, ``+1,234%``, ``+12.3k%``."""
+    """A signed relative change in percent: ``-0.8%``, ``+22.6%``, ``-48.8%`` (one decimal below 100 %, more
+    for a change under 0.05 %: ``small_change``), ``+106%``, ``+1,234%``, ``+12.3k%``."""
     v = finite_number(value)
     if v is None:
         return "-" if value is None else str(value)
     if abs(v) < 99.95:
-        return f"{v:+.1f}%"
+        return small_change(v, "%")
     return signed(number(abs(v)), v) + "%"
 
 
@@ -170,4 +182,4 @@ def percent(fraction: Any, decimals: int = 1) -> str:
 
 
 __all__ = ["count", "given", "delta", "delta_ms", "duration_ms", "duration_s", "number", "percent", "percent_change",
-           "signed", "with_unit"]
+           "signed", "small_change", "with_unit"]

@@ -121,13 +121,14 @@ def format_value(key: str, value: Any) -> str:
 
 
 def format_delta(key: str, delta: float, pct: float | None) -> str:
-    """A change against the baseline: ``+3.75 ms, +22.6%``; shares in percentage points, counts exact."""
+    """A change against the baseline: ``+3.75 ms, +22.6%``; shares in percentage points (``-0.05 pp``, never
+    ``-0.0``: ``numbers.small_change``), counts exact."""
     if delta == 0:
         return "="
     if key in _FRACTIONS:
-        text = f"{delta * 100:+.1f} pp"
+        text = numbers.small_change(delta * 100, " pp")
     elif key in _PERCENT:
-        text = f"{delta:+.1f} pp"
+        text = numbers.small_change(delta, " pp")
     elif key in _INTEGERS:
         text = f"{delta:+,.0f}"
     elif key.endswith("_ms"):
