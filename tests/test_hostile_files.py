@@ -1,0 +1,81 @@
+"""Hostile files the round-19 fuzz did not try (round 21): a named pipe nothing writes to, a 2 GiB sparse file
+of NUL bytes, UTF-16 and Latin-1 text, nesting 10,000 deep, a number or a boolean where a document belongs, in
+every reader of a user's file. Each defect found is one exact test here: the command ends with one line on
+stderr and exit status 2, never a traceback, a wait without end or the file held in memory."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+import twin.yaml_input as yaml_input
+from twin.cli.main import main
+from twin.errors import TwinInputError
+from twin.yaml_input import open_text, read_text
+
+SCENARIO = {
+    "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
+    "workload": {"arrivals": {"process": "poisson", "rate_per_s": 20}, "num_requests": 8,
+                 "classes": [{"name": "chat", "share": 1.0, "prompt": {"suffix_tokens": 32},
+                              "output_tokens": 4}]},
+}
+
+
+def refused(*args) -> str:
+    res = CliRunner().invoke(main, [str(a) for a in args], prog_name="twin")
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exc_info
+    lines = res.stderr.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1, (res.exit_code, res.stderr)
+    return lines[0]
+
+
+def sparse(path: Path, size: int) -> Path:
+    with open(path, "wb") as f:
+        f.truncate(size)    # no disk used
+    return path
+
+
+# ---- a named pipe ------------------------------------------------------------------------------------------
+@pytest.fixture
+def short_wait(monkeypatch):
+    monkeypatch.setattr(yaml_input, "PIPE_WAIT_S", 0.2)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+@pytest.mark.parametrize("read", [read_text, open_text])
+def test_a_named_pipe_nothing_writes_to_is_one_line_not_a_wait(tmp_path, short_wait, read):
+    os.mkfifo(tmp_path / "s.yaml")
+    with pytest.raises(TwinInputError) as exc:
+        read(tmp_path / "s.yaml", "scenario")
+    assert str(exc.value) == (f"{tmp_path / 's.yaml'}: a pipe that gave nothing in 0.2 s (no writer?); the "
+                              f"scenario must be a file")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_nothing_writes_to_is_refused_by_run(tmp_path, short_wait):
+    os.mkfifo(tmp_path / "s.yaml")
+    assert refused("run", tmp_path / "s.yaml", "-q").endswith("a pipe that gave nothing in 0.2 s (no writer?); "
+                                                              "the scenario must be a file")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_named_pipe_with_a_writer_is_read_whole(tmp_path):
+    pipe = tmp_path / "s.yaml"
+    os.mkfifo(pipe)
+    text = "name: piped\n" * 20_000     # more than a pipe's buffer
+
+    def write():
+        with open(pipe, "w") as f:
+            f.write(text)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        assert read_text(pipe, "scenario") == text
+    finally:
+        writer.join(timeout=10)
