@@ -79,3 +79,28 @@ def test_a_named_pipe_with_a_writer_is_read_whole(tmp_path):
         assert read_text(pipe, "scenario") == text
     finally:
         writer.join(timeout=10)
+
+
+# ---- a huge file -------------------------------------------------------------------------------------------
+def test_a_csv_trace_of_one_2_gib_line_is_refused_before_it_is_held_in_memory(tmp_path):
+    """A sparse 2 GiB trace (under the 4 GiB trace limit) is one line of NUL bytes: the CSV reader held it
+    whole (MemoryError); each line is now read with a length limit."""
+    from twin.workload.trace_rows import MAX_LINE_CHARS
+
+    sparse(tmp_path / "t.csv", 2 << 30)
+    doc = {**SCENARIO, "workload": {"trace": {"path": "t.csv", "format": "azure"}}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    assert refused("run", tmp_path / "s.yaml", "-q").endswith(
+        f"t.csv:1: longer than {MAX_LINE_CHARS:,} characters; a trace line may be at most that long")
+
+
+def test_a_csv_line_at_the_limit_is_read(tmp_path, monkeypatch):
+    import twin.workload.trace_rows as rows
+
+    monkeypatch.setattr(rows, "MAX_LINE_CHARS", 64)
+    path = tmp_path / "t.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "0.5,12,3\n")
+    assert [row for _, row, _ in rows.csv_rows(path, ("TIMESTAMP",))] == [["0.5", "12", "3"]]
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens," + "x" * 64 + "\n")
+    with pytest.raises(TwinInputError, match=r"t.csv:1: longer than 64 characters"):
+        list(rows.csv_rows(path, ("TIMESTAMP",)))
