@@ -104,3 +104,27 @@ def test_a_csv_line_at_the_limit_is_read(tmp_path, monkeypatch):
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens," + "x" * 64 + "\n")
     with pytest.raises(TwinInputError, match=r"t.csv:1: longer than 64 characters"):
         list(rows.csv_rows(path, ("TIMESTAMP",)))
+
+
+# ---- a trace that is not a regular file --------------------------------------------------------------------
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+@pytest.mark.parametrize("kind", ["a pipe", "a folder"])
+def test_a_trace_that_is_a_pipe_or_a_folder_says_so_not_file_not_found(tmp_path, kind):
+    """A trace is read twice (format from the header, then the rows), which a pipe cannot give; both said
+    'file not found' for a path that exists."""
+    os.mkfifo(tmp_path / "t.csv") if kind == "a pipe" else (tmp_path / "t.csv").mkdir()
+    doc = {**SCENARIO, "workload": {"trace": {"path": "t.csv", "format": "azure"}}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    assert refused("run", tmp_path / "s.yaml", "-q") == (
+        f"error: workload.trace.path: {tmp_path / 't.csv'} is {kind}; the trace must be a file")
+
+
+def test_empirical_lengths_that_are_a_folder_say_so(tmp_path):
+    (tmp_path / "l.csv").mkdir()
+    cls = {"name": "chat", "share": 1.0, "prompt": {"suffix_tokens": {"empirical": {"path": "l.csv",
+                                                                                    "column": "n"}}},
+           "output_tokens": 4}
+    doc = {**SCENARIO, "workload": {**SCENARIO["workload"], "classes": [cls]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    assert refused("run", tmp_path / "s.yaml", "-q").endswith(
+        f"empirical.path: {tmp_path / 'l.csv'} is a folder; the lengths must be a file")

@@ -25,7 +25,7 @@ from twin.workload.arrivals import iter_arrival_chunks
 from twin.workload.capped_open_loop import CappedOpenLoop
 from twin.workload.config import WorkloadConfig, load_workload_config
 from twin.workload.lengths import Buffered, TimeSampler
-from twin.workload.paths import expand_path, missing_path_hint
+from twin.workload.paths import expand_path, missing_path_hint, not_a_file
 from twin.workload.prefixes import ClassSource
 from twin.workload.rng import stream
 from twin.workload.spec import RequestSpec
@@ -160,6 +160,9 @@ def _timeout_s(cfg: WorkloadConfig, src: ClassSource | None = None) -> float | N
 def load_trace(cfg: WorkloadConfig, base_dir: str | Path | None = None) -> Trace:
     t = cfg.trace
     path = expand_path(t.path, base_dir)
+    kind = not_a_file(path)
+    if kind is not None:
+        raise TwinInputError(f"workload.trace.path: {path} is {kind}; the trace must be a file")
     if not path.is_file():
         raise TwinInputError(f"workload.trace.path: file not found: {path}{missing_path_hint(t.path, path)}")
     trace = read_trace(path, t.format, zero_output=t.zero_output, block_size=t.block_size,
