@@ -128,3 +128,29 @@ def test_empirical_lengths_that_are_a_folder_say_so(tmp_path):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
     assert refused("run", tmp_path / "s.yaml", "-q").endswith(
         f"empirical.path: {tmp_path / 'l.csv'} is a folder; the lengths must be a file")
+
+
+# ---- result files (twin calibrate --from-results, twin.fitting.readers) -------------------------------------
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "utf-8-sig"])
+def test_a_result_file_with_a_byte_order_mark_reads_as_utf_8(tmp_path, encoding):
+    """Every other reader of a user's text takes UTF-16 / UTF-32 with their mark (PowerShell's ``>`` writes
+    UTF-16); the result readers said 'not UTF-8 text (byte 0)'."""
+    import json
+
+    from test_fitting_readers import bench_doc
+    from twin.fitting.readers import read_results
+
+    (tmp_path / "utf8").mkdir()
+    (tmp_path / "utf8" / "r.json").write_text(json.dumps(bench_doc()))
+    (tmp_path / "r.json").write_bytes(json.dumps(bench_doc()).encode(encoding))
+    assert read_results(tmp_path / "r.json") == read_results(tmp_path / "utf8" / "r.json")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_result_path_that_is_a_pipe_says_so(tmp_path):
+    from twin.fitting.readers import read_results
+
+    os.mkfifo(tmp_path / "r.json")
+    with pytest.raises(TwinInputError) as exc:
+        read_results(tmp_path / "r.json")
+    assert str(exc.value) == f"{tmp_path / 'r.json'}: not a regular file; give the result file itself"
