@@ -154,3 +154,13 @@ def test_a_result_path_that_is_a_pipe_says_so(tmp_path):
     with pytest.raises(TwinInputError) as exc:
         read_results(tmp_path / "r.json")
     assert str(exc.value) == f"{tmp_path / 'r.json'}: not a regular file; give the result file itself"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_diagnose_and_acceptance_name_a_pipe_or_a_folder_not_no_such_file(tmp_path):
+    os.mkfifo(tmp_path / "r.json")
+    (tmp_path / "m.txt").mkdir()
+    assert refused("diagnose", tmp_path / "r.json") == (f"error: {tmp_path / 'r.json'}: a pipe; give the result "
+                                                         f"file itself")
+    assert refused("calibrate", "--acceptance", tmp_path / "m.txt") == (
+        f"error: --acceptance {tmp_path / 'm.txt'}: a folder; give the file itself")

@@ -75,6 +75,21 @@ def _open_binary(p: Path, what: str, max_bytes: int) -> IO[bytes]:
         raise TwinInputError(f"{p}: cannot read {what} ({exc.strerror or exc})") from None
 
 
+def not_a_file(path: Path) -> str | None:
+    """What an existing ``path`` is when it is not a regular file ("a folder", "a pipe", "a device or socket"):
+    for readers that read a file twice (a trace: its format from the header, then its rows) or check it exists
+    before reading; None for a regular file or a path that does not exist."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a pipe" if stat.S_ISFIFO(mode) else "a device or socket"
+
+
 def decode_error(source: str, encoding: str, exc: UnicodeDecodeError, data: bytes | None = None,
                  line: int | None = None) -> TwinInputError:
     """One line for text that does not decode: where, which byte, and what to do."""

@@ -25,12 +25,13 @@ from twin.workload.arrivals import iter_arrival_chunks
 from twin.workload.capped_open_loop import CappedOpenLoop
 from twin.workload.config import WorkloadConfig, load_workload_config
 from twin.workload.lengths import Buffered, TimeSampler
-from twin.workload.paths import expand_path, missing_path_hint, not_a_file
+from twin.workload.paths import expand_path, missing_path_hint
 from twin.workload.prefixes import ClassSource
 from twin.workload.rng import stream
 from twin.workload.spec import RequestSpec
 from twin.workload.trace_data import Trace
 from twin.workload.traces import read_trace
+from twin.yaml_input import not_a_file
 
 @contextlib.contextmanager
 def _no_gc():

@@ -13,7 +13,8 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.workload.distribution_config import LengthDist, TimeDist
-from twin.workload.paths import expand_path, not_a_file
+from twin.workload.paths import expand_path
+from twin.yaml_input import not_a_file
 
 _INT_CAP = 1 << 40  # a guard against int64 overflow of absurd lognormal tails, not a modelling limit
 

@@ -32,23 +32,6 @@ def expand_path(path: str | os.PathLike, base_dir: str | os.PathLike | None = No
     return p
 
 
-def not_a_file(path: Path) -> str | None:
-    """What an existing ``path`` is when it is not a regular file ("a folder", "a pipe", "a device or socket"):
-    a trace is read twice (its format from the header, then its rows), which a pipe cannot give; None for a
-    regular file or a path that does not exist."""
-    import stat
-
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return None
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    return "a pipe" if stat.S_ISFIFO(mode) else "a device or socket"
-
-
 def missing_path_hint(raw: str | os.PathLike, path: Path) -> str:
     """Why a trace path ``raw`` (expanded to ``path``, which does not exist) was looked for there, and the
     closest file beside it: ``"; did you mean 'azure_conv.csv'? ('{traces}' is TWIN_TRACES_DIR=/data)"``."""
