@@ -164,3 +164,27 @@ def test_diagnose_and_acceptance_name_a_pipe_or_a_folder_not_no_such_file(tmp_pa
                                                          f"file itself")
     assert refused("calibrate", "--acceptance", tmp_path / "m.txt") == (
         f"error: --acceptance {tmp_path / 'm.txt'}: a folder; give the file itself")
+
+
+# ---- the ground truth (benchmarks/fidelity_real.py --ground-truth DIR) --------------------------------------
+def test_a_2_gib_silicon_measurements_file_is_refused_by_its_size(tmp_path):
+    """The silicon CSV was read whole whatever its size (a 2 GiB file: MemoryError under a memory cap)."""
+    from twin.fitting.silicon_rows import read_silicon
+
+    sparse(tmp_path / "measurements.csv", 2 << 30)
+    with pytest.raises(TwinInputError) as exc:
+        read_silicon(tmp_path)
+    assert str(exc.value) == (f"{tmp_path / 'measurements.csv'}: 2,147,483,648 bytes; a silicon measurements file "
+                              f"may be at most 67,108,864 bytes")
+
+
+def test_silicon_measurements_with_a_nul_or_latin_1_byte_are_named_by_line(tmp_path):
+    from twin.fitting.silicon_rows import read_silicon
+
+    path = tmp_path / "measurements.csv"
+    path.write_bytes(b"id,silicon_data_source\n1,caf\xe9\n")
+    with pytest.raises(TwinInputError, match=r"measurements.csv:2: not UTF-8 text \(byte 0xe9\)"):
+        read_silicon(path)
+    path.write_bytes(b"id,sili\x00con_data_source\n")
+    with pytest.raises(TwinInputError, match=r"measurements.csv:1: a NUL character; not a text file"):
+        read_silicon(path)
