@@ -188,3 +188,69 @@ def test_silicon_measurements_with_a_nul_or_latin_1_byte_are_named_by_line(tmp_p
     path.write_bytes(b"id,sili\x00con_data_source\n")
     with pytest.raises(TwinInputError, match=r"measurements.csv:1: a NUL character; not a text file"):
         read_silicon(path)
+
+
+# ---- inference-perf folders (calibrate --from-results FOLDER, the ground truth's experiments) --------------
+STAGE_METRICS = {"mean_ttft_ms": 30.0, "median_ttft_ms": 28.0, "p90_ttft_ms": 35.0, "p99_ttft_ms": 50.0,
+                 "mean_e2el_ms": 2030.0, "median_e2el_ms": 2000.0, "p99_e2el_ms": 2500.0}
+
+
+@pytest.fixture
+def stages(tmp_path):
+    from tests.fitting_helpers import write_config, write_stage
+
+    d = tmp_path / "exp-7b"
+    write_config(d, model="meta-llama/Llama-2-7b-hf", tp=1, groups=3, per_group=4, system_tokens=100,
+                 question_tokens=400, output_tokens=201, stages=[(5.0, 60.0), (10.0, 60.0)],
+                 server={"max_num_seqs": 64})
+    for i, rate in enumerate((5.0, 10.0)):
+        write_stage(d, i, rate=rate, duration_s=60.0, metrics=STAGE_METRICS, prompt_tokens=520, output_tokens=201)
+    return d
+
+
+@pytest.mark.parametrize("content, got", [(b"", "an empty file"), (b"- 1\n", "list"), (b"42\n", "int")])
+def test_an_inference_perf_config_of_the_wrong_type_is_refused_not_read_as_no_settings(stages, content, got):
+    """A config that was not a mapping was read as no settings at all (the server fitted at the twin's
+    defaults)."""
+    from twin.fitting.readers import read_results
+
+    (stages / "exp-config.yaml").write_bytes(content)
+    with pytest.raises(TwinInputError) as exc:
+        read_results(stages)
+    assert str(exc.value) == f"{stages / 'exp-config.yaml'}: expected a mapping of settings, got {got}"
+
+
+@pytest.mark.parametrize("name", ["exp-config.yaml", "results_config.yaml", "results_stage_1_lifecycle_metrics.json"])
+def test_a_config_or_stage_that_is_a_folder_is_refused_not_left_out(stages, name):
+    """A stage or config file replaced by a folder (or a pipe, a broken link) was skipped silently: the fit ran
+    on fewer stages, or on no server settings."""
+    import shutil
+
+    from twin.fitting.readers import read_results
+
+    (stages / name).unlink()
+    (stages / name).mkdir()
+    what = "an inference-perf stage file" if "stage" in name else "an inference-perf config"
+    with pytest.raises(TwinInputError) as exc:
+        read_results(stages)
+    assert str(exc.value) == f"{stages / name}: a folder; {what} must be a file"
+    shutil.rmtree(stages / name)
+    os.symlink(stages / "nowhere", stages / name)
+    with pytest.raises(TwinInputError, match="a broken link;"):
+        read_results(stages)
+
+
+def test_ground_truth_stage_files_without_an_exp_config_are_refused(tmp_path, stages):
+    """The ground truth's experiments are the folders with an exp-config.yaml; one without it was left out of
+    the fit silently."""
+    from twin.fitting.ground_truth import H100_FOLDER, h100_cases
+
+    root = tmp_path / "gt" / H100_FOLDER
+    root.mkdir(parents=True)
+    stages.rename(root / "exp-7b")
+    (root / "exp-7b" / "exp-config.yaml").unlink()
+    (root / "notes").mkdir()      # a folder without stage files is not an experiment, as before
+    with pytest.raises(TwinInputError) as exc:
+        h100_cases(tmp_path / "gt")
+    assert str(exc.value) == (f"{root / 'exp-7b'}: inference-perf stage files without an exp-config.yaml (the "
+                              f"server's settings)")
