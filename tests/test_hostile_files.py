@@ -254,3 +254,15 @@ def test_ground_truth_stage_files_without_an_exp_config_are_refused(tmp_path, st
         h100_cases(tmp_path / "gt")
     assert str(exc.value) == (f"{root / 'exp-7b'}: inference-perf stage files without an exp-config.yaml (the "
                               f"server's settings)")
+
+
+def test_a_nul_character_in_a_csv_trace_is_refused_as_in_a_jsonl_one(tmp_path):
+    """A NUL in a CSV trace's header reached the message raw ('cannot tell the trace format from the header
+    (TIMESTAMP, Con<NUL>textTokens)'); JSONL traces already refused it."""
+    from twin.workload import read_trace
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,1\x002,3\n")
+    with pytest.raises(TwinInputError) as exc:
+        read_trace(path)
+    assert str(exc.value) == f"{path}:2: a NUL character; not a text file"

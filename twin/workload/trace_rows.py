@@ -253,7 +253,8 @@ def csv_header(path: Path) -> list[str]:
 
 # ---- JSONL -------------------------------------------------------------------------------------------------
 def lines(path: Path, f):
-    """``(line number, text)`` of each line of ``f``; a line over ``MAX_LINE_CHARS`` is an error."""
+    """``(line number, text)`` of each line of ``f``; a line over ``MAX_LINE_CHARS`` or with a NUL character is
+    an error."""
     line = 0
     while True:
         try:
@@ -266,6 +267,8 @@ def lines(path: Path, f):
         if len(text) > MAX_LINE_CHARS:
             raise TwinInputError(f"{path}:{line}: longer than {MAX_LINE_CHARS:,} characters; a trace line "
                                  f"may be at most that long")
+        if "\x00" in text:
+            raise TwinInputError(f"{path}:{line}: a NUL character; not a text file")
         yield line, text
 
 
@@ -274,8 +277,6 @@ def jsonl_rows(path: Path):
         for line, text in lines(path, f):
             if not text.strip():
                 continue
-            if "\x00" in text:
-                raise TwinInputError(f"{path}:{line}: a NUL character; not a text file")
             try:
                 obj = STRICT_JSON.decode(text)
             except DuplicateKeyError as e:
