@@ -266,3 +266,45 @@ def test_a_nul_character_in_a_csv_trace_is_refused_as_in_a_jsonl_one(tmp_path):
     with pytest.raises(TwinInputError) as exc:
         read_trace(path)
     assert str(exc.value) == f"{path}:2: a NUL character; not a text file"
+
+
+# ---- values on the command line: --set, --grid, --search ---------------------------------------------------
+DEEP_VALUE = "[" * 3000
+ALIAS_BOMB_VALUE = "[&a [x,x,x,x,x,x,x,x,x], " + ", ".join(
+    f"&{k} [{', '.join(['*' + p] * 9)}]" for p, k in zip("abcdef", "bcdefg")) + "]"
+
+
+@pytest.mark.parametrize("option, command", [
+    ("--set", ["run", "{s}", "-q"]),
+    ("--grid", ["sweep", "{s}", "--backend", "serial", "-q"]),
+    ("--search", ["plan", "{s}", "--backend", "serial", "-q", "--target-rate", "5"]),
+])
+def test_a_value_nested_3000_deep_is_one_line_not_a_recursion_error(tmp_path, option, command):
+    """A value nested past the YAML parser's depth was a RecursionError traceback; an alias bomb in a value
+    was expanded unchecked (a file's aliases are counted)."""
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(SCENARIO))
+    args = [a.replace("{s}", str(tmp_path / "s.yaml")) for a in command]
+    assert refused(*args, option, f"server.max_num_seqs={DEEP_VALUE}") == (
+        f"error: {option} server.max_num_seqs: the value is nested too deeply")
+    assert refused(*args, option, f"server.max_num_seqs={ALIAS_BOMB_VALUE}") == (
+        f"error: {option} server.max_num_seqs: YAML expands to more than 1,000,000 values (through aliases); "
+        f"at most 1,000,000")
+
+
+def test_a_key_given_twice_in_a_set_value_is_refused_not_the_last_kept(tmp_path):
+    """``--set 'server={max_num_seqs: 4, max_num_seqs: 8}'`` ran with 8 (the YAML file reader refuses it)."""
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(SCENARIO))
+    assert refused("run", tmp_path / "s.yaml", "-q", "--set", "server={max_num_seqs: 4, max_num_seqs: 8}") == (
+        "error: --set server: the key 'max_num_seqs' appears twice in one mapping; give each key once")
+
+
+def test_plain_and_malformed_option_values_parse_as_before():
+    from twin.plan.grid import parse_grid_options
+    from twin.yaml_input import parse_set_options
+
+    assert parse_set_options(["server.max_num_seqs=8", "name=a: b: c", "seed=", "x.y=[1, {a: 2}]"]) == {
+        "server": {"max_num_seqs": 8}, "name": "a: b: c", "seed": "", "x": {"y": [1, {"a": 2}]}}
+    assert parse_grid_options(["server.max_num_seqs=4, 8", "server.block_size=[16, 32]"]) == [
+        ("server.max_num_seqs", [4, 8]), ("server.block_size", [16, 32])]
+    with pytest.raises(TwinInputError, match="the bracketed value is not a YAML list"):
+        parse_grid_options(["server.max_num_seqs=[4, 8"])

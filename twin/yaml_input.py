@@ -150,6 +150,10 @@ def open_text(path: str | Path, what: str = "trace", max_bytes: int = MAX_TRACE_
     return io.TextIOWrapper(raw, encoding=encoding, newline=newline)
 
 
+class DuplicateKeyYAMLError(yaml.constructor.ConstructorError):
+    """A key given twice in one YAML mapping (``UniqueKeyLoader``)."""
+
+
 class UniqueKeyLoader(yaml.SafeLoader):
     """A safe loader that refuses a key given twice in one mapping (YAML forbids it; PyYAML keeps the last one
     silently, so ``server:`` written twice would drop the first block's settings). Keys merged in with ``<<``
@@ -163,7 +167,7 @@ class UniqueKeyLoader(yaml.SafeLoader):
                     continue
                 key = self.construct_object(key_node)
                 if key in seen:
-                    raise yaml.constructor.ConstructorError(
+                    raise DuplicateKeyYAMLError(
                         None, None, f"the key {key!r} appears twice in one mapping; give each key once",
                         key_node.start_mark)
                 seen.add(key)
@@ -316,10 +320,7 @@ def parse_set_options(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
         keys = [k for k in path.strip().split(".") if k]
         if not keys:
             raise TwinInputError(f"--set {item!r}: empty key path")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
+        value = parse_option_value(raw, f"--set {path.strip()}")
         node = out
         for key in keys[:-1]:
             node = node.setdefault(key, {})
@@ -327,3 +328,23 @@ def parse_set_options(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
                 raise TwinInputError(f"--set {item!r}: {key} is set twice")
         node[keys[-1]] = value
     return out
+
+
+def parse_option_value(raw: str, source: str, *, text_if_malformed: bool = True) -> Any:
+    """A value typed after ``KEY=`` on the command line (``--set``, ``--grid``, ``--search``), parsed as YAML with
+    the checks a YAML file gets: no key twice, no nesting past the parser's depth, aliases expanded to at most
+    ``MAX_YAML_NODES`` values. Malformed YAML is the text itself (``text_if_malformed``) or one line."""
+    if not raw.strip():
+        return ""
+    try:
+        value = yaml.load(raw, Loader=UniqueKeyLoader)  # noqa: S506 (a safe loader)
+    except DuplicateKeyYAMLError as exc:
+        raise TwinInputError(f"{source}: {exc.problem}") from None
+    except yaml.YAMLError:
+        if text_if_malformed:
+            return raw
+        raise TwinInputError(f"{source}: not a YAML value") from None
+    except RecursionError:
+        raise TwinInputError(f"{source}: the value is nested too deeply") from None
+    check_expanded_size(value, source)
+    return value
