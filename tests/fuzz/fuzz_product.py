@@ -12,7 +12,8 @@ in one line (a pipe with a writer is read up to the size limit; one without is r
 ``twin.yaml_input.PIPE_WAIT_S``).
 
 ``option_cases``: an option given NaN, an infinity, a value outside its range, a duplicate, an empty list, a
-name that is not a metric or a column, an option that does not apply in the command's mode, an output path that
+``--set`` / ``--grid`` value nested 3,000 deep, holding a key twice or an alias bomb, a name that is not a
+metric or a column, an option that does not apply in the command's mode, an output path that
 is a folder, a missing folder or a symbolic-link loop. Every one must be refused in one line before any work."""
 
 from __future__ import annotations
@@ -152,6 +153,12 @@ OPTION_CASES = [
     ("validate", ["validate", "{d}/s.yaml", "--bench-json", "{d}/b.json", "--device", "cuda"],
      "--device without an engine run"),
     ("validate", ["validate", "{d}/s.yaml", "--device", "tpu"], "a device that is not cpu or cuda"),
+    ("values", ["run", "{d}/s.yaml", "-q", "--set", "server.max_num_seqs=" + "[" * 3000], "a value 3000 deep"),
+    ("values", [*SWEEP[:3], "server.max_num_seqs=" + "[" * 3000, *SWEEP[4:]], "a value 3000 deep"),
+    ("values", ["run", "{d}/s.yaml", "-q", "--set", "server={max_num_seqs: 4, max_num_seqs: 8}"],
+     "a key given twice"),
+    ("values", ["run", "{d}/s.yaml", "-q", "--set", "workload.classes=[&a [x,x,x,x,x,x,x,x,x], " + ", ".join(
+        f"&{k} [{', '.join(['*' + p] * 9)}]" for p, k in zip("abcdef", "bcdefg")) + "]"], "an alias bomb"),
 ]
 
 
