@@ -308,3 +308,16 @@ def test_plain_and_malformed_option_values_parse_as_before():
         ("server.max_num_seqs", [4, 8]), ("server.block_size", [16, 32])]
     with pytest.raises(TwinInputError, match="the bracketed value is not a YAML list"):
         parse_grid_options(["server.max_num_seqs=[4, 8"])
+
+
+# ---- a model config or GPU spec that is not a file ---------------------------------------------------------
+@pytest.mark.parametrize("field, name, expected", [
+    ("model", "config.json", "model: the folder '{p}' holds no config.json"),
+    ("gpu", "gpu.yaml", "gpu: spec file '{p}' is a folder; give a file"),
+])
+def test_a_model_config_or_gpu_spec_that_is_a_folder_says_so(tmp_path, field, name, expected):
+    """Both said the path was unknown or did not exist, for a path that exists."""
+    (tmp_path / name).mkdir()
+    doc = {**SCENARIO, "deployment": {**SCENARIO["deployment"], field: name}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    assert refused("run", tmp_path / "s.yaml", "-q").endswith(expected.format(p=tmp_path / name))
