@@ -69,7 +69,7 @@ def test_broken_stage_files_name_the_field(folder, mutate, field):
 
 
 def test_unreadable_and_unknown_files(tmp_path, folder):
-    (folder / "results_stage_0_lifecycle_metrics.json").write_bytes(b"\xff\xfe{")
+    (folder / "results_stage_0_lifecycle_metrics.json").write_bytes(b"{\xff\xfe")   # (at the start: a UTF-16 mark)
     with pytest.raises(TwinInputError, match="not UTF-8"):
         read_results(folder)
     other = tmp_path / "notes.txt"

@@ -153,7 +153,7 @@ def test_broken_appended_line_names_the_line(tmp_path):
 @pytest.mark.parametrize("name, content, message", [
     ("empty.json", "", "empty file"),
     ("blank.csv", "  \n\n", "empty file"),
-    ("latin1.json", b'{"model_id": "caf\xe9"}', "not UTF-8 text (byte 17)"),
+    ("latin1.json", b'{"model_id": "caf\xe9"}', "latin1.json:1: not UTF-8 text (byte 0xe9)"),
     ("trunc.json", '{"completed": 3, "request_rate": ', "line 1: not valid JSON"),
     ("other.json", {"hello": 1}, "not a result format twin reads (inference-perf per-request, inference-perf, "
                                  "GuideLLM benchmarks.json/.yaml, AIPerf profile_export, vllm bench serve JSON, per-request CSV/JSONL)"),

@@ -136,7 +136,7 @@ def test_broken_table_names_the_field(tmp_path, header, row, message):
 def test_non_utf8_table(tmp_path):
     p = tmp_path / "r.csv"
     p.write_bytes(b"send_time,first_token_time,end_time,prompt_tokens,output_tokens\n0,1,2,\xff,4\n")
-    with pytest.raises(TwinInputError, match=r"r\.csv: not UTF-8 text \(byte 70\)"):
+    with pytest.raises(TwinInputError, match=r"r\.csv:2: not UTF-8 text \(byte 0xff\)"):
         read_results(p)
 
 

@@ -8,6 +8,8 @@ import codecs
 import copy
 import io
 import math
+import os
+import select
 import stat
 from pathlib import Path
 from typing import IO, Any
@@ -18,6 +20,7 @@ from twin.errors import TwinInputError
 
 MAX_INPUT_BYTES = 64 << 20        # a scenario, plan, profile, bench result or price file (64 MiB)
 MAX_TRACE_BYTES = 4 << 30         # a trace file (4 GiB; its rows are limited too, see twin.workload.trace_rows)
+PIPE_WAIT_S = 10.0                # how long a pipe may stay silent before its first byte (a named pipe nobody writes)
 
 # UTF-32 first: its little-endian mark begins with UTF-16's
 _BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
@@ -32,7 +35,8 @@ def text_encoding(head: bytes) -> str:
     return "utf-8"
 
 
-def _check_size(p: Path, what: str, max_bytes: int) -> None:
+def _check_size(p: Path, what: str, max_bytes: int) -> bool:
+    """Refuse a device, a socket or a file over ``max_bytes``; True when ``p`` is a pipe (read as a stream)."""
     try:
         st = p.stat()
     except OSError as exc:
@@ -43,6 +47,47 @@ def _check_size(p: Path, what: str, max_bytes: int) -> None:
     size = st.st_size
     if size > max_bytes:
         raise TwinInputError(f"{p}: {size:,} bytes; a {what} may be at most {max_bytes:,} bytes")
+    return stat.S_ISFIFO(st.st_mode)
+
+
+def _open_pipe(p: Path, what: str) -> IO[bytes]:
+    """A pipe opened for reading once it has given its first bytes (or its writer has closed it): a named pipe
+    that nothing writes to is an error after ``PIPE_WAIT_S`` instead of a wait without end."""
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)    # opening a named pipe without a writer blocks otherwise
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(PIPE_WAIT_S * 1000):
+            raise TwinInputError(f"{p}: a pipe that gave nothing in {PIPE_WAIT_S:g} s (no writer?); the {what} "
+                                 f"must be a file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_binary(p: Path, what: str, max_bytes: int) -> IO[bytes]:
+    is_pipe = _check_size(p, what, max_bytes)
+    try:
+        return _open_pipe(p, what) if is_pipe else open(p, "rb")
+    except OSError as exc:
+        raise TwinInputError(f"{p}: cannot read {what} ({exc.strerror or exc})") from None
+
+
+def not_a_file(path: Path) -> str | None:
+    """What an existing ``path`` is when it is not a regular file ("a folder", "a pipe", "a device or socket"):
+    for readers that read a file twice (a trace: its format from the header, then its rows) or check it exists
+    before reading; None for a regular file or a path that does not exist."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a pipe" if stat.S_ISFIFO(mode) else "a device or socket"
 
 
 def decode_error(source: str, encoding: str, exc: UnicodeDecodeError, data: bytes | None = None,
@@ -85,9 +130,8 @@ def decode_text(data: bytes, source: str) -> str:
 def read_text(path: str | Path, what: str = "file", max_bytes: int = MAX_INPUT_BYTES) -> str:
     """A user's text file, whole (``what`` names it in errors: "scenario", "profile", ...)."""
     p = Path(path)
-    _check_size(p, what, max_bytes)
     try:
-        with open(p, "rb") as f:
+        with _open_binary(p, what, max_bytes) as f:
             data = f.read(max_bytes + 1)    # a pipe has no size to check beforehand
     except OSError as exc:
         raise TwinInputError(f"{p}: cannot read {what} ({exc.strerror or exc})") from None
@@ -101,13 +145,13 @@ def open_text(path: str | Path, what: str = "trace", max_bytes: int = MAX_TRACE_
     """A user's text file as a stream (for files read row by row); decoding errors surface while reading
     (``decode_error`` words them)."""
     p = Path(path)
-    _check_size(p, what, max_bytes)
-    try:
-        raw = open(p, "rb")
-    except OSError as exc:
-        raise TwinInputError(f"{p}: cannot read {what} ({exc.strerror or exc})") from None
+    raw = _open_binary(p, what, max_bytes)
     encoding = text_encoding(raw.peek(4)[:4]) if hasattr(raw, "peek") else "utf-8"
     return io.TextIOWrapper(raw, encoding=encoding, newline=newline)
+
+
+class DuplicateKeyYAMLError(yaml.constructor.ConstructorError):
+    """A key given twice in one YAML mapping (``UniqueKeyLoader``)."""
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
@@ -123,7 +167,7 @@ class UniqueKeyLoader(yaml.SafeLoader):
                     continue
                 key = self.construct_object(key_node)
                 if key in seen:
-                    raise yaml.constructor.ConstructorError(
+                    raise DuplicateKeyYAMLError(
                         None, None, f"the key {key!r} appears twice in one mapping; give each key once",
                         key_node.start_mark)
                 seen.add(key)
@@ -276,10 +320,7 @@ def parse_set_options(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
         keys = [k for k in path.strip().split(".") if k]
         if not keys:
             raise TwinInputError(f"--set {item!r}: empty key path")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
+        value = parse_option_value(raw, f"--set {path.strip()}")
         node = out
         for key in keys[:-1]:
             node = node.setdefault(key, {})
@@ -287,3 +328,23 @@ def parse_set_options(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
                 raise TwinInputError(f"--set {item!r}: {key} is set twice")
         node[keys[-1]] = value
     return out
+
+
+def parse_option_value(raw: str, source: str, *, text_if_malformed: bool = True) -> Any:
+    """A value typed after ``KEY=`` on the command line (``--set``, ``--grid``, ``--search``), parsed as YAML with
+    the checks a YAML file gets: no key twice, no nesting past the parser's depth, aliases expanded to at most
+    ``MAX_YAML_NODES`` values. Malformed YAML is the text itself (``text_if_malformed``) or one line."""
+    if not raw.strip():
+        return ""
+    try:
+        value = yaml.load(raw, Loader=UniqueKeyLoader)  # noqa: S506 (a safe loader)
+    except DuplicateKeyYAMLError as exc:
+        raise TwinInputError(f"{source}: {exc.problem}") from None
+    except yaml.YAMLError:
+        if text_if_malformed:
+            return raw
+        raise TwinInputError(f"{source}: not a YAML value") from None
+    except RecursionError:
+        raise TwinInputError(f"{source}: the value is nested too deeply") from None
+    check_expanded_size(value, source)
+    return value

@@ -5,12 +5,15 @@ options of its commands given hostile values (round 19).
 ``--profile``, a trace given with ``--trace``, a result file to diagnose or to calibrate from) replaced by an
 empty, binary, non-UTF-8, BOM-only or NUL-carrying file, nesting 100,000 deep, a YAML alias bomb, a key given
 twice, a list or a number where a mapping belongs, a folder, a missing file, a symbolic-link loop or a link to
-``/dev/zero`` (a device that never ends). Every one must be refused in one line. (A named pipe with no writer
-is left out: reading one waits for a writer by design, as ``cat`` does; a pipe with a writer is read up to the
-size limit.)
+``/dev/zero`` (a device that never ends); since round 21 also a named pipe nothing writes to, a 2 GiB sparse
+file of NUL bytes and UTF-16 text with a NUL, and the readers of trace files, inference-perf folders (a config
+or a stage file replaced), ``calibrate --acceptance`` and ``validate --bench-json``. Every one must be refused
+in one line (a pipe with a writer is read up to the size limit; one without is refused after
+``twin.yaml_input.PIPE_WAIT_S``).
 
 ``option_cases``: an option given NaN, an infinity, a value outside its range, a duplicate, an empty list, a
-name that is not a metric or a column, an option that does not apply in the command's mode, an output path that
+``--set`` / ``--grid`` value nested 3,000 deep, holding a key twice or an alias bomb, a name that is not a
+metric or a column, an option that does not apply in the command's mode, an output path that
 is a folder, a missing folder or a symbolic-link loop. Every one must be refused in one line before any work."""
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import yaml
 from hypothesis import strategies as st
 
 from fuzz_scenarios import BASE_SCENARIO
-from fuzz_values import DIR, LOOP, Case, link
+from fuzz_results import _stage_folder, calibrate_args
+from fuzz_values import DIR, FIFO, LOOP, SPARSE_2G, Case, link
 
 DEEP = 100_000
 SCENARIO = yaml.safe_dump(BASE_SCENARIO).encode()
@@ -44,6 +48,9 @@ HOSTILE = {
     "missing": None,
     "link-loop": LOOP,
     "dev-zero": link("/dev/zero"),
+    "fifo": FIFO,
+    "sparse-2g": SPARSE_2G,
+    "utf16-nul": "name: a\x00b\n".encode("utf-16"),
 }
 # a key given twice, in each file's own language
 DUPLICATE = {"yaml": b"seed: 1\nseed: 2\n" + SCENARIO, "prices": b"H100-SXM: 2.0\nH100-SXM: 3.0\n",
@@ -63,16 +70,38 @@ FILE_SURFACES = [
     ("calibrate-results", ["calibrate", "--from-results", "{d}/r.json", "--gpu", "H100-SXM", "--model",
                            "llama-3.1-8b", "-o", "{d}/o.json", "-q", "--max-sim-s", "10"], "r.json", "json"),
 ]
+STAGES = _stage_folder()
+STAGE_NAME = next(n for n in STAGES if "stage_0" in n)
+
+
+def _trace_scenario(name: str, fmt: str) -> bytes:
+    return yaml.safe_dump({**BASE_SCENARIO, "workload": {"trace": {"path": name, "format": fmt}}}).encode()
+
+
+# surfaces added in round 21: (surface, command line, the hostile file's name, its language), the files beside
+# it, and the kinds its reader may accept (an inference-perf folder need not hold a config)
+MORE_SURFACES = [
+    (("trace-csv", ["run", "{d}/s.yaml", "-q"], "t.csv", None), {"s.yaml": _trace_scenario("t.csv", "azure")}, ()),
+    (("trace-jsonl", ["run", "{d}/s.yaml", "-q"], "t.jsonl", None),
+     {"s.yaml": _trace_scenario("t.jsonl", "mooncake")}, ()),
+    (("inference-perf-config", calibrate_args("{d}/res"), "res/exp-config.yaml", "yaml"),
+     {**STAGES, "out/.keep": b""}, ("missing",)),
+    (("inference-perf-stage", calibrate_args("{d}/res"), STAGE_NAME, "json"), {**STAGES, "out/.keep": b""}, ()),
+    (("acceptance", ["calibrate", "--acceptance", "{d}/a.txt"], "a.txt", "json"), {}, ()),
+    (("validate-bench", ["validate", "{d}/s.yaml", "--bench-json", "{d}/r.json"], "r.json", "json"), {}, ()),
+]
 BENCH = json.dumps({"input_lens": [10, 20], "output_lens": [4, 4], "ttfts": [0.01, 0.02],
                     "latencies": [0.05, 0.06], "start_times": [0.0, 0.1]}).encode()
 
 
 @st.composite
 def file_cases(draw) -> Case:
-    surface, args, name, language = draw(st.sampled_from(FILE_SURFACES))
-    kinds = sorted(HOSTILE) + (["duplicate-key"] if language else [])
+    (surface, args, name, language), beside, accepted = draw(st.sampled_from(
+        [(s, {}, ()) for s in FILE_SURFACES] + MORE_SURFACES))
+    kinds = [k for k in sorted(HOSTILE) + (["duplicate-key"] if language else []) if k not in accepted]
     kind = draw(st.sampled_from(kinds))
-    files = {"s.yaml": SCENARIO, "b.json": BENCH}
+    files = {"s.yaml": SCENARIO, "b.json": BENCH, **beside}
+    files.pop(name, None)
     content = DUPLICATE[language] if kind == "duplicate-key" else HOSTILE[kind]
     if content is not None:
         files[name] = content
@@ -124,6 +153,12 @@ OPTION_CASES = [
     ("validate", ["validate", "{d}/s.yaml", "--bench-json", "{d}/b.json", "--device", "cuda"],
      "--device without an engine run"),
     ("validate", ["validate", "{d}/s.yaml", "--device", "tpu"], "a device that is not cpu or cuda"),
+    ("values", ["run", "{d}/s.yaml", "-q", "--set", "server.max_num_seqs=" + "[" * 3000], "a value 3000 deep"),
+    ("values", [*SWEEP[:3], "server.max_num_seqs=" + "[" * 3000, *SWEEP[4:]], "a value 3000 deep"),
+    ("values", ["run", "{d}/s.yaml", "-q", "--set", "server={max_num_seqs: 4, max_num_seqs: 8}"],
+     "a key given twice"),
+    ("values", ["run", "{d}/s.yaml", "-q", "--set", "workload.classes=[&a [x,x,x,x,x,x,x,x,x], " + ", ".join(
+        f"&{k} [{', '.join(['*' + p] * 9)}]" for p, k in zip("abcdef", "bcdefg")) + "]"], "an alias bomb"),
 ]
 
 

@@ -5,7 +5,8 @@ Children come from a forkserver that has the twin imported (a clean process: for
 could copy a lock held by one of its threads and deadlock the child), so each case costs milliseconds, and a
 hang or runaway memory growth is a finding instead of a stuck test run: a child past its time bound is
 killed, and its address space is capped so an allocation that would exhaust the machine raises MemoryError
-(which surfaces as a traceback finding)."""
+(which surfaces as a traceback finding). A named pipe with no writer is waited on for ``PIPE_WAIT_S`` (the
+product's ``twin.yaml_input.PIPE_WAIT_S``, shortened so that such a case costs a second)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from twin.cli.main import main
 
 # what the child may allocate beyond what the parent already holds
 MEMORY_HEADROOM_BYTES = 3 << 30
+# how long a case's named pipe nothing writes to is waited on (the product waits 10 s; one is enough here)
+PIPE_WAIT_S = 1.0
 
 
 @dataclass
@@ -44,6 +47,8 @@ def _child(args: list[str], conn) -> None:
             vm_pages = int(f.read().split()[0])
         limit = vm_pages * os.sysconf("SC_PAGE_SIZE") + MEMORY_HEADROOM_BYTES
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        import twin.yaml_input
+        twin.yaml_input.PIPE_WAIT_S = PIPE_WAIT_S
         result = CliRunner().invoke(main, args, catch_exceptions=True)
         tb = None
         if result.exception is not None and not isinstance(result.exception, SystemExit):

@@ -72,11 +72,14 @@ def yaml_scalar(value) -> str:
 
 
 class Special(str):
-    """A file entry that is not bytes: a folder, or a symbolic link (to itself: a loop; or to a device)."""
+    """A file entry that is not bytes: a folder, a named pipe, a sparse file, or a symbolic link (to itself: a
+    loop; or to a device)."""
 
 
 DIR = Special("dir")
 LOOP = Special("link:")
+FIFO = Special("fifo")                    # a named pipe nothing writes to
+SPARSE_2G = Special("sparse:2147483648")  # a 2 GiB file of NUL bytes that uses no disk
 
 
 def link(target: str) -> Special:
@@ -91,6 +94,11 @@ def place(path, data) -> None:
     if isinstance(data, Special):
         if data == DIR:
             path.mkdir()
+        elif data == FIFO:
+            os.mkfifo(path)
+        elif data.startswith("sparse:"):
+            with open(path, "wb") as f:
+                f.truncate(int(data[len("sparse:"):]))
         else:
             os.symlink(data[len("link:"):] or path, path)
     else:

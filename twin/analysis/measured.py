@@ -25,6 +25,7 @@ from twin.errors import TwinInputError
 from twin.results.bench_fields import json_number as _number, parse_request_rate
 from twin.workload.trace_rows import MAX_TOKEN_COUNT
 from twin.json_input import load_json_path
+from twin.yaml_input import not_a_file
 
 BENCH_ARRAYS = ("input_lens", "output_lens", "ttfts", "latencies")
 
@@ -255,7 +256,7 @@ def load_measured(path: str | Path) -> Measured:
     """Read RESULTS: ``.json`` (a bench result) or ``.csv`` (per-request times)."""
     p = Path(path)
     if not p.is_file():
-        raise TwinInputError(f"{path}: no such file")
+        raise TwinInputError(f"{path}: {not_a_file(p) or 'no such file'}; give the result file itself")
     if p.suffix.lower() == ".csv" or p.name.lower().endswith(".csv.gz"):
         return measured_from_csv(p)
     return measured_from_bench(load_json_path(p, "bench result"), str(path))

@@ -14,7 +14,7 @@ from pathlib import Path
 from twin.errors import TwinInputError
 from twin.fitting.fit import Case
 from twin.fitting.measured_run import MeasuredRun
-from twin.fitting.readers.inference_perf import read_inference_perf
+from twin.fitting.readers.inference_perf import STAGE_FILE, read_inference_perf
 from twin.fitting.replay import Target
 from twin.hardware.catalog import resolve_model
 
@@ -37,12 +37,24 @@ def timed_out(run: MeasuredRun) -> bool:
     return failed > MAX_FAILED_SHARE * run.num_requests
 
 
+def _holds_an_experiment(folder: Path) -> bool:
+    """A folder with an ``exp-config.yaml`` (the server's settings); stage files without one are an error (their
+    server would be fitted at the twin's defaults)."""
+    config = folder / "exp-config.yaml"
+    if config.exists() or config.is_symlink():
+        return True
+    if any(STAGE_FILE.search(p.name) for p in folder.iterdir()):
+        raise TwinInputError(f"{folder}: inference-perf stage files without an exp-config.yaml (the server's "
+                             f"settings)")
+    return False
+
+
 def h100_cases(folder: Path | None = None, gpu: str = "H100-SXM") -> tuple[list[Case], list[MeasuredRun]]:
     """(cases to fit and check, runs set aside for client timeouts) from the H100 inference-perf experiments."""
     root = (folder or ground_truth_dir()) / H100_FOLDER
     if not root.is_dir():
         raise TwinInputError(f"{root}: no such folder (the inference-perf runs; --ground-truth names their parent)")
-    experiments = sorted(p for p in root.iterdir() if p.is_dir() and (p / "exp-config.yaml").is_file())
+    experiments = sorted(p for p in root.iterdir() if p.is_dir() and _holds_an_experiment(p))
     if not experiments:
         raise TwinInputError(f"{root}: no inference-perf experiment (a folder with an exp-config.yaml) in it")
     cases, aside = [], []

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twin.errors import TwinInputError
+from twin.yaml_input import not_a_file, read_text
 
 CSV_NAME = "measurements.csv"
 REQUIRED_COLUMNS = ("id", "silicon_data_source", "backend", "backend_version", "model_path", "system", "precision",
@@ -154,11 +155,9 @@ def read_silicon(path: Path | None = None) -> list[SiliconRow]:
     if path.is_dir():
         path = path / CSV_NAME
     if not path.is_file():
-        raise TwinInputError(f"{path}: no such file (the silicon measurements; --ground-truth names their folder)")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TwinInputError(f"{path}: cannot read as UTF-8 text ({exc.__class__.__name__})") from None
+        raise TwinInputError(f"{path}: {not_a_file(path) or 'no such file'} (the silicon measurements; "
+                             f"--ground-truth names their folder)")
+    text = read_text(path, "silicon measurements file")   # size, encoding, NUL checked; not read whole past the limit
     reader = csv.DictReader(text.splitlines())
     missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from twin.errors import TwinInputError, did_you_mean
 from twin.hardware.dtypes import norm_name, normalize_dtype
 from twin.hardware.spec_input import SubfieldError, parse_quantity, positive, validation_message
-from twin.yaml_input import load_packaged_yaml, parse_yaml, read_text
+from twin.yaml_input import load_packaged_yaml, not_a_file, parse_yaml, read_text
 
 _DATA = Path(__file__).parent / "data"
 RATE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8", "fp32")
@@ -176,7 +176,9 @@ def resolve_gpu(name_or_path: str | Path | GpuSpec) -> GpuSpec:
     p = Path(str(name_or_path))
     if p.suffix.lower() in (".yaml", ".yml", ".json") or p.is_file():
         if not p.is_file():
-            raise TwinInputError(f"gpu: spec file {str(name_or_path)!r} does not exist")
+            kind = not_a_file(p)
+            raise TwinInputError(f"gpu: spec file {str(name_or_path)!r} " + (f"is {kind}; give a file" if kind
+                                                                             else "does not exist"))
         return load_gpu_spec(p)
     known = ", ".join(g.name for g in list_gpus())
     hint = did_you_mean(name_or_path, [g.name for g in list_gpus()],

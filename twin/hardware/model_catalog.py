@@ -18,7 +18,7 @@ from twin.hardware.models import ModelSpec
 from twin.hardware.weight_formats import WeightFormats
 from twin.hardware.spec_input import validation_message
 from twin.json_input import JsonSyntaxError, parse_json
-from twin.yaml_input import load_packaged_yaml, read_text
+from twin.yaml_input import load_packaged_yaml, not_a_file, read_text
 
 _DATA = Path(__file__).parent / "data"
 
@@ -205,6 +205,11 @@ def resolve_model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     p = Path(str(name_or_path))
     if p.is_file() or (p.is_dir() and (p / "config.json").is_file()):
         return model_from_hf_config(p)
+    kind = not_a_file(p)
+    if kind == "a folder":
+        raise TwinInputError(f"model: the folder {str(name_or_path)!r} holds no config.json")
+    if kind is not None:
+        raise TwinInputError(f"model: {str(name_or_path)!r} is {kind}; give a Hugging Face config.json file")
     known = ", ".join(m.name for m in list_models())
     hint = did_you_mean(name_or_path, [m.name for m in list_models()],
                         {a: m.name for m in list_models() for a in (*m.aliases, *((m.hf_id,) if m.hf_id else ()))})

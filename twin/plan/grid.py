@@ -8,23 +8,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
-
 from twin.errors import TwinInputError
+from twin.yaml_input import parse_option_value
 
 RATE_KEYS = ("rate_scale", "rate")
 MAX_GRID_POINTS = 10_000          # configurations x rates in one sweep or plan search
 GROUPS_KEY = "groups"
 
 
-def _parse_value(raw: str) -> Any:
-    raw = raw.strip()
-    if raw == "":
-        return ""
-    try:
-        return yaml.safe_load(raw)
-    except yaml.YAMLError:
-        return raw
 
 
 def parse_grid_options(items: Sequence[str], option: str = "--grid") -> list[tuple[str, list[Any]]]:
@@ -42,14 +33,11 @@ def parse_grid_options(items: Sequence[str], option: str = "--grid") -> list[tup
         seen.add(key)
         raw = raw.strip()
         if raw.startswith("["):
-            try:
-                values = yaml.safe_load(raw)
-            except yaml.YAMLError:
-                raise TwinInputError(f"{option} {item!r}: the bracketed value is not a YAML list") from None
+            values = parse_option_value(raw, f"{option} {key}")
             if not isinstance(values, list):
                 raise TwinInputError(f"{option} {item!r}: the bracketed value is not a YAML list")
         else:
-            values = [_parse_value(v) for v in raw.split(",")]
+            values = [parse_option_value(v.strip(), f"{option} {key}") for v in raw.split(",")]
         if not values:
             raise TwinInputError(f"{option} {item!r}: no values")
         grid.append((key, values))

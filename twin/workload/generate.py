@@ -31,6 +31,7 @@ from twin.workload.rng import stream
 from twin.workload.spec import RequestSpec
 from twin.workload.trace_data import Trace
 from twin.workload.traces import read_trace
+from twin.yaml_input import not_a_file
 
 @contextlib.contextmanager
 def _no_gc():
@@ -160,6 +161,9 @@ def _timeout_s(cfg: WorkloadConfig, src: ClassSource | None = None) -> float | N
 def load_trace(cfg: WorkloadConfig, base_dir: str | Path | None = None) -> Trace:
     t = cfg.trace
     path = expand_path(t.path, base_dir)
+    kind = not_a_file(path)
+    if kind is not None:
+        raise TwinInputError(f"workload.trace.path: {path} is {kind}; the trace must be a file")
     if not path.is_file():
         raise TwinInputError(f"workload.trace.path: file not found: {path}{missing_path_hint(t.path, path)}")
     trace = read_trace(path, t.format, zero_output=t.zero_output, block_size=t.block_size,

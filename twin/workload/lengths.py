@@ -14,6 +14,7 @@ import numpy as np
 from twin.errors import TwinInputError
 from twin.workload.distribution_config import LengthDist, TimeDist
 from twin.workload.paths import expand_path
+from twin.yaml_input import not_a_file
 
 _INT_CAP = 1 << 40  # a guard against int64 overflow of absurd lognormal tails, not a modelling limit
 
@@ -34,6 +35,9 @@ class LengthSampler:
             from twin.workload.traces import read_column  # local: traces imports nothing from here
 
             path = expand_path(dist.empirical.path, base_dir)
+            kind = not_a_file(path)
+            if kind is not None:
+                raise TwinInputError(f"{field}.empirical.path: {path} is {kind}; the lengths must be a file")
             if not path.is_file():
                 raise TwinInputError(f"{field}.empirical.path: file not found: {path}")
             values, lines = read_column(path, dist.empirical.column)

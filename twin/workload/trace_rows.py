@@ -22,7 +22,8 @@ from twin.yaml_input import open_text, stream_decode_error
 MAX_TRACE_ROWS = 5_000_000        # data rows in one trace file
 MAX_TOKEN_COUNT = 2**31 - 1       # tokens in one prompt or output (vLLM counts positions in int32)
 MAX_TRACE_FIELDS = 256            # fields in one CSV row
-MAX_JSONL_LINE_CHARS = 16 << 20   # characters in one JSONL row (a Mooncake row with hash ids is ~1 KB)
+MAX_LINE_CHARS = 16 << 20         # characters in one line of a CSV or JSONL trace (a Mooncake row with hash ids
+                                  # is ~1 KB): a longer line is an error before it is held in memory
 
 
 # ---- value parsing -----------------------------------------------------------------------------------------
@@ -203,11 +204,16 @@ def _read_rows(path: Path, reader, f):
         yield row
 
 
+def _csv_reader(path: Path, f):
+    """A strict CSV reader over ``f``'s lines, each read with a length limit (``lines``)."""
+    return csv.reader((text for _, text in lines(path, f)), strict=True)
+
+
 def csv_rows(path: Path, required: tuple[str, ...]):
     """Yield ``(line, row, header index)`` for each data row, checking the header and the field count."""
     f = open_text(path, newline="")
     try:
-        reader = csv.reader(f, strict=True)
+        reader = _csv_reader(path, f)
         rows = _read_rows(path, reader, f)
         header = None
         for row in rows:
@@ -239,36 +245,38 @@ def csv_rows(path: Path, required: tuple[str, ...]):
 
 def csv_header(path: Path) -> list[str]:
     with open_text(path, newline="") as f:
-        for row in _read_rows(path, csv.reader(f, strict=True), f):
+        for row in _read_rows(path, _csv_reader(path, f), f):
             if row:
                 return [h.strip() for h in row]
     return []
 
 
 # ---- JSONL -------------------------------------------------------------------------------------------------
-def _lines(path: Path, f):
+def lines(path: Path, f):
+    """``(line number, text)`` of each line of ``f``; a line over ``MAX_LINE_CHARS`` or with a NUL character is
+    an error."""
     line = 0
     while True:
         try:
-            text = f.readline(MAX_JSONL_LINE_CHARS + 1)
+            text = f.readline(MAX_LINE_CHARS + 1)
         except UnicodeDecodeError as exc:
             raise stream_decode_error(path, f.encoding, exc) from None
         if not text:
             return
         line += 1
-        if len(text) > MAX_JSONL_LINE_CHARS:
-            raise TwinInputError(f"{path}:{line}: longer than {MAX_JSONL_LINE_CHARS:,} characters; a trace row "
+        if len(text) > MAX_LINE_CHARS:
+            raise TwinInputError(f"{path}:{line}: longer than {MAX_LINE_CHARS:,} characters; a trace line "
                                  f"may be at most that long")
+        if "\x00" in text:
+            raise TwinInputError(f"{path}:{line}: a NUL character; not a text file")
         yield line, text
 
 
 def jsonl_rows(path: Path):
     with open_text(path) as f:
-        for line, text in _lines(path, f):
+        for line, text in lines(path, f):
             if not text.strip():
                 continue
-            if "\x00" in text:
-                raise TwinInputError(f"{path}:{line}: a NUL character; not a text file")
             try:
                 obj = STRICT_JSON.decode(text)
             except DuplicateKeyError as e:

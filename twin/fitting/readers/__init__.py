@@ -46,8 +46,8 @@ def read_results(path: str | Path) -> list[MeasuredRun]:
             for run in runs:
                 check_run(run, str(p))
             return runs
-    if p.is_file():
-        text = read_text(p)                      # empty or not UTF-8: say so
+    if not p.is_dir():
+        text = read_text(p)                      # not a regular file, empty or not UTF-8: say so
         if p.suffix.lower() in (".csv", ".jsonl"):
             return read_request_table(p)         # a table lacking a column: say which
         if p.suffix.lower() in (".json", *YAML_SUFFIXES) or text.lstrip()[:1] in ("{", "["):

@@ -15,14 +15,15 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.json_input import JsonSyntaxError, parse_json
-from twin.yaml_input import MAX_INPUT_BYTES, parse_yaml
+from twin.yaml_input import MAX_INPUT_BYTES, decode_text, parse_yaml
 
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_YAML_RESULT_BYTES = 8 << 20     # ~16 s of parsing
 
 
 def read_text(path: Path) -> str:
-    """The file's text; an error for an unreadable, too large, empty or non-UTF-8 file."""
+    """The file's text; an error for an unreadable, too large, empty or undecodable file (``decode_text``: UTF-8,
+    or UTF-16 / UTF-32 with a byte-order mark; no NUL character)."""
     try:
         st = path.stat()
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):  # a device never ends; a pipe cannot be
@@ -34,12 +35,10 @@ def read_text(path: Path) -> str:
         raw = path.read_bytes()
     except OSError as exc:
         raise TwinInputError(f"{path}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
-    if not raw.strip():
+    text = decode_text(raw, str(path))     # UTF-8, or UTF-16 / UTF-32 with their byte-order mark, as every reader
+    if not text.strip():
         raise TwinInputError(f"{path}: empty file")
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise TwinInputError(f"{path}: not UTF-8 text (byte {exc.start}); give the result file as written") from None
+    return text
 
 
 @lru_cache(maxsize=8)

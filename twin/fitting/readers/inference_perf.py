@@ -29,7 +29,7 @@ from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, MeasuredRun, PromptPool
 from twin.fitting.readers.fields import get, load_json, number, try_json
 from twin.workload.clients import INFERENCE_PERF
-from twin.yaml_input import parse_yaml, read_text
+from twin.yaml_input import not_a_file, parse_yaml, read_text
 
 # any report_file_prefix (none, "results_", ...), but not a per-adapter stage file
 STAGE_FILE = re.compile(r"^(?!.*adapter_).*?stage_(\d+)_lifecycle_metrics\.json$")
@@ -50,9 +50,17 @@ def _is_stage_doc(doc: Any) -> bool:
 
 def _stage_files(folder: Path) -> list[Path]:
     try:
-        return [p for p in folder.iterdir() if p.is_file() and STAGE_FILE.search(p.name)]
+        named = [p for p in folder.iterdir() if STAGE_FILE.search(p.name)]
     except OSError:
         return []
+    for p in named:     # a stage left out silently would fit on fewer stages than the folder holds
+        _require_file(p, "an inference-perf stage file")
+    return named
+
+
+def _require_file(path: Path, what: str) -> None:
+    if not path.is_file():
+        raise TwinInputError(f"{path}: {not_a_file(path) or 'a broken link'}; {what} must be a file")
 
 
 def is_inference_perf(path: Path) -> bool:
@@ -68,7 +76,10 @@ def is_inference_perf(path: Path) -> bool:
 def _load_yaml(path: Path) -> dict[str, Any]:
     # size, encoding, syntax and alias expansion checked as for every user YAML
     data = parse_yaml(read_text(path, "inference-perf config"), str(path))
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):    # (an empty file too: its settings would be left out silently)
+        got = "an empty file" if data is None else type(data).__name__
+        raise TwinInputError(f"{path}: expected a mapping of settings, got {got}")
+    return data
 
 
 def _quantiles(dist: Any, field: str, where: str) -> tuple[tuple[float, float], ...]:
@@ -87,11 +98,19 @@ def _config_beside(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(inference-perf config, server settings) found next to the result files (empty when absent)."""
     client: dict[str, Any] = {}
     for name in CONFIG_NAMES:
-        if (folder / name).is_file():
+        if _present(folder / name):
             client = _load_yaml(folder / name)
             break
-    server = _load_yaml(folder / "exp-config.yaml") if (folder / "exp-config.yaml").is_file() else {}
+    server = _load_yaml(folder / "exp-config.yaml") if _present(folder / "exp-config.yaml") else {}
     return client, server
+
+
+def _present(path: Path) -> bool:
+    """``path`` is there (a folder, a pipe or a broken link in a config's place is an error, not absent)."""
+    if not (path.exists() or path.is_symlink()):
+        return False
+    _require_file(path, "an inference-perf config")
+    return True
 
 
 def _prompt_pool(client: dict[str, Any], where: str) -> PromptPool | None:

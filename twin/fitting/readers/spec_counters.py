@@ -25,6 +25,7 @@ from pathlib import Path
 from twin.errors import TwinInputError
 from twin.fitting.readers.fields import JsonLines, load_json, number, read_text
 from twin.spec_decode.acceptance_input import rates_from_counters
+from twin.yaml_input import not_a_file
 
 DRAFTS = "vllm:spec_decode_num_drafts"
 PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
@@ -141,7 +142,7 @@ def read_acceptance(path: str | Path, before: str | Path | None = None) -> Measu
     ``--append-result`` file)."""
     p = Path(path)
     if not p.is_file():
-        raise TwinInputError(f"--acceptance {p}: no such file")
+        raise TwinInputError(f"--acceptance {p}: {not_a_file(p) or 'no such file'}; give the file itself")
     text = read_text(p).lstrip()
     if text[:1] in ("{", "["):
         if before is not None:
