@@ -34,10 +34,10 @@ def _plan(plan_file, *extra):
 def test_the_headers_say_what_they_hold():
     assert CANDIDATE_HEADERS == (
         "#", "GPU", "TP", "max seqs", "max batch tok", "prefix cache", "speculative decoding", "status",
-        "max req/s per replica", "CI", "$/h per replica", "$/M out tok at max", "replicas (est.)")
+        "max req/s per replica", "CI", "$/h per replica", "$/M out tok at max", "replicas (est.)", "limit above max")
     assert deployment_headers("p99_ttft_ms") == (
         "#", "replicas", "GPU", "TP", "GPUs", "$/h", "meets SLO", "TTFT p99", "TPOT p99",
-        "within SLO (% of requests)", "$/M output tok")
+        "within SLO (% of requests)", "$/M output tok", "limit")
     assert deployment_headers("p99_tpot_ms")[7:9] == ("TPOT p99", "within SLO (% of requests)")   # not twice
     assert deployment_headers("p99.9_e2el_ms")[7:9] == ("E2EL p99.9", "TPOT p99")
 
@@ -46,7 +46,7 @@ def test_a_tiny_plan_prints_the_headers_the_share_within_slo_and_the_cheapest_li
     out = _plan(plan_file, "-q").stdout
     assert header_cells(out, "#") == [
         "#", "GPU", "TP", "max seqs", "max batch tok", "prefix cache", "status", "max req/s per replica",
-        "95% CI (req/s)", "$/h per replica", "$/M out tok at max", "replicas (est.)"]
+        "95% CI (req/s)", "$/h per replica", "$/M out tok at max", "replicas (est.)", "limit above max"]
     assert header_cells(out, "# ┃ replicas") == list(deployment_headers("p99_ttft_ms"))
     rows = [x for x in out.splitlines() if x.startswith("│ 0 │")]
     assert [r.split("│")[10].strip() for r in rows[1:]] == ["100.0%", "100.0%"]     # a share, not 1.00

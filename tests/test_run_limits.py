@@ -33,12 +33,13 @@ def test_the_concurrency_cap_trap_names_max_num_seqs_and_the_kv_room():
         "What limits baseline: concurrency cap (max_num_seqs) binds (94% of the busy",
         "  time)",
         "  Concurrency cap binds: the running batch sits at max_num_seqs = 4 for 94% of",
-        "    the busy time while about 11 request(s) wait. Raising max_num_seqs lets",
-        "    queued requests start sooner (as long as KV capacity allows).",
-        "  Evidence: mean running batch 4.00 at max_num_seqs = 4, mean queue length 10.4,",
-        "    TTFT mean 4.51 s; KV usage p99 0.7%, about 2.5% with the waiting requests",
-        "    running too: the KV pool has room for them (raising the cap costs no KV",
-        "    capacity).",
+        "    the busy time while requests wait (about 11 requests on average whenever any",
+        "    wait). Raising max_num_seqs lets queued requests start sooner (as long as KV",
+        "    capacity allows).",
+        "  Evidence: mean running batch 4.00 at max_num_seqs = 4, mean queue length 10.4",
+        "    over the run, TTFT mean 4.51 s; KV usage p99 0.7%, about 2.5% with the",
+        "    waiting requests running too: the KV pool has room for them (raising the cap",
+        "    costs no KV capacity).",
         "  Knob: server.max_num_seqs",
     ]
 
@@ -54,15 +55,15 @@ def test_an_underloaded_run_says_no_limit_binds_and_names_no_knob():
         "    step time, which is memory-bandwidth-bound (59% of a typical step reads",
         "    weights and KV cache).",
         "  Evidence: busy fraction 99.9%, mean running batch 15.7 (max_num_seqs = 1024),",
-        "    mean queue length 0, TTFT mean 179 ms, KV usage p99 2.8%.",
+        "    mean queue length 0 over the run, TTFT mean 179 ms, KV usage p99 2.8%.",
     ]
 
 
 def test_the_kv_pool_binds_in_the_agentic_scenario():
     doc = _limits("kv_offload_agentic")
     assert limit_lines("baseline", doc)[0] == "What limits baseline: KV-cache capacity binds (41% of the busy time)"
-    assert doc["evidence"] == ("KV usage p99 99.9%, 13 preemption(s), mean running batch 34.9 (max_num_seqs = "
-                               "1024), mean queue length 24.6, TTFT mean 8.93 s.")
+    assert doc["evidence"] == ("KV usage p99 99.9%, 13 preemptions, mean running batch 34.9 (max_num_seqs = "
+                               "1024), mean queue length 24.6 over the run, TTFT mean 8.93 s.")
     assert doc["knob"].startswith("server.gpu_memory_utilization, deployment.kv_dtype: fp8")
 
 
@@ -71,13 +72,13 @@ def test_the_token_budget_binds_under_an_unbounded_burst():
     assert (doc["limit"], doc["knob"]) == (TOKEN_BUDGET, "server.max_num_batched_tokens")
     assert doc["headline"] == "token budget (max_num_batched_tokens) binds (28% of the busy time)"
     assert doc["evidence"] == ("steps filled to max_num_batched_tokens = 16384 for 28% of the busy time, mean "
-                               "queue length 5.16, TTFT mean 659 ms.")
+                               "queue length 5.16 over the run, TTFT mean 659 ms.")
 
 
 def test_static_batching_names_the_scheduler():
     doc = _limits("static_vs_continuous", "static-varied")
     assert doc["headline"] == "static batching binds (91% of the busy time)"
-    assert doc["evidence"] == ("mean running batch 5.68 of static_batch_size = 32, mean queue length 23.3, TTFT mean "
+    assert doc["evidence"] == ("mean running batch 5.68 of static_batch_size = 32, mean queue length 23.3 over the run, TTFT mean "
                                "10.7 s.")
     assert doc["knob"] == "server.scheduler: continuous"
 
@@ -101,7 +102,7 @@ def test_a_mixed_cluster_names_the_group():
 def test_a_run_where_every_request_is_rejected_says_why():
     doc = _limits("concurrency_cap_trap", "baseline", "server.max_model_len=64")
     assert (doc["limit"], doc["headline"], doc["knob"]) == ("idle", "nothing ran (no engine step)", None)
-    assert doc["evidence"] == ("64 request(s) were rejected: longer than max_model_len (64) or than the whole KV "
+    assert doc["evidence"] == ("64 requests were rejected: longer than max_model_len (64) or than the whole KV "
                                "pool.")
 
 
@@ -110,7 +111,7 @@ def test_aggregated_step_records_are_not_judged_but_keep_the_evidence():
     assert (doc["limit"], doc["binding"], doc["knob"]) == (None, None, None)
     assert doc["headline"] == "not judged (aggregated step records)"
     assert doc["evidence"] == ("busy fraction 100.0%, mean running batch 4.00 (max_num_seqs = 4), mean queue "
-                               "length 10.4, TTFT mean 4.51 s, KV usage p99 0.7%.")
+                               "length 10.4 over the run, TTFT mean 4.51 s, KV usage p99 0.7%.")
 
 
 # ---- every branch's words on built diagnoses ----------------------------------------------------------------
@@ -128,7 +129,7 @@ def test_a_saturated_gpu_points_at_more_gpus():
     assert headline(d) == "the GPU: requests queue while no scheduler limit holds (compute-bound steps)"
     assert knob(d) == GPU_KNOB
     assert evidence(d, _M) == ("busy fraction 100.0%, mean running batch 64.0 (max_num_seqs = 64), mean queue "
-                               "length 30.0, TTFT mean 2.50 s, KV usage p99 50.0%.")
+                               "length 30.0 over the run, TTFT mean 2.50 s, KV usage p99 50.0%.")
 
 
 def test_a_run_without_a_split_or_without_steps():
@@ -177,7 +178,9 @@ def test_twin_run_prints_the_verdict_after_the_tables_and_writes_it_to_json(tmp_
     doc = json.loads(out.read_text())["twin"]["limits"]
     assert doc == _limits("concurrency_cap_trap")
     assert set(doc) == {"limit", "limit_name", "binding", "saturated", "headline", "verdict", "evidence", "knob",
-                        "notes", "shares", "step_split", "parts"}
+                        "notes", "shares", "step_split", "parts", "load"}
+    assert doc["load"] == {"offered_rate_per_s": None, "served_rate_per_s": doc["load"]["served_rate_per_s"],
+                           "overloaded": False, "sentence": None}       # a closed loop offers no rate
 
 
 def test_twin_compare_of_many_variants_prints_one_line_each(tmp_path):

@@ -41,7 +41,7 @@ def test_a_tiny_sweep_prints_human_headers_and_keeps_the_file_keys(scenario_file
     out = _sweep(scenario_file, "-q", "--summary-out", str(tmp_path / "s.csv")).stdout
     assert header_cells(out, "server") == [
         "server.max_num_seqs", "offered rate (req/s)", "status", "meets SLO", "request throughput (req/s)",
-        "TTFT p99", "TPOT p99", "E2EL p99", "$/M output tok"]
+        "TTFT p99", "TPOT p99", "E2EL p99", "$/M output tok", "limit"]
     assert "p99_ttft_ms" not in out and "rate/s" not in out
     keys = list(pd.read_csv(tmp_path / "s.csv").columns)
     for key in ("server.max_num_seqs", "offered_rate_per_s", "status", "passed", "request_throughput",

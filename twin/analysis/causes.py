@@ -306,13 +306,13 @@ def diagnose(result: SimResult, deployment: Any, metrics: Mapping[str, Any] | No
     notes: list[str] = []
     rejected = sum(1 for r in result.requests if r.status == "rejected")
     if rejected:
-        notes.append(f"{rejected} request(s) were rejected: longer than max_model_len "
+        notes.append(f"{counted(rejected, 'request')} {_were(rejected)} rejected: longer than max_model_len "
                      f"({sched.max_model_len}) or than the whole KV pool.")
     incomplete = sum(1 for r in result.requests if r.status == "incomplete")
     if incomplete:
-        notes.append(f"{incomplete} request(s) were still in flight when the run stopped.")
+        notes.append(f"{counted(incomplete, 'request')} {_were(incomplete)} still in flight when the run stopped.")
     if shares["num_preempted"]:
-        notes.append(f"{shares['num_preempted']} preemption(s): requests lost their KV blocks and recompute.")
+        notes.append(f"{counted(shares['num_preempted'], 'preemption')}: requests lost their KV blocks and recompute.")
 
     if shares["busy_s"] <= 0:
         return Diagnosis(IDLE, False, "Nothing ran: no engine step was taken.", notes,
@@ -329,18 +329,19 @@ def diagnose(result: SimResult, deployment: Any, metrics: Mapping[str, Any] | No
         limit = STATIC_BATCH if best == CONCURRENCY_CAP and sched.scheduler == "static" else best
         held = _pct(limit_shares_only[best])
         if best == CONCURRENCY_CAP and sched.scheduler == "static":
-            verdict = (f"Static batching binds: for {held} of the busy time about {queue:.0f} request(s) wait for "
-                       f"the running batch (up to static_batch_size = {cap}, {shares['mean_running']:.0f} still "
-                       f"running on average) to finish its longest request. Continuous batching (scheduler: "
+            verdict = (f"Static batching binds: for {held} of the busy time requests wait for the running batch "
+                       f"(up to static_batch_size = {cap}, {shares['mean_running']:.0f} still running on average) "
+                       f"to finish its longest request ({_waiting(queue)}). Continuous batching (scheduler: "
                        f"continuous) admits them step by step.")
         elif best == CONCURRENCY_CAP:
             verdict = (f"Concurrency cap binds: the running batch sits at {cap_name} = {cap} for {held} of the "
-                       f"busy time while about {queue:.0f} request(s) wait. Raising {cap_name} lets queued "
+                       f"busy time while requests wait ({_waiting(queue)}). Raising {cap_name} lets queued "
                        f"requests start sooner (as long as KV capacity allows).")
         elif best == KV_CAPACITY:
             pre = shares["num_preempted"]
+            also = f" and {counted(pre, 'preemption')}" if pre else ""
             verdict = (f"KV-cache capacity binds: KV usage reaches {_pct(shares['p99_kv_usage'])} (p99) with "
-                       f"requests waiting for blocks{f' and {pre} preemption(s)' if pre else ''} ({held} of the "
+                       f"requests waiting for blocks{also} ({held} of the "
                        f"busy time). More KV memory (gpu_memory_utilization, fp8 KV, tensor parallelism, more "
                        f"replicas) or prefix caching helps.")
         else:
@@ -358,6 +359,21 @@ def diagnose(result: SimResult, deployment: Any, metrics: Mapping[str, Any] | No
                    f"{_pct(shares['queued'])} of the busy time; {shares['mean_running']:.0f} running on average). "
                    f"Latency follows the step time, which is {_split_words(split)}.")
     return Diagnosis(limit, saturated, verdict, notes, limit_shares_only, stats, split)
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 request``, ``0 requests``, ``11 requests``: a count with its noun, plural unless exactly one."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _were(n: int) -> str:
+    return "was" if n == 1 else "were"
+
+
+def _waiting(queue: float) -> str:
+    """How many wait while any do, named so it does not read as the run's time-averaged ``mean queue length``
+    (which counts the time nobody waits too): ``about 11 requests on average whenever any wait``."""
+    return f"about {counted(round(queue), 'request')} on average whenever any wait"
 
 
 def diagnosis_to_dict(d: Diagnosis) -> dict[str, Any]:

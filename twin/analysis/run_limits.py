@@ -14,11 +14,13 @@ p99 KV usage scaled by (running + waiting) / running, against `twin.analysis.cau
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from twin.analysis.causes import (COMPUTE, CONCURRENCY_CAP, IDLE, KV_CAPACITY, KV_HIGH, MEMORY_BANDWIDTH, OVERHEAD,
                                   STATIC_BATCH, TOKEN_BUDGET, Diagnosis, diagnose, diagnosis_to_dict)
+from twin.analysis.offered_load import load_doc
 from twin.analysis.pool_causes import cluster_diagnosis, pd_diagnosis
 from twin.deploy.pd_pools import PdDeployment
 from twin.results import numbers
@@ -47,8 +49,10 @@ def run_diagnosis(result: Any, deployment: Any,
         return None, {}
     if isinstance(deployment, PdDeployment):
         return pd_diagnosis(result, deployment)
-    if isinstance(deployment, ClusterDeployment):
+    if isinstance(deployment, ClusterDeployment) and len(deployment.deployments) > 1:
         return cluster_diagnosis(result, deployment)
+    if isinstance(deployment, ClusterDeployment):      # one replica group (a plan's candidate): one deployment
+        return diagnose(result, deployment.deployments[0], metrics), {}
     return diagnose(result, deployment, metrics), {}
 
 
@@ -96,11 +100,12 @@ def evidence(d: Diagnosis, metrics: Mapping[str, Any]) -> str:
     m = metrics
     cap, budget = d.stats.get("cap"), d.stats.get("budget")
     running = f"mean running batch {_v('mean_running_batch', m.get('mean_running_batch'))}"
-    queue = (f"mean queue length {_v('mean_queue_length', m.get('mean_queue_length'))}"
+    queue = (f"mean queue length {_v('mean_queue_length', m.get('mean_queue_length'))} over the run"
              if m.get("mean_queue_length") is not None else
              f"requests waiting for {_share(d.stats.get('queued'))} of the busy time")
     ttft = f"TTFT mean {_v('mean_ttft_ms', m.get('mean_ttft_ms'))}"
-    preempted = f"{_v('num_preemptions', m.get('num_preemptions'))} preemption(s)"
+    n_pre = m.get("num_preemptions")
+    preempted = f"{_v('num_preemptions', n_pre)} preemption{'' if n_pre == 1 else 's'}"
     if d.limit == CONCURRENCY_CAP:
         return f"{running} at max_num_seqs = {cap}, {queue}, {ttft}{_kv_room(m)}{_compute_note(d)}."
     if d.limit == STATIC_BATCH:
@@ -138,35 +143,54 @@ def headline(d: Diagnosis | None, part: str = "") -> str:
     return f"no limit binds at this load{where}{bound}"
 
 
-def limits_doc(result: Any, deployment: Any, metrics: Mapping[str, Any]) -> dict[str, Any]:
+def limits_doc(result: Any, deployment: Any, metrics: Mapping[str, Any],
+               offered_rate_per_s: float | None = None) -> dict[str, Any]:
     """``twin.limits`` of the run's JSON (docs/result-formats.md): the diagnosis (``twin.analysis.causes``'s
-    dict), ``binding``, ``headline``, ``evidence``, ``knob`` and, per pool or replica group, ``parts``."""
+    dict), ``binding``, ``headline``, ``evidence``, ``knob``, ``load`` (offered against served,
+    ``twin.analysis.offered_load``) and, per pool or replica group, ``parts``."""
     d, per = run_diagnosis(result, deployment, metrics)
-    return limits_from(d, per, metrics, deployment)
+    return limits_from(d, per, metrics, deployment, offered_rate_per_s)
 
 
 def limits_from(d: Diagnosis | None, per: Mapping[str, Diagnosis], metrics: Mapping[str, Any],
-                deployment: Any = None) -> dict[str, Any]:
+                deployment: Any = None, offered_rate_per_s: float | None = None) -> dict[str, Any]:
     """``limits_doc`` from a diagnosis already made (``run_diagnosis``'s pair; the dashboard keeps its runs')."""
     if d is None:
         return {"limit": None, "limit_name": None, "binding": None, "saturated": None,
                 "headline": headline(None), "verdict": AGGREGATED,
                 "evidence": evidence(Diagnosis("", False, "", stats=_caps(deployment)), metrics),
-                "knob": None, "notes": [], "shares": {}, "step_split": None, "parts": {}}
+                "knob": None, "notes": [], "shares": {}, "step_split": None, "parts": {},
+                "load": load_doc(offered_rate_per_s, metrics, None)}
     doc = diagnosis_to_dict(d)
-    unit = "pool" if "pool" in d.stats else "group" if "group" in d.stats else None
-    part = f"the {d.stats[unit]} {unit}" if unit else ""
+    unit, part = _unit(d), _part(d)
     said = evidence(d, _part_metrics(d, metrics) if unit else metrics)
-    turn = knob(d)
+    doc.update(binding=d.binding, headline=headline(d, part), evidence=f"in {part}, {said}" if unit else said,
+               knob=part_knob(d, per), parts={name: diagnosis_to_dict(p) for name, p in per.items()})
+    doc["load"] = load_doc(offered_rate_per_s, metrics, d)
+    doc = {k: doc[k] for k in ("limit", "limit_name", "binding", "saturated", "headline", "verdict", "evidence",
+                               "knob", "notes", "shares", "step_split", "parts", "load")}
+    return doc
+
+
+def _unit(d: Diagnosis) -> str | None:
+    """``pool`` or ``group`` where the diagnosis is one part's of several deployments, else ``None``."""
+    return "pool" if "pool" in d.stats else "group" if "group" in d.stats else None
+
+
+def _part(d: Diagnosis) -> str:
+    """Where the limit binds in a run of several deployments (``the prefill pool``, ``the a100 group``)."""
+    unit = _unit(d)
+    return f"the {d.stats[unit]} {unit}" if unit else ""
+
+
+def part_knob(d: Diagnosis, per: Mapping[str, Diagnosis]) -> str | None:
+    """``knob``, for a pool or replica group with where that part's own setting lives."""
+    unit, turn = _unit(d), knob(d)
     if unit and turn:
         where = (f"disaggregation.{d.stats[unit]}" if unit == "pool" else
                  f"deployment.groups[{list(per).index(d.stats[unit])}]")
-        turn += f" ({part}'s own: under {where})"
-    doc.update(binding=d.binding, headline=headline(d, part), evidence=f"in {part}, {said}" if unit else said,
-               knob=turn, parts={name: diagnosis_to_dict(p) for name, p in per.items()})
-    doc = {k: doc[k] for k in ("limit", "limit_name", "binding", "saturated", "headline", "verdict", "evidence",
-                               "knob", "notes", "shares", "step_split", "parts")}
-    return doc
+        turn += f" ({_part(d)}'s own: under {where})"
+    return turn
 
 
 def _caps(deployment: Any) -> dict[str, Any]:
@@ -182,12 +206,56 @@ def _part_metrics(d: Diagnosis, metrics: Mapping[str, Any]) -> dict[str, Any]:
             "mean_queue_length": None, "mean_batched_tokens": None, "mean_ttft_ms": metrics.get("mean_ttft_ms")}
 
 
+# the short form `twin sweep` and `twin plan` print as a column and write as ``limit`` / ``limit_knob``
+SHORT_NAMES = {CONCURRENCY_CAP: "max_num_seqs", STATIC_BATCH: "static batching", KV_CAPACITY: "KV pool",
+               TOKEN_BUDGET: "max_num_batched_tokens"}
+
+
+def short_limit(d: Diagnosis | None) -> str:
+    """The binding limit in a word or two, for a table cell: ``max_num_seqs``, ``KV pool``,
+    ``max_num_batched_tokens``, ``static batching``, ``GPU (compute-bound)`` (requests queue while no scheduler
+    limit holds), ``none`` (the server keeps up), with the pool or replica group it binds in (``KV pool in the
+    decode pool``); ``not judged`` (aggregated step records), ``nothing ran``."""
+    if d is None:
+        return "not judged"
+    if d.limit == IDLE:
+        return "nothing ran"
+    where = f" in {_part(d)}" if _unit(d) else ""
+    if d.limit in SHORT_NAMES:
+        return SHORT_NAMES[d.limit] + where
+    if d.saturated:
+        return "GPU" + (f" ({BOUND_WORDS[d.limit]})" if d.limit in BOUND_WORDS else "") + where
+    return "none"
+
+
+def short_doc(result: Any, deployment: Any, metrics: Mapping[str, Any]) -> dict[str, str | None]:
+    """One run's ``limit`` (``short_limit``) and ``limit_knob`` (``part_knob``; ``None`` where nothing binds),
+    as a sweep's or plan's row keeps them."""
+    d, per = run_diagnosis(result, deployment, metrics)
+    return {"limit": short_limit(d), "limit_knob": part_knob(d, per) if d is not None else None}
+
+
+def agreed(values: Sequence[str | None]) -> str | None:
+    """Replications' limits as one cell: the value where they agree, else each value with its count, the most
+    frequent first (``max_num_seqs (2 of 3), none (1 of 3)``); ``None`` when no replication ran."""
+    shown = [v for v in values if v is not None]
+    if not shown:
+        return None
+    counts = Counter(shown)
+    if len(counts) == 1:
+        return shown[0]
+    return ", ".join(f"{v} ({n} of {len(shown)})" for v, n in counts.most_common())
+
+
 def limit_lines(name: str, doc: Mapping[str, Any], *, short: bool = False, width: int = WIDTH) -> list[str]:
     """The printed form of ``limits_doc``: ``What limits <name>: <headline>``, then (unless ``short``) the
     verdict, the evidence and the knob, indented and wrapped to ``width`` characters."""
     out = _wrap(f"What limits {name}: {doc['headline']}", width, "")
     if short:
         return out
+    load = doc.get("load") or {}
+    if load.get("overloaded"):
+        out += _wrap(f"Binding limit: {load['sentence']}", width)
     for paragraph in str(doc["verdict"]).split("\n\n"):
         out += _wrap(paragraph, width)
     out += _wrap(f"Evidence: {doc['evidence']}", width)
@@ -201,5 +269,5 @@ def _wrap(text: str, width: int, indent: str = "  ") -> list[str]:
                          break_on_hyphens=False, break_long_words=False)
 
 
-__all__ = ["AGGREGATED", "BOUND_WORDS", "GPU_KNOB", "KNOBS", "evidence", "headline", "knob", "limit_lines",
-           "limits_doc", "limits_from", "run_diagnosis"]
+__all__ = ["AGGREGATED", "BOUND_WORDS", "GPU_KNOB", "KNOBS", "SHORT_NAMES", "agreed", "evidence", "headline", "knob",
+           "limit_lines", "limits_doc", "limits_from", "part_knob", "run_diagnosis", "short_doc", "short_limit"]

@@ -50,7 +50,7 @@ def fmt(v: Any, digits: int = 3, key: str = "") -> str:
 # docs/result-formats.md). "CI" is replaced by the plan's confidence level.
 CANDIDATE_HEADERS: tuple[str, ...] = (
     "#", "GPU", "TP", "max seqs", "max batch tok", "prefix cache", "speculative decoding", "status",
-    "max req/s per replica", "CI", "$/h per replica", "$/M out tok at max", "replicas (est.)")
+    "max req/s per replica", "CI", "$/h per replica", "$/M out tok at max", "replicas (est.)", "limit above max")
 
 
 def latency_columns(latency_key: str) -> list[str]:
@@ -62,7 +62,7 @@ def deployment_headers(latency_key: str) -> tuple[str, ...]:
     """The deployments table's headers: the latency columns by their human names (``TTFT p99``), and the share
     of requests within the SLO (``goodput`` in `twin run` is requests per second)."""
     return ("#", "replicas", "GPU", "TP", "GPUs", "$/h", "meets SLO", *map(label, latency_columns(latency_key)),
-            "within SLO (% of requests)", "$/M output tok")
+            "within SLO (% of requests)", "$/M output tok", "limit")
 
 
 def _describe(d: dict[str, Any]) -> str:
@@ -82,11 +82,12 @@ def print_plan(result) -> None:
     for col in cols:
         if col == "speculative decoding" and not has_spec:
             continue
-        table.add_column(col, justify="right" if col not in ("GPU", "status", "speculative decoding") else "left")
+        table.add_column(col, justify="right" if col not in ("GPU", "status", "speculative decoding",
+                                                             "limit above max") else "left")
     for c in result.candidates:
         if c["status"] == "infeasible":
             cells = [str(c["candidate"]), c.get("gpu") or "-", "-", "-", "-", "-", "-", "[red]infeasible[/]",
-                     "-", "-", "-", "-", "-"]
+                     "-", "-", "-", "-", "-", "-"]
             table.add_row(*(cells if has_spec else cells[:6] + cells[7:]))
             continue
         ci = "-" if c.get("max_rate_ci_low") is None else \
@@ -98,7 +99,7 @@ def print_plan(result) -> None:
                  str(c["max_num_batched_tokens"]), "on" if c["enable_prefix_caching"] else "off",
                  c.get("speculative_decoding") or "-", c["status"], rate, ci,
                  fmt(c.get("price_per_replica_hour")), fmt(c.get("usd_per_million_output_tokens_at_max_rate"), 3),
-                 fmt(c.get("replicas_estimate"))]
+                 fmt(c.get("replicas_estimate")), fmt(c.get("limit"))]
         table.add_row(*(cells if has_spec else cells[:6] + cells[7:]))
     console.print(table)
     for c in result.candidates:
@@ -109,7 +110,7 @@ def print_plan(result) -> None:
                         f"# is the candidate")
     headers = deployment_headers(key)
     for col in headers:
-        table.add_column(col, justify="left" if col == "GPU" else "right")
+        table.add_column(col, justify="left" if col in ("GPU", "limit") else "right")
     latency_keys = latency_columns(key)
     for d in result.deployments:
         if not d.get("replicas"):
@@ -119,7 +120,8 @@ def print_plan(result) -> None:
         mark = "[green]yes[/]" if d["passed"] else "[red]no[/]"
         table.add_row(str(d["candidate"]), str(d["replicas"]), d["gpu"], str(d["tensor_parallel_size"]),
                       str(d["gpus"]), f"{d['cost_per_hour']:.2f}", mark, *(fmt(d.get(k), key=k) for k in latency_keys),
-                      numbers.percent(d.get("goodput_fraction")), fmt(d.get("usd_per_million_output_tokens"), 3))
+                      numbers.percent(d.get("goodput_fraction")), fmt(d.get("usd_per_million_output_tokens"), 3),
+                      fmt(d.get("limit")))
     console.print(table)
     for d in result.deployments:
         if not d.get("replicas") and d.get("note"):
@@ -158,7 +160,7 @@ def print_plan_bands(result) -> None:
 
 # the sweep table's printed headers beside its summary keys (the CSV / Parquet keep the keys)
 SWEEP_HEADERS: dict[str, str] = {"offered_rate_per_s": "offered rate (req/s)", "passed": "meets SLO",
-                                 "usd_per_million_output_tokens": "$/M output tok"}
+                                 "usd_per_million_output_tokens": "$/M output tok", "limit": "limit"}
 
 
 def sweep_header(key: str, knob_keys=()) -> str:
@@ -177,8 +179,9 @@ def print_sweep(summary, knob_keys, spec) -> None:
     cols += ["status", "passed", "request_throughput", "p99_ttft_ms", "p99_tpot_ms", "p99_e2el_ms"]
     if "usd_per_million_output_tokens" in summary:
         cols.append("usd_per_million_output_tokens")
+    cols.append("limit")                      # what limits each configuration (twin.analysis.run_limits)
     for c in cols:
-        table.add_column(sweep_header(c, knob_keys), justify="right")
+        table.add_column(sweep_header(c, knob_keys), justify="left" if c == "limit" else "right")
     for _, row in summary.head(200).iterrows():
         cells = []
         for c in cols:

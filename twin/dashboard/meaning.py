@@ -6,38 +6,37 @@ from __future__ import annotations
 
 from typing import Any
 
+from twin.analysis.offered_load import overload_sentence, overloaded
 from twin.dashboard.runs import RunOutput
 from twin.errors import TwinInputError
 from twin.hardware.pricing import PriceTable, hourly_cost, usd_per_million_tokens
 from twin.results import numbers
 from twin.results.report import _INTEGERS, format_value
 
-OVERLOAD_RATIO = 0.95      # served below 95 % of offered (with a queue): the offered load is the binding limit
 SLO_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "E2E"}
 
 
 def offered_vs_served(run: RunOutput) -> dict[str, Any]:
     """``offered`` (req/s asked of the server; None for a closed loop), ``served`` (req/s completed) and
-    ``overloaded`` (served below `OVERLOAD_RATIO` of offered while the verdict sees a saturated server)."""
+    ``overloaded`` (served below `OVERLOAD_RATIO` of offered while the verdict sees a saturated server;
+    `twin.analysis.offered_load`, as `twin run` says it)."""
     served = run.metrics.get("request_throughput")
     offered = run.info.get("offered_rate_per_s")
     if offered is None and run.info.get("arrival_kind") == "trace":
         offered = run.info.get("trace_rate_per_s")
-    over = bool(offered and served is not None and served < OVERLOAD_RATIO * offered and run.diagnosis.saturated)
-    return {"offered": offered, "served": served, "overloaded": over}
+    return {"offered": offered, "served": served, "overloaded": overloaded(offered, served, run.diagnosis.saturated)}
 
 
 def limit_line(run: RunOutput) -> str:
     """The binding limit, offered load first: ``Binding limit: offered load (12 req/s) above what the server
-    sustains (8.1 req/s)`` before the diagnosis's own limit (KV memory fills *because* the queue grows)."""
+    sustains (8.1 req/s)`` before the diagnosis's own limit (KV memory fills *because* the queue grows); the
+    sentence is `twin run`'s (`twin.analysis.offered_load.overload_sentence`)."""
     load = offered_vs_served(run)
     d = run.diagnosis
     pool = d.stats.get("pool")            # a P/D run: the diagnosis of the pool that limits it
     where = f" ({pool} pool)" if pool else ""
     if load["overloaded"]:
-        tail = f"; under it, {d.limit_name}{where}" if d.binding else ""
-        return (f"**Binding limit: offered load ({numbers.with_unit(load['offered'], 'req/s')}) above what this "
-                f"server sustains ({numbers.with_unit(load['served'], 'req/s')}){tail}**")
+        return f"**Binding limit: {overload_sentence(load['offered'], load['served'], d)}**"
     if d.binding:
         return f"**Binding limit: {d.limit_name}{where}**"
     return f"**No limit binds** · the step time is set by {d.limit_name}{where}"

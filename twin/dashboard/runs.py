@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.analysis.causes import Diagnosis, diagnose
+from twin.analysis.offered_load import offered_rate
 from twin.analysis.run_limits import limits_from
 from twin.deploy.pd_pools import resolve_pd
 from twin.deploy.run import metrics_of, run_body
@@ -65,7 +66,8 @@ class RunOutput:
     @property
     def limits(self) -> dict[str, Any]:
         """What limits the run, as `twin run` prints it and writes ``twin.limits`` (`twin.analysis.run_limits`)."""
-        return limits_from(self.diagnosis, self.pool_diagnoses or {}, self.metrics)
+        return limits_from(self.diagnosis, self.pool_diagnoses or {}, self.metrics,
+                           offered_rate_per_s=self.info.get("offered_rate_per_s"))
 
 
 def run_pd(body: Any, bd: Path | None, t0: float) -> RunOutput:
@@ -112,12 +114,6 @@ def in_config_order(configs: dict[str, Any], runs: dict[str, Any]) -> dict[str, 
     """``runs`` in the order of ``configs`` (baseline first), whichever finished or came from the cache first:
     the page's columns, charts and colours follow this order (the first run is drawn blue)."""
     return {name: runs[name] for name in configs if name in runs}
-
-
-def offered_rate(body: Any) -> float | None:
-    """The open-loop arrival rate asked of the server (req/s; ``None`` for closed loop or a trace)."""
-    rate = getattr(body.workload.arrivals, "rate_per_s", None)
-    return float(rate) if rate is not None and math.isfinite(float(rate)) else None
 
 
 def headline(info: dict[str, Any]) -> str:

@@ -296,22 +296,41 @@ def job_body(job: SimJob):
     return validate_body(data)
 
 
+def job_deployment(job: SimJob, body: Any, base: Path | None) -> Any:
+    """The deployment a job runs, resolved once for the run and its limit's diagnosis: prefill/decode pools,
+    the cluster of the job's (or the scenario's) replica groups, or the scenario's own deployment where the run
+    is exactly `twin run`'s (``twin.sim.cluster.run_cluster``'s shortcut)."""
+    from twin.deploy.run import resolve_for_run
+    from twin.sim.cluster import resolve_cluster
+
+    if body.disaggregation is not None and job.groups is None:
+        return resolve_for_run(body, base)
+    if job.groups is None and body.deployment.groups is None and job.router in (None, body.deployment.router):
+        return resolve_for_run(body, base)
+    return resolve_cluster(body, job.groups, base)
+
+
 def evaluate(job: SimJob) -> dict[str, Any]:
     """Run one job. Returns ``{"ok": True, "metrics": {...}, "slo_met": {...}, "passed": bool | None,
-    "reasons": [...], "replicas": int, "offered": float}`` (plus ``"per_replica"``), or ``{"ok": False,
+    "reasons": [...], "replicas": int, "offered": float, "limit": str, "limit_knob": str | None}`` (plus
+    ``"per_replica"``), or ``{"ok": False,
     "error": "..."}`` when the configuration is invalid (one line, naming the field)."""
+    from twin.analysis.run_limits import short_doc
     from twin.sim.run import metrics_of
-    from twin.sim.cluster import per_replica_metrics, run_cluster
+    from twin.sim.cluster import ClusterDeployment, per_replica_metrics, run_cluster
 
     try:
         body = job_body(job)
         base = Path(job.base_dir) if job.base_dir else None
+        dep = job_deployment(job, body, base)
         if body.disaggregation is not None and job.groups is None:   # prefill/decode pools (twin.deploy)
             from twin.deploy.run import run_body
 
-            result = run_body(body, base, replication=job.replication)
+            result = run_body(body, base, replication=job.replication, deployment=dep)
         else:
-            result = run_cluster(body, job.groups, base_dir=base, replication=job.replication, router=job.router)
+            cluster = dep if isinstance(dep, ClusterDeployment) else None
+            result = run_cluster(body, job.groups, base_dir=base, replication=job.replication, router=job.router,
+                                 cluster=cluster, deployment=None if cluster else dep)
         full = metrics_of(result, body)
     except TwinInputError as exc:
         return {"ok": False, "error": str(exc)}
@@ -328,6 +347,7 @@ def evaluate(job: SimJob) -> dict[str, Any]:
         "replicas": result.num_replicas,
         "mean_output_tokens": (full["total_output_tokens"] / full["completed"]) if full.get("completed") else None,
         "mean_input_tokens": (full["total_input_tokens"] / full["completed"]) if full.get("completed") else None,
+        **short_doc(result, dep, full),      # what limits the run: "limit", "limit_knob" (twin.analysis.run_limits)
     }
     if job.per_replica:
         window = (body.warmup_s, None) if body.warmup_s > 0 else None

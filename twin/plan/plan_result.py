@@ -41,6 +41,8 @@ def build_plan_result(planner: Planner, caps: dict[int, Capacity], verified: dic
                       wall_s: float) -> PlanResult:
     """The plan's answer from the capacities and the verified replica counts: a row per candidate, the
     deployments simulated at the target, the cheapest passing one and the cost-latency frontier."""
+    from twin.analysis.run_limits import agreed
+
     spec = planner.spec
     rows = []
     for c in planner.candidates:
@@ -75,6 +77,8 @@ def build_plan_result(planner: Planner, caps: dict[int, Capacity], verified: dic
                 c.price_per_replica_hour, ci["mean"] * (mean_out + mean_in))
         if cap.status == "measured" or cap.status == "unbounded":
             row["replicas_estimate"] = math.ceil(planner.target_rate / ci["mean"]) if ci["mean"] else None
+        for k in ("limit", "limit_knob"):       # what stops a higher rate: the limit at the lowest failing rate
+            row[k] = agreed([b.hi_result.get(k) for b in cap.brackets if b.hi_result is not None])
         row["heldout_server"] = server_label(c.servers)       # the held-out error band's server (issue 33)
         rows.append(row)
 
@@ -106,6 +110,8 @@ def build_plan_result(planner: Planner, caps: dict[int, Capacity], verified: dic
                       "p99_itl_ms", "p99_e2el_ms", "mean_ttft_ms", "mean_tpot_ms", "prefix_cache_hit_rate",
                       "busy_fraction", spec.latency_metric):
                 dep[k] = metrics.get(k)
+            for k in ("limit", "limit_knob"):           # what limits it (twin.analysis.run_limits)
+                dep[k] = agreed([r.get(k) for r in good])
             dep["heldout_server"] = server_label(c.servers)
             deployments.append(dep)
         if n is None:

@@ -268,5 +268,6 @@ def sweep_rows(spec: SweepSpec, index: int, config: Mapping[str, Any], ans: Mapp
                                                                            m.get("total_token_throughput"))
                 if spec.per_replica:
                     row["per_replica"] = json.dumps(result.get("per_replica"), default=repr)
+                row.update(limit=result.get("limit"), limit_knob=result.get("limit_knob"))   # twin.analysis.run_limits
             rows.append(row)
     return [{**row, **bands} for row in rows]

@@ -23,6 +23,8 @@ def summarize(rows: Sequence[Mapping[str, Any]], knob_keys: Sequence[str]):
     """One row per (configuration, rate): means over replications, ``passed`` when all passed."""
     import pandas as pd
 
+    from twin.analysis.run_limits import agreed
+
     frame = rows_frame(rows)
     if frame.empty:
         return frame
@@ -44,6 +46,9 @@ def summarize(rows: Sequence[Mapping[str, Any]], knob_keys: Sequence[str]):
                 vals = pd.to_numeric(group[k], errors="coerce").dropna()
                 row[k] = float(vals.mean()) if len(vals) else None
         row["reasons"] = next((r for r in group["reasons"] if r), "")
+        for k in ("limit", "limit_knob"):                   # what limits it (twin.analysis.run_limits)
+            if k in group:
+                row[k] = agreed([v if isinstance(v, str) else None for v in group[k]])
         for k in ("heldout_server", "heldout_bands"):       # the held-out error band (issue 33), last
             if k in group:
                 row[k] = first.get(k)

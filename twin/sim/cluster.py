@@ -130,9 +130,10 @@ def resolve_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | 
 def run_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | None = None, *,
                 base_dir: str | Path | None = None, replication: int = 0, router: Any = None,
                 router_params: dict[str, Any] | None = None, progress=None,
-                cluster: ClusterDeployment | None = None) -> SimResult:
+                cluster: ClusterDeployment | None = None, deployment: Deployment | None = None) -> SimResult:
     """One run of ``body`` on a cluster of replica groups (default: the scenario's ``deployment.groups``, or
-    its own deployment). ``cluster`` is the cluster already resolved (``resolve_cluster``).
+    its own deployment). ``cluster`` is the cluster already resolved (``resolve_cluster``); ``deployment`` the
+    scenario's own deployment already resolved, used where the run is exactly `twin run`'s.
 
     ``router`` is a router name (default: the scenario's ``deployment.router``) or a router object."""
     base = Path(base_dir) if base_dir is not None else None
@@ -141,7 +142,7 @@ def run_cluster(body: ScenarioBody, groups: Sequence[ReplicaGroup | dict] | None
     if (groups is None and cluster is None and body.deployment.groups is None and name == body.deployment.router
             and not router_params):
         # the scenario's own deployment: exactly `twin run`
-        result = run_single(body, base, replication=replication, progress=progress)
+        result = run_single(body, base, replication=replication, progress=progress, deployment=deployment)
         result.config["router"] = name
         return result
     if cluster is None:
