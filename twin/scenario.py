@@ -214,7 +214,8 @@ class CostModelConfig(StrictModel):
 
 class SLOConfig(StrictModel):
     """Latency objectives in ms. A number is a per-request threshold (goodput, as ``vllm bench serve
-    --goodput``); a mapping like ``{p99: 1000}`` is a percentile objective (met or not)."""
+    --goodput``); a mapping like ``{p99: 1000}`` is a percentile objective (met or not). vLLM's names (``ttft``)
+    and form (``"ttft:500 tpot:50"``) are read too, by ``twin.slo_section`` as on every other SLO path."""
 
     ttft_ms: float | dict[str, float] | None = None
     tpot_ms: float | dict[str, float] | None = None
