@@ -21,7 +21,7 @@ LAYERS = [
     ("cost",),
     ("workload",),
     ("spec_decode",),
-    ("scenario", "disaggregation", "slo_statistics"),
+    ("scenario", "disaggregation", "slo_statistics", "slo_section"),
     ("results",),
     ("sim",),
     ("deploy",),           # deployments: one server is a cluster of one; P/D pools

@@ -11,7 +11,7 @@ import copy
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from twin.errors import TwinInputError, did_you_mean
 from twin.core.scheduler_config import SchedulerKnobs
@@ -21,7 +21,7 @@ from twin.hardware.quant import normalize_weight_dtype
 from twin.hardware.kv_offload_sizing import KvOffloadingKnobs
 from twin.hardware.weight_formats import WeightFormats
 from twin.disaggregation import DisaggregationConfig
-from twin.slo_statistics import check_threshold, slo_statistics  # one SLO reader, shared with --slo (issue 33)
+from twin.slo_section import relative_to_section, slo_section  # one SLO reader for every path (issue 33)
 from twin.yaml_input import deep_merge, parse_set_options, parse_yaml, read_text  # noqa: F401 (re-exported)
 from twin.spec_decode.config import SpeculativeDecodingConfig, check_task_classes
 from twin.workload.config import WorkloadConfig
@@ -214,37 +214,23 @@ class CostModelConfig(StrictModel):
 
 class SLOConfig(StrictModel):
     """Latency objectives in ms. A number is a per-request threshold (goodput, as ``vllm bench serve
-    --goodput``); a mapping like ``{p99: 1000}`` is a percentile objective (met or not)."""
+    --goodput``); a mapping like ``{p99: 1000}`` is a percentile objective (met or not). vLLM's names (``ttft``)
+    and form (``"ttft:500 tpot:50"``) are read too, by ``twin.slo_section`` as on every other SLO path."""
 
     ttft_ms: float | dict[str, float] | None = None
     tpot_ms: float | dict[str, float] | None = None
     itl_ms: float | dict[str, float] | None = None
     e2el_ms: float | dict[str, float] | None = None
 
-    @field_validator("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _no_booleans(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            slo_statistics(value)     # before pydantic's union errors: a dotted --set path split p99.9 (issue 33)
-        values = value.values() if isinstance(value, dict) else [value]
-        if any(isinstance(v, bool) for v in values):
-            raise ValueError("must be a number of ms, not true or false")
-        if any(isinstance(v, str) for v in values):  # else pydantic names the union's branches (ttft_ms.float)
-            raise ValueError(f"must be a number of ms, or a mapping like {{p99: 1000}} (got {value!r}; write the "
-                             "number alone: its name's _ms is the unit)")
-        return value
-
-    @field_validator("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
-    @classmethod
-    def _positive(cls, value: Any, info: ValidationInfo) -> Any:
-        if value is None:
-            return value
-        if not isinstance(value, dict):
-            check_threshold(info.field_name)          # the checks twin.results.slo.parse_slo makes (issue 33)
-        for _, v in (slo_statistics(value).values() if isinstance(value, dict) else [("value", value)]):
-            if not v > 0:
-                raise ValueError(f"must be > 0 ms (got {v})")
-        return value
+    def _one_reader(cls, value: Any) -> Any:
+        """Every spelling and check of ``twin.slo_section``, the reader ``--slo``, plan files and ``parse_slo``
+        share: vLLM's names and ``"ttft:500"`` form are read, and a refusal is worded as on every other path."""
+        try:
+            return slo_section(value)
+        except TwinInputError as exc:
+            raise ValueError(relative_to_section(exc)) from None
 
     def as_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.model_dump().items() if v is not None}

@@ -22,8 +22,17 @@ from twin.cli.plan_output import print_plan, write_table_file
 from twin.cli.plan_progress import plan_progress
 from twin.cli.plan_words import counted
 from twin.errors import TwinInputError
-from twin.slo_statistics import scenario_names
+from twin.slo_section import slo_section
 from twin.yaml_input import load_yaml_file
+
+
+def plan_file_slo(slo: Any, path: Path) -> dict[str, Any]:
+    """A plan file's ``slo:`` read once, as the runs' ``slo:`` sections read it (vLLM's names and ``"ttft:500"``
+    form included): a refusal names the file."""
+    try:
+        return slo_section(slo)
+    except TwinInputError as exc:
+        raise TwinInputError(f"{path}: {exc}") from None
 
 
 @click.command()
@@ -88,7 +97,7 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
             base_dir = str(plan_dir)
     else:
         data, base_dir = scenario_data(str(path), variant, sets, seed, None)
-    slo = slo_from_options(slo_items) or scenario_names(pf.get("slo")) or data.get("slo") or None
+    slo = slo_from_options(slo_items) or plan_file_slo(pf.get("slo"), path) or slo_section(data.get("slo")) or None
     criteria = Criteria(slo, goodput if goodput is not None else pf.get("goodput"))
     prices = prices_from_options(price_items, prices_file, pf.get("prices"))
     space = parse_grid_options(search_items, "--search") if search_items else check_grid(

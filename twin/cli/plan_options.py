@@ -58,7 +58,7 @@ def prices_from_options(price_items, prices_file, extra: dict[str, Any] | None =
 
 
 def slo_from_options(slo_items) -> dict[str, Any] | None:
-    from twin.slo_statistics import slo_option_items
+    from twin.slo_section import slo_option_items
 
     return slo_option_items(slo_items) if slo_items else None
 

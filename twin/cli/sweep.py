@@ -18,6 +18,7 @@ from twin.cli.plan_output import print_sweep, write_table_file
 from twin.cli.plan_progress import plan_progress
 from twin.cli.plan_words import counted
 from twin.errors import TwinInputError
+from twin.slo_section import slo_section
 
 
 @click.command()
@@ -63,7 +64,7 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
     refuse_outside_mode("--plot", bool(plot_path), ("x_key", "y_key", "color_key"))
     data, base_dir = scenario_data(scenario, variant, sets, seed, None)
     grid = parse_grid_options(grid_items)
-    slo = slo_from_options(slo_items) or data.get("slo") or None
+    slo = slo_from_options(slo_items) or slo_section(data.get("slo")) or None
     criteria = Criteria(slo, goodput) if (slo or goodput is not None) else None
     spec = SweepSpec(data, grid, base_dir, replications or data.get("replications", 1), criteria, prune,
                      prices_from_options(price_items, prices_file), per_replica=per_replica)

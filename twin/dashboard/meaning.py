@@ -12,6 +12,7 @@ from twin.errors import TwinInputError
 from twin.hardware.pricing import PriceTable, hourly_cost, usd_per_million_tokens
 from twin.results import numbers
 from twin.results.report import _INTEGERS, format_value
+from twin.slo_statistics import slo_statistic
 
 SLO_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "E2E"}
 
@@ -72,7 +73,7 @@ def slo_line(run: RunOutput) -> str:
         if not isinstance(stats, dict):
             continue
         for stat, bound in stats.items():
-            metric = f"{stat}_{key}"
+            metric = f"{slo_statistic(stat)}_{key}"        # the run's key: {p99.0: 500} bounds p99_ttft_ms
             value = m.get(metric)
             met = (m.get("slo_met") or {}).get(metric)
             verdict = "not measured" if met is None else ("met" if met else "**missed**")

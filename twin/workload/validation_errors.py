@@ -93,13 +93,12 @@ def describe_error(err: dict, root: str | None = None) -> str:
     value = err.get("input")
     if etype == "value_error":
         msg = str(ctx.get("error", err.get("msg", "")))
-        if msg.startswith(".") and ": " in msg:  # ".field.sub: message" -> extend the path
+        path = _loc_text(parts)
+        if msg.startswith(".") and ": " in msg:  # ".field.sub: message" -> extend the path as written (slo's p99.9)
             sub, msg = msg.split(": ", 1)
-            for piece in sub[1:].replace("]", "").replace("[", ".").split("."):
-                if piece:
-                    parts.append(int(piece) if piece.isdigit() else piece)
+            path = path + sub if path else sub[1:]
         text = msg if "(got" in msg else msg + _got(value)
-        return f"{_loc_text(parts) or 'top level'}: {text}"
+        return f"{path or 'top level'}: {text}"
     if etype == "union_tag_invalid":
         kinds = DATASET_KINDS if "kind" in str(ctx.get("discriminator", "")) else ARRIVAL_PROCESSES
         tags = ", ".join(kinds)
