@@ -70,11 +70,11 @@ DEFAULT_SILICON_EVERY = 3          # --no-refit / --defaults-only: every 3rd run
 REFIT_SILICON_EVERY = 16           # the default report (a fit per fold): every 16th (bounded time on 2 cores)
 REFIT_FIT_SIM_S = 30.0             # ... and 30 s of each inference-perf run simulated in the fits
 # round 19 (33s): held-out inference-perf stages are predicted whole (--eval-sim-s whole), the span their measured
-# means cover; a fold trained on those runs alone still fits their first 60 s (round 11's window, unchanged)
-OPEN_LOOP_FOLD_FIT_S = 60.0
-# round 21 (33zf): that window as an option, seconds or 'whole' (docs/fidelity.md "Round 21: a seed-robust
-# source-fold fit"); the default as text, which argparse parses as a given value
-ALONE_FIT_DEFAULT = f"{OPEN_LOOP_FOLD_FIT_S:g}"
+# means cover; round 21 (33zf): a fold trained on those runs alone fits them whole too (None; round 11-20: their
+# first 60 s, one burst pattern the fit read: docs/fidelity.md "Round 21: a seed-robust source-fold fit"),
+# --alone-fit-sim-s (the default as text, which argparse parses as a given value)
+OPEN_LOOP_FOLD_FIT_S = None
+ALONE_FIT_DEFAULT = "whole"
 # the terms the default report refits per fold: the serving terms (read off the inference-perf H100 runs), the
 # silicon rows' own request path (the vllm-bench client's, so a fold does not carry one source's per-request time
 # into another's: docs/fidelity.md "Round 6: the request path and the client"), the sync servers' per-sequence

@@ -70,7 +70,7 @@ def test_fidelity_real_alone_window_option(monkeypatch):
     assert fidelity_real.parser().parse_args(["--alone-fit-sim-s", "whole"]).alone_fit_sim_s is None
     assert fidelity_real.parser().parse_args(["--alone-fit-sim-s", "300"]).alone_fit_sim_s == 300.0
     # with a prediction window the fold fits that window: a second window would be ignored, so it is an error
-    monkeypatch.setattr(sys, "argv", ["fidelity_real.py", "--eval-sim-s", "60", "--alone-fit-sim-s", "whole"])
+    monkeypatch.setattr(sys, "argv", ["fidelity_real.py", "--eval-sim-s", "60", "--alone-fit-sim-s", "300"])
     with pytest.raises(TwinInputError, match="--alone-fit-sim-s"):
         fidelity_real.main()
 
