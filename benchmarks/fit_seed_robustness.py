@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import check_out_path, number_list, positive_int  # noqa: E402
 from benchmarks.fidelity_real import FOLD_TERMS, REFIT_SILICON_EVERY  # noqa: E402
-from benchmarks.seed_scatter import _seeds  # noqa: E402
+from benchmarks.seed_scatter import _seeds, spread  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.joint import (FOLDS, all_cases, default_start, errors, run_fold, summarize,  # noqa: E402
@@ -54,11 +54,6 @@ def fold_spec(text: str) -> tuple[str, str]:
     if kind not in FOLDS or not group:
         raise TwinInputError(f"--fold {text!r}: give KIND:GROUP with KIND one of {', '.join(FOLDS)}")
     return kind, group
-
-
-def spread(values: list[float]) -> dict[str, float]:
-    """Range (max - min) and sample standard deviation over seeds (0 for one seed)."""
-    return {"range": max(values) - min(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
 def term_spread(runs: list[dict]) -> dict[str, dict[str, float]]:
