@@ -70,8 +70,11 @@ DEFAULT_SILICON_EVERY = 3          # --no-refit / --defaults-only: every 3rd run
 REFIT_SILICON_EVERY = 16           # the default report (a fit per fold): every 16th (bounded time on 2 cores)
 REFIT_FIT_SIM_S = 30.0             # ... and 30 s of each inference-perf run simulated in the fits
 # round 19 (33s): held-out inference-perf stages are predicted whole (--eval-sim-s whole), the span their measured
-# means cover; a fold trained on those runs alone still fits their first 60 s (round 11's window, unchanged)
-OPEN_LOOP_FOLD_FIT_S = 60.0
+# means cover; round 21 (33zf): a fold trained on those runs alone fits them whole too (None; round 11-20: their
+# first 60 s, one burst pattern the fit read: docs/fidelity.md "Round 21: a seed-robust source-fold fit"),
+# --alone-fit-sim-s (the default as text, which argparse parses as a given value)
+OPEN_LOOP_FOLD_FIT_S = None
+ALONE_FIT_DEFAULT = "whole"
 # the terms the default report refits per fold: the serving terms (read off the inference-perf H100 runs), the
 # silicon rows' own request path (the vllm-bench client's, so a fold does not carry one source's per-request time
 # into another's: docs/fidelity.md "Round 6: the request path and the client"), the sync servers' per-sequence
@@ -194,6 +197,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--fit-sim-s", type=positive_float, default=None,
                     help=f"seconds of each inference-perf run simulated in the fits (default {REFIT_FIT_SIM_S:g} for "
                          "the default report, else 60)")
+    ap.add_argument("--alone-fit-sim-s", type=seconds_or_whole, default=ALONE_FIT_DEFAULT,
+                    help="seconds of each inference-perf stage simulated in the fit of a fold trained on those "
+                         "stages alone (the silicon-held-out source fold) when the stages are predicted whole, or "
+                         "'whole' (default %(default)s; --eval-sim-s N makes it N)")
     ap.add_argument("--no-refit", action="store_true", help="fit nothing per fold: the embedded defaults held out "
                     "(each leaked value reset to its stated prior)")
     ap.add_argument("--eval-sim-s", type=seconds_or_whole, default=None,
@@ -257,9 +264,12 @@ def main() -> None:
     if args.fit_sim_s is None:
         args.fit_sim_s = REFIT_FIT_SIM_S if default_report else 60.0
     allow = allowed_leaks(args.allow_leak)
-    # the window a fold trained on open-loop runs alone fits (fit_window): the prediction window, or round 11's
-    # 60 s where the stages are predicted whole
-    fold_fit_eval_s = OPEN_LOOP_FOLD_FIT_S if args.eval_sim_s is None else args.eval_sim_s
+    # the window a fold trained on open-loop runs alone fits (fit_window): the prediction window, or
+    # --alone-fit-sim-s where the stages are predicted whole
+    if args.eval_sim_s is not None and args.alone_fit_sim_s != seconds_or_whole(ALONE_FIT_DEFAULT):
+        raise TwinInputError("--alone-fit-sim-s: applies where the stages are predicted whole; with --eval-sim-s N "
+                             "a fold trained on them alone fits their first N s")
+    fold_fit_eval_s = args.alone_fit_sim_s if args.eval_sim_s is None else args.eval_sim_s
     eval_text = "whole" if args.eval_sim_s is None else f"' first {args.eval_sim_s:g} s"
     runnable, skipped = silicon_cases(args.ground_truth, max_requests=args.silicon_max_requests)
     cases = all_cases(args.ground_truth, silicon_max_requests=args.silicon_max_requests,
@@ -277,7 +287,8 @@ def main() -> None:
     if names:
         alone_s = open_loop_fold_window_s(args.fit_sim_s, fold_fit_eval_s)
         print(f"  on the fold's training rows: silicon every {args.silicon_every}, inference-perf runs' first "
-              f"{args.fit_sim_s:g} s (a fold trained on them alone: {alone_s:g} s, fit_window), {args.outer} outer "
+              f"{args.fit_sim_s:g} s (a fold trained on them alone: "
+              f"{'whole' if alone_s is None else f'{alone_s:g} s'}, fit_window), {args.outer} outer "
               "round(s) (simulate, fit on the surrogate); held-out "
               f"predictions: silicon rows whole, inference-perf runs {eval_text}; a term the "
               "training rows do not identify is held at its prior" + (" (the default report; --no-refit: none "

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 
-def open_loop_fold_window_s(fit_sim_s: float, eval_sim_s: float | None) -> float:
+def open_loop_fold_window_s(fit_sim_s: float, eval_sim_s: float | None) -> float | None:
     """The window of a fold whose training cases are all open-loop runs: the longer of ``fit_sim_s`` and the
-    held-out prediction window ``eval_sim_s`` (``None``: whole runs, kept as ``fit_sim_s``)."""
-    return fit_sim_s if eval_sim_s is None else max(fit_sim_s, eval_sim_s)
+    held-out prediction window ``eval_sim_s`` (``None``: whole runs, the longest; round 21)."""
+    return None if eval_sim_s is None else max(fit_sim_s, eval_sim_s)
 
 
-def fold_fit_window_s(train_cases: Sequence, fit_sim_s: float, eval_sim_s: float | None) -> float:
+def fold_fit_window_s(train_cases: Sequence, fit_sim_s: float, eval_sim_s: float | None) -> float | None:
     """The seconds of each open-loop run the fold's fit simulates: ``fit_sim_s``, or, where every training case is
     an open-loop run (no closed-loop silicon row reads the serving terms whole), ``open_loop_fold_window_s``."""
     if not train_cases or any(c.run.closed_loop for c in train_cases):
@@ -31,7 +31,7 @@ def fold_fit_window_s(train_cases: Sequence, fit_sim_s: float, eval_sim_s: float
 
 
 def fold_first(cases: Sequence, group: str, group_of: Callable, first: list | None, fit_sim_s: float,
-               eval_sim_s: float | None, simulate: Callable, memo: dict) -> tuple[float, list | None]:
+               eval_sim_s: float | None, simulate: Callable, memo: dict) -> tuple[float | None, list | None]:
     """(the fold's fit window, ``first`` with its open-loop training runs simulated over that window): ``first``
     holds ``cases`` simulated at the fit's start over ``fit_sim_s``; ``simulate(cases, max_sim_s)`` simulates at
     the same start; ``memo`` keeps the longer window's simulations by case index across folds."""
