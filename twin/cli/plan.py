@@ -71,6 +71,7 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
     from twin.plan.plan_files import is_plan_file, read_plan_file
     from twin.plan.plan_spec import PlanSpec
     from twin.plan.planner import Planner
+    from twin.plan.price_names import gpu_names_in
     from twin.scenario import resolve_scenario_path
 
     path = resolve_scenario_path(target)
@@ -90,9 +91,10 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
         data, base_dir = scenario_data(str(path), variant, sets, seed, None)
     slo = slo_from_options(slo_items) or scenario_names(pf.get("slo")) or data.get("slo") or None
     criteria = Criteria(slo, goodput if goodput is not None else pf.get("goodput"))
-    prices = prices_from_options(price_items, prices_file, pf.get("prices"))
     space = parse_grid_options(search_items, "--search") if search_items else check_grid(
         [(str(k), list(v)) for k, v in (pf.get("search") or {}).items()])
+    prices = prices_from_options(price_items, prices_file, pf.get("prices"), what="this plan", base_dir=base_dir,
+                                 gpus=gpu_names_in(data, space, None if search_items else pf.get("candidates")))
     if data.get("disaggregation") is not None:    # prefill/decode pools: the P:D grid (twin.plan.pd_plan)
         from twin.cli.plan_pd import run_pd_plan
 

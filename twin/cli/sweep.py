@@ -54,6 +54,7 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
     from twin.plan.executor import Runner, make_executor
     from twin.plan.grid import parse_grid_options
     from twin.plan.sweep import SweepSpec, sweep_search
+    from twin.plan.price_names import gpu_names_in
     from twin.plan.sweep_optuna import optuna_search
     from twin.plan.sweep_tables import rows_frame, summarize, sweep_figure, write_html
 
@@ -65,8 +66,10 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
     grid = parse_grid_options(grid_items)
     slo = slo_from_options(slo_items) or data.get("slo") or None
     criteria = Criteria(slo, goodput) if (slo or goodput is not None) else None
+    prices = prices_from_options(price_items, prices_file, what="this sweep", gpus=gpu_names_in(data, grid),
+                                 base_dir=base_dir)
     spec = SweepSpec(data, grid, base_dir, replications or data.get("replications", 1), criteria, prune,
-                     prices_from_options(price_items, prices_file), per_replica=per_replica)
+                     prices, per_replica=per_replica)
     n_configs = len(spec.configs())
     n_rates = len(spec.rate_axis[1]) if spec.rate_axis else 1
     total = n_configs * n_rates * spec.replications

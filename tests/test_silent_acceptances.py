@@ -1,0 +1,69 @@
+"""Inputs the product used to accept and then ignore: a misspelt GPU in a price table, a result path that is a
+folder or a pipe, a shared link's ``scenario`` / ``start`` that names nothing (issue 33, round 21)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from twin.cli.main import main
+from twin.errors import TwinInputError
+from twin.plan.price_names import check_price_names, gpu_names_in
+
+ROOT = Path(__file__).resolve().parent.parent
+CAP = str(ROOT / "scenarios" / "concurrency_cap_trap.yaml")
+CATALOGUED = ("H100-SXM, H100-PCIe, H200-SXM, H20, B200, B300, GB200, A100-SXM-80GB, A100-PCIe-80GB, A100-40GB, "
+              "L40S, L4, MI300X, MI325X, RTX-PRO-6000, RTX-4090, RTX-5090, CPU")
+SPEC = """name: my-gpu
+peak_flops: {bf16: 500 TFLOPS}
+memory_bandwidth_bytes_per_s: 2.5 TB/s
+memory_bytes: 64 GiB
+interconnect_bytes_per_s: 400e9
+"""
+
+
+def refused(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exc_info
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, (result.exit_code, result.stdout, result.stderr)
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------------------------ (a) prices
+def test_the_gpus_a_sweep_or_plan_names_are_found_wherever_they_are_given():
+    data = {"deployment": {"gpu": "H100-SXM"}, "disaggregation": {"prefill": {"gpu": "B200"}}}
+    grid = [("deployment.gpu", ["H200-SXM", "my.yaml"]), ("groups", [[{"gpu": "L4", "replicas": 1}]]),
+            ("server.max_num_seqs", [4, 8])]
+    candidates = [{"deployment.gpu": "A100-40GB"}]
+    assert gpu_names_in(data, grid, candidates, None) == {"H100-SXM", "B200", "H200-SXM", "my.yaml", "L4",
+                                                          "A100-40GB"}
+
+
+def test_a_misspelt_gpu_in_a_prices_file_is_refused_by_the_sweep(tmp_path):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("H100-SMX: 2.0\nA100-SXM-80GB: 1.5\n")
+    assert refused("sweep", CAP, "--grid", "server.max_num_seqs=4", "--prices", str(prices), "-q") == (
+        f"error: --prices {prices}: GPU 'H100-SMX' is neither catalogued nor used by this sweep, so its price would "
+        f"never apply; did you mean 'H100-SXM' or 'H200-SXM'?; catalogued: {CATALOGUED}")
+
+
+def test_a_misspelt_gpu_in_a_price_option_or_a_plan_file_is_refused_by_the_plan(tmp_path):
+    assert refused("plan", CAP, "--price", "H10=3", "-q").startswith(
+        "error: --price: GPU 'H10' is neither catalogued nor used by this plan, so its price would never apply; "
+        "did you mean 'H100-SXM' or 'H20'?; catalogued: H100-SXM, ")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"scenario: {CAP}\ntarget_rate_per_s: 1\nprices: {{b300x: 3}}\n")
+    assert refused("plan", str(plan), "-q").startswith(
+        "error: plan file prices:: GPU 'b300x' is neither catalogued nor used by this plan")
+
+
+def test_aliases_catalogued_gpus_and_custom_spec_names_are_kept(tmp_path):
+    check_price_names({"h100": "--price", "MI300X": "--price", "rtx-4090": "--prices p.yaml"}, {"H100-SXM"}, "x")
+    (tmp_path / "my.yaml").write_text(SPEC)
+    # a custom GPU is priced by its spec's name; its path is found relative to the scenario's folder
+    check_price_names({"my-gpu": "--price"}, {"my.yaml"}, "this sweep", base_dir=str(tmp_path))
+    with pytest.raises(TwinInputError, match="'my-gpu' is neither catalogued nor used by this sweep"):
+        check_price_names({"my-gpu": "--price"}, {"H100-SXM"}, "this sweep")
