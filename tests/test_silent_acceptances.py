@@ -3,6 +3,7 @@ folder or a pipe, a shared link's ``scenario`` / ``start`` that names nothing (i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,19 @@ def test_aliases_catalogued_gpus_and_custom_spec_names_are_kept(tmp_path):
     check_price_names({"my-gpu": "--price"}, {"my.yaml"}, "this sweep", base_dir=str(tmp_path))
     with pytest.raises(TwinInputError, match="'my-gpu' is neither catalogued nor used by this sweep"):
         check_price_names({"my-gpu": "--price"}, {"H100-SXM"}, "this sweep")
+
+
+# ------------------------------------------------------------------------------------------------ (b) read_json
+def test_a_result_path_that_is_a_folder_or_a_pipe_says_which(tmp_path):
+    from twin.results.export import read_json
+
+    with pytest.raises(TwinInputError) as e:
+        read_json(tmp_path)
+    assert str(e.value) == f"result file {str(tmp_path)!r}: is a folder; give a file"
+    pipe = tmp_path / "p.json"
+    os.mkfifo(pipe)
+    with pytest.raises(TwinInputError) as e:
+        read_json(pipe)
+    assert str(e.value) == f"result file {str(pipe)!r}: is a pipe; give a file"
+    with pytest.raises(TwinInputError, match="no such file"):
+        read_json(tmp_path / "nope.json")
