@@ -84,3 +84,39 @@ def test_a_result_path_that_is_a_folder_or_a_pipe_says_which(tmp_path):
     assert str(e.value) == f"result file {str(pipe)!r}: is a pipe; give a file"
     with pytest.raises(TwinInputError, match="no such file"):
         read_json(tmp_path / "nope.json")
+
+
+# ------------------------------------------------------------------------------------------------ (c) dashboard
+def test_the_url_warning_names_the_parameter_the_value_the_choices_and_the_dropped_changes():
+    from twin.dashboard.share import url_choice_warning
+
+    assert url_choice_warning("start", "nope", ["baseline", "vllm-default"], "vllm-default", {"start": "nope"}) == (
+        "URL parameter start='nope': not one of baseline, vllm-default; showing vllm-default")
+    assert url_choice_warning("start", "x", ["baseline"], "baseline", {"w.seed": "1", "w.a": "2", "seed": "0"}) == (
+        "URL parameter start='x': not one of baseline; showing baseline; the link's changes (w.a, w.seed) are "
+        "not applied")
+
+
+@pytest.mark.parametrize("params, warning", [
+    ({"scenario": "concurrency_cap_trap", "start": "vllm-defualt", "w.max_num_seqs": "16"},
+     "URL parameter start='vllm-defualt': not one of baseline, vllm-default; showing vllm-default; the link's "
+     "changes (w.max_num_seqs) are not applied"),
+    ({"scenario": "concurrency_cap_tarp", "start": "baseline"},
+     "URL parameter scenario='concurrency_cap_tarp': not one of {names}; showing {first}"),
+    ({"scenario": "concurrency_cap_trap", "start": "vllm-default"}, None),
+], ids=["unknown-start", "unknown-scenario", "known-start"])
+def test_a_shared_link_whose_start_or_scenario_names_nothing_says_so(params, warning):
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    from twin.dashboard.state import bundled_scenarios
+
+    names = list(bundled_scenarios())
+    warning = warning and warning.format(names=", ".join(names), first=names[0])
+    url = [w.value.replace("\\", "") for w in at.warning if w.value.startswith("URL parameter")]
+    assert url == ([warning] if warning else [])

@@ -97,6 +97,17 @@ def choice_error(key: str, value: Any, options: Sequence[Any], from_url: bool) -
     return TwinInputError(f"setting {key}: {value!r} is not one of {allowed}")
 
 
+def url_choice_warning(param: str, value: Any, options: Sequence[Any], shown: Any,
+                       params: Mapping[str, Any] | None = None) -> str:
+    """A shared link's select-like parameter (``scenario``, ``start``) that names none of its options: the page
+    opens ``shown`` instead and says so in one line, naming the parameter, the value and the allowed values, and
+    the link's ``w.`` changes it therefore leaves out (they were made for the start point the link named)."""
+    dropped = sorted(k for k in (params or {}) if str(k).startswith(CHANGE_PREFIX))
+    lost = f"; the link's changes ({', '.join(dropped)}) are not applied" if dropped else ""
+    return (f"URL parameter {param}={_text(value)!r}: not one of {', '.join(map(str, options))}; "
+            f"showing {shown}{lost}")
+
+
 def decode(params: Mapping[str, str], defaults: Mapping[str, Any]) -> dict[str, Any]:
     """The explicit changes a URL carries, typed by ``defaults``; a setting the page does not offer for this
     scenario is an error naming it."""
