@@ -103,8 +103,12 @@ def test_the_url_warning_names_the_parameter_the_value_the_choices_and_the_dropp
      "changes (w.max_num_seqs) are not applied"),
     ({"scenario": "concurrency_cap_tarp", "start": "baseline"},
      "URL parameter scenario='concurrency_cap_tarp': not one of {names}; showing {first}"),
+    ({"scenario": "concurrency_cap_trap", "w.max_num_seqs": "16"},
+     "URL parameter start is missing (one of baseline, vllm-default); showing vllm-default; the link's changes "
+     "(w.max_num_seqs) are not applied"),
     ({"scenario": "concurrency_cap_trap", "start": "vllm-default"}, None),
-], ids=["unknown-start", "unknown-scenario", "known-start"])
+    ({"scenario": "concurrency_cap_trap"}, None),
+], ids=["unknown-start", "unknown-scenario", "missing-start", "known-start", "scenario-alone"])
 def test_a_shared_link_whose_start_or_scenario_names_nothing_says_so(params, warning):
     pytest.importorskip("streamlit")
     from streamlit.testing.v1 import AppTest
@@ -120,3 +124,22 @@ def test_a_shared_link_whose_start_or_scenario_names_nothing_says_so(params, war
     warning = warning and warning.format(names=", ".join(names), first=names[0])
     url = [w.value.replace("\\", "") for w in at.warning if w.value.startswith("URL parameter")]
     assert url == ([warning] if warning else [])
+
+
+def test_a_shared_link_parameter_the_page_does_not_read_is_named():
+    from twin.dashboard.share import unknown_params_warning
+
+    assert unknown_params_warning({"scenario": "a", "start": "b", "seed": "0", "w.x": "1", "embed": "true"}) is None
+    assert unknown_params_warning({"scenario": "a", "max_num_seqs": "16"}) == (
+        "URL parameter max_num_seqs='16': not read by this page (it reads scenario, start, seed and w.<setting>); "
+        "left out")
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params.update({"scenario": "concurrency_cap_trap", "start": "baseline", "strat": "vllm-default"})
+    at.run()
+    assert not at.exception and not at.error
+    assert [w.value.replace("\\", "") for w in at.warning if w.value.startswith("URL parameter")] == [
+        "URL parameter strat='vllm-default': not read by this page (it reads scenario, start, seed and "
+        "w.<setting>); left out"]

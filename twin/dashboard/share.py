@@ -99,13 +99,31 @@ def choice_error(key: str, value: Any, options: Sequence[Any], from_url: bool) -
 
 def url_choice_warning(param: str, value: Any, options: Sequence[Any], shown: Any,
                        params: Mapping[str, Any] | None = None) -> str:
-    """A shared link's select-like parameter (``scenario``, ``start``) that names none of its options: the page
-    opens ``shown`` instead and says so in one line, naming the parameter, the value and the allowed values, and
-    the link's ``w.`` changes it therefore leaves out (they were made for the start point the link named)."""
+    """A shared link's select-like parameter (``scenario``, ``start``) that names none of its options (``value``
+    None: missing): the page opens ``shown`` instead and says so in one line, naming the parameter, the value and
+    the allowed values, and the link's ``w.`` changes it therefore leaves out (they were made for the start point
+    the link named)."""
     dropped = sorted(k for k in (params or {}) if str(k).startswith(CHANGE_PREFIX))
     lost = f"; the link's changes ({', '.join(dropped)}) are not applied" if dropped else ""
-    return (f"URL parameter {param}={_text(value)!r}: not one of {', '.join(map(str, options))}; "
-            f"showing {shown}{lost}")
+    allowed = ", ".join(map(str, options))
+    given = (f"{param} is missing (one of {allowed})" if value is None
+             else f"{param}={_text(value)!r}: not one of {allowed}")
+    return f"URL parameter {given}; showing {shown}{lost}"
+
+
+URL_PARAMS = ("scenario", "start", "seed")
+STREAMLIT_PARAMS = ("embed", "embed_options")   # Streamlit's own (an embedded page's look), not the what-if's
+
+
+def unknown_params_warning(params: Mapping[str, Any]) -> str | None:
+    """One line naming a shared link's parameters the page does not read (a typo such as ``strat=`` or a
+    setting without its ``w.`` prefix would otherwise be dropped without a word); None when there are none."""
+    unknown = [k for k in params if k not in URL_PARAMS + STREAMLIT_PARAMS and not str(k).startswith(CHANGE_PREFIX)]
+    if not unknown:
+        return None
+    named = ", ".join(f"{k}={_text(params[k])!r}" for k in unknown)
+    return (f"URL parameter{'s' if len(unknown) > 1 else ''} {named}: not read by this page (it reads "
+            f"{', '.join(URL_PARAMS)} and {CHANGE_PREFIX}<setting>); left out")
 
 
 def decode(params: Mapping[str, str], defaults: Mapping[str, Any]) -> dict[str, Any]:

@@ -118,8 +118,8 @@ def experiment_settings(scenario, scenario_id: str, url: dict[str, str]) -> dict
             remember_upload(profile_path, up.name)
     names = dash.start_points(scenario)
     start0 = url.get("start") if url.get("start") in names else dash.default_start(scenario)
-    if "start" in url and url["start"] not in names:
-        st.warning(share.url_choice_warning("start", url["start"], names, start0, url))
+    if url.get("start") not in names and ("start" in url or any(k.startswith(share.CHANGE_PREFIX) for k in url)):
+        st.warning(share.url_choice_warning("start", url.get("start"), names, start0, url))
     start = st.sidebar.selectbox("What-if starts from", names, index=names.index(start0), key=ek(gen, "start"),
                                  help="The baseline or one of the scenario's variants; the settings below change "
                                  "it further.")
