@@ -143,3 +143,27 @@ def test_a_shared_link_parameter_the_page_does_not_read_is_named():
     assert [w.value.replace("\\", "") for w in at.warning if w.value.startswith("URL parameter")] == [
         "URL parameter strat='vllm-default': not read by this page (it reads scenario, start, seed and "
         "w.<setting>); left out"]
+
+
+# ------------------------------------------------------------------------------------------------ P:D plans
+PD_PLAN = str(ROOT / "examples" / "plan_pd_ratio.yaml")
+
+
+@pytest.mark.parametrize("option", [["--csv", "x.csv"], ["--deployments-csv", "x.csv"], ["--plot", "x.html"],
+                                    ["--router", "round_robin"], ["--rel-tol", "0.1"], ["--confidence", "0.9"],
+                                    ["--max-replicas", "8"], ["--frontier-extra", "2"], ["--no-prune"],
+                                    ["--verify-all"]])
+def test_a_replica_plan_option_is_refused_by_a_pd_plan(tmp_path, option):
+    given = [str(tmp_path / a) if a.endswith((".csv", ".html")) else a for a in option]
+    assert refused("plan", PD_PLAN, *given, "-q") == (
+        f"error: {option[0]}: applies only with a plan of replicas, not a P:D grid (the scenario has disaggregation:)")
+
+
+def test_a_replica_plan_field_is_refused_in_a_pd_plan_file(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    scenario = ROOT / "scenarios" / "pd_disaggregation.yaml"
+    plan.write_text(f"scenario: {scenario}\nvariant: 2p1d\ntarget_rate_per_s: 5\nslo: {{ttft_ms: 500}}\n"
+                    "max_replicas: 8\n")
+    assert refused("plan", str(plan), "-q") == (
+        f"error: {plan}: max_replicas: applies only with a plan of replicas, not a P:D grid (the scenario has "
+        "disaggregation:)")

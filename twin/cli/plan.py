@@ -33,7 +33,7 @@ from twin.yaml_input import load_yaml_file
               help="Requests per second to serve (default: the scenario's own rate).")
 @click.option("--search", "search_items", multiple=True, metavar="KEY=V1,V2",
               help="A search axis, e.g. deployment.gpu=H100-SXM,H200-SXM or server.max_num_seqs=64,256 "
-                   "(repeatable; replaces the default space).")
+                   "(repeatable; replaces the plan file's search: and candidates: and the default space).")
 @click.option("--router", type=click.Choice(["round_robin", "least_outstanding", "least_kv_usage",
                                              "prefix_affinity", "kv_cache_aware"]),
               help="Router in front of the replicas (default least_outstanding).")
@@ -96,7 +96,9 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
     prices = prices_from_options(price_items, prices_file, pf.get("prices"), what="this plan", base_dir=base_dir,
                                  gpus=gpu_names_in(data, space, None if search_items else pf.get("candidates")))
     if data.get("disaggregation") is not None:    # prefill/decode pools: the P:D grid (twin.plan.pd_plan)
-        from twin.cli.plan_pd import run_pd_plan
+        from twin.cli.plan_pd import refuse_replica_plan_settings, run_pd_plan
+
+        refuse_replica_plan_settings(pf, str(path))
 
         with make_executor(backend, workers, ray_address) as executor:
             run_pd_plan(data, base_dir, criteria, prices,
