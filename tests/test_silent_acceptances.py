@@ -167,3 +167,12 @@ def test_a_replica_plan_field_is_refused_in_a_pd_plan_file(tmp_path):
     assert refused("plan", str(plan), "-q") == (
         f"error: {plan}: max_replicas: applies only with a plan of replicas, not a P:D grid (the scenario has "
         "disaggregation:)")
+
+
+# ------------------------------------------------------------------------------------------------ sweep options
+def test_sweep_options_that_would_change_nothing_are_refused():
+    sweep = ["sweep", CAP, "--grid", "server.max_num_seqs=4", "-q"]
+    assert refused(*sweep, "--per-replica") == (
+        "error: --per-replica: applies only with --out (the table it adds a column to)")
+    assert refused(*sweep, "--prune", "bisect") == (
+        "error: --prune: applies only with --search grid, a rate axis (--grid rate=... or rate_scale=...) and an SLO")

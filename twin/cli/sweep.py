@@ -62,6 +62,7 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
         raise TwinInputError("--grid: give at least one axis, e.g. --grid server.max_num_seqs=4,16,64")
     refuse_outside_mode("--search optuna", search_kind == "optuna", ("trials", "objective", "direction", "batch"))
     refuse_outside_mode("--plot", bool(plot_path), ("x_key", "y_key", "color_key"))
+    refuse_outside_mode("--out (the table it adds a column to)", bool(out_path), ("per_replica",))
     data, base_dir = scenario_data(scenario, variant, sets, seed, None)
     grid = parse_grid_options(grid_items)
     slo = slo_from_options(slo_items) or data.get("slo") or None
@@ -70,6 +71,8 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
                                  base_dir=base_dir)
     spec = SweepSpec(data, grid, base_dir, replications or data.get("replications", 1), criteria, prune,
                      prices, per_replica=per_replica)
+    refuse_outside_mode("--search grid, a rate axis (--grid rate=... or rate_scale=...) and an SLO",
+                        search_kind == "grid" and spec.rate_axis is not None and criteria is not None, ("prune",))
     n_configs = len(spec.configs())
     n_rates = len(spec.rate_axis[1]) if spec.rate_axis else 1
     total = n_configs * n_rates * spec.replications
