@@ -176,3 +176,11 @@ def test_sweep_options_that_would_change_nothing_are_refused():
         "error: --per-replica: applies only with --out (the table it adds a column to)")
     assert refused(*sweep, "--prune", "bisect") == (
         "error: --prune: applies only with --search grid, a rate axis (--grid rate=... or rate_scale=...) and an SLO")
+
+
+def test_an_explicit_variant_baseline_wins_over_the_plan_files_variant(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    scenario = ROOT / "scenarios" / "pd_disaggregation.yaml"
+    plan.write_text(f"scenario: {scenario}\nvariant: 2p1d\ntarget_rate_per_s: 5\nslo: {{ttft_ms: 500}}\nrouter: nope\n")
+    assert "router: applies only with a plan of replicas" in refused("plan", str(plan), "-q")   # the 2p1d P:D grid
+    assert refused("plan", str(plan), "-v", "baseline", "-q").startswith("error: router: 'nope': allowed: ")

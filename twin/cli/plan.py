@@ -83,7 +83,9 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
         plan_dir = path.parent
         if not isinstance(scenario_ref, (str, dict)):
             raise TwinInputError(f"{path}: scenario: must be a path or an inline scenario mapping")
-        data, base_dir = scenario_data(scenario_ref, pf.get("variant", variant) if variant == "baseline" else variant,
+        source = click.get_current_context().get_parameter_source("variant")
+        given = source is not None and source != click.core.ParameterSource.DEFAULT   # -v baseline wins too
+        data, base_dir = scenario_data(scenario_ref, variant if given else pf.get("variant", variant),
                                         sets, seed, plan_dir, pf.get("overrides"))
         if isinstance(scenario_ref, dict):
             base_dir = str(plan_dir)
