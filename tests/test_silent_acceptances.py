@@ -90,25 +90,34 @@ def test_a_result_path_that_is_a_folder_or_a_pipe_says_which(tmp_path):
 def test_the_url_warning_names_the_parameter_the_value_the_choices_and_the_dropped_changes():
     from twin.dashboard.share import url_choice_warning
 
-    assert url_choice_warning("start", "nope", ["baseline", "vllm-default"], "vllm-default", {"start": "nope"}) == (
+    from twin.dashboard.share import link_params
+
+    assert url_choice_warning("start", "nope", ["baseline", "vllm-default"], "vllm-default") == (
         "URL parameter start='nope': not one of baseline, vllm-default; showing vllm-default")
-    assert url_choice_warning("start", "x", ["baseline"], "baseline", {"w.seed": "1", "w.a": "2", "seed": "0"}) == (
-        "URL parameter start='x': not one of baseline; showing baseline; the link's changes (w.a, w.seed) are "
-        "not applied")
+    assert url_choice_warning("start", "x", ["baseline"], "baseline", ["w.a", "w.seed"]) == (
+        "URL parameter start='x': not one of baseline; showing baseline, without the link's w.a, w.seed")
+    assert link_params({"scenario": "a", "start": "b", "embed": "true", "w.x": "1", "other": "2"}, ("scenario",)) == [
+        "start", "w.x"]
 
 
 @pytest.mark.parametrize("params, warning", [
     ({"scenario": "concurrency_cap_trap", "start": "vllm-defualt", "w.max_num_seqs": "16"},
-     "URL parameter start='vllm-defualt': not one of baseline, vllm-default; showing vllm-default; the link's "
-     "changes (w.max_num_seqs) are not applied"),
+     "URL parameter start='vllm-defualt': not one of baseline, vllm-default; showing vllm-default, without the "
+     "link's w.max_num_seqs"),
     ({"scenario": "concurrency_cap_tarp", "start": "baseline"},
-     "URL parameter scenario='concurrency_cap_tarp': not one of {names}; showing {first}"),
+     "URL parameter scenario='concurrency_cap_tarp': not one of {names}; showing {first}, without the link's "
+     "start"),
+    ({"start": "baseline", "seed": "3", "w.max_num_seqs": "16"},
+     "URL parameter scenario is missing (one of {names}); showing {first}, without the link's start, seed, "
+     "w.max_num_seqs"),
     ({"scenario": "concurrency_cap_trap", "w.max_num_seqs": "16"},
-     "URL parameter start is missing (one of baseline, vllm-default); showing vllm-default; the link's changes "
-     "(w.max_num_seqs) are not applied"),
+     "URL parameter start is missing (one of baseline, vllm-default); showing vllm-default, without the link's "
+     "w.max_num_seqs"),
     ({"scenario": "concurrency_cap_trap", "start": "vllm-default"}, None),
     ({"scenario": "concurrency_cap_trap"}, None),
-], ids=["unknown-start", "unknown-scenario", "missing-start", "known-start", "scenario-alone"])
+    ({}, None),
+], ids=["unknown-start", "unknown-scenario", "missing-scenario", "missing-start", "known-start", "scenario-alone",
+        "no-link"])
 def test_a_shared_link_whose_start_or_scenario_names_nothing_says_so(params, warning):
     pytest.importorskip("streamlit")
     from streamlit.testing.v1 import AppTest

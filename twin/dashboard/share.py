@@ -98,17 +98,21 @@ def choice_error(key: str, value: Any, options: Sequence[Any], from_url: bool) -
 
 
 def url_choice_warning(param: str, value: Any, options: Sequence[Any], shown: Any,
-                       params: Mapping[str, Any] | None = None) -> str:
+                       dropped: Sequence[str] = ()) -> str:
     """A shared link's select-like parameter (``scenario``, ``start``) that names none of its options (``value``
-    None: missing): the page opens ``shown`` instead and says so in one line, naming the parameter, the value and
-    the allowed values, and the link's ``w.`` changes it therefore leaves out (they were made for the start point
-    the link named)."""
-    dropped = sorted(k for k in (params or {}) if str(k).startswith(CHANGE_PREFIX))
-    lost = f"; the link's changes ({', '.join(dropped)}) are not applied" if dropped else ""
+    None: missing): the page opens ``shown`` instead and says so in one line, naming the parameter, the value,
+    the allowed values and the link's parameters it therefore leaves out (``dropped``: made for what the link
+    named)."""
     allowed = ", ".join(map(str, options))
     given = (f"{param} is missing (one of {allowed})" if value is None
              else f"{param}={_text(value)!r}: not one of {allowed}")
-    return f"URL parameter {given}; showing {shown}{lost}"
+    return f"URL parameter {given}; showing {shown}" + (f", without the link's {', '.join(dropped)}" if dropped
+                                                         else "")
+
+
+def link_params(params: Mapping[str, Any], leave: Sequence[str] = ()) -> list[str]:
+    """A shared link's parameters the page reads (``URL_PARAMS`` and ``w.`` changes), less ``leave``."""
+    return [k for k in params if k not in leave and (k in URL_PARAMS or str(k).startswith(CHANGE_PREFIX))]
 
 
 URL_PARAMS = ("scenario", "start", "seed")
