@@ -193,3 +193,21 @@ def test_an_explicit_variant_baseline_wins_over_the_plan_files_variant(tmp_path)
     plan.write_text(f"scenario: {scenario}\nvariant: 2p1d\ntarget_rate_per_s: 5\nslo: {{ttft_ms: 500}}\nrouter: nope\n")
     assert "router: applies only with a plan of replicas" in refused("plan", str(plan), "-q")   # the 2p1d P:D grid
     assert refused("plan", str(plan), "-v", "baseline", "-q").startswith("error: router: 'nope': allowed: ")
+
+
+# ------------------------------------------------------------------------------------------------ calibrate modes
+@pytest.mark.parametrize("args, line", [
+    (["--from-results", "r.json", "--quick"], "error: --quick: applies only with a run on the engine (without "
+                                              "--from-results or --plan)"),
+    (["--from-results", "r.json", "--device", "cpu"], "error: --device: applies only with a run on the engine "
+                                                      "(without --from-results or --plan)"),
+    (["--quick", "--gpu", "H100-SXM"], "error: --gpu: applies only with --from-results or --plan"),
+    (["--quick", "--workers", "2"], "error: --workers: applies only with --from-results"),
+    (["--quick", "--tp", "2"], "error: --tp: applies only with --from-results"),
+    (["--plan", "-o", "x.json"], "error: --output: applies only with a calibration (without --plan)"),
+    (["--plan", "--from-results", "r.json"], "error: --plan: prints the benchmark runs to make; give it without "
+                                             "--from-results"),
+], ids=["results-quick", "results-device", "engine-gpu", "engine-workers", "engine-tp", "plan-output",
+        "plan-results"])
+def test_a_calibrate_option_of_the_other_mode_is_refused(args, line):
+    assert refused("calibrate", *args) == line
