@@ -111,6 +111,8 @@ def main() -> None:
     warm_workers()
     if "_url" not in st.session_state:  # the shared what-if this session was opened with, read once
         st.session_state["_url"] = dict(st.query_params)
+        if (unknown := share.unknown_params_warning(st.session_state["_url"])) is not None:
+            st.warning(unknown)
     url = st.session_state["_url"]
     try:
         scenario, base_dir, scenario_id, bundled = sidebar.choose_scenario(url)

@@ -69,6 +69,24 @@ def _read_plan(path: str) -> dict[str, Any]:
     return doc
 
 
+ENGINE_OPTIONS = ("device", "dtype", "budget_s", "quick", "samples_out", "threads", "max_pool_gib", "plan_path",
+                  "no_replay")
+RESULTS_OPTIONS = ("tensor_parallel_size", "max_sim_s", "workers", "replications")
+
+
+def _refuse_unused(from_results: bool, bench_plan: bool) -> None:
+    """An option of the other mode (the engine run vs --from-results) is one line, not silently unused."""
+    from twin.cli.option_types import refuse_outside_mode
+
+    if bench_plan and from_results:
+        raise TwinInputError("--plan: prints the benchmark runs to make; give it without --from-results")
+    refuse_outside_mode("--from-results", from_results, RESULTS_OPTIONS)
+    refuse_outside_mode("--from-results or --plan", from_results or bench_plan, ("gpu",))
+    refuse_outside_mode("a run on the engine (without --from-results or --plan)", not (from_results or bench_plan),
+                        ENGINE_OPTIONS)
+    refuse_outside_mode("a calibration (without --plan)", not bench_plan, ("output",))
+
+
 @click.command()
 @click.argument("more_results", nargs=-1, type=click.Path(), metavar="[RESULT]...")
 @click.option("--from-results", "from_results", multiple=True, type=click.Path(),
@@ -148,6 +166,7 @@ def calibrate(more_results: tuple[str, ...], from_results: tuple[str, ...], benc
     if more_results and not from_results:
         raise TwinInputError(f"twin calibrate: unexpected argument {more_results[0]!r}; result files go after "
                              "--from-results")
+    _refuse_unused(bool(from_results), bench_plan)
     if acceptance_before and not acceptance_file:
         raise TwinInputError("--acceptance-before: goes with --acceptance (the dump after the benchmark)")
     if acceptance_file and not from_results:

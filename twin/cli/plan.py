@@ -42,7 +42,7 @@ def plan_file_slo(slo: Any, path: Path) -> dict[str, Any]:
               help="Requests per second to serve (default: the scenario's own rate).")
 @click.option("--search", "search_items", multiple=True, metavar="KEY=V1,V2",
               help="A search axis, e.g. deployment.gpu=H100-SXM,H200-SXM or server.max_num_seqs=64,256 "
-                   "(repeatable; replaces the default space).")
+                   "(repeatable; replaces the plan file's search: and candidates: and the default space).")
 @click.option("--router", type=click.Choice(["round_robin", "least_outstanding", "least_kv_usage",
                                              "prefix_affinity", "kv_cache_aware"]),
               help="Router in front of the replicas (default least_outstanding).")
@@ -80,6 +80,7 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
     from twin.plan.plan_files import is_plan_file, read_plan_file
     from twin.plan.plan_spec import PlanSpec
     from twin.plan.planner import Planner
+    from twin.plan.price_names import gpu_names_in
     from twin.scenario import resolve_scenario_path
 
     path = resolve_scenario_path(target)
@@ -91,7 +92,9 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
         plan_dir = path.parent
         if not isinstance(scenario_ref, (str, dict)):
             raise TwinInputError(f"{path}: scenario: must be a path or an inline scenario mapping")
-        data, base_dir = scenario_data(scenario_ref, pf.get("variant", variant) if variant == "baseline" else variant,
+        source = click.get_current_context().get_parameter_source("variant")
+        given = source is not None and source != click.core.ParameterSource.DEFAULT   # -v baseline wins too
+        data, base_dir = scenario_data(scenario_ref, variant if given else pf.get("variant", variant),
                                         sets, seed, plan_dir, pf.get("overrides"))
         if isinstance(scenario_ref, dict):
             base_dir = str(plan_dir)
@@ -99,11 +102,14 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
         data, base_dir = scenario_data(str(path), variant, sets, seed, None)
     slo = slo_from_options(slo_items) or plan_file_slo(pf.get("slo"), path) or slo_section(data.get("slo")) or None
     criteria = Criteria(slo, goodput if goodput is not None else pf.get("goodput"))
-    prices = prices_from_options(price_items, prices_file, pf.get("prices"))
     space = parse_grid_options(search_items, "--search") if search_items else check_grid(
         [(str(k), list(v)) for k, v in (pf.get("search") or {}).items()])
+    prices = prices_from_options(price_items, prices_file, pf.get("prices"), what="this plan", base_dir=base_dir,
+                                 gpus=gpu_names_in(data, space, None if search_items else pf.get("candidates")))
     if data.get("disaggregation") is not None:    # prefill/decode pools: the P:D grid (twin.plan.pd_plan)
-        from twin.cli.plan_pd import run_pd_plan
+        from twin.cli.plan_pd import refuse_replica_plan_settings, run_pd_plan
+
+        refuse_replica_plan_settings(pf, str(path))
 
         with make_executor(backend, workers, ray_address) as executor:
             run_pd_plan(data, base_dir, criteria, prices,

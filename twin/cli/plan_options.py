@@ -43,17 +43,29 @@ def common_options(f):
     return f
 
 
-def prices_from_options(price_items, prices_file, extra: dict[str, Any] | None = None):
+def prices_from_options(price_items, prices_file, extra: dict[str, Any] | None = None, *, what: str,
+                        gpus: set[str], base_dir: str | None):
+    """The price table: the bundled one, then the plan file's ``prices:`` (``extra``), ``--prices`` and
+    ``--price``; a given name that neither the catalogue nor ``gpus`` (every GPU ``what`` names) knows is refused
+    (``twin.plan.price_names``)."""
     from twin.hardware.pricing import PriceTable, load_prices, parse_price_options
+    from twin.plan.price_names import check_price_names
 
     given: dict[str, float] = {}
+    origins: dict[str, str] = {}
     if extra:
         from twin.hardware.pricing import _price_value
 
         given.update({str(k): _price_value(str(k), v) for k, v in extra.items()})
+        origins.update({str(k): "plan file prices:" for k in extra})
     if prices_file:
-        given.update(load_prices(prices_file))
-    given.update(parse_price_options(price_items))
+        from_file = load_prices(prices_file)
+        given.update(from_file)
+        origins.update({k: f"--prices {prices_file}" for k in from_file})
+    from_options = parse_price_options(price_items)
+    given.update(from_options)
+    origins.update({k: "--price" for k in from_options})
+    check_price_names(origins, gpus, what, base_dir)
     return PriceTable(given)
 
 

@@ -53,6 +53,24 @@ def print_pd_plan(out: dict[str, Any]) -> None:
         console.print(line, highlight=False, markup=False)
 
 
+REPLICA_PLAN_OPTIONS = ("router", "rel_tol", "confidence", "max_replicas", "frontier_extra", "no_prune",
+                        "verify_all", "csv_path", "deployments_csv", "plot_path")
+REPLICA_PLAN_FIELDS = ("candidates", "router", "rel_tol", "confidence", "max_replicas", "frontier_extra_replicas",
+                       "prune", "verify_all")
+
+
+def refuse_replica_plan_settings(plan_file: dict[str, Any], source: str) -> None:
+    """The P:D grid simulates every point at the target rate: no bisection, no replica sizing, no router, no
+    candidate tables. An option or plan-file field of that replica plan is one line, not silently unused."""
+    from twin.cli.option_types import refuse_outside_mode
+
+    mode = "a plan of replicas, not a P:D grid (the scenario has disaggregation:)"
+    refuse_outside_mode(mode, False, REPLICA_PLAN_OPTIONS)
+    for name in REPLICA_PLAN_FIELDS:
+        if name in plan_file:
+            raise TwinInputError(f"{source}: {name}: applies only with {mode}")
+
+
 def run_pd_plan(data: dict[str, Any], base_dir: str | None, criteria: Any, prices: Any, target_rate: float | None,
                 space: list, replications: int, latency_metric: str, executor: Any, json_path: str | None) -> None:
     from twin.plan.executor import Runner

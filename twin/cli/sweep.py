@@ -55,6 +55,7 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
     from twin.plan.executor import Runner, make_executor
     from twin.plan.grid import parse_grid_options
     from twin.plan.sweep import SweepSpec, sweep_search
+    from twin.plan.price_names import gpu_names_in
     from twin.plan.sweep_optuna import optuna_search
     from twin.plan.sweep_tables import rows_frame, summarize, sweep_figure, write_html
 
@@ -62,12 +63,17 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
         raise TwinInputError("--grid: give at least one axis, e.g. --grid server.max_num_seqs=4,16,64")
     refuse_outside_mode("--search optuna", search_kind == "optuna", ("trials", "objective", "direction", "batch"))
     refuse_outside_mode("--plot", bool(plot_path), ("x_key", "y_key", "color_key"))
+    refuse_outside_mode("--out (the table it adds a column to)", bool(out_path), ("per_replica",))
     data, base_dir = scenario_data(scenario, variant, sets, seed, None)
     grid = parse_grid_options(grid_items)
     slo = slo_from_options(slo_items) or slo_section(data.get("slo")) or None
     criteria = Criteria(slo, goodput) if (slo or goodput is not None) else None
+    prices = prices_from_options(price_items, prices_file, what="this sweep", gpus=gpu_names_in(data, grid),
+                                 base_dir=base_dir)
     spec = SweepSpec(data, grid, base_dir, replications or data.get("replications", 1), criteria, prune,
-                     prices_from_options(price_items, prices_file), per_replica=per_replica)
+                     prices, per_replica=per_replica)
+    refuse_outside_mode("--search grid, a rate axis (--grid rate=... or rate_scale=...) and an SLO",
+                        search_kind == "grid" and spec.rate_axis is not None and criteria is not None, ("prune",))
     n_configs = len(spec.configs())
     n_rates = len(spec.rate_axis[1]) if spec.rate_axis else 1
     total = n_configs * n_rates * spec.replications

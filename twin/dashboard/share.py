@@ -97,6 +97,39 @@ def choice_error(key: str, value: Any, options: Sequence[Any], from_url: bool) -
     return TwinInputError(f"setting {key}: {value!r} is not one of {allowed}")
 
 
+def url_choice_warning(param: str, value: Any, options: Sequence[Any], shown: Any,
+                       dropped: Sequence[str] = ()) -> str:
+    """A shared link's select-like parameter (``scenario``, ``start``) that names none of its options (``value``
+    None: missing): the page opens ``shown`` instead and says so in one line, naming the parameter, the value,
+    the allowed values and the link's parameters it therefore leaves out (``dropped``: made for what the link
+    named)."""
+    allowed = ", ".join(map(str, options))
+    given = (f"{param} is missing (one of {allowed})" if value is None
+             else f"{param}={_text(value)!r}: not one of {allowed}")
+    return f"URL parameter {given}; showing {shown}" + (f", without the link's {', '.join(dropped)}" if dropped
+                                                         else "")
+
+
+def link_params(params: Mapping[str, Any], leave: Sequence[str] = ()) -> list[str]:
+    """A shared link's parameters the page reads (``URL_PARAMS`` and ``w.`` changes), less ``leave``."""
+    return [k for k in params if k not in leave and (k in URL_PARAMS or str(k).startswith(CHANGE_PREFIX))]
+
+
+URL_PARAMS = ("scenario", "start", "seed")
+STREAMLIT_PARAMS = ("embed", "embed_options")   # Streamlit's own (an embedded page's look), not the what-if's
+
+
+def unknown_params_warning(params: Mapping[str, Any]) -> str | None:
+    """One line naming a shared link's parameters the page does not read (a typo such as ``strat=`` or a
+    setting without its ``w.`` prefix would otherwise be dropped without a word); None when there are none."""
+    unknown = [k for k in params if k not in URL_PARAMS + STREAMLIT_PARAMS and not str(k).startswith(CHANGE_PREFIX)]
+    if not unknown:
+        return None
+    named = ", ".join(f"{k}={_text(params[k])!r}" for k in unknown)
+    return (f"URL parameter{'s' if len(unknown) > 1 else ''} {named}: not read by this page (it reads "
+            f"{', '.join(URL_PARAMS)} and {CHANGE_PREFIX}<setting>); left out")
+
+
 def decode(params: Mapping[str, str], defaults: Mapping[str, Any]) -> dict[str, Any]:
     """The explicit changes a URL carries, typed by ``defaults``; a setting the page does not offer for this
     scenario is an error naming it."""

@@ -66,6 +66,9 @@ def choose_scenario(url: dict[str, str]):
         names = list(bundled)
         wanted = url.get("scenario")
         index = names.index(wanted) if wanted in names else 0
+        if wanted not in names and share.link_params(url):     # a link's other parameters need its scenario
+            st.warning(share.url_choice_warning("scenario", wanted, names, names[0],
+                                                share.link_params(url, ("scenario",))))
         name = st.sidebar.selectbox("Bundled scenario", names, index=index, key="s:bundled")
         return dash.load_bundled(name), str(bundled[name].parent), f"bundled:{name}", name
     if source == SOURCES[1]:
@@ -116,6 +119,9 @@ def experiment_settings(scenario, scenario_id: str, url: dict[str, str]) -> dict
             remember_upload(profile_path, up.name)
     names = dash.start_points(scenario)
     start0 = url.get("start") if url.get("start") in names else dash.default_start(scenario)
+    changes = [k for k in share.link_params(url) if k.startswith(share.CHANGE_PREFIX)]
+    if url.get("start") not in names and ("start" in url or changes):   # the changes were made for its start
+        st.warning(share.url_choice_warning("start", url.get("start"), names, start0, changes))
     start = st.sidebar.selectbox("What-if starts from", names, index=names.index(start0), key=ek(gen, "start"),
                                  help="The baseline or one of the scenario's variants; the settings below change "
                                  "it further.")

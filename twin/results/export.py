@@ -25,6 +25,7 @@ from twin.results.per_replica import load_imbalance, per_replica_metrics
 from twin.results.per_request import per_request_arrays
 from twin.results.sim_result import SimResult
 from twin.results.slo import parse_slo
+from twin.yaml_input import not_a_file
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -152,7 +153,8 @@ def read_json(path: str | Path) -> dict:
     """Read a result JSON (the twin's or `vllm bench serve`'s)."""
     path = Path(path)
     if not path.is_file():
-        raise TwinInputError(f"result file {str(path)!r}: no such file")
+        kind = not_a_file(path)
+        raise TwinInputError(f"result file {str(path)!r}: " + (f"is {kind}; give a file" if kind else "no such file"))
     try:
         data = load_json_path(path, "result file")
     except JsonSyntaxError as exc:
