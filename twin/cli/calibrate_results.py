@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from twin.cli.calibrate_check import run_label
 from twin.cli.console import console, err_console
 from twin.cost.server_profile import write_server_profile
 from twin.errors import TwinInputError
@@ -134,7 +135,7 @@ def expand_result_paths(items: Sequence[str]) -> list[Path]:
 
 
 def _params_table(result: CalibrationFit) -> Table:
-    table = Table(title="Parameters (fitted values, regularised toward the twin's defaults)")
+    table = Table(title="Fitted parameters (unit column's unit; regularised toward the defaults)")
     for col in ("parameter", "value", "+/- 1 s.e.", "default", "prior width", "unit", "status"):
         table.add_column(col, justify="left" if col in ("parameter", "unit", "status") else "right")
     for name in CANDIDATES:
@@ -166,7 +167,7 @@ def runs_table(cases, result: CalibrationFit) -> Table:
             if k == "output_throughput" and role[c.run.name].startswith("latency") and not c.run.closed_loop:
                 v = None        # an open loop the server kept up with: its throughput is the offered rate
             cells.append("-" if not v or q is None else f"{100 * (q / v - 1):+.0f}%")
-        table.add_row(c.run.name[-40:], role[c.run.name], *cells)
+        table.add_row(run_label(c.run.name), role[c.run.name], *cells)
     return table
 
 
