@@ -131,3 +131,27 @@ def test_a_cut_run_name_says_so():
     name = "20260217-155451-llama-2-7b-tp1-codegen/stage0"
     assert run_label(name) == "...-155451-llama-2-7b-tp1-codegen/stage0"   # the stage, which tells runs apart
     assert len(run_label(name)) == RUN_LABEL_CHARS and run_label(name[-RUN_LABEL_CHARS:]) == name[-RUN_LABEL_CHARS:]
+
+
+def test_calibrate_says_what_a_large_misfit_points_at():
+    """The twin's own chat_shared_prompt run fitted without its shared 2,000-token prefix gave chi^2/dof 32.45."""
+    from twin.cli.calibrate_results import misfit_note
+
+    assert misfit_note(32.45) == (
+        "note: chi^2/dof 32.5: no setting of these parameters reproduces the runs within their noise (the standard "
+        "errors above are inflated by it; the runs table shows which run misfits). Check first what the files "
+        "cannot say: prompts sharing a prefix (vllm bench serve --metadata random_prefix_len=N; otherwise every "
+        "prompt is taken as unique), and the settings marked assumed above (--vllm-version, --set "
+        "server.KNOB=VALUE)")
+    assert misfit_note(0.17) is None and misfit_note(4.0) is None and misfit_note(float("nan")) is None
+
+
+def test_diagnose_speed_note_names_the_command_that_fits_the_twin(capped_bench):
+    """Results of an H100 server diagnosed against an A100 deployment: the steps are faster than its cost model."""
+    res = CliRunner().invoke(main, ["diagnose", str(capped_bench), "--scenario", "concurrency_cap_trap",
+                                    "--set", "deployment.gpu=a100"])
+    assert res.exit_code == 0, res.output
+    note = next(line for line in res.output.splitlines() if "cost model's time" in line)
+    assert note.startswith("note: the server's steps take 0.")
+    assert note.endswith(f"(fitted from the median TPOT); for closer predictions fit the twin to these results: "
+                         f"twin calibrate --from-results {capped_bench} --scenario concurrency_cap_trap")

@@ -269,7 +269,8 @@ def diagnose_measured(m: Measured, body: Any = None, base_dir: Path | None = Non
                             "decoding at low concurrency"))
     if fit is not None and abs(math.log(fit.best.speed_factor)) > math.log(1.25):
         notes.append(f"the server's steps take {fit.best.speed_factor:.2f}x the cost model's time (fitted from the "
-                     f"median TPOT); calibrate the twin (twin calibrate) for closer predictions")
+                     f"median TPOT); for closer predictions fit the twin to these results: twin calibrate "
+                     f"--from-results {m.source} --scenario {scenario or 'SCENARIO'}")
     return DiagnoseReport(m.source, len(m), prof, fit, causes, cap, offered, queued, m, notes, prefix, scenario)
 
 

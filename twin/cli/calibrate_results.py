@@ -171,6 +171,20 @@ def runs_table(cases, result: CalibrationFit) -> Table:
     return table
 
 
+MISFIT_CHI2_PER_DOF = 4.0   # above it the runs differ from the fitted twin by well over their stated noise
+
+
+def misfit_note(chi2_per_dof: float) -> str | None:
+    """What a chi^2/dof far above 1 says and what to check first, or None below ``MISFIT_CHI2_PER_DOF``."""
+    if not math.isfinite(chi2_per_dof) or chi2_per_dof <= MISFIT_CHI2_PER_DOF:
+        return None
+    return (f"note: chi^2/dof {chi2_per_dof:.1f}: no setting of these parameters reproduces the runs within their "
+            f"noise (the standard errors above are inflated by it; the runs table shows which run misfits). Check "
+            f"first what the files cannot say: prompts sharing a prefix (vllm bench serve --metadata "
+            f"random_prefix_len=N; otherwise every prompt is taken as unique), and the settings marked assumed "
+            f"above (--vllm-version, --set server.KNOB=VALUE)")
+
+
 def profile_doc(result: CalibrationFit, cases, sources: Sequence[str]) -> dict:
     used = result.latency_cases + result.capacity_cases
     runs = []
@@ -267,6 +281,8 @@ def calibrate_from_results(paths: Sequence[str], *, output: str | None, gpu: str
                   f"{result.chi2_per_dof:.2f})", highlight=False, soft_wrap=True)
     console.print(_params_table(result))
     console.print(runs_table(cases, result))
+    if (note := misfit_note(result.chi2_per_dof)) is not None:
+        console.print(note, highlight=False, soft_wrap=True)
     if check:
         from twin.cli.calibrate_check import print_check
 
