@@ -155,3 +155,15 @@ def test_diagnose_speed_note_names_the_command_that_fits_the_twin(capped_bench):
     assert note.startswith("note: the server's steps take 0.")
     assert note.endswith(f"(fitted from the median TPOT); for closer predictions fit the twin to these results: "
                          f"twin calibrate --from-results {capped_bench} --scenario concurrency_cap_trap")
+
+
+def test_a_written_profile_says_how_to_use_and_check_it():
+    from twin.cli.calibrate import engine_profile_use
+    from twin.cli.calibrate_results import server_profile_use
+
+    assert engine_profile_use("my-profile.json") == (
+        "use it with: cost_model: {kind: profile, profile: my-profile.json} (or twin validate SCENARIO --profile "
+        "my-profile.json: the engine against the twin on it)")
+    assert server_profile_use("my-server.json") == (
+        "use it with: cost_model: {kind: profile, profile: my-server.json} (and the server's vllm_version), or twin "
+        "run SCENARIO --set cost_model.kind=profile --set cost_model.profile=my-server.json")

@@ -171,6 +171,12 @@ def runs_table(cases, result: CalibrationFit) -> Table:
     return table
 
 
+def server_profile_use(path) -> str:
+    """Where a server profile goes: a scenario's cost model, or one run's --set."""
+    return (f"use it with: cost_model: {{kind: profile, profile: {path}}} (and the server's vllm_version), or twin "
+            f"run SCENARIO --set cost_model.kind=profile --set cost_model.profile={path}")
+
+
 MISFIT_CHI2_PER_DOF = 4.0   # above it the runs differ from the fitted twin by well over their stated noise
 
 
@@ -287,5 +293,4 @@ def calibrate_from_results(paths: Sequence[str], *, output: str | None, gpu: str
         from twin.cli.calibrate_check import print_check
 
         print_check(cases, result, seed=seed, replications=replications, max_sim_s=max_sim_s)
-    console.print(f"wrote {out}; use it with: cost_model: {{kind: profile, profile: {out}}} (and the server's "
-                  f"vllm_version)", highlight=False, soft_wrap=True)
+    console.print(f"wrote {out}; {server_profile_use(out)}", highlight=False, soft_wrap=True)
