@@ -167,3 +167,11 @@ def test_a_written_profile_says_how_to_use_and_check_it():
     assert server_profile_use("my-server.json") == (
         "use it with: cost_model: {kind: profile, profile: my-server.json} (and the server's vllm_version), or twin "
         "run SCENARIO --set cost_model.kind=profile --set cost_model.profile=my-server.json")
+
+
+def test_validate_step_time_note_with_a_given_profile_does_not_send_the_user_in_a_circle():
+    busy = {"steps": 1297, "mean_measured_ms": 15.89, "mean_predicted_ms": 9.89}
+    assert step_time_note(busy, "cpu", profile_given=True) == (
+        "the engine's steps took 1.61x the profile's step time on average: this machine ran slower (busier) than "
+        "when the profile was measured, and the latency errors above follow from that; on a shared machine "
+        "calibrate just before validating, or validate on an idle one")

@@ -54,14 +54,14 @@ def validate(scenario: str, variant: str, sets: tuple[str, ...], profile: str | 
     if bench_json:
         report = _validate_bench(body, sc.base_dir, Path(bench_json))
     else:
-        report = _validate_engine(body, sc.base_dir, device, dtype, max_kv_blocks, measured_json)
+        report = _validate_engine(body, sc.base_dir, device, dtype, max_kv_blocks, measured_json, bool(profile))
     if json_path:
         Path(json_path).write_text(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
         console.print(f"wrote {json_path}", highlight=False)
 
 
 def _validate_engine(body, base_dir, device: str, dtype: str, max_kv_blocks: int,
-                     measured_json: str | None) -> dict[str, Any]:
+                     measured_json: str | None, profile_given: bool = False) -> dict[str, Any]:
     try:
         from calibration.validation_run import validate_body
     except ImportError as exc:  # torch missing
@@ -82,7 +82,8 @@ def _validate_engine(body, base_dir, device: str, dtype: str, max_kv_blocks: int
                       f"{r['mean_predicted_ms']:.2f} ms, MAPE {r['mape']:.1%}, p90 |error| "
                       f"{r['p90_abs_error_ms']:.2f} ms", highlight=False)
     console.print(scheduling_line(run.scheduling), highlight=False)
-    for note in run.comparison.notes + ([step_note] if (step_note := step_time_note(run.residuals, device)) else []):
+    step_note = step_time_note(run.residuals, device, profile_given)
+    for note in run.comparison.notes + ([step_note] if step_note else []):
         console.print(f"note: {note}", highlight=False)
     return run.as_dict()
 
@@ -126,7 +127,7 @@ def scheduling_line(scheduling: dict[str, tuple[Any, Any]]) -> str:
 STEP_RATIO_NOTE = 1.5   # engine / profile mean step time beyond which the profile no longer describes the machine
 
 
-def step_time_note(residuals: dict[str, Any] | None, device: str = "cpu") -> str | None:
+def step_time_note(residuals: dict[str, Any] | None, device: str = "cpu", profile_given: bool = False) -> str | None:
     """A note when the engine's mean step time is more than ``STEP_RATIO_NOTE`` times the profile's prediction
     (or less than its inverse): the latency errors then measure the machine's state, not the twin."""
     if not residuals or not residuals.get("mean_predicted_ms") or not residuals.get("mean_measured_ms"):
@@ -134,10 +135,14 @@ def step_time_note(residuals: dict[str, Any] | None, device: str = "cpu") -> str
     ratio = residuals["mean_measured_ms"] / residuals["mean_predicted_ms"]
     if 1 / STEP_RATIO_NOTE <= ratio <= STEP_RATIO_NOTE:
         return None
-    return (f"the engine's steps took {ratio:.2f}x the profile's step time on average: this machine ran "
-            f"{'slower (busier)' if ratio > 1 else 'faster'} than the one the profile was measured on, and the "
-            f"latency errors above follow from that; calibrate here (twin calibrate --quick --device {device}"
-            f"{' --threads 1' if device == 'cpu' else ''} -o my-profile.json) and pass --profile my-profile.json")
+    speed = "slower (busier)" if ratio > 1 else "faster"
+    head = f"the engine's steps took {ratio:.2f}x the profile's step time on average: this machine ran {speed} "
+    if profile_given:
+        return (head + "than when the profile was measured, and the latency errors above follow from that; on a "
+                "shared machine calibrate just before validating, or validate on an idle one")
+    return (head + f"than the one the profile was measured on, and the latency errors above follow from that; "
+            f"calibrate here (twin calibrate --quick --device {device}{' --threads 1' if device == 'cpu' else ''} "
+            f"-o my-profile.json) and pass --profile my-profile.json")
 
 
 def print_comparison(rows, title: str) -> None:
