@@ -175,3 +175,20 @@ def test_validate_step_time_note_with_a_given_profile_does_not_send_the_user_in_
         "the engine's steps took 1.61x the profile's step time on average: this machine ran slower (busier) than "
         "when the profile was measured, and the latency errors above follow from that; on a shared machine "
         "calibrate just before validating, or validate on an idle one")
+
+
+def test_protocol_doc_diagnose_steps_run_as_printed(tmp_path, monkeypatch):
+    """docs/protocol.md: make a result with `twin run`, then diagnose it as the doc's first command does."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "protocol.md").read_text(encoding="utf-8")
+    make = "twin run concurrency_cap_trap --json results/baseline.json"
+    diagnose = "twin diagnose results/baseline.json --scenario concurrency_cap_trap --out diagnosis/"
+    assert f"`{make}`" in doc and diagnose in doc
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    for command in (make, diagnose):
+        res = CliRunner().invoke(main, command.split()[1:])
+        assert res.exit_code == 0, res.output
+    assert "verdict: Concurrency cap of 4 sequences (max_num_seqs = 4)" in res.output
+    assert (tmp_path / "diagnosis" / "diagnosis.md").is_file()
