@@ -134,7 +134,7 @@ def test_engine_and_twin_agree_on_a_short_run(tmp_path, local_profile):
     res = CliRunner().invoke(main, ["validate", str(TINY), "--set", "server.enable_prefix_caching=false",
                                     "--bench-json", str(bench)])
     assert res.exit_code == 0, res.output
-    assert "request_throughput" in res.output
+    assert "request throughput (req/s)" in res.output   # named as twin run names it
 
 
 def test_bench_traffic_rate_inf_without_start_times_is_capped():

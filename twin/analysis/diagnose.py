@@ -253,7 +253,10 @@ def diagnose_measured(m: Measured, body: Any = None, base_dir: Path | None = Non
         if cause is not None:
             causes.append(cause)
     elif hit_rate is not None or m.hit_rate is not None:
-        notes.append("a measured hit rate needs --scenario to say what the traffic allows")
+        given = hit_rate if hit_rate is not None else m.hit_rate
+        where = "--hit-rate" if hit_rate is not None else "the results file"
+        notes.append(f"the measured prefix-cache hit rate ({given:.1%}, from {where}) is not judged: --scenario "
+                     f"SCENARIO describes the traffic, which says what hit rate its prompts allow")
     if not causes:
         ev = [f"no request queued beyond its prefill for long: queued {prof.queued_share:.0%} of the time, "
               f"up to {prof.max_in_flight} in flight and {prof.max_decoding} decoding"]
@@ -266,7 +269,8 @@ def diagnose_measured(m: Measured, body: Any = None, base_dir: Path | None = Non
                             "decoding at low concurrency"))
     if fit is not None and abs(math.log(fit.best.speed_factor)) > math.log(1.25):
         notes.append(f"the server's steps take {fit.best.speed_factor:.2f}x the cost model's time (fitted from the "
-                     f"median TPOT); calibrate the twin (twin calibrate) for closer predictions")
+                     f"median TPOT); for closer predictions fit the twin to these results: twin calibrate "
+                     f"--from-results {m.source} --scenario {scenario or 'SCENARIO'}")
     return DiagnoseReport(m.source, len(m), prof, fit, causes, cap, offered, queued, m, notes, prefix, scenario)
 
 

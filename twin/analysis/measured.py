@@ -114,6 +114,12 @@ def measured_from_bench(doc: Any, source: str = "bench JSON") -> Measured:
     for key in BENCH_ARRAYS:
         if not isinstance(doc.get(key), list):
             extra = " (or 'e2els', or 'itls' to add to the TTFTs)" if key == "latencies" else ""
+            summary = _summary_only(doc)
+            if summary:
+                raise TwinInputError(f"{source}: {summary}: no per-request times to replay; bring a vllm bench "
+                                     f"serve result saved with --save-result --save-detailed (twin diagnose also "
+                                     f"reads a per-request CSV); twin calibrate --from-results fits the twin to "
+                                     f"this file as it is")
             raise TwinInputError(f"{source}: '{key}' is missing{extra}: diagnosis needs the per-request arrays "
                                  f"{', '.join(BENCH_ARRAYS)} (vllm bench serve --save-result --save-detailed)")
     n = len(doc["input_lens"])
@@ -193,6 +199,17 @@ def measured_from_bench(doc: Any, source: str = "bench JSON") -> Measured:
     return Measured(source, start[ok] - t0, cols["ttfts"][ok], cols["latencies"][ok],
                     cols["input_lens"][ok].astype(np.int64), cols["output_lens"][ok].astype(np.int64), itls,
                     failed, max_c, rate, hit, notes)
+
+
+def _summary_only(doc: Mapping[str, Any]) -> str:
+    """What a result file holding only aggregates is (an inference-perf stage summary, or a ``vllm bench serve``
+    result saved without ``--save-detailed``), for the error that says what to bring instead; empty otherwise."""
+    if isinstance(doc.get("load_summary"), Mapping) and "successes" in doc:
+        return "an inference-perf stage summary (distributions only)"
+    if isinstance(doc.get("mean_ttft_ms"), (int, float)) and not any(isinstance(doc.get(k), list)
+                                                                      for k in BENCH_ARRAYS + ("itls", "e2els")):
+        return "a vllm bench serve result saved without --save-detailed (means and percentiles only)"
+    return ""
 
 
 def _column(frame: Any, role: str) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any
 from twin.analysis.protocol_evaluation import Evaluation
 from twin.results.replications import replicate_summary
 from twin.results.report import direction, finite_number, label
+from twin.results import numbers
 
 DELTA_KEYS: tuple[str, ...] = (
     "request_throughput", "output_throughput", "request_goodput", "mean_ttft_ms", "p99_ttft_ms",
@@ -84,7 +85,8 @@ def effect(deltas: Mapping[str, dict], key: str) -> int:
 
 
 def delta_text(key: str, deltas: Mapping[str, dict]) -> str:
-    """``TTFT p99 (ms) -5,179 (-96.4% ± 0.3%)``: mean change, relative change and its 95% half-width."""
+    """``TTFT p99 -5.18 s (-96.4% ± 0.3%)``: mean change (a latency with its unit, ``numbers.delta_ms``; a rate
+    in the unit its label names), relative change and its 95% half-width."""
     d = deltas.get(key)
     if not d or d.get("mean") is None:
         return f"{label(key)}: -"
@@ -95,7 +97,10 @@ def delta_text(key: str, deltas: Mapping[str, dict]) -> str:
         if d.get("half_width") is not None:
             text += f" ± {d['half_width'] * 100:.1f}"
         return f"{label(key)} {text}"
-    text = f"{mean:+.3g}" if abs(mean) < 100 else f"{mean:+,.0f}"
+    if key.endswith("_ms"):
+        text = numbers.delta_ms(mean)
+    else:
+        text = f"{mean:+.3g}" if abs(mean) < 100 else f"{mean:+,.0f}"
     if rel.get("mean") is not None:
         text += f" ({rel['mean'] * 100:+.1f}%"
         if rel.get("half_width") is not None:

@@ -87,6 +87,12 @@ def _refuse_unused(from_results: bool, bench_plan: bool) -> None:
     refuse_outside_mode("a calibration (without --plan)", not bench_plan, ("output",))
 
 
+def engine_profile_use(path) -> str:
+    """The line after an engine calibration: where the profile goes, and the command that checks it."""
+    return (f"use it with: cost_model: {{kind: profile, profile: {path}}} (or twin validate SCENARIO --profile "
+            f"{path}: the engine against the twin on it)")
+
+
 @click.command()
 @click.argument("more_results", nargs=-1, type=click.Path(), metavar="[RESULT]...")
 @click.option("--from-results", "from_results", multiple=True, type=click.Path(),
@@ -235,6 +241,5 @@ def calibrate(more_results: tuple[str, ...], from_results: tuple[str, ...], benc
     console.print(summarize(fit), highlight=False)
     console.print(f"wrote {result.profile_path} and {result.samples_path} ({time.perf_counter() - t0:.1f} s in all)",
                   highlight=False, soft_wrap=True)
-    console.print(f"use it with: cost_model: {{kind: profile, profile: {result.profile_path}}}", highlight=False,
-                  soft_wrap=True)
+    console.print(engine_profile_use(result.profile_path), highlight=False, soft_wrap=True)
     sys.stdout.flush()

@@ -11,6 +11,15 @@ from twin.fitting.parameters import PARAMETERS_BY_NAME
 from twin.results import numbers
 
 
+RUN_LABEL_CHARS = 40
+
+
+def run_label(name: str) -> str:
+    """A run's name for a table cell: whole up to ``RUN_LABEL_CHARS``, else its end (the stage or file, which
+    tells runs apart) after a leading ``...`` that says it was cut."""
+    return name if len(name) <= RUN_LABEL_CHARS else "..." + name[-(RUN_LABEL_CHARS - 3):]
+
+
 def print_check(cases, result, *, seed: int, replications: int, max_sim_s: float) -> None:
     folds = leave_one_run_out(result, seed=seed, replications=replications, max_sim_s=max_sim_s)
     table = Table(title="Leave one run out: each run predicted by a fit on the others (relative error)")
@@ -18,7 +27,7 @@ def print_check(cases, result, *, seed: int, replications: int, max_sim_s: float
     for k in CHECKED_METRICS:
         table.add_column(k, justify="right")
     for f in folds:
-        table.add_row(f.run[-40:], *(f"{100 * f.errors[k]:+.0f}%" if k in f.errors else (f.note[:30] if
+        table.add_row(run_label(f.run), *(f"{100 * f.errors[k]:+.0f}%" if k in f.errors else (f.note[:30] if
                                      f.note and k == CHECKED_METRICS[0] else "-") for k in CHECKED_METRICS))
     console.print(table)
     spread = seed_spread(cases, result, seed=seed, replications=replications, max_sim_s=max_sim_s)

@@ -18,6 +18,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from twin.cli.calibrate_check import run_label
 from twin.cli.console import console, err_console
 from twin.cost.server_profile import write_server_profile
 from twin.errors import TwinInputError
@@ -134,7 +135,7 @@ def expand_result_paths(items: Sequence[str]) -> list[Path]:
 
 
 def _params_table(result: CalibrationFit) -> Table:
-    table = Table(title="Parameters (fitted values, regularised toward the twin's defaults)")
+    table = Table(title="Fitted parameters (unit column's unit; regularised toward the defaults)")
     for col in ("parameter", "value", "+/- 1 s.e.", "default", "prior width", "unit", "status"):
         table.add_column(col, justify="left" if col in ("parameter", "unit", "status") else "right")
     for name in CANDIDATES:
@@ -166,8 +167,28 @@ def runs_table(cases, result: CalibrationFit) -> Table:
             if k == "output_throughput" and role[c.run.name].startswith("latency") and not c.run.closed_loop:
                 v = None        # an open loop the server kept up with: its throughput is the offered rate
             cells.append("-" if not v or q is None else f"{100 * (q / v - 1):+.0f}%")
-        table.add_row(c.run.name[-40:], role[c.run.name], *cells)
+        table.add_row(run_label(c.run.name), role[c.run.name], *cells)
     return table
+
+
+def server_profile_use(path) -> str:
+    """Where a server profile goes: a scenario's cost model, or one run's --set."""
+    return (f"use it with: cost_model: {{kind: profile, profile: {path}}} (and the server's vllm_version), or twin "
+            f"run SCENARIO --set cost_model.kind=profile --set cost_model.profile={path}")
+
+
+MISFIT_CHI2_PER_DOF = 4.0   # above it the runs differ from the fitted twin by well over their stated noise
+
+
+def misfit_note(chi2_per_dof: float) -> str | None:
+    """What a chi^2/dof far above 1 says and what to check first, or None below ``MISFIT_CHI2_PER_DOF``."""
+    if not math.isfinite(chi2_per_dof) or chi2_per_dof <= MISFIT_CHI2_PER_DOF:
+        return None
+    return (f"note: chi^2/dof {chi2_per_dof:.1f}: no setting of these parameters reproduces the runs within their "
+            f"noise (the standard errors above are inflated by it; the runs table shows which run misfits). Check "
+            f"first what the files cannot say: prompts sharing a prefix (vllm bench serve --metadata "
+            f"random_prefix_len=N; otherwise every prompt is taken as unique), and the settings marked assumed "
+            f"above (--vllm-version, --set server.KNOB=VALUE)")
 
 
 def profile_doc(result: CalibrationFit, cases, sources: Sequence[str]) -> dict:
@@ -266,9 +287,10 @@ def calibrate_from_results(paths: Sequence[str], *, output: str | None, gpu: str
                   f"{result.chi2_per_dof:.2f})", highlight=False, soft_wrap=True)
     console.print(_params_table(result))
     console.print(runs_table(cases, result))
+    if (note := misfit_note(result.chi2_per_dof)) is not None:
+        console.print(note, highlight=False, soft_wrap=True)
     if check:
         from twin.cli.calibrate_check import print_check
 
         print_check(cases, result, seed=seed, replications=replications, max_sim_s=max_sim_s)
-    console.print(f"wrote {out}; use it with: cost_model: {{kind: profile, profile: {out}}} (and the server's "
-                  f"vllm_version)", highlight=False, soft_wrap=True)
+    console.print(f"wrote {out}; {server_profile_use(out)}", highlight=False, soft_wrap=True)

@@ -121,7 +121,8 @@ def protocol(scenario: str, variant: str, sets: tuple[str, ...], trace_path: str
 @click.command()
 @click.argument("results", type=click.Path(dir_okay=False))
 @click.option("--scenario", "scenario", help="The deployment the results were measured on (a scenario YAML or a "
-                                             "bundled name): the twin is fitted on it.")
+                                             "bundled name): the twin is fitted on it. Without it the "
+                                             "measurements alone are read (no fit).")
 @click.option("--variant", "-v", default="baseline", show_default=True, help="Variant of SCENARIO.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field (repeatable).")
 @click.option("--max-concurrency", type=click.IntRange(1), help="The benchmark ran closed-loop at this "
@@ -139,9 +140,11 @@ def protocol(scenario: str, variant: str, sets: tuple[str, ...], trace_path: str
 def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, ...], max_concurrency: int | None,
              hit_rate: float | None, candidates: str | None, shared_prefix_tokens: int | None, fit_speed: bool,
              out_dir: str | None) -> None:
-    """Name the likely causes behind measured RESULTS (a vllm bench serve JSON with per-request arrays, or a CSV
-    of arrival, first-token and finish times with token counts): a concurrency cap, queueing against saturated
-    service, KV-capacity preemption, a prefix-cache hit rate below what the traffic allows."""
+    """Name the likely causes behind measured RESULTS (a vllm bench serve JSON saved with --save-result
+    --save-detailed, or a CSV of arrival, first-token and finish times with token counts, e.g. twin run
+    --requests-out): a concurrency cap, queueing against saturated service, KV-capacity preemption, a prefix-cache
+    hit rate below what the traffic allows. Summaries without per-request times (inference-perf's stage files)
+    fit the twin with twin calibrate --from-results instead."""
     from twin.analysis.diagnose import diagnose_measured
     from twin.analysis.measured import load_measured
     from twin.scenario import load_scenario, parse_set_options

@@ -13,6 +13,7 @@ from rich.table import Table
 from twin.errors import TwinInputError
 from twin.cli.console import console
 from twin.cli.option_types import OutputFile, refuse_outside_mode
+from twin.results.report import format_value, label
 
 
 
@@ -53,14 +54,14 @@ def validate(scenario: str, variant: str, sets: tuple[str, ...], profile: str | 
     if bench_json:
         report = _validate_bench(body, sc.base_dir, Path(bench_json))
     else:
-        report = _validate_engine(body, sc.base_dir, device, dtype, max_kv_blocks, measured_json)
+        report = _validate_engine(body, sc.base_dir, device, dtype, max_kv_blocks, measured_json, bool(profile))
     if json_path:
         Path(json_path).write_text(json.dumps(report, indent=1, sort_keys=True, default=str) + "\n")
         console.print(f"wrote {json_path}", highlight=False)
 
 
 def _validate_engine(body, base_dir, device: str, dtype: str, max_kv_blocks: int,
-                     measured_json: str | None) -> dict[str, Any]:
+                     measured_json: str | None, profile_given: bool = False) -> dict[str, Any]:
     try:
         from calibration.validation_run import validate_body
     except ImportError as exc:  # torch missing
@@ -80,9 +81,9 @@ def _validate_engine(body, base_dir, device: str, dtype: str, max_kv_blocks: int
         console.print(f"step time: {r['steps']} steps, measured mean {r['mean_measured_ms']:.2f} ms, predicted "
                       f"{r['mean_predicted_ms']:.2f} ms, MAPE {r['mape']:.1%}, p90 |error| "
                       f"{r['p90_abs_error_ms']:.2f} ms", highlight=False)
-    for key, (a, b) in run.scheduling.items():
-        console.print(f"scheduling {key}: engine {a}, twin {b}", highlight=False)
-    for note in run.comparison.notes:
+    console.print(scheduling_line(run.scheduling), highlight=False)
+    step_note = step_time_note(run.residuals, device, profile_given)
+    for note in run.comparison.notes + ([step_note] if step_note else []):
         console.print(f"note: {note}", highlight=False)
     return run.as_dict()
 
@@ -113,12 +114,47 @@ def _validate_bench(body, base_dir, path: Path) -> dict[str, Any]:
     return {"bench_json": str(path), "comparison": cmp.as_dict()}
 
 
+def scheduling_line(scheduling: dict[str, tuple[Any, Any]]) -> str:
+    """``scheduling, engine vs twin: steps 673 vs 3,860; mean running batch 11.4 vs 1.98; ...``: each figure
+    named as ``twin run`` names it, counts exact, the rest as its tables show them."""
+    def value(key: str, v: Any) -> str:
+        return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else format_value(key, v)
+
+    parts = [f"{label(k)} {value(k, a)} vs {value(k, b)}" for k, (a, b) in scheduling.items()]
+    return "scheduling, engine vs twin: " + "; ".join(parts)
+
+
+STEP_RATIO_NOTE = 1.5   # engine / profile mean step time beyond which the profile no longer describes the machine
+
+
+def step_time_note(residuals: dict[str, Any] | None, device: str = "cpu", profile_given: bool = False) -> str | None:
+    """A note when the engine's mean step time is more than ``STEP_RATIO_NOTE`` times the profile's prediction
+    (or less than its inverse): the latency errors then measure the machine's state, not the twin."""
+    if not residuals or not residuals.get("mean_predicted_ms") or not residuals.get("mean_measured_ms"):
+        return None
+    ratio = residuals["mean_measured_ms"] / residuals["mean_predicted_ms"]
+    if 1 / STEP_RATIO_NOTE <= ratio <= STEP_RATIO_NOTE:
+        return None
+    speed = "slower (busier)" if ratio > 1 else "faster"
+    head = f"the engine's steps took {ratio:.2f}x the profile's step time on average: this machine ran {speed} "
+    if profile_given:
+        return (head + "than when the profile was measured, and the latency errors above follow from that; on a "
+                "shared machine calibrate just before validating, or validate on an idle one")
+    return (head + f"than the one the profile was measured on, and the latency errors above follow from that; "
+            f"calibrate here (twin calibrate --quick --device {device}{' --threads 1' if device == 'cpu' else ''} "
+            f"-o my-profile.json) and pass --profile my-profile.json")
+
+
 def print_comparison(rows, title: str) -> None:
-    table = Table(title=title)
+    """``title`` on its own line (wrapped at the terminal's width, not the table's), then the metrics as ``twin
+    run`` names them, each latency in its unit."""
+    console.print(title, highlight=False)
+    table = Table()
     for col in ("metric", "measured", "predicted", "error"):
         table.add_column(col, justify="left" if col == "metric" else "right")
     for metric, measured, predicted, err in rows:
-        table.add_row(metric, _fmt(metric, measured), _fmt(metric, predicted), "-" if err is None else f"{err:+.1%}")
+        table.add_row(label(metric), _fmt(metric, measured), _fmt(metric, predicted),
+                      "-" if err is None else f"{err:+.1%}")
     console.print(table)
 
 
