@@ -1,0 +1,58 @@
+"""The limit verdict's last places (issue 33 round 21, 33zo): a P/D plan's ``limit`` column and keys, `twin
+protocol`'s counted plurals and queue wording, and a many-variant compare's one line that keeps an overload."""
+
+from __future__ import annotations
+
+from twin.hardware.pricing import PriceTable
+from twin.plan.evaluate import Criteria
+from twin.plan.executor import Runner, SerialExecutor
+from twin.plan.pd_plan import PD_KEYS, plan_pd
+
+from tests.test_pd_plan import DATA
+
+
+def _pd_plan() -> dict:
+    with SerialExecutor() as ex:
+        return plan_pd(DATA, base_dir=None, criteria=Criteria(DATA["slo"]), prices=PriceTable({"A100-SXM-80GB": 2.0}),
+                       target_rate=None, space=[(PD_KEYS[0], [1, 2]), (PD_KEYS[1], [1])], replications=1,
+                       runner=Runner(ex))
+
+
+def test_a_pd_plan_names_what_limits_each_point_and_the_pool_it_binds_in():
+    out = _pd_plan()
+    rows = {r["config"]: r for r in out["rows"]}
+    # one prefill engine falls behind 100 req/s of 1000-token prompts: its token budget fills while prompts queue
+    assert rows["1P1D"]["limit"] == "max_num_batched_tokens in the prefill pool"
+    assert rows["1P1D"]["limit_knob"] == ("server.max_num_batched_tokens (the prefill pool's own: under "
+                                          "disaggregation.prefill)")
+    assert rows["2P1D"]["limit"] == "none" and rows["2P1D"]["limit_knob"] is None
+    # the keys sit after the row's own columns and before the held-out band's, as in plain plans
+    keys = list(rows["1P1D"])
+    assert keys.index("usd_per_million_output_tokens") < keys.index("limit") < keys.index("limit_knob") \
+        < keys.index("heldout_server")
+    assert out["cheapest"]["limit"] == "none"
+
+
+def test_a_pd_plans_table_prints_the_limit_column_last(capsys):
+    from twin.cli.plan_pd import print_pd_plan
+
+    print_pd_plan(_pd_plan())
+    out = capsys.readouterr().out.splitlines()
+    lines = out[next(i for i, line in enumerate(out) if line.startswith("| config")) - 1:]
+    assert lines[1] == ("| config | GPUs | $/h | TTFT p99 | TPOT p99 | output tok/s | $/M output tok | verdict | "
+                        "limit |")
+    assert lines[3] == ("| 1P1D | 2 | 4.00 | 2.18 s | 10.1 ms | 656 | 1.693 | misses: TTFT p99 = 2.18 s | "
+                        "max_num_batched_tokens in the prefill pool |")
+    assert lines[4] == "| 2P1D | 3 | 6.00 | 153 ms | 10.1 ms | 999 | 1.669 | meets | none |"
+
+
+def test_a_pd_plan_row_without_a_limit_prints_a_dash(capsys):
+    from twin.cli.plan_pd import print_pd_plan
+
+    row = {"config": "1P1D", "gpus": 2, "usd_per_hour": None, "p99_ttft_ms": None, "p99_tpot_ms": None,
+           "output_throughput": None, "usd_per_million_output_tokens": None, "passed": False,
+           "reasons": ["workload: bad"]}
+    print_pd_plan({"latency_metric": "p99_ttft_ms", "target_rate_per_s": 4.0, "base_rate_per_s": 2.0,
+                   "replications": 1, "criteria": {"slo": {}}, "rows": [row], "cheapest": None, "frontier": [],
+                   "heldout_bands": {"note": []}})
+    assert "| 1P1D | 2 | - | - | - | - | - | misses: workload: bad | - |" in capsys.readouterr().out
