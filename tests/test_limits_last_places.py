@@ -56,3 +56,16 @@ def test_a_pd_plan_row_without_a_limit_prints_a_dash(capsys):
                    "replications": 1, "criteria": {"slo": {}}, "rows": [row], "cheapest": None, "frontier": [],
                    "heldout_bands": {"note": []}})
     assert "| 1P1D | 2 | - | - | - | - | - | misses: workload: bad | - |" in capsys.readouterr().out
+
+
+def test_protocols_scheduler_step_counts_the_waiting_requests_as_twin_run_does():
+    from twin.analysis.protocol import run_protocol
+    from twin.scenario import load_scenario
+
+    rep = run_protocol(load_scenario("concurrency_cap_trap"), scenario_arg="concurrency_cap_trap", replications=1)
+    step = next(s for s in rep.steps if s.key == "scheduler_limits")
+    assert step.finding.startswith(
+        "The running batch sits at max_num_seqs = 4 for 94% of the busy time while requests wait (about 11 "
+        "requests on average whenever any wait; offered: 16 closed-loop streams; 12 of the 16 streams queue). "
+        "Lifting (max_num_seqs 4 -> 1024) predicts: ")
+    assert "(s)" not in " ".join([step.finding, *step.notes])
