@@ -69,3 +69,37 @@ def test_protocols_scheduler_step_counts_the_waiting_requests_as_twin_run_does()
         "requests on average whenever any wait; offered: 16 closed-loop streams; 12 of the 16 streams queue). "
         "Lifting (max_num_seqs 4 -> 1024) predicts: ")
     assert "(s)" not in " ".join([step.finding, *step.notes])
+
+
+HEADLINE = "concurrency cap (max_num_seqs) binds (76% of the busy time)"
+SENTENCE = ("offered load (400 req/s) above what this server sustains (63.5 req/s); under it, concurrency cap "
+            "(max_num_seqs)")
+
+
+def _doc(overloaded: bool) -> dict:
+    return {"headline": HEADLINE, "verdict": "Concurrency cap binds.", "evidence": "e.", "knob": "server.max_num_seqs",
+            "load": {"offered_rate_per_s": 400.0, "served_rate_per_s": 63.5 if overloaded else 399.0,
+                     "overloaded": overloaded, "sentence": SENTENCE if overloaded else None}}
+
+
+def test_the_one_line_verdict_says_an_overload_first_and_the_headline_otherwise():
+    from twin.analysis.run_limits import compact_headline, limit_lines
+
+    assert compact_headline(_doc(False)) == HEADLINE
+    assert compact_headline(_doc(True)) == SENTENCE
+    assert compact_headline({"headline": HEADLINE}) == HEADLINE          # a doc without ``load``
+    assert limit_lines("sat", _doc(True), short=True, width=200) == [f"What limits sat: {SENTENCE}"]
+    assert limit_lines("low", _doc(False), short=True, width=200) == [f"What limits low: {HEADLINE}"]
+    # the full form is unchanged: the headline first, the overload on its own "Binding limit" line
+    full = limit_lines("sat", _doc(True), width=200)
+    assert full[:2] == [f"What limits sat: {HEADLINE}", f"  Binding limit: {SENTENCE}"]
+
+
+def test_a_many_variant_compare_prints_the_overloaded_variants_sentence(capsys):
+    from rich.console import Console
+
+    from twin.cli.pd_output import print_limits
+
+    runs = {"low": {"limits": _doc(False)}, "sat": {"limits": _doc(True)}}
+    print_limits(runs, Console(width=200), short=True)
+    assert capsys.readouterr().out.splitlines() == [f"What limits low: {HEADLINE}", f"What limits sat: {SENTENCE}"]
