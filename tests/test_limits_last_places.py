@@ -103,3 +103,33 @@ def test_a_many_variant_compare_prints_the_overloaded_variants_sentence(capsys):
     runs = {"low": {"limits": _doc(False)}, "sat": {"limits": _doc(True)}}
     print_limits(runs, Console(width=200), short=True)
     assert capsys.readouterr().out.splitlines() == [f"What limits low: {HEADLINE}", f"What limits sat: {SENTENCE}"]
+
+
+def test_counts_in_printed_text_take_the_noun_in_the_right_number():
+    from twin.results.numbers import counted
+    from twin.sim.cold_server import cold_start_line
+    from twin.workload.validation_errors import describe_error
+
+    assert [counted(n, "request") for n in (0, 1, 2)] == ["0 requests", "1 request", "2 requests"]
+    line = cold_start_line({"priced": True, "stalls": 1, "stall_time_s": 0.74, "stall_s_per_specialisation": 0.74,
+                            "specialisations_per_replica": 13, "replicas_priced": 2})
+    assert line == ("server start: cold, 1 one-off compile stall met, 0.74 s in all (0.74 s each; 13 possible per "
+                    "replica, 2 replicas priced)")
+    assert describe_error({"type": "too_short", "loc": ("rates",), "ctx": {"min_length": 1}, "input": []}) \
+        == "rates: must have at least 1 item"
+    assert describe_error({"type": "too_long", "loc": ("rates",), "ctx": {"max_length": 2}, "input": [1, 2, 3]}) \
+        == "rates: must have at most 2 items"
+
+
+def test_a_workload_of_one_request_says_so_in_the_singular():
+    import pytest
+
+    from twin.errors import TwinInputError
+    from twin.plan.evaluate import offered_rate
+
+    data = {k: v for k, v in DATA.items() if k != "disaggregation"}
+    data["workload"] = {**DATA["workload"], "num_requests": 1,
+                        "arrivals": {"process": "piecewise", "schedule": [{"rate_per_s": 1.0}]}}
+    with pytest.raises(TwinInputError) as exc:
+        offered_rate(data, None)
+    assert str(exc.value) == "workload: 1 request; cannot tell an arrival rate from fewer than 2"

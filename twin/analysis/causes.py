@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from twin.results.numbers import counted
 from twin.results.records import FINISHED
 from twin.results.sim_result import SimResult
 
@@ -359,11 +360,6 @@ def diagnose(result: SimResult, deployment: Any, metrics: Mapping[str, Any] | No
                    f"{_pct(shares['queued'])} of the busy time; {shares['mean_running']:.0f} running on average). "
                    f"Latency follows the step time, which is {_split_words(split)}.")
     return Diagnosis(limit, saturated, verdict, notes, limit_shares_only, stats, split)
-
-
-def counted(n: int, noun: str) -> str:
-    """``1 request``, ``0 requests``, ``11 requests``: a count with its noun, plural unless exactly one."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _were(n: int) -> str:
