@@ -62,7 +62,7 @@ def test_every_client_layout_is_read_and_counted(calibrated):
     assert on["runs_read"] == 6 and on["runs"] == 6 and not on["dropped"]
     assert on["capacity_runs"] == ["old-saturated/stage0"] and len(on["latency_runs"]) == 5
     assert on["vllm_versions"] == ["0.11.0"] and on["gpus"] == ["H100-SXM"]
-    assert "on 6 of 6 run(s): 5 on their latencies, 1 on their capacity (saturated); 0 dropped" in output
+    assert "on 6 of 6 runs: 5 on their latencies, 1 on their capacity (saturated); 0 dropped" in output
     # a parameter the runs cannot identify is held at its default and says why
     assert doc["status"]["allreduce_latency_s"].startswith("held at its default: every run is on one GPU")
     assert "compute_efficiency" not in doc["params"]

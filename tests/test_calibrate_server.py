@@ -58,7 +58,7 @@ def test_what_was_read_and_assumed_is_printed_before_the_fit(files):
                                   "-o", str(files / "p.json")], env={"COLUMNS": "200"})
     assert r.exit_code == 0, r.output
     head = r.output[:r.output.index("fitted ")]
-    assert "read 1 run(s) from 1 result file(s)" in head
+    assert "read 1 run from 1 result file or folder" in head
     for line in ("max_num_seqs", "vllm_version"):
         assert line in head
     assert "0.10.1" in head and "--scenario" in head and "assumed: vLLM 0.10.1 default" in head

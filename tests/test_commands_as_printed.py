@@ -200,7 +200,7 @@ def test_from_results_takes_files_folders_and_globs_after_one_flag(shell, bench_
         r = shell(f"twin calibrate --from-results {args} --gpu H100-SXM -o out.json --max-sim-s 10", cwd=tmp_path)
         assert r.returncode == 0, (args, r.stderr)
         assert len(json.loads((tmp_path / "out.json").read_text())["runs"]) == n, args
-        assert ("left out 1 file(s) no reader recognises: notes.json" in r.stderr) == (args == "results/")
+        assert ("left out 1 file no reader recognises: notes.json" in r.stderr) == (args == "results/")
     r = shell("twin calibrate --from-results 'nothing-*.json' --gpu H100-SXM", cwd=tmp_path)
     assert r.returncode == 2 and "matches no file" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = shell("twin calibrate stray.json", cwd=tmp_path)

@@ -133,7 +133,7 @@ def test_rows_left_out_by_an_explicit_policy_are_counted_on_stderr(tmp_path):
     (tmp_path / "t.csv").write_text("num_prefill_tokens,num_decode_tokens\n10,5\n12,0\n13,0\n")
     path = scenario_file(tmp_path, trace={"path": "t.csv", "zero_output": "skip"}, num_requests=None)
     code, out, err = twin("run", path, "-q")
-    assert code == 0 and err.strip() == (f"warning: {tmp_path / 't.csv'}: 2 row(s) with num_decode_tokens == 0 "
+    assert code == 0 and err.strip() == (f"warning: {tmp_path / 't.csv'}: 2 rows with num_decode_tokens == 0 "
                                          "left out (zero_output: skip)")
 
 

@@ -94,7 +94,7 @@ def test_a_pd_plans_cheapest_and_frontier_lines_name_the_metric(capsys):
                    "replications": 1, "criteria": {"slo": {"ttft_ms": {"p99": 500}}}, "rows": [row],
                    "cheapest": row, "frontier": [row], "heldout_bands": {"note": []}})
     lines = capsys.readouterr().out.splitlines()
-    assert "| config | GPUs | $/h | TTFT p99 | TPOT p99 | output tok/s | $/M output tok | verdict |" in lines
+    assert "| config | GPUs | $/h | TTFT p99 | TPOT p99 | output tok/s | $/M output tok | verdict | limit |" in lines
     assert lines[-2:] == ["cheapest: 1P1D: 2 GPUs, $4.00/h, TTFT p99 120 ms",
                           "frontier ($/h -> TTFT p99): 1P1D $4.00 120 ms"]
 

@@ -118,7 +118,8 @@ def test_a_pd_plans_verdict_names_the_missed_metric_and_its_json_keeps_the_key(t
                                     "--price", "A100-SXM-80GB=2", "--backend", "serial", "-q", "--json", str(out)])
     assert res.exit_code == 0, res.output
     row = next(x for x in res.stdout.splitlines() if x.startswith("| 1P1D |"))
-    assert row.endswith(" | misses: TTFT p99 = 2.18 s |") and "p99_ttft_ms" not in row
+    assert row.endswith(" | misses: TTFT p99 = 2.18 s | max_num_batched_tokens in the prefill pool |")
+    assert "p99_ttft_ms" not in row
     assert json.loads(out.read_text())["rows"][0]["reasons"] == ["p99_ttft_ms = 2.18 s"]
 
 

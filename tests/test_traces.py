@@ -217,7 +217,7 @@ def test_burstgpt_and_zero_output_policy(tmp_path):
     p = write(tmp_path, "burst.csv", BURST)
     with pytest.raises(TwinInputError, match=r"burst.csv:3: column 'Response tokens' is 0; .*zero_output"):
         read_trace(p)
-    with pytest.warns(TraceWarning, match="1 row\\(s\\) with Response tokens == 0 served as 1-token"):
+    with pytest.warns(TraceWarning, match="1 row with Response tokens == 0 served as 1-token"):
         tr = read_trace(p, zero_output="one")
     assert tr.format == "burstgpt"
     assert list(tr.arrival_s) == [0.0, 2.5, 4.0, 7.0]

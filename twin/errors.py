@@ -29,6 +29,13 @@ def suggestion(names: "list[str]") -> str:
     return "; did you mean " + " or ".join(repr(n) for n in names[:2]) + "?"
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 request``, ``0 requests``, ``11 requests``: a count with its noun, plural unless exactly one (regular
+    nouns only: every caller's noun takes an ``s``), for messages and printed text alike (never ``request(s)``;
+    ``twin.results.numbers`` offers it beside the other words a person reads)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def run_script(main: Callable[[], object]) -> None:
     """Run a script's ``main()`` as the CLI does: a ``TwinInputError`` (a missing ground-truth folder, a broken
     file) is one line on stderr and exit status 2, not a traceback."""

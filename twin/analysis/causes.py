@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from twin.results.numbers import counted
 from twin.results.records import FINISHED
 from twin.results.sim_result import SimResult
 
@@ -331,11 +332,11 @@ def diagnose(result: SimResult, deployment: Any, metrics: Mapping[str, Any] | No
         if best == CONCURRENCY_CAP and sched.scheduler == "static":
             verdict = (f"Static batching binds: for {held} of the busy time requests wait for the running batch "
                        f"(up to static_batch_size = {cap}, {shares['mean_running']:.0f} still running on average) "
-                       f"to finish its longest request ({_waiting(queue)}). Continuous batching (scheduler: "
+                       f"to finish its longest request ({waiting_words(queue)}). Continuous batching (scheduler: "
                        f"continuous) admits them step by step.")
         elif best == CONCURRENCY_CAP:
             verdict = (f"Concurrency cap binds: the running batch sits at {cap_name} = {cap} for {held} of the "
-                       f"busy time while requests wait ({_waiting(queue)}). Raising {cap_name} lets queued "
+                       f"busy time while requests wait ({waiting_words(queue)}). Raising {cap_name} lets queued "
                        f"requests start sooner (as long as KV capacity allows).")
         elif best == KV_CAPACITY:
             pre = shares["num_preempted"]
@@ -361,16 +362,11 @@ def diagnose(result: SimResult, deployment: Any, metrics: Mapping[str, Any] | No
     return Diagnosis(limit, saturated, verdict, notes, limit_shares_only, stats, split)
 
 
-def counted(n: int, noun: str) -> str:
-    """``1 request``, ``0 requests``, ``11 requests``: a count with its noun, plural unless exactly one."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def _were(n: int) -> str:
     return "was" if n == 1 else "were"
 
 
-def _waiting(queue: float) -> str:
+def waiting_words(queue: float) -> str:
     """How many wait while any do, named so it does not read as the run's time-averaged ``mean queue length``
     (which counts the time nobody waits too): ``about 11 requests on average whenever any wait``."""
     return f"about {counted(round(queue), 'request')} on average whenever any wait"

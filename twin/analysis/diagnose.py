@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from twin.results import numbers
+from twin.results.numbers import counted
 from twin.analysis.cap_fit import Fit, fit_max_num_seqs, scenario_shared_prefix
 from twin.analysis.measured import Measured
 from twin.analysis.measured_profile import QUEUED_SHARE, STALL_FACTOR, Profile, profile
@@ -73,6 +74,11 @@ class DiagnoseReport:
                 "queued_streams": self.queued_streams, "summary": self.summary,
                 "causes": [c.as_dict() for c in self.causes], "profile": self.profile.as_dict(),
                 "fit": self.fit.as_dict() if self.fit else None, "prefix": self.prefix, "notes": self.notes}
+
+
+def _verb(n: int, verb: str) -> str:
+    """A present-tense verb agreeing with a count: ``1 request stalls``, ``3 requests stall``."""
+    return f"{verb}s" if n == 1 else verb
 
 
 def _ms(s: float | None) -> str:
@@ -234,17 +240,19 @@ def diagnose_measured(m: Measured, body: Any = None, base_dir: Path | None = Non
                                                             or twin_pre >= max(1, 0.01 * len(m))):
         ev = []
         if prof.stall_requests:
-            ev.append(f"{prof.stall_requests} request(s) stall mid-stream (an inter-token gap above "
+            ev.append(f"{counted(prof.stall_requests, 'request')} {_verb(prof.stall_requests, 'stall')} mid-stream "
+                      f"(an inter-token gap above "
                       f"{STALL_FACTOR:g}x the median ITL of {_ms(prof.median_itl_s)}; the longest "
                       f"{_ms(prof.max_stall_s)}): a preempted request waits and recomputes its context")
         if twin_pre:
-            ev.append(f"the fitted twin, with this deployment's KV pool, preempts {twin_pre} time(s)")
+            ev.append(f"the fitted twin, with this deployment's KV pool, preempts {counted(twin_pre, 'time')}")
         likely = "likely" if prof.stall_requests and twin_pre else "possible"
         causes.append(Cause(KV_PREEMPTION, "KV-cache capacity: preemptions", likely, ev,
                             "more KV memory: --gpu-memory-utilization, --kv-cache-dtype fp8, tensor parallelism, "
                             "or a lower max_num_seqs so admitted requests keep their blocks"))
     elif prof.stall_requests:
-        notes.append(f"{prof.stall_requests} request(s) show a mid-stream gap above {STALL_FACTOR:g}x the median "
+        notes.append(f"{counted(prof.stall_requests, 'request')} {_verb(prof.stall_requests, 'show')} a mid-stream "
+                     f"gap above {STALL_FACTOR:g}x the median "
                      f"ITL (longest {_ms(prof.max_stall_s)}): long prefills sharing a step, or a preemption"
                      f"{'' if fit is None else '; the fitted twin does not preempt'}")
     prefix = None

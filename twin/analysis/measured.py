@@ -24,6 +24,7 @@ import numpy as np
 from twin.errors import TwinInputError
 from twin.results.bench_fields import json_number as _number, parse_request_rate
 from twin.workload.trace_rows import MAX_TOKEN_COUNT
+from twin.results.numbers import counted
 from twin.json_input import load_json_path
 from twin.yaml_input import not_a_file
 
@@ -192,7 +193,7 @@ def measured_from_bench(doc: Any, source: str = "bench JSON") -> Measured:
         hit = _number(twin.get("prefix_cache_hit_rate"))
     failed = int(n - ok.sum())
     if failed:
-        notes.append(f"{failed} failed request(s) left out")
+        notes.append(f"{counted(failed, 'failed request')} left out")
     if not ok.any():
         raise TwinInputError(f"{source}: every request failed: nothing to diagnose")
     t0 = float(start[ok].min())
@@ -264,7 +265,7 @@ def measured_from_csv(path: Path) -> Measured:
     if not ok.any():
         raise TwinInputError(f"{source}: no completed request (every row lacks a first token or finish time)")
     t0 = float(arrival[ok].min())
-    notes = [f"{failed} failed or unfinished row(s) left out"] if failed else []
+    notes = [f"{counted(failed, 'failed or unfinished row')} left out"] if failed else []
     return Measured(source, arrival[ok] - t0, first[ok] - arrival[ok], finish[ok] - arrival[ok],
                     inp[ok].astype(np.int64), out[ok].astype(np.int64), None, failed, None, None, None, notes)
 

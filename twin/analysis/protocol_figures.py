@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from twin.results.figures import PALETTE, latency_cdfs
+from twin.results.numbers import counted
 from twin.results.report import label
 
 
@@ -64,7 +65,7 @@ def protocol_figures(rep: Any) -> dict[str, go.Figure]:
         classes = list(dict.fromkeys(g["task_class"] for g in sstep.details["grid"]))
         for i, c in enumerate(classes):
             cells = [g for g in sstep.details["grid"] if g["task_class"] == c]
-            f.add_trace(go.Bar(x=[f"{g['concurrency']} stream(s)" for g in cells],
+            f.add_trace(go.Bar(x=[counted(g["concurrency"], "stream") for g in cells],
                                y=[g["throughput_ratio"].get("mean") for g in cells], name=c,
                                marker_color=PALETTE[i % len(PALETTE)],
                                error_y=dict(type="data", array=[g["throughput_ratio"].get("half_width") or 0.0

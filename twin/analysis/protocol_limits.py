@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from twin.analysis.causes import BINDING_SHARE, CONCURRENCY_CAP, KV_CAPACITY, TOKEN_BUDGET, Diagnosis, diagnose
+from twin.analysis.causes import (BINDING_SHARE, CONCURRENCY_CAP, KV_CAPACITY, TOKEN_BUDGET, Diagnosis, counted,
+                                  diagnose, waiting_words)
 from twin.analysis.protocol_evaluation import Evaluation
 from twin.analysis.protocol_verdicts import DELTA_KEYS, INFO, NO_CHANGE, RECOMMEND, compare, effect
 from twin.analysis.protocol_walk import ProtocolWalk, Step, offered_load
@@ -77,7 +78,7 @@ def scheduler_limits_step(walk: ProtocolWalk, base: Evaluation, diag: Diagnosis)
                     "offered_concurrency": closed_c}
     if diag.limit == KV_CAPACITY:
         step.notes.append(f"KV-cache capacity binds at the baseline ({diag.shares.get(KV_CAPACITY, 0.0):.0%} of "
-                          f"the busy time, {stats.get('num_preempted', 0)} preemption(s)): no scheduler limit "
+                          f"the busy time, {counted(stats.get('num_preempted', 0), 'preemption')}): no scheduler limit "
                           f"lifts that; KV memory does (gpu_memory_utilization, kv_cache_dtype fp8, tensor "
                           f"parallelism, another replica), or prefix caching where prompts share prefixes")
     if not server:
@@ -105,7 +106,7 @@ def scheduler_limits_step(walk: ProtocolWalk, base: Evaluation, diag: Diagnosis)
                          f"streams queue" if closed_c and closed_c > sc.max_num_seqs * body.deployment.replicas \
             else ""
         why.append(f"the running batch sits at max_num_seqs = {sc.max_num_seqs} for {cap_share:.0%} of the "
-                   f"busy time while about {queue:.0f} request(s) wait (offered: {load_words}{queued_streams})")
+                   f"busy time while requests wait ({waiting_words(queue)}; offered: {load_words}{queued_streams})")
     if "max_num_batched_tokens" in server and budget_share >= BINDING_SHARE:
         why.append(f"steps are filled to max_num_batched_tokens = {sc.max_num_batched_tokens} for "
                    f"{budget_share:.0%} of the busy time while requests queue")
@@ -124,7 +125,7 @@ def scheduler_limits_step(walk: ProtocolWalk, base: Evaluation, diag: Diagnosis)
         step.finding = (f"{'; '.join(why).capitalize()}, but lifting ({step.change_label}) changes nothing "
                         f"measurable ({walk.headline_deltas(deltas)}): the GPU, not the limit, sets the pace.")
     if pre and not base.mean("num_preemptions"):
-        step.notes.append(f"with the limit lifted, KV capacity binds next: {pre:.0f} preemption(s) per run")
+        step.notes.append(f"with the limit lifted, KV capacity binds next: {counted(round(pre), 'preemption')} per run")
     walk.add_commands(step, cand, "scheduler-limits")
     walk.steps.append(step)
     return step

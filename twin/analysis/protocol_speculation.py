@@ -17,6 +17,7 @@ from typing import Any
 from twin.analysis.protocol_evaluation import Evaluation
 from twin.analysis.protocol_verdicts import ADVISE_AGAINST, NO_CHANGE, RECOMMEND, compare, effect, ratio_summary
 from twin.analysis.protocol_walk import ProtocolWalk, Step, offered_load
+from twin.results.numbers import counted
 
 SPEC_GAIN = 1.05           # throughput ratio (spec / no spec) counted as a gain ...
 SPEC_LOSS = 0.97           # ... and as a loss
@@ -113,7 +114,7 @@ def speculative_decoding_step(walk: ProtocolWalk, base: Evaluation) -> Step:
     step.candidate, step.deltas = cand.label, deltas
     overall_tp = effect(deltas, "output_throughput")
     overall_lat = effect(deltas, "median_tpot_ms")
-    cells = "; ".join(f"{g['task_class']} at {g['concurrency']} stream(s): "
+    cells = "; ".join(f"{g['task_class']} at {counted(g['concurrency'], 'stream')}: "
                       f"{(g['throughput_ratio'].get('mean') or 0):.2f}x output throughput"
                       for g in grid)
     if current is None:

@@ -249,10 +249,11 @@ def agreed(values: Sequence[str | None]) -> str | None:
 
 def limit_lines(name: str, doc: Mapping[str, Any], *, short: bool = False, width: int = WIDTH) -> list[str]:
     """The printed form of ``limits_doc``: ``What limits <name>: <headline>``, then (unless ``short``) the
-    verdict, the evidence and the knob, indented and wrapped to ``width`` characters."""
-    out = _wrap(f"What limits {name}: {doc['headline']}", width, "")
+    verdict, the evidence and the knob, indented and wrapped to ``width`` characters. ``short`` (a compare of
+    many variants) keeps the first line only, and that line says an overload first (``compact_headline``)."""
     if short:
-        return out
+        return _wrap(f"What limits {name}: {compact_headline(doc)}", width, "")
+    out = _wrap(f"What limits {name}: {doc['headline']}", width, "")
     load = doc.get("load") or {}
     if load.get("overloaded"):
         out += _wrap(f"Binding limit: {load['sentence']}", width)
@@ -264,10 +265,19 @@ def limit_lines(name: str, doc: Mapping[str, Any], *, short: bool = False, width
     return out
 
 
+def compact_headline(doc: Mapping[str, Any]) -> str:
+    """The verdict in one line: the headline, or for an overloaded run the load sentence (the ``Binding limit``
+    line's words: ``offered load (12 req/s) above what this server sustains (8.1 req/s); under it, ...``), so a
+    one-line-per-variant compare does not lose the overload."""
+    load = doc.get("load") or {}
+    return str(load["sentence"] if load.get("overloaded") else doc["headline"])
+
+
 def _wrap(text: str, width: int, indent: str = "  ") -> list[str]:
     return textwrap.wrap(text, max(width, 40), initial_indent=indent, subsequent_indent=indent + "  ",
                          break_on_hyphens=False, break_long_words=False)
 
 
-__all__ = ["AGGREGATED", "BOUND_WORDS", "GPU_KNOB", "KNOBS", "SHORT_NAMES", "agreed", "evidence", "headline", "knob",
-           "limit_lines", "limits_doc", "limits_from", "part_knob", "run_diagnosis", "short_doc", "short_limit"]
+__all__ = ["AGGREGATED", "BOUND_WORDS", "GPU_KNOB", "KNOBS", "SHORT_NAMES", "agreed", "compact_headline", "evidence",
+           "headline", "knob", "limit_lines", "limits_doc", "limits_from", "part_knob", "run_diagnosis", "short_doc",
+           "short_limit"]

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from twin.errors import TwinInputError
+from twin.results.numbers import counted
 from twin.cli.option_types import FiniteFloatRange, OutputFile
 from twin.cli.console import console, err_console
 
@@ -226,8 +227,8 @@ def calibrate(more_results: tuple[str, ...], from_results: tuple[str, ...], benc
     fit = result.fit
     env = result.run.environment
     console.print(f"calibrated {result.model.name} on {env['device_name']} ({env['device_type']}, {env['dtype']}, "
-                  f"{env['threads']} thread(s), torch {env['torch']}): {len(result.run.samples)} steps measured "
-                  f"in {result.run.wall_s:.1f} s", highlight=False, soft_wrap=True)
+                  f"{counted(env['threads'], 'thread')}, torch {env['torch']}): {len(result.run.samples)} steps "
+                  f"measured in {result.run.wall_s:.1f} s", highlight=False, soft_wrap=True)
     for note in result.run.notes:
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
     console.print(_metrics_table(fit))

@@ -22,6 +22,7 @@ from twin.cli.calibrate_check import run_label
 from twin.cli.console import console, err_console
 from twin.cost.server_profile import write_server_profile
 from twin.errors import TwinInputError
+from twin.results.numbers import counted
 from twin.cli.calibrate_server import apply, describe, server_table
 from twin.core.vllm_versions import NEWEST_VLLM_VERSION
 from twin.fitting.calibrate_fit import CANDIDATES, PRIOR_WIDTHS, CalibrationFit, calibrate_fit
@@ -126,8 +127,8 @@ def expand_result_paths(items: Sequence[str]) -> list[Path]:
                 raise TwinInputError(f"--from-results {item}: a folder with no result file twin reads "
                                      f"({', '.join(n for n, _, _ in READERS)})")
             if skipped:
-                warnings.warn(f"--from-results {item}: left out {len(skipped)} file(s) no reader recognises: "
-                              + ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""), stacklevel=2)
+                warnings.warn(f"--from-results {item}: left out {counted(len(skipped), 'file')} no reader "
+                              f"recognises: " + ", ".join(skipped[:5]) + (" ..." if len(skipped) > 5 else ""), stacklevel=2)
             out += found
         else:
             out.append(p)
@@ -252,7 +253,8 @@ def read_cases(paths: Sequence[str], *, scenario: str | None, sets: tuple[str, .
     cases = [Case(run, target) for run, target in merged]
     if not quiet:
         table, notes = server_table(read, [r for r, _ in merged], [t for _, t in merged], desc)
-        console.print(f"read {len(read)} run(s) from {len(files)} result file(s)/folder(s)", highlight=False)
+        where = "result file or folder" if len(files) == 1 else "result files or folders"
+        console.print(f"read {counted(len(read), 'run')} from {len(files)} {where}", highlight=False)
         console.print(table)
         for note in notes:
             console.print(f"note: {note}", highlight=False, soft_wrap=True)
@@ -280,10 +282,11 @@ def calibrate_from_results(paths: Sequence[str], *, output: str | None, gpu: str
     out = Path(output or "server-profile.json")
     write_server_profile(out, doc)
     n_lat, n_cap = len(result.latency_cases), len(result.capacity_cases)
-    console.print(f"fitted {len(result.names)} parameter(s) on {n_lat + n_cap} of {len(cases)} run(s): {n_lat} on "
+    console.print(f"fitted {counted(len(result.names), 'parameter')} on {n_lat + n_cap} of "
+                  f"{counted(len(cases), 'run')}: {n_lat} on "
                   f"their latencies, {n_cap} on their capacity (saturated); {len(result.dropped)} dropped"
                   + "".join(f"; {n}: {w}" for n, w in result.dropped)
-                  + f" ({result.rounds} simulation rounds, {replications} replication(s) each, chi^2/dof "
+                  + f" ({result.rounds} simulation rounds, {counted(replications, 'replication')} each, chi^2/dof "
                   f"{result.chi2_per_dof:.2f})", highlight=False, soft_wrap=True)
     console.print(_params_table(result))
     console.print(runs_table(cases, result))

@@ -19,6 +19,7 @@ from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.replay import Target, deployment_for
 from twin.hardware.catalog import resolve_gpu, resolve_model
+from twin.results.numbers import counted
 from twin.yaml_input import parse_set_options
 
 TARGET_FIELDS = ("weight_dtype", "kv_dtype", "weight_formats", "pipeline_parallel_size", "data_parallel_size",
@@ -141,6 +142,6 @@ def server_table(read: list[MeasuredRun], runs: list[MeasuredRun], targets: list
                      f"--vllm-version (an older server without async scheduling costs about a step more TTFT)")
     differ = sorted({r.name for r in runs[1:] if r.server != run.server})
     if differ:
-        notes.append(f"{len(differ)} run(s) on other server settings: " + ", ".join(differ[:4])
+        notes.append(f"{counted(len(differ), 'run')} on other server settings: " + ", ".join(differ[:4])
                      + (" ..." if len(differ) > 4 else ""))
     return table, notes

@@ -25,14 +25,16 @@ def print_pd_plan(out: dict[str, Any]) -> None:
                   f"{counted(out['replications'], 'replication')}, SLO {json.dumps(out['criteria']['slo'])}",
                   highlight=False)
     extra = [k for k in out["rows"][0] if "." in k] if out["rows"] else []
-    header = ["config", *extra, "GPUs", "$/h", "TTFT p99", "TPOT p99", "output tok/s", "$/M output tok", "verdict"]
+    header = ["config", *extra, "GPUs", "$/h", "TTFT p99", "TPOT p99", "output tok/s", "$/M output tok", "verdict",
+              "limit"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in out["rows"]:
         cells = [r["config"], *(str(r[k]) for k in extra), str(r["gpus"]),
                  "-" if r["usd_per_hour"] is None else f"{r['usd_per_hour']:.2f}", _ms(r["p99_ttft_ms"]),
                  _ms(r["p99_tpot_ms"]), "-" if r["output_throughput"] is None else numbers.number(r["output_throughput"]),
                  "-" if r["usd_per_million_output_tokens"] is None else f"{r['usd_per_million_output_tokens']:.3f}",
-                 "meets" if r["passed"] else "misses: " + "; ".join(map(human_reason, r["reasons"][:2]))]
+                 "meets" if r["passed"] else "misses: " + "; ".join(map(human_reason, r["reasons"][:2])),
+                 r.get("limit") or "-"]
         lines.append("| " + " | ".join(cells) + " |")
     console.print("\n".join(lines), highlight=False, soft_wrap=True)
     best = out["cheapest"]

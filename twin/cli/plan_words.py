@@ -8,16 +8,12 @@ from __future__ import annotations
 import re
 
 from twin.results import numbers
+from twin.results.numbers import counted     # noqa: F401  (``1 GPU``, ``3 GPUs``: plan and sweep print it from here)
 from twin.results.report import label
 
 # judge()'s reasons that name a metric key: "KEY = VALUE", "KEY undefined", "KEY missed"
 _METRIC_REASON = re.compile(r"^(?P<key>[a-z0-9.]+_[a-z0-9_]+?_ms)(?P<rest> = .*| undefined| missed)$")
 _GOODPUT_REASON = re.compile(r"^goodput fraction (?P<frac>[0-9.]+) < (?P<need>[0-9.e+-]+)$")
-
-
-def counted(n: int, noun: str) -> str:
-    """``1 GPU``, ``0 GPUs``, ``3 GPUs``: the count and its noun, plural unless the count is exactly one."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def human_reason(reason: str) -> str:

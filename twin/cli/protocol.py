@@ -13,6 +13,7 @@ from rich.table import Table
 from twin.cli.console import console, err_console
 from twin.cli.option_types import FiniteFloatRange
 from twin.errors import TwinInputError
+from twin.results.numbers import counted
 
 
 def _int_list(text: str | None, option: str) -> list[int] | None:
@@ -87,7 +88,7 @@ def protocol(scenario: str, variant: str, sets: tuple[str, ...], trace_path: str
                        seed=seed, spec_concurrency=_int_list(spec_concurrency, "--spec-concurrency"), engine=engine,
                        engine_duration_s=engine_duration, progress=progress)
     _say(f"{rep.scenario}{'' if variant == 'baseline' else ' [' + variant + ']'}: {rep.headline}")
-    _say(f"traffic: {rep.offered_load}; {rep.replications} replication(s) per configuration")
+    _say(f"traffic: {rep.offered_load}; {counted(rep.replications, 'replication')} per configuration")
     table = Table(title="The protocol, one change at a time")
     for col in ("step", "verdict", "change"):
         table.add_column(col)

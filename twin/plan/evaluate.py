@@ -24,6 +24,7 @@ from typing import Any
 
 from twin.errors import TwinInputError
 from twin.results.report import format_value
+from twin.results.numbers import counted
 
 # the metrics a job hands back (scalars; the full set stays in the worker)
 RESULT_KEYS = (
@@ -105,7 +106,7 @@ def offered_rate(data: Mapping[str, Any], base_dir: str | Path | None = None, se
     specs = open_loop_specs(wl, body.seed if seed is None else seed, base_dir=base_dir)
     n = len(specs)
     if n < 2:
-        raise TwinInputError(f"workload: {n} request(s); cannot tell an arrival rate from fewer than 2")
+        raise TwinInputError(f"workload: {counted(n, 'request')}; cannot tell an arrival rate from fewer than 2")
     span = None
     if wl.classes and wl.duration_s is not None and arr is not None and getattr(arr, "process", "") != "piecewise":
         span = wl.duration_s

@@ -5,8 +5,9 @@ scenario key) serves a target rate within the SLOs at the least cost.
 search space is a grid (``disaggregation.prefill.replicas`` and ``disaggregation.decode.replicas``, 1 to 4 each
 unless the plan gives them, times any other axis, e.g. ``server.kv_offloading_size``), every point is simulated
 at the target rate (``replications`` seeds; a point passes when every replication meets the criteria), and
-its cost is the GPUs of both pools at their hourly prices. The answer: every point's latency, throughput, cost
-and verdict, the cheapest passing point and the cost-latency frontier (Pareto points of hourly cost against
+its cost is the GPUs of both pools at their hourly prices. The answer: every point's latency, throughput, cost,
+verdict and what limits it (``limit`` / ``limit_knob``, the binding pool named: ``KV pool in the decode pool``),
+the cheapest passing point and the cost-latency frontier (Pareto points of hourly cost against
 ``latency_metric`` among the passing ones).
 """
 
@@ -74,6 +75,8 @@ def plan_pd(data: Mapping[str, Any], *, base_dir: str | None, criteria: Criteria
             target_rate: float | None, space: Sequence[tuple[str, Sequence[Any]]], replications: int, runner: Any,
             latency_metric: str = "p99_ttft_ms") -> dict[str, Any]:
     """Simulate every point of the P/D grid at the target rate; see the module's docstring."""
+    from twin.analysis.run_limits import agreed
+
     if not criteria.slo and criteria.goodput is None:
         raise TwinInputError("slo: planning needs SLOs (in the scenario's slo: section or given to the plan)")
     check_metric(latency_metric, "latency_metric")
@@ -114,6 +117,8 @@ def plan_pd(data: Mapping[str, Any], *, base_dir: str | None, criteria: Criteria
             row[key] = _mean([x.get(key) for x in m]) if m else None
         row["usd_per_million_output_tokens"] = (usd_per_million_tokens(cost, row["output_throughput"])
                                                 if not missing else None)
+        for k in ("limit", "limit_knob"):      # what limits the point, with its pool (twin.analysis.run_limits)
+            row[k] = agreed([x.get(k) for x in res if x.get("ok")])
         keys[row["config"]] = band_servers([body], base_dir)       # the held-out error bands (issue 33)
         row["heldout_server"] = server_label(keys[row["config"]])
         rows.append(row)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from twin.errors import counted     # a count with its noun (``1 request``, ``11 requests``): printed text uses it
+
 SIG_FIGS = 3
 SUFFIXES = ((1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T"))
 # a latency in milliseconds, scaled: each unit in turn until the next one reads at least 1 of it
@@ -181,5 +183,5 @@ def percent(fraction: Any, decimals: int = 1) -> str:
     return f"{v * 100:.{decimals}f}%"
 
 
-__all__ = ["count", "given", "delta", "delta_ms", "duration_ms", "duration_s", "number", "percent", "percent_change",
+__all__ = ["count", "counted", "given", "delta", "delta_ms", "duration_ms", "duration_s", "number", "percent", "percent_change",
            "signed", "small_change", "with_unit"]

@@ -20,6 +20,7 @@ from typing import Any
 
 from twin.cost.cold_compile import ColdCompiles, ColdStartClock, cold_compiles_for
 from twin.sim.deployment import Deployment
+from twin.results.numbers import counted
 
 WARM, COLD = "warm", "cold"
 SERVER_STARTS = (WARM, COLD)
@@ -79,7 +80,7 @@ def cold_start_line(summary: dict[str, Any]) -> str:
     if not summary.get("priced"):
         return ("server start: cold, but no cold-start term is priced for this deployment (only the Triton "
                 "fused-MoE compiles of a known table are): the run is the warm one")
-    return (f"server start: cold, {summary['stalls']} one-off compile stall(s) met, "
+    return (f"server start: cold, {counted(summary['stalls'], 'one-off compile stall')} met, "
             f"{summary['stall_time_s']:.2f} s in all ({summary['stall_s_per_specialisation']:.2f} s each; "
-            f"{summary['specialisations_per_replica']} possible per replica, {summary['replicas_priced']} "
-            f"replica(s) priced)")
+            f"{summary['specialisations_per_replica']} possible per replica, "
+            f"{counted(summary['replicas_priced'], 'replica')} priced)")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from twin.errors import TwinInputError
+from twin.errors import TwinInputError, counted
 from twin.json_input import STRICT_JSON, DuplicateKeyError, duplicate_key
 from twin.workload.trace_data import Trace
 from twin.yaml_input import open_text, stream_decode_error
@@ -156,10 +156,10 @@ class TraceRows:
     def notes(self) -> list[str]:
         out = []
         if self.zero_mapped:
-            out.append(f"{self.path}: {self.zero_mapped} row(s) with {self.output_col} == 0 served as 1-token "
+            out.append(f"{self.path}: {counted(self.zero_mapped, 'row')} with {self.output_col} == 0 served as 1-token "
                        f"outputs (zero_output: one)")
         if self.zero_skipped:
-            out.append(f"{self.path}: {self.zero_skipped} row(s) with {self.output_col} == 0 left out "
+            out.append(f"{self.path}: {counted(self.zero_skipped, 'row')} with {self.output_col} == 0 left out "
                        f"(zero_output: skip)")
         return out
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from twin.errors import counted
 from twin.workload.arrival_config import ARRIVAL_PROCESSES
 from twin.workload.datasets import DATASET_KINDS
 
@@ -33,8 +34,6 @@ _TEMPLATES = {
     "dict_type": "must be a mapping",
     "list_type": "must be a list",
     "tuple_type": "must be a list",
-    "too_short": "must have at least {min_length} item(s)",
-    "too_long": "must have at most {max_length} item(s)",
     "string_too_short": "must not be empty",
 }
 
@@ -112,6 +111,10 @@ def describe_error(err: dict, root: str | None = None) -> str:
     if etype == "literal_error":
         return f"{_loc_text(parts)}: must be one of {ctx.get('expected', '')}{_got(value)}"
     template = _TEMPLATES.get(etype)
+    if etype in ("too_short", "too_long") and isinstance(ctx.get("min_length", ctx.get("max_length")), int):
+        least = etype == "too_short"
+        n = ctx["min_length" if least else "max_length"]
+        template = f"must have at {'least' if least else 'most'} {counted(n, 'item')}"
     if template is not None:
         try:
             msg = template.format(**{k: _plain(v) for k, v in ctx.items()})
