@@ -48,6 +48,18 @@ def _loc_text(parts: list[Any]) -> str:
     return out
 
 
+def _sub_path_parts(sub: str) -> list[Any]:
+    """A validator's ``.field.sub`` (or ``.list[3]``) as path parts: list positions as ints (printed ``[3]``), a
+    statistic's decimals kept in one key (``slo.ttft_ms.p99.9``, not ``p99[9]``)."""
+    parts: list[Any] = []
+    for piece in sub[1:].replace("]", "").replace("[", ".").split("."):
+        if piece.isdigit() and parts and isinstance(parts[-1], str) and re.fullmatch(r"p\d+", parts[-1]):
+            parts[-1] += "." + piece
+        elif piece:
+            parts.append(int(piece) if piece.isdigit() else piece)
+    return parts
+
+
 def _clean_loc(loc: tuple) -> list[Any]:
     parts: list[Any] = []
     for i, p in enumerate(loc):
@@ -92,12 +104,11 @@ def describe_error(err: dict, root: str | None = None) -> str:
     value = err.get("input")
     if etype == "value_error":
         msg = str(ctx.get("error", err.get("msg", "")))
-        path = _loc_text(parts)
-        if msg.startswith(".") and ": " in msg:  # ".field.sub: message" -> extend the path as written (slo's p99.9)
+        if msg.startswith(".") and ": " in msg:  # ".field.sub: message" -> extend the path
             sub, msg = msg.split(": ", 1)
-            path = path + sub if path else sub[1:]
+            parts.extend(_sub_path_parts(sub))
         text = msg if "(got" in msg else msg + _got(value)
-        return f"{path or 'top level'}: {text}"
+        return f"{_loc_text(parts) or 'top level'}: {text}"
     if etype == "union_tag_invalid":
         kinds = DATASET_KINDS if "kind" in str(ctx.get("discriminator", "")) else ARRIVAL_PROCESSES
         tags = ", ".join(kinds)
