@@ -177,3 +177,30 @@ def test_the_twins_json_names_its_model_and_calibrate_reads_it_back(tmp_path):
     assert doc["model_id"] == "llama-3.1-8b" == doc["twin"]["config"]["deployment"]["model"]
     (run,) = read_results(path)
     assert run.model == "llama-3.1-8b" and resolve_model(run.model).name == body.deployment.model
+
+
+def test_the_twins_run_as_an_inference_perf_per_request_file_gets_the_bench_jsons_diagnosis(tmp_path):
+    """The same requests (the twin's concurrency_cap_trap run) as a `vllm bench serve` JSON and as inference-perf's
+    per-request file (epoch times, one output_token_times entry per token): the same verdict and fit, once the
+    closed loop's 16 users are given (inference-perf's file does not state them)."""
+    sc = load_scenario("concurrency_cap_trap")
+    bench = write_json(run_body(sc.body("baseline", {}), sc.base_dir), tmp_path / "bench.json")
+    doc = json.loads(bench.read_text())
+    rows = []
+    for s, ttft, lat, p, o, gaps in zip(doc["start_times"], doc["ttfts"], doc["latencies"], doc["input_lens"],
+                                         doc["output_lens"], doc["itls"], strict=True):
+        times = list(T0 + s + ttft + np.concatenate([[0.0], np.cumsum(gaps)]))
+        times[-1] = T0 + s + lat      # the last token ends the request: no rounding past end_time (a closed
+        # loop's next request starts at that very time; a later last token would overlap it)
+        rows.append({"start_time": T0 + s, "end_time": T0 + s + lat, "error": None,
+                     "info": {"input_tokens": p, "output_tokens": o, "output_token_times": times}})
+    per_request = tmp_path / "per_request_lifecycle_metrics.json"
+    per_request.write_text(json.dumps(rows))
+    out = {}
+    for path, extra in ((bench, []), (per_request, ["--max-concurrency", "16"])):
+        res = CliRunner().invoke(main, ["diagnose", str(path), "--scenario", "concurrency_cap_trap", *extra])
+        assert res.exit_code == 0, res.output
+        out[path.name] = res.output.splitlines()[1:]
+    assert out["bench.json"] == out[per_request.name]
+    assert out["bench.json"][0] == ("verdict: Concurrency cap of 4 sequences (max_num_seqs = 4): 12 of 16 streams "
+                                    "queue behind it")
