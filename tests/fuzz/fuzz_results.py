@@ -1,5 +1,6 @@
 """Fuzz cases for the files ``twin calibrate --from-results`` reads (``vllm bench serve`` JSON, GuideLLM reports,
-inference-perf stage folders and per-request files, per-request CSV / JSON Lines tables) and for Hugging Face
+inference-perf stage folders and per-request files, per-request CSV / JSON Lines tables; ``twin diagnose`` reads
+the per-request ones through the same readers, and draws its command too) and for Hugging Face
 ``config.json`` models named by a scenario.
 
 Each case starts from a valid document (the readers' own test fixtures), applies one to three mutations and
@@ -42,6 +43,12 @@ CALIBRATE = ["calibrate", "--from-results", None, "--gpu", "H100-SXM", "--model"
 
 def calibrate_args(target: str) -> list[str]:
     return [target if a is None else a for a in CALIBRATE]
+
+
+def reader_args(draw, target: str) -> list[str]:
+    """``twin calibrate --from-results`` or ``twin diagnose`` on ``target``: diagnose reads the per-request
+    formats through the same readers (``twin.analysis.measured_readers``), so the same refusals apply."""
+    return draw(st.sampled_from([calibrate_args(target), ["diagnose", target]]))
 
 
 def _get(doc, path):
@@ -328,7 +335,7 @@ def inference_perf_request_cases(draw) -> Case:
         why = why or (reason if still else None)
     text, text_why = text_mutation(draw, dumps(reqs))
     data, enc_why, intact = draw(encoded(text))
-    case = Case("results-inference-perf-requests", calibrate_args("{d}/exp/per_request_lifecycle_metrics.json"),
+    case = Case("results-inference-perf-requests", reader_args(draw, "{d}/exp/per_request_lifecycle_metrics.json"),
                 {"exp/per_request_lifecycle_metrics.json": data, "out/.keep": b""})
     case.refuse(enc_why)
     case.refuse(text_why if intact else None)
@@ -385,7 +392,8 @@ def table_cases(draw) -> Case:
             text += raw_line + "\n"
         name = "requests.jsonl"
     data, enc_why, intact = draw(encoded(text))
-    case = Case("results-table", calibrate_args("{d}/" + name), {name: data, "out/.keep": b""})
+    args = calibrate_args("{d}/" + name) if fmt == "csv" else reader_args(draw, "{d}/" + name)
+    case = Case("results-table", args, {name: data, "out/.keep": b""})
     case.refuse(enc_why)
     if len(set(header)) == len(header) and set(header) == set(TABLE_HEADER):
         case.refuse(why if intact else None)
@@ -446,6 +454,10 @@ def seeds() -> list[tuple[list[str], dict[str, bytes]]]:
         (calibrate_args("{d}/exp/per_request_lifecycle_metrics.json"),
          {"exp/per_request_lifecycle_metrics.json": dumps(lifecycle_requests()).encode(), **keep}),
         (calibrate_args("{d}/requests.csv"), {"requests.csv": table.encode(), **keep}),
+        (["diagnose", "{d}/exp/per_request_lifecycle_metrics.json"],
+         {"exp/per_request_lifecycle_metrics.json": dumps(lifecycle_requests()).encode()}),
+        (["diagnose", "{d}/requests.jsonl"],
+         {"requests.jsonl": "".join(dumps(dict(zip(TABLE_HEADER, r))) + "\n" for r in TABLE_ROWS).encode()}),
         (["run", "{d}/s.yaml", "-q"], {"config.json": dumps(HF_CONFIG).encode(),
                                        "s.yaml": yaml.safe_dump(HF_SCENARIO).encode()}),
         (["run", "{d}/s.yaml", "-q"], {"gpu.yaml": yaml.safe_dump(GPU_SPEC).encode(),

@@ -1,4 +1,5 @@
-"""Measured per-request results, read from a ``vllm bench serve`` JSON or a per-request CSV.
+"""Measured per-request results, read from a ``vllm bench serve`` JSON or a per-request CSV (the other clients'
+per-request files through ``twin calibrate``'s readers: ``twin.analysis.measured_readers``).
 
 A ``vllm bench serve`` result JSON saved with ``--save-result --save-detailed`` carries per-request arrays
 ``input_lens, output_lens, ttfts, latencies``, plus ``start_times`` and optionally ``itls``; a CSV carries one row
@@ -271,12 +272,18 @@ def measured_from_csv(path: Path) -> Measured:
 
 
 def load_measured(path: str | Path) -> Measured:
-    """Read RESULTS: ``.json`` (a bench result) or ``.csv`` (per-request times)."""
+    """Read RESULTS: ``.csv`` (per-request times); a file a per-request reader of ``twin calibrate
+    --from-results`` claims (inference-perf per-request, AIPerf records, GuideLLM, a JSON Lines / JSON list table:
+    ``twin.analysis.measured_readers``, the same readers); else a bench result JSON."""
+    from twin.analysis.measured_readers import measured_from_reader, per_request_reader
+
     p = Path(path)
     if not p.is_file():
         raise TwinInputError(f"{path}: {not_a_file(p) or 'no such file'}; give the result file itself")
     if p.suffix.lower() == ".csv" or p.name.lower().endswith(".csv.gz"):
         return measured_from_csv(p)
+    if (reader := per_request_reader(p)) is not None:
+        return Measured(**measured_from_reader(p, reader))
     return measured_from_bench(load_json_path(p, "bench result"), str(path))
 
 

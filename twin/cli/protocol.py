@@ -143,9 +143,11 @@ def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, 
              out_dir: str | None) -> None:
     """Name the likely causes behind measured RESULTS (a vllm bench serve JSON saved with --save-result
     --save-detailed, or a CSV of arrival, first-token and finish times with token counts, e.g. twin run
-    --requests-out): a concurrency cap, queueing against saturated service, KV-capacity preemption, a prefix-cache
-    hit rate below what the traffic allows. Summaries without per-request times (inference-perf's stage files)
-    fit the twin with twin calibrate --from-results instead."""
+    --requests-out; also the per-request files twin calibrate --from-results reads: inference-perf's
+    per_request_lifecycle_metrics.json, AIPerf's profile_export.jsonl, a GuideLLM report listing every request,
+    a JSON Lines table): a concurrency cap, queueing against saturated service, KV-capacity preemption, a
+    prefix-cache hit rate below what the traffic allows. Summaries without per-request times (inference-perf's
+    stage files) fit the twin with twin calibrate --from-results instead."""
     from twin.analysis.diagnose import diagnose_measured
     from twin.analysis.measured import load_measured
     from twin.scenario import load_scenario, parse_set_options

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from twin.workload.clients import check_client
+
+if TYPE_CHECKING:
+    from twin.fitting.readers.request_times import RequestTimes
 
 # the measured metrics a run may carry, in `vllm bench serve`'s names and units (ms, requests/s, tokens/s)
 METRIC_KEYS: tuple[str, ...] = (
@@ -134,6 +137,9 @@ class MeasuredRun:
     # the client drew ``num_requests`` exponential gaps scaled to sum to num_requests / rate_per_s (inference-perf's
     # ``constant`` load, its ConstantLoadTimer); False: unscaled gaps at the rate (``vllm bench serve``'s draw)
     scaled_sends: bool = False
+    # every request the file lists (send order), when the reader had them all: ``twin diagnose`` replays these;
+    # the fit reads only the lengths and metrics above (not compared, not shown)
+    requests: RequestTimes | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.rate_per_s is None and self.max_concurrency is None:

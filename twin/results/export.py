@@ -60,6 +60,17 @@ def flatten_result(data: Mapping[str, Any]) -> dict:
     return flat
 
 
+def served_model(config: Mapping[str, Any]) -> str | None:
+    """The model a run served, as ``vllm bench serve`` records its ``--model`` in ``model_id``: the run's
+    ``model`` (a bare config), else its deployment's (one model per run: replica groups share it), as the
+    scenario names it (a catalogued name, alias or Hugging Face id: ``twin calibrate --from-results`` resolves it
+    back); None when the config names none."""
+    for model in (config.get("model"), (config.get("deployment") or {}).get("model")):
+        if isinstance(model, str) and model:
+            return model
+    return None
+
+
 def to_bench_serve_json(result: SimResult, slo: Any = None, *, window: tuple | None = None,
                         per_request: bool = True, metadata: Mapping[str, Any] | None = None) -> dict:
     """The run as `vllm bench serve` result JSON: its scalar keys at the top level, its per-request lists
@@ -73,8 +84,8 @@ def to_bench_serve_json(result: SimResult, slo: Any = None, *, window: tuple | N
         if key in config:
             out[key] = config[key]
     out.setdefault("backend", "llm-serving-twin")
-    if "model_id" not in out and isinstance(config.get("model"), str):
-        out["model_id"] = config["model"]
+    if "model_id" not in out and (model := served_model(config)) is not None:
+        out["model_id"] = model
     out.update(bench)
     if per_request:
         arrays = per_request_arrays(result.requests, window)
@@ -208,6 +219,6 @@ def write_run(result: SimResult, directory: str | Path, *, slo: Any = None, tabl
 
 
 __all__ = [
-    "TWIN_KEYS", "dumps", "flatten_result", "is_bench_serve_key", "read_json", "split_metrics", "table_format",
-    "to_bench_serve_json", "write_json", "write_run", "write_table",
+    "TWIN_KEYS", "dumps", "flatten_result", "is_bench_serve_key", "read_json", "served_model", "split_metrics",
+    "table_format", "to_bench_serve_json", "write_json", "write_run", "write_table",
 ]

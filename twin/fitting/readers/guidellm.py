@@ -239,7 +239,8 @@ def read_benchmark(doc: dict[str, Any], k: int, stem: str, where: str) -> Measur
                        output_tokens=output, metrics=metrics,
                        duration_s=None if duration is None else number(duration, "duration", where),
                        prompt_pool=_prompt_pool(doc, n, where), model=model if isinstance(model, str) else None,
-                       experiment=stem, client="guidellm", **load)
+                       experiment=stem, client="guidellm",
+                       requests=times if times is not None and listed == completed else None, **load)
 
 
 def read_guidellm(path: Path) -> list[MeasuredRun]:

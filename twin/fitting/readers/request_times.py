@@ -125,5 +125,5 @@ def run_from_requests(name: str, source: str, t: RequestTimes, *, max_concurrenc
     return MeasuredRun(name=name, source=source, num_requests=int(t.send_s.size), prompt_tokens=prompt,
                        output_tokens=output, metrics=metrics, rate_per_s=rate,
                        max_concurrency=max_concurrency, burstiness=shape, duration_s=span_s(t),
-                       prompt_pool=prompt_pool, model=model, experiment=experiment)
+                       prompt_pool=prompt_pool, model=model, experiment=experiment, requests=t)
 
