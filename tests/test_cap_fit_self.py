@@ -163,3 +163,30 @@ def test_concurrency_cap_trap_diagnosed_against_itself_names_the_cap(variant, ca
     else:
         assert best.uncapped and not best.binds
     assert best.speed_factor == 1.0 and best.score < 1e-3 and not math.isinf(rep.fit.margin)
+
+
+def test_replay_follows_how_the_client_sent():
+    """Closed loop only at an unbounded (or unrecorded) rate; a finite rate with a concurrency limit replays the
+    measured send times through the limit (the old closed loop ran bench_random's 8 req/s as fast as 32 streams
+    could send, and fitted steps x0.63 to the twin's own run)."""
+    from twin.analysis.cap_fit import _ClosedReplay, _replay
+    from twin.analysis.measured import Measured
+    from twin.workload.capped_open_loop import CappedOpenLoop
+
+    one = np.array([0.0])
+    m = Measured("m", one, one, one + 1, np.array([10]), np.array([5]), max_concurrency=4)
+    specs = ["spec"]
+    assert isinstance(_replay(specs, m), _ClosedReplay)
+    m.request_rate = math.inf
+    assert isinstance(_replay(specs, m), _ClosedReplay)
+    m.request_rate = 8.0
+    assert isinstance(_replay(specs, m), CappedOpenLoop)
+    m.max_concurrency = None
+    assert _replay(specs, m) is specs
+
+
+def test_bench_random_rate_and_concurrency_limit_diagnosed_against_itself():
+    rep = _diagnosed("bench_random", "baseline")
+    best = rep.fit.best
+    assert best.uncapped and best.prefix_caching and not rep.fit.closed_loop
+    assert best.speed_factor == 1.0 and best.score < 1e-3

@@ -1,9 +1,10 @@
 """Fitting ``max_num_seqs`` to measurements by simulation: which cap reproduces the measured TTFTs?
 
-The measured requests are replayed (closed-loop at the benchmark's ``max_concurrency``, else at their measured
-arrival times) through the scenario's deployment at each candidate ``max_num_seqs`` (powers of two up to the
-offered concurrency, plus the ceiling measured), with prefix caching on and off when the replayed prompts share a
-prefix. The step times are scaled until the simulated median TPOT matches the measured one within 1 % (the server
+The measured requests are replayed as the client sent them (``_replay``: closed-loop at the benchmark's
+``max_concurrency`` at an unbounded rate; at a finite rate, at their measured send times held to
+``max_concurrency`` in flight; without one, at their measured send times) through the scenario's deployment at
+each candidate ``max_num_seqs`` (powers of two up to the offered concurrency, plus the ceiling measured), with
+prefix caching on and off when the replayed prompts share a prefix. The step times are scaled until the simulated median TPOT matches the measured one within 1 % (the server
 may be faster or slower than the cost model; ``cap_fit_score.fit_speed_factor``); the candidate whose TTFT
 distribution lies closest to the measured one (mean absolute quantile difference, relative to the mean measured
 latency), plus any TPOT it still misses in the same unit (``cap_fit_score``), wins. Confidence: the score margin
@@ -176,13 +177,31 @@ class Fit:
                 "prefix_margin": self.prefix_margin}
 
 
-def _simulate(specs: list[RequestSpec], body: Any, dep: Any, closed: int | None, factor: float, base_dir: Any):
+def _replay(specs: list[RequestSpec], m: Measured) -> Any:
+    """The measured requests as the client sent them: a closed loop of ``max_concurrency`` streams at an unbounded
+    (or unrecorded) request rate; at a finite rate with ``max_concurrency``, each request due at its measured send
+    time and sent when one of the ``max_concurrency`` slots is free (``vllm bench serve --request-rate R
+    --max-concurrency C``, ``twin.workload.capped_open_loop``); else at the measured send times."""
+    from twin.workload.capped_open_loop import CappedOpenLoop
+
+    if not m.max_concurrency:
+        return specs
+    if _closed_loop(m):
+        return _ClosedReplay(specs, m.max_concurrency)
+    return CappedOpenLoop(specs, m.max_concurrency)
+
+
+def _closed_loop(m: Measured) -> bool:
+    return bool(m.max_concurrency) and (m.request_rate is None or math.isinf(m.request_rate))
+
+
+def _simulate(specs: list[RequestSpec], body: Any, dep: Any, m: Measured, factor: float, base_dir: Any):
     from twin.sim.deployment import make_router
     from twin.core.schedulers import make_scheduler
     from twin.sim.simulate import simulate
     from twin.spec_decode import speculator_factory
 
-    traffic = _ClosedReplay(specs, closed) if closed else specs
+    traffic = _replay(specs, m)
     make_spec = None
     if body.speculative_decoding is not None and dep.drafter is not None:
         make_spec = speculator_factory(body.speculative_decoding, dep.drafter, body.seed)
@@ -258,7 +277,7 @@ def fit_max_num_seqs(m: Measured, prof: Profile, body: Any, base_dir: Path | Non
             except TwinInputError as exc:
                 raise TwinInputError(f"fitting max_num_seqs = {cap}: {exc}") from None
             def simulate_at(factor: float, cbody: Any = cbody, dep: Any = dep) -> Simulation:
-                result = _simulate(specs, cbody, dep, closed, factor, base_dir)
+                result = _simulate(specs, cbody, dep, m, factor, base_dir)
                 return (result, *_sim_arrays(result))
 
             factor, (result, ttft, tpot) = fit_speed_factor(simulate_at, measured_tpot, fit_speed)
@@ -291,8 +310,8 @@ def fit_max_num_seqs(m: Measured, prof: Profile, body: Any, base_dir: Path | Non
         llr = len(m) * math.log(max(runner.score, floor) / max(best.score, floor))
     alt = next((c for c in ranked if c.prefix_caching != best.prefix_caching), None)
     alt_margin = (max(0.0, 1.0 - best.score / alt.score) if alt is not None and alt.score > 0 else None)
-    return Fit(results, best, runner, margin, llr, _confidence(margin, best.score), bool(closed), closed, alt,
-               alt_margin)
+    return Fit(results, best, runner, margin, llr, _confidence(margin, best.score), _closed_loop(m), closed,
+               alt, alt_margin)
 
 
 __all__ = ["CAP_BINDS", "QUANTILES", "Candidate", "Fit", "ScaledCostModel", "candidate_caps", "fit_max_num_seqs",
