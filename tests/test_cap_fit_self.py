@@ -190,3 +190,16 @@ def test_bench_random_rate_and_concurrency_limit_diagnosed_against_itself():
     best = rep.fit.best
     assert best.uncapped and best.prefix_caching and not rep.fit.closed_loop
     assert best.speed_factor == 1.0 and best.score < 1e-3
+
+
+def test_fit_line_says_when_no_step_scale_reproduces_the_tpot():
+    from twin.analysis.cap_fit import Candidate, Fit
+    from twin.analysis.diagnose import _fit_words
+
+    best = Candidate(1024, ">= 16 (no cap below the load)", True, 0.7, 0.05, np.array([0.1]), 4.26e-3,
+                     ttft_distance=0.01, tpot_term=0.04)
+    text = _fit_words(Fit([best], best, None, 1.0, math.inf, "high", True, 16))
+    assert text.endswith("; steps scaled x0.70 to the measured TPOT; no step scale tried reproduces the measured "
+                         "median TPOT: 4.26 ms simulated, counted in the distance)")
+    best.tpot_term = 0.0
+    assert "no step scale" not in _fit_words(Fit([best], best, None, 1.0, math.inf, "high", True, 16))
