@@ -1,12 +1,14 @@
 """Fitting ``max_num_seqs`` to measurements by simulation: which cap reproduces the measured TTFTs?
 
-The measured requests are replayed (closed-loop at the benchmark's ``max_concurrency``, else at their measured
-arrival times) through the scenario's deployment at each candidate ``max_num_seqs`` (powers of two up to the
-offered concurrency, plus the ceiling measured), with prefix caching on and off when the replayed prompts share a
-prefix. The step times are scaled so the simulated median TPOT matches the measured one (the server may be faster
-or slower than the cost model); the candidate whose TTFT distribution lies closest to the measured one (mean
-absolute quantile difference, relative to the mean measured latency) wins. Confidence: the score margin to the
-runner-up with another conclusion, and a Laplace pseudo-likelihood ratio ``n * ln(d_second / d_best)``.
+The measured requests are replayed as the client sent them (``_replay``: closed-loop at the benchmark's
+``max_concurrency`` at an unbounded rate; at a finite rate, at their measured send times held to
+``max_concurrency`` in flight; without one, at their measured send times) through the scenario's deployment at
+each candidate ``max_num_seqs`` (powers of two up to the offered concurrency, plus the ceiling measured), with
+prefix caching on and off when the replayed prompts share a prefix. The step times are scaled until the simulated median TPOT matches the measured one within 1 % (the server
+may be faster or slower than the cost model; ``cap_fit_score.fit_speed_factor``); the candidate whose TTFT
+distribution lies closest to the measured one (mean absolute quantile difference, relative to the mean measured
+latency), plus any TPOT it still misses in the same unit (``cap_fit_score``), wins. Confidence: the score margin
+to the runner-up with another conclusion, and a Laplace pseudo-likelihood ratio ``n * ln(d_second / d_best)``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from twin.analysis.cap_fit_score import Simulation, decode_share, fit_speed_factor, tpot_term
 from twin.analysis.measured import Measured
 from twin.analysis.measured_profile import Profile
 from twin.errors import TwinInputError
@@ -30,12 +33,26 @@ QUANTILES = (np.arange(100) + 0.5) / 100
 
 
 class ScaledCostModel:
-    """A cost model whose step times are ``factor`` times another's (the server's speed relative to it)."""
+    """A cost model whose step times are ``factor`` times another's (the server's speed relative to it).
+
+    The request path (``request_path_s`` and its random part: HTTP, tokenisation, the hand-off to the engine) is
+    the base model's, unscaled: it is not a GPU step, and the median TPOT the factor is fitted to does not see it.
+    The engine's decode fast path (``twin.sim.cohort_steps``) keeps its hooks where the base has them, scaled the
+    same way, so a replay runs the steps a plain run would."""
 
     def __init__(self, base: Any, factor: float) -> None:
         self.base = base
-        self.factor = float(factor)
+        self.factor = f = float(factor)
         self.name = f"{getattr(base, 'name', 'cost')} x{factor:.3g}"
+        self.request_path_s = getattr(base, "request_path_s", 0.0)
+        self.request_path_jitter_s = getattr(base, "request_path_jitter_s", 0.0)
+        from_sums = getattr(base, "step_time_from_sums", None)
+        decodes = getattr(base, "decode_step_times_s", None)
+        if from_sums is not None:
+            self.step_time_from_sums = lambda *sums: f * from_sums(*sums)
+        if decodes is not None:
+            self.decode_step_times_s = lambda n_seqs, context, num_steps: [
+                f * t for t in decodes(n_seqs, context, num_steps)]
 
     def step_time_s(self, step: Any) -> float:
         return self.factor * self.base.step_time_s(step)
@@ -121,6 +138,8 @@ class Candidate:
     sim_hit_rate: float | None = None
     result: Any = field(default=None, repr=False)
     deployment: Any = field(default=None, repr=False)
+    ttft_distance: float | None = None   # the score's parts (``cap_fit_score``): TTFT distance + TPOT miss
+    tpot_term: float = 0.0
 
     @property
     def binds(self) -> bool:
@@ -132,7 +151,8 @@ class Candidate:
                 "binds": self.binds, "cap_share": self.cap_share, "prefix_caching": self.prefix_caching,
                 "sim_hit_rate": self.sim_hit_rate, "speed_factor": self.speed_factor, "score": self.score,
                 "sim_median_tpot_ms": None if self.sim_median_tpot_s is None else self.sim_median_tpot_s * 1e3,
-                "num_preemptions": self.num_preemptions}
+                "num_preemptions": self.num_preemptions, "ttft_distance": self.ttft_distance,
+                "tpot_term": self.tpot_term}
 
 
 @dataclass
@@ -157,20 +177,38 @@ class Fit:
                 "prefix_margin": self.prefix_margin}
 
 
-def _simulate(specs: list[RequestSpec], body: Any, dep: Any, closed: int | None, factor: float, base_dir: Any):
+def _replay(specs: list[RequestSpec], m: Measured) -> Any:
+    """The measured requests as the client sent them: a closed loop of ``max_concurrency`` streams at an unbounded
+    (or unrecorded) request rate; at a finite rate with ``max_concurrency``, each request due at its measured send
+    time and sent when one of the ``max_concurrency`` slots is free (``vllm bench serve --request-rate R
+    --max-concurrency C``, ``twin.workload.capped_open_loop``); else at the measured send times."""
+    from twin.workload.capped_open_loop import CappedOpenLoop
+
+    if not m.max_concurrency:
+        return specs
+    if _closed_loop(m):
+        return _ClosedReplay(specs, m.max_concurrency)
+    return CappedOpenLoop(specs, m.max_concurrency)
+
+
+def _closed_loop(m: Measured) -> bool:
+    return bool(m.max_concurrency) and (m.request_rate is None or math.isinf(m.request_rate))
+
+
+def _simulate(specs: list[RequestSpec], body: Any, dep: Any, m: Measured, factor: float, base_dir: Any):
     from twin.sim.deployment import make_router
     from twin.core.schedulers import make_scheduler
     from twin.sim.simulate import simulate
     from twin.spec_decode import speculator_factory
 
-    traffic = _ClosedReplay(specs, closed) if closed else specs
+    traffic = _replay(specs, m)
     make_spec = None
     if body.speculative_decoding is not None and dep.drafter is not None:
         make_spec = speculator_factory(body.speculative_decoding, dep.drafter, body.seed)
     return simulate(traffic, lambda i: make_scheduler(dep.scheduler_config, dep.num_gpu_blocks),
                     lambda i: ScaledCostModel(dep.cost_model_factory(), factor),
                     num_replicas=body.deployment.replicas, router=make_router(body.deployment.router),
-                    make_speculator=make_spec, max_time_s=body.max_sim_time_s)
+                    make_speculator=make_spec, max_time_s=body.max_sim_time_s, seed=body.seed)
 
 
 def _sim_arrays(result: Any) -> tuple[np.ndarray, float | None]:
@@ -218,6 +256,7 @@ def fit_max_num_seqs(m: Measured, prof: Profile, body: Any, base_dir: Path | Non
     specs = measured_specs(m, shared_prefix_tokens)
     scale = float(m.e2el_s.mean())
     measured_tpot = prof.median_tpot_s
+    share_decoding = decode_share(m.ttft_s, m.e2el_s)
     caching_options = [body.server.enable_prefix_caching]
     if shared_prefix_tokens > 0:
         caching_options = [True, False]
@@ -237,13 +276,11 @@ def fit_max_num_seqs(m: Measured, prof: Profile, body: Any, base_dir: Path | Non
                 dep = resolve_deployment(cbody, base_dir)
             except TwinInputError as exc:
                 raise TwinInputError(f"fitting max_num_seqs = {cap}: {exc}") from None
-            factor = 1.0
-            result = _simulate(specs, cbody, dep, closed, factor, base_dir)
-            ttft, tpot = _sim_arrays(result)
-            if fit_speed and measured_tpot and tpot and abs(measured_tpot / tpot - 1.0) > 0.01:
-                factor = measured_tpot / tpot
-                result = _simulate(specs, cbody, dep, closed, factor, base_dir)
-                ttft, tpot = _sim_arrays(result)
+            def simulate_at(factor: float, cbody: Any = cbody, dep: Any = dep) -> Simulation:
+                result = _simulate(specs, cbody, dep, m, factor, base_dir)
+                return (result, *_sim_arrays(result))
+
+            factor, (result, ttft, tpot) = fit_speed_factor(simulate_at, measured_tpot, fit_speed)
             label = f">= {offered} (no cap below the load)" if uncapped else str(cap)
             if len(caching_options) > 1:
                 label += f", prefix caching {'on' if caching else 'off'}"
@@ -251,8 +288,11 @@ def fit_max_num_seqs(m: Measured, prof: Profile, body: Any, base_dir: Path | Non
             hits = None
             if caching and result.prefix_cache_query_tokens:
                 hits = result.prefix_cache_hit_tokens / result.prefix_cache_query_tokens
-            results.append(Candidate(cap, label, uncapped, factor, ttft_distance(m.ttft_s, ttft, scale), ttft,
-                                     tpot, int(result.num_preemptions or 0), share, caching, hits, result, dep))
+            distance = ttft_distance(m.ttft_s, ttft, scale)
+            miss = tpot_term(measured_tpot, tpot, share_decoding) if fit_speed else 0.0
+            results.append(Candidate(cap, label, uncapped, factor, distance + miss, ttft, tpot,
+                                     int(result.num_preemptions or 0), share, caching, hits, result, dep,
+                                     ttft_distance=distance, tpot_term=miss))
     ranked = sorted(results, key=lambda c: (c.score, c.max_num_seqs, not c.prefix_caching))
     best = ranked[0]
     same = [c for c in ranked[1:] if c.prefix_caching == best.prefix_caching]
@@ -270,8 +310,8 @@ def fit_max_num_seqs(m: Measured, prof: Profile, body: Any, base_dir: Path | Non
         llr = len(m) * math.log(max(runner.score, floor) / max(best.score, floor))
     alt = next((c for c in ranked if c.prefix_caching != best.prefix_caching), None)
     alt_margin = (max(0.0, 1.0 - best.score / alt.score) if alt is not None and alt.score > 0 else None)
-    return Fit(results, best, runner, margin, llr, _confidence(margin, best.score), bool(closed), closed, alt,
-               alt_margin)
+    return Fit(results, best, runner, margin, llr, _confidence(margin, best.score), _closed_loop(m), closed,
+               alt, alt_margin)
 
 
 __all__ = ["CAP_BINDS", "QUANTILES", "Candidate", "Fit", "ScaledCostModel", "candidate_caps", "fit_max_num_seqs",

@@ -293,6 +293,9 @@ def _fit_words(fit: Fit) -> str:
     text += f"; confidence {fit.confidence}"
     if abs(best.speed_factor - 1.0) > 0.02:
         text += f"; steps scaled x{best.speed_factor:.2f} to the measured TPOT"
+    if best.tpot_term > 0:
+        text += (f"; no step scale tried reproduces the measured median TPOT: {_ms(best.sim_median_tpot_s)} "
+                 f"simulated, counted in the distance")
     return text + ")"
 
 

@@ -55,9 +55,10 @@ def diagnose_blocks(rep: Any) -> list[Block]:
         f = rep.fit
         b.append(("h2", "Fit: which max_num_seqs reproduces the measurements"))
         b.append(("p", f"The measured requests replayed through the twin "
-                       f"({'closed loop at ' + str(f.concurrency) + ' streams' if f.closed_loop else 'at their measured arrival times'}"
-                       f"), one run per candidate, step times scaled to match the measured median TPOT. Score: mean "
-                       f"absolute difference of the TTFT percentiles, relative to the mean measured latency. "
+                       f"({_replay_words(f)}"
+                       f"), step times scaled until the simulated median TPOT is within 1% of the measured one. Score: "
+                       f"mean absolute difference of the TTFT percentiles, relative to the mean measured latency, "
+                       f"plus any TPOT miss beyond 1% times the share of the latency after the first token. "
                        f"Confidence **{f.confidence}** (margin to the runner-up {f.margin:.0%}, log-likelihood "
                        f"ratio {f.log_likelihood_ratio:.1f})."))
         rows = []
@@ -80,6 +81,14 @@ def diagnose_blocks(rep: Any) -> list[Block]:
     if rep.notes:
         b += [("h2", "Notes"), ("list", rep.notes)]
     return b
+
+
+def _replay_words(f: Any) -> str:
+    if f.closed_loop:
+        return f"closed loop at {f.concurrency} streams"
+    if f.concurrency:
+        return f"at their measured send times, at most {f.concurrency} in flight"
+    return "at their measured arrival times"
 
 
 def diagnose_figures(rep: Any) -> dict[str, go.Figure]:
