@@ -126,8 +126,10 @@ def protocol(scenario: str, variant: str, sets: tuple[str, ...], trace_path: str
                                              "measurements alone are read (no fit).")
 @click.option("--variant", "-v", default="baseline", show_default=True, help="Variant of SCENARIO.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field (repeatable).")
-@click.option("--max-concurrency", type=click.IntRange(1), help="The benchmark ran closed-loop at this "
-                                                                "concurrency (vllm bench serve --max-concurrency).")
+@click.option("--max-concurrency", type=click.IntRange(1),
+              help="The benchmark ran closed-loop at this concurrency, each user sending when its last request "
+                   "ended (vllm bench serve --max-concurrency at --request-rate inf; inference-perf's concurrent "
+                   "load): replayed so, whatever rate RESULTS shows.")
 @click.option("--hit-rate", type=FiniteFloatRange(0.0, 1.0),
               help="Measured prefix-cache hit rate (vLLM's prefix_cache_hits / prefix_cache_queries).")
 @click.option("--candidates", metavar="N,N,...", help="max_num_seqs values to fit (default: powers of two up to "
@@ -153,8 +155,9 @@ def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, 
     from twin.scenario import load_scenario, parse_set_options
 
     m = load_measured(results)
-    if max_concurrency is not None:
-        m.max_concurrency = max_concurrency
+    if max_concurrency is not None:    # the option says the client ran closed-loop: a rate read off the sends is
+        m.max_concurrency = max_concurrency     # what the loop produced, not a rate the client was given
+        m.request_rate = None
     body = base_dir = None
     if scenario:
         sc = load_scenario(scenario)
