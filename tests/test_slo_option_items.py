@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
+from plan_cli_helpers import tiny_with_slo
 
 from twin.cli.main import main
 from twin.errors import TwinInputError
@@ -21,14 +22,6 @@ from twin.slo_section import slo_option_items, slo_section
 FORM = "expected METRIC=MS (a per-request threshold) or METRIC.STATISTIC=MS (a bound), e.g. ttft_ms.p99.9=1000"
 NESTED = ("slo.ttft_ms: p99: {'9': 1000} is no bound; a statistic with a dot is one key, e.g. {p99.9: 1000} "
           "(--slo ttft_ms.p99.9=1000; --set 'slo.ttft_ms={p99.9: 1000}')")
-
-
-def _scenario(slo) -> dict:
-    return {"name": "t", "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
-            "workload": {"arrivals": {"process": "poisson", "rate_per_s": 20}, "duration_s": 2,
-                         "classes": [{"name": "c", "share": 1.0, "prompt": {"suffix_tokens": 100},
-                                      "output_tokens": 8}]},
-            "slo": slo}
 
 
 def test_dotted_statistics_and_vllm_names_read():
@@ -60,7 +53,7 @@ def test_hostile_items_are_one_line(items, line):
 def test_the_same_statistics_are_refused_the_same_way_both_ways(stats):
     """What ``--slo`` hands on (via ``Criteria``: ``parse_slo``) and the scenario's ``slo:`` refuse alike."""
     with pytest.raises(TwinInputError) as scen:
-        validate_body(_scenario({"ttft_ms": stats}))
+        validate_body(tiny_with_slo({"ttft_ms": stats}))
     with pytest.raises(TwinInputError) as cli:
         Criteria(slo_option_items([f"ttft_ms.{k}={v}" for k, v in stats.items()]))
     assert str(scen.value) == f"scenario: {cli.value}"
@@ -69,12 +62,12 @@ def test_the_same_statistics_are_refused_the_same_way_both_ways(stats):
 @pytest.mark.parametrize("stat", ["p99.9", "p99.99", "p0", "p100", "mean", "median", "p99.0"])
 def test_the_same_statistics_are_taken_both_ways(stat):
     Criteria(slo_option_items([f"ttft_ms.{stat}=1000"]))
-    validate_body(_scenario({"ttft_ms": {stat: 1000}}))
+    validate_body(tiny_with_slo({"ttft_ms": {stat: 1000}}))
 
 
 def test_a_set_path_split_at_the_dot_says_how_to_spell_it():
     with pytest.raises(TwinInputError) as err:
-        validate_body(_scenario({"ttft_ms": {"p99": {"9": 1000}}}))
+        validate_body(tiny_with_slo({"ttft_ms": {"p99": {"9": 1000}}}))
     assert str(err.value) == f"scenario: {NESTED}"
     with pytest.raises(TwinInputError) as err:
         parse_slo({"ttft_ms": {"p99": {"9": 1000}}})
@@ -83,7 +76,7 @@ def test_a_set_path_split_at_the_dot_says_how_to_spell_it():
 
 def test_a_sweep_runs_with_p99_9_and_vllm_names(tmp_path):
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump({k: v for k, v in _scenario(None).items() if k != "slo"}))
+    path.write_text(yaml.safe_dump({k: v for k, v in tiny_with_slo(None).items() if k != "slo"}))
     out = tmp_path / "rows.csv"
     res = CliRunner().invoke(main, ["sweep", str(path), "--grid", "server.max_num_seqs=8", "--slo",
                                     "ttft_ms.p99.9=0.001", "--slo", "tpot:1000", "--backend", "serial", "-q",
@@ -108,7 +101,7 @@ def test_a_plan_files_vllm_names_read_as_the_runs_slo_section_spells_them():
 def test_a_plan_with_vllm_names_runs(tmp_path):
     """Every run of a plan whose file said ``slo: {ttft: ...}`` failed on the runs' ``slo:`` section."""
     scenario = tmp_path / "s.yaml"
-    scenario.write_text(yaml.safe_dump({k: v for k, v in _scenario(None).items() if k != "slo"}))
+    scenario.write_text(yaml.safe_dump({k: v for k, v in tiny_with_slo(None).items() if k != "slo"}))
     plan_file = tmp_path / "p.yaml"
     plan_file.write_text(yaml.safe_dump({"scenario": str(scenario), "slo": {"ttft": 60000},
                                          "search": {"server.max_num_seqs": [64]}}))

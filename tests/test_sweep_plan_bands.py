@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 from click.testing import CliRunner
+from plan_cli_helpers import tiny_with_slo
 
 from twin.cli.main import main
 from twin.errors import TwinInputError
@@ -107,14 +108,6 @@ def test_the_statistic_reader():
         assert slo_statistic(bad) is None
 
 
-def _scenario(slo) -> dict:
-    return {"name": "t", "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
-            "workload": {"arrivals": {"process": "poisson", "rate_per_s": 20}, "duration_s": 2,
-                         "classes": [{"name": "c", "share": 1.0, "prompt": {"suffix_tokens": 100},
-                                      "output_tokens": 8}]},
-            "slo": slo}
-
-
 @pytest.mark.parametrize("stats, problem", [
     ({"avg": 5}, "unknown statistic 'avg'; allowed: mean, median, p<0..100> (e.g. p50, p99, p99.9)"),
     ({"p101": 5}, "unknown statistic 'p101'; allowed: mean, median, p<0..100> (e.g. p50, p99, p99.9)"),
@@ -124,7 +117,7 @@ def _scenario(slo) -> dict:
 def test_hostile_statistics_read_the_same_in_the_scenario_and_the_cli(stats, problem):
     line = f"slo.ttft_ms: {problem}"
     with pytest.raises(TwinInputError) as scen:
-        validate_body(_scenario({"ttft_ms": stats}))
+        validate_body(tiny_with_slo({"ttft_ms": stats}))
     assert str(scen.value) == f"scenario: {line}"
     with pytest.raises(TwinInputError) as cli:
         Criteria({"ttft_ms": stats})
@@ -135,20 +128,20 @@ def test_an_itl_threshold_is_refused_by_the_scenario_before_any_run_as_by_the_cl
     """ITL has no per-request value: the scenario took ``itl_ms: 50`` and the run failed after simulating."""
     line = "slo.itl_ms: ITL has no per-request value; give a statistic bound such as {p99: 50}"
     with pytest.raises(TwinInputError) as scen:
-        validate_body(_scenario({"itl_ms": 50}))
+        validate_body(tiny_with_slo({"itl_ms": 50}))
     assert str(scen.value) == f"scenario: {line} (got 50)"
     with pytest.raises(TwinInputError) as cli:
         Criteria({"itl_ms": 50})
     assert str(cli.value) == f"{line} (got 50)"     # round 21: one wording on both paths (twin.slo_section)
-    assert validate_body(_scenario({"itl_ms": {"p99": 50}})).slo.as_dict() == {"itl_ms": {"p99": 50.0}}
+    assert validate_body(tiny_with_slo({"itl_ms": {"p99": 50}})).slo.as_dict() == {"itl_ms": {"p99": 50.0}}
 
 
 def test_any_percentile_reads_in_both_and_runs(tmp_path):
     """A bound the CLI took (p97) used to fail every run of a sweep in the scenario's reader: now both take it."""
-    assert validate_body(_scenario({"ttft_ms": {"p97": 500}})).slo.as_dict() == {"ttft_ms": {"p97": 500.0}}
+    assert validate_body(tiny_with_slo({"ttft_ms": {"p97": 500}})).slo.as_dict() == {"ttft_ms": {"p97": 500.0}}
     assert parse_slo({"ttft_ms": {"p97": 500}}).bounds_ms == {"ttft": {"p97": 500.0}}
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(_scenario(None) | {"slo": {"ttft_ms": 10000}}))
+    path.write_text(yaml.safe_dump(tiny_with_slo(None) | {"slo": {"ttft_ms": 10000}}))
     out = tmp_path / "rows.csv"
     res = CliRunner().invoke(main, ["sweep", str(path), "--grid", "server.max_num_seqs=8", "--slo",
                                     "ttft_ms.p97=10000", "--backend", "serial", "-q", "--out", str(out)])
@@ -163,7 +156,7 @@ def test_any_percentile_reads_in_both_and_runs(tmp_path):
 # ---- the commands -------------------------------------------------------------------------------------------
 def test_a_tiny_sweep_prints_the_band_and_exports_it_with_p50(tmp_path):
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(_scenario(None) | {"slo": {"ttft_ms": 10000}}))
+    path.write_text(yaml.safe_dump(tiny_with_slo(None) | {"slo": {"ttft_ms": 10000}}))
     rows, summary = tmp_path / "rows.csv", tmp_path / "summary.csv"
     res = CliRunner().invoke(main, ["sweep", str(path), "--grid", "server.max_num_seqs=4,8", "--backend", "serial",
                                     "-q", "--out", str(rows), "--summary-out", str(summary)])
@@ -183,7 +176,7 @@ def test_a_tiny_sweep_prints_the_band_and_exports_it_with_p50(tmp_path):
 
 
 def test_a_tiny_plan_prints_the_margin_and_writes_bands_and_p50(tmp_path):
-    plan = {"name": "p", "scenario": _scenario({"ttft_ms": {"p99": 2000}}), "target_rate_per_s": 20,
+    plan = {"name": "p", "scenario": tiny_with_slo({"ttft_ms": {"p99": 2000}}), "target_rate_per_s": 20,
             "search": {"deployment.gpu": ["H100-SXM"]}, "replications": 1}
     path = tmp_path / "plan.yaml"
     path.write_text(yaml.safe_dump(plan))
