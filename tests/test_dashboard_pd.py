@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from twin.analysis.pool_causes import PER_POOL_NOTE
 from twin.dashboard import meaning, share
 from twin.dashboard import state as dash
-from twin.dashboard.pd_run import PER_POOL_NOTE, link_line, pool_rows
+from twin.dashboard.pd_run import link_line, pool_rows
 from twin.deploy.pd_pools import resolve_pd
 from twin.errors import TwinInputError
 from twin.hardware.pricing import PriceTable

@@ -63,7 +63,7 @@ def test_sweep_progress_goes_to_stderr_only_and_quiet_hides_it(scenario_file, tm
 
 
 def test_counts_take_their_noun_in_the_right_number():
-    from twin.cli.plan_words import counted
+    from twin.results.numbers import counted
 
     assert [counted(n, "GPU") for n in (0, 1, 2, 9)] == ["0 GPUs", "1 GPU", "2 GPUs", "9 GPUs"]
     assert counted(1, "replication") == "1 replication"

@@ -120,10 +120,10 @@ def slo_option_items(items: Sequence[str]) -> dict[str, Any]:
     """``--slo`` items (``twin sweep`` / ``twin plan``) -> the ``slo:`` mapping ``parse_slo`` reads: ``METRIC=MS``
     (a per-request threshold), ``METRIC.STATISTIC=MS`` (a bound; the statistic is everything after the first dot,
     so ``ttft_ms.p99.9=1000`` bounds p99.9) or vLLM's ``METRIC:MS``; the value is a YAML scalar, read as ``--set``
-    reads one. A ``TwinInputError`` line for an item without ``=``, an empty metric or statistic, a metric / bound
+    reads one (``twin.yaml_input.parse_option_value``). A ``TwinInputError`` line for an item without ``=``, an empty metric or statistic, a metric / bound
     given twice in one spelling or a null value; then ``slo_section`` reads the mapping as on every other path
     (vLLM's names -> the scenario's, one metric under two names, the statistic, the value)."""
-    from twin.yaml_input import parse_set_options
+    from twin.yaml_input import parse_option_value
 
     out: dict[str, Any] = {}
     for item in items:
@@ -132,7 +132,7 @@ def slo_option_items(items: Sequence[str]) -> dict[str, Any]:
         metric, dot, stat = key.strip().partition(".")
         if not eq or not metric or (dot and not stat):
             raise TwinInputError(f"--slo {item!r}: expected {OPTION_FORM}")
-        value = parse_set_options([f"{metric}={raw}"])[metric]
+        value = parse_option_value(raw, f"--slo {metric}")
         node = out.setdefault(metric, {}) if dot else out
         name = stat if dot else metric
         if not isinstance(node, dict) or name in node:

@@ -1,14 +1,15 @@
 """Fitting ``max_num_seqs`` to measurements by simulation: which cap reproduces the measured TTFTs?
 
 The measured requests are replayed as the client sent them (``_replay``: closed-loop at the benchmark's
-``max_concurrency`` at an unbounded rate; at a finite rate, at their measured send times held to
-``max_concurrency`` in flight; without one, at their measured send times) through the scenario's deployment at
-each candidate ``max_num_seqs`` (powers of two up to the offered concurrency, plus the ceiling measured), with
-prefix caching on and off when the replayed prompts share a prefix. The step times are scaled until the simulated median TPOT matches the measured one within 1 % (the server
-may be faster or slower than the cost model; ``cap_fit_score.fit_speed_factor``); the candidate whose TTFT
-distribution lies closest to the measured one (mean absolute quantile difference, relative to the mean measured
-latency), plus any TPOT it still misses in the same unit (``cap_fit_score``), wins. Confidence: the score margin
-to the runner-up with another conclusion, and a Laplace pseudo-likelihood ratio ``n * ln(d_second / d_best)``.
+``max_concurrency`` at an unbounded rate; at a finite rate, at their measured send times held to ``max_concurrency``
+in flight; without one, at their measured send times) through the scenario's deployment at each candidate
+``max_num_seqs`` (powers of two up to the offered concurrency, plus the ceiling measured), with prefix caching on
+and off when the replayed prompts share a prefix. The step times are scaled until the simulated median TPOT matches
+the measured one within 1 % (the server may be faster or slower than the cost model;
+``cap_fit_score.fit_speed_factor``); the candidate whose TTFT distribution lies closest to the measured one (mean
+absolute quantile difference, relative to the mean measured latency), plus any TPOT it still misses in the same unit
+(``cap_fit_score``), wins. Confidence: the score margin to the runner-up with another conclusion, and a Laplace
+pseudo-likelihood ratio ``n * ln(d_second / d_best)``.
 """
 
 from __future__ import annotations

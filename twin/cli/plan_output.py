@@ -17,8 +17,8 @@ from rich.progress import (
 from rich.table import Table
 
 from twin.cli.console import console, err_console
-from twin.cli.plan_words import counted
 from twin.results import numbers
+from twin.results.numbers import counted
 from twin.results.report import label
 
 

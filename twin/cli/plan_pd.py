@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from twin.cli.console import console
-from twin.cli.plan_words import counted, human_reason
+from twin.cli.plan_words import human_reason
+from twin.results.numbers import counted
 from twin.errors import TwinInputError
 from twin.results import numbers
 from twin.results.report import label

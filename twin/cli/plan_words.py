@@ -1,5 +1,5 @@
-"""Words ``twin plan`` and ``twin sweep`` print for humans: a count with its noun in the right number
-(``1 GPU``, ``3 GPUs``), and why a configuration misses its SLO with `twin run`'s metric names
+"""Words ``twin plan`` and ``twin sweep`` print for humans (a count with its noun, ``1 GPU`` / ``3 GPUs``, is
+``twin.results.numbers.counted``): why a configuration misses its SLO with `twin run`'s metric names
 (``TTFT p99 = 2.18 s``, not ``p99_ttft_ms = 2.18 s``). Text output only: the JSON / CSV keep
 ``twin.plan.evaluate.judge``'s reasons as they are (a file format)."""
 
@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 
 from twin.results import numbers
-from twin.results.numbers import counted     # noqa: F401  (``1 GPU``, ``3 GPUs``: plan and sweep print it from here)
 from twin.results.report import label
 
 # judge()'s reasons that name a metric key: "KEY = VALUE", "KEY undefined", "KEY missed"

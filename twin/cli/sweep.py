@@ -16,8 +16,8 @@ from twin.cli.plan_options import (
 )
 from twin.cli.plan_output import print_sweep, write_table_file
 from twin.cli.plan_progress import plan_progress
-from twin.cli.plan_words import counted
 from twin.errors import TwinInputError
+from twin.results.numbers import counted
 from twin.slo_section import slo_section
 
 

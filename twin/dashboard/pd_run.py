@@ -1,15 +1,14 @@
-"""A prefill/decode (``disaggregation:``) run on the dashboard: its diagnosis per pool (`twin.analysis.pool_causes`,
-shared with `twin run`) and what the page says about its pools."""
+"""A prefill/decode (``disaggregation:``) run on the dashboard: what the page says about its pools (their diagnosis
+per pool is `twin.analysis.pool_causes`, shared with `twin run`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from twin.analysis.pool_causes import PER_POOL_NOTE, pd_diagnosis, pool_view
 from twin.deploy.pd_pools import POOLS, PdDeployment
 from twin.results import numbers
 
-__all__ = ["PER_POOL_NOTE", "link_line", "pd_diagnosis", "pd_headline", "pd_info", "pool_rows", "pool_view"]
+__all__ = ["link_line", "pd_headline", "pd_info", "pool_rows"]
 
 
 def pd_info(pd: PdDeployment) -> dict[str, Any]:

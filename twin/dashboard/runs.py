@@ -11,12 +11,13 @@ from typing import Any
 
 from twin.analysis.causes import Diagnosis, diagnose
 from twin.analysis.offered_load import offered_rate
+from twin.analysis.pool_causes import pd_diagnosis
 from twin.analysis.run_limits import limits_from
 from twin.deploy.pd_pools import resolve_pd
 from twin.deploy.run import metrics_of, run_body
 from twin.errors import TwinInputError
 from twin.dashboard.form import BASELINE_LABEL, WHATIF_LABEL, _arrivals_mode, validate
-from twin.dashboard.pd_run import pd_diagnosis, pd_headline, pd_info
+from twin.dashboard.pd_run import pd_headline, pd_info
 from twin.results import numbers
 from twin.results.heldout_note import bands_doc
 from twin.results.sim_result import SimResult
