@@ -74,3 +74,58 @@ def test_diagnose_run_option_on_the_cli(tmp_path):
     res = CliRunner().invoke(main, ["diagnose", str(path), "--run", "swep/c1"])
     assert res.exit_code == 2
     assert "--run swep/c1: not a run in" in res.output and "did you mean 'sweep/c1' or 'sweep/c2'?" in res.output
+
+
+SERVER_KEYS = {"gpu": "H100-SXM", "tensor_parallel_size": 1, "vllm_version": "0.28", "max_num_seqs": 4,
+               "max_num_batched_tokens": 16384, "max_model_len": 131072, "enable_prefix_caching": True,
+               "enable_chunked_prefill": True, "block_size": 16, "async_scheduling": True,
+               "gpu_memory_utilization": 0.9}
+
+
+def test_the_twins_json_round_trips_into_calibrate_with_no_other_option(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    res = runner.invoke(main, ["run", "concurrency_cap_trap", "--json", "out.json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "out.json").read_text())
+    assert {k: doc.get(k) for k in SERVER_KEYS} == SERVER_KEYS
+    assert doc["model_id"] == "llama-3.1-8b"
+    res = runner.invoke(main, ["calibrate", "--from-results", "out.json"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    table = res.output[:res.output.index("fitted ")]
+    rows = {cells[0]: cells[1:] for line in table.splitlines() if line.count("│") == 4
+            for cells in [[c.strip() for c in line.split("│")[1:4]]]}
+    for setting, value in (("gpu", "H100-SXM"), ("model", "llama-3.1-8b"), ("tensor_parallel_size", "1"),
+                           ("vllm_version", "0.28"), ("max_num_seqs", "4"), ("max_num_batched_tokens", "16384")):
+        assert rows[setting] == [value, "result file"], (setting, table)
+    assert "assumed" not in table and (tmp_path / "server-profile.json").is_file()
+
+
+def test_a_command_line_gpu_or_tp_contradicting_the_file_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(main, ["run", "concurrency_cap_trap", "--json", "out.json"]).exit_code == 0
+    res = runner.invoke(main, ["calibrate", "--from-results", "out.json", "--gpu", "b200"])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines()[-1] == ("error: --gpu b200: the result file says gpu H100-SXM (run out); "
+                                                   "leave --gpu out or give the file's value")
+    res = runner.invoke(main, ["calibrate", "--from-results", "out.json", "--tp", "2"])
+    assert res.output.strip().splitlines()[-1] == ("error: --tp 2: the result file says tensor_parallel_size 1 "
+                                                   "(run out); leave --tp out or give the file's value")
+    # the same GPU by an alias is no contradiction
+    from twin.cli.calibrate_results import read_cases
+    _, [case] = read_cases(["out.json"], scenario=None, sets=(), vllm_version=None, gpu="h100", model=None, tp=None)
+    assert case.target.gpu == "H100-SXM"
+
+
+def test_a_run_calibration_cannot_describe_writes_no_server_keys():
+    from twin.results.server_keys import server_keys
+
+    config = {"deployment": {"gpu": "H100-SXM", "tensor_parallel_size": 2, "replicas": 1},
+              "server": {"max_num_seqs": 8, "scheduler": "continuous"}, "vllm_version": "0.11.0"}
+    assert server_keys(config) == {"gpu": "H100-SXM", "tensor_parallel_size": 2, "max_num_seqs": 8,
+                                   "vllm_version": "0.11.0"}
+    for change in ({"replicas": 2}, {"kv_dtype": "fp8"}, {"data_parallel_size": 2}, {"weight_dtype": "fp8"},
+                   {"enable_expert_parallel": True}, {"groups": [{"replicas": 1}]}):
+        assert server_keys({**config, "deployment": {**config["deployment"], **change}}) == {}, change
+    assert server_keys({**config, "speculative_decoding": {"method": "eagle"}}) == {}

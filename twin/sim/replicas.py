@@ -33,6 +33,8 @@ def run_single(body: ScenarioBody, base_dir: Path | None = None, *, replication:
         "name": body.name, "seed": seed, "replication": replication,
         "deployment": body.deployment.model_dump(),
         "server": dep.scheduler_config.model_dump(),
+        "vllm_version": body.server.vllm_version,
+        "gpu_memory_utilization": body.server.gpu_memory_utilization,
         "num_gpu_blocks": dep.num_gpu_blocks,
         "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
         "cost_model": body.cost_model.model_dump(),
