@@ -129,3 +129,28 @@ def test_a_run_calibration_cannot_describe_writes_no_server_keys():
                    {"enable_expert_parallel": True}, {"groups": [{"replicas": 1}]}):
         assert server_keys({**config, "deployment": {**config["deployment"], **change}}) == {}, change
     assert server_keys({**config, "speculative_decoding": {"method": "eagle"}}) == {}
+
+
+def _server_profile(path, models):
+    path.write_text(json.dumps({"format": "twin-server-profile", "version": 1, "params": {"step_overhead_s": 2e-3},
+                                "fitted_on": {"gpus": ["H100-SXM"], "models": models}}))
+    return path
+
+
+def test_a_profile_fitted_on_another_model_says_so_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _server_profile(tmp_path / "p.json", ["llama-3.1-8b"])
+    args = ["run", "concurrency_cap_trap", "--set", "cost_model.kind=profile", "--set", "cost_model.profile=p.json",
+            "--json", "out.json"]
+    res = CliRunner().invoke(main, [*args, "--set", "deployment.model=qwen2.5-7b"])
+    assert res.exit_code == 0, res.output
+    note = ("profile p.json was fitted on llama-3.1-8b, the deployment runs qwen2.5-7b: its parameters are physical "
+            "(efficiencies, overheads, the request path) and carry over; a fit on qwen2.5-7b's own results would "
+            "check them")
+    said = [line for line in res.output.splitlines() if "was fitted on" in line]
+    assert said == [f"warning: {note}"]
+    assert json.loads((tmp_path / "out.json").read_text())["twin"]["config"]["profile_note"] == note
+    # the model it was fitted on: nothing said, no key
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0 and "was fitted on" not in res.output
+    assert "profile_note" not in json.loads((tmp_path / "out.json").read_text())["twin"]["config"]

@@ -39,6 +39,8 @@ def run_single(body: ScenarioBody, base_dir: Path | None = None, *, replication:
         "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
         "cost_model": body.cost_model.model_dump(),
     }
+    if dep.cost_model_notes:                  # a server profile fitted on another model (carried over)
+        summary["profile_note"] = " ".join(dep.cost_model_notes)
     if dep.weight_formats is not None:        # what weight_dtype "auto" and weight_formats resolved to
         summary["weight_formats"] = dep.weight_formats.as_dict()
     if dep.layout is not None and not dep.layout.is_trivial:
