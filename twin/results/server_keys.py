@@ -1,7 +1,7 @@
 """The server a twin run simulated, as top-level keys of its `vllm bench serve` JSON (``twin run --json``), so
 ``twin calibrate --from-results`` reads the run back with no other option: ``gpu``, ``tensor_parallel_size``
 and the vLLM settings calibration reads from a result file (``SERVER_KNOBS``: the names ``vllm bench serve
---metadata KEY=VALUE`` records a real server's settings under, ``twin.fitting.readers.vllm_bench``).
+--metadata KEY=VALUE`` records a real server's settings under, read by ``twin.fitting.readers.vllm_bench``).
 
 Written only for a run calibration can describe from these keys alone: one server of one engine (no replicas,
 replica groups, data or pipeline parallelism, expert parallelism or speculative decoding) with the model's own
@@ -13,7 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from twin.fitting.readers.inference_perf import SERVER_KNOBS
+# the vLLM settings a result file may state (exp-config.yaml, --metadata) and calibration reads
+# (twin.fitting.readers: inference-perf, vllm bench serve)
+SERVER_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "enable_prefix_caching",
+                "enable_chunked_prefill", "block_size", "gpu_memory_utilization", "vllm_version",
+                "async_scheduling")
 
 # deployment fields calibration reads only from the command line or --scenario: the defaults it assumes
 _ASSUMED_LAYOUT = {"replicas": 1, "groups": None, "pipeline_parallel_size": 1, "data_parallel_size": 1,
@@ -36,4 +40,4 @@ def server_keys(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["server_keys"]
+__all__ = ["SERVER_KNOBS", "server_keys"]
