@@ -154,3 +154,32 @@ def test_a_profile_fitted_on_another_model_says_so_once(tmp_path, monkeypatch):
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0 and "was fitted on" not in res.output
     assert "profile_note" not in json.loads((tmp_path / "out.json").read_text())["twin"]["config"]
+
+
+def test_protocols_baseline_verdict_reads_predicted(tmp_path):
+    from twin.analysis.protocol_verdicts import INFO, VERDICT_WORDS
+
+    assert VERDICT_WORDS[INFO] == "predicted"
+    res = CliRunner().invoke(main, ["protocol", "concurrency_cap_trap", "--replications", "1", "-q"],
+                             env={"COLUMNS": "120"})
+    assert res.exit_code == 0, res.output
+    row = next(line for line in res.output.splitlines() if "1. Baseline" in line and "│" in line)
+    assert [c.strip() for c in row.split("│")[1:4]] == ["1. Baseline", "predicted", "-"]
+
+
+def test_the_engine_calibrations_tables_are_glossed(capsys):
+    from types import SimpleNamespace
+
+    from twin.cli import calibrate as cal
+    from twin.cost.profile_features import FEATURE_NAMES
+
+    m = {"n": 10, "mape_pct": 5.0, "median_ape_pct": 4.0, "p90_ape_pct": 9.0, "p90_abs_error_s": 1e-3,
+         "bias_pct": 0.5}
+    fit = SimpleNamespace(metrics={"test": m, "train": m, "all_by_kind": {}}, knee_tokens=256.0,
+                          coefficients={n: 1e-6 for n in FEATURE_NAMES}, range={})
+    cal.print_fit(fit)
+    lines = capsys.readouterr().out.splitlines()
+    assert "MAPE %" in "\n".join(lines) and "knee at 256 tokens" in "\n".join(lines)
+    assert lines[-1] == ("MAPE: mean absolute percentage error of the fitted step time against the measured one; "
+                         "APE: one step's; held-out: steps left out of the fit; knee: the step size (tokens) past "
+                         "which the GEMMs turn compute-bound (tokens_over_knee counts the tokens beyond it)")
