@@ -183,3 +183,21 @@ def test_the_engine_calibrations_tables_are_glossed(capsys):
     assert lines[-1] == ("MAPE: mean absolute percentage error of the fitted step time against the measured one; "
                          "APE: one step's; held-out: steps left out of the fit; knee: the step size (tokens) past "
                          "which the GEMMs turn compute-bound (tokens_over_knee counts the tokens beyond it)")
+
+
+def test_every_key_diagnosis_json_holds_is_documented(tmp_path, monkeypatch):
+    import re
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    assert runner.invoke(main, ["run", "concurrency_cap_trap", "--json", "out.json"]).exit_code == 0
+    res = runner.invoke(main, ["diagnose", "out.json", "--scenario", "concurrency_cap_trap", "--out", "d"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "d" / "diagnosis.json").read_text())
+    text = (Path(__file__).resolve().parents[1] / "docs" / "result-formats.md").read_text(encoding="utf-8")
+    section = text[text.index("## `diagnosis.json`"):]
+    section = section[:section.index("\n## ", 1)]
+    named = set(re.findall(r"[a-z_0-9]+", " ".join(re.findall(r"`([^`]+)`", section))))
+    keys = {*doc, *doc["profile"], *doc["fit"], *doc["fit"]["best"], *doc["prefix"], *doc["causes"][0]}
+    assert sorted(keys - named) == []
