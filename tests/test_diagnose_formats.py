@@ -136,8 +136,8 @@ def test_a_file_of_several_runs_names_them(tmp_path):
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     with pytest.raises(TwinInputError) as exc:
         load_measured(path)
-    assert str(exc.value) == (f"{path}: holds 2 runs (sweep/c1, sweep/c2); twin diagnose reads one run per file: "
-                              f"give one run's requests (twin calibrate --from-results reads them all)")
+    assert str(exc.value) == (f"{path}: holds 2 runs (sweep/c1, sweep/c2); twin diagnose reads one run: pick one "
+                              f"with --run NAME (twin calibrate --from-results reads them all)")
 
 
 def test_the_readers_hostile_input_checks_apply(tmp_path):

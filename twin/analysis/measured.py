@@ -271,20 +271,46 @@ def measured_from_csv(path: Path) -> Measured:
                     inp[ok].astype(np.int64), out[ok].astype(np.int64), None, failed, None, None, None, notes)
 
 
-def load_measured(path: str | Path) -> Measured:
+def load_measured(path: str | Path, run: str | None = None) -> Measured:
     """Read RESULTS: ``.csv`` (per-request times); a file a per-request reader of ``twin calibrate
-    --from-results`` claims (inference-perf per-request, AIPerf records, GuideLLM, a JSON Lines / JSON list table:
-    ``twin.analysis.measured_readers``, the same readers); else a bench result JSON."""
+    --from-results`` claims (inference-perf per-request, AIPerf records, GuideLLM, a JSON Lines / JSON list table,
+    a CSV with a concurrency column: ``twin.analysis.measured_readers``, the same readers); else a bench result
+    JSON. ``run`` (``--run``) names the run to read in a file of several (``measured_readers.pick_run``)."""
     from twin.analysis.measured_readers import measured_from_reader, per_request_reader
 
     p = Path(path)
     if not p.is_file():
         raise TwinInputError(f"{path}: {not_a_file(p) or 'no such file'}; give the result file itself")
     if p.suffix.lower() == ".csv" or p.name.lower().endswith(".csv.gz"):
+        if _has_concurrency_column(p) and (reader := per_request_reader(p)) is not None:
+            return Measured(**measured_from_reader(p, reader, run))
+        _check_one_run(p, run)
         return measured_from_csv(p)
     if (reader := per_request_reader(p)) is not None:
-        return Measured(**measured_from_reader(p, reader))
+        return Measured(**measured_from_reader(p, reader, run))
+    _check_one_run(p, run)
     return measured_from_bench(load_json_path(p, "bench result"), str(path))
+
+
+def _has_concurrency_column(path: Path) -> bool:
+    """A CSV whose header names a concurrency column holds one run per value (a concurrency sweep): the
+    calibration readers split it (``twin.fitting.readers.request_table``)."""
+    from twin.fitting.readers.request_table import ROLES
+
+    try:
+        with path.open(encoding="utf-8", newline="") as fh:
+            header = fh.readline()
+    except (OSError, UnicodeDecodeError):
+        return False
+    names = {c.strip().strip('"').lower() for c in header.split(",")}
+    return any(n in names for n in ROLES["concurrency"])
+
+
+def _check_one_run(path: Path, run: str | None) -> None:
+    """``--run`` on a file of one run (a `vllm bench serve` JSON, a CSV without a concurrency column): the run's
+    name as the calibration readers give it (the file's stem), or a one-line error."""
+    if run is not None and run != path.stem:
+        raise TwinInputError(f"--run {run}: {path} holds one run, {path.stem}; leave --run out (or give that name)")
 
 
 __all__ = ["BENCH_ARRAYS", "CSV_ALIASES", "Measured", "load_measured", "measured_from_bench", "measured_from_csv"]

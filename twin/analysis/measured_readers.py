@@ -5,9 +5,10 @@ Lines or a JSON list. There is no second reader: the file goes through ``read_re
 hostile-input checks, ``check_run``), and the one run it holds gives the fields of a
 ``twin.analysis.measured.Measured`` from the requests the reader kept (``MeasuredRun.requests``).
 
-A file that holds several runs (a table with a concurrency column, a GuideLLM sweep) or none with per-request
-times (an AIPerf aggregate alone, a GuideLLM report without its request list) is a one-line error saying what to
-bring. `vllm bench serve` JSON, inference-perf stage summaries and CSV tables keep diagnose's own reading
+A file that holds several runs (a table with a concurrency column, a GuideLLM sweep) is read one run at a time:
+``run`` (``twin diagnose --run NAME``) names it, among the run names the reader gives; without it, or with a name
+the file does not hold, a one-line error lists them. A file with none with per-request times (an AIPerf aggregate
+alone, a GuideLLM report without its request list) is a one-line error saying what to bring. `vllm bench serve` JSON, inference-perf stage summaries and CSV tables keep diagnose's own reading
 (``twin.analysis.measured``), which knows their ``start_times`` / ``itls`` arrays, hit rate and summary-only
 forms."""
 
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from twin.errors import TwinInputError, counted
+from twin.errors import TwinInputError, counted, did_you_mean
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.readers import READERS, read_results
 
@@ -55,18 +56,32 @@ def measured_fields(run: MeasuredRun, source: str) -> dict[str, Any]:
             "max_concurrency": run.max_concurrency, "request_rate": rate, "hit_rate": None, "notes": notes}
 
 
-def measured_from_reader(path: Path, reader: str) -> dict[str, Any]:
-    """The one run in ``path`` (claimed by the calibration reader ``reader``) as ``Measured`` fields."""
-    runs = read_results(path)
-    if len(runs) != 1:
-        names = ", ".join(r.name for r in runs[:4]) + (" ..." if len(runs) > 4 else "")
-        raise TwinInputError(f"{path}: holds {counted(len(runs), 'run')} ({names}); twin diagnose reads one run "
-                             f"per file: give one run's requests (twin calibrate --from-results reads them all)")
-    if runs[0].requests is None:
+def pick_run(runs: list[MeasuredRun], run: str | None, path: Path) -> MeasuredRun:
+    """The run named ``run`` (``--run``) among ``runs``, the file's; the only one when ``run`` is None. A file of
+    several runs without ``--run``, a name it does not hold, or ``--run`` naming another run than a one-run file's
+    is a one-line error listing the names."""
+    names = [r.name for r in runs]
+    if run is None:
+        if len(runs) == 1:
+            return runs[0]
+        raise TwinInputError(f"{path}: holds {counted(len(runs), 'run')} ({', '.join(names)}); twin diagnose reads "
+                             f"one run: pick one with --run NAME (twin calibrate --from-results reads them all)")
+    if run in names:
+        return runs[names.index(run)]
+    if len(runs) == 1:
+        raise TwinInputError(f"--run {run}: {path} holds one run, {names[0]}; leave --run out (or give that name)")
+    raise TwinInputError(f"--run {run}: not a run in {path} (it holds {', '.join(names)}){did_you_mean(run, names)}")
+
+
+def measured_from_reader(path: Path, reader: str, run: str | None = None) -> dict[str, Any]:
+    """The run in ``path`` (claimed by the calibration reader ``reader``) named ``run`` (the only one when None)
+    as ``Measured`` fields."""
+    chosen = pick_run(read_results(path), run, path)
+    if chosen.requests is None:
         raise TwinInputError(f"{path} ({reader}): lists no per-request times for every request (a summary, or "
                              f"a sample of the requests): nothing to replay; bring the client's per-request file; "
                              f"twin calibrate --from-results fits the twin to this file as it is")
-    return measured_fields(runs[0], str(path))
+    return measured_fields(chosen, str(path))
 
 
-__all__ = ["PER_REQUEST_READERS", "measured_fields", "measured_from_reader", "per_request_reader"]
+__all__ = ["PER_REQUEST_READERS", "measured_fields", "measured_from_reader", "per_request_reader", "pick_run"]

@@ -31,7 +31,7 @@ NO_CHANGE = "no_change"
 FLAG = "flag"
 INFO = "info"
 VERDICT_WORDS = {RECOMMEND: "recommend", ADVISE_AGAINST: "advise against", NO_CHANGE: "no change",
-                 FLAG: "flagged", INFO: "measured"}
+                 FLAG: "flagged", INFO: "predicted"}      # the baseline step: the twin's prediction of today's server
 
 
 def compare(base: Evaluation, cand: Evaluation, keys: tuple[str, ...] = DELTA_KEYS) -> dict[str, dict]:

@@ -61,6 +61,19 @@ def _coef_table(fit: Any) -> Table:
     return table
 
 
+# what the two tables' terms mean, printed once under them
+FIT_GLOSS = ("MAPE: mean absolute percentage error of the fitted step time against the measured one; APE: one "
+             "step's; held-out: steps left out of the fit; knee: the step size (tokens) past which the GEMMs turn "
+             "compute-bound (tokens_over_knee counts the tokens beyond it)")
+
+
+def print_fit(fit: Any) -> None:
+    """The fit-quality and coefficient tables, and the gloss of their terms."""
+    console.print(_metrics_table(fit))
+    console.print(_coef_table(fit))
+    console.print(FIT_GLOSS, highlight=False, soft_wrap=True)
+
+
 def _read_plan(path: str) -> dict[str, Any]:
     from twin.json_input import load_json_path
 
@@ -231,8 +244,7 @@ def calibrate(more_results: tuple[str, ...], from_results: tuple[str, ...], benc
                   f"measured in {result.run.wall_s:.1f} s", highlight=False, soft_wrap=True)
     for note in result.run.notes:
         console.print(f"note: {note}", highlight=False, soft_wrap=True)
-    console.print(_metrics_table(fit))
-    console.print(_coef_table(fit))
+    print_fit(fit)
     noise = fit.metrics.get("timing_noise_pct")
     if noise is not None and noise > 10:
         hint = "an idle machine or a longer --budget" if env["threads"] == 1 else \

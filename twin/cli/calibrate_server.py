@@ -2,9 +2,10 @@
 vLLM settings (release and serving knobs), merged from where the user can say them, and shown before the fit.
 
 Precedence, highest first: ``--set server.KNOB=VALUE`` / ``--set deployment.FIELD=VALUE`` (and ``--gpu``,
-``--model``, ``--tp``), ``--vllm-version``, what the result files say (``exp-config.yaml``, ``--metadata``), the
-``--scenario`` file's ``deployment`` and ``server`` blocks, and last vLLM's defaults for the release
-(``twin.core.vllm_versions``), which are printed as assumed."""
+``--model``, ``--tp``), ``--vllm-version``, what the result files say (``exp-config.yaml``, ``--metadata``, the
+twin's own ``--json``), the ``--scenario`` file's ``deployment`` and ``server`` blocks, and last vLLM's defaults
+for the release (``twin.core.vllm_versions``), which are printed as assumed. A GPU, model or TP size on the
+command line that contradicts a result file's is a one-line error naming both (``_refuse_contradiction``)."""
 
 from __future__ import annotations
 
@@ -81,6 +82,7 @@ def apply(run: MeasuredRun, d: ServerDescription) -> tuple[MeasuredRun, Target]:
     server = {**d.file_server, **run.server, **d.server}
     run = dataclasses.replace(run, server=server)
     dep = d.deployment
+    _refuse_contradiction(run, d)
     name = dep.get("model") if _cli(d, "deployment.model") else (run.model or dep.get("model"))
     if not name:
         raise TwinInputError(f"{run.name}: the result does not name its model; give --model (or --scenario)")
@@ -98,6 +100,33 @@ def apply(run: MeasuredRun, d: ServerDescription) -> tuple[MeasuredRun, Target]:
     if extra.get("weight_dtype") == "auto":
         extra.pop("weight_dtype")
     return run, Target(m.name, g.name, tp, **extra)
+
+
+def _canonical(field: str, value: Any) -> Any:
+    """A catalogued GPU's or model's name (None for one the catalogue does not know), or the TP size."""
+    if field == "tensor_parallel_size":
+        return value
+    try:
+        return (resolve_gpu if field == "gpu" else resolve_model)(str(value)).name
+    except TwinInputError:
+        return None
+
+
+def _refuse_contradiction(run: MeasuredRun, d: ServerDescription) -> None:
+    """A GPU, model or TP size given on the command line that contradicts the result file's (both catalogued and
+    different): a one-line error naming both, not a silent override. A name the catalogue does not know (a
+    fine-tuned model's id, a GPU's marketing name) is not judged: the command line names what it is."""
+    for field, said in (("gpu", run.gpu), ("model", run.model), ("tensor_parallel_size", run.tensor_parallel_size)):
+        key = f"deployment.{field}"
+        if said is None or not _cli(d, key):
+            continue
+        given = d.deployment[field]
+        a, b = _canonical(field, given), _canonical(field, said)
+        if a is not None and b is not None and a != b:
+            flag = d.source[key]
+            flag = f"--set deployment.{field}=" if flag == "--set" else f"{flag} "
+            raise TwinInputError(f"{flag}{given}: the result file says {field} {said} (run {run.name}); leave "
+                                 f"{flag.strip().rstrip('=')} out or give the file's value")
 
 
 def _cli(d: ServerDescription, key: str) -> bool:

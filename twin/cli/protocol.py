@@ -126,6 +126,9 @@ def protocol(scenario: str, variant: str, sets: tuple[str, ...], trace_path: str
                                              "measurements alone are read (no fit).")
 @click.option("--variant", "-v", default="baseline", show_default=True, help="Variant of SCENARIO.")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Override a scenario field (repeatable).")
+@click.option("--run", "run_name", metavar="NAME",
+              help="The run to read in a file of several (a GuideLLM sweep, a table with a concurrency column): "
+                   "one of the names the file's runs have (a file of several without it lists them).")
 @click.option("--max-concurrency", type=click.IntRange(1),
               help="The benchmark ran closed-loop at this concurrency, each user sending when its last request "
                    "ended (vllm bench serve --max-concurrency at --request-rate inf; inference-perf's concurrent "
@@ -140,9 +143,9 @@ def protocol(scenario: str, variant: str, sets: tuple[str, ...], trace_path: str
               help="Scale the twin's step times to the measured median TPOT before comparing.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False),
               help="Write diagnosis.md, diagnosis.html (Plotly figures) and diagnosis.json here.")
-def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, ...], max_concurrency: int | None,
-             hit_rate: float | None, candidates: str | None, shared_prefix_tokens: int | None, fit_speed: bool,
-             out_dir: str | None) -> None:
+def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, ...], run_name: str | None,
+             max_concurrency: int | None, hit_rate: float | None, candidates: str | None,
+             shared_prefix_tokens: int | None, fit_speed: bool, out_dir: str | None) -> None:
     """Name the likely causes behind measured RESULTS (a vllm bench serve JSON saved with --save-result
     --save-detailed, or a CSV of arrival, first-token and finish times with token counts, e.g. twin run
     --requests-out; also the per-request files twin calibrate --from-results reads: inference-perf's
@@ -154,7 +157,7 @@ def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, 
     from twin.analysis.measured import load_measured
     from twin.scenario import load_scenario, parse_set_options
 
-    m = load_measured(results)
+    m = load_measured(results, run_name)
     if max_concurrency is not None:    # the option says the client ran closed-loop: a rate read off the sends is
         m.max_concurrency = max_concurrency     # what the loop produced, not a rate the client was given
         m.request_rate = None

@@ -5,7 +5,8 @@ profile holds the roofline's physical parameters (efficiencies as fractions of d
 seconds, the GEMM knee in tokens, the request path in seconds), so it applies to any catalogued model and GPU:
 ``cost_model: {kind: profile, profile: my-server.json}`` builds a ``RooflineCostModel`` with them. Using it on
 another GPU than it was fitted on warns once: efficiencies transfer by datasheet ratio, host-side overheads
-only as far as the host CPU and vLLM version are alike.
+only as far as the host CPU and vLLM version are alike. Using it for another model than it was fitted on says so
+once (``fitted_model_note``; the run's config summary keeps it as ``profile_note``): the parameters carry over.
 
 Format: ``{"format": "twin-server-profile", "version": 1, "params": {name: value}, "std": {name: value},
 "fitted_on": {"gpus": [...], "models": [...], "runs": N, ...}, "runs": [{name, measured, predicted}, ...]}``.
@@ -78,5 +79,21 @@ def server_profile_cost_model(doc: dict[str, Any], source: str, model: Any, gpu:
         warnings.warn(f"{source} was fitted on {', '.join(map(str, gpus))}; the deployment runs {gpu.name}: "
                       f"efficiencies carry over by datasheet ratio, host overheads only as far as the host is alike",
                       ProfileWarning, stacklevel=2)
-    return RooflineCostModel(model, gpu, tensor_parallel_size=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                             layout=layout, **params)
+    cm = RooflineCostModel(model, gpu, tensor_parallel_size=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                           layout=layout, **params)
+    if (note := fitted_model_note(doc, source, getattr(model, "name", None))) is not None:
+        warnings.warn(note, ProfileWarning, stacklevel=2)
+        cm.profile_notes = (note,)
+    return cm
+
+
+def fitted_model_note(doc: dict[str, Any], source: str, model: str | None) -> str | None:
+    """One line when the profile was fitted on other models than ``model`` (the deployment's): its parameters
+    are physical, so they carry over (not an error); None when the profile does not say its models, or saw
+    ``model``."""
+    models = [str(m) for m in (doc.get("fitted_on") or {}).get("models") or []]
+    if not models or model is None or model in models:
+        return None
+    return (f"{source} was fitted on {', '.join(models)}, the deployment runs {model}: its parameters are "
+            f"physical (efficiencies, overheads, the request path) and carry over; a fit on {model}'s own results "
+            f"would check them")

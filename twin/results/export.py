@@ -23,6 +23,7 @@ from twin.json_input import JsonSyntaxError, load_json_path
 from twin.results.metric_keys import BENCH_SERVE_SCALAR_KEYS, SPEC_DECODE_KEYS, TWIN_KEYS
 from twin.results.per_replica import load_imbalance, per_replica_metrics
 from twin.results.per_request import per_request_arrays
+from twin.results.server_keys import server_keys
 from twin.results.sim_result import SimResult
 from twin.results.slo import parse_slo
 from twin.yaml_input import not_a_file
@@ -86,6 +87,7 @@ def to_bench_serve_json(result: SimResult, slo: Any = None, *, window: tuple | N
     out.setdefault("backend", "llm-serving-twin")
     if "model_id" not in out and (model := served_model(config)) is not None:
         out["model_id"] = model
+    out.update(server_keys(config))
     out.update(bench)
     if per_request:
         arrays = per_request_arrays(result.requests, window)

@@ -58,6 +58,7 @@ class Deployment:
     float32_matmul_precision: str | None = None       # server.float32_matmul_precision (twin.cost.router_gemm)
     client: str | None = None           # the measuring client of a replayed run (twin.workload.clients); fit scopes only
     release: str | None = None          # the vLLM release of a replayed run (twin.fitting.scoped); fit scopes only
+    cost_model_notes: tuple[str, ...] = ()   # what the run should say about its cost model (a profile's models)
 
     @property
     def engines_per_replica(self) -> int:
@@ -192,8 +193,9 @@ def resolve_deployment(body: ScenarioBody, base_dir: Path | None = None) -> Depl
         return build_cost_model(cm.kind, model, gpu, dep.tensor_parallel_size,
                                 {"weight_dtype": formats, "kv_dtype": dep.kv_dtype}, params, layout=layout)
 
-    cost_model_factory()  # fail on bad parameters before any run
-    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter, layout, formats, fusion, graphs, fp32)
+    first = cost_model_factory()  # fail on bad parameters before any run
+    return Deployment(model, gpu, sched, pool, cost_model_factory, drafter, layout, formats, fusion, graphs, fp32,
+                      cost_model_notes=tuple(getattr(first, "profile_notes", ())))
 
 
 def check_checkpoint_kv(body: ScenarioBody, model: ModelSpec) -> None:

@@ -33,10 +33,14 @@ def run_single(body: ScenarioBody, base_dir: Path | None = None, *, replication:
         "name": body.name, "seed": seed, "replication": replication,
         "deployment": body.deployment.model_dump(),
         "server": dep.scheduler_config.model_dump(),
+        "vllm_version": body.server.vllm_version,
+        "gpu_memory_utilization": body.server.gpu_memory_utilization,
         "num_gpu_blocks": dep.num_gpu_blocks,
         "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
         "cost_model": body.cost_model.model_dump(),
     }
+    if dep.cost_model_notes:                  # a server profile fitted on another model (carried over)
+        summary["profile_note"] = " ".join(dep.cost_model_notes)
     if dep.weight_formats is not None:        # what weight_dtype "auto" and weight_formats resolved to
         summary["weight_formats"] = dep.weight_formats.as_dict()
     if dep.layout is not None and not dep.layout.is_trivial:

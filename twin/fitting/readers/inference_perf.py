@@ -28,6 +28,7 @@ from typing import Any
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, MeasuredRun, PromptPool
 from twin.fitting.readers.fields import get, load_json, number, try_json
+from twin.results.server_keys import SERVER_KNOBS
 from twin.workload.clients import INFERENCE_PERF
 from twin.yaml_input import not_a_file, parse_yaml, read_text
 
@@ -39,9 +40,6 @@ QUANTILE_KEYS = (("min", 0.0), ("p0.1", 0.001), ("p1", 0.01), ("p5", 0.05), ("p1
 # inference-perf echoes the configuration it actually ran with (its defaults filled in) as results_config.yaml;
 # prefer it to the input file, whose keys an older client may have ignored
 CONFIG_NAMES = ("results_config.yaml", "config.yaml", "profile.yaml", "inference-perf.yaml")
-SERVER_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "enable_prefix_caching",
-                "enable_chunked_prefill", "block_size", "gpu_memory_utilization", "vllm_version",
-                "async_scheduling")
 
 
 def _is_stage_doc(doc: Any) -> bool:
