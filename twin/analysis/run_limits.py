@@ -104,8 +104,7 @@ def evidence(d: Diagnosis, metrics: Mapping[str, Any]) -> str:
              if m.get("mean_queue_length") is not None else
              f"requests waiting for {_share(d.stats.get('queued'))} of the busy time")
     ttft = f"TTFT mean {_v('mean_ttft_ms', m.get('mean_ttft_ms'))}"
-    n_pre = m.get("num_preemptions")
-    preempted = f"{_v('num_preemptions', n_pre)} preemption{'' if n_pre == 1 else 's'}"
+    preempted = numbers.counted(m.get("num_preemptions"), "preemption")
     if d.limit == CONCURRENCY_CAP:
         return f"{running} at max_num_seqs = {cap}, {queue}, {ttft}{_kv_room(m)}{_compute_note(d)}."
     if d.limit == STATIC_BATCH:

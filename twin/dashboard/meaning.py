@@ -117,7 +117,7 @@ def cost_line(run: RunOutput) -> str:
     return (f"Cost: **${numbers.number(c['usd_per_m_output'])} per million output tokens** "
             f"(${numbers.number(c['usd_per_m_total'])} per million tokens in and out) at "
             f"${numbers.number(c['usd_per_gpu_hour'])}/GPU-hour{' (mean)' if ' / ' in c['gpu'] else ''} × "
-            f"{n} GPU{'s' if n != 1 else ''} (bundled price table, approximate)")
+            f"{numbers.counted(n, 'GPU')} (bundled price table, approximate)")
 
 
 def model_line(run: RunOutput) -> str:

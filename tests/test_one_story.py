@@ -1,0 +1,61 @@
+"""One story in every output (issue 33, round 22): a library caller's SLO echoed in the form every other path
+prints; a many-variant compare's one line keeps the binding limit's share beside an overload; one definition of
+offered load for `twin run` and the dashboard (a replayed trace offers its arrival rate, a closed loop none);
+counts written as the tables write them; an unknown GPU or model counted, not listed, on a terminal. Exact
+strings; the runs are short and seeded."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from twin.cli.main import main
+from twin.errors import TwinInputError
+
+# 50 req/s for 4 s of 200-token prompts and 32-token answers, at trace timestamps; max_num_seqs = 2 sustains ~10
+TRACE_ROWS = [f"2023-11-16 18:00:{i * 0.02:010.7f},200,32" for i in range(200)]
+BASE = {"deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"}, "server": {"max_num_seqs": 2}}
+SENTENCE = ("offered load (50.0 req/s) above what this server sustains (9.77 req/s); under it, concurrency cap "
+            "(max_num_seqs)")
+
+
+# --------------------------------------------------------------------------------- (d) counts as tables write them
+def test_counts_take_the_tables_thousands_separator_and_the_noun_in_the_right_number():
+    from twin.analysis.causes import KV_CAPACITY, Diagnosis
+    from twin.analysis.run_limits import evidence
+    from twin.results.numbers import count, counted
+    from twin.workload.validation_errors import format_validation_error
+
+    assert [counted(n, "preemption") for n in (0, 1, 2, 1234, 1_234_567, None)] == [
+        "0 preemptions", "1 preemption", "2 preemptions", "1,234 preemptions", "1,234,567 preemptions",
+        "- preemptions"]
+    for n in (0, 1, 999, 1000, 1234.0, 2_000_000, None, float("nan")):      # the count as a table cell writes it
+        assert counted(n, "x").rsplit(" ", 1)[0] == count(n)
+    d = Diagnosis(KV_CAPACITY, True, "v", stats={"cap": 256})
+    metrics = {"p99_kv_usage": 0.99, "num_preemptions": 1234, "mean_running_batch": 40.0,
+               "mean_queue_length": 3.0, "mean_ttft_ms": 812.0}
+    assert evidence(d, metrics) == ("KV usage p99 99.0%, 1,234 preemptions, mean running batch 40.0 "
+                                    "(max_num_seqs = 256), mean queue length 3.00 over the run, TTFT mean 812 ms.")
+    assert evidence(d, {**metrics, "num_preemptions": 1}).startswith("KV usage p99 99.0%, 1 preemption, ")
+
+    from pydantic import BaseModel, ValidationError
+
+    class Two(BaseModel):
+        a: int
+        b: int
+        c: int
+
+    for given, tail in (({"a": "x", "b": 1}, " [and 1 more problem]"), ({"a": "x"}, " [and 2 more problems]")):
+        with pytest.raises(ValidationError) as err:
+            Two.model_validate(given)
+        assert format_validation_error(err.value).endswith(tail)
+
+
+def test_the_dashboards_pool_rows_count_gpus_as_everywhere():
+    from twin.dashboard.pd_run import pool_rows
+
+    rows = pool_rows({"pools": {"prefill": {"engines": 1, "gpus": 1}, "decode": {"engines": 2, "gpus": 1024}}})
+    assert rows[0] == {"": "engines (GPUs)", "prefill": "1 (1 GPU)", "decode": "2 (1,024 GPUs)"}
