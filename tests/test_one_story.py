@@ -22,6 +22,32 @@ SENTENCE = ("offered load (50.0 req/s) above what this server sustains (9.77 req
             "(max_num_seqs)")
 
 
+# ------------------------------------------------------------------------ (a) Criteria.as_dict: the scenario's form
+@pytest.mark.parametrize("slo, echoed", [
+    ({"ttft": 500}, {"ttft_ms": 500}),
+    ({"ttft": {"p99": 100}, "tpot_ms": 50}, {"ttft_ms": {"p99": 100}, "tpot_ms": 50}),
+    ("ttft:500 tpot:50", {"ttft_ms": 500.0, "tpot_ms": 50.0}),
+    (["e2el:20000"], {"e2el_ms": 20000.0}),
+    ({"ttft_ms": {"p99.9": 1000}}, {"ttft_ms": {"p99.9": 1000}}),     # the normalised form reads back unchanged
+    (None, None),
+])
+def test_criteria_echo_the_slo_as_every_other_path_prints_it(slo, echoed):
+    from twin.plan.evaluate import Criteria
+
+    assert Criteria(slo).as_dict() == {"slo": echoed, "goodput": None, "max_rejected_fraction": 0.0}
+
+
+def test_criteria_read_vllms_string_form_and_refuse_as_the_slo_reader_does():
+    from twin.plan.evaluate import Criteria
+
+    assert Criteria("ttft:500").effective_goodput == 0.99            # a threshold alone: 0.99 of requests
+    assert Criteria({"ttft": {"p99": 500}}).effective_goodput is None
+    with pytest.raises(TwinInputError) as err:
+        Criteria({"ttfb": 500})
+    assert str(err.value) == ("slo.ttfb: unknown SLO metric; did you mean 'ttft_ms'?; allowed: ttft_ms, tpot_ms, "
+                              "itl_ms, e2el_ms (or vLLM's ttft, tpot, e2el, itl)")
+
+
 # --------------------------------------------------------------------------------- (d) counts as tables write them
 def test_counts_take_the_tables_thousands_separator_and_the_noun_in_the_right_number():
     from twin.analysis.causes import KV_CAPACITY, Diagnosis

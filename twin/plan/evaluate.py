@@ -168,15 +168,16 @@ def check_axis_values(data: Mapping[str, Any], axes, what: str = "grid",
 class Criteria:
     """What "meets the SLOs" means for one run.
 
-    ``slo`` is a scenario ``slo:`` mapping (``{ttft_ms: {p99: 1000}, tpot_ms: {p99: 50}, e2el_ms: 20000}``):
-    a mapping is a statistic bound that must hold; a plain number is a per-request threshold for goodput.
+    ``slo`` is a scenario ``slo:`` mapping (``{ttft_ms: {p99: 1000}, tpot_ms: {p99: 50}, e2el_ms: 20000}``) in
+    any spelling ``twin.slo_section`` reads (``as_dict`` echoes its normalised form): a mapping is a statistic
+    bound that must hold; a plain number is a per-request threshold for goodput.
     ``goodput``: the fraction of measured requests (rejected ones included) that must meet every per-request
     threshold (thresholds come from plain numbers and, for TTFT/TPOT/E2EL bounds, from the bound itself, as
     ``twin.results.slo.parse_slo`` derives them). With only plain-number thresholds and no ``goodput``, 0.99 is
     required. Rejected requests beyond ``max_rejected_fraction`` and requests still in flight when the run
     stopped fail the run."""
 
-    slo: Mapping[str, Any] | None = None
+    slo: Mapping[str, Any] | str | list[str] | None = None
     goodput: float | None = None
     max_rejected_fraction: float = 0.0
 
@@ -185,20 +186,29 @@ class Criteria:
         if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1):
             raise TwinInputError(f"goodput: {g!r}: must be a fraction in (0, 1], e.g. 0.99")
         if self.slo is not None:
-            from twin.results.slo import parse_slo
+            from twin.slo_section import slo_section
 
-            parse_slo(dict(self.slo))  # fail early on a bad SLO
+            slo_section(self.slo)  # fail early on a bad SLO (one reader, one wording)
+
+    @property
+    def section(self) -> dict[str, Any]:
+        """``slo`` in the scenario's form, as every other path prints it (``ttft`` -> ``ttft_ms``, vLLM's
+        ``"ttft:500 tpot:50"`` -> a mapping; ``twin.slo_section.slo_section``); ``{}`` for none."""
+        from twin.slo_section import slo_section
+
+        return slo_section(self.slo)
 
     @property
     def effective_goodput(self) -> float | None:
-        if self.goodput is not None or not self.slo:
+        section = self.section
+        if self.goodput is not None or not section:
             return self.goodput
-        if all(not isinstance(v, Mapping) for v in self.slo.values()):
+        if all(not isinstance(v, Mapping) for v in section.values()):
             return 0.99
         return None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"slo": dict(self.slo) if self.slo else None, "goodput": self.goodput,
+        return {"slo": self.section or None, "goodput": self.goodput,
                 "max_rejected_fraction": self.max_rejected_fraction}
 
 
@@ -292,8 +302,8 @@ def job_body(job: SimJob):
     """The validated scenario body a job runs: the replication's data (``replication_data``), the arrival
     rate scaled, the criteria's SLO in place of the scenario's."""
     data = scale_arrivals(replication_data(job.data, job.replication), job.rate_scale)
-    if job.criteria is not None and job.criteria.slo:
-        data["slo"] = dict(job.criteria.slo)
+    if job.criteria is not None and job.criteria.section:
+        data["slo"] = job.criteria.section
     return validate_body(data)
 
 
