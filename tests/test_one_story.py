@@ -48,6 +48,49 @@ def test_criteria_read_vllms_string_form_and_refuse_as_the_slo_reader_does():
                               "itl_ms, e2el_ms (or vLLM's ttft, tpot, e2el, itl)")
 
 
+# ------------------------------------------------------------------ (b) the one-line verdict keeps the share
+def _doc(overloaded: bool, share: float | None = 0.94, binding: bool = True) -> dict:
+    return {"limit": "concurrency_cap", "binding": binding, "shares": {} if share is None else {
+        "concurrency_cap": share}, "headline": "concurrency cap (max_num_seqs) binds (94% of the busy time)",
+            "load": {"overloaded": overloaded, "sentence": SENTENCE if overloaded else None}}
+
+
+def test_the_one_line_verdict_of_an_overload_keeps_the_binding_limits_share():
+    from twin.analysis.run_limits import compact_headline, limit_lines
+
+    longer = f"{SENTENCE}, 94% of the busy time"
+    assert compact_headline(_doc(True)) == longer
+    assert compact_headline(_doc(False)) == "concurrency cap (max_num_seqs) binds (94% of the busy time)"
+    assert compact_headline(_doc(True, share=None)) == SENTENCE          # no share known
+    assert compact_headline(_doc(True, binding=False)) == SENTENCE       # the GPU itself: no limit's share
+    # width permitting: left out only where it would make one line two
+    assert compact_headline(_doc(True), width=len(SENTENCE)) == SENTENCE
+    assert compact_headline(_doc(True), width=len(longer)) == longer
+    assert compact_headline(_doc(True), width=len(SENTENCE) - 1) == longer   # wraps either way
+    assert limit_lines("sat", _doc(True), short=True, width=200) == [f"What limits sat: {longer}"]
+
+
+def test_a_many_variant_compare_prints_the_share_beside_the_overload(tmp_path, wide_console):
+    data = {"name": "many", **BASE, "workload": {"arrivals": {"process": "poisson", "rate_per_s": 40},
+                                                 "duration_s": 4, "classes": [{"name": "c", "share": 1.0,
+                                                 "prompt": {"suffix_tokens": 200}, "output_tokens": 32}]},
+            "variants": {f"cap{n}": {"server": {"max_num_seqs": n}} for n in (4, 8, 16, 32, 64)}}
+    path = tmp_path / "many.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    r = CliRunner().invoke(main, ["compare", str(path), "-q"])
+    assert r.exit_code == 0, r.output
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("What limits")]
+    assert lines[:3] == [
+        "What limits baseline: offered load (40.0 req/s) above what this server sustains (9.77 req/s); under it, "
+        "concurrency cap (max_num_seqs), 99% of the busy time",
+        "What limits cap4: offered load (40.0 req/s) above what this server sustains (19.0 req/s); under it, "
+        "concurrency cap (max_num_seqs), 97% of the busy time",
+        "What limits cap8: offered load (40.0 req/s) above what this server sustains (36.2 req/s); under it, "
+        "concurrency cap (max_num_seqs), 88% of the busy time"]
+    assert lines[3:] == [f"What limits cap{n}: no limit binds at this load (memory-bandwidth-bound steps)"
+                         for n in (16, 32, 64)]
+
+
 # --------------------------------------------------------------------------------- (d) counts as tables write them
 def test_counts_take_the_tables_thousands_separator_and_the_noun_in_the_right_number():
     from twin.analysis.causes import KV_CAPACITY, Diagnosis
