@@ -91,6 +91,83 @@ def test_a_many_variant_compare_prints_the_share_beside_the_overload(tmp_path, w
                          for n in (16, 32, 64)]
 
 
+# ------------------------------------------------------------------------------------ (c) one offered load
+def _trace_scenario(tmp_path, arrivals: dict | None = None) -> dict:
+    (tmp_path / "azure.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(TRACE_ROWS) + "\n")
+    workload = {"trace": {"path": str(tmp_path / "azure.csv"), "format": "azure"}}
+    if arrivals is not None:
+        workload["arrivals"] = arrivals
+    return {"name": "trace", **BASE, "workload": workload}
+
+
+def _run_load(tmp_path, data: dict) -> dict:
+    path, out = tmp_path / "s.yaml", tmp_path / "run.json"
+    path.write_text(yaml.safe_dump(data))
+    r = CliRunner().invoke(main, ["run", str(path), "-q", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    return json.loads(out.read_text())["twin"]["limits"]["load"]
+
+
+def test_a_replayed_trace_offers_its_arrival_rate_in_twin_run_and_the_dashboard(tmp_path):
+    from twin.dashboard.meaning import cost_line, limit_line, offered_vs_served
+    from twin.dashboard.runs import run_scenario
+    from twin.plan.evaluate import offered_rate
+
+    data = _trace_scenario(tmp_path)
+    load = _run_load(tmp_path, data)
+    assert (load["offered_rate_per_s"], load["overloaded"], load["sentence"]) == (
+        pytest.approx(50.0), True, SENTENCE)           # 200 rows 0.02 s apart: 199 gaps over 3.98 s
+    run = run_scenario(data)
+    assert run.info["offered_rate_per_s"] == load["offered_rate_per_s"]
+    assert offered_vs_served(run)["overloaded"] and limit_line(run) == f"**Binding limit: {SENTENCE}**"
+    assert run.limits["load"] == load
+    assert offered_rate(data) == load["offered_rate_per_s"]                # the planner counts it the same
+    assert cost_line(run).endswith(" × 1 GPU (bundled price table, approximate)")
+
+
+def test_a_closed_loop_offers_no_rate_on_either_side(tmp_path):
+    from twin.dashboard.meaning import offered_vs_served
+    from twin.dashboard.runs import run_scenario
+    from twin.plan.evaluate import offered_rate
+
+    data = _trace_scenario(tmp_path, {"process": "closed_loop", "concurrency": 4})
+    load = _run_load(tmp_path, data)
+    assert (load["offered_rate_per_s"], load["overloaded"], load["sentence"]) == (None, False, None)
+    run = run_scenario(data)
+    assert run.info["offered_rate_per_s"] is None and not offered_vs_served(run)["overloaded"]
+    assert run.limits["load"] == load
+    with pytest.raises(TwinInputError, match="closed_loop has no offered rate"):
+        offered_rate(data)
+
+
+def test_offered_rate_rules():
+    from twin.analysis.offered_load import offered_rate, request_arrivals
+    from twin.plan.evaluate import validate_body
+
+    def body(workload: dict):
+        return validate_body({**BASE, "workload": workload})
+
+    classes = [{"name": "c", "share": 1.0, "prompt": {"suffix_tokens": 8}, "output_tokens": 4}]
+    poisson = body({"arrivals": {"process": "poisson", "rate_per_s": 8}, "duration_s": 2, "classes": classes})
+    assert offered_rate(poisson) == 8.0 and offered_rate(poisson, [0.0, 100.0]) == 8.0      # nominal wins
+    trace = body({"trace": {"path": "t.csv", "format": "azure"}})
+    assert offered_rate(trace) is None                       # its own timestamps: the arrivals are needed
+    assert offered_rate(trace, [0.0, 0.5, 1.0]) == 2.0 and offered_rate(trace, [1.0, 0.0]) == 1.0
+    assert offered_rate(trace, [0.0]) is None and offered_rate(trace, [3.0, 3.0]) is None
+    windowed = body({"trace": {"path": "t.csv", "format": "azure", "window_s": 10, "time_scale": 2.0}})
+    assert offered_rate(windowed, [0.0, 1.0, 2.0]) == 3 / 5              # n over window_s / time_scale
+    rows_at_a_rate = body({"trace": {"path": "t.csv", "format": "lengths"},
+                           "arrivals": {"process": "poisson", "rate_per_s": 3}})
+    assert offered_rate(rows_at_a_rate) == 3.0
+    capped = body({"arrivals": {"process": "piecewise", "schedule": [{"rate_per_s": 4}], "max_concurrency": 2},
+                   "num_requests": 4, "classes": classes})
+
+    class Result:
+        requests = [type("R", (), {"arrival_s": t})() for t in (0.0, 1.0)]
+    assert request_arrivals(capped, Result()) is None                    # a capped send is the server's pace
+    assert request_arrivals(trace, Result()) == [0.0, 1.0]
+
+
 # --------------------------------------------------------------------------------- (d) counts as tables write them
 def test_counts_take_the_tables_thousands_separator_and_the_noun_in_the_right_number():
     from twin.analysis.causes import KV_CAPACITY, Diagnosis

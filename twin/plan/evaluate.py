@@ -89,36 +89,29 @@ def scale_arrivals(data: Mapping[str, Any], scale: float) -> dict[str, Any]:
 
 
 def offered_rate(data: Mapping[str, Any], base_dir: str | Path | None = None, seed: int | None = None) -> float:
-    """Requests per second the scenario offers at scale 1: the nominal rate for single-turn synthetic traffic
-    at a fixed rate, otherwise requests over the span they arrive in (``duration_s``, a trace's
-    ``window_s / time_scale``, or first to last arrival)."""
+    """Requests per second the scenario offers at scale 1, as `twin run` and the dashboard count it
+    (``twin.analysis.offered_load.offered_rate``, over the requests the scenario draws): the nominal rate for
+    single requests (synthetic or a trace's rows) under one arrival rate, otherwise requests over the span they arrive in
+    (``duration_s``, a trace's ``window_s / time_scale``, or first to last arrival). A closed loop, fewer than
+    2 requests or all at once: a ``TwinInputError`` (the planner scales a rate)."""
+    from twin.analysis.offered_load import offered_rate as rate_of
     from twin.workload.generate import open_loop_specs
 
     body = validate_body(data)
     wl = body.workload
-    arr = wl.arrivals
     if wl.closed_loop:
         raise TwinInputError("workload.arrivals.process: closed_loop has no offered rate; use open-loop arrivals")
-    if wl.classes and arr is not None and not any(c.multi_turn for c in wl.classes):
-        rate = getattr(arr, "rate_per_s", None)
-        if rate is not None and math.isfinite(rate):
-            return float(rate)
+    nominal = rate_of(body)
+    if nominal is not None:
+        return nominal
     specs = open_loop_specs(wl, body.seed if seed is None else seed, base_dir=base_dir)
-    n = len(specs)
-    if n < 2:
-        raise TwinInputError(f"workload: {counted(n, 'request')}; cannot tell an arrival rate from fewer than 2")
-    span = None
-    if wl.classes and wl.duration_s is not None and arr is not None and getattr(arr, "process", "") != "piecewise":
-        span = wl.duration_s
-    elif wl.trace is not None and wl.arrivals is None and wl.trace.window_s is not None and wl.num_requests is None \
-            and wl.duration_s is None and wl.trace.max_requests is None:
-        span = wl.trace.window_s / wl.trace.time_scale
-    if span is None:
-        first, last = specs[0].arrival_s, specs[-1].arrival_s
-        if last <= first:
-            raise TwinInputError("workload: all requests arrive at once; no arrival rate to speak of")
-        return (n - 1) / (last - first)
-    return n / span
+    if len(specs) < 2:
+        raise TwinInputError(f"workload: {counted(len(specs), 'request')}; cannot tell an arrival rate from "
+                             "fewer than 2")
+    rate = rate_of(body, [s.arrival_s for s in specs])
+    if rate is None:
+        raise TwinInputError("workload: all requests arrive at once; no arrival rate to speak of")
+    return rate
 
 
 def validate_body(data: Mapping[str, Any], where: str = "scenario"):
