@@ -205,3 +205,35 @@ def test_the_dashboards_pool_rows_count_gpus_as_everywhere():
 
     rows = pool_rows({"pools": {"prefill": {"engines": 1, "gpus": 1}, "decode": {"engines": 2, "gpus": 1024}}})
     assert rows[0] == {"": "engines (GPUs)", "prefill": "1 (1 GPU)", "decode": "2 (1,024 GPUs)"}
+
+
+# ------------------------------------------------------------------- (e) an unknown name on a terminal: counted
+def test_an_unknown_gpu_or_model_is_counted_on_the_cli_and_listed_for_the_dashboard(tmp_path):
+    from twin.cli.catalog_pointer import on_terminal
+    from twin.hardware.catalog import list_gpus, list_models, resolve_gpu, resolve_model
+
+    gpus, models = [g.name for g in list_gpus()], [m.name for m in list_models()]
+    with pytest.raises(TwinInputError) as gpu_err:
+        resolve_gpu("h10")
+    whole = str(gpu_err.value)
+    assert whole == (f"gpu: unknown GPU 'h10'; did you mean 'H100-SXM' or 'H20'?; known: {', '.join(gpus)}; or "
+                     "give a YAML spec file path")                 # the dashboard's line: every name
+    assert on_terminal(whole) == (f"gpu: unknown GPU 'h10'; did you mean 'H100-SXM' or 'H20'?; {len(gpus)} GPUs "
+                                  "catalogued: `twin list gpus`; or give a YAML spec file path")
+    with pytest.raises(TwinInputError) as model_err:
+        resolve_model("gpt-5")
+    assert on_terminal(f"grid deployment.model=gpt-5: {model_err.value}") == (
+        f"grid deployment.model=gpt-5: model: unknown model 'gpt-5'; {len(models)} models catalogued: "
+        "`twin list models`; or give a path to a Hugging Face config.json")
+    other = "slo.ttfb: unknown SLO metric; allowed: ttft_ms"
+    assert on_terminal(other) == other                                    # no catalogue list: as given
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "deployment": {"gpu": "h10", "model": "llama-3.1-8b"},
+                                    "workload": {"arrivals": {"process": "closed_loop", "concurrency": 1},
+                                                 "num_requests": 1, "classes": [{"name": "c", "share": 1.0,
+                                                 "prompt": {"suffix_tokens": 8}, "output_tokens": 4}]}}))
+    r = CliRunner().invoke(main, ["run", str(path), "-q"])
+    assert r.exit_code == 2 and r.output.splitlines() == [
+        f"error: {path}: gpu: unknown GPU 'h10'; did you mean 'H100-SXM' or 'H20'?; {len(gpus)} GPUs catalogued: "
+        "`twin list gpus`; or give a YAML spec file path"]
+    assert CliRunner().invoke(main, ["list", "gpus"]).exit_code == 0      # the command the line names

@@ -19,6 +19,7 @@ from rich.table import Table  # noqa: E402
 
 from twin.errors import TwinInputError
 from twin.results.numbers import counted
+from twin.cli.catalog_pointer import on_terminal
 from twin.cli.option_types import OutputFile
 from twin.cli.variant_options import compare_names, run_names
 
@@ -72,7 +73,7 @@ class TwinGroup(click.Group):
                 warnings.showwarning = _say_warning
                 return super().invoke(ctx)
         except TwinInputError as exc:
-            _say_error(str(exc))
+            _say_error(on_terminal(str(exc)))
             sys.exit(2)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
@@ -374,7 +375,7 @@ def list_cmd(what: str) -> None:
                 sc = load_scenario(path)
                 table.add_row(path.stem, ", ".join(sc.names()[1:]), str(sc.baseline_data.get("description", "")))
             except TwinInputError as exc:
-                table.add_row(path.stem, "", f"[red]invalid: {exc}[/]")
+                table.add_row(path.stem, "", f"[red]invalid: {escape(on_terminal(str(exc)))}[/]")
         console.print(table)
     if what in ("gpus", "all"):
         table = Table(title="GPUs", caption="Any case; aliases work too (h100, a100, h200, b200, 4090).")
