@@ -54,10 +54,18 @@ def test_gpu_numbers_from_datasheets():
 
 
 def test_unknown_names_list_the_known_ones():
-    with pytest.raises(TwinInputError, match="H100-SXM"):
+    """The refusal lists every catalogued name (the dashboard shows it so, having no `twin list`); the CLI's
+    line counts them and names the command instead (twin.cli.catalog_pointer, round 22)."""
+    from twin.cli.catalog_pointer import on_terminal
+
+    with pytest.raises(TwinInputError, match="H100-SXM") as gpu:
         resolve_gpu("tpu-v5e")
-    with pytest.raises(TwinInputError, match="llama-3.1-8b"):
+    with pytest.raises(TwinInputError, match="llama-3.1-8b") as model:
         resolve_model("gpt-5")
+    assert on_terminal(str(gpu.value)) == (f"gpu: unknown GPU 'tpu-v5e'; {len(list_gpus())} GPUs catalogued: "
+                                           "`twin list gpus`; or give a YAML spec file path")
+    assert on_terminal(str(model.value)) == (f"model: unknown model 'gpt-5'; {len(list_models())} models catalogued: "
+                                             "`twin list models`; or give a path to a Hugging Face config.json")
 
 
 def test_dtypes():

@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from twin.cli.main import main
+from twin.hardware.catalog import list_gpus, list_models
 from twin.workload.strict_model import unknown_field_hint
 
 SCENARIO = """name: first-hour
@@ -19,6 +20,9 @@ workload:
     - {name: chat, share: 1.0, prompt: {suffix_tokens: 64}, output_tokens: 8}
 slo: {ttft_ms: 500}
 """
+
+
+N_GPUS, N_MODELS = len(list_gpus()), len(list_models())   # the CLI counts the catalogue, not lists it
 
 
 def run_with(tmp_path, *sets: str):
@@ -98,10 +102,13 @@ def test_good_input_runs(tmp_path):
 
 
 @pytest.mark.parametrize("setting, expected", [
-    ("deployment.gpu=h10", "gpu: unknown GPU 'h10'; did you mean 'H100-SXM' or 'H20'?; known: "),
-    ("deployment.gpu=H100-SMX", "gpu: unknown GPU 'H100-SMX'; did you mean 'H100-SXM' or 'H200-SXM'?; known: "),
+    ("deployment.gpu=h10", f"gpu: unknown GPU 'h10'; did you mean 'H100-SXM' or 'H20'?; {N_GPUS} GPUs catalogued: "
+                           "`twin list gpus`; or give a YAML spec file path"),
+    ("deployment.gpu=H100-SMX", f"gpu: unknown GPU 'H100-SMX'; did you mean 'H100-SXM' or 'H200-SXM'?; {N_GPUS} "
+                                "GPUs catalogued: `twin list gpus`; or give a YAML spec file path"),
     ("deployment.model=Llama-3.1-8B-Instruc", "model: unknown model 'Llama-3.1-8B-Instruc'; did you mean "
-                                              "'llama-3.1-8b' or 'llama-3.1-70b'?; known: "),
+                                              f"'llama-3.1-8b' or 'llama-3.1-70b'?; {N_MODELS} models catalogued: "
+                                              "`twin list models`; or give a path to a Hugging Face config.json"),
 ])
 def test_a_mistyped_gpu_or_model_is_matched_against_aliases_too(tmp_path, setting, expected):
     assert expected in first_line(run_with(tmp_path, setting))

@@ -190,9 +190,10 @@ def test_twin_compare_of_many_variants_prints_one_line_each(tmp_path):
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("What limits")]
     assert lines[0] == "What limits baseline: no limit binds at this load (memory-bandwidth-bound steps)"
     # an overloaded variant's one line is the offered-load sentence (run_limits.compact_headline, round 21 33zo)
+    # with the binding limit's share of the busy time (round 22)
     said = " ".join(r.stdout.split())
     assert ("What limits sat: offered load (400 req/s) above what this server sustains (63.5 req/s); under it, "
-            "concurrency cap (max_num_seqs) What limits sat-nospec:") in said
+            "concurrency cap (max_num_seqs), 76% of the busy time What limits sat-nospec:") in said
     assert len(lines) == 6 and "Evidence:" not in r.stdout
     docs = json.loads(out.read_text())["variants"]
     assert docs["sat"]["twin"]["limits"]["knob"] == "server.max_num_seqs"

@@ -1,5 +1,6 @@
 """The one exception type for bad user input. The CLI prints its message as a single line and exits 2."""
 
+import math
 from collections.abc import Callable
 
 
@@ -29,11 +30,13 @@ def suggestion(names: "list[str]") -> str:
     return "; did you mean " + " or ".join(repr(n) for n in names[:2]) + "?"
 
 
-def counted(n: int, noun: str) -> str:
-    """``1 request``, ``0 requests``, ``11 requests``: a count with its noun, plural unless exactly one (regular
-    nouns only: every caller's noun takes an ``s``), for messages and printed text alike (never ``request(s)``;
-    ``twin.results.numbers`` offers it beside the other words a person reads)."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+def counted(n: "int | float | None", noun: str) -> str:
+    """``1 request``, ``0 requests``, ``1,234 preemptions``: a count with its noun, the count written as the
+    tables write one (``twin.results.numbers.count``: exact, thousands separated; ``-`` for None), plural unless
+    it reads exactly one (regular nouns only: every caller's noun takes an ``s``), for messages and printed text
+    alike (never ``request(s)``; ``twin.results.numbers`` offers it beside the other words a person reads)."""
+    text = "-" if n is None else f"{n:,.0f}" if isinstance(n, (int, float)) and math.isfinite(n) else str(n)
+    return f"{text} {noun}" if text == "1" else f"{text} {noun}s"
 
 
 def run_script(main: Callable[[], object]) -> None:

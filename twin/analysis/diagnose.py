@@ -86,7 +86,7 @@ def _ms(s: float | None) -> str:
 
 
 def _waves_text(prof: Profile) -> str:
-    parts = [f"{k} x ({v} request{'s' if v != 1 else ''})" for k, v in prof.waves.items() if k >= 1]
+    parts = [f"{k} x ({counted(v, 'request')})" for k, v in prof.waves.items() if k >= 1]
     return ", ".join(parts)
 
 

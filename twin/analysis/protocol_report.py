@@ -18,6 +18,7 @@ from twin.analysis.protocol_engine import ENGINE_KEYS
 from twin.analysis.protocol_figures import protocol_figures
 from twin.analysis.protocol_verdicts import DELTA_KEYS, VERDICT_WORDS
 from twin.analysis.report_render import Block, write_reports
+from twin.results.numbers import counted
 from twin.results.report import format_value, label
 
 
@@ -55,7 +56,7 @@ def protocol_blocks(rep: Any) -> list[Block]:
     title = f"Protocol: {rep.scenario}" + ("" if rep.variant == "baseline" else f" [{rep.variant}]")
     b: list[Block] = [("h1", title),
                       ("p", f"**Deployment:** {rep.headline}. **Traffic:** {rep.offered_load}. "
-                            f"**Predictions:** {reps} replication{'s' if reps > 1 else ''} ({seeds}); changes are "
+                            f"**Predictions:** {counted(reps, 'replication')} ({seeds}); changes are "
                             f"per-replication differences from the baseline, mean ± 95% half-width."
                             + (f" **Measured:** on the calibration engine ({rep.engine})." if rep.engine else ""))]
     base = rep.evaluations["baseline"]

@@ -104,8 +104,7 @@ def evidence(d: Diagnosis, metrics: Mapping[str, Any]) -> str:
              if m.get("mean_queue_length") is not None else
              f"requests waiting for {_share(d.stats.get('queued'))} of the busy time")
     ttft = f"TTFT mean {_v('mean_ttft_ms', m.get('mean_ttft_ms'))}"
-    n_pre = m.get("num_preemptions")
-    preempted = f"{_v('num_preemptions', n_pre)} preemption{'' if n_pre == 1 else 's'}"
+    preempted = numbers.counted(m.get("num_preemptions"), "preemption")
     if d.limit == CONCURRENCY_CAP:
         return f"{running} at max_num_seqs = {cap}, {queue}, {ttft}{_kv_room(m)}{_compute_note(d)}."
     if d.limit == STATIC_BATCH:
@@ -252,7 +251,8 @@ def limit_lines(name: str, doc: Mapping[str, Any], *, short: bool = False, width
     verdict, the evidence and the knob, indented and wrapped to ``width`` characters. ``short`` (a compare of
     many variants) keeps the first line only, and that line says an overload first (``compact_headline``)."""
     if short:
-        return _wrap(f"What limits {name}: {compact_headline(doc)}", width, "")
+        lead = f"What limits {name}: "
+        return _wrap(lead + compact_headline(doc, max(width, 40) - len(lead)), width, "")
     out = _wrap(f"What limits {name}: {doc['headline']}", width, "")
     load = doc.get("load") or {}
     if load.get("overloaded"):
@@ -265,12 +265,22 @@ def limit_lines(name: str, doc: Mapping[str, Any], *, short: bool = False, width
     return out
 
 
-def compact_headline(doc: Mapping[str, Any]) -> str:
+def compact_headline(doc: Mapping[str, Any], width: int | None = None) -> str:
     """The verdict in one line: the headline, or for an overloaded run the load sentence (the ``Binding limit``
-    line's words: ``offered load (12 req/s) above what this server sustains (8.1 req/s); under it, ...``), so a
-    one-line-per-variant compare does not lose the overload."""
+    line's words) with the binding limit's share of the busy time the headline gives (``offered load (12 req/s)
+    above what this server sustains (8.1 req/s); under it, concurrency cap (max_num_seqs), 94% of the busy
+    time``), so a one-line-per-variant compare loses neither. ``width`` (characters): the share is left out only
+    where the sentence fits it and the sentence with the share does not (it never makes one line two)."""
     load = doc.get("load") or {}
-    return str(load["sentence"] if load.get("overloaded") else doc["headline"])
+    if not load.get("overloaded"):
+        return str(doc["headline"])
+    sentence = str(load["sentence"])
+    limit = doc.get("limit")
+    share = (doc.get("shares") or {}).get(CONCURRENCY_CAP if limit == STATIC_BATCH else limit)
+    if not doc.get("binding") or share is None:
+        return sentence
+    longer = f"{sentence}, {_share(share)} of the busy time"
+    return sentence if width is not None and len(sentence) <= width < len(longer) else longer
 
 
 def _wrap(text: str, width: int, indent: str = "  ") -> list[str]:

@@ -18,6 +18,8 @@ from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from twin.errors import TwinInputError
+from twin.results.numbers import counted
+from twin.cli.catalog_pointer import on_terminal
 from twin.cli.option_types import OutputFile
 from twin.cli.variant_options import compare_names, run_names
 
@@ -71,7 +73,7 @@ class TwinGroup(click.Group):
                 warnings.showwarning = _say_warning
                 return super().invoke(ctx)
         except TwinInputError as exc:
-            _say_error(str(exc))
+            _say_error(on_terminal(str(exc)))
             sys.exit(2)
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
@@ -178,8 +180,8 @@ def _headline_parts(run: dict[str, Any]) -> list[str]:
                 + (" layer-wise" if dep.link.layerwise else "")] + [
             f"  {n}: " + ", ".join(_deployment_parts(dep.bodies[n], dep.deployments[n])) for n in ("prefill", "decode")]
     if body.deployment.groups is not None:  # a ClusterDeployment
-        parts = [f"{body.deployment.model} on {dep.num_replicas} replicas in {len(dep.groups)} "
-                 f"group{'s' if len(dep.groups) > 1 else ''}", f"{body.deployment.router} router"]
+        parts = [f"{body.deployment.model} on {counted(dep.num_replicas, 'replica')} in "
+                 f"{counted(len(dep.groups), 'group')}", f"{body.deployment.router} router"]
         for i, (g, gb, d) in enumerate(zip(dep.groups, dep.bodies, dep.deployments)):
             parts.append(f"  {g.name or f'group {i}'}: " + ", ".join(_deployment_parts(gb, d)) +
                          (f", weight {g.weight:g}" if g.weight != 1 else ""))   # a line of its own
@@ -373,7 +375,7 @@ def list_cmd(what: str) -> None:
                 sc = load_scenario(path)
                 table.add_row(path.stem, ", ".join(sc.names()[1:]), str(sc.baseline_data.get("description", "")))
             except TwinInputError as exc:
-                table.add_row(path.stem, "", f"[red]invalid: {exc}[/]")
+                table.add_row(path.stem, "", f"[red]invalid: {escape(on_terminal(str(exc)))}[/]")
         console.print(table)
     if what in ("gpus", "all"):
         table = Table(title="GPUs", caption="Any case; aliases work too (h100, a100, h200, b200, 4090).")

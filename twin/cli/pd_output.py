@@ -74,11 +74,12 @@ def limits_of(run: dict[str, Any]) -> dict[str, Any]:
     """What limits the run (its first replication): ``twin.analysis.run_limits.limits_doc``, computed once and
     kept in ``run["limits"]`` for the printed lines and ``--json``'s ``twin.limits``."""
     if "limits" not in run:
-        from twin.analysis.offered_load import offered_rate
+        from twin.analysis.offered_load import offered_rate, request_arrivals
         from twin.analysis.run_limits import limits_doc
 
         result, metrics = run["replications"][0]
-        run["limits"] = limits_doc(result, run["deployment"], metrics, offered_rate(run["body"]))
+        offered = offered_rate(run["body"], request_arrivals(run["body"], result))
+        run["limits"] = limits_doc(result, run["deployment"], metrics, offered)
     return run["limits"]
 
 

@@ -18,13 +18,11 @@ SLO_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "
 
 
 def offered_vs_served(run: RunOutput) -> dict[str, Any]:
-    """``offered`` (req/s asked of the server; None for a closed loop), ``served`` (req/s completed) and
-    ``overloaded`` (served below `OVERLOAD_RATIO` of offered while the verdict sees a saturated server;
-    `twin.analysis.offered_load`, as `twin run` says it)."""
+    """``offered`` (req/s asked of the server, a replayed trace's arrival rate included; None for a closed loop:
+    `twin.analysis.offered_load.offered_rate`, as `twin run` counts it), ``served`` (req/s completed) and
+    ``overloaded`` (served below `OVERLOAD_RATIO` of offered while the verdict sees a saturated server)."""
     served = run.metrics.get("request_throughput")
     offered = run.info.get("offered_rate_per_s")
-    if offered is None and run.info.get("arrival_kind") == "trace":
-        offered = run.info.get("trace_rate_per_s")
     return {"offered": offered, "served": served, "overloaded": overloaded(offered, served, run.diagnosis.saturated)}
 
 
@@ -117,7 +115,7 @@ def cost_line(run: RunOutput) -> str:
     return (f"Cost: **${numbers.number(c['usd_per_m_output'])} per million output tokens** "
             f"(${numbers.number(c['usd_per_m_total'])} per million tokens in and out) at "
             f"${numbers.number(c['usd_per_gpu_hour'])}/GPU-hour{' (mean)' if ' / ' in c['gpu'] else ''} × "
-            f"{n} GPU{'s' if n != 1 else ''} (bundled price table, approximate)")
+            f"{numbers.counted(n, 'GPU')} (bundled price table, approximate)")
 
 
 def model_line(run: RunOutput) -> str:

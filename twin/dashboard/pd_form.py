@@ -49,8 +49,8 @@ def pd_settings(body: ScenarioBody, base_dir: Path | None) -> tuple[dict[str, An
     for pool in POOLS:
         p = s[pool]
         n = len(p["engines"])
-        lines.append(f"{pool}: {n} engine{'s' if n != 1 else ''} × TP{p['tensor_parallel_size']} "
-                     f"{pd.deployments[pool].gpu.name} ({p['gpus']} GPU{'s' if p['gpus'] != 1 else ''}), "
+        lines.append(f"{pool}: {numbers.counted(n, 'engine')} × TP{p['tensor_parallel_size']} "
+                     f"{pd.deployments[pool].gpu.name} ({numbers.counted(p['gpus'], 'GPU')}), "
                      f"router {p['router']}, {p['kv_transfer_config']['kv_connector']}")
     link = s["link"]
     lines.append(f"KV link: {link['kind']}, {numbers.with_unit(link['bandwidth_gb_s'], 'GB/s')} × "

@@ -61,7 +61,7 @@ def pool_rows(dis: dict[str, Any]) -> list[dict[str, str]]:
         return None if None in (n, done, failed) else n - done - failed
 
     rows = [
-        ("engines (GPUs)", *(f"{m.get('engines')} ({m.get('gpus')} GPU{'' if m.get('gpus') == 1 else 's'})"
+        ("engines (GPUs)", *(f"{m.get('engines')} ({numbers.counted(m.get('gpus'), 'GPU')})"
                              for m in (p, d))),
         ("requests: completed / failed / in flight",
          *(f"{numbers.count(m.get('completed'))} / {numbers.count(m.get('failed'))} / "

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.analysis.causes import Diagnosis, diagnose
-from twin.analysis.offered_load import offered_rate
+from twin.analysis.offered_load import offered_rate, request_arrivals
 from twin.analysis.pool_causes import pd_diagnosis
 from twin.analysis.run_limits import limits_from
 from twin.deploy.pd_pools import resolve_pd
@@ -79,8 +79,8 @@ def run_pd(body: Any, bd: Path | None, t0: float) -> RunOutput:
     diagnosis, per_pool = pd_diagnosis(result, pd)
     info = {**pd_info(pd), "name": body.name, "num_requests": len(result.requests), "num_steps": len(result.steps),
             "simulated_s": result.sim_end_s, "cost_model": cost_model_name(body),
-            "offered_rate_per_s": offered_rate(body), "wall_s": time.perf_counter() - t0,
-            "heldout_bands": bands_doc(pd, body)}
+            "offered_rate_per_s": offered_rate(body, request_arrivals(body, result)),
+            "wall_s": time.perf_counter() - t0, "heldout_bands": bands_doc(pd, body)}
     return RunOutput(result, metrics, diagnosis, body.slo.as_dict() or None, info, per_pool)
 
 
@@ -105,7 +105,8 @@ def run_scenario(data: dict[str, Any], base_dir: str | None = None) -> RunOutput
         "enable_chunked_prefill": sc.enable_chunked_prefill, "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
         "num_requests": len(result.requests), "num_steps": len(result.steps),
         "simulated_s": result.sim_end_s, "cost_model": cost_model_name(body),
-        "offered_rate_per_s": offered_rate(body), "wall_s": time.perf_counter() - t0,
+        "offered_rate_per_s": offered_rate(body, request_arrivals(body, result)),
+        "wall_s": time.perf_counter() - t0,
         "heldout_bands": bands_doc(dep, body),       # round 19 (issue 33): the held-out error bands
     }
     return RunOutput(result, metrics, diagnosis, body.slo.as_dict() or None, info)

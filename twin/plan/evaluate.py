@@ -89,36 +89,29 @@ def scale_arrivals(data: Mapping[str, Any], scale: float) -> dict[str, Any]:
 
 
 def offered_rate(data: Mapping[str, Any], base_dir: str | Path | None = None, seed: int | None = None) -> float:
-    """Requests per second the scenario offers at scale 1: the nominal rate for single-turn synthetic traffic
-    at a fixed rate, otherwise requests over the span they arrive in (``duration_s``, a trace's
-    ``window_s / time_scale``, or first to last arrival)."""
+    """Requests per second the scenario offers at scale 1, as `twin run` and the dashboard count it
+    (``twin.analysis.offered_load.offered_rate``, over the requests the scenario draws): the nominal rate for
+    single requests (synthetic or a trace's rows) under one arrival rate, otherwise requests over the span they arrive in
+    (``duration_s``, a trace's ``window_s / time_scale``, or first to last arrival). A closed loop, fewer than
+    2 requests or all at once: a ``TwinInputError`` (the planner scales a rate)."""
+    from twin.analysis.offered_load import offered_rate as rate_of
     from twin.workload.generate import open_loop_specs
 
     body = validate_body(data)
     wl = body.workload
-    arr = wl.arrivals
     if wl.closed_loop:
         raise TwinInputError("workload.arrivals.process: closed_loop has no offered rate; use open-loop arrivals")
-    if wl.classes and arr is not None and not any(c.multi_turn for c in wl.classes):
-        rate = getattr(arr, "rate_per_s", None)
-        if rate is not None and math.isfinite(rate):
-            return float(rate)
+    nominal = rate_of(body)
+    if nominal is not None:
+        return nominal
     specs = open_loop_specs(wl, body.seed if seed is None else seed, base_dir=base_dir)
-    n = len(specs)
-    if n < 2:
-        raise TwinInputError(f"workload: {counted(n, 'request')}; cannot tell an arrival rate from fewer than 2")
-    span = None
-    if wl.classes and wl.duration_s is not None and arr is not None and getattr(arr, "process", "") != "piecewise":
-        span = wl.duration_s
-    elif wl.trace is not None and wl.arrivals is None and wl.trace.window_s is not None and wl.num_requests is None \
-            and wl.duration_s is None and wl.trace.max_requests is None:
-        span = wl.trace.window_s / wl.trace.time_scale
-    if span is None:
-        first, last = specs[0].arrival_s, specs[-1].arrival_s
-        if last <= first:
-            raise TwinInputError("workload: all requests arrive at once; no arrival rate to speak of")
-        return (n - 1) / (last - first)
-    return n / span
+    if len(specs) < 2:
+        raise TwinInputError(f"workload: {counted(len(specs), 'request')}; cannot tell an arrival rate from "
+                             "fewer than 2")
+    rate = rate_of(body, [s.arrival_s for s in specs])
+    if rate is None:
+        raise TwinInputError("workload: all requests arrive at once; no arrival rate to speak of")
+    return rate
 
 
 def validate_body(data: Mapping[str, Any], where: str = "scenario"):
@@ -168,15 +161,16 @@ def check_axis_values(data: Mapping[str, Any], axes, what: str = "grid",
 class Criteria:
     """What "meets the SLOs" means for one run.
 
-    ``slo`` is a scenario ``slo:`` mapping (``{ttft_ms: {p99: 1000}, tpot_ms: {p99: 50}, e2el_ms: 20000}``):
-    a mapping is a statistic bound that must hold; a plain number is a per-request threshold for goodput.
+    ``slo`` is a scenario ``slo:`` mapping (``{ttft_ms: {p99: 1000}, tpot_ms: {p99: 50}, e2el_ms: 20000}``) in
+    any spelling ``twin.slo_section`` reads (``as_dict`` echoes its normalised form): a mapping is a statistic
+    bound that must hold; a plain number is a per-request threshold for goodput.
     ``goodput``: the fraction of measured requests (rejected ones included) that must meet every per-request
     threshold (thresholds come from plain numbers and, for TTFT/TPOT/E2EL bounds, from the bound itself, as
     ``twin.results.slo.parse_slo`` derives them). With only plain-number thresholds and no ``goodput``, 0.99 is
     required. Rejected requests beyond ``max_rejected_fraction`` and requests still in flight when the run
     stopped fail the run."""
 
-    slo: Mapping[str, Any] | None = None
+    slo: Mapping[str, Any] | str | list[str] | None = None
     goodput: float | None = None
     max_rejected_fraction: float = 0.0
 
@@ -185,20 +179,29 @@ class Criteria:
         if g is not None and (isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1):
             raise TwinInputError(f"goodput: {g!r}: must be a fraction in (0, 1], e.g. 0.99")
         if self.slo is not None:
-            from twin.results.slo import parse_slo
+            from twin.slo_section import slo_section
 
-            parse_slo(dict(self.slo))  # fail early on a bad SLO
+            slo_section(self.slo)  # fail early on a bad SLO (one reader, one wording)
+
+    @property
+    def section(self) -> dict[str, Any]:
+        """``slo`` in the scenario's form, as every other path prints it (``ttft`` -> ``ttft_ms``, vLLM's
+        ``"ttft:500 tpot:50"`` -> a mapping; ``twin.slo_section.slo_section``); ``{}`` for none."""
+        from twin.slo_section import slo_section
+
+        return slo_section(self.slo)
 
     @property
     def effective_goodput(self) -> float | None:
-        if self.goodput is not None or not self.slo:
+        section = self.section
+        if self.goodput is not None or not section:
             return self.goodput
-        if all(not isinstance(v, Mapping) for v in self.slo.values()):
+        if all(not isinstance(v, Mapping) for v in section.values()):
             return 0.99
         return None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"slo": dict(self.slo) if self.slo else None, "goodput": self.goodput,
+        return {"slo": self.section or None, "goodput": self.goodput,
                 "max_rejected_fraction": self.max_rejected_fraction}
 
 
@@ -292,8 +295,8 @@ def job_body(job: SimJob):
     """The validated scenario body a job runs: the replication's data (``replication_data``), the arrival
     rate scaled, the criteria's SLO in place of the scenario's."""
     data = scale_arrivals(replication_data(job.data, job.replication), job.rate_scale)
-    if job.criteria is not None and job.criteria.slo:
-        data["slo"] = dict(job.criteria.slo)
+    if job.criteria is not None and job.criteria.section:
+        data["slo"] = job.criteria.section
     return validate_body(data)
 
 

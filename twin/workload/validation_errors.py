@@ -150,5 +150,5 @@ def format_validation_error(exc: ValidationError, root: str | None = None) -> st
     line = describe_error(errors[0], root)
     if len(errors) > 1:
         more = len(errors) - 1
-        line += f" [and {more} more problem{'s' if more > 1 else ''}]"
+        line += f" [and {counted(more, 'more problem')}]"
     return line
