@@ -65,6 +65,25 @@ def lone_prompt_ms(cost, tokens: int) -> float:
     return 1e3 * (cost.request_path_s + cost.step_time_s(prompt_step(tokens)))
 
 
+def own_steps_ms(cost, prompt: int, output: int, concurrency: int, budget: int) -> float:
+    """A request's own path through a server of ``concurrency`` busy decoders: its request path, the step that
+    runs its first chunk (``budget`` tokens less one per other decoder, beside them at half their output's
+    context) and, where the prompt did not fit, the step that finishes it beside them; ms. What its TTFT holds
+    beyond this is waiting (for steps in flight and the prompts ahead)."""
+    others = concurrency - 1
+    chunk = min(prompt, budget - others)
+    context = prompt + output // 2
+    steps = [[chunk] + [1] * others]
+    if chunk < prompt:
+        steps.append([prompt - chunk] + [1] * others)
+    total = cost.request_path_s
+    for i, nn in enumerate(steps):
+        done = [0 if i == 0 else chunk] + [context] * others
+        total += cost.step_time_s(SimpleNamespace(num_new_tokens=nn, num_computed_before=done,
+                                                  num_spec_tokens=[0] * len(nn)))
+    return 1e3 * total
+
+
 def parse_folds(text: str) -> list[tuple[str, str]]:
     """``KIND:GROUP,...`` as (kind, group) pairs; a malformed item is one line."""
     out = []
@@ -154,6 +173,13 @@ def main(argv: list[str] | None = None) -> None:
                 if abs(a) > 1e-6 or abs(b) > 1e-6:
                     print(f"    {name[:-2] if name.endswith('_s') else name:<28} {a:8.2f} -> {b:8.2f}  ({d:+.2f})")
             print("\n".join(allreduce_lines(mine, c.row.isl)))
+            if err is not None:
+                budget = int(c.run.server.get("max_num_batched_tokens", 8192))
+                own = own_steps_ms(mine, c.row.isl, c.row.osl, c.row.concurrency, budget)
+                predicted = c.row.ttft_ms * (1 + err)
+                print(f"    the fold's TTFT {predicted:.1f} ms = own path and steps {own:.1f} ms + waiting "
+                      f"{predicted - own:.1f} ms; at the embedded values own "
+                      f"{own_steps_ms(base, c.row.isl, c.row.osl, c.row.concurrency, budget):.1f} ms")
     print(f"== light-load TTFT over TP ({FAMILY} {GPU}): T = A + B / TP")
     print("\n".join(light_split_lines(cases, emb | values)))
 

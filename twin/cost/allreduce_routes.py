@@ -3,19 +3,20 @@ docs/fidelity.md "Round 22: gpt-oss-120b's H100 TP 8 prompts held out").
 
 The roofline (``twin.cost.roofline``) prices every all-reduce as a ring: each GPU sends and receives
 2 (tp - 1) / tp x the message over one direction of its link. vLLM (``vllm/distributed/device_communicators``,
-releases with ``VLLM_ALLREDUCE_USE_SYMM_MEM`` on, its default in the newer releases) sends a TP group's all-reduce
-down the first route that takes it: its custom all-reduce up to ``CUSTOM_ALL_REDUCE_MAX_SIZES`` (sm_90 at TP 6 / 8:
-512 / 256 KiB; sm_100: 1 MiB), then torch symmetric memory up to ``SYMM_MEM_ALL_REDUCE_MAX_SIZES`` (sm_90: 64 MiB;
-sm_100: 128 MiB at TP 6 / 8), then NCCL. At the TP sizes of ``_WORLD_SIZES_MULTIMEM`` (sm_90: 4, 6, 8; sm_100: 6, 8)
-symmetric memory uses the NVSwitch's multimem instructions: each rank reduces its 1/tp slice in the switch
-(``multimem.ld_reduce``) and stores it to every GPU at once (``multimem.st``), so each GPU moves (1 + 1/tp) x the
-message each way instead of the ring's 2 (tp - 1) / tp (1.125 vs 1.75 at TP 8).
+with ``VLLM_ALLREDUCE_USE_SYMM_MEM`` on: 1 by default in the newer stored sources, 0 in older ones; the release that
+turned it on is not pinned) sends a TP group's all-reduce down the first route that takes it: its custom all-reduce
+below its 8 MiB buffer capped by ``CUSTOM_ALL_REDUCE_MAX_SIZES`` (sm_90 at TP 6 / 8: 512 / 256 KiB; sm_100: 1 MiB),
+then torch symmetric memory below ``SYMM_MEM_ALL_REDUCE_MAX_SIZES`` (sm_90: 64 MiB; sm_100: 128 MiB at TP 6 / 8),
+then NCCL. At the TP sizes of ``_WORLD_SIZES_MULTIMEM`` (sm_90: 4, 6, 8; sm_100: 6, 8) symmetric memory uses the
+NVSwitch's multimem instructions: each rank reduces its 1/tp slice in the switch (``multimem.ld_reduce``) and stores
+it to every GPU at once (``multimem.st``), so each GPU moves (1 + 1/tp) x the message each way instead of the
+ring's 2 (tp - 1) / tp (1.125 vs 1.75 at TP 8).
 
 At TP 6 / 8 that window (256 KiB-64 MiB on Hopper) holds every prompt-sized step of the data's models (gpt-oss-120b,
-hidden 2880 in BF16: 45-11,650 tokens), and below it the latency term dominates, so the route is taken as the
+hidden 2880 in BF16: 46-11,650 tokens), and below it the latency term dominates, so the route is taken as the
 deployment's for all its all-reduces. At TP 4 on Hopper the custom all-reduce keeps messages up to 8 MiB and
 multimem takes only 8-32 MiB (gpt-oss: 1,456-5,825 tokens), so TP 4 stays a ring here. The link's efficiency is the
-fitted ``interconnect_efficiency`` either way (the same wires; no separate switch rate is stated).
+roofline's ``interconnect_efficiency`` (0.75, not fitted) either way: the same wires; no switch rate is stated.
 
 ``ENABLED`` False (the embedded state): every all-reduce is the ring, as before.
 """
