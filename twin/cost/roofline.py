@@ -47,6 +47,7 @@ import functools
 
 from twin.hardware.catalog import DTYPE_BYTES, GpuSpec, ModelSpec, normalize_dtype, resolve_gpu, resolve_model
 from twin.cost.base import StepShape
+from twin.cost.allreduce_routes import link_bytes_factor
 from twin.cost.deployment_terms import (attention_terms, describe_roofline, moe_collective_terms,
                                        linear_seconds_per_token, roofline_bounds, roofline_parameters,
                                        RooflineConstants, windowed_step_time, group_rate_dtype)
@@ -219,7 +220,7 @@ class RooflineCostModel(RooflineSteps, RooflineExplain):
         if tp > 1:
             link = gpu.interconnect_bytes_per_s / 2.0 * self.interconnect_efficiency   # one direction
             n_allreduce = 2 * model.num_hidden_layers
-            ring_bytes_per_token = 2.0 * (tp - 1) / tp * model.hidden_size * DTYPE_BYTES[act]
+            ring_bytes_per_token = link_bytes_factor(gpu, tp) * model.hidden_size * DTYPE_BYTES[act]   # routes
             self._t_allreduce = n_allreduce * (self.fused_allreduce_latency_s if self.allreduce_fusion
                                                else self.allreduce_latency_s) \
                 + qk_norm_step_s(model, gpu, tp, self.allreduce_latency_s, d[LINK_KEY], formats.routed_experts)
