@@ -23,7 +23,10 @@ stage's model, GPU, TP, rate and prompt / output means. The server settings a sc
 difference; every other server setting must be equal. No simulation; a few seconds.
 
     python benchmarks/whatif_fidelity.py REPORT.json --ground-truth ../shared/ground-truth \\
-        [--kinds source,GPU,family] [--floor-scale 1] [--pairs] [--json OUT]
+        [--kinds source,GPU,family] [--floor-scale 1] [--ignore release,server] [--pairs] [--json OUT]
+
+``--ignore release`` (a looser pairing) lets a pair also differ in the vLLM release (and ``server``: the script's
+other settings): more GPU and format pairs, at the price of a second difference the twin reads as a scope.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import check_out_path, positive_float  # noqa: E402
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
-from benchmarks.whatif_pairs import KNOBS, METRICS, fold_pairs, table  # noqa: E402
+from benchmarks.whatif_pairs import KNOBS, LOOSE, METRICS, fold_pairs, table  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 # server settings a benchmark script sets from the knobs themselves (the batch cap from the concurrency, the token
@@ -104,14 +107,15 @@ def ground_truth_attributes(ground_truth: Path) -> tuple[dict, dict]:
     return knobs, measured
 
 
-def report_pairs(report: FoldReport, kinds, knobs_of: dict, measured: dict, floor_scale: float = 1.0) -> list[dict]:
+def report_pairs(report: FoldReport, kinds, knobs_of: dict, measured: dict, floor_scale: float = 1.0,
+                 ignore=()) -> list[dict]:
     """Every fold's what-if pairs (``whatif_pairs.fold_pairs``), fold kinds in ``kinds`` order. A case name with a
     `` [...]`` suffix is read as the ground-truth case it names."""
     out = []
     for kind in kinds:
         for fold in report.folds(kind):
             errs = {n.split(" [", 1)[0]: e for n, e in report.errors(fold).items()}
-            out += fold_pairs(kind, fold["held_out"], errs, knobs_of, measured, floor_scale)
+            out += fold_pairs(kind, fold["held_out"], errs, knobs_of, measured, floor_scale, ignore)
     return out
 
 
@@ -159,6 +163,14 @@ def _kinds(text: str) -> tuple[str, ...]:
     return kinds
 
 
+def _ignore(text: str) -> tuple[str, ...]:
+    items = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
+    bad = [k for k in items if k not in LOOSE]
+    if bad or not items:
+        raise argparse.ArgumentTypeError(f"{bad[0] if bad else text!r}: not one of {', '.join(LOOSE)}")
+    return items
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path, help="a fidelity_real.py --json held-out report")
@@ -167,6 +179,9 @@ def main() -> None:
     ap.add_argument("--floor-scale", type=positive_float, default=1.0,
                     help="judge a pair's direction where its measured change exceeds this x the repeat floor "
                          "(3 %% TTFT, 0.4 %% TPOT / E2E / throughput; default 1)")
+    ap.add_argument("--ignore", type=_ignore, default=(),
+                    help="comma-separated attributes a pair may also differ in (release, server; default none: a "
+                         "pair differs in its knob only)")
     ap.add_argument("--pairs", action="store_true", help="also print every pair and metric")
     ap.add_argument("--json", type=Path, default=None, help="write the table and every pair here")
     args = ap.parse_args()
@@ -178,15 +193,16 @@ def main() -> None:
     for k in kinds:
         report.folds(k)              # an absent kind: one line naming the kinds it has
     knobs_of, measured = ground_truth_attributes(args.ground_truth)
-    pairs = report_pairs(report, kinds, knobs_of, measured, args.floor_scale)
+    pairs = report_pairs(report, kinds, knobs_of, measured, args.floor_scale, args.ignore)
     summary = table(pairs)
     print(f"{len(pairs)} what-if pairs (two held-out cases of one fold, one knob apart) in {args.report.name}; "
-          f"knobs: {', '.join(KNOBS)}")
+          f"knobs: {', '.join(KNOBS)}" + (f"; may also differ in: {', '.join(args.ignore)}" if args.ignore else ""))
     print("\n".join(table_lines(summary)))
     if args.pairs:
         print("\n" + "\n".join(pair_lines(pairs)))
     if args.json:
         doc = {"report": str(args.report), "kinds": list(kinds), "floor_scale": args.floor_scale,
+               "ignore": list(args.ignore),
                "summary": summary, "pairs": pairs}
         args.json.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 

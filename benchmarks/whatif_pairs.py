@@ -28,13 +28,14 @@ from collections.abc import Mapping, Sequence
 
 from twin.errors import TwinInputError
 from twin.fitting.targets import ABS_TARGETS
-
-# a knob the user turns between two runs (``twin compare``'s question), in table order
-KNOBS = ("concurrency", "rate", "layout", "weights", "kv", "gpu", "lengths", "release")
+# a knob the user turns between two runs (``twin compare``'s question), in table order (the packaged file's too)
+from twin.results.whatif_bands import KNOBS
 # every attribute of a case; those not in KNOBS are held equal in a pair
 ATTRIBUTES = KNOBS + ("model", "client", "server")
 METRICS = (("mean_ttft_ms", "TTFT mean"), ("mean_tpot_ms", "TPOT"), ("mean_e2el_ms", "E2E mean"),
            ("request_throughput", "throughput"))
+# attributes a looser pairing may let differ besides the knob (the release, the script's other server settings)
+LOOSE = ("release", "server")
 # the measurement's repeat floor per metric: median |a - b| / mean(a, b) of two measurements of one configuration
 FLOORS = {"mean_ttft_ms": 0.03, "mean_tpot_ms": 0.004, "mean_e2el_ms": 0.004, "request_throughput": 0.004}
 
@@ -52,14 +53,25 @@ def check_knobs(name: str, knobs: Mapping[str, Attribute]) -> None:
             raise TwinInputError(f"case {name!r}: attribute {a} is {v!r}, not (order key tuple, label)")
 
 
-def differing(a: Mapping[str, Attribute], b: Mapping[str, Attribute]) -> list[str]:
-    """The attributes whose order keys differ between two cases."""
-    return [k for k in ATTRIBUTES if a[k][0] != b[k][0]]
+def differing(a: Mapping[str, Attribute], b: Mapping[str, Attribute], ignore: Sequence[str] = ()) -> list[str]:
+    """The attributes (less ``ignore``) whose order keys differ between two cases."""
+    return [k for k in ATTRIBUTES if k not in ignore and a[k][0] != b[k][0]]
 
 
-def find_pairs(names: Sequence[str], knobs_of: Mapping[str, Mapping[str, Attribute]]) -> list[tuple[str, str, str]]:
-    """Every (knob, smaller case, larger case) among ``names`` that differ in exactly one attribute, a knob; in the
-    order of ``names`` (the first case of each pair, then the second)."""
+def check_ignore(ignore: Sequence[str]) -> None:
+    """``ignore`` names attributes a pair may also differ in (``LOOSE``); else one line."""
+    bad = [a for a in ignore if a not in LOOSE]
+    if bad:
+        raise TwinInputError(f"ignore {bad[0]!r}: not an attribute a pair may differ in besides its knob "
+                             f"({', '.join(LOOSE)})")
+
+
+def find_pairs(names: Sequence[str], knobs_of: Mapping[str, Mapping[str, Attribute]],
+               ignore: Sequence[str] = ()) -> list[tuple[str, str, str]]:
+    """Every (knob, smaller case, larger case) among ``names`` that differ in exactly one attribute, a knob (not
+    counting the attributes in ``ignore``, ``LOOSE``); in the order of ``names`` (the first case of each pair, then
+    the second)."""
+    check_ignore(ignore)
     for n in names:
         if n not in knobs_of:
             raise TwinInputError(f"case {n!r} has no attributes (is it in the ground truth?)")
@@ -67,7 +79,7 @@ def find_pairs(names: Sequence[str], knobs_of: Mapping[str, Mapping[str, Attribu
     out = []
     for i, a in enumerate(names):
         for b in names[i + 1:]:
-            diff = differing(knobs_of[a], knobs_of[b])
+            diff = differing(knobs_of[a], knobs_of[b], ignore)
             if len(diff) != 1 or diff[0] not in KNOBS:
                 continue
             knob = diff[0]
@@ -104,11 +116,12 @@ def pair_metric(e_small: float, e_large: float, m_small: float, m_large: float, 
 
 def fold_pairs(kind: str, held_out: str, errors: Mapping[str, Mapping[str, float]],
                knobs_of: Mapping[str, Mapping[str, Attribute]], measured: Mapping[str, Mapping[str, float]],
-               floor_scale: float = 1.0) -> list[dict]:
+               floor_scale: float = 1.0, ignore: Sequence[str] = ()) -> list[dict]:
     """The what-if pairs of one fold (its held-out ``errors``, case -> {metric: signed error}), each with its
-    metrics' readings (a metric either case lacks is left out; a pair with none is dropped)."""
+    metrics' readings (a metric either case lacks is left out; a pair with none is dropped); ``ignore``: as
+    ``find_pairs``."""
     out = []
-    for knob, small, large in find_pairs(list(errors), knobs_of):
+    for knob, small, large in find_pairs(list(errors), knobs_of, ignore):
         metrics = {}
         for key, _ in METRICS:
             if key in errors[small] and key in errors[large]:

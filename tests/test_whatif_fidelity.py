@@ -164,3 +164,11 @@ def test_ground_truth_attributes_pair_what_one_knob_separates():
     assert wp.find_pairs([c64, c32, s1, s0], knobs) == [("concurrency", c32, c64), ("rate", s0, s1)]
     assert knobs[c32]["layout"][1] == "TP 8" and knobs[c32]["lengths"][1] == "8192x1024"
     assert measured[c32][TTFT] > 0
+
+
+def test_a_looser_pairing_lets_the_release_differ_too():
+    knobs = {"a": attrs(gpu=1, release=1), "b": attrs(gpu=2, release=2)}
+    assert wp.find_pairs(["a", "b"], knobs) == []
+    assert wp.find_pairs(["a", "b"], knobs, ignore=("release",)) == [("gpu", "a", "b")]
+    with pytest.raises(TwinInputError, match="not an attribute a pair may differ in"):
+        wp.find_pairs(["a", "b"], knobs, ignore=("model",))
