@@ -49,6 +49,7 @@ from twin.errors import TwinInputError, run_script  # noqa: E402
 # budget and context from the lengths, the release): not a difference of their own
 KNOB_DERIVED_SERVER = frozenset({"max_num_seqs", "max_num_batched_tokens", "max_model_len",
                                  "max_cudagraph_capture_size", "vllm_version"})
+KIND_ORDER = ("source", "GPU", "family")          # the order fidelity_real.py reports them in
 FORMAT_BITS = {"fp4": 4, "nvfp4": 4, "mxfp4": 4, "int4": 4, "int4_wo": 4, "fp8": 8, "int8": 8}
 
 
@@ -189,7 +190,7 @@ def main() -> None:
     if not args.ground_truth.is_dir():
         raise TwinInputError(f"--ground-truth {args.ground_truth}: not a folder")
     report = load_report(args.report)
-    kinds = args.kinds or tuple(report.kinds())
+    kinds = args.kinds or tuple(sorted(report.kinds(), key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else 9))
     for k in kinds:
         report.folds(k)              # an absent kind: one line naming the kinds it has
     knobs_of, measured = ground_truth_attributes(args.ground_truth)
