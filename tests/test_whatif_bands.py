@@ -89,3 +89,18 @@ def test_load_round_trip_and_the_packaged_file(tmp_path):
         wb.load_whatif(tmp_path / "none.json")
     if wb.DATA_FILE.is_file():                   # the packaged table, once exported, is valid
         assert wb.load_whatif()["schema"] == wb.SCHEMA
+
+
+ws = load_benchmark("whatif_heldout_sims")
+
+
+def test_the_link_prior_the_json_stores_as_a_bare_number_gets_its_type_back():
+    from twin.cost.unsharded_decode import EXCHANGE_PRIOR_LINK_S, ModelledLinkS
+    name = "unsharded_allreduce_link_s@blackwell"
+    value = float(EXCHANGE_PRIOR_LINK_S)
+    fold = {"held_out": "B200", "plan": [f"{name}: reset to its stated prior (GENERATION_TERMS; evidence: ...)"]}
+    out = ws.restore_flags(fold, {name: value, "step_overhead_s": value})
+    assert isinstance(out[name], ModelledLinkS) and out[name] == value
+    assert type(out["step_overhead_s"]) is float                     # another term of the same value: untouched
+    assert type(ws.restore_flags({"held_out": "x", "plan": []}, {name: value})[name]) is float   # not reset: a reading
+    assert type(ws.restore_flags(fold, {name: 6e-6})[name]) is float                             # not the model's value
