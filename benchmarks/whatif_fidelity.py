@@ -157,7 +157,7 @@ def pair_lines(pairs: list[dict]) -> list[str]:
     return out
 
 
-def _kinds(text: str) -> tuple[str, ...]:
+def fold_kinds(text: str) -> tuple[str, ...]:
     kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
     if not kinds:
         raise argparse.ArgumentTypeError(f"{text!r}: no fold kind")
@@ -176,7 +176,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path, help="a fidelity_real.py --json held-out report")
     ap.add_argument("--ground-truth", type=Path, required=True, help="the ground truth the report was made on")
-    ap.add_argument("--kinds", type=_kinds, default=None, help="fold kinds to read (default: every kind the report has)")
+    ap.add_argument("--kinds", type=fold_kinds, default=None, help="fold kinds to read (default: every kind the report has)")
     ap.add_argument("--floor-scale", type=positive_float, default=1.0,
                     help="judge a pair's direction where its measured change exceeds this x the repeat floor "
                          "(3 %% TTFT, 0.4 %% TPOT / E2E / throughput; default 1)")

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import check_out_path, nonneg_int, positive_int  # noqa: E402
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
-from benchmarks.whatif_fidelity import _kinds  # noqa: E402
+from benchmarks.whatif_fidelity import fold_kinds  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 
@@ -95,7 +95,7 @@ def main() -> None:
     ap.add_argument("--ground-truth", type=Path, required=True, help="the ground truth the report was made on")
     ap.add_argument("--silicon-every", type=positive_int, required=True,
                     help="predict the held-out rows among every N-th runnable silicon row")
-    ap.add_argument("--kinds", type=_kinds, default=None, help="fold kinds (default: every kind the report has)")
+    ap.add_argument("--kinds", type=fold_kinds, default=None, help="fold kinds (default: every kind the report has)")
     ap.add_argument("--groups", default="", help="comma-separated held-out groups (default: every fold's)")
     ap.add_argument("--workers", type=positive_int, default=1)
     ap.add_argument("--seed", type=nonneg_int, default=None, help="the simulations' seed (default: the report's)")
