@@ -1,0 +1,109 @@
+"""How well the twin predicts a change held out, per knob: the packaged file ``twin/results/data/whatif_bands.json``
+(issue 33, round 22; docs/fidelity.md "Round 22: what-if fidelity: predicted changes held out").
+
+``benchmarks/whatif_export.py`` writes it from ``benchmarks/whatif_fidelity.py --json``: per fold kind (``GPU``,
+``family``: the folds the user's error bands come from, ``twin.results.heldout_bands``), per knob (``KNOBS``:
+concurrency, an inference-perf stage's rate, the TP / EP layout, the weight or KV format, the GPU, ISL x OSL, the vLLM
+release), per metric (``METRICS``): the number of held-out pairs one knob apart, the median |error of the predicted
+ratio| and its signed median (ratio error = (1 + e_larger) / (1 + e_smaller) - 1, errors e = predicted / measured - 1,
+oriented from the smaller knob value to the larger), the median absolute error of the same pairs' cases, and the share
+of pairs whose predicted change has the measured direction (``direction_right``, of ``direction_judged`` pairs whose
+measured change is beyond the repeat floor; null where none is). A knob with fewer than ``min_pairs`` pairs is left
+out (too few to show). Nothing here is wired into ``twin compare`` yet: ``load_whatif`` validates the file for the
+follow-up that shows it (one line naming the file and the field)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from twin.errors import TwinInputError
+
+DATA_FILE = Path(__file__).parent / "data" / "whatif_bands.json"
+SCHEMA = "twin.whatif_bands/1"
+KINDS = ("GPU", "family")
+KNOBS = ("concurrency", "rate", "layout", "weights", "kv", "gpu", "lengths", "release")
+METRICS = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
+STAMP_KEYS = ("commit", "date", "command")
+CELL_KEYS = ("n", "ratio_abs_median", "ratio_signed_median", "abs_error_median", "direction_judged",
+             "direction_right")
+
+
+def _error(source: str, what: str) -> TwinInputError:
+    return TwinInputError(f"{source}: {what} (rewrite it with benchmarks/whatif_export.py)")
+
+
+def _object(value: object, source: str, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise _error(source, f"{where} is {type(value).__name__}, not an object")
+    return value
+
+
+def _whole(value: object, source: str, where: str, low: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise _error(source, f"{where} is {value!r}, not a whole number >= {low}")
+    return value
+
+
+def _number(value: object, source: str, where: str, low: float | None = None, high: float | None = None) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise _error(source, f"{where} is {value!r}, not a finite number")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise _error(source, f"{where} is {value!r}, outside {low:g}..{high if high is not None else 'inf'}")
+    return float(value)
+
+
+def _check_cell(cell: object, source: str, where: str, min_pairs: int) -> None:
+    cell = _object(cell, source, where)
+    if set(cell) != set(CELL_KEYS):
+        odd = sorted(set(cell) ^ set(CELL_KEYS))[0]
+        raise _error(source, f"{where}.{odd}: {'unknown' if odd in cell else 'missing'} key")
+    n = _whole(cell["n"], source, f"{where}.n", min_pairs)
+    size = _number(cell["ratio_abs_median"], source, f"{where}.ratio_abs_median", low=0.0)
+    signed = _number(cell["ratio_signed_median"], source, f"{where}.ratio_signed_median")
+    if abs(signed) > size + 1e-12:
+        raise _error(source, f"{where}: |ratio_signed_median| {abs(signed):g} above ratio_abs_median {size:g}")
+    _number(cell["abs_error_median"], source, f"{where}.abs_error_median", low=0.0)
+    judged = _whole(cell["direction_judged"], source, f"{where}.direction_judged", 0)
+    if judged > n:
+        raise _error(source, f"{where}: direction_judged {judged} above n {n}")
+    if judged == 0:
+        if cell["direction_right"] is not None:
+            raise _error(source, f"{where}.direction_right must be null where no pair is judged")
+    else:
+        _number(cell["direction_right"], source, f"{where}.direction_right", low=0.0, high=1.0)
+
+
+def check_whatif(doc: object, source: str = "what-if bands") -> dict:
+    """``doc`` if it is a valid what-if document (``SCHEMA``), else one ``TwinInputError`` line naming ``source``
+    and the field."""
+    doc = _object(doc, source, "the file")
+    if doc.get("schema") != SCHEMA:
+        raise _error(source, f"schema is {doc.get('schema')!r}, not {SCHEMA!r}")
+    report = _object(doc.get("report"), source, "report")
+    for key in STAMP_KEYS:
+        if not isinstance(report.get(key), str) or not report[key].strip():
+            raise _error(source, f"report.{key} is {report.get(key)!r}, not text")
+    min_pairs = _whole(doc.get("min_pairs"), source, "min_pairs", 1)
+    kinds = _object(doc.get("kinds"), source, "kinds")
+    for kind, knobs in kinds.items():
+        if kind not in KINDS:
+            raise _error(source, f"kinds.{kind}: not a fold kind ({', '.join(KINDS)})")
+        for knob, metrics in _object(knobs, source, f"kinds.{kind}").items():
+            if knob not in KNOBS:
+                raise _error(source, f"kinds.{kind}.{knob}: not a knob ({', '.join(KNOBS)})")
+            for metric, cell in _object(metrics, source, f"kinds.{kind}.{knob}").items():
+                if metric not in METRICS:
+                    raise _error(source, f"kinds.{kind}.{knob}.{metric}: not a metric ({', '.join(METRICS)})")
+                _check_cell(cell, source, f"kinds.{kind}.{knob}.{metric}", min_pairs)
+    return doc
+
+
+def load_whatif(path: Path = DATA_FILE) -> dict:
+    """The validated what-if document in ``path`` (the packaged one by default)."""
+    from twin.json_input import parse_json
+    from twin.yaml_input import read_text
+    path = Path(path)
+    if not path.is_file():
+        raise TwinInputError(f"{path}: no such file")
+    return check_whatif(parse_json(read_text(path, "what-if bands", 1 << 20), str(path)), str(path))
