@@ -231,3 +231,45 @@ def test_a_profile_fitted_on_many_models_names_four(tmp_path):
             warnings.simplefilter("error")
             validate_server_profile(doc, "p.json")
             assert fitted_model_note(doc, "p.json", "llama-3.1-70b") is None
+
+
+# ---- inference-perf's exp-config.yaml: the same keys, the same checks ---------------------------------------
+def _stage_folder(tmp_path, **server):
+    import yaml
+
+    from tests.fitting_helpers import write_config, write_stage
+
+    folder = tmp_path / "res"
+    write_config(folder, model="meta-llama/Llama-3.1-8B-Instruct", tp=1, groups=2, per_group=4, system_tokens=64,
+                 question_tokens=32, output_tokens=8, stages=[(4.0, 5.0)])
+    write_stage(folder, 0, rate=4.0, duration_s=5.0, prompt_tokens=96, output_tokens=8,
+                metrics={"mean_ttft_ms": 30.0, "median_ttft_ms": 28.0, "p90_ttft_ms": 35.0, "p99_ttft_ms": 50.0,
+                         "mean_e2el_ms": 120.0, "median_e2el_ms": 110.0, "p99_e2el_ms": 200.0})
+    cfg = yaml.safe_load((folder / "exp-config.yaml").read_text())
+    (folder / "exp-config.yaml").write_text(yaml.safe_dump({**cfg, **server}))
+    return folder
+
+
+@pytest.mark.parametrize("over, message", [
+    ({"tensor_parallelism": 1.5}, "tensor_parallelism = 1.5: must be a whole number >= 1"),   # was TP 1, silently
+    ({"tensor_parallelism": [2]}, "tensor_parallelism = [2]: must be a whole number >= 1"),   # was TP 1, silently
+    ({"tensor_parallelism": 10**30}, f"tensor_parallelism = {10**30}: must be a whole number 1 to 64"),
+    ({"model": ["a"]}, "model = ['a']: must be a name (text of 1 to 4,096 characters), e.g. "
+                       "meta-llama/Llama-3.1-8B-Instruct (twin list models)"),       # was read as the model "['a']"
+    ({"max_num_seqs": "x" * 100_000}, f"max_num_seqs = '{'x' * 56}...: must be a whole number >= 1"),  # 100 kB line
+    ({"max_model_len": 2**63}, f"max_model_len = {2**63}: {COUNT}"),       # did not name the file
+    ({"vllm_version": "v" * 1000}, f"vllm_version = '{'v' * 56}...: {VERSION}"),
+])
+def test_a_bad_exp_config_setting_is_one_line_naming_the_file(tmp_path, over, message):
+    folder = _stage_folder(tmp_path, **over)
+    with pytest.raises(TwinInputError) as exc:
+        read_results(folder)
+    assert str(exc.value) == f"{folder / 'exp-config.yaml'}: {message}"
+
+
+def test_exp_config_reads_yaml_numbers_and_numeric_text_as_before(tmp_path):
+    folder = _stage_folder(tmp_path, tensor_parallelism="2", vllm_version=0.11, max_num_seqs=128,
+                           enable_prefix_caching="true", app="inference-perf")
+    [run] = read_results(folder)
+    assert (run.model, run.tensor_parallel_size) == ("meta-llama/Llama-3.1-8B-Instruct", 2)
+    assert run.server == {"vllm_version": "0.11", "max_num_seqs": 128, "enable_prefix_caching": True}

@@ -1,6 +1,7 @@
 """The server a `vllm bench serve` result states at its top level (``--metadata KEY=VALUE`` entries, and the
-keys the twin's own ``--json`` writes: ``twin.results.server_keys``), checked as it is read, so a bad value is
-one line naming the file, the key, what is allowed and the value (cut to a readable length).
+keys the twin's own ``--json`` writes: ``twin.results.server_keys``) or inference-perf's ``exp-config.yaml``
+states (``exp_config_server``), checked as it is read, so a bad value is one line naming the file, the key, what
+is allowed and the value (cut to a readable length).
 
 ``gpu`` and ``model_id``: text (a catalogue name, an alias, a Hugging Face id or a spec / config path), at most
 ``MAX_NAME_CHARS`` characters. ``tensor_parallel_size``: a whole number 1 to 64. ``vllm_version``: a release
@@ -41,14 +42,24 @@ def name_field(doc: dict[str, Any], key: str, where: str) -> str | None:
     return value
 
 
-def tp_field(doc: dict[str, Any], where: str) -> int | None:
-    value = doc.get("tensor_parallel_size")
+def tp_field(doc: dict[str, Any], where: str, key: str = "tensor_parallel_size") -> int | None:
+    value = doc.get(key)
     if value is None:
         return None
-    tp = whole(value, "tensor_parallel_size", where, low=1)
+    tp = whole(value, key, where, low=1)
     if tp > MAX_TP:
-        raise TwinInputError(f"{where}: tensor_parallel_size = {shown(value)}: must be a whole number 1 to {MAX_TP}")
+        raise TwinInputError(f"{where}: {key} = {shown(value)}: must be a whole number 1 to {MAX_TP}")
     return tp
+
+
+def exp_config_server(doc: dict[str, Any], where: str) -> dict[str, Any]:
+    """inference-perf's ``exp-config.yaml``, checked: ``model`` (a name), ``tensor_parallelism`` (or
+    ``tensor_parallel_size``) as ``tensor_parallel_size``, and the vLLM settings; other keys are not read."""
+    if not isinstance(doc, dict):
+        raise TwinInputError(f"{where}: expected a mapping of server settings (model, tensor_parallelism, ...)")
+    key = "tensor_parallelism" if doc.get("tensor_parallelism") is not None else "tensor_parallel_size"
+    out: dict[str, Any] = {"model": name_field(doc, "model", where), "tensor_parallel_size": tp_field(doc, where, key)}
+    return {**{k: v for k, v in out.items() if v is not None}, **server_fields(doc, where, yaml_numbers=True)}
 
 
 def _flag(value: Any, field: str, where: str) -> bool:
@@ -59,7 +70,9 @@ def _flag(value: Any, field: str, where: str) -> bool:
     raise TwinInputError(f"{where}: {field} = {shown(value)}: must be true or false")
 
 
-def _version(value: Any, where: str) -> str:
+def _version(value: Any, where: str, yaml_numbers: bool = False) -> str:
+    if yaml_numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)          # YAML reads 0.11 as a number, as a scenario's server.vllm_version
     if not isinstance(value, str) or len(value) > MAX_VERSION_CHARS:
         why = "a JSON number loses the release's trailing zeros (0.10 reads 0.1): " if \
             isinstance(value, (int, float)) and not isinstance(value, bool) else ""
@@ -86,15 +99,17 @@ def _fraction(given: Any, field: str, where: str) -> float:
     return float(value)
 
 
-def server_fields(doc: dict[str, Any], where: str) -> dict[str, Any]:
-    """The vLLM settings ``doc`` states (``SERVER_KNOBS``), checked; absent or null keys are left out."""
+def server_fields(doc: dict[str, Any], where: str, *, yaml_numbers: bool = False) -> dict[str, Any]:
+    """The vLLM settings ``doc`` states (``SERVER_KNOBS``), checked; absent or null keys are left out.
+    ``yaml_numbers``: ``doc`` is YAML (inference-perf's ``exp-config.yaml``), where a release written ``0.11``
+    reads as a number: taken as its text, as a scenario takes it."""
     out: dict[str, Any] = {}
     for knob in SERVER_KNOBS:
         value = doc.get(knob)
         if value is None:
             continue
         if knob == "vllm_version":
-            out[knob] = _version(value, where)
+            out[knob] = _version(value, where, yaml_numbers)
         elif knob in FLAGS:
             out[knob] = _flag(value, knob, where)
         elif knob == "gpu_memory_utilization":
@@ -110,5 +125,5 @@ def server_fields(doc: dict[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
-__all__ = ["FLAGS", "MAX_KNOB", "MAX_NAME_CHARS", "MAX_TP", "MAX_VERSION_CHARS", "name_field", "server_fields",
-           "tp_field"]
+__all__ = ["FLAGS", "MAX_KNOB", "MAX_NAME_CHARS", "MAX_TP", "MAX_VERSION_CHARS", "exp_config_server", "name_field",
+           "server_fields", "tp_field"]
