@@ -273,3 +273,17 @@ def test_exp_config_reads_yaml_numbers_and_numeric_text_as_before(tmp_path):
     [run] = read_results(folder)
     assert (run.model, run.tensor_parallel_size) == ("meta-llama/Llama-3.1-8B-Instruct", 2)
     assert run.server == {"vllm_version": "0.11", "max_num_seqs": 128, "enable_prefix_caching": True}
+
+
+def test_exp_config_giving_two_tp_sizes_is_refused(tmp_path):
+    """tensor_parallelism was read and a contradicting (or invalid) tensor_parallel_size ignored."""
+    folder = _stage_folder(tmp_path, tensor_parallelism=2, tensor_parallel_size=4)
+    with pytest.raises(TwinInputError) as exc:
+        read_results(folder)
+    assert str(exc.value) == (f"{folder / 'exp-config.yaml'}: tensor_parallelism = 2 but tensor_parallel_size = 4: "
+                              f"give one")
+    folder = _stage_folder(tmp_path / "b", tensor_parallelism=2, tensor_parallel_size=-1)
+    with pytest.raises(TwinInputError, match="tensor_parallel_size = -1: must be a whole number >= 1"):
+        read_results(folder)
+    [run] = read_results(_stage_folder(tmp_path / "c", tensor_parallelism=2, tensor_parallel_size="2"))
+    assert run.tensor_parallel_size == 2

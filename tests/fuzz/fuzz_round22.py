@@ -1,7 +1,9 @@
 """Fuzz cases for round 22's new surfaces: the server keys a result JSON states at its top level, which `twin
 calibrate --from-results` reads with no other option (the twin's own ``--json`` writes them:
-``twin.results.server_keys``; the reader's checks: ``twin.fitting.readers.server_fields``); `twin diagnose --run
-NAME`; and the ``fitted_on`` record of a server profile, whose models a run for another model names in a note.
+``twin.results.server_keys``; the reader's checks: ``twin.fitting.readers.server_fields``), and inference-perf's
+``exp-config.yaml`` states; `twin diagnose --run NAME`; and the ``fitted_on`` record of a server profile, whose
+models a run for another model names in a note. Also two readers round 21 gave `twin diagnose` that the corpus did
+not reach: AIPerf's ``profile_export.jsonl`` (calibrate and diagnose) and a GuideLLM report read by diagnose.
 
 Each case's design oracle says whether the input must be refused: a key present with a value the design refuses
 (a wrong type, out of range, an unknown GPU, a vLLM release the twin does not model, a JSON number for a release;
@@ -18,7 +20,7 @@ import math
 import yaml
 from hypothesis import strategies as st
 
-from fuzz_results import dumps, text_mutation
+from fuzz_results import BAD_NUMBERS, _stage_folder, calibrate_args, dumps, guidellm_cases, reader_args, text_mutation
 from fuzz_values import VALUES, Case, encoded
 
 # the server keys of `twin run concurrency_cap_trap --json` beside a `vllm bench serve` result's own keys
@@ -179,6 +181,117 @@ def fitted_on_cases(draw) -> Case:
     return case
 
 
+EXP_CONFIG = {"model": "meta-llama/Llama-3.1-8B-Instruct", "tensor_parallelism": 1, "max_num_seqs": 128,
+              "max_model_len": 4096, "vllm_version": "0.11"}
+
+
+def exp_config_refusal(key: str, value) -> str | None:
+    """As ``server_refusal``, for YAML: a release written as a number is its text; ``model`` a name."""
+    if value is None:
+        return None
+    if key == "model":
+        return None if isinstance(value, str) and value.strip() and len(value) <= 4096 else "model: not a name"
+    if key == "tensor_parallelism":
+        key = "tensor_parallel_size"
+    if key == "vllm_version" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    return server_refusal(key, value)
+
+
+@st.composite
+def exp_config_cases(draw) -> Case:
+    """An inference-perf folder whose ``exp-config.yaml`` states hostile server settings."""
+    cfg = dict(EXP_CONFIG)
+    key = draw(st.sampled_from(["model", "tensor_parallelism", *sorted(k for k in SERVER if k != "gpu")]))
+    cfg[key] = copy.deepcopy(draw(st.sampled_from(VALUES + EXTRA.get(key, []) + ["w" * 100_000])))
+    files = {**_stage_folder(), "res/exp-config.yaml": yaml.safe_dump(cfg, allow_unicode=True).encode(),
+             "out/.keep": b""}
+    case = Case("round22-exp-config", calibrate_args("{d}/res"), files)
+    case.refuse(exp_config_refusal(key, cfg[key]))
+    return case
+
+
+# ------------------------------------------------------------------------- AIPerf; GuideLLM read by diagnose
+AIPERF_READ = {"time_to_first_token": ("metrics", "time_to_first_token", "value"),
+               "request_latency": ("metrics", "request_latency", "value"),
+               "input_sequence_length": ("metrics", "input_sequence_length", "value"),
+               "output_sequence_length": ("metrics", "output_sequence_length", "value"),
+               "request_start_ns": ("metadata", "request_start_ns")}
+
+
+def _aiperf_records() -> list[dict]:
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from fuzz_results import TESTS
+
+    if str(TESTS.parent) not in sys.path:
+        sys.path.insert(0, str(TESTS.parent))
+    from tests.client_layouts import write_aiperf
+    from tests.test_diagnose_formats import REQS
+
+    with tempfile.TemporaryDirectory() as d:
+        text = (write_aiperf(Path(d) / "aiperf", REQS, concurrency=2, rate=None) / "profile_export.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@st.composite
+def aiperf_cases(draw) -> Case:
+    """AIPerf's per-request records: a completed request's value that is read (its times and lengths) set to a
+    bad number must be refused while it stays there; any other leaf set to a hostile value may go either way."""
+    from fuzz_results import _leaves, _set
+
+    records = _aiperf_records()
+    planted = []           # (request, key, value)
+    for _ in range(draw(st.integers(1, 2))):
+        if draw(st.booleans()):
+            key = draw(st.sampled_from(sorted(AIPERF_READ)))
+            i = draw(st.sampled_from([0, 1, 3]))          # completed requests (request 2 failed)
+            value = draw(st.sampled_from(BAD_NUMBERS))
+            if _try_set(records[i], AIPERF_READ[key], value):
+                planted.append((i, key, value))
+        else:
+            path = draw(st.sampled_from([p for p in _leaves(records) if p]))
+            _set(records, path, copy.deepcopy(draw(st.sampled_from(VALUES))))
+    why = next((f"request {i}: {key} = {value!r}" for i, key, value in planted
+                if _holds(records, i, AIPERF_READ[key], value)), None)
+    text = "".join(json.dumps(r) + "\n" for r in records)
+    case = Case("round22-aiperf", reader_args(draw, "{d}/aiperf/profile_export.jsonl"),
+                {"aiperf/profile_export.jsonl": text.encode(), "out/.keep": b""})
+    case.refuse(why)
+    return case
+
+
+def _try_set(doc, path, value) -> bool:
+    try:
+        for part in path[:-1]:
+            doc = doc[part]
+        doc[path[-1]] = value
+        return True
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
+def _holds(records, i, path, value) -> bool:
+    """Whether request ``i`` is still a completed record holding ``value`` at ``path``."""
+    try:
+        rec = records[i]
+        doc = rec
+        for part in path:
+            doc = doc[part]
+        return isinstance(rec, dict) and rec.get("error") is None and doc is value
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
+@st.composite
+def guidellm_diagnose_cases(draw) -> Case:
+    """fuzz_results' GuideLLM cases read by `twin diagnose` (the same reader: the same refusals)."""
+    case = draw(guidellm_cases())
+    return Case("round22-guidellm-diagnose", ["diagnose", "{d}/benchmarks.json"], case.files, case.must_fail)
+
+
 def seeds() -> list[tuple[list[str], dict[str, bytes]]]:
     """The unmutated inputs (each must run)."""
     rows = [{**r, "concurrency": c} for c in (1, 2) for r in SWEEP_ROWS]
@@ -189,5 +302,9 @@ def seeds() -> list[tuple[list[str], dict[str, bytes]]]:
          {"sweep.jsonl": "".join(json.dumps(r) + "\n" for r in rows).encode()}),
         (["run", "{d}/s.yaml", "-q"], {"p.json": json.dumps(SERVER_PROFILE).encode(),
                                        "s.yaml": yaml.safe_dump(PROFILE_RUN).encode()}),
+        (calibrate_args("{d}/res"), {**_stage_folder(), "res/exp-config.yaml": yaml.safe_dump(EXP_CONFIG).encode(),
+                                     "out/.keep": b""}),
+        (["diagnose", "{d}/aiperf/profile_export.jsonl"],
+         {"aiperf/profile_export.jsonl": "".join(json.dumps(r) + "\n" for r in _aiperf_records()).encode()}),
     ]
 

@@ -178,6 +178,18 @@ def test_round22_profile_fitted_on():
     run_surface(fuzz_round22.fitted_on_cases(), 10)
 
 
+def test_round22_exp_config():
+    run_surface(fuzz_round22.exp_config_cases(), 10)
+
+
+def test_round22_aiperf_records():
+    run_surface(fuzz_round22.aiperf_cases(), 12)
+
+
+def test_round22_guidellm_read_by_diagnose():
+    run_surface(fuzz_round22.guidellm_diagnose_cases(), 8)
+
+
 def test_the_valid_seeds_of_every_category_run():
     """The unmutated inputs the cases start from run (so a refusal is the mutation's doing)."""
     import json

@@ -54,11 +54,15 @@ def tp_field(doc: dict[str, Any], where: str, key: str = "tensor_parallel_size")
 
 def exp_config_server(doc: dict[str, Any], where: str) -> dict[str, Any]:
     """inference-perf's ``exp-config.yaml``, checked: ``model`` (a name), ``tensor_parallelism`` (or
-    ``tensor_parallel_size``) as ``tensor_parallel_size``, and the vLLM settings; other keys are not read."""
+    ``tensor_parallel_size``; both, if given, must agree) as ``tensor_parallel_size``, and the vLLM settings; other
+    keys are not read."""
     if not isinstance(doc, dict):
         raise TwinInputError(f"{where}: expected a mapping of server settings (model, tensor_parallelism, ...)")
-    key = "tensor_parallelism" if doc.get("tensor_parallelism") is not None else "tensor_parallel_size"
-    out: dict[str, Any] = {"model": name_field(doc, "model", where), "tensor_parallel_size": tp_field(doc, where, key)}
+    tp, other = tp_field(doc, where, "tensor_parallelism"), tp_field(doc, where)
+    if tp is not None and other is not None and tp != other:
+        raise TwinInputError(f"{where}: tensor_parallelism = {tp} but tensor_parallel_size = {other}: give one")
+    out: dict[str, Any] = {"model": name_field(doc, "model", where),
+                           "tensor_parallel_size": tp if tp is not None else other}
     return {**{k: v for k, v in out.items() if v is not None}, **server_fields(doc, where, yaml_numbers=True)}
 
 
