@@ -287,3 +287,37 @@ def test_exp_config_giving_two_tp_sizes_is_refused(tmp_path):
         read_results(folder)
     [run] = read_results(_stage_folder(tmp_path / "c", tensor_parallelism=2, tensor_parallel_size="2"))
     assert run.tensor_parallel_size == 2
+
+
+# ---- twin calibrate --sweep-plan (the engine calibration's plan file: no fuzz surface reached it) -------------
+@pytest.mark.parametrize("doc, message", [
+    ({"decode_batches": "abc"}, "plan: decode_batches = 'abc': must be a list of at most 256 whole numbers 1 to "
+                                "1,048,576"),                                             # was a TypeError traceback
+    ({"decode_batches": [float("nan")]}, "plan: decode_batches = [nan]: must be a list of at most 256 whole numbers "
+                                         "1 to 1,048,576"),                               # was a TypeError traceback
+    ({"decode_batches": [-1]}, "plan: decode_batches = [-1]: must be a list of at most 256 whole numbers 1 to "
+                               "1,048,576"),                          # was 'max() arg is an empty sequence'
+    ({"prefill_chunks": [1] * 200_000}, "plan: prefill_chunks = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, "
+                                        "1, 1,...: must be a list of at most 256 whole numbers 1 to 1,048,576"),  # hung
+    ({"mixed": [[4, 40, 24]]}, "plan: mixed = [[4, 40, 24]]: must be a list of at most 256 [decode batch >= 1, "
+                               "decode context, chunk >= 1, chunk context] whole numbers to 1,048,576"),
+    ({"replay_prompt": [48, 8]}, "plan: replay_prompt = [48, 8]: must be [least, most] tokens, 1 <= least <= most "
+                                 "<= 1,048,576"),
+    ({"replay_share": 1.5}, "plan: replay_share = 1.5: must be a number in [0, 1), the budget's share"),
+    ({"fill_budget": "no"}, "plan: fill_budget = 'no': must be true or false"),
+    ({"repeats": 0}, "plan: repeats = 0: must be a whole number 1 to 100"),
+    ({"seed": 1.5}, "plan: seed = 1.5: must be a whole number 0 to 4,294,967,295"),
+])
+def test_a_bad_sweep_plan_field_is_one_line_naming_the_file(tmp_path, doc, message):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(doc))
+    res = CliRunner().invoke(main, ["calibrate", "--device", "cpu", "--sweep-plan", str(plan), "-q",
+                                    "-o", str(tmp_path / "p.json")])
+    assert res.exit_code == 2 and res.output.strip() == f"error: --sweep-plan {plan}: {message}", res.output
+
+
+def test_a_sweep_plan_that_is_not_an_object_names_its_option(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text("42")
+    res = CliRunner().invoke(main, ["calibrate", "--device", "cpu", "--sweep-plan", str(plan), "-q"])
+    assert res.output.strip() == f"error: --sweep-plan {plan}: expected a JSON object of plan fields"  # said --plan
