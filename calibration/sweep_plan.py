@@ -108,17 +108,69 @@ def default_plan(device_type: str = "cpu", *, quick: bool = False, max_seq_len: 
 def apply_overrides(plan: SweepPlan, overrides: dict[str, Any]) -> SweepPlan:
     """A copy of ``plan`` with some fields replaced (e.g. from a ``--plan`` JSON file); unknown fields are an
     error naming them."""
+    return dataclasses.replace(plan, **checked_overrides(overrides))
+
+
+def checked_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` checked field by field (ValueError naming an unknown field, or a field's bad value)."""
     known = {f.name for f in dataclasses.fields(SweepPlan)}
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise ValueError(f"plan: unknown field {unknown[0]!r}; allowed: {', '.join(sorted(known))}")
-    values = dict(overrides)
-    if "mixed" in values:
-        values["mixed"] = [tuple(m) for m in values["mixed"]]
-    for key in ("replay_prompt", "replay_output"):
-        if key in values:
-            values[key] = tuple(values[key])
-    return dataclasses.replace(plan, **values)
+    return {key: _checked(key, value) for key, value in overrides.items()}
+
+
+MAX_GRID = 256              # values in one grid list (a plan measures each point: 200,000 of them never ends)
+MAX_TOKENS = 1 << 20        # a batch, chunk, context or pool size in tokens (or sequences)
+GRIDS = {"prefill_chunks": 1, "prefill_contexts": 0, "decode_batches": 1, "decode_contexts": 0}   # field: least
+COUNTS = {"num_random": (0, 10_000), "random_max_batch": (1, MAX_TOKENS), "random_max_context": (1, MAX_TOKENS),
+          "random_max_chunk": (1, MAX_TOKENS), "warmup": (0, 100), "repeats": (1, 100), "interleave": (1, 1000),
+          "min_points": (0, 10_000), "replay_requests": (1, 10_000), "replay_shared_prefix": (0, MAX_TOKENS),
+          "replay_max_num_seqs": (1, 4096), "replay_max_batched_tokens": (1, MAX_TOKENS), "replay_repeats": (1, 100),
+          "max_pool_tokens": (1, 2**31 - 1), "max_seq_len": (1, MAX_TOKENS), "block_size": (1, 1024),
+          "seed": (0, 2**32 - 1)}
+
+
+def _whole(value: Any, lo: int, hi: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+
+
+def _checked(key: str, value: Any) -> Any:
+    """A plan field's value from a ``--sweep-plan`` file, in the field's form (lists as tuples where the plan
+    keeps tuples); ValueError naming the field, what it may hold and the value otherwise."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    if key in GRIDS:
+        lo = GRIDS[key]
+        if not isinstance(value, list) or len(value) > MAX_GRID or not all(_whole(v, lo, MAX_TOKENS) for v in value):
+            raise ValueError(f"plan: {key} = {shown}: must be a list of at most {MAX_GRID} whole numbers {lo} to "
+                             f"{MAX_TOKENS:,}")
+        return value
+    if key == "mixed":
+        if not isinstance(value, list) or len(value) > MAX_GRID or not all(
+                isinstance(m, list) and len(m) == 4 and all(_whole(v, 0, MAX_TOKENS) for v in m)
+                and m[0] >= 1 and m[2] >= 1 for m in value):
+            raise ValueError(f"plan: mixed = {shown}: must be a list of at most {MAX_GRID} [decode batch >= 1, "
+                             f"decode context, chunk >= 1, chunk context] whole numbers to {MAX_TOKENS:,}")
+        return [tuple(m) for m in value]
+    if key in ("replay_prompt", "replay_output"):
+        if not isinstance(value, list) or len(value) != 2 or not all(_whole(v, 1, MAX_TOKENS) for v in value) \
+                or value[0] > value[1]:
+            raise ValueError(f"plan: {key} = {shown}: must be [least, most] tokens, 1 <= least <= most <= "
+                             f"{MAX_TOKENS:,}")
+        return tuple(value)
+    if key == "fill_budget":
+        if not isinstance(value, bool):
+            raise ValueError(f"plan: fill_budget = {shown}: must be true or false")
+        return value
+    if key == "replay_share":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ValueError(f"plan: replay_share = {shown}: must be a number in [0, 1), the budget's share")
+        return float(value)
+    lo, hi = COUNTS[key]
+    if not _whole(value, lo, hi):
+        raise ValueError(f"plan: {key} = {shown}: must be a whole number {lo} to {hi:,}")
+    return value
 
 
 @dataclass

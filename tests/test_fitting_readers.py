@@ -120,7 +120,7 @@ def test_metadata_gives_prefix_sharing_gpu_tp_and_server_settings(tmp_path):
     ({"errors": ["x", "y", "z", "w"]}, "every request failed"),
     ({"mean_ttft_ms": "slow"}, "mean_ttft_ms = 'slow'"),
     ({"ramp_up_strategy": "linear"}, "ramp_up_strategy = 'linear': a ramp-up run"),
-    ({"gpu_memory_utilization": "most"}, "gpu_memory_utilization = 'most': must be a finite number >= 0"),
+    ({"gpu_memory_utilization": "most"}, "gpu_memory_utilization = 'most': must be a number in (0, 1]"),
     ({"enable_prefix_caching": "sometimes"}, "enable_prefix_caching = 'sometimes': must be true or false"),
     ({"random_prefix_len": "-5"}, "random_prefix_len = -5: must be a whole number >= 0"),
 ])

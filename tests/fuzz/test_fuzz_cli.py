@@ -30,6 +30,7 @@ import fuzz_files
 import fuzz_grids
 import fuzz_product
 import fuzz_results
+import fuzz_round22
 import fuzz_scenarios
 import fuzz_traces
 import fuzz_tally
@@ -165,6 +166,30 @@ def test_hostile_option_values():
     run_surface(fuzz_product.option_cases(), 20)
 
 
+def test_round22_result_server_keys():
+    run_surface(fuzz_round22.server_key_cases(), 20)
+
+
+def test_round22_diagnose_run_names():
+    run_surface(fuzz_round22.run_name_cases(), 12)
+
+
+def test_round22_profile_fitted_on():
+    run_surface(fuzz_round22.fitted_on_cases(), 10)
+
+
+def test_round22_exp_config():
+    run_surface(fuzz_round22.exp_config_cases(), 10)
+
+
+def test_round22_aiperf_records():
+    run_surface(fuzz_round22.aiperf_cases(), 12)
+
+
+def test_round22_guidellm_read_by_diagnose():
+    run_surface(fuzz_round22.guidellm_diagnose_cases(), 8)
+
+
 def test_the_valid_seeds_of_every_category_run():
     """The unmutated inputs the cases start from run (so a refusal is the mutation's doing)."""
     import json
@@ -179,6 +204,7 @@ def test_the_valid_seeds_of_every_category_run():
         (["plan", "{d}/plan.yaml", "--backend", "serial", "-q"],
          {"plan.yaml": yaml.safe_dump(fuzz_grids.PLAN_BASE).encode(), "s.yaml": base}),
         *fuzz_results.seeds(),
+        *fuzz_round22.seeds(),
     ]:
         with tempfile.TemporaryDirectory(prefix="twin-fuzz-") as d:
             for name, data in files.items():

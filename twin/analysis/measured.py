@@ -309,8 +309,11 @@ def _has_concurrency_column(path: Path) -> bool:
 def _check_one_run(path: Path, run: str | None) -> None:
     """``--run`` on a file of one run (a `vllm bench serve` JSON, a CSV without a concurrency column): the run's
     name as the calibration readers give it (the file's stem), or a one-line error."""
+    from twin.analysis.measured_readers import run_label
+
     if run is not None and run != path.stem:
-        raise TwinInputError(f"--run {run}: {path} holds one run, {path.stem}; leave --run out (or give that name)")
+        raise TwinInputError(f"--run {run_label(run)}: {path} holds one run, {path.stem}; leave --run out (or give "
+                             f"that name)")
 
 
 __all__ = ["BENCH_ARRAYS", "CSV_ALIASES", "Measured", "load_measured", "measured_from_bench", "measured_from_csv"]

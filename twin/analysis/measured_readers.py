@@ -56,21 +56,43 @@ def measured_fields(run: MeasuredRun, source: str) -> dict[str, Any]:
             "max_concurrency": run.max_concurrency, "request_rate": rate, "hit_rate": None, "notes": notes}
 
 
+MAX_LISTED_RUNS = 8      # a refusal names this many of a file's runs, then counts the rest
+
+
+def run_label(run: str) -> str:
+    """``--run``'s value as a refusal echoes it: as given when it reads as a name (printable, no space at either
+    end, at most 80 characters), else quoted and cut (an empty, blank, multi-line or 100 kB name stays one
+    readable line)."""
+    if run and run.isprintable() and run == run.strip() and len(run) <= 80:
+        return run
+    text = repr(run)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def listed(names: list[str]) -> str:
+    """The first ``MAX_LISTED_RUNS`` of ``names``, then how many more."""
+    more = len(names) - MAX_LISTED_RUNS
+    return ", ".join(names[:MAX_LISTED_RUNS]) + (f" and {more:,} more" if more > 0 else "")
+
+
 def pick_run(runs: list[MeasuredRun], run: str | None, path: Path) -> MeasuredRun:
     """The run named ``run`` (``--run``) among ``runs``, the file's; the only one when ``run`` is None. A file of
     several runs without ``--run``, a name it does not hold, or ``--run`` naming another run than a one-run file's
-    is a one-line error listing the names."""
+    is a one-line error listing the names (the first ``MAX_LISTED_RUNS``)."""
     names = [r.name for r in runs]
     if run is None:
         if len(runs) == 1:
             return runs[0]
-        raise TwinInputError(f"{path}: holds {counted(len(runs), 'run')} ({', '.join(names)}); twin diagnose reads "
+        raise TwinInputError(f"{path}: holds {counted(len(runs), 'run')} ({listed(names)}); twin diagnose reads "
                              f"one run: pick one with --run NAME (twin calibrate --from-results reads them all)")
     if run in names:
         return runs[names.index(run)]
+    label = run_label(run)
     if len(runs) == 1:
-        raise TwinInputError(f"--run {run}: {path} holds one run, {names[0]}; leave --run out (or give that name)")
-    raise TwinInputError(f"--run {run}: not a run in {path} (it holds {', '.join(names)}){did_you_mean(run, names)}")
+        raise TwinInputError(f"--run {label}: {path} holds one run, {names[0]}; leave --run out (or give that "
+                             f"name)")
+    hint = did_you_mean(run, names) if len(run) <= 200 else ""
+    raise TwinInputError(f"--run {label}: not a run in {path} (it holds {listed(names)}){hint}")
 
 
 def measured_from_reader(path: Path, reader: str, run: str | None = None) -> dict[str, Any]:
@@ -84,4 +106,5 @@ def measured_from_reader(path: Path, reader: str, run: str | None = None) -> dic
     return measured_fields(chosen, str(path))
 
 
-__all__ = ["PER_REQUEST_READERS", "measured_fields", "measured_from_reader", "per_request_reader", "pick_run"]
+__all__ = ["MAX_LISTED_RUNS", "PER_REQUEST_READERS", "listed", "measured_fields", "measured_from_reader",
+           "per_request_reader", "pick_run", "run_label"]

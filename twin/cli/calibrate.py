@@ -79,7 +79,13 @@ def _read_plan(path: str) -> dict[str, Any]:
 
     doc = load_json_path(path, "calibration plan")
     if not isinstance(doc, dict):
-        raise TwinInputError(f"--plan {path}: expected a JSON object of plan fields")
+        raise TwinInputError(f"--sweep-plan {path}: expected a JSON object of plan fields")
+    from calibration.sweep_plan import checked_overrides
+
+    try:
+        checked_overrides(doc)          # before the model is built: a bad field is one line naming the file
+    except ValueError as exc:
+        raise TwinInputError(f"--sweep-plan {path}: {exc}") from None
     return doc
 
 

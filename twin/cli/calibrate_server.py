@@ -92,14 +92,36 @@ def apply(run: MeasuredRun, d: ServerDescription) -> tuple[MeasuredRun, Target]:
                              f"--scenario")
     tp = dep.get("tensor_parallel_size") if _cli(d, "deployment.tensor_parallel_size") else \
         (run.tensor_parallel_size or dep.get("tensor_parallel_size") or 1)
-    m, g = resolve_model(str(name)), resolve_gpu(str(gpu))
+    m = _resolved(resolve_model, name, "model", run, d)
+    g = _resolved(resolve_gpu, gpu, "gpu", run, d)
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise TwinInputError(f"deployment.tensor_parallel_size = {tp!r}: must be a whole number >= 1")
-    m.check_tensor_parallel(tp)
+    try:
+        m.check_tensor_parallel(tp)
+    except TwinInputError as exc:
+        if _cli(d, "deployment.tensor_parallel_size") or run.tensor_parallel_size is None:
+            raise
+        raise TwinInputError(f"{run.name}: the result file's {exc}") from None
     extra = {k: dep[k] for k in TARGET_FIELDS if k in dep}
     if extra.get("weight_dtype") == "auto":
         extra.pop("weight_dtype")
     return run, Target(m.name, g.name, tp, **extra)
+
+
+def _resolved(resolve: Any, value: Any, field: str, run: MeasuredRun, d: ServerDescription) -> Any:
+    """The catalogued model or GPU ``value`` names; a refusal of a name the result file gave says so (the
+    reader checked it is text)."""
+    try:
+        return resolve(str(value))
+    except TwinInputError as exc:
+        if _cli(d, f"deployment.{field}") or getattr(run, field) is None:
+            raise
+        raise TwinInputError(f"{run.name}: the result file's {exc}") from None
+
+
+def _cut(value: Any, limit: int = 60) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _canonical(field: str, value: Any) -> Any:
@@ -125,8 +147,8 @@ def _refuse_contradiction(run: MeasuredRun, d: ServerDescription) -> None:
         if a is not None and b is not None and a != b:
             flag = d.source[key]
             flag = f"--set deployment.{field}=" if flag == "--set" else f"{flag} "
-            raise TwinInputError(f"{flag}{given}: the result file says {field} {said} (run {run.name}); leave "
-                                 f"{flag.strip().rstrip('=')} out or give the file's value")
+            raise TwinInputError(f"{flag}{_cut(given)}: the result file says {field} {_cut(said)} (run {run.name}); "
+                                 f"leave {flag.strip().rstrip('=')} out or give the file's value")
 
 
 def _cli(d: ServerDescription, key: str) -> bool:

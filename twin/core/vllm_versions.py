@@ -75,7 +75,9 @@ def parse_vllm_version(version: object) -> tuple[int, int]:
     m = _RELEASE.match(text)
     if m and (int(m.group(1)), int(m.group(2))) >= OLDEST_MODELLED:
         return int(m.group(1)), int(m.group(2))
-    raise ValueError(f"{version!r} is not a modelled vLLM release (modelled: releases from 0.8, the V1 engine, "
+    shown = repr(version)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."      # a 10 MB string stays one readable line
+    raise ValueError(f"{shown} is not a modelled vLLM release (modelled: releases from 0.8, the V1 engine, "
                      f"e.g. 0.10.2, 0.16.0, v0.19.0-cu130, or nightly / nightly-<hash>; representative rows: "
                      f"0.11, 0.14, 0.19, 0.28)")
 

@@ -52,7 +52,43 @@ def validate_server_profile(doc: Any, source: str) -> dict[str, float]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise TwinInputError(f"{source}: params.{name} = {value!r}: must be a finite number >= 0")
         out[name] = float(value)
+    _fitted_on(doc, source)
     return out
+
+
+MAX_NAME_CHARS = 4096      # a GPU or model name, alias, Hugging Face id or path
+MAX_NOTED = 4              # a note names this many of the profile's GPUs or models, then counts the rest
+
+
+def _fitted_on(doc: dict[str, Any], source: str) -> dict[str, list[str]]:
+    """``fitted_on``'s ``gpus`` and ``models`` (each absent, null, or a list of names: text of 1 to
+    ``MAX_NAME_CHARS`` characters), the other keys being the fit's own record (not read)."""
+    fitted = doc.get("fitted_on")
+    if fitted is None:
+        return {"gpus": [], "models": []}
+    if not isinstance(fitted, dict):
+        raise TwinInputError(f"{source}: fitted_on = {_cut(repr(fitted))}: must be an object (gpus, models, ...)")
+    out = {}
+    for key in ("gpus", "models"):
+        names = fitted.get(key)
+        if names is None:
+            names = []
+        if not isinstance(names, list) or any(not isinstance(n, str) or not n.strip() or len(n) > MAX_NAME_CHARS
+                                              for n in names):
+            raise TwinInputError(f"{source}: fitted_on.{key} = {_cut(repr(names))}: must be a list of names (text "
+                                 f"of 1 to {MAX_NAME_CHARS:,} characters each)")
+        out[key] = names
+    return out
+
+
+def _cut(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _noted(names: list[str]) -> str:
+    """The first ``MAX_NOTED`` names (each cut), then how many more."""
+    more = len(names) - MAX_NOTED
+    return ", ".join(_cut(n) for n in names[:MAX_NOTED]) + (f" and {more:,} more" if more > 0 else "")
 
 
 def read_server_profile(path: str | Path) -> dict[str, Any]:
@@ -74,9 +110,9 @@ def write_server_profile(path: str | Path, doc: dict[str, Any]) -> None:
 def server_profile_cost_model(doc: dict[str, Any], source: str, model: Any, gpu: Any, tp: int, weight_dtype: Any,
                               kv_dtype: str, layout: Any = None) -> RooflineCostModel:
     params = validate_server_profile(doc, source)
-    gpus = (doc.get("fitted_on") or {}).get("gpus") or []
+    gpus = _fitted_on(doc, source)["gpus"]
     if gpus and getattr(gpu, "name", None) not in gpus:
-        warnings.warn(f"{source} was fitted on {', '.join(map(str, gpus))}; the deployment runs {gpu.name}: "
+        warnings.warn(f"{source} was fitted on {_noted(gpus)}; the deployment runs {gpu.name}: "
                       f"efficiencies carry over by datasheet ratio, host overheads only as far as the host is alike",
                       ProfileWarning, stacklevel=2)
     cm = RooflineCostModel(model, gpu, tensor_parallel_size=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
@@ -91,9 +127,9 @@ def fitted_model_note(doc: dict[str, Any], source: str, model: str | None) -> st
     """One line when the profile was fitted on other models than ``model`` (the deployment's): its parameters
     are physical, so they carry over (not an error); None when the profile does not say its models, or saw
     ``model``."""
-    models = [str(m) for m in (doc.get("fitted_on") or {}).get("models") or []]
+    models = _fitted_on(doc, source)["models"]
     if not models or model is None or model in models:
         return None
-    return (f"{source} was fitted on {', '.join(models)}, the deployment runs {model}: its parameters are "
+    return (f"{source} was fitted on {_noted(models)}, the deployment runs {model}: its parameters are "
             f"physical (efficiencies, overheads, the request path) and carry over; a fit on {model}'s own results "
             f"would check them")

@@ -70,7 +70,8 @@ def check_run(run: MeasuredRun, where: str) -> None:
     _finite(run.duration_s, "duration", where, high=MAX_SIM_TIME_S)
     _finite(run.timeout_s, "timeout", where, open_low=True)
     if run.tensor_parallel_size is not None and not 1 <= run.tensor_parallel_size <= 64:
-        raise TwinInputError(f"{where}: tensor_parallel_size = {run.tensor_parallel_size!r}: must be 1 to 64")
+        raise TwinInputError(f"{where}: tensor_parallel_size = {str(run.tensor_parallel_size)[:20]}"
+                             f"{'...' if len(str(run.tensor_parallel_size)) > 20 else ''}: must be 1 to 64")
     for key, value in run.metrics.items():
         # a latency past the longest run the twin simulates is not a measurement, nor a count or throughput
         # past what MAX_REQUESTS requests of MAX_TOKEN_COUNT tokens give over a millisecond

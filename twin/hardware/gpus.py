@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from twin.errors import TwinInputError, did_you_mean
 from twin.hardware.dtypes import norm_name, normalize_dtype
+from twin.hardware.name_probe import is_file, quoted
 from twin.hardware.spec_input import SubfieldError, parse_quantity, positive, validation_message
 from twin.yaml_input import load_packaged_yaml, not_a_file, parse_yaml, read_text
 
@@ -174,13 +175,13 @@ def resolve_gpu(name_or_path: str | Path | GpuSpec) -> GpuSpec:
     if key in _gpu_index():
         return _gpu_catalog()[_gpu_index()[key]]
     p = Path(str(name_or_path))
-    if p.suffix.lower() in (".yaml", ".yml", ".json") or p.is_file():
-        if not p.is_file():
+    if p.suffix.lower() in (".yaml", ".yml", ".json") or is_file(p):
+        if not is_file(p):
             kind = not_a_file(p)
-            raise TwinInputError(f"gpu: spec file {str(name_or_path)!r} " + (f"is {kind}; give a file" if kind
-                                                                             else "does not exist"))
+            raise TwinInputError(f"gpu: spec file {quoted(name_or_path)} " + (f"is {kind}; give a file" if kind
+                                                                              else "does not exist"))
         return load_gpu_spec(p)
     known = ", ".join(g.name for g in list_gpus())
     hint = did_you_mean(name_or_path, [g.name for g in list_gpus()],
                         {a: g.name for g in list_gpus() for a in g.aliases})
-    raise TwinInputError(f"gpu: unknown GPU {str(name_or_path)!r}{hint}; known: {known}; or give a YAML spec file path")
+    raise TwinInputError(f"gpu: unknown GPU {quoted(name_or_path)}{hint}; known: {known}; or give a YAML spec file path")

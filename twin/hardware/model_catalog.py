@@ -15,6 +15,7 @@ from twin.errors import TwinInputError, did_you_mean
 from twin.hardware.dtypes import norm_name
 from twin.hardware.hf_quant import formats_from_quantization_config
 from twin.hardware.models import ModelSpec
+from twin.hardware.name_probe import is_dir, is_file, quoted
 from twin.hardware.weight_formats import WeightFormats
 from twin.hardware.spec_input import validation_message
 from twin.json_input import JsonSyntaxError, parse_json
@@ -203,15 +204,15 @@ def resolve_model(name_or_path: str | Path | ModelSpec) -> ModelSpec:
     if key in _model_index():
         return _model_catalog()[_model_index()[key]]
     p = Path(str(name_or_path))
-    if p.is_file() or (p.is_dir() and (p / "config.json").is_file()):
+    if is_file(p) or (is_dir(p) and is_file(p / "config.json")):
         return model_from_hf_config(p)
     kind = not_a_file(p)
     if kind == "a folder":
-        raise TwinInputError(f"model: the folder {str(name_or_path)!r} holds no config.json")
+        raise TwinInputError(f"model: the folder {quoted(name_or_path)} holds no config.json")
     if kind is not None:
-        raise TwinInputError(f"model: {str(name_or_path)!r} is {kind}; give a Hugging Face config.json file")
+        raise TwinInputError(f"model: {quoted(name_or_path)} is {kind}; give a Hugging Face config.json file")
     known = ", ".join(m.name for m in list_models())
     hint = did_you_mean(name_or_path, [m.name for m in list_models()],
                         {a: m.name for m in list_models() for a in (*m.aliases, *((m.hf_id,) if m.hf_id else ()))})
-    raise TwinInputError(f"model: unknown model {str(name_or_path)!r}{hint}; known: {known}; "
+    raise TwinInputError(f"model: unknown model {quoted(name_or_path)}{hint}; known: {known}; "
                          f"or give a path to a Hugging Face config.json")

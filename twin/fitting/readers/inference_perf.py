@@ -28,6 +28,7 @@ from typing import Any
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, MeasuredRun, PromptPool
 from twin.fitting.readers.fields import get, load_json, number, try_json
+from twin.fitting.readers.server_fields import exp_config_server
 from twin.results.server_keys import SERVER_KNOBS
 from twin.workload.clients import INFERENCE_PERF
 from twin.yaml_input import not_a_file, parse_yaml, read_text
@@ -206,7 +207,7 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
 
     stage = STAGE_FILE.search(path.name)
     name = f"{experiment or path.parent.name}/stage{stage.group(1)}" if stage else f"{path.parent.name}/{path.stem}"
-    tp = server.get("tensor_parallelism", server.get("tensor_parallel_size"))
+    tp = server.get("tensor_parallel_size")        # exp_config_server's (tensor_parallelism in the file)
     return MeasuredRun(
         name=name, source="inference-perf", num_requests=count, prompt_tokens=prompt, output_tokens=output,
         metrics=metrics, rate_per_s=rate, max_concurrency=users, duration_s=duration,
@@ -223,6 +224,8 @@ def read_inference_perf(path: Path) -> list[MeasuredRun]:
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     client, server = _config_beside(folder)
+    if server:
+        server = exp_config_server(server, str(folder / "exp-config.yaml"))
     files = sorted(_stage_files(folder), key=lambda p: (int(STAGE_FILE.search(p.name).group(1)), p.name)) \
         if path.is_dir() else [path]
     if not files:

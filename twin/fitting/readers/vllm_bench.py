@@ -12,7 +12,8 @@ vLLM saves no dataset arguments, but ``--metadata KEY=VALUE`` entries land at th
 ``random_prefix_len`` (one prefix every prompt shares), ``prefix_repetition_prefix_len`` with
 ``prefix_repetition_num_prefixes``, ``gpu``, ``tensor_parallel_size`` and the server settings ``max_num_seqs``,
 ``max_num_batched_tokens``, ``max_model_len``, ``enable_prefix_caching``, ``enable_chunked_prefill``,
-``block_size``, ``gpu_memory_utilization``, ``vllm_version``, ``async_scheduling``. Ramp-up runs (``ramp_up_strategy``) change rate as they go and are
+``block_size``, ``gpu_memory_utilization``, ``vllm_version``, ``async_scheduling`` (each checked as it is read:
+``twin.fitting.readers.server_fields``). Ramp-up runs (``ramp_up_strategy``) change rate as they go and are
 refused."""
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import numpy as np
 
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import METRIC_KEYS, LengthSample, MeasuredRun, PromptPool
-from twin.fitting.readers.fields import JsonLines, get, load_json, number, number_list, try_json, whole
-from twin.fitting.readers.inference_perf import SERVER_KNOBS
+from twin.fitting.readers.fields import JsonLines, get, load_json, number, number_list, shown, try_json, whole
+from twin.fitting.readers.server_fields import name_field, server_fields, tp_field
 from twin.results.metrics import describe
 from twin.scenario import MAX_SIM_TIME_S
 from twin.workload.clients import VLLM_BENCH
@@ -50,37 +51,8 @@ def _rate(value: Any, where: str) -> float:
     if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
         return math.inf
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value <= 0:
-        raise TwinInputError(f"{where}: request_rate = {value!r}: must be a number > 0 or \"inf\"")
+        raise TwinInputError(f"{where}: request_rate = {shown(value)}: must be a number > 0 or \"inf\"")
     return float(value)
-
-
-def _flag(value: Any, field: str, where: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
-        return value.strip().lower() in ("true", "1")
-    raise TwinInputError(f"{where}: {field} = {value!r}: must be true or false")
-
-
-def _server(doc: dict[str, Any], where: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for knob in SERVER_KNOBS:
-        if doc.get(knob) is None:
-            continue
-        v = doc[knob]
-        if knob == "vllm_version":
-            out[knob] = str(v)           # checked against the known releases when the deployment is built
-        elif knob.startswith("enable_") or knob == "async_scheduling":
-            out[knob] = _flag(v, knob, where)
-        elif knob == "gpu_memory_utilization":
-            try:
-                v = float(v) if isinstance(v, str) else v
-            except ValueError:
-                pass
-            out[knob] = number(v, knob, where)
-        else:
-            out[knob] = whole(v, knob, where, low=1)
-    return out
 
 
 def _prompt_pool(doc: dict[str, Any], n: int, where: str) -> PromptPool | None:
@@ -187,16 +159,14 @@ def read_run(doc: Any, name: str, where: str, experiment: str | None = None) -> 
         raise TwinInputError(f"{where}: num_prompts = {doc['num_prompts']!r} but completed + failed = {n}; the "
                              f"counts must agree")
     duration = doc.get("duration")
-    tp = doc.get("tensor_parallel_size")
     return MeasuredRun(
         name=name, source="vllm-bench-serve", num_requests=n, prompt_tokens=prompt, output_tokens=output,
         metrics=_metrics(doc, ok, where), rate_per_s=rate, max_concurrency=max_c, burstiness=burstiness,
         duration_s=None if duration is None else number(duration, "duration", where),
         prompt_pool=_prompt_pool(doc, n, where),
-        model=doc["model_id"] if isinstance(doc.get("model_id"), str) and doc["model_id"] else None,
-        gpu=str(doc["gpu"]) if doc.get("gpu") else None,
-        tensor_parallel_size=None if tp is None else whole(tp, "tensor_parallel_size", where, low=1),
-        server=_server(doc, where), experiment=experiment, client=VLLM_BENCH)
+        model=name_field(doc, "model_id", where), gpu=name_field(doc, "gpu", where),
+        tensor_parallel_size=tp_field(doc, where),
+        server=server_fields(doc, where), experiment=experiment, client=VLLM_BENCH)
 
 
 def read_vllm_bench(path: Path) -> list[MeasuredRun]:
