@@ -76,6 +76,14 @@ def test_diagnose_run_option_on_the_cli(tmp_path):
     assert "--run swep/c1: not a run in" in res.output and "did you mean 'sweep/c1' or 'sweep/c2'?" in res.output
 
 
+
+def test_diagnose_counts_one_request_in_the_singular(tmp_path):
+    row = _table_rows()[0]
+    table = tmp_path / "one.csv"
+    table.write_text(",".join(row) + "\n" + ",".join(repr(v) for v in row.values()) + "\n")
+    res = CliRunner().invoke(main, ["diagnose", str(table)])
+    assert res.output.splitlines()[0] == "one.csv: 1 completed request", res.output
+
 SERVER_KEYS = {"gpu": "H100-SXM", "tensor_parallel_size": 1, "vllm_version": "0.28", "max_num_seqs": 4,
                "max_num_batched_tokens": 16384, "max_model_len": 131072, "enable_prefix_caching": True,
                "enable_chunked_prefill": True, "block_size": 16, "async_scheduling": True,

@@ -24,7 +24,7 @@ def diagnose_blocks(rep: Any) -> list[Block]:
     p = rep.profile
     b: list[Block] = [("h1", f"Diagnosis: {Path(rep.source).name}")]
     m = rep.measured
-    b.append(("p", f"**{rep.num_requests} completed requests**"
+    b.append(("p", f"**{numbers.counted(rep.num_requests, 'completed request')}**"
                    + (f" ({m.num_failed} failed, left out)" if m.num_failed else "")
                    + f" over {numbers.duration_s(p.span_s)}; "
                    + (f"closed loop at max_concurrency {m.max_concurrency}; " if m.max_concurrency else "")

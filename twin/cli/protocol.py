@@ -180,7 +180,7 @@ def diagnose(results: str, scenario: str | None, variant: str, sets: tuple[str, 
     rep = diagnose_measured(m, body, base_dir, candidates=_int_list(candidates, "--candidates"),
                             fit_speed=fit_speed, hit_rate=hit_rate, scenario=scenario,
                             shared_prefix_tokens=shared_prefix_tokens)
-    _say(f"{Path(results).name}: {rep.num_requests} completed requests")
+    _say(f"{Path(results).name}: {counted(rep.num_requests, 'completed request')}")
     _say(f"verdict: {rep.summary}")
     for i, c in enumerate(rep.causes, 1):
         _say(f"{i}. {c.title} ({c.likelihood})")
