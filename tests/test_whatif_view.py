@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -109,3 +111,31 @@ def test_compare_prints_the_band_and_writes_the_json_key_run_does_not(tmp_path):
     assert [k["knob"] for k in doc["whatif"]["knobs"]] == ["layout", "concurrency", "max_num_seqs"]
     r = CliRunner().invoke(main, ["run", str(path), "-q", "--all-variants"])
     assert r.exit_code == 0 and "What-if band" not in r.stdout
+
+
+def test_the_dashboard_shows_the_band_for_its_what_if():
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"), default_timeout=90)
+    at.session_state["s:bundled"] = "concurrency_cap_trap"
+    at = at.run()
+
+    def widget(kind: str, prefix: str, name: str):
+        found = [w for w in getattr(at, kind) if w.key and w.key.startswith(prefix) and w.key.endswith(":" + name)]
+        assert len(found) == 1
+        return found[0]
+
+    def band() -> list[str]:
+        assert not at.exception and not at.error
+        return [m.value for m in at.markdown if "held-out evidence" in m.value or "What-if band" in m.value]
+
+    assert band() == ["No held-out evidence for a change of max_num_seqs"]      # the variant vllm-default
+    at = widget("selectbox", "e:", "start").set_value("baseline").run()
+    assert band() == []                                                          # no change: no band
+    widget("number_input", "w:", "concurrency").set_value(32)
+    at = widget("number_input", "w:", "tensor_parallel_size").set_value(2).run()
+    text, = band()
+    assert text.startswith("**What-if band**: the twin's error on the predicted change from baseline, held out")
+    assert "| TP / EP layout | GPU | 223 | 8.1 (+5.9) |" in text and "| concurrency | family | 707 | 7.7 (-3.4) |" in text
+    assert text.endswith("The what-if changes 2 knobs (TP / EP layout, concurrency): the errors may add")

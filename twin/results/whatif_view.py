@@ -112,7 +112,8 @@ def whatif_doc(runs: dict[str, dict[str, Any]], doc: dict | None = None) -> dict
     names = list(runs)
     reference = runs[names[0]]
     out: dict[str, Any] = {"reference": names[0], "report": dict(doc["report"]), "errors": doc["errors"],
-                           "knobs": [], "several_knobs": {}, "no_band": None, "lines": []}
+                           "min_pairs": doc["min_pairs"], "knobs": [], "several_knobs": {}, "no_band": None,
+                           "lines": []}
     for name in names:         # the evidence is of the roofline cost model
         other = other_cost_model(runs[name]["body"], runs[name]["deployment"])
         if other:
@@ -129,7 +130,7 @@ def whatif_doc(runs: dict[str, dict[str, Any]], doc: dict | None = None) -> dict
         evidence = {k: doc["kinds"][k][knob] for k in KINDS if knob in doc["kinds"].get(k, {})}
         out["knobs"].append({"knob": knob, "name": knob_name(knob), "variants": variants,
                              "evidence": evidence or None})
-    out["lines"] = whatif_lines(out, doc["min_pairs"]) if knobs else []
+    out["lines"] = whatif_lines(out) if knobs else []
     return out
 
 
@@ -146,38 +147,75 @@ def _right(cells: dict) -> str:
     return (", ".join(shown) + "%") if shown else "-"
 
 
-def whatif_lines(view: dict[str, Any], min_pairs: int) -> list[str]:
+def _no_evidence(entry: dict, min_pairs: int, named: bool = True) -> str:
+    why = "" if entry["knob"] not in KNOB_NAMES else f" (under {min_pairs} pairs)"
+    who = f"{_named(entry['variants'])}: no" if named else "No"
+    return f"{who} held-out evidence for a change of {entry['name']}{why}"
+
+
+def _several(view: dict[str, Any], named: bool = True) -> list[str]:
+    if not named:
+        return [f"The what-if changes {len(changed)} knobs ({', '.join(knob_name(k) for k in changed)}): the errors "
+                "may add" for changed in view["several_knobs"].values()]
+    together: dict[tuple, list[str]] = {}
+    for name, changed in view["several_knobs"].items():
+        together.setdefault(tuple(changed), []).append(name)
+    return [f"{_named(names)} change{'s' if len(names) == 1 else ''} {len(changed)} knobs "
+            f"({', '.join(knob_name(k) for k in changed)}): the errors may add" for changed, names in together.items()]
+
+
+def _band_rows(entry: dict) -> list[list[str]]:
+    """Per fold kind of a knob's evidence: the kind, pairs, each metric's cell, the direction shares."""
+    return [[KIND_WHAT[kind], str(max(c["n"] for c in cells.values())), *(_cell(cells.get(m)) for m in METRICS),
+             _right(cells)] for kind, cells in entry["evidence"].items()]
+
+
+def _no_band(view: dict[str, Any]) -> str:
+    return f"No what-if band: the held-out evidence is of the twin's roofline cost model; {view['no_band']}"
+
+
+def whatif_lines(view: dict[str, Any]) -> list[str]:
     """The printed block of a ``whatif_doc`` (its ``lines``)."""
-    ref = view["reference"]
     if view["no_band"]:
-        return [f"No what-if band: the held-out evidence is of the twin's roofline cost model; {view['no_band']}"]
+        return [_no_band(view)]
     head = ["change", "pairs", *TITLES.values(), "right way"]
+    banded = [e for e in view["knobs"] if e["evidence"] is not None]
     rows: list[list[str] | str] = []
-    for entry in sorted(view["knobs"], key=lambda e: e["evidence"] is None):     # the bands first
-        who = _named(entry["variants"])
-        if entry["evidence"] is None:
-            why = "" if entry["knob"] not in KNOB_NAMES else f" (under {min_pairs} pairs)"
-            rows.append(f"  {who}: no held-out evidence for a change of {entry['name']}{why}")
-            continue
-        rows.append(f"  {entry['name']}: {who}")
-        for kind, cells in entry["evidence"].items():
-            pairs = max(c["n"] for c in cells.values())
-            rows.append([f"  {KIND_WHAT[kind]}", str(pairs), *(_cell(cells.get(m)) for m in METRICS), _right(cells)])
+    for entry in banded:
+        rows.append(f"  {entry['name']}: {_named(entry['variants'])}")
+        rows += [[f"  {row[0]}", *row[1:]] for row in _band_rows(entry)]
     table = [r for r in rows if isinstance(r, list)]
-    lines = [f"What-if band: the twin's error on the predicted change from {ref}, held out"]
+    lines = [f"What-if band: the twin's error on the predicted change from {view['reference']}, held out"]
     if table:
         widths = [max(len(r[i]) for r in [head, *table]) for i in range(len(head))]
         fmt = lambda r: ("  " + "  ".join(f"{c:<{w}}" for c, w in zip(r, widths))).rstrip()  # noqa: E731
         lines.append(fmt(head))
     lines += [r if isinstance(r, str) else fmt(r) for r in rows]
-    together: dict[tuple, list[str]] = {}
-    for name, changed in view["several_knobs"].items():
-        together.setdefault(tuple(changed), []).append(name)
-    for changed, names in together.items():
-        lines.append(f"  {_named(names)} change{'s' if len(names) == 1 else ''} {len(changed)} knobs "
-                     f"({', '.join(knob_name(k) for k in changed)}): the errors may add")
+    lines += ["  " + _no_evidence(e, view["min_pairs"]) for e in view["knobs"] if e["evidence"] is None]
+    lines += ["  " + line for line in _several(view)]
     if table:
-        rep = view["report"]
         lines += ["  median |error of the predicted change| (signed), %; GPU / family held out;",
-                  f"  right way: pairs with the measured direction (TTFT, TPOT); report {rep['commit']}"]
+                  f"  right way: pairs with the measured direction (TTFT, TPOT); report {view['report']['commit']}"]
     return lines
+
+
+def whatif_markdown(view: dict[str, Any]) -> str:
+    """The dashboard's form of a ``whatif_doc``: a caption and a markdown table (a row per knob and fold kind),
+    then the knobs with no held-out evidence and the several-knob note (the dashboard's one what-if: not named);
+    "" where no knob changed."""
+    if view["no_band"]:
+        return _no_band(view)
+    if not view["knobs"]:
+        return ""
+    rep = view["report"]
+    out = []
+    banded = [e for e in view["knobs"] if e["evidence"] is not None]
+    if banded:
+        rows = [f"| {e['name']} | " + " | ".join(r) + " |" for e in banded for r in _band_rows(e)]
+        out.append(f"**What-if band**: the twin's error on the predicted change from {view['reference']}, held out: "
+                   "median |error of the predicted change| (signed median), percent; right way: the share of pairs "
+                   f"with the measured direction (TTFT, TPOT); report {rep['commit']}, {rep['date']}\n\n"
+                   "| change | held out | pairs | " + " | ".join(TITLES.values()) + " | right way |\n|"
+                   + "---|" * (len(TITLES) + 4) + "\n" + "\n".join(rows))
+    out += [_no_evidence(e, view["min_pairs"], named=False) for e in view["knobs"] if e["evidence"] is None]
+    return "\n\n".join(out + _several(view, named=False))
