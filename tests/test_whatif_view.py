@@ -85,14 +85,16 @@ def test_a_table_knob_without_pairs_many_variants_and_no_change():
     table = _table()
     runs = _runs({f"kv{i}": {"deployment": {"kv_dtype": "fp8"}, "seed": i} for i in range(5)})
     assert whatif_doc(runs, table)["lines"][1:] == [
-        "  kv0, kv1, kv2 +2 more: no held-out evidence for a change of KV format (under 3 pairs)"]
+        "  kv0, kv1, kv2 +2 more: no held-out evidence for a change of KV format (under 3",
+        "    pairs)"]                                                     # wrapped at 80 columns
     assert whatif_doc(_runs({"again": {"seed": 5}}), table)["lines"] == []     # no knob changed: no block
 
 
 def test_another_cost_model_gets_no_band():
     runs = _runs({"prof": {"cost_model": {"kind": "constant", "params": {"step_s": 0.01}}}})
     assert whatif_doc(runs, _table())["lines"] == [
-        "No what-if band: the held-out evidence is of the twin's roofline cost model; prof uses a constant step time"]
+        "No what-if band: the held-out evidence is of the twin's roofline cost model;",
+        "  prof uses a constant step time"]
 
 
 def test_compare_prints_the_band_and_writes_the_json_key_run_does_not(tmp_path):

@@ -19,6 +19,7 @@ seed, the SLO, the records kept) are no knob."""
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Any
 
 from twin.results.heldout_bands import other_cost_model
@@ -33,6 +34,7 @@ TITLES = {"mean_ttft_ms": "TTFT mean", "mean_tpot_ms": "TPOT", "mean_e2el_ms": "
 NOT_KNOBS = ("name", "description", "seed", "replications", "records", "slo", "warmup_s", "max_sim_time_s")
 RUN_LENGTH = ("num_requests", "duration_s")     # how long the benchmark runs: workload settings that are no knob
 RUN_PATHS = tuple(("workload", key) for key in RUN_LENGTH)
+WIDTH = 80                     # the printed block's lines wrap here (as `twin compare`'s other notes)
 NAMES_SHOWN = 3                # variants named per knob; more: "+N more"
 _DOC: dict | None = None
 
@@ -174,25 +176,30 @@ def _no_band(view: dict[str, Any]) -> str:
     return f"No what-if band: the held-out evidence is of the twin's roofline cost model; {view['no_band']}"
 
 
+def _wrapped(text: str, indent: str = "  ") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ", break_long_words=False,
+                         break_on_hyphens=False)
+
+
 def whatif_lines(view: dict[str, Any]) -> list[str]:
-    """The printed block of a ``whatif_doc`` (its ``lines``)."""
+    """The printed block of a ``whatif_doc`` (its ``lines``), wrapped at ``WIDTH`` columns."""
     if view["no_band"]:
-        return [_no_band(view)]
+        return _wrapped(_no_band(view), "")
     head = ["change", "pairs", *TITLES.values(), "right way"]
     banded = [e for e in view["knobs"] if e["evidence"] is not None]
     rows: list[list[str] | str] = []
     for entry in banded:
-        rows.append(f"  {entry['name']}: {_named(entry['variants'])}")
+        rows += _wrapped(f"{entry['name']}: {_named(entry['variants'])}")
         rows += [[f"  {row[0]}", *row[1:]] for row in _band_rows(entry)]
     table = [r for r in rows if isinstance(r, list)]
-    lines = [f"What-if band: the twin's error on the predicted change from {view['reference']}, held out"]
+    lines = _wrapped(f"What-if band: the twin's error on the predicted change from {view['reference']}, held out", "")
     if table:
         widths = [max(len(r[i]) for r in [head, *table]) for i in range(len(head))]
         fmt = lambda r: ("  " + "  ".join(f"{c:<{w}}" for c, w in zip(r, widths))).rstrip()  # noqa: E731
         lines.append(fmt(head))
     lines += [r if isinstance(r, str) else fmt(r) for r in rows]
-    lines += ["  " + _no_evidence(e, view["min_pairs"]) for e in view["knobs"] if e["evidence"] is None]
-    lines += ["  " + line for line in _several(view)]
+    lines += [ln for e in view["knobs"] if e["evidence"] is None for ln in _wrapped(_no_evidence(e, view["min_pairs"]))]
+    lines += [ln for text in _several(view) for ln in _wrapped(text)]
     if table:
         lines += ["  median |error of the predicted change| (signed), %; GPU / family held out;",
                   f"  right way: pairs with the measured direction (TTFT, TPOT); report {view['report']['commit']}"]
