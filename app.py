@@ -164,6 +164,7 @@ def main() -> None:
                f"{base.info['wall_s']:.2f} s and {whatif.info['wall_s']:.2f} s; "
                + (f"this answer took {elapsed:.2f} s." if elapsed > 0.2 else "both runs came from the cache."))
     page.show_table(base, whatif)
+    page.show_whatif_band(base_raw, whatif_raw)     # issue 33 round 22: the held-out error of a predicted change
     if pd_page.has_pools(runs):     # prefill/decode pools: each pool's load, the KV link, TTFT's parts
         pd_page.show_pools(runs)
     page.show_chart(runs, base_raw, whatif_raw, base_dir, sweep_cached)

@@ -284,12 +284,12 @@ def compare(scenario: str, variant_list: str | None, sets: tuple[str, ...], seed
         names.append(reference)
     names = [reference] + [n for n in names if n != reference]
     _, runs = _run_variants(scenario, names, sets, seed, replications, not quiet and console.is_terminal)
-    _report(runs, json_path, None, None, one_json_file=True, full=full)
+    _report(runs, json_path, None, None, one_json_file=True, full=full, whatif=True)
 
 
 def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out: str | None,
             steps_out: str | None, *, one_json_file: bool = False, full: bool = False,
-            replicas_out: str | None = None) -> None:
+            replicas_out: str | None = None, whatif: bool = False) -> None:
     from twin.results.report import render_comparison, render_summary
 
     _print_headlines(runs)
@@ -317,16 +317,15 @@ def _report(runs: dict[str, dict[str, Any]], json_path: str | None, requests_out
         render_comparison({name: run["replications"][0][1] for name, run in runs.items()},
                           baseline=next(iter(runs)), console=console)
     from twin.cli.outputs import write_json_outputs, write_table_outputs
-    from twin.cli.pd_output import (print_cold_start, print_heldout_bands, print_kv_offload, print_limits,
-                                    print_pd_pools)
+    from twin.cli.pd_output import print_bands, print_cold_start, print_kv_offload, print_limits, print_pd_pools
 
     print_pd_pools(runs, console)
     print_kv_offload(runs, console)
     print_cold_start(runs, console)
     print_limits(runs, console, short=many and not full)     # issue 33 round 21: what caps the server
-    print_heldout_bands(runs, console)          # round 19 (issue 33): the held-out error bands
+    change = print_bands(runs, console, whatif=whatif)   # issue 33: the held-out error bands; compare's what-if band
     if json_path:
-        for path in write_json_outputs(runs, json_path, one_file=one_json_file):
+        for path in write_json_outputs(runs, json_path, one_file=one_json_file, whatif=change):
             console.print(f"wrote {path}", highlight=False)
     for path in write_table_outputs(runs, requests_out, steps_out, replicas_out):
         console.print(f"wrote {path}", highlight=False)

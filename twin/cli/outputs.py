@@ -52,9 +52,11 @@ def variant_json_path(path: str | Path, variant: str) -> Path:
     return path.with_name(f"{stem}.{safe}{suffix}")
 
 
-def write_json_outputs(runs: dict[str, dict[str, Any]], json_path: str, *, one_file: bool) -> list[Path]:
+def write_json_outputs(runs: dict[str, dict[str, Any]], json_path: str, *, one_file: bool,
+                       whatif: dict[str, Any] | None = None) -> list[Path]:
     """Write ``--json``: one file for one variant; several variants: one file per variant, or (``one_file``)
-    one ``{"variants": ...}`` file. Returns the paths written."""
+    one ``{"variants": ...}`` file, with ``whatif`` (``twin.results.whatif_view.whatif_doc``) beside them where
+    given. Returns the paths written."""
     from twin.results.export import dumps
 
     path = Path(json_path)
@@ -64,7 +66,7 @@ def write_json_outputs(runs: dict[str, dict[str, Any]], json_path: str, *, one_f
     if len(docs) == 1:
         targets = {path: next(iter(docs.values()))}
     elif one_file:
-        targets = {path: {"variants": docs}}
+        targets = {path: {"variants": docs, **({"whatif": whatif} if whatif is not None else {})}}
     else:
         targets = {variant_json_path(path, name): doc for name, doc in docs.items()}
         if len(targets) < len(docs):

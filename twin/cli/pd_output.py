@@ -99,3 +99,23 @@ def print_heldout_bands(runs: dict[str, dict[str, Any]], console: Any) -> None:
 
     for line in note_lines(runs):
         console.print(line, highlight=False, markup=False)
+
+
+def print_whatif_band(runs: dict[str, dict[str, Any]], console: Any) -> dict[str, Any] | None:
+    """Under ``twin compare``'s tables: how far off the twin's predicted change was held out, per knob the variants
+    change (``twin.results.whatif_view``; round 22, issue 33). Returns the ``whatif`` document (None: one run)."""
+    from twin.results.whatif_view import whatif_doc
+
+    if len(runs) < 2:
+        return None
+    doc = whatif_doc(runs)
+    for line in doc["lines"]:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    return doc
+
+
+def print_bands(runs: dict[str, dict[str, Any]], console: Any, *, whatif: bool) -> dict[str, Any] | None:
+    """The held-out error bands (round 19), then, with ``whatif`` (``twin compare``), the what-if band; returns the
+    what-if document (None: not asked for, or one run)."""
+    print_heldout_bands(runs, console)
+    return print_whatif_band(runs, console) if whatif else None

@@ -153,6 +153,20 @@ def show_table(base: dash.RunOutput, whatif: dash.RunOutput) -> None:
                      width="stretch")
 
 
+def show_whatif_band(base_raw: dict, whatif_raw: dict) -> None:
+    """How far off the twin's predicted change was held out, per knob the what-if changes (round 22, issue 33:
+    ``twin.results.whatif_view``, the block `twin compare` prints); nothing where no knob changed."""
+    from twin.dashboard.form import validate
+    from twin.results.whatif_view import whatif_doc, whatif_markdown
+
+    runs = {name: {"body": validate(raw), "deployment": None}
+            for name, raw in ((dash.BASELINE_LABEL, base_raw), (dash.WHATIF_LABEL, whatif_raw))}
+    text = whatif_markdown(whatif_doc(runs))
+    if text:
+        with st.expander("What-if band (held-out evidence of predicted changes)"):
+            st.markdown(text)
+
+
 def show_downloads(runs: dict[str, dash.RunOutput], whatif_raw: dict, shareable: bool) -> None:
     st.subheader("Downloads and sharing")
     cols = st.columns(5)

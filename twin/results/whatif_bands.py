@@ -9,8 +9,8 @@ ratio| and its signed median (ratio error = (1 + e_larger) / (1 + e_smaller) - 1
 oriented from the smaller knob value to the larger), the median absolute error of the same pairs' cases, and the share
 of pairs whose predicted change has the measured direction (``direction_right``, of ``direction_judged`` pairs whose
 measured change is beyond the repeat floor; null where none is). A knob with fewer than ``min_pairs`` pairs is left
-out (too few to show). Nothing here is wired into ``twin compare`` yet: ``load_whatif`` validates the file for the
-follow-up that shows it (one line naming the file and the field)."""
+out (too few to show). ``twin compare`` and the dashboard show it (``twin.results.whatif_view``); ``load_whatif``
+validates the file (one line naming the file and the field)."""
 
 from __future__ import annotations
 
