@@ -216,7 +216,8 @@ def text(result: dict) -> str:
 
 def markdown(result: dict) -> str:
     """One markdown table: per fold kind and cell, per metric the seed medians of the |error| and signed medians,
-    their sds over seeds, and the seeds meeting the |error| / signed targets (``*`` where missed at the median)."""
+    their sds over seeds, and the seeds meeting the |error| and the signed targets (``*``: missed at the seed
+    median), e.g. ``8.0 (-2.5); sd 2.0 / 0.5; met 2/3, 3/3``."""
     k = len(result["seeds"])
     lines = ["| fold | cell | " + " | ".join(TITLES[m] for m in KEYS) + " |", "|" + "---|" * (2 + len(KEYS))]
     for kind, body in result["kinds"].items():
@@ -226,8 +227,8 @@ def markdown(result: dict) -> str:
                 s = stats.get(key)
                 row.append("-" if s is None else
                            f"{_pct(s['abs']['median'])} ({100 * s['signed']['median']:+.1f}); sd {_pct(s['abs']['sd'])} / "
-                           f"{_pct(s['signed']['sd'])}; {s['abs_met_seeds']}{'' if s['abs_met_at_median'] else '*'}/"
-                           f"{s['signed_met_seeds']}{'' if s['signed_met_at_median'] else '*'} of {k}")
+                           f"{_pct(s['signed']['sd'])}; met {s['abs_met_seeds']}/{k}{'' if s['abs_met_at_median'] else '*'}"
+                           f", {s['signed_met_seeds']}/{k}{'' if s['signed_met_at_median'] else '*'}")
             lines.append(f"| {kind} | {cell} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 

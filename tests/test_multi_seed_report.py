@@ -101,8 +101,8 @@ def test_markdown_one_row_per_cell_with_sds_and_seeds_meeting():
     lines = md.splitlines()
     assert lines[0] == "| fold | cell | TTFT mean | TTFT p50 | TPOT | E2E mean | throughput |"
     assert len(lines) == 2 + 5
-    assert lines[2].startswith("| GPU | all held out | 10.5 (-10.5); sd 2.1 / 2.1; 1*/0* of 2 | - | ")
-    assert "| GPU | B200 | 2.5 (+2.5); sd 0.7 / 0.7; 2/2 of 2 |" in md
+    assert lines[2].startswith("| GPU | all held out | 10.5 (-10.5); sd 2.1 / 2.1; met 1/2*, 0/2* | - | ")
+    assert "| GPU | B200 | 2.5 (+2.5); sd 0.7 / 0.7; met 2/2, 2/2 |" in md
 
 
 def test_refusals_are_one_line():
