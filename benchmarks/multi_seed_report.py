@@ -81,7 +81,8 @@ def cells(report: FoldReport, kind: str) -> dict[str, dict]:
     body = report.data["folds"][kind]
     out = {ALL: _summary(report, body.get("pooled"), f"{kind} pooled")}
     for fold in folds:
-        out[fold["held_out"]] = _summary(report, fold.get("summary"), f"the {kind} fold holding {fold['held_out']!r} out")
+        where = f"the {kind} fold holding {fold['held_out']!r} out"
+        out[fold["held_out"]] = _summary(report, fold.get("summary"), where)
     split = report.data.get("moe_vs_dense", {})
     split = split.get(kind) if isinstance(split, dict) else None
     if not isinstance(split, dict):
@@ -97,7 +98,8 @@ def check_comparable(reports: Sequence[FoldReport], kinds: Sequence[str]) -> lis
     seeds = [seed_of(r) for r in reports]
     for i, s in enumerate(seeds):
         if s in seeds[:i]:
-            raise TwinInputError(f"{reports[i].source}: seed {s}, as {reports[seeds.index(s)].source} (give each seed once)")
+            raise TwinInputError(f"{reports[i].source}: seed {s}, as {reports[seeds.index(s)].source} "
+                                 "(give each seed once)")
     first = reports[0]
     base = {k: v for k, v in first.data.get("args", {}).items() if k not in FREE_ARGS}
     for rep in reports[1:]:
@@ -205,7 +207,8 @@ def text(result: dict) -> str:
                              f"{_pct(g['sd'])} met {_met(s['signed_met_seeds'], k, s['signed_met_at_median'])}")
         for key, m in body["moe_vs_dense"].items():
             gap = m["gap"]
-            lines.append(f"MoE no worse than dense, {TITLES[key]:<10}: met {_met(m['met_seeds'], k, m['met_at_median'])}"
+            lines.append(f"MoE no worse than dense, {TITLES[key]:<10}: "
+                         f"met {_met(m['met_seeds'], k, m['met_at_median'])}"
                          f"; MoE - dense |error| {100 * gap['median']:+.1f} [{100 * gap['min']:+.1f}.."
                          f"{100 * gap['max']:+.1f}] sd {_pct(gap['sd'])}")
         for key, c in body["case_scatter"].items():
@@ -226,8 +229,9 @@ def markdown(result: dict) -> str:
             for key in KEYS:
                 s = stats.get(key)
                 row.append("-" if s is None else
-                           f"{_pct(s['abs']['median'])} ({100 * s['signed']['median']:+.1f}); sd {_pct(s['abs']['sd'])} / "
-                           f"{_pct(s['signed']['sd'])}; met {s['abs_met_seeds']}/{k}{'' if s['abs_met_at_median'] else '*'}"
+                           f"{_pct(s['abs']['median'])} ({100 * s['signed']['median']:+.1f}); "
+                           f"sd {_pct(s['abs']['sd'])} / {_pct(s['signed']['sd'])}; "
+                           f"met {s['abs_met_seeds']}/{k}{'' if s['abs_met_at_median'] else '*'}"
                            f", {s['signed_met_seeds']}/{k}{'' if s['signed_met_at_median'] else '*'}")
             lines.append(f"| {kind} | {cell} | " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -246,7 +250,8 @@ def _kinds(text_value: str, reports: Sequence[FoldReport]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("reports", nargs="+", type=Path, help="fidelity_real.py --json reports, one per seed")
-    ap.add_argument("--folds", default=DEFAULT_KINDS, help=f"comma-separated fold kinds to read (default {DEFAULT_KINDS})")
+    ap.add_argument("--folds", default=DEFAULT_KINDS,
+                    help=f"comma-separated fold kinds to read (default {DEFAULT_KINDS})")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--markdown", type=Path, default=None, help="also write the cells as one markdown table here")
     args = ap.parse_args(argv)
