@@ -41,6 +41,22 @@ def finite_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def restore_flags(fold: dict, params: dict[str, float]) -> dict[str, float]:
+    """``params`` with the typed priors JSON cannot carry put back: a Blackwell link part the fold's plan reset to
+    NCCL's exchange model (``twin.cost.unsharded_decode.EXCHANGE_PRIOR_LINK_S``, a ``ModelledLinkS``: the type is
+    the flag that an exchange over n GPUs reads the model at n) is stored as a bare float, which the cost model then
+    reads as a fixed 7.8 us at every TP. Put back where the plan says it reset the term and the value is the model's
+    (round 22: a re-simulation from a report's ``params`` was 2.3 TPOT points off on MiniMax TP 4 B200 rows)."""
+    from twin.cost.unsharded_decode import EXCHANGE_PRIOR_LINK_S, LINK_KEY
+    plan = fold.get("plan") if isinstance(fold.get("plan"), list) else []
+    out = dict(params)
+    for name, value in params.items():
+        reset = any(isinstance(line, str) and line.startswith(f"{name}: reset to its stated prior") for line in plan)
+        if name.split("@", 1)[0] == LINK_KEY and reset and value == float(EXCHANGE_PRIOR_LINK_S):
+            out[name] = EXCHANGE_PRIOR_LINK_S
+    return out
+
+
 class FoldReport:
     """The folds of one parsed report. ``data`` is the whole document (some scripts read its ``args`` or write
     it back); ``source`` names it in messages (the file's path)."""
@@ -97,7 +113,7 @@ class FoldReport:
         params = self._numbers(fold, fold.get("params"), "params")
         if not params:
             raise self.error(f"the fold holding {fold['held_out']!r} out has no parameters (params is empty)")
-        return params
+        return restore_flags(fold, params)
 
     def std(self, fold: dict) -> dict[str, float | None]:
         """A copy of ``fold``'s standard errors: {name: finite number, or None where there is none}."""

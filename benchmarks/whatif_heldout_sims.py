@@ -10,8 +10,8 @@ report of the same shape (``folds[kind]["folds"][i]["errors"]``) that ``whatif_f
 report errors, plus the errors of the held-out group's rows among every ``--silicon-every`` N-th runnable silicon row
 (``--silicon-every 4`` keeps the report's every-16th rows and three more in each four). The inference-perf stages are
 all in the report already and are not simulated again. A typed prior the report's JSON stores as a bare number
-(``restore_flags``: the Blackwell link part reset to NCCL's exchange model) is put back first. ``--verify`` simulates the report's own silicon rows again
-and prints the largest difference from the report's errors (0 when the fold's model is reproduced).
+(the Blackwell link part reset to NCCL's exchange model) is put back by the report reader (``fold_report.restore_flags``).
+``--verify`` simulates the report's own silicon rows again and prints the largest difference from the report's errors (0 when the fold's model is reproduced).
 
     python benchmarks/whatif_heldout_sims.py REPORT.json --ground-truth ../shared/ground-truth --silicon-every 4 \\
         [--kinds GPU,family] [--groups kimi] [--workers 1] [--seed 0] [--verify] --json OUT.json
@@ -31,20 +31,6 @@ from benchmarks.cli_checks import check_out_path, nonneg_int, positive_int  # no
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from benchmarks.whatif_fidelity import fold_kinds  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
-
-
-def restore_flags(fold: dict, params: dict[str, float]) -> dict[str, float]:
-    """``params`` with the typed priors JSON cannot carry put back: a Blackwell link part the fold's plan reset to
-    NCCL's exchange model (``twin.cost.unsharded_decode.EXCHANGE_PRIOR_LINK_S``, a ``ModelledLinkS``: the type is
-    the flag that an exchange over n GPUs reads the model at n) is stored as a bare float, which the cost model then
-    reads as a fixed 7.8 us at every TP. Put back where the plan says it reset the term and the value is the model's."""
-    from twin.cost.unsharded_decode import EXCHANGE_PRIOR_LINK_S, LINK_KEY
-    out = dict(params)
-    for name, value in params.items():
-        reset = any(line.startswith(f"{name}: reset to its stated prior") for line in fold.get("plan") or [])
-        if name.split("@", 1)[0] == LINK_KEY and reset and value == float(EXCHANGE_PRIOR_LINK_S):
-            out[name] = EXCHANGE_PRIOR_LINK_S
-    return out
 
 
 def extra_cases(report: FoldReport, kind: str, fold: dict, cases: list, verify: bool) -> list:
@@ -70,7 +56,7 @@ def densify(report: FoldReport, kinds, cases: list, *, groups=frozenset(), worke
         for fold in report.folds(kind):
             if groups and fold["held_out"] not in groups:
                 continue
-            params, errs = restore_flags(fold, report.params(fold)), report.errors(fold)
+            params, errs = report.params(fold), report.errors(fold)
             todo = extra_cases(report, kind, fold, cases, verify)
             t0 = time.perf_counter()
             sims = simulate_cases(todo, params, seed=seed, max_sim_s=None, workers=workers) if todo else []

@@ -91,7 +91,7 @@ def test_load_round_trip_and_the_packaged_file(tmp_path):
         assert wb.load_whatif()["schema"] == wb.SCHEMA
 
 
-ws = load_benchmark("whatif_heldout_sims")
+restore_flags = load_benchmark("fold_report").restore_flags
 
 
 def test_the_link_prior_the_json_stores_as_a_bare_number_gets_its_type_back():
@@ -99,8 +99,9 @@ def test_the_link_prior_the_json_stores_as_a_bare_number_gets_its_type_back():
     name = "unsharded_allreduce_link_s@blackwell"
     value = float(EXCHANGE_PRIOR_LINK_S)
     fold = {"held_out": "B200", "plan": [f"{name}: reset to its stated prior (GENERATION_TERMS; evidence: ...)"]}
-    out = ws.restore_flags(fold, {name: value, "step_overhead_s": value})
+    out = restore_flags(fold, {name: value, "step_overhead_s": value})
     assert isinstance(out[name], ModelledLinkS) and out[name] == value
     assert type(out["step_overhead_s"]) is float                     # another term of the same value: untouched
-    assert type(ws.restore_flags({"held_out": "x", "plan": []}, {name: value})[name]) is float   # not reset: a reading
-    assert type(ws.restore_flags(fold, {name: 6e-6})[name]) is float                             # not the model's value
+    assert type(restore_flags({"held_out": "x", "plan": []}, {name: value})[name]) is float   # not reset: a reading
+    assert type(restore_flags(fold, {name: 6e-6})[name]) is float                             # not the model's value
+    assert type(restore_flags({"held_out": "B200", "plan": [3, None]}, {name: value})[name]) is float  # a hostile plan
