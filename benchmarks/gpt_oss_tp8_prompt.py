@@ -24,23 +24,12 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from gptoss_b200_ttft_structure import tp_split  # noqa: E402  (A + B / tp, least squares)
 from twin.cost import allreduce_routes  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 FAMILY, GPU = "gpt-oss", "H100-SXM"
 LIGHT_CONCURRENCY = 4
-
-
-def tp_split(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """(A, B) of the least-squares line T = A + B / tp through ``points`` ((tp, time) pairs, at least two distinct
-    TP sizes): A the part TP does not divide, B the part it does (B / tp per GPU)."""
-    if len({tp for tp, _ in points}) < 2:
-        raise TwinInputError(f"tp_split: {len(points)} point(s) over fewer than two TP sizes: no split")
-    xs = [1.0 / tp for tp, _ in points]
-    ys = [t for _, t in points]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    return my - b * mx, b
 
 
 def part_rows(base: dict[str, float], other: dict[str, float]) -> list[tuple[str, float, float, float]]:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
 from benchmarks.fold_report import read_json  # noqa: E402
-from benchmarks.heldout_bands_export import _commit, _date  # noqa: E402
+from benchmarks.heldout_bands_export import _commit, _date, _kinds  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.results.whatif_bands import CELL_KEYS, DATA_FILE, KINDS, SCHEMA, check_whatif  # noqa: E402
 
@@ -46,14 +46,6 @@ def export(table: dict, *, commit: str, date: str, command: str, kinds=KINDS, mi
                      "held-out case; pairs of one fold one knob apart, oriented from the smaller knob value",
            "min_pairs": min_pairs, "kinds": out}
     return check_whatif(doc, "the exported what-if table")
-
-
-def _kinds(text: str) -> tuple[str, ...]:
-    kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
-    bad = [k for k in kinds if k not in KINDS]
-    if bad or not kinds:
-        raise argparse.ArgumentTypeError(f"{bad[0] if bad else text!r}: not a fold kind ({', '.join(KINDS)})")
-    return kinds
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ def test_tp_split_is_the_least_squares_line_over_one_over_tp():
     assert (a, b) == pytest.approx((10.0, 100.0))
     a, b = script.tp_split([(2, 60.0), (8, 30.0)])                   # two points: the line through them
     assert (a, b) == pytest.approx((20.0, 80.0))
-    with pytest.raises(TwinInputError, match="fewer than two TP sizes"):
+    with pytest.raises(TwinInputError, match="need >= 2 distinct TP sizes"):
         script.tp_split([(8, 1.0), (8, 2.0)])
 
 

@@ -18,13 +18,12 @@ import math
 from pathlib import Path
 
 from twin.errors import TwinInputError
+from twin.results.heldout_bands import KINDS, STAMP_KEYS   # the folds (and stamp) of the user's error bands
 
 DATA_FILE = Path(__file__).parent / "data" / "whatif_bands.json"
 SCHEMA = "twin.whatif_bands/1"
-KINDS = ("GPU", "family")
 KNOBS = ("concurrency", "rate", "layout", "weights", "kv", "gpu", "lengths", "release")
 METRICS = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
-STAMP_KEYS = ("commit", "date", "command")
 CELL_KEYS = ("n", "ratio_abs_median", "ratio_signed_median", "abs_error_median", "direction_judged",
              "direction_right")
 
