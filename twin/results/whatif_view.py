@@ -28,12 +28,10 @@ from twin.results.whatif_bands import KINDS, METRICS, load_whatif
 KNOB_NAMES = {"concurrency": "concurrency", "rate": "arrival rate", "layout": "TP / EP layout",
               "weights": "weight format", "kv": "KV format", "gpu": "GPU", "lengths": "ISL x OSL",
               "release": "vLLM release"}
-KIND_WHAT = {"GPU": "GPU", "family": "family"}     # the fold kind: what the fold held out
 TITLES = {"mean_ttft_ms": "TTFT mean", "mean_tpot_ms": "TPOT", "mean_e2el_ms": "E2E mean",
           "request_throughput": "throughput"}
 NOT_KNOBS = ("name", "description", "seed", "replications", "records", "slo", "warmup_s", "max_sim_time_s")
-RUN_LENGTH = ("num_requests", "duration_s")     # how long the benchmark runs: workload settings that are no knob
-RUN_PATHS = tuple(("workload", key) for key in RUN_LENGTH)
+RUN_PATHS = (("workload", "num_requests"), ("workload", "duration_s"))   # how long the benchmark runs: no knob
 WIDTH = 80                     # the printed block's lines wrap here (as `twin compare`'s other notes)
 NAMES_SHOWN = 3                # variants named per knob; more: "+N more"
 _DOC: dict | None = None
@@ -168,7 +166,7 @@ def _several(view: dict[str, Any], named: bool = True) -> list[str]:
 
 def _band_rows(entry: dict) -> list[list[str]]:
     """Per fold kind of a knob's evidence: the kind, pairs, each metric's cell, the direction shares."""
-    return [[KIND_WHAT[kind], str(max(c["n"] for c in cells.values())), *(_cell(cells.get(m)) for m in METRICS),
+    return [[kind, str(max(c["n"] for c in cells.values())), *(_cell(cells.get(m)) for m in METRICS),
              _right(cells)] for kind, cells in entry["evidence"].items()]
 
 
