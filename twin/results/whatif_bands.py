@@ -10,7 +10,12 @@ oriented from the smaller knob value to the larger), the median absolute error o
 of pairs whose predicted change has the measured direction (``direction_right``, of ``direction_judged`` pairs whose
 measured change is beyond the repeat floor; null where none is). A knob with fewer than ``min_pairs`` pairs is left
 out (too few to show). ``twin compare`` and the dashboard show it (``twin.results.whatif_view``); ``load_whatif``
-validates the file (one line naming the file and the field)."""
+validates the file (one line naming the file and the field).
+
+Schema 2 (round 22, 33zA) adds ``loose``: ``null``, or the same cells for LOOSE pairs (``ignore``: the attributes a
+pair may also differ in besides its knob, ``LOOSE_ATTRIBUTES``: the vLLM release, the script's other server
+settings; ``benchmarks/whatif_fidelity.py --ignore``), kept apart from the strict ``kinds`` and shown only for a knob
+with no strict cell, marked as loose. A schema-1 file (no ``loose``) still reads."""
 
 from __future__ import annotations
 
@@ -21,7 +26,9 @@ from twin.errors import TwinInputError
 from twin.results.heldout_bands import KINDS, STAMP_KEYS   # the folds (and stamp) of the user's error bands
 
 DATA_FILE = Path(__file__).parent / "data" / "whatif_bands.json"
-SCHEMA = "twin.whatif_bands/1"
+SCHEMA = "twin.whatif_bands/2"
+SCHEMAS = ("twin.whatif_bands/1", SCHEMA)        # 1: no ``loose`` section
+LOOSE_ATTRIBUTES = ("release", "server")         # what a loose pair may also differ in (whatif_pairs.LOOSE)
 KNOBS = ("concurrency", "rate", "layout", "weights", "kv", "gpu", "lengths", "release")
 METRICS = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "request_throughput")
 CELL_KEYS = ("n", "ratio_abs_median", "ratio_signed_median", "abs_error_median", "direction_judged",
@@ -73,28 +80,52 @@ def _check_cell(cell: object, source: str, where: str, min_pairs: int) -> None:
         _number(cell["direction_right"], source, f"{where}.direction_right", low=0.0, high=1.0)
 
 
+def _check_kinds(kinds: object, source: str, where: str, min_pairs: int) -> None:
+    for kind, knobs in _object(kinds, source, where).items():
+        if kind not in KINDS:
+            raise _error(source, f"{where}.{kind}: not a fold kind ({', '.join(KINDS)})")
+        for knob, metrics in _object(knobs, source, f"{where}.{kind}").items():
+            if knob not in KNOBS:
+                raise _error(source, f"{where}.{kind}.{knob}: not a knob ({', '.join(KNOBS)})")
+            for metric, cell in _object(metrics, source, f"{where}.{kind}.{knob}").items():
+                if metric not in METRICS:
+                    raise _error(source, f"{where}.{kind}.{knob}.{metric}: not a metric ({', '.join(METRICS)})")
+                _check_cell(cell, source, f"{where}.{kind}.{knob}.{metric}", min_pairs)
+
+
+def _check_loose(doc: dict, source: str, min_pairs: int) -> None:
+    if doc["schema"] != SCHEMA:
+        if "loose" in doc:
+            raise _error(source, f"loose: not a key of schema {doc['schema']!r} (schema {SCHEMA!r} has it)")
+        return
+    if "loose" not in doc:
+        raise _error(source, "loose: missing key (null, or the loose pairs' cells)")
+    if doc["loose"] is None:
+        return
+    loose = _object(doc["loose"], source, "loose")
+    if set(loose) != {"ignore", "kinds"}:
+        odd = sorted(set(loose) ^ {"ignore", "kinds"})[0]
+        raise _error(source, f"loose.{odd}: {'unknown' if odd in loose else 'missing'} key")
+    ignore = loose["ignore"]
+    if (not isinstance(ignore, list) or not ignore or len(set(map(repr, ignore))) != len(ignore)
+            or any(a not in LOOSE_ATTRIBUTES for a in ignore)):
+        raise _error(source, f"loose.ignore is {ignore!r}, not a list of distinct {', '.join(LOOSE_ATTRIBUTES)}")
+    _check_kinds(loose["kinds"], source, "loose.kinds", min_pairs)
+
+
 def check_whatif(doc: object, source: str = "what-if bands") -> dict:
-    """``doc`` if it is a valid what-if document (``SCHEMA``), else one ``TwinInputError`` line naming ``source``
+    """``doc`` if it is a valid what-if document (``SCHEMAS``), else one ``TwinInputError`` line naming ``source``
     and the field."""
     doc = _object(doc, source, "the file")
-    if doc.get("schema") != SCHEMA:
-        raise _error(source, f"schema is {doc.get('schema')!r}, not {SCHEMA!r}")
+    if doc.get("schema") not in SCHEMAS:
+        raise _error(source, f"schema is {doc.get('schema')!r}, not {' or '.join(map(repr, SCHEMAS))}")
     report = _object(doc.get("report"), source, "report")
     for key in STAMP_KEYS:
         if not isinstance(report.get(key), str) or not report[key].strip():
             raise _error(source, f"report.{key} is {report.get(key)!r}, not text")
     min_pairs = _whole(doc.get("min_pairs"), source, "min_pairs", 1)
-    kinds = _object(doc.get("kinds"), source, "kinds")
-    for kind, knobs in kinds.items():
-        if kind not in KINDS:
-            raise _error(source, f"kinds.{kind}: not a fold kind ({', '.join(KINDS)})")
-        for knob, metrics in _object(knobs, source, f"kinds.{kind}").items():
-            if knob not in KNOBS:
-                raise _error(source, f"kinds.{kind}.{knob}: not a knob ({', '.join(KNOBS)})")
-            for metric, cell in _object(metrics, source, f"kinds.{kind}.{knob}").items():
-                if metric not in METRICS:
-                    raise _error(source, f"kinds.{kind}.{knob}.{metric}: not a metric ({', '.join(METRICS)})")
-                _check_cell(cell, source, f"kinds.{kind}.{knob}.{metric}", min_pairs)
+    _check_kinds(doc.get("kinds"), source, "kinds", min_pairs)
+    _check_loose(doc, source, min_pairs)
     return doc
 
 

@@ -14,7 +14,9 @@ docs/fidelity.md "Round 22: what-if fidelity: predicted changes held out"), and 
 A knob is a setting of the variant's scenario body that differs from the reference's (``changed_knobs``); the
 settings the table holds map to its knobs (``KNOB_OF``), any other server or workload setting is named as it is and
 gets the no-evidence line, never a made-up band. Settings that do not change what the server does (the name, the
-seed, the SLO, the records kept) are no knob."""
+seed, the SLO, the records kept) are no knob. A knob with no strict cell (pairs one knob apart, same release and
+script) shows the table's LOOSE cells where it has them (the release and the script's other server settings may
+differ too), its heading marked (``loose_mark``); the two are never mixed in one knob's rows."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ TITLES = {"mean_ttft_ms": "TTFT mean", "mean_tpot_ms": "TPOT", "mean_e2el_ms": "
 NOT_KNOBS = ("name", "description", "seed", "replications", "records", "slo", "warmup_s", "max_sim_time_s")
 RUN_PATHS = (("workload", "num_requests"), ("workload", "duration_s"))   # how long the benchmark runs: no knob
 WIDTH = 80                     # the printed block's lines wrap here (as `twin compare`'s other notes)
+LOOSE_WHAT = {"release": "vLLM release", "server": "server settings"}
 NAMES_SHOWN = 3                # variants named per knob; more: "+N more"
 _DOC: dict | None = None
 
@@ -127,11 +130,29 @@ def whatif_doc(runs: dict[str, dict[str, Any]], doc: dict | None = None) -> dict
         if len(changed) > 1:
             out["several_knobs"][name] = changed
     for knob, variants in knobs.items():
-        evidence = {k: doc["kinds"][k][knob] for k in KINDS if knob in doc["kinds"].get(k, {})}
+        pairing, evidence = _evidence(doc, knob)
         out["knobs"].append({"knob": knob, "name": knob_name(knob), "variants": variants,
-                             "evidence": evidence or None})
+                             "evidence": evidence, "pairing": pairing})
+    loose = doc.get("loose")
+    out["loose_ignore"] = list(loose["ignore"]) if loose else None
     out["lines"] = whatif_lines(out) if knobs else []
     return out
+
+
+def _evidence(doc: dict, knob: str) -> tuple[str | None, dict | None]:
+    """("strict", cells) where the table's strict section holds ``knob``, else ("loose", cells) where its loose
+    section does, else (None, None); cells by fold kind."""
+    for pairing, kinds in (("strict", doc["kinds"]), ("loose", (doc.get("loose") or {}).get("kinds", {}))):
+        cells = {k: kinds[k][knob] for k in KINDS if knob in kinds.get(k, {})}
+        if cells:
+            return pairing, cells
+    return None, None
+
+
+def loose_mark(view: dict[str, Any]) -> str:
+    """What a loose band's heading says: the pairs may differ in the table's ``loose.ignore`` too."""
+    what = [LOOSE_WHAT.get(a, a) for a in view["loose_ignore"] or ()]
+    return f"loose: {' and '.join(what)} may differ too"
 
 
 def _cell(cell: dict | None) -> str:
@@ -187,7 +208,8 @@ def whatif_lines(view: dict[str, Any]) -> list[str]:
     banded = [e for e in view["knobs"] if e["evidence"] is not None]
     rows: list[list[str] | str] = []
     for entry in banded:
-        rows += _wrapped(f"{entry['name']}: {_named(entry['variants'])}")
+        mark = f" ({loose_mark(view)})" if entry["pairing"] == "loose" else ""
+        rows += _wrapped(f"{entry['name']}: {_named(entry['variants'])}{mark}")
         rows += [[f"  {row[0]}", *row[1:]] for row in _band_rows(entry)]
     table = [r for r in rows if isinstance(r, list)]
     lines = _wrapped(f"What-if band: the twin's error on the predicted change from {view['reference']}, held out", "")
@@ -216,7 +238,8 @@ def whatif_markdown(view: dict[str, Any]) -> str:
     out = []
     banded = [e for e in view["knobs"] if e["evidence"] is not None]
     if banded:
-        rows = [f"| {e['name']} | " + " | ".join(r) + " |" for e in banded for r in _band_rows(e)]
+        rows = [f"| {e['name']}{f' ({loose_mark(view)})' if e['pairing'] == 'loose' else ''} | " + " | ".join(r)
+                + " |" for e in banded for r in _band_rows(e)]
         out.append(f"**What-if band**: the twin's error on the predicted change from {view['reference']}, held out: "
                    "median |error of the predicted change| (signed median), percent; right way: the share of pairs "
                    f"with the measured direction (TTFT, TPOT); report {rep['commit']}, {rep['date']}\n\n"
