@@ -35,13 +35,14 @@ caps the requests simulated per silicon row (never under 3 x its concurrency); i
 first ``--fit-sim-s`` seconds in the fit and ``--eval-sim-s`` in the predictions (default: whole stages, the span
 their measured means cover; docs/fidelity.md "Round 19: the prediction window"). ``--allow-leak`` lets named
 embedded values through unchanged (the report then no longer holds those out; it says so).
+The ``--json`` / ``--markdown`` files are rewritten after each finished fold, atomically: a partial report
+(``complete: false``, ``folds_done``) survives an interruption (``benchmarks/report_writer.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import json
 import sys
 import time
 from pathlib import Path
@@ -51,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.cli_checks import (check_out_path, nonneg_int, positive_float, positive_int,  # noqa: E402
                                     seconds_or_whole)
 from benchmarks.heldout_intervals import add_intervals  # noqa: E402  (round 19, 33m)
+from benchmarks.report_writer import ReportWriter  # noqa: E402  (round 22, 33zB)
 from twin.fitting.case_weights import DEFAULT_WEIGHTING, WEIGHTINGS  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.fit_window import fold_first, open_loop_fold_window_s  # noqa: E402
@@ -313,11 +315,10 @@ def main() -> None:
 
     report: dict = {"args": vars(args) | {"ground_truth": str(args.ground_truth)}, "names": list(names),
                     "folds": {}}
+    writer = ReportWriter(args.json, args.markdown)     # round 22 (33zB): partial reports, atomic writes
     if args.defaults_only:
         _defaults_only(cases, default_pred, report, args, t0)
-        if args.json:
-            args.json.write_text(json.dumps(report, indent=1, default=str))
-        return
+        return writer.final(report, None)
     # the provenance rule judges on every ground-truth row, whatever the subsample
     evidence = with_deployments(cases if args.silicon_every == 1 and args.silicon_max_requests is None else
                                 all_cases(args.ground_truth))
@@ -360,6 +361,7 @@ def main() -> None:
                               "identification": fold.identification, "plan": fold.plan.lines(),
                               "summary": group_summaries[-1], "default_summary": summarize(dpairs),
                               "errors": {c.run.name: errors(c, p) for c, p in pairs}})
+            writer.fold_done(report, kind, fold_docs, md_rows)
             for name, value, sd, status in parameter_table(fold):
                 print(f"      {name:30s} {value:>34s} +/- {sd:<8s} {status}")
                 param_rows.append((kind, g, name, value, sd, status))
@@ -389,10 +391,7 @@ def main() -> None:
             + (("\n" + parameter_markdown(param_rows) + "\n") if param_rows else "") + intervals)
     print("\n" + text)
     report["markdown"] = text
-    if args.markdown:
-        args.markdown.write_text(text)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=1, default=str))
+    writer.final(report, text)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,10 @@ each fold's held-out group, fitted parameters, standard errors and per-case erro
 
 Issue 33, round 16: one reader for the scripts that read a report. A missing, empty, oversized, non-UTF-8 or non-JSON
 file, a bad structure, an absent fold or a non-numeric value is one ``TwinInputError`` line naming the file.
-Round 17: the per-case records of a ``--defaults-only --json`` report (``defaults_cases``), with the same checks."""
+Round 17: the per-case records of a ``--defaults-only --json`` report (``defaults_cases``), with the same checks.
+Round 22 (33zB): a partial report (``complete: false``, written after each fold by an unfinished run:
+``benchmarks/report_writer.py``) is refused in one line by every reader that pools or pairs a report's cases; only
+``fold_params`` (one finished fold's parameters, final once the fold is written) reads one."""
 
 from __future__ import annotations
 
@@ -61,8 +64,9 @@ class FoldReport:
     """The folds of one parsed report. ``data`` is the whole document (some scripts read its ``args`` or write
     it back); ``source`` names it in messages (the file's path)."""
 
-    def __init__(self, data: object, source: object = "the report") -> None:
+    def __init__(self, data: object, source: object = "the report", partial_ok: bool = False) -> None:
         self.source = str(source)
+        check_complete(data, self.source, partial_ok)
         folds = data.get("folds") if isinstance(data, dict) else None
         if not isinstance(folds, dict) or not folds:
             raise self.error("no folds (make it with fidelity_real.py --folds ... --json)")
@@ -150,14 +154,32 @@ class FoldReport:
         return dict(values)
 
 
-def load_report(path: Path) -> FoldReport:
-    """The validated report in ``path``."""
-    return FoldReport(read_json(path), path)
+def check_complete(data: object, source: str, partial_ok: bool = False) -> None:
+    """A report's ``complete`` key: absent (made before round 22: whole) or true; false (a partial report: the run
+    stopped or is still running) only where ``partial_ok``; else one line naming ``source`` and the folds done."""
+    if not isinstance(data, dict) or "complete" not in data:
+        return
+    complete = data["complete"]
+    if not isinstance(complete, bool):
+        raise TwinInputError(f"{source}: complete is {complete!r}, not true or false")
+    if complete or partial_ok:
+        return
+    done = data.get("folds_done")
+    names = "; ".join(f"{kind}: {', '.join(map(str, groups))}" for kind, groups in done.items()
+                      if isinstance(groups, list)) if isinstance(done, dict) else ""
+    raise TwinInputError(f"{source}: a partial report (fidelity_real.py had finished only the folds "
+                         f"{names or 'none'}): let the run finish, or rerun it")
+
+
+def load_report(path: Path, partial_ok: bool = False) -> FoldReport:
+    """The validated report in ``path`` (a partial one only where ``partial_ok``: ``check_complete``)."""
+    return FoldReport(read_json(path), path, partial_ok)
 
 
 def fold_params(report: Path, kind: str, group: str) -> dict[str, float]:
-    """The parameters of the ``kind`` fold holding ``group`` out in the report file ``report``."""
-    rep = load_report(report)
+    """The parameters of the ``kind`` fold holding ``group`` out in the report file ``report`` (a partial report
+    too: a fold it holds is finished)."""
+    rep = load_report(report, partial_ok=True)
     return rep.params(rep.fold(kind, group))
 
 
