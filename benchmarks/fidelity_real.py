@@ -255,6 +255,8 @@ def main() -> None:
     args = parser().parse_args()
     check_out_path(args.markdown, "--markdown")
     check_out_path(args.json, "--json")
+    if args.defaults_only and args.markdown is not None:
+        raise TwinInputError("--markdown: --defaults-only writes no markdown (it prints its table; --json keeps it)")
     unknown = [k.strip() for k in args.folds.split(",") if k.strip() and k.strip() not in FOLDS]
     if unknown:
         raise TwinInputError(f"--folds: unknown fold kind {unknown[0]!r}; allowed: {', '.join(FOLDS)}")

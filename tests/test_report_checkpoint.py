@@ -72,12 +72,12 @@ def fake_run(monkeypatch, tmp_path):
             "_is_moe": lambda c: c.family == "mixtral", "add_intervals": _intervals}.items():
         monkeypatch.setattr(fr, name, value)
 
-    def run(*extra: str, stop_after: int | None = None) -> FakeFolds:
+    def run(*extra: str, stop_after: int | None = None, markdown: bool = True) -> FakeFolds:
         runner = FakeFolds(tmp_path / "r.json", stop_after)
         monkeypatch.setattr(fr, "run_fold", runner)
+        md = ["--markdown", str(tmp_path / "r.md")] if markdown else []
         monkeypatch.setattr(sys, "argv", ["fidelity_real.py", "--no-refit", "--ground-truth", str(tmp_path),
-                                          "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"),
-                                          *extra])
+                                          "--json", str(tmp_path / "r.json"), *md, *extra])
         fr.main()
         return runner
     return run
@@ -126,12 +126,14 @@ def test_an_interrupted_run_leaves_its_finished_folds(fake_run, tmp_path):
     assert fold_report.load_report(tmp_path / "r.json", partial_ok=True).kinds() == ["family", "GPU"]
 
 
-def test_defaults_only_writes_complete_and_no_markdown(fake_run, tmp_path, monkeypatch):
+def test_defaults_only_writes_complete_and_refuses_markdown(fake_run, tmp_path, monkeypatch):
     monkeypatch.setattr(fr, "_defaults_only", lambda cases, pred, report, args, t0: report.update(cases=[]))
-    fake_run("--defaults-only")
+    with pytest.raises(TwinInputError, match=r"^--markdown: --defaults-only writes no markdown"):
+        fake_run("--defaults-only")                 # it was accepted and silently not written
+    fake_run("--defaults-only", markdown=False)
     final = json.loads((tmp_path / "r.json").read_text())
     assert final["complete"] is True and final["folds_done"] == {} and final["cases"] == []
-    assert not (tmp_path / "r.md").exists()     # as before: --defaults-only writes no markdown
+    assert not (tmp_path / "r.md").exists()
 
 
 @pytest.mark.parametrize("value, ok", [(True, True), (False, False), ("false", None), (0, None), (None, None)])
