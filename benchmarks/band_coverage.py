@@ -26,7 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, nonneg_int, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, name_choices, nonneg_int, positive_int  # noqa: E402
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from benchmarks.heldout_bands_export import MIN_CASES, band_ends, ground_truth_servers  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -162,23 +162,13 @@ def markdown(rows: Sequence[dict], pooled_only: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _choices(allowed: Sequence[str], what: str) -> Callable[[str], tuple[str, ...]]:
-    def parse(text: str) -> tuple[str, ...]:
-        items = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
-        bad = [t for t in items if t not in allowed]
-        if bad or not items:
-            raise argparse.ArgumentTypeError(f"{bad[0] if bad else text!r}: not a {what} ({', '.join(allowed)})")
-        return items
-    return parse
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path, help="a fidelity_real.py --json held-out report with GPU and family folds")
     ap.add_argument("--ground-truth", type=Path, required=True, help="the ground truth the report was made on")
-    ap.add_argument("--constructions", type=_choices(CONSTRUCTIONS + READING_CONSTRUCTIONS, "band construction"),
+    ap.add_argument("--constructions", type=name_choices(CONSTRUCTIONS + READING_CONSTRUCTIONS, "band construction"),
                     default=CONSTRUCTIONS, help="band constructions to test (order,linear; weibull)")
-    ap.add_argument("--leave", type=_choices(LEAVE, "way to leave a case out"), default=LEAVE,
+    ap.add_argument("--leave", type=name_choices(LEAVE, "way to leave a case out"), default=LEAVE,
                     help="what a band is built without (case,family,kind)")
     ap.add_argument("--min-cases", type=positive_int, default=MIN_CASES, help="fewest evidence cases for a band")
     ap.add_argument("--pool-thin", type=nonneg_int, default=0,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from twin.cli.output_path import DIRECTORY, LINK_LOOP, NO_FOLDER, NOT_WRITABLE, output_path_problem
@@ -84,6 +84,18 @@ def number_list(text: str, flag: str, *, whole: bool = False, low: float | None 
 # the scripts' words for each problem `output_path_problem` finds (after "FLAG PATH: ")
 OUT_PATH_MESSAGES = {DIRECTORY: "a directory", LINK_LOOP: "a symbolic link loop",
                      NO_FOLDER: "folder {} does not exist", NOT_WRITABLE: "not writable"}
+
+
+def name_choices(allowed: Sequence[str], what: str) -> Callable[[str], tuple[str, ...]]:
+    """An argparse ``type=``: comma-separated names, each once in the order given, at least one, each one of
+    ``allowed`` (``'x': not a WHAT (a, b)`` otherwise)."""
+    def parse(text: str) -> tuple[str, ...]:
+        items = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+        bad = [t for t in items if t not in allowed]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(f"{bad[0] if bad else text!r}: not a {what} ({', '.join(allowed)})")
+        return items
+    return parse
 
 
 def check_out_path(path: Path | str | None, flag: str = "--json") -> None:

@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_out_path, name_choices, positive_int  # noqa: E402
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.results.heldout_bands import (CONSTRUCTIONS, DATA_FILE, KINDS, METRICS, SCHEMA, check_bands,  # noqa: E402
@@ -133,12 +133,7 @@ def _date(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
 
 
-def _kinds(text: str) -> tuple[str, ...]:
-    kinds = tuple(dict.fromkeys(k.strip() for k in text.split(",") if k.strip()))
-    bad = [k for k in kinds if k not in KINDS]
-    if bad or not kinds:
-        raise argparse.ArgumentTypeError(f"{bad[0] if bad else text!r}: not a fold kind ({', '.join(KINDS)})")
-    return kinds
+_kinds = name_choices(KINDS, "fold kind")     # --kinds GPU,family
 
 
 def main() -> None:
