@@ -115,6 +115,12 @@ def test_the_sweep_tables_whatif_column():
     frame = pd.DataFrame([{"config": 0, "rate_scale": s, "offered_rate_per_s": r} for s, r in ((1.0, 2.0), (2.0, 4.0))])
     cells = with_whatif_column(frame, spec, sweep_whatif(spec, _table()))["whatif"].tolist()
     assert cells[0] == "" and json.loads(cells[1])["knobs"] == {"rate": None}     # no rate cell in this table
+    spec = _spec(("workload.arrivals.rate_per_s", [float("inf"), 8]), data={**copy.deepcopy(BASE), "workload": {
+        **BASE["workload"], "arrivals": {"process": "poisson", "rate_per_s": 2}}})
+    frame = pd.DataFrame([{"config": i, "workload.arrivals.rate_per_s": r, "rate_scale": 1.0}
+                          for i, r in enumerate((float("inf"), 8))])
+    cell = with_whatif_column(frame, spec, sweep_whatif(spec, _table()))["whatif"][1]
+    assert json.loads(cell)["from"] == {"workload.arrivals.rate_per_s": "inf"}       # strict JSON: no Infinity
 
 
 def _scenario(tmp_path, arrivals=None):

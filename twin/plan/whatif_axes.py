@@ -100,6 +100,11 @@ def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else v
 
 
+def _json_safe(v: Any) -> Any:
+    """A grid value for strict JSON: ``.inf`` (a valid ``rate_per_s``) as the string ``inf``."""
+    return str(v) if isinstance(v, float) and not math.isfinite(v) else v
+
+
 def _knob_cells(entry: dict) -> dict | None:
     if entry["evidence"] is None:
         return None
@@ -120,7 +125,7 @@ def with_whatif_column(frame: Any, spec: Any, view: dict[str, Any]) -> Any:
     column = "offered_rate_per_s" if rate and rate[0] == "rate" else "rate_scale"
     rep = view["report"]
     head = {"report": f"{rep['commit']}, {rep['date']}",
-            "from": {**first, **({rate[0]: rate[1][0]} if rate else {})}}
+            "from": {k: _json_safe(v) for k, v in {**first, **({rate[0]: rate[1][0]} if rate else {})}.items()}}
     by_axis = {axis: [e for e in view["knobs"] if axis in e["variants"]] for axis, _ in spec.grid}
 
     def cell(row: Any) -> str:
@@ -133,8 +138,8 @@ def with_whatif_column(frame: Any, spec: Any, view: dict[str, Any]) -> Any:
         if not entries:
             return ""
         if view["no_band"]:
-            return json.dumps({**head, "no_band": view["no_band"]})
-        return json.dumps({**head, "knobs": {e["knob"]: _knob_cells(e) for e in entries}})
+            return json.dumps({**head, "no_band": view["no_band"]}, allow_nan=False)
+        return json.dumps({**head, "knobs": {e["knob"]: _knob_cells(e) for e in entries}}, allow_nan=False)
 
     frame = frame.copy()
     frame["whatif"] = [cell(row) for _, row in frame.iterrows()]
