@@ -88,8 +88,8 @@ def test_a_sweep_over_max_num_seqs_shows_where_the_cap_stops_binding(scenario_fi
         frame = pd.read_csv(path, keep_default_na=False)
         assert list(frame["limit"]) == ["max_num_seqs", "max_num_seqs", "none"]
         assert list(frame["limit_knob"]) == ["server.max_num_seqs", "server.max_num_seqs", ""]
-        cols = list(frame.columns)                 # after the run's own columns, before the held-out bands (last)
-        assert cols[-4:] == ["limit", "limit_knob", "heldout_server", "heldout_bands"]
+        cols = list(frame.columns)   # after the run's own columns, before the held-out bands and the what-if (last)
+        assert cols[-5:] == ["limit", "limit_knob", "heldout_server", "heldout_bands", "whatif"]
 
 
 # -------------------------------------------------------------------------------------------------- twin plan

@@ -164,9 +164,10 @@ def test_a_tiny_sweep_prints_the_band_and_exports_it_with_p50(tmp_path):
     lines = res.output.splitlines()
     note = hn.server_lines("hopper", False)
     start = lines.index(note[0])
-    assert lines[start:start + len(note)] == note and lines[start + len(note)] == "2 simulations run"
+    assert lines[start:start + len(note)] == note       # then the what-if band (test_whatif_sweep_plan.py)
+    assert lines[start + len(note)].startswith("What-if band") and "2 simulations run" in lines[start:]
     for frame in (pd.read_csv(rows), pd.read_csv(summary)):
-        assert list(frame.columns[-2:]) == ["heldout_server", "heldout_bands"]
+        assert list(frame.columns[-3:]) == ["heldout_server", "heldout_bands", "whatif"]
         assert list(frame["heldout_server"]) == ["Hopper dense"] * 2
         assert hr.column_keys(frame["heldout_bands"][0]) == [HOPPER]
         assert frame["p50_ttft_ms"].notna().all()

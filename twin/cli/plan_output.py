@@ -138,6 +138,7 @@ def print_plan(result) -> None:
         console.print("[bold red]no deployment in the search space meets the SLOs[/] (raise max_replicas, "
                       "widen the search, or relax the SLOs)")
     print_plan_bands(result)
+    print_whatif(result.whatif)
     console.print(f"{counted(result.num_simulations, 'simulation')} in {counted(result.num_waves, 'wave')}, "
                   f"{result.wall_s:.1f} s", highlight=False)
 
@@ -171,7 +172,13 @@ def sweep_header(key: str, knob_keys=()) -> str:
     return SWEEP_HEADERS.get(key) or label(key)
 
 
-def print_sweep(summary, knob_keys, spec) -> None:
+def print_whatif(view: dict[str, Any] | None) -> None:
+    """The what-if band along a sweep's axes or between a plan's candidates (``twin.plan.whatif_axes``)."""
+    for line in (view or {}).get("lines", []):
+        console.print(line, highlight=False, markup=False)
+
+
+def print_sweep(summary, knob_keys, spec, whatif: dict[str, Any] | None = None) -> None:
     table = Table(title="Sweep (means over replications)")
     cols = [*knob_keys]
     if spec.rate_axis:
@@ -196,6 +203,7 @@ def print_sweep(summary, knob_keys, spec) -> None:
     if len(summary) > 200:
         console.print(f"(first 200 of {len(summary)} rows; --summary-out writes them all)")
     print_sweep_bands(summary, knob_keys)
+    print_whatif(whatif)
 
 
 def print_sweep_bands(summary, knob_keys) -> None:

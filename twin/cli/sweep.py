@@ -58,6 +58,7 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
     from twin.plan.price_names import gpu_names_in
     from twin.plan.sweep_optuna import optuna_search
     from twin.plan.sweep_tables import rows_frame, summarize, sweep_figure, write_html
+    from twin.plan.whatif_axes import sweep_whatif, with_whatif_column
 
     if not grid_items:
         raise TwinInputError("--grid: give at least one axis, e.g. --grid server.max_num_seqs=4,16,64")
@@ -91,12 +92,13 @@ def sweep(scenario: str, grid_items, variant, sets, seed, replications, slo_item
             rows = runner.drive(sweep_search(spec))
     knob_keys = [k for k, _ in spec.knob_axes]
     summary = summarize(rows, knob_keys)
-    print_sweep(summary, knob_keys, spec)
+    whatif = sweep_whatif(spec)       # the what-if band along the sweep's axes (issue 33)
+    print_sweep(summary, knob_keys, spec, whatif)
     console.print(f"{counted(runner.num_run, 'simulation')} run", highlight=False)
     if out_path:
-        write_table_file(rows_frame(rows), out_path)
+        write_table_file(with_whatif_column(rows_frame(rows), spec, whatif), out_path)
     if summary_out:
-        write_table_file(summary, summary_out)
+        write_table_file(with_whatif_column(summary, spec, whatif), summary_out)
     if plot_path:
         color = color_key or (knob_keys[0] if knob_keys else None)
         write_html(sweep_figure(summary, x_key, y_key, color, title=f"twin sweep: {data.get('name', scenario)}"),

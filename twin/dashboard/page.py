@@ -93,6 +93,21 @@ def show_sweep(base_raw: dict, whatif_raw: dict, base_dir: str | None, sweep_poi
         sweeps[name] = points
     bar.empty()
     st.plotly_chart(_figures().throughput_latency(sweeps), key="fig:sweep")
+    show_sweep_whatif(plan, [base_raw, whatif_raw])
+
+
+def show_sweep_whatif(plan: dict[str, list], raws: list[dict]) -> None:
+    """Under the load sweep: how far off the twin's predicted change of that load was held out (issue 33,
+    ``twin.plan.whatif_axes.load_whatif``, the block `twin sweep` prints)."""
+    from twin.dashboard.form import validate
+    from twin.plan.whatif_axes import load_whatif
+    from twin.results.whatif_view import whatif_markdown
+
+    kinds = list(dict.fromkeys(kind for loads in plan.values() for kind, _ in loads))
+    text = whatif_markdown(load_whatif(kinds, [validate(raw) for raw in raws]))
+    if text:
+        with st.expander("What-if band along the load (held-out evidence of predicted changes)"):
+            st.markdown(text)
 
 
 def show_chart(runs: dict[str, dash.RunOutput], base_raw: dict, whatif_raw: dict, base_dir: str | None,

@@ -14,6 +14,7 @@ from twin.results import numbers
 from twin.hardware.pricing import usd_per_million_tokens
 from twin.plan.capacity import Capacity
 from twin.plan.heldout_rows import band_columns, band_document, server_label
+from twin.plan.whatif_axes import plan_whatif
 from twin.plan.plan_spec import PlanSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -127,6 +128,8 @@ def build_plan_result(planner: Planner, caps: dict[int, Capacity], verified: dic
         num_simulations=runner.num_run, num_waves=runner.num_waves, wall_s=wall_s,
         replications=planner.replications,
         band_keys={c.index: c.servers for c in planner.candidates if c.error is None},
+        whatif=plan_whatif(spec.data, [c.overrides for c in planner.candidates if c.error is None],
+                           [d["replicas"] for d in deployments if d.get("replicas")]),
     )
 
 
@@ -172,6 +175,7 @@ class PlanResult:
     wall_s: float
     replications: int = 1
     band_keys: dict[int, list] = field(default_factory=dict)   # candidate -> held-out band servers (issue 33)
+    whatif: dict[str, Any] | None = None     # the what-if band between the candidates (twin.plan.whatif_axes)
 
     def band_order(self) -> dict[str, list]:
         """{``#candidate``: its servers} for the deployments simulated at the target, the cheapest first (the
@@ -197,6 +201,7 @@ class PlanResult:
             "candidates": self.candidates,
             "num_simulations": self.num_simulations, "num_waves": self.num_waves, "wall_s": self.wall_s,
             "heldout_bands": self.band_document(),
+            **({"whatif": self.whatif} if self.whatif is not None else {}),
         }
 
     def candidates_frame(self):

@@ -16,7 +16,10 @@ settings the table holds map to its knobs (``KNOB_OF``), any other server or wor
 gets the no-evidence line, never a made-up band. Settings that do not change what the server does (the name, the
 seed, the SLO, the records kept) are no knob. A knob with no strict cell (pairs one knob apart, same release and
 script) shows the table's LOOSE cells where it has them (the release and the script's other server settings may
-differ too), its heading marked (``loose_mark``); the two are never mixed in one knob's rows."""
+differ too), its heading marked (``loose_mark``); the two are never mixed in one knob's rows.
+
+``axes_doc`` builds the same block for configurations that differ along axes rather than from one reference
+(round 23: under ``twin sweep`` and ``twin plan``, and the dashboard's load sweep; ``twin.plan.whatif_axes``)."""
 
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ RUN_PATHS = (("workload", "num_requests"), ("workload", "duration_s"))   # how l
 WIDTH = 80                     # the printed block's lines wrap here (as `twin compare`'s other notes)
 LOOSE_WHAT = {"release": "vLLM release", "server": "server settings"}
 NAMES_SHOWN = 3                # variants named per knob; more: "+N more"
+ACROSS_AXES = "a move along several axes"   # axes_doc's several_knobs entry
 _DOC: dict | None = None
 
 
@@ -122,9 +126,15 @@ def whatif_doc(runs: dict[str, dict[str, Any]], doc: dict | None = None) -> dict
         if other:
             out["no_band"] = f"{name} uses {other}"
             break
+    changes = {name: changed_knobs(reference["body"], runs[name]["body"]) for name in names[1:]}
+    return _fill(out, doc, changes)
+
+
+def _fill(out: dict[str, Any], doc: dict, changes: dict[str, list[str]]) -> dict[str, Any]:
+    """``out`` with its ``knobs`` (per knob: the names that change it and the table's cells), ``several_knobs``,
+    ``loose_ignore`` and ``lines`` from ``changes`` ({what changes: [knobs]})."""
     knobs: dict[str, list[str]] = {}
-    for name in names[1:]:
-        changed = changed_knobs(reference["body"], runs[name]["body"])
+    for name, changed in changes.items():
         for knob in changed:
             knobs.setdefault(knob, []).append(name)
         if len(changed) > 1:
@@ -136,6 +146,25 @@ def whatif_doc(runs: dict[str, dict[str, Any]], doc: dict | None = None) -> dict
     loose = doc.get("loose")
     out["loose_ignore"] = list(loose["ignore"]) if loose else None
     out["lines"] = whatif_lines(out) if knobs else []
+    return out
+
+
+def axes_doc(changes: dict[str, list[str]], change: str, no_band: str | None = None,
+             doc: dict | None = None) -> dict[str, Any]:
+    """The what-if band of configurations that differ along axes (``twin sweep``'s grid keys, ``twin plan``'s
+    search keys): ``changes`` {axis: the knobs it changes (``changed_knobs`` of two of its values)}, ``change``
+    what the heading says the change is (``along the sweep``), ``no_band`` which configuration uses a cost model
+    the evidence is not of. The keys of ``whatif_doc``, with ``change`` in place of ``reference``; where
+    several axes change knobs, ``several_knobs`` holds ``ACROSS_AXES`` (a point that moves on several)."""
+    doc = packaged_whatif() if doc is None else doc
+    out: dict[str, Any] = {"change": change, "report": dict(doc["report"]), "errors": doc["errors"],
+                           "min_pairs": doc["min_pairs"], "knobs": [], "several_knobs": {}, "no_band": no_band,
+                           "lines": []}
+    out = _fill(out, doc, changes)
+    moved = list(dict.fromkeys(k for changed in changes.values() for k in changed))
+    if sum(bool(c) for c in changes.values()) > 1 and len(moved) > 1:
+        out["several_knobs"][ACROSS_AXES] = moved
+        out["lines"] = whatif_lines(out)
     return out
 
 
@@ -200,6 +229,10 @@ def _wrapped(text: str, indent: str = "  ") -> list[str]:
                          break_on_hyphens=False)
 
 
+def _where(view: dict[str, Any]) -> str:
+    return view["change"] if "change" in view else f"from {view['reference']}"
+
+
 def whatif_lines(view: dict[str, Any]) -> list[str]:
     """The printed block of a ``whatif_doc`` (its ``lines``), wrapped at ``WIDTH`` columns."""
     if view["no_band"]:
@@ -212,7 +245,7 @@ def whatif_lines(view: dict[str, Any]) -> list[str]:
         rows += _wrapped(f"{entry['name']}: {_named(entry['variants'])}{mark}")
         rows += [[f"  {row[0]}", *row[1:]] for row in _band_rows(entry)]
     table = [r for r in rows if isinstance(r, list)]
-    lines = _wrapped(f"What-if band: the twin's error on the predicted change from {view['reference']}, held out", "")
+    lines = _wrapped(f"What-if band: the twin's error on the predicted change {_where(view)}, held out", "")
     if table:
         widths = [max(len(r[i]) for r in [head, *table]) for i in range(len(head))]
         fmt = lambda r: ("  " + "  ".join(f"{c:<{w}}" for c, w in zip(r, widths))).rstrip()  # noqa: E731
@@ -240,7 +273,7 @@ def whatif_markdown(view: dict[str, Any]) -> str:
     if banded:
         rows = [f"| {e['name']}{f' ({loose_mark(view)})' if e['pairing'] == 'loose' else ''} | " + " | ".join(r)
                 + " |" for e in banded for r in _band_rows(e)]
-        out.append(f"**What-if band**: the twin's error on the predicted change from {view['reference']}, held out: "
+        out.append(f"**What-if band**: the twin's error on the predicted change {_where(view)}, held out: "
                    "median |error of the predicted change| (signed median), percent; right way: the share of pairs "
                    f"with the measured direction (TTFT, TPOT); report {rep['commit']}, {rep['date']}\n\n"
                    "| change | held out | pairs | " + " | ".join(TITLES.values()) + " | right way |\n|"
