@@ -195,6 +195,9 @@ def _bench_file(tmp_path, **keys):
     ({"speculative_config": '{"method": "ngram", "num_speculative_tokens": 3}'},
      {"speculative_config": "ngram, 3 draft tokens"}),
     ({"disaggregation": "2p1d", "replicas": "1"}, {"disaggregation": "2P1D", "replicas": 1}),
+    # a speculative server's counters, as vllm bench serve records them, without --metadata speculative_config
+    ({"spec_decode_acceptance_rate": 61.5, "spec_decode_num_drafts": 412},
+     {"speculative_config": "the file's spec_decode_* counters"}),
 ])
 def test_vllm_s_own_values_are_read(tmp_path, keys, layout):
     [run] = read_results(_bench_file(tmp_path, **keys))

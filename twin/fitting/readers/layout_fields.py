@@ -12,7 +12,8 @@ absent), ``weight_formats`` (an object of layer group -> format), ``kv_cache_dty
 (``compressed-tensors``, ``int8``) is kept under ``unmodelled``: calibration refuses it, `twin diagnose` (which
 does not use it) still reads the file. Read as stated, for calibration to refuse (``twin.cli.calibrate_layout``):
 ``all2all_backend`` (a backend name), ``replicas`` and ``replica_groups`` (1 to 4,096), ``disaggregation``
-(``"<P>P<D>D"``) and ``speculative_config`` (an object, or its JSON text as ``--metadata`` records it)."""
+(``"<P>P<D>D"``) and ``speculative_config`` (an object, or its JSON text as ``--metadata`` records it; without
+it, the ``spec_decode_*`` counters `vllm bench serve` records for a speculative server say the same)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from twin.fitting.readers.fields import shown, whole
 from twin.fitting.readers.server_fields import MAX_NAME_CHARS, MAX_TP, flag_field
 from twin.hardware.quant import normalize_weight_dtype
 from twin.hardware.weight_formats import GROUPS
+from twin.results.metric_keys import SPEC_DECODE_KEYS
 from twin.scenario import MAX_REPLICAS
 
 MAX_DP = 1024                  # twin.scenario.DeploymentConfig.data_parallel_size
@@ -141,6 +143,9 @@ def layout_fields(doc: dict[str, Any], where: str) -> dict[str, Any]:
         out["disaggregation"] = f"{int(m.group(1))}P{int(m.group(2))}D"
     if get("speculative_config") is not None:
         out["speculative_config"] = _speculative(get("speculative_config"), where)
+    elif any(get(k) is not None for k in SPEC_DECODE_KEYS):
+        # vllm bench serve records these counters only for a speculative server
+        out["speculative_config"] = "the file's spec_decode_* counters"
     return out
 
 
