@@ -126,17 +126,23 @@ def test_a_command_line_gpu_or_tp_contradicting_the_file_is_refused(tmp_path, mo
     assert case.target.gpu == "H100-SXM"
 
 
-def test_a_run_calibration_cannot_describe_writes_no_server_keys():
+def test_a_run_writes_its_layout_and_the_layouts_calibration_refuses():
+    # round 23: every layout is written (tests/test_layout_roundtrip.py reads each back); a multi-group or
+    # disaggregated run writes only the key that says so
     from twin.results.server_keys import server_keys
 
     config = {"deployment": {"gpu": "H100-SXM", "tensor_parallel_size": 2, "replicas": 1},
               "server": {"max_num_seqs": 8, "scheduler": "continuous"}, "vllm_version": "0.11.0"}
-    assert server_keys(config) == {"gpu": "H100-SXM", "tensor_parallel_size": 2, "max_num_seqs": 8,
-                                   "vllm_version": "0.11.0"}
-    for change in ({"replicas": 2}, {"kv_dtype": "fp8"}, {"data_parallel_size": 2}, {"weight_dtype": "fp8"},
-                   {"enable_expert_parallel": True}, {"groups": [{"replicas": 1}]}):
-        assert server_keys({**config, "deployment": {**config["deployment"], **change}}) == {}, change
-    assert server_keys({**config, "speculative_decoding": {"method": "eagle"}}) == {}
+    plain = {"gpu": "H100-SXM", "tensor_parallel_size": 2, "max_num_seqs": 8, "vllm_version": "0.11.0"}
+    assert server_keys(config) == plain
+    for change, keys in (({"replicas": 2}, {"replicas": 2}), ({"kv_dtype": "fp8"}, {"kv_cache_dtype": "fp8"}),
+                         ({"data_parallel_size": 2}, {"data_parallel_size": 2}),
+                         ({"weight_dtype": "fp8"}, {"quantization": "fp8"}),
+                         ({"enable_expert_parallel": True}, {"enable_expert_parallel": True})):
+        assert server_keys({**config, "deployment": {**config["deployment"], **change}}) == {**plain, **keys}, change
+    assert server_keys({**config, "deployment": {**config["deployment"], "groups": [{}, {}]}}) == {"replica_groups": 2}
+    assert server_keys({**config, "speculative_decoding": {"method": "eagle"}}) == {
+        **plain, "speculative_config": {"method": "eagle"}}
 
 
 def _server_profile(path, models):

@@ -31,6 +31,7 @@ import fuzz_grids
 import fuzz_product
 import fuzz_results
 import fuzz_round22
+import fuzz_round23_layout
 import fuzz_scenarios
 import fuzz_traces
 import fuzz_tally
@@ -210,5 +211,19 @@ def test_the_valid_seeds_of_every_category_run():
             for name, data in files.items():
                 Path(d, name).parent.mkdir(parents=True, exist_ok=True)
                 Path(d, name).write_bytes(data)
+            out = run_cli([a.replace("{d}", d) for a in args], TIMEOUT_S)
+        assert out.exit_code == 0 and out.traceback is None, (args, out.stderr, out.traceback)
+
+
+# round 23 (33zF): the layout keys of a result JSON, read by calibrate with no other option
+def test_round23_result_layout_keys():
+    run_surface(fuzz_round23_layout.layout_key_cases(), 20)
+
+
+def test_round23_valid_layout_seeds_run():
+    for args, files in fuzz_round23_layout.seeds():
+        with tempfile.TemporaryDirectory(prefix="twin-fuzz-") as d:
+            for name, data in files.items():
+                place(Path(d, name), data)
             out = run_cli([a.replace("{d}", d) for a in args], TIMEOUT_S)
         assert out.exit_code == 0 and out.traceback is None, (args, out.stderr, out.traceback)

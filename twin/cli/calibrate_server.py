@@ -16,6 +16,7 @@ from typing import Any
 from rich.table import Table
 
 from twin.core.vllm_versions import NEWEST_VLLM_VERSION
+from twin.cli.calibrate_layout import FILE_KEYS, TARGET_FIELDS, layout_target, refuse_unfittable
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.replay import Target, deployment_for
@@ -23,8 +24,6 @@ from twin.hardware.catalog import resolve_gpu, resolve_model
 from twin.results.numbers import counted
 from twin.yaml_input import parse_set_options
 
-TARGET_FIELDS = ("weight_dtype", "kv_dtype", "weight_formats", "pipeline_parallel_size", "data_parallel_size",
-                 "enable_expert_parallel")
 SHOWN_KNOBS = ("vllm_version", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "enable_prefix_caching",
                "enable_chunked_prefill", "block_size", "async_scheduling")
 
@@ -79,6 +78,8 @@ def describe(*, scenario: str | None, sets: tuple[str, ...], vllm_version: str |
 
 def apply(run: MeasuredRun, d: ServerDescription) -> tuple[MeasuredRun, Target]:
     """The run with its server settings merged (scenario < result file < command line) and its target."""
+    # a layout calibration cannot replay, before anything else is asked of the file
+    refuse_unfittable(run, {k for k in TARGET_FIELDS if _cli(d, f"deployment.{k}")})
     server = {**d.file_server, **run.server, **d.server}
     run = dataclasses.replace(run, server=server)
     dep = d.deployment
@@ -102,10 +103,8 @@ def apply(run: MeasuredRun, d: ServerDescription) -> tuple[MeasuredRun, Target]:
         if _cli(d, "deployment.tensor_parallel_size") or run.tensor_parallel_size is None:
             raise
         raise TwinInputError(f"{run.name}: the result file's {exc}") from None
-    extra = {k: dep[k] for k in TARGET_FIELDS if k in dep}
-    if extra.get("weight_dtype") == "auto":
-        extra.pop("weight_dtype")
-    return run, Target(m.name, g.name, tp, **extra)
+    extra = layout_target(run, dep, lambda key: _cli(d, key))
+    return run, Target(m.name, g.name, tp, **{"weight_dtype": "auto", **extra})
 
 
 def _resolved(resolve: Any, value: Any, field: str, run: MeasuredRun, d: ServerDescription) -> Any:
@@ -172,6 +171,11 @@ def server_table(read: list[MeasuredRun], runs: list[MeasuredRun], targets: list
                      "tensor_parallel_size": file_run.tensor_parallel_size}[k]
         table.add_row(k, str(v), src if src and (_cli(d, f"deployment.{k}") or from_file is None) else
                       ("result file" if from_file is not None else "default"))
+    for k in TARGET_FIELDS:        # the layout, where the file or the description states it
+        if k in file_run.layout or k in d.deployment:
+            src = d.source[f"deployment.{k}"] if _cli(d, f"deployment.{k}") or k not in file_run.layout else \
+                f"result file ({FILE_KEYS[k]})"
+            table.add_row(k, str(getattr(target, k)), src)
     notes = []
     version = run.server.get("vllm_version")
     for k in SHOWN_KNOBS:

@@ -107,7 +107,9 @@ class MeasuredRun:
     with ``max_concurrency`` users in a closed loop; ``burstiness`` is the gamma shape of the gaps (1: Poisson).
     ``num_requests`` were sent over ``duration_s``. ``timeout_s`` is the client's per-request timeout, if any.
     ``metrics`` holds what the client measured (keys from ``METRIC_KEYS``; missing ones are unknown).
-    ``model``, ``gpu``, ``tensor_parallel_size`` and ``server`` (vLLM knob names) are what the file says, or None.
+    ``model``, ``gpu``, ``tensor_parallel_size`` and ``server`` (vLLM knob names) are what the file says, or None;
+    ``layout`` the deployment layout it states (``twin.fitting.readers.layout_fields``: the replayed ones under
+    ``twin.fitting.replay.Target``'s field names, the ones calibration refuses under the file's).
     ``client``: the client that measured it (``twin.workload.clients``; its request path may be fitted apart).
     ``cold_start``: the run is the first traffic its server served, with no warm-up requests before it (see
     ``COLD_START_UNFITTED``). ``scaled_sends``: the client scaled its exponential gaps to sum to the stage's
@@ -130,6 +132,7 @@ class MeasuredRun:
     gpu: str | None = None
     tensor_parallel_size: int | None = None
     server: dict[str, Any] = field(default_factory=dict)
+    layout: dict[str, Any] = field(default_factory=dict)
     experiment: str | None = None      # runs of one experiment share it (leave-one-experiment-out folds)
     client: str | None = None          # the measuring client (twin.workload.clients), None: not known
     release: str | None = None         # the server's vLLM release as measured (fit scopes only: twin.fitting.scoped)

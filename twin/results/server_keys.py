@@ -1,12 +1,19 @@
 """The server a twin run simulated, as top-level keys of its `vllm bench serve` JSON (``twin run --json``), so
-``twin calibrate --from-results`` reads the run back with no other option: ``gpu``, ``tensor_parallel_size``
-and the vLLM settings calibration reads from a result file (``SERVER_KNOBS``: the names ``vllm bench serve
---metadata KEY=VALUE`` records a real server's settings under, read by ``twin.fitting.readers.vllm_bench``).
+``twin calibrate --from-results`` reads the run back with no other option: ``gpu``, ``tensor_parallel_size``,
+the vLLM settings calibration reads from a result file (``SERVER_KNOBS``) and the layout it replays
+(``LAYOUT_KEYS``), under the names ``vllm bench serve --metadata KEY=VALUE`` records a real server's settings
+under (vLLM's own option names where vLLM has one), read by ``twin.fitting.readers.vllm_bench``.
 
-Written only for a run calibration can describe from these keys alone: one server of one engine (no replicas,
-replica groups, data or pipeline parallelism, expert parallelism or speculative decoding) with the model's own
-weight format and a bf16 KV cache. Any other run writes none of them, and calibration asks for ``--scenario``
-as it does for a real result that does not say its server."""
+A layout key is written only where the run differs from what calibration assumes without it: ``quantization``
+(a weight format other than the checkpoint's own, in the twin's format names), ``weight_formats`` (per layer group
+overrides; the twin's own key, vLLM has none), ``kv_cache_dtype`` (vLLM's value: ``fp8``, ``float16``,
+``float32``; bf16 is not written), ``pipeline_parallel_size`` / ``data_parallel_size`` above 1,
+``enable_expert_parallel`` when on, and ``all2all_backend`` when not vLLM's default.
+
+A run calibration cannot fit from one result file writes the key that says so (``REFUSED_KEYS``) and calibration
+refuses it in one line: ``replicas`` (several servers behind a router), ``replica_groups`` (several groups; nothing
+else is written, their servers differ), ``disaggregation`` (``"<P>P<D>D"``: prefill and decode servers apart;
+nothing else is written) and ``speculative_config`` (vLLM's ``--speculative-config``: method and draft tokens)."""
 
 from __future__ import annotations
 
@@ -18,26 +25,66 @@ from typing import Any
 SERVER_KNOBS = ("max_num_seqs", "max_num_batched_tokens", "max_model_len", "enable_prefix_caching",
                 "enable_chunked_prefill", "block_size", "gpu_memory_utilization", "vllm_version",
                 "async_scheduling")
+# the layout calibration replays (twin.fitting.replay.Target), written where a run differs from the default
+LAYOUT_KEYS = ("quantization", "weight_formats", "kv_cache_dtype", "pipeline_parallel_size", "data_parallel_size",
+               "enable_expert_parallel", "all2all_backend")
+# layouts calibration cannot fit from one result file: written so that it refuses in one line
+REFUSED_KEYS = ("replicas", "replica_groups", "disaggregation", "speculative_config")
+# the twin's deployment.kv_dtype -> vLLM's --kv-cache-dtype (bf16, the default, is not written)
+KV_CACHE_DTYPE_NAMES = {"fp8": "fp8", "fp16": "float16", "fp32": "float32"}
+DEFAULT_ALL2ALL = "allgather_reducescatter"
 
-# deployment fields calibration reads only from the command line or --scenario: the defaults it assumes
-_ASSUMED_LAYOUT = {"replicas": 1, "groups": None, "pipeline_parallel_size": 1, "data_parallel_size": 1,
-                   "enable_expert_parallel": False, "weight_dtype": "auto", "weight_formats": None, "kv_dtype": "bf16"}
+
+def _layout(dep: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if dep.get("weight_dtype", "auto") != "auto":
+        out["quantization"] = dep["weight_dtype"]
+    if dep.get("weight_formats"):
+        out["weight_formats"] = dict(dep["weight_formats"])
+    if dep.get("kv_dtype", "bf16") in KV_CACHE_DTYPE_NAMES:
+        out["kv_cache_dtype"] = KV_CACHE_DTYPE_NAMES[dep["kv_dtype"]]
+    for key in ("pipeline_parallel_size", "data_parallel_size"):
+        if dep.get(key, 1) != 1:
+            out[key] = dep[key]
+    if dep.get("enable_expert_parallel"):
+        out["enable_expert_parallel"] = True
+    if dep.get("all2all_backend", DEFAULT_ALL2ALL) != DEFAULT_ALL2ALL:
+        out["all2all_backend"] = dep["all2all_backend"]
+    if dep.get("replicas", 1) != 1:
+        out["replicas"] = dep["replicas"]
+    return out
+
+
+def _pools(pd: Mapping[str, Any]) -> str | None:
+    """``"<P>P<D>D"``: a disaggregated run's prefill and decode replicas (None without both counts)."""
+    counts = [(pd.get(pool) or {}).get("replicas") if isinstance(pd.get(pool), Mapping) else None
+              for pool in ("prefill", "decode")]
+    return f"{counts[0]}P{counts[1]}D" if all(isinstance(n, int) for n in counts) else None
 
 
 def server_keys(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``gpu``, ``tensor_parallel_size`` and ``SERVER_KNOBS`` of a run's config summary
-    (``twin.sim.replicas.run_single``); empty for a run calibration could not describe from them."""
+    """``gpu``, ``tensor_parallel_size``, ``SERVER_KNOBS`` and the layout keys of a run's config summary
+    (``twin.sim.replicas.run_single``); a disaggregated or multi-group run gets only the key that says so."""
     dep, server = config.get("deployment"), config.get("server")
-    if not isinstance(dep, Mapping) or not isinstance(server, Mapping) or config.get("speculative_decoding"):
+    if not isinstance(dep, Mapping):
         return {}
-    if any(dep.get(k, v) != v for k, v in _ASSUMED_LAYOUT.items()) or not dep.get("gpu"):
+    if isinstance(config.get("disaggregation"), Mapping):
+        pools = _pools(config["disaggregation"])
+        return {"disaggregation": pools} if pools else {}
+    if isinstance(dep.get("groups"), list) and len(dep["groups"]) > 1:
+        return {"replica_groups": len(dep["groups"])}
+    if not isinstance(server, Mapping) or not dep.get("gpu"):
         return {}
     out: dict[str, Any] = {"gpu": dep["gpu"], "tensor_parallel_size": dep.get("tensor_parallel_size", 1)}
     for knob in SERVER_KNOBS:
         value = server.get(knob, config.get(knob))
         if value is not None:
             out[knob] = value
+    out.update(_layout(dep))
+    spec = config.get("speculative_decoding")
+    if isinstance(spec, Mapping):
+        out["speculative_config"] = {k: spec[k] for k in ("method", "num_speculative_tokens") if k in spec}
     return out
 
 
-__all__ = ["SERVER_KNOBS", "server_keys"]
+__all__ = ["DEFAULT_ALL2ALL", "KV_CACHE_DTYPE_NAMES", "LAYOUT_KEYS", "REFUSED_KEYS", "SERVER_KNOBS", "server_keys"]

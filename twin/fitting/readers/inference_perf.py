@@ -5,7 +5,8 @@ each name behind the run's ``storage.*.report_file_prefix`` (older setups used `
 (``adapter_<A>_stage_<N>_...``) and session reports (``stage_<N>_session_lifecycle_metrics.json``) are not runs.
 Beside them, where present: the configuration inference-perf ran with (``config.yaml`` in current releases, the
 config report; ``results_config.yaml`` or the input ``profile.yaml`` in older setups) and an ``exp-config.yaml``
-of server settings (model, tensor_parallelism, max_num_seqs, ..., vllm_version; see docs/result-formats.md).
+of server settings (model, tensor_parallelism, max_num_seqs, ..., vllm_version, and the layout:
+``twin.fitting.readers.layout_fields``; see docs/result-formats.md).
 
 Each stage becomes one ``MeasuredRun``: a constant-rate open loop at the stage's requested rate, or for a
 ``concurrent`` stage (``load_summary.concurrency``) that many users in a closed loop. Prompt lengths
@@ -28,6 +29,7 @@ from typing import Any
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import LengthSample, MeasuredRun, PromptPool
 from twin.fitting.readers.fields import get, load_json, number, try_json
+from twin.fitting.readers.layout_fields import layout_fields
 from twin.fitting.readers.server_fields import exp_config_server
 from twin.results.server_keys import SERVER_KNOBS
 from twin.workload.clients import INFERENCE_PERF
@@ -214,7 +216,8 @@ def read_stage(path: Path, client: dict[str, Any] | None = None, server: dict[st
         prompt_pool=_prompt_pool(client, where),
         timeout_s=timeout, model=server.get("model") or get(client, "server.model_name", where, required=False),
         tensor_parallel_size=tp if isinstance(tp, int) and not isinstance(tp, bool) else None,
-        server={k: server[k] for k in SERVER_KNOBS if k in server}, experiment=experiment, client=INFERENCE_PERF,
+        server={k: server[k] for k in SERVER_KNOBS if k in server}, layout=dict(server.get("layout") or {}),
+        experiment=experiment, client=INFERENCE_PERF,
         cold_start=bool(stage) and int(stage.group(1)) == 0,
         scaled_sends=rate is not None and get(client, "load.type", where, required=False) == "constant")
 
@@ -225,7 +228,10 @@ def read_inference_perf(path: Path) -> list[MeasuredRun]:
     folder = path if path.is_dir() else path.parent
     client, server = _config_beside(folder)
     if server:
-        server = exp_config_server(server, str(folder / "exp-config.yaml"))
+        where = str(folder / "exp-config.yaml")
+        server, layout = exp_config_server(server, where), layout_fields(server, where)
+        if layout:          # the layout the file states (read_stage: the run's layout)
+            server["layout"] = layout
     files = sorted(_stage_files(folder), key=lambda p: (int(STAGE_FILE.search(p.name).group(1)), p.name)) \
         if path.is_dir() else [path]
     if not files:

@@ -66,7 +66,8 @@ def exp_config_server(doc: dict[str, Any], where: str) -> dict[str, Any]:
     return {**{k: v for k, v in out.items() if v is not None}, **server_fields(doc, where, yaml_numbers=True)}
 
 
-def _flag(value: Any, field: str, where: str) -> bool:
+def flag_field(value: Any, field: str, where: str) -> bool:
+    """A flag: true or false, or the text ``--metadata`` writes for one."""
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
@@ -115,7 +116,7 @@ def server_fields(doc: dict[str, Any], where: str, *, yaml_numbers: bool = False
         if knob == "vllm_version":
             out[knob] = _version(value, where, yaml_numbers)
         elif knob in FLAGS:
-            out[knob] = _flag(value, knob, where)
+            out[knob] = flag_field(value, knob, where)
         elif knob == "gpu_memory_utilization":
             out[knob] = _fraction(value, knob, where)
         else:
@@ -129,5 +130,5 @@ def server_fields(doc: dict[str, Any], where: str, *, yaml_numbers: bool = False
     return out
 
 
-__all__ = ["FLAGS", "MAX_KNOB", "MAX_NAME_CHARS", "MAX_TP", "MAX_VERSION_CHARS", "exp_config_server", "name_field",
-           "server_fields", "tp_field"]
+__all__ = ["FLAGS", "MAX_KNOB", "MAX_NAME_CHARS", "MAX_TP", "MAX_VERSION_CHARS", "exp_config_server", "flag_field",
+           "name_field", "server_fields", "tp_field"]

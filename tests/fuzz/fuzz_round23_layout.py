@@ -1,0 +1,108 @@
+"""Fuzz cases for round 23's layout keys: the deployment layout a result JSON states at its top level (the twin's
+own ``--json`` writes it: ``twin.results.server_keys``; the reader's checks: ``twin.fitting.readers.layout_fields``;
+calibration's refusals: ``twin.cli.calibrate_layout``), read by `twin calibrate --from-results` with no other
+option.
+
+The design oracle (``layout_refusal``) says whether a planted value must be refused: a wrong type, out of range, a
+format or backend the twin does not know, and every layout calibration cannot fit from one result file (more than
+one replica or replica group, a disaggregated run, speculative decoding, an expert-parallel exchange other than
+vLLM's default). A valid value may still be refused for what it implies (expert parallelism on the dense model of
+the seed, more pipeline stages than its layers): one line either way."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from hypothesis import strategies as st
+
+from fuzz_results import dumps, text_mutation
+from fuzz_round22 import BENCH, _whole
+from fuzz_values import VALUES, Case, encoded
+
+GROUPS = ("attention", "dense_mlp", "routed_experts", "shared_experts", "router", "lm_head")
+KV = ("auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")
+EXTRA = {"quantization": ["fp8", "awq", "awq_marlin", "gptq_marlin", "modelopt_fp4", "mxfp4", "bitsandbytes",
+                          "int4-g64-sym", "compressed-tensors", "auto", "None", " FP8 ", "q" * 5000],
+         "weight_formats": [{"attention": "fp8"}, {"routed_experts": "awq"}, {"attention": "zz"}, {"mlp": "fp8"},
+                            {g: "fp8" for g in GROUPS}, {"attention": 8}, {"attention": ["fp8"]}],
+         "kv_cache_dtype": ["fp8", "FP8_E5M2", "auto", "int8", "fp8_ds_mla", "nvfp4", "k" * 5000],
+         "pipeline_parallel_size": [2, "2", 32, 33, 64, 65], "data_parallel_size": [2, "4", 1024, 1025],
+         "enable_expert_parallel": ["true", "0", "yes"], "all2all_backend": ["allgather_reducescatter", "deepep",
+                                                                            "naive", "Deep EP", "a" * 200],
+         "replicas": [1, "1", 2, 4096, 4097], "replica_groups": [1, 2, "3"],
+         "disaggregation": ["1P1D", "2p1d", "0P1D", "1P", "99999P1D"],
+         "speculative_config": ['{"method": "eagle", "num_speculative_tokens": 4}', {"method": "ngram"}, "[" * 3000,
+                                "s" * 5000]}
+LAYOUT_KEYS = sorted(EXTRA)
+
+
+def _format_ok(value) -> bool:
+    from twin.errors import TwinInputError
+    from twin.hardware.quant import normalize_weight_dtype
+
+    if not isinstance(value, str) or not value.strip() or len(value) > 100:
+        return False
+    try:
+        normalize_weight_dtype(value.strip())
+    except TwinInputError:
+        return False
+    return True
+
+
+def layout_refusal(key: str, value) -> str | None:
+    """Why the design refuses ``value`` for the layout key ``key`` (None: valid, or absent when null)."""
+    if value is None:
+        return None
+    bad = f"{key} = {value!r:.40}"
+    if key == "quantization":
+        skip = isinstance(value, str) and value.strip().lower() in ("auto", "none")
+        return None if skip or _format_ok(value) else f"{bad}: not a weight format"
+    if key == "weight_formats":
+        ok = isinstance(value, dict) and 0 < len(value) <= len(GROUPS) and all(
+            k in GROUPS and _format_ok(v) for k, v in value.items())
+        return None if ok else f"{bad}: not layer groups of weight formats"
+    if key == "kv_cache_dtype":
+        ok = isinstance(value, str) and len(value) <= 100 and value.strip().lower() in KV
+        return None if ok else f"{bad}: not a KV-cache format"
+    if key == "enable_expert_parallel":
+        ok = isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in ("true", "false", "1",
+                                                                                            "0"))
+        return None if ok else f"{bad}: not true or false"
+    if key == "all2all_backend":
+        return None if isinstance(value, str) and value.strip() == "allgather_reducescatter" else \
+            f"{bad}: not vLLM's default exchange"
+    if key in ("disaggregation", "speculative_config"):
+        return f"{bad}: a layout calibration refuses (or not one)"
+    n = _whole(value)
+    high = {"pipeline_parallel_size": 64, "data_parallel_size": 1024}.get(key, 1)
+    return None if n is not None and 1 <= n <= high else f"{bad}: not a whole number in range"
+
+
+@st.composite
+def layout_key_cases(draw) -> Case:
+    doc = copy.deepcopy(BENCH)
+    planted = {}
+    for _ in range(draw(st.integers(1, 2))):
+        key = draw(st.sampled_from(LAYOUT_KEYS))
+        pool = EXTRA[key] if draw(st.booleans()) else VALUES      # half the values the key's own (most valid)
+        value = copy.deepcopy(draw(st.sampled_from(pool)))
+        doc[key] = value
+        planted[key] = value
+    why = next((r for k, v in planted.items() if (r := layout_refusal(k, v)) is not None), None)
+    text, text_why = text_mutation(draw, dumps(doc))
+    data, enc_why, intact = draw(encoded(text))
+    case = Case("round23-layout-keys", ["calibrate", "--from-results", "{d}/out.json", "-o", "{d}/out/p.json", "-q",
+                                        "--max-sim-s", "10"], {"out.json": data, "out/.keep": b""})
+    case.refuse(enc_why)
+    case.refuse(text_why if intact else None)
+    case.refuse(why if intact else None)
+    return case
+
+
+def seeds() -> list[tuple[list[str], dict[str, bytes]]]:
+    """The valid layouts of the seed (each must run): an FP8 server with an FP8 KV cache, data parallelism."""
+    doc = {**BENCH, "quantization": "fp8", "kv_cache_dtype": "fp8_e4m3", "data_parallel_size": "2",
+           "replicas": 1, "all2all_backend": "allgather_reducescatter"}
+    return [(["calibrate", "--from-results", "{d}/out.json", "-o", "{d}/out/p.json", "-q", "--max-sim-s", "10"],
+             {"out.json": json.dumps(doc).encode(), "out/.keep": b""})]
