@@ -1,10 +1,12 @@
 """``fidelity_real.py --resume``: a run interrupted after some folds, resumed from its partial report, writes the same
 report an uninterrupted run writes; a partial report of other options is refused in one line (issue 33, round 23,
-benchmarks/report_resume.py). No real fold runs here: the fold runner and the simulator are fakes."""
+benchmarks/report_resume.py). No real fold runs here: the fold runner and the simulator are fakes. Also the
+temporary files a killed writer leaves: visible, and removed by the next write once their process is gone."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -177,3 +179,20 @@ def test_resume_refuses_defaults_only_and_a_missing_file(fake_run, tmp_path):
         fake_run("--defaults-only", "--resume", str(tmp_path / "r.json"))
     with pytest.raises(TwinInputError, match=r"nope\.json: no such file$"):
         fake_run("--resume", str(tmp_path / "nope.json"))
+
+
+def test_the_next_write_removes_a_gone_process_temp_file_only(tmp_path):
+    path = tmp_path / "r.json"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        kept = [rw.temp_path(path, live.pid), tmp_path / f"r.json.elsewhere-{gone.pid}.tmp",
+                tmp_path / "r.json.notes.tmp", tmp_path / f"q.json.{rw.HOST}-{gone.pid}.tmp"]
+        for p in [rw.temp_path(path, gone.pid), *kept]:
+            p.write_text("{")
+        rw.write_atomic(path, "{}")
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["r.json", *(p.name for p in kept)])
+    finally:
+        live.kill()
+        live.wait()
