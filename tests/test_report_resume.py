@@ -174,6 +174,18 @@ def test_a_bad_partial_report_is_one_line(fake_run, tmp_path, edit, message):
         fake_run("--resume", str(tmp_path / "r.json"))
 
 
+@pytest.mark.parametrize("content, message", [
+    (None, "a directory, not a file"), (b"", ""), (b"\xff\xfe{", ""), (b"[1, 2]", "a JSON list, not an object"),
+    (b"[" * 100_000, ""), (b'{"complete": false, "complete": false}', ""),
+])
+def test_a_hostile_resume_file_is_one_line(fake_run, tmp_path, content, message):
+    bad = tmp_path / "bad.json"
+    bad.mkdir() if content is None else bad.write_bytes(content)
+    with pytest.raises(TwinInputError, match=rf"^{bad}:.*{message}") as error:
+        fake_run("--resume", str(bad), "--json", str(tmp_path / "r.json"))
+    assert "\n" not in str(error.value)
+
+
 def test_resume_refuses_defaults_only_and_a_missing_file(fake_run, tmp_path):
     with pytest.raises(TwinInputError, match=r"^--resume: --defaults-only runs no folds \(nothing to resume\)$"):
         fake_run("--defaults-only", "--resume", str(tmp_path / "r.json"))
