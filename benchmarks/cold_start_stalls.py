@@ -34,6 +34,7 @@ from twin.fitting.ground_truth import h100_cases  # noqa: E402
 from twin.fitting.joint import default_start  # noqa: E402
 from twin.fitting import replay as replay_mod  # noqa: E402
 from twin.fitting.replay import replay  # noqa: E402
+from twin.fitting.switches import switched  # noqa: E402
 
 
 def _root(args) -> Path:
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---|---|---|---|---|")
     for c in cases:
         m = c.run.metrics
-        with patch.object(cold_start, "ENABLED", False):
+        with switched(cold_start=False):
             warm = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s).metrics
         r = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s)
         t_max, itl_max = _extremes(root, c.run.name)
@@ -214,7 +215,7 @@ def _folds(args) -> None:
                 out = []
                 for on in (False, True):
                     # with a probe: without it the report's replay (no term for a dense run), with it the probe
-                    with patch.object(cold_start, "ENABLED", on), \
+                    with switched(cold_start=on), \
                             _compiles(_probe_for(probe, root, name)[0] if probe and on else report_rule):
                         r = replay(c.run, c.target, params, max_sim_s=args.eval_sim_s, deployment=d)
                     out.append((errors(c, r.metrics), r.cold_start))

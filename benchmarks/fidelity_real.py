@@ -36,7 +36,10 @@ first ``--fit-sim-s`` seconds in the fit and ``--eval-sim-s`` in the predictions
 their measured means cover; docs/fidelity.md "Round 19: the prediction window"). ``--allow-leak`` lets named
 embedded values through unchanged (the report then no longer holds those out; it says so).
 The ``--json`` / ``--markdown`` files are rewritten after each finished fold, atomically: a partial report
-(``complete: false``, ``folds_done``) survives an interruption (``benchmarks/report_writer.py``).
+(``complete: false``, ``folds_done``) survives an interruption (``benchmarks/report_writer.py``), and
+``--resume FILE`` (the same options; ``--workers`` may differ) keeps its finished folds, runs the others and writes
+the report one uninterrupted run writes (``benchmarks/report_resume.py``). A trial script's harness switches
+(``twin.fitting.switches``) reach every worker process and are recorded in the report's ``args``.
 """
 
 from __future__ import annotations
@@ -51,19 +54,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import (check_out_path, nonneg_int, positive_float, positive_int,  # noqa: E402
                                     seconds_or_whole)
+from benchmarks.fidelity_defaults_only import cells as _cells, defaults_only as _defaults_only  # noqa: E402
+from benchmarks.fidelity_defaults_only import header as _header  # noqa: E402
 from benchmarks.heldout_intervals import add_intervals  # noqa: E402  (round 19, 33m)
+from benchmarks.report_resume import Resumed, load_resumed  # noqa: E402  (round 23, 33zD)
 from benchmarks.report_writer import ReportWriter  # noqa: E402  (round 22, 33zB)
 from twin.fitting.case_weights import DEFAULT_WEIGHTING, WEIGHTINGS  # noqa: E402
 from twin.fitting.fit import simulate_cases  # noqa: E402
 from twin.fitting.fit_window import fold_first, open_loop_fold_window_s  # noqa: E402
-from twin.fitting.joint import (FOLDS, JOINT_NAMES, METRICS, all_cases, default_start, errors,  # noqa: E402
-                                parameter_table, run_fold, summarize, with_deployments)
+from twin.fitting.joint import (FOLDS, JOINT_NAMES, all_cases, default_start, errors,  # noqa: E402
+                                parameter_table, run_fold, summarize, summarize_errors, with_deployments)
 from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
 from twin.fitting.provenance import embedded_entries  # noqa: E402
 from twin.fitting.robust import LOSSES, ROBUST_SCALE_LOG  # noqa: E402
 from twin.fitting.scaled_sends import SENDS, with_sends  # noqa: E402
 from twin.fitting.scoped import check_scoped_name  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
+from twin.fitting.switches import report_args  # noqa: E402
 from twin.fitting.targets import markdown, target_lines, verdict_markdown  # noqa: E402
 from twin.hardware.catalog import resolve_model  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -91,33 +98,6 @@ FOLD_TERMS = ("memory_efficiency", "step_overhead_s", "per_seq_overhead_s", "req
               "request_path_s@client_vllm_bench", "per_seq_overhead_s@sync", "memory_efficiency@blackwell",
               "layer_token_overhead_s", "layer_token_overhead_s@blackwell",
               "eager_layer_host_s@blackwell", "eager_moe_layer_host_s@blackwell")
-
-
-def _cells(summary: dict) -> str:
-    out = []
-    for key, _ in METRICS:
-        s = summary[key]
-        out.append(f"{100 * s['abs']:5.1f}% {100 * s['signed']:+6.1f}%" if s["abs"] is not None else f"{'-':>14}")
-    return " | ".join(out)
-
-
-def _header(first: str) -> str:
-    return f"{first:<34} {'n':>4} | " + " | ".join(f"{t:>14}" for _, t in METRICS)
-
-
-def _case_record(case, predicted: dict) -> dict:
-    """One case's attributes (for slicing the errors: GPU, family, format, layout, lengths, load) and its
-    signed errors at the predicted metrics."""
-    rec = {"name": case.run.name, "source": FOLDS["source"](case), "gpu": FOLDS["GPU"](case),
-           "family": FOLDS["family"](case), "moe": resolve_model(case.target.model).is_moe,
-           "errors": errors(case, predicted),
-           "measured": {k: case.run.metrics.get(k) for k, _ in METRICS}, "predicted": dict(predicted)}
-    row = getattr(case, "row", None)
-    if row is not None:
-        rec.update(model=row.model_path, version=row.vllm_version, gemm_quant=row.gemm_quant,
-                   moe_quant=row.moe_quant, isl=row.isl, osl=row.osl, conc=row.concurrency, tp=row.tp,
-                   ep=row.moe_ep, dp=row.attention_dp, client=row.published_client, system=row.system)
-    return rec
 
 
 def _names(args) -> tuple[str, ...]:
@@ -171,21 +151,13 @@ def _is_moe(case) -> bool:
     return resolve_model(case.target.model).is_moe
 
 
-def _defaults_only(cases, default_pred, report, args, t0) -> None:
-    pairs = list(zip(cases, default_pred))
-    for kind, group_of in FOLDS.items():
-        print(f"\n== embedded defaults by {kind}")
-        print(_header(kind))
-        for g in dict.fromkeys(group_of(c) for c in cases):
-            part = [(c, p) for c, p in pairs if group_of(c) == g]
-            print(f"{g[:34]:<34} {len(part):4d} | {_cells(summarize(part))}")
-            report["folds"].setdefault(kind, {})[g] = summarize(part)
-    for label, moe in (("dense models", False), ("MoE models", True)):
-        part = [(c, p) for c, p in pairs if _is_moe(c) == moe]
-        print(f"{label:<34} {len(part):4d} | {_cells(summarize(part))}")
-    print(f"{'all':<34} {len(pairs):4d} | {_cells(summarize(pairs))}")
-    print(f"\n({time.perf_counter() - t0:.0f} s)")
-    report["cases"] = [_case_record(c, p) for c, p in pairs]
+def _planned(kinds: list[str], cases, only: set[str]) -> dict[str, list[str] | None]:
+    """{fold kind: the held-out groups to run (those of ``--groups``), None where the data hold one group only}."""
+    out: dict[str, list[str] | None] = {}
+    for kind in kinds:
+        groups = list(dict.fromkeys(FOLDS[kind](c) for c in cases))
+        out[kind] = None if len(groups) < 2 else [g for g in groups if not only or g in only]
+    return out
 
 
 def parser() -> argparse.ArgumentParser:
@@ -248,11 +220,16 @@ def parser() -> argparse.ArgumentParser:
                     help="the seed of every simulation's draws (arrivals, lengths, request path; default 0)")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the markdown summary here")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--resume", type=Path, default=None, help="the partial --json report an interrupted run of these "
+                    "options left: its finished folds are kept, the others run (--json defaults to this file)")
     return ap
 
 
 def main() -> None:
     args = parser().parse_args()
+    if args.resume is not None and args.defaults_only:
+        raise TwinInputError("--resume: --defaults-only runs no folds (nothing to resume)")
+    args.json = args.json or args.resume          # round 23 (33zD): --resume FILE rewrites FILE unless --json says
     check_out_path(args.markdown, "--markdown")
     check_out_path(args.json, "--json")
     if args.defaults_only and args.markdown is not None:
@@ -283,6 +260,11 @@ def main() -> None:
     known = {FOLDS[k.strip()](c) for k in args.folds.split(",") if k.strip() for c in cases}
     if only - known:
         raise SystemExit(f"--groups: unknown group {sorted(only - known)[0]!r}; allowed: {', '.join(sorted(known))}")
+    planned = _planned([k.strip() for k in args.folds.split(",") if k.strip()], cases, only)
+    run_args = {k: v for k, v in vars(args).items() if k != "resume"} | {"ground_truth": str(args.ground_truth)} \
+        | report_args()       # round 23 (33zD): the harness's switches where they are not the embedded ones
+    resumed = Resumed() if args.resume is None else load_resumed(
+        args.resume, run_args, names, {k: g for k, g in planned.items() if g}, cases, FOLDS)
     reasons = collections.Counter(r.split(" (")[0] for _, r in skipped)
     print(f"{len(cases)} cases: " + ", ".join(f"{k} {v}" for k, v in collections.Counter(
         FOLDS['source'](c) for c in cases).items()) + f" (silicon every {args.silicon_every}); silicon rows the "
@@ -315,8 +297,7 @@ def main() -> None:
     default_by_name = {c.run.name: p for c, p in zip(cases, default_pred)}
     print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
 
-    report: dict = {"args": vars(args) | {"ground_truth": str(args.ground_truth)}, "names": list(names),
-                    "folds": {}}
+    report: dict = {"args": run_args, "names": list(names), "folds": {}}
     writer = ReportWriter(args.json, args.markdown)     # round 22 (33zB): partial reports, atomic writes
     if args.defaults_only:
         _defaults_only(cases, default_pred, report, args, t0)
@@ -329,52 +310,56 @@ def main() -> None:
     print("\nmedian |error| and median signed error (predicted / measured - 1) on held-out cases; "
           "'defaults' = the embedded defaults, unchanged, on the same cases")
     md_rows, verdicts, cache, param_rows, windows = [], [], {}, [], {}
-    for kind in [k.strip() for k in args.folds.split(",") if k.strip()]:
-        group_of = FOLDS[kind]
-        groups = list(dict.fromkeys(group_of(c) for c in cases))
-        if len(groups) < 2:
+    for kind, groups in planned.items():
+        if groups is None:
             print(f"\nleave-one-{kind}-out: only one {kind} in the data; skipped")
             continue
-        if only:
-            groups = [g for g in groups if g in only]
+        group_of = FOLDS[kind]
         print(f"\n== leave-one-{kind}-out")
         print(_header("held out"))
         pooled, pooled_default, fold_docs, group_summaries = [], [], [], []
         for g in groups:
-            fit_s, fold_sims = fold_first(cases, g, group_of, first, args.fit_sim_s, fold_fit_eval_s, lambda cs, s:
-                                          simulate_cases(cs, start, max_sim_s=s, workers=args.workers, seed=args.seed),
-                                          windows)
-            fold = run_fold(kind, g, cases, group_of, fold_sims, names=names, outer_iterations=args.outer,
-                            fit_sim_s=fit_s, eval_sim_s=args.eval_sim_s, workers=args.workers, seed=args.seed,
-                            evidence=evidence, defaults=default_pred, allow=allow, cache=cache,
-                            loss=args.fold_loss, loss_scale=args.fold_loss_scale, exclude_gap=not args.keep_gap_rows,
-                            client_path_rows=args.client_path_rows)
-            pairs = list(zip(fold.cases, fold.predicted))
-            dpairs = [(c, default_by_name[c.run.name]) for c in fold.cases]
-            pooled += pairs
+            if (done := resumed.fold(kind, g, cases, group_of)) is not None:     # --resume: finished before
+                fold_cases, fold_errors, doc, rows = done
+                plan_lines = doc["plan"]
+            else:
+                fit_s, fold_sims = fold_first(cases, g, group_of, first, args.fit_sim_s, fold_fit_eval_s,
+                                              lambda cs, s: simulate_cases(cs, start, max_sim_s=s, workers=args.workers,
+                                                                           seed=args.seed), windows)
+                fold = run_fold(kind, g, cases, group_of, fold_sims, names=names, outer_iterations=args.outer,
+                                fit_sim_s=fit_s, eval_sim_s=args.eval_sim_s, workers=args.workers, seed=args.seed,
+                                evidence=evidence, defaults=default_pred, allow=allow, cache=cache,
+                                loss=args.fold_loss, loss_scale=args.fold_loss_scale,
+                                exclude_gap=not args.keep_gap_rows, client_path_rows=args.client_path_rows)
+                pairs = list(zip(fold.cases, fold.predicted))
+                fold_cases, fold_errors, doc = fold.cases, [errors(c, p) for c, p in pairs], None
+                plan_lines, rows = fold.plan.lines(), [(kind, g, *r) for r in parameter_table(fold)]
+            dpairs = [(c, default_by_name[c.run.name]) for c in fold_cases]
+            pooled += zip(fold_cases, fold_errors)
             pooled_default += dpairs
-            group_summaries.append(summarize(pairs))
-            md_rows.append((kind, g, len(pairs), group_summaries[-1]))
-            print(f"{g[:34]:<34} {len(pairs):4d} | {_cells(group_summaries[-1])}")
+            group_summaries.append(summarize(pairs) if doc is None else doc["summary"])
+            md_rows.append((kind, g, len(fold_cases), group_summaries[-1]))
+            print(f"{g[:34]:<34} {len(fold_cases):4d} | {_cells(group_summaries[-1])}"
+                  + ("" if doc is None else f"  (finished before: --resume {args.resume})"))
             print(f"{'  defaults':<34} {'':4} | {_cells(summarize(dpairs))}", flush=True)
-            for line in fold.plan.lines() or ["no embedded value has evidence in this group"]:
+            for line in plan_lines or ["no embedded value has evidence in this group"]:
                 print(f"      {line}")
-            fold_docs.append({"held_out": g, "params": fold.params, "std": fold.std,
-                              "identification": fold.identification, "plan": fold.plan.lines(),
-                              "summary": group_summaries[-1], "default_summary": summarize(dpairs),
-                              "errors": {c.run.name: errors(c, p) for c, p in pairs}})
-            writer.fold_done(report, kind, fold_docs, md_rows)
-            for name, value, sd, status in parameter_table(fold):
+            fold_docs.append(doc or {"held_out": g, "params": fold.params, "std": fold.std,
+                                     "identification": fold.identification, "plan": plan_lines,
+                                     "summary": group_summaries[-1], "default_summary": summarize(dpairs),
+                                     "errors": {c.run.name: e for c, e in zip(fold_cases, fold_errors)}})
+            param_rows += rows
+            writer.fold_done(report, kind, fold_docs, md_rows, param_rows)
+            for _, _, name, value, sd, status in rows:
                 print(f"      {name:30s} {value:>34s} +/- {sd:<8s} {status}")
-                param_rows.append((kind, g, name, value, sd, status))
-        total = summarize(pooled)
+        total = summarize_errors([e for _, e in pooled])
         print(f"{'all held out':<34} {len(pooled):4d} | {_cells(total)}")
         print(f"{'  defaults':<34} {'':4} | {_cells(summarize(pooled_default))}")
         md_rows.append((kind, "**all held out**", len(pooled), total))
         split = {}
         for label, moe in (("dense models", False), ("MoE models", True)):
-            part = [(c, p) for c, p in pooled if _is_moe(c) == moe]
-            split[moe] = summarize(part)
+            part = [e for c, e in pooled if _is_moe(c) == moe]
+            split[moe] = summarize_errors(part)
             print(f"{label:<34} {len(part):4d} | {_cells(split[moe])}")
             md_rows.append((kind, label, len(part), split[moe]))
             report.setdefault("moe_vs_dense", {}).setdefault(kind, {})[label] = split[moe]

@@ -19,14 +19,13 @@ import argparse
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gptoss_b200_ttft_structure import tp_split  # noqa: E402  (A + B / tp, least squares)
-from twin.cost import allreduce_routes  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.fitting.switches import switched  # noqa: E402
 
 FAMILY, GPU = "gpt-oss", "H100-SXM"
 LIGHT_CONCURRENCY = 4
@@ -122,7 +121,7 @@ def light_split_lines(cases, variants: dict[str, dict[str, float]]) -> list[str]
                      + ", ".join(f"TP {tp} {by_tp[tp].row.ttft_ms:.1f}" for tp in sorted(by_tp)) + ")")
         for label, params in variants.items():
             for multimem in (False, True):
-                with mock.patch.object(allreduce_routes, "ENABLED", multimem):
+                with switched(multimem_allreduce=multimem):
                     pts = [(tp, lone_prompt_ms(cost_model_for(deployment_for(c.run, c.target), c.target, params),
                                                isl)) for tp, c in by_tp.items()]
                 ta, tb = tp_split(pts)

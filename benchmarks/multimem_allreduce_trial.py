@@ -4,13 +4,14 @@ prompts held out"): a trial, not embedded.
 ``twin.cost.allreduce_routes`` charges a TP 6 / 8 all-reduce on an NVSwitch Hopper or Blackwell board the bytes of
 vLLM's symmetric-memory multimem route, (1 + 1/tp) x the message per GPU, instead of the ring's 2 (tp - 1) / tp,
 when its ``ENABLED`` is on. This script turns it on for one ``fidelity_real.py`` run (restored after it), with the
-arguments after ``--``; every fold fits and predicts with it, the embedded defaults stay the ring's:
+arguments after ``--``; every fold fits and predicts with it, the embedded defaults stay the ring's (the report's
+``args`` record ``switches: {"multimem_allreduce": true}``):
 
     python benchmarks/multimem_allreduce_trial.py -- --ground-truth ../shared/ground-truth \\
         --workers 1 --folds GPU --groups H100-SXM --json X.json
 
-``--workers 1`` keeps the run in one process (the switch is a module setting; worker processes forked during it
-inherit it as well).
+Any ``--workers`` (round 23): the switch travels with every simulation job to the worker processes, whatever their
+start method (``twin.fitting.switches``; before, a worker started by spawn or forkserver simulated the ring).
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from twin.cost import allreduce_routes  # noqa: E402
 from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.fitting.switches import switched  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args(own)    # --help; nothing else
     if not rest:
         raise TwinInputError("give fidelity_real.py's arguments after -- (e.g. --folds GPU --groups H100-SXM)")
-    with mock.patch.object(allreduce_routes, "ENABLED", True):
+    with switched(multimem_allreduce=True):
         run_fidelity_real(rest)
 
 

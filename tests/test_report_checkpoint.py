@@ -182,7 +182,8 @@ def test_write_atomic_failure_leaves_the_old_file_and_no_temp(tmp_path, monkeypa
 
 def test_a_kill_mid_write_leaves_the_previous_report_whole(tmp_path):
     """A process SIGKILLed after writing the new report's bytes to its temporary file and before the rename:
-    the report file is the previous version, whole (the stray temp file is hidden, .r.json.*.tmp)."""
+    the report file is the previous version, whole; the stray temp file is r.json.HOST-PID.tmp (round 23: visible,
+    named for the killed process), and the next write removes it."""
     path = tmp_path / "r.json"
     old = rw.report_json({"complete": False, "folds_done": {"GPU": ["h100"]}})
     child = textwrap.dedent(f"""
@@ -207,4 +208,6 @@ def test_a_kill_mid_write_leaves_the_previous_report_whole(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     assert json.loads(path.read_text()) == {"complete": False, "folds_done": {"GPU": ["h100"]}}
     stray = [p.name for p in tmp_path.iterdir() if p.name != "r.json"]
-    assert len(stray) == 1 and stray[0].startswith(".r.json.") and stray[0].endswith(".tmp")
+    assert stray == [rw.temp_path(path, proc.pid).name] == [f"r.json.{rw.HOST}-{proc.pid}.tmp"]
+    rw.write_atomic(path, "next")
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]

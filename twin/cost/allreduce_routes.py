@@ -18,7 +18,8 @@ deployment's for all its all-reduces. At TP 4 on Hopper the custom all-reduce ke
 multimem takes only 8-32 MiB (gpt-oss: 1,456-5,825 tokens), so TP 4 stays a ring here. The link's efficiency is the
 roofline's ``interconnect_efficiency`` (0.75, not fitted) either way: the same wires; no switch rate is stated.
 
-``ENABLED`` False (the embedded state): every all-reduce is the ring, as before.
+``ENABLED`` False (the embedded state): every all-reduce is the ring, as before. A run sets it with
+``twin.fitting.switches`` (``switched(multimem_allreduce=True)``), which carries it to the worker processes too.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 from twin.cost.generations import gpu_generation
 from twin.hardware.catalog import GpuSpec
 
-ENABLED = False       # opt-in (benchmarks/multimem_allreduce_trial.py switches it on for one run)
+ENABLED = False       # opt-in (multimem_allreduce_trial.py switches it on for one run: twin.fitting.switches)
 MULTIMEM_TP: dict[str, tuple[int, ...]] = {"hopper": (6, 8), "blackwell": (6, 8)}   # see the docstring
 MIB = 1024 * 1024
 CUSTOM_BUFFER_BYTES = 8 * MIB          # the custom all-reduce's buffer, capped by the table below

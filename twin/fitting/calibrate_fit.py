@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +32,7 @@ from twin.errors import TwinInputError
 from twin.fitting.fit import Case
 from twin.fitting.identify import held_at_prior
 from twin.fitting.measured_run import is_fit_target
+from twin.fitting.switches import map_jobs
 from twin.fitting.parameters import PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.replay import Replayed, cost_model_for, deployment_for, replay
 from twin.fitting.surrogate import Surrogate, compress_steps
@@ -168,8 +168,7 @@ def _replay_job(job) -> Replayed:
 def _simulate(cases, params, seeds, max_sim_s, deps, workers: int = 1) -> list[list[Replayed]]:
     if workers > 1 and len(cases) * len(seeds) > 1:       # processes: each builds its run's deployment again
         jobs = [(c, params, s, sim_seconds(c, max_sim_s)) for c in cases for s in seeds]
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            flat = list(pool.map(_replay_job, jobs))
+        flat = list(map_jobs(_replay_job, jobs, workers))       # the harness's switches reach every worker
         return [flat[i * len(seeds):(i + 1) * len(seeds)] for i in range(len(cases))]
     return [[replay(c.run, c.target, params, seed=s, max_sim_s=sim_seconds(c, max_sim_s), deployment=d)
              for s in seeds] for c, d in zip(cases, deps)]

@@ -24,7 +24,7 @@ from twin.fitting.measured_run import MeasuredRun
 from twin.sim.cold_server import cold_compiles_of
 from twin.sim.deployment import Deployment
 
-ENABLED = True     # False: cold runs replayed warm, as before round 11
+ENABLED = True     # False: cold runs replayed warm, as before round 11 (set it with twin.fitting.switches)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +25,7 @@ from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_mo
 from twin.fitting.replay import Replayed, Target, deployment_for, replay
 from twin.fitting.robust import ROBUST_SCALE_LOG, transformed
 from twin.fitting.surrogate import Surrogate
+from twin.fitting.switches import Switches, map_jobs
 
 FIT_METRICS: dict[str, float] = {"mean_tpot_ms": 2.0, "mean_ttft_ms": 1.0, "median_ttft_ms": 1.0,
                                  "p90_ttft_ms": 0.5}
@@ -85,23 +85,18 @@ def check_simulation_options(max_sim_s: float | None, workers: int, sim_flag: st
 
 def simulate_cases(cases: Sequence[Case], params: dict[str, float], *, seed: int = 0,
                    max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1,
-                   progress: Callable[[int], None] | None = None) -> list[Replayed]:
+                   progress: Callable[[int], None] | None = None, switches: Switches | None = None) -> list[Replayed]:
     """Every case simulated at ``params`` (in ``workers`` processes): its first ``max_sim_s`` seconds, or all
-    of it for a run that queued; ``progress`` is called once per case."""
+    of it for a run that queued; ``progress`` is called once per case. ``switches``: the harness's switches every
+    simulation sees, in any worker process (``twin.fitting.switches``; default this process's)."""
     check_simulation_options(max_sim_s, workers, "max_sim_s", "workers")
     jobs = [(c, params, seed, max_sim_s) for c in cases]
-    parallel = workers > 1 and len(jobs) > 1
-    pool = ProcessPoolExecutor(max_workers=workers) if parallel else None
-    try:
-        out = []
-        for r in (pool.map if pool else map)(_replay_one, jobs):
-            out.append(r)
-            if progress:
-                progress(1)
-        return out
-    finally:
-        if pool:
-            pool.shutdown()
+    out = []
+    for r in map_jobs(_replay_one, jobs, workers, switches):
+        out.append(r)
+        if progress:
+            progress(1)
+    return out
 
 
 START_INSET = 1e-3       # share of a parameter's range the optimiser starts inside its bounds

@@ -296,9 +296,14 @@ def _settle(train_cases, fit_names, weak, std, share, priors, fixed, start, firs
 
 def summarize(pairs: Sequence[tuple[Case, dict[str, float]]]) -> dict[str, dict[str, float | int | None]]:
     """Per metric: count, median |error| and median signed error (fractions)."""
+    return summarize_errors([errors(c, p) for c, p in pairs])
+
+
+def summarize_errors(case_errors: Sequence[dict[str, float]]) -> dict[str, dict[str, float | int | None]]:
+    """``summarize`` of the cases' ``errors`` (e.g. a report's, read back)."""
     out = {}
     for key, _ in METRICS:
-        errs = [e[key] for e in (errors(c, p) for c, p in pairs) if key in e]
+        errs = [e[key] for e in case_errors if key in e]
         out[key] = {"n": len(errs), "abs": statistics.median(abs(x) for x in errs) if errs else None,
                     "signed": statistics.median(errs) if errs else None}
     return out

@@ -38,6 +38,7 @@ rows are simulated differently (no Hopper MoE path trains where its evidence is 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 
 from twin.cost.moe_terms import DEFAULT_MOE_EXPERT_COMPUTE_EFFICIENCY
@@ -45,9 +46,12 @@ from twin.fitting.expert_path_prior import MARLIN_PATHS, geometric_mean
 from twin.fitting.moe_token_prior import prompt_token_entries
 from twin.fitting.provenance import RESET, silicon_rows_of
 from twin.fitting.scoped import EXPERT_PREFIX, split
+from twin.fitting.switches import register
 
-# on in every fold (round 10); False: the folds as in round 9 (docs/fidelity.md: the held-out figures move both ways)
+# on in every fold (round 10); False: the folds as in round 9 (docs/fidelity.md: the held-out figures move both ways);
+# set it with twin.fitting.switches (registered there: it carries it to worker processes)
 ENABLED = True
+register("path_token_prior", sys.modules[__name__])
 EFFICIENCY = "moe_expert_compute_efficiency"
 GENERATIONS = ("hopper",)      # generations whose fitted per-token term carries no MoE reading (see above)
 # (what, us per token per MoE decoder layer, the rows it was read off): benchmarks/layer_token_reading.py, main
