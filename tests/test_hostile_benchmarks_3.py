@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from twin.errors import TwinInputError
 from twin.results import heldout_bands as hb
 from twin.results import whatif_bands as wb
 
+ROOT = Path(__file__).resolve().parents[1]
 fr = load_benchmark("fold_report")
 ms = load_benchmark("multi_seed_report")
 we = load_benchmark("whatif_export")
@@ -273,3 +276,22 @@ def test_the_loaders_say_what_the_path_is(tmp_path):
 
 def test_the_packaged_tables_still_load():
     assert hb.load_bands()["schema"] == hb.SCHEMA and wb.load_whatif()["schema"] in wb.SCHEMAS
+
+
+# the readers that read a fold's params and errors raw check them first
+
+@pytest.mark.parametrize("script, args", [("gptoss_ttft_terms", ("--kind", "GPU", "--group", "H100-SXM")),
+                                          ("gpt_oss_tp8_prompt", ("--folds", "GPU:H100-SXM"))])
+@pytest.mark.parametrize("field, value, message", [
+    ("errors", [], "the fold holding 'H100-SXM' out has no errors object with names"),
+    ("params", {"memory_efficiency": float("nan")}, "the fold holding 'H100-SXM' out: params 'memory_efficiency' is "
+                                                    "nan, not a finite number")])
+def test_raw_fold_readers_check_params_and_errors(tmp_path, script, args, field, value, message):
+    doc = _report()
+    doc["folds"]["GPU"]["folds"][0][field] = value
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{script}.py"), str(path), *args],
+                         capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in res.stderr and res.returncode == 2
+    assert res.stderr.strip().splitlines() == [f"error: {path}: {message}"]
