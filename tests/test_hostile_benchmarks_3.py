@@ -295,3 +295,15 @@ def test_raw_fold_readers_check_params_and_errors(tmp_path, script, args, field,
                          capture_output=True, text=True, timeout=120)
     assert "Traceback" not in res.stderr and res.returncode == 2
     assert res.stderr.strip().splitlines() == [f"error: {path}: {message}"]
+
+
+def test_eval_window_reading_checks_the_errors_before_its_simulations(tmp_path):
+    doc = _report()
+    doc["folds"]["GPU"]["folds"][1]["errors"] = []
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eval_window_reading.py"), "--report", str(path),
+                          "--variants", "GPU:H100-SXM"], capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in res.stderr and res.returncode == 2
+    assert res.stderr.strip().splitlines() == [f"error: {path}: the fold holding 'B200' out has no errors object with "
+                                               "names"]
