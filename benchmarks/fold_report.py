@@ -36,9 +36,14 @@ def read_json_value(path: Path) -> object:
     """The JSON value in the file ``path``: the project's checks on a user's JSON (size at most
     ``MAX_REPORT_BYTES``, UTF-8 text, valid JSON, no key twice, bounded nesting)."""
     path = Path(path)
-    if path.is_dir():
+    try:
+        folder, there = path.is_dir(), path.exists() or path.is_symlink()
+    except (OSError, ValueError):      # ENAMETOOLONG, a NUL byte (round 23: was an OSError traceback)
+        raise TwinInputError(f"{quoted(path)}: not a file name (longer than a path may be, or holding a NUL "
+                             "byte)") from None
+    if folder:
         raise TwinInputError(f"{path}: a directory, not a file")
-    if not path.exists() and not path.is_symlink():     # a pipe, a device or a link loop: read_text says what it is
+    if not there:           # a pipe, a device or a link loop exist: read_text says what each is
         raise TwinInputError(f"{path}: no such file")
     return parse_json(read_text(path, "report", MAX_REPORT_BYTES), str(path))
 

@@ -307,3 +307,12 @@ def test_eval_window_reading_checks_the_errors_before_its_simulations(tmp_path):
     assert "Traceback" not in res.stderr and res.returncode == 2
     assert res.stderr.strip().splitlines() == [f"error: {path}: the fold holding 'B200' out has no errors object with "
                                                "names"]
+
+
+def test_a_name_longer_than_a_path_may_be_is_one_line():
+    name = "x" * 5000
+    assert _error(fr.read_json, name).endswith("...: not a file name (longer than a path may be, or holding a NUL "
+                                               "byte)")
+    for load in (hb.load_bands, wb.load_whatif):
+        assert _error(load, name) == ("'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... (5,002 characters): not a file name "
+                                      "(longer than a path may be, or holding a NUL byte)")

@@ -189,9 +189,14 @@ def load_bands(path: str | Path = DATA_FILE) -> dict:
     from twin.yaml_input import read_text
 
     p = Path(path)
-    if p.is_dir():
+    try:
+        folder, there = p.is_dir(), p.exists() or p.is_symlink()
+    except (OSError, ValueError):      # ENAMETOOLONG, a NUL byte
+        raise TwinInputError(f"{shown(str(p))}: not a file name (longer than a path may be, or holding a NUL "
+                             "byte)") from None
+    if folder:
         raise TwinInputError(f"{p}: a directory, not a held-out bands file")
-    if not p.exists() and not p.is_symlink():    # a pipe, a device or a link loop: read_text says what it is
+    if not there:           # a pipe, a device or a link loop exist: read_text says what each is
         raise TwinInputError(f"{p}: no such file (the held-out bands; the package data is missing)")
     return check_bands(parse_json(read_text(p, "held-out bands", MAX_BANDS_BYTES), str(p)), str(p))
 
