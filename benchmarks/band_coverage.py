@@ -38,6 +38,7 @@ from benchmarks.cli_checks import check_out_path, name_choices, nonneg_int, posi
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from benchmarks.heldout_bands_export import MIN_CASES, band_ends, ground_truth_servers  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.hardware.name_probe import quoted  # noqa: E402
 from twin.results.heldout_bands import CONSTRUCTIONS, KINDS, SHOWN  # noqa: E402
 
 LEAVE = ("case", "family", "kind")
@@ -77,9 +78,9 @@ def report_cases(report: FoldReport, server_of: dict[str, tuple[str, bool]],
             for name, errs in report.errors(fold).items():
                 cell = server_of.get(name, server_of.get(name.split(" [", 1)[0]))
                 if cell is None:
-                    raise report.error(f"case {name!r} is not in the ground truth (--ground-truth?)")
+                    raise report.error(f"case {quoted(name)} is not in the ground truth (--ground-truth?)")
                 if name not in family:
-                    raise report.error(f"case {name!r} is in no family fold (its model family is unknown)")
+                    raise report.error(f"case {quoted(name)} is in no family fold (its model family is unknown)")
                 out.append(Case(kind, cell, name, family[name], errs))
     return out
 

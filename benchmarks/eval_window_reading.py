@@ -82,7 +82,11 @@ def main() -> None:
     if any(v != "defaults" for v in variants):
         if args.report is None:
             raise TwinInputError("--variants KIND:GROUP needs --report REPORT.json")
-        report = load_report(args.report).data
+        rep = load_report(args.report)
+        for kind in rep.kinds():        # round 23: spliced() reads the errors raw; checked before the simulations
+            for fold in rep.folds(kind):
+                rep.errors(fold)
+        report = rep.data
     stages = [c for c in all_cases(args.ground_truth, silicon_every=10**9) if FOLDS["source"](c) == "inference-perf"]
     out: dict = {"windows": [label(w) for w in windows], "variants": {}}
     for variant in variants:

@@ -6,7 +6,12 @@ file, a bad structure, an absent fold or a non-numeric value is one ``TwinInputE
 Round 17: the per-case records of a ``--defaults-only --json`` report (``defaults_cases``), with the same checks.
 Round 22 (33zB): a partial report (``complete: false``, written after each fold by an unfinished run:
 ``benchmarks/report_writer.py``) is refused in one line by every reader that pools or pairs a report's cases; only
-``fold_params`` (one finished fold's parameters, final once the fold is written) reads one."""
+``fold_params`` (one finished fold's parameters, final once the fold is written) reads one.
+Round 23 (33zG): a held-out group given twice in one fold kind, or a case held out by two folds of one kind, is one
+line; a per-case error must name a metric (``twin.fitting.targets.METRICS``) and be a signed relative error above
+-1 (predicted / measured - 1 with a positive prediction) and at most ``MAX_RELATIVE_ERROR``; an integer beyond a
+float's range is not a finite number (it was an ``OverflowError``); a pipe (``<(...)``) is read, a device or a
+symbolic-link loop refused by the project's text reader; names in messages are cut to a readable length."""
 
 from __future__ import annotations
 
@@ -14,19 +19,31 @@ import math
 from pathlib import Path
 
 from twin.errors import TwinInputError
+from twin.fitting.targets import METRICS
+from twin.hardware.name_probe import quoted
 from twin.json_input import parse_json
+from twin.results.heldout_bands import cut
 from twin.yaml_input import MAX_INPUT_BYTES, read_text
 
 MAX_REPORT_BYTES = MAX_INPUT_BYTES      # 64 MiB; a full held-out report is ~0.15 MB, a --defaults-only one ~1 MB
+# the largest signed relative error a report's case may carry: a prediction a billion times the measurement is no
+# twin's (the largest in round 22's reports is +0.49); the bound keeps every sum and median of errors finite
+MAX_RELATIVE_ERROR = 1e9
+ERROR_METRICS = tuple(key for key, _ in METRICS)
 
 
 def read_json_value(path: Path) -> object:
     """The JSON value in the file ``path``: the project's checks on a user's JSON (size at most
     ``MAX_REPORT_BYTES``, UTF-8 text, valid JSON, no key twice, bounded nesting)."""
     path = Path(path)
-    if path.is_dir():
+    try:
+        folder, there = path.is_dir(), path.exists() or path.is_symlink()
+    except (OSError, ValueError):      # ENAMETOOLONG, a NUL byte (round 23: was an OSError traceback)
+        raise TwinInputError(f"{quoted(path)}: not a file name (longer than a path may be, or holding a NUL "
+                             "byte)") from None
+    if folder:
         raise TwinInputError(f"{path}: a directory, not a file")
-    if not path.is_file():
+    if not there:           # a pipe, a device or a link loop exist: read_text says what each is
         raise TwinInputError(f"{path}: no such file")
     return parse_json(read_text(path, "report", MAX_REPORT_BYTES), str(path))
 
@@ -40,8 +57,13 @@ def read_json(path: Path) -> dict:
 
 
 def finite_number(value: object) -> bool:
-    """A JSON number (not a bool) that is finite."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number (not a bool) that is finite (an integer beyond a float's range, e.g. 10**400, is not)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def restore_flags(fold: dict, params: dict[str, float]) -> dict[str, float]:
@@ -72,11 +94,29 @@ class FoldReport:
             raise self.error("no folds (make it with fidelity_real.py --folds ... --json)")
         for kind, body in folds.items():
             if not isinstance(body, dict) or not isinstance(body.get("folds"), list):
-                raise self.error(f"folds[{kind!r}] has no list of folds")
+                raise self.error(f"folds[{quoted(kind)}] has no list of folds")
             for i, fold in enumerate(body["folds"]):
                 if not isinstance(fold, dict) or not isinstance(fold.get("held_out"), str):
-                    raise self.error(f"{kind} fold {i} is not an object with a held_out name")
+                    raise self.error(f"{cut(kind)} fold {i} is not an object with a held_out name")
+            self._check_distinct(kind, body["folds"])
         self.data = data
+
+    def _check_distinct(self, kind: str, folds: list[dict]) -> None:
+        """Each held-out group once in a fold kind, and each case held out by one fold of it (where ``errors`` is
+        an object: its values are checked when read)."""
+        held: dict[str, int] = {}
+        cases: dict[str, str] = {}
+        for i, fold in enumerate(folds):
+            group = fold["held_out"]
+            if group in held:
+                raise self.error(f"{cut(kind)} folds {held[group]} and {i} both hold {quoted(group)} out "
+                                 "(each group once per fold kind)")
+            held[group] = i
+            for name in fold.get("errors") if isinstance(fold.get("errors"), dict) else ():
+                if name in cases:
+                    raise self.error(f"case {quoted(name)} is held out by two {cut(kind)} folds "
+                                     f"({quoted(cases[name])} and {quoted(group)}); a case is held out once per kind")
+                cases[name] = group
 
     def error(self, what: str) -> TwinInputError:
         return TwinInputError(f"{self.source}: {what}")
@@ -109,14 +149,14 @@ class FoldReport:
             if fold["held_out"] == group:
                 return fold
         held = ", ".join(f["held_out"] for f in folds) or "none"
-        raise self.error(f"no {kind} fold holds {group!r} out (held out: {held})")
+        raise self.error(f"no {kind} fold holds {quoted(group)} out (held out: {held})")
 
     def params(self, fold: dict) -> dict[str, float]:
         """A copy of ``fold``'s parameters: {name: finite number}, at least one (a fold's simulations ran at them;
         an empty object would run the cost model's bare defaults, silently)."""
         params = self._numbers(fold, fold.get("params"), "params")
         if not params:
-            raise self.error(f"the fold holding {fold['held_out']!r} out has no parameters (params is empty)")
+            raise self.error(f"the fold holding {quoted(fold['held_out'])} out has no parameters (params is empty)")
         return restore_flags(fold, params)
 
     def std(self, fold: dict) -> dict[str, float | None]:
@@ -127,30 +167,40 @@ class FoldReport:
         """A copy of how ``fold``'s fit identified each name ({} where the report does not say)."""
         status = self._mapping(fold, fold.get("identification", {}), "identification")
         if not all(isinstance(v, str) for v in status.values()):
-            raise self.error(f"the fold holding {fold['held_out']!r} out: an identification that is not a string")
+            raise self.error(f"the fold holding {quoted(fold['held_out'])} out: an identification that is not a string")
         return dict(status)
 
     def errors(self, fold: dict, metrics: tuple[str, ...] = ()) -> dict[str, dict[str, float]]:
         """A copy of ``fold``'s per-case signed relative errors: {case name: {metric: finite number}}, each case with
-        every metric ``metrics`` names (those its caller reads of every case)."""
+        every metric ``metrics`` names (those its caller reads of every case); each metric one of
+        ``ERROR_METRICS``, each error above -1 and at most ``MAX_RELATIVE_ERROR``."""
         cases = self._mapping(fold, fold.get("errors"), "errors")
-        out = {name: self._numbers(fold, errs, f"errors of {name!r}") for name, errs in cases.items()}
+        out = {name: self._numbers(fold, errs, f"errors of {quoted(name)}") for name, errs in cases.items()}
         for name, errs in out.items():
+            where = f"the fold holding {quoted(fold['held_out'])} out: errors of {quoted(name)}"
             missing = [m for m in metrics if m not in errs]
             if missing:
-                raise self.error(f"the fold holding {fold['held_out']!r} out: errors of {name!r} have no {missing[0]}")
+                raise self.error(f"{where} have no {missing[0]}")
+            for metric, value in errs.items():
+                if metric not in ERROR_METRICS:
+                    raise self.error(f"{where}: {quoted(metric)} is not a metric ({', '.join(ERROR_METRICS)})")
+                if not -1.0 < value <= MAX_RELATIVE_ERROR:
+                    raise self.error(f"{where}: {metric} is {value!r}, not a signed relative error in "
+                                     f"(-1, {MAX_RELATIVE_ERROR:g}] (predicted / measured - 1)")
         return out
 
     def _mapping(self, fold: dict, values: object, what: str) -> dict:
         if not isinstance(values, dict) or not all(isinstance(name, str) for name in values):
-            raise self.error(f"the fold holding {fold['held_out']!r} out has no {what} object with names")
+            raise self.error(f"the fold holding {quoted(fold['held_out'])} out has no {what} object with names")
         return values
 
     def _numbers(self, fold: dict, values: object, what: str, none_ok: bool = False) -> dict:
         for name, value in self._mapping(fold, values, what).items():
             if not (finite_number(value) or (none_ok and value is None)):
-                raise self.error(f"the fold holding {fold['held_out']!r} out: {what} {name!r} is {value!r}, "
-                                 "not a finite number")
+                shown = quoted(value) if isinstance(value, str) else repr(value)
+                shown = shown if len(shown) <= 80 else f"{shown[:40]}... ({len(shown):,} characters)"
+                raise self.error(f"the fold holding {quoted(fold['held_out'])} out: {what} {quoted(name)} is "
+                                 f"{shown}, not a finite number")
         return dict(values)
 
 

@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     from twin.fitting.replay import cost_model_for, deployment_for
     report = load_report(args.report)
     folds = {f"{kind} {group}": report.fold(kind, group) for kind, group in parse_folds(args.folds)}
+    for fold in folds.values():         # round 23: params and errors checked (read raw below), one line if bad
+        report.params(fold), report.errors(fold)
     cases = [c for c in all_cases(args.ground_truth) if family_of(c) == FAMILY and gpu_of(c) == GPU
              and getattr(c, "row", None) is not None]
     values = {label: fold_values(fold) for label, fold in folds.items()}

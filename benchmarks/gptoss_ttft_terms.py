@@ -56,9 +56,13 @@ ALL = tuple(n for names in GROUPS.values() for n in names)
 
 
 def fold_of(report: Path, kind: str, group: str) -> dict:
-    """The fold of ``kind`` (source / GPU / family) holding out ``group`` in a ``fidelity_real.py --json`` report."""
+    """The fold of ``kind`` (source / GPU / family) holding out ``group`` in a ``fidelity_real.py --json`` report, its
+    ``params`` and ``errors`` checked (round 23: read raw, a list or NaN there was a traceback or read as given)."""
     from benchmarks.fold_report import load_report
-    return load_report(report).fold(kind, group)
+    rep = load_report(report)
+    fold = rep.fold(kind, group)
+    rep.params(fold), rep.errors(fold)          # one line on a bad value; the fold is returned as written
+    return fold
 
 
 def fold_values(fold: dict) -> dict[str, float]:

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.cli_checks import check_out_path, name_choices, positive_int  # noqa: E402
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.hardware.name_probe import quoted  # noqa: E402
 from twin.results.heldout_bands import (CONSTRUCTIONS, DATA_FILE, KINDS, METRICS, SCHEMA, check_bands,  # noqa: E402
                                         order_coverage, order_rank)
 
@@ -78,7 +79,7 @@ def kind_groups(report: FoldReport, kind: str, server_of: dict[str, tuple[str, b
         for name, errs in report.errors(fold).items():
             key = server_of.get(name, server_of.get(name.split(" [", 1)[0]))
             if key is None:
-                raise TwinInputError(f"{report.source}: case {name!r} is not in the ground truth (--ground-truth?)")
+                raise report.error(f"case {quoted(name)} is not in the ground truth (--ground-truth?)")
             group = cases.setdefault(key, {"held_out": [], "errors": {}})
             if fold["held_out"] not in group["held_out"]:
                 group["held_out"].append(fold["held_out"])

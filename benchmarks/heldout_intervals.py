@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.cli_checks import bounded, check_out_path, nonneg_int, positive_int  # noqa: E402
 from benchmarks.fold_report import load_report  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.hardware.name_probe import quoted  # noqa: E402
 from twin.fitting.targets import ABS_TARGETS, METRICS, SIGNED_TARGET  # noqa: E402
 
 RESAMPLES = 2000
@@ -174,7 +175,7 @@ def case_of(info: dict, name: str, source: str = "the report"):
     for key in (name, name.split(" [", 1)[0]):
         if key in info:
             return info[key]
-    raise TwinInputError(f"{source}: case {name!r} is not in the ground truth (--ground-truth?)")
+    raise TwinInputError(f"{source}: case {quoted(name)} is not in the ground truth (--ground-truth?)")
 
 
 def report_cases(report, kind: str, info: dict[str, tuple[bool, bool]]) -> list[HeldOutCase]:
@@ -293,13 +294,15 @@ def case_info(cases) -> dict[str, tuple[bool, bool]]:
     return {c.run.name: (resolve_model(c.target.model).is_moe, source_of(c) == SOURCE_SILICON) for c in cases}
 
 
-def add_intervals(report: dict, cases, ground_truth: Path | None, silicon=None, **kw) -> str:
+def add_intervals(report: dict, cases, ground_truth: Path | None, silicon=None, source: str = "the report",
+                  **kw) -> str:
     """``report_intervals`` of a ``fidelity_real.py`` report (dict, its folds' per-case errors) as its new
     ``intervals`` key; returns the markdown. ``cases``: the report's ``twin.fitting.joint`` cases; ``silicon``:
-    every runnable silicon row's case (``silicon.silicon_cases``), where the caller has them."""
+    every runnable silicon row's case (``silicon.silicon_cases``), where the caller has them; ``source`` names the
+    report in messages (its file)."""
     from benchmarks.fold_report import FoldReport
     from benchmarks.repeat_scatter import deviation_pool
-    rep = FoldReport(report)
+    rep = FoldReport(report, source)
     info = case_info(cases)
     report["intervals"] = report_intervals({k: report_cases(rep, k, info) for k in rep.kinds()},
                                            deviation_pool(ground_truth, cases=silicon), **kw)
@@ -328,7 +331,7 @@ def main() -> None:
     from twin.fitting.joint import all_cases
     report = load_report(args.report)
     text = add_intervals(report.data, all_cases(args.ground_truth), args.ground_truth, resamples=args.resamples,
-                         level=args.level, seed=args.seed)
+                         level=args.level, seed=args.seed, source=report.source)
     print(text)
     if args.markdown:
         args.markdown.write_text(text + "\n")

@@ -12,8 +12,8 @@ for judging a future move of it: a move below about twice it is not evidence. No
         [--markdown OUT.md]
 
 The reports must be made with the same options but ``--seed`` (``--workers``, ``--json``, ``--markdown``,
-``--folds`` and ``--groups`` aside), hold the same groups out in each fold kind read, and have distinct seeds; a
-report of more fold kinds (the default report) serves for the kinds it shares.
+``--folds`` and ``--groups`` aside), hold the same groups and cases out in each fold kind read, and have distinct
+seeds; a report of more fold kinds (the default report) serves for the kinds it shares.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.cli_checks import check_out_path  # noqa: E402
 from benchmarks.fold_report import FoldReport, finite_number, load_report  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.hardware.name_probe import quoted  # noqa: E402
 from twin.fitting.targets import ABS_TARGETS, MET, METRICS, NO_DATA, SIGNED_TARGET, judge, moe_vs_dense  # noqa: E402
 
 KEYS = tuple(k for k, _ in METRICS)
@@ -60,14 +61,18 @@ def seed_of(report: FoldReport) -> int:
 
 
 def _summary(report: FoldReport, value: object, where: str) -> dict:
-    """A checked summary {metric: {"n", "abs", "signed"}}: every metric present, ``abs`` and ``signed`` finite
-    numbers or both null (no case has the metric)."""
+    """A checked summary {metric: {"n", "abs", "signed"}}: every metric present, ``n`` a whole number >= 0 (or
+    absent), ``abs`` and ``signed`` finite numbers or both null (no case has the metric)."""
     if not isinstance(value, dict):
         raise report.error(f"{where}: no summary object")
     for key in KEYS:
         s = value.get(key)
         if not isinstance(s, dict):
             raise report.error(f"{where}: no {key} in its summary")
+        n = s.get("n", 0)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise report.error(f"{where}: {key} n is {quoted(n) if isinstance(n, str) else repr(n)[:80]}, not a "
+                               "whole number >= 0 (the cases with the metric)")
         pair = (s.get("abs"), s.get("signed"))
         if pair != (None, None) and not all(finite_number(v) for v in pair):
             raise report.error(f"{where}: {key} abs / signed are {pair[0]!r} / {pair[1]!r}, not finite numbers")
@@ -94,7 +99,7 @@ def cells(report: FoldReport, kind: str) -> dict[str, dict]:
 
 def check_comparable(reports: Sequence[FoldReport], kinds: Sequence[str]) -> list[int]:
     """The reports' seeds, after checking they are distinct, the reports' options equal but ``FREE_ARGS``, and each
-    kind's held-out groups the same in every report; else one line naming the files."""
+    kind's held-out groups and cases the same in every report; else one line naming the files."""
     seeds = [seed_of(r) for r in reports]
     for i, s in enumerate(seeds):
         if s in seeds[:i]:
@@ -114,6 +119,13 @@ def check_comparable(reports: Sequence[FoldReport], kinds: Sequence[str]) -> lis
             if sorted(g) != sorted(groups[0]):
                 raise TwinInputError(f"{rep.source}: holds out {kind} groups {', '.join(g)}; {first.source}: "
                                      f"{', '.join(groups[0])} (make every report with the same --groups)")
+        names = [{n for f in r.folds(kind) for n in r.errors(f)} for r in reports]
+        for rep, n in zip(reports[1:], names[1:]):
+            if n != names[0]:
+                odd = sorted(n ^ names[0])[0]
+                raise TwinInputError(f"{rep.source if odd in n else first.source}: holds out {kind} case "
+                                     f"{quoted(odd)}, {first.source if odd in n else rep.source} does not (the "
+                                     "reports must hold out the same cases)")
     return seeds
 
 

@@ -27,6 +27,7 @@ from benchmarks.fold_report import load_report  # noqa: E402
 from benchmarks.heldout_intervals import (LEVEL, RESAMPLES, SEED, add_bootstrap_options, case_of,  # noqa: E402
                                           interval, stream)
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.hardware.name_probe import quoted  # noqa: E402
 from twin.fitting.targets import METRICS  # noqa: E402
 
 # a pair: (held-out group, MoE model?, {metric: error before}, {metric: error after})
@@ -41,11 +42,14 @@ def pairs(before, after, kind: str, moe_of: dict[str, bool]) -> list[Pair]:
     a, b = cases(before), cases(after)
     if set(a) != set(b):
         name = sorted(set(a) ^ set(b))[0]
-        raise TwinInputError(f"{kind} folds: case {name!r} is in one report only (the reports hold out other cases)")
+        has, lacks = (before, after) if name in a else (after, before)
+        raise TwinInputError(f"{has.source}: {kind} folds: case {quoted(name)} is in one report only (not in "
+                             f"{lacks.source}: the reports hold out other cases)")
     out = []
     for name, (group, errs) in a.items():
         if b[name][0] != group:
-            raise TwinInputError(f"{kind} folds: case {name!r} is held out with {group!r} before, {b[name][0]!r} after")
+            raise TwinInputError(f"{before.source} -> {after.source}: {kind} folds: case {quoted(name)} is held out "
+                                 f"with {quoted(group)} before, {quoted(b[name][0])} after")
         out.append((group, case_of(moe_of, name), errs, b[name][1]))
     return out
 

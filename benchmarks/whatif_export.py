@@ -25,9 +25,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import check_out_path, positive_int  # noqa: E402
-from benchmarks.fold_report import read_json  # noqa: E402
+from benchmarks.fold_report import read_json_value  # noqa: E402
 from benchmarks.heldout_bands_export import _commit, _date, _kinds  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.results.heldout_bands import cut, finite, shown  # noqa: E402
 from twin.results.whatif_bands import (  # noqa: E402
     CELL_KEYS, DATA_FILE, KINDS, LOOSE_ATTRIBUTES, SCHEMA, check_whatif)
 
@@ -64,14 +65,44 @@ def export(table: dict, *, commit: str, date: str, command: str, kinds=KINDS, mi
     return check_whatif(doc, "the exported what-if table")
 
 
+def _cell_value(key: str, value: object) -> bool:
+    """A summary cell's ``key`` holds a value of its form: the counts whole numbers (``n`` >= 1), the share right
+    a finite number or null (no pair judged), the medians finite numbers."""
+    if key in ("n", "direction_judged"):
+        return isinstance(value, int) and not isinstance(value, bool) and value >= (key == "n")
+    return finite(value) or (key == "direction_right" and value is None)
+
+
+def _check_summary(path: Path, summary: dict) -> None:
+    """The shape ``_cells`` reads: {kind: {knob: {metric: cell}}}, each cell an object with every ``CELL_KEYS``
+    key of its form (round 23, 33zG: a list or a cell without ``n`` was a traceback, ``n`` NaN dropped the cell
+    silently); the kept cells' ranges are ``check_whatif``'s."""
+    for kind, knobs in summary.items():
+        for knob, metrics in (knobs.items() if isinstance(knobs, dict) else [(None, None)]):
+            for metric, cell in (metrics.items() if isinstance(metrics, dict) else [(None, None)]):
+                where = ".".join(cut(str(k)) for k in ("summary", kind, knob, metric) if k is not None)
+                if not isinstance(cell, dict):
+                    raise TwinInputError(f"{path}: {where} is not an object (a whatif_fidelity.py --json output)")
+                bad = next((k for k in CELL_KEYS if k not in cell or not _cell_value(k, cell[k])), None)
+                if bad is None:
+                    continue
+                found = shown(cell[bad]) if bad in cell else "missing"
+                form = {"n": "a whole number >= 1", "direction_judged": "a whole number >= 0",
+                        "direction_right": "a finite number or null"}.get(bad, "a finite number")
+                raise TwinInputError(f"{path}: {where}.{bad} is {found}, not {form} (a whatif_fidelity.py --json "
+                                     "output)")
+
+
 def _whatif(path: Path) -> dict:
-    """A whatif_fidelity.py --json output: its summary object and its ``ignore`` list, checked."""
-    data = read_json(path)
+    """A whatif_fidelity.py --json output: its summary object (``_check_summary``) and its ``ignore`` list,
+    checked."""
+    data = read_json_value(path)
     if not isinstance(data, dict) or not isinstance(data.get("summary"), dict):
         raise TwinInputError(f"{path}: no summary object (a whatif_fidelity.py --json output)")
+    _check_summary(path, data["summary"])
     ignore = data.get("ignore")
-    if not isinstance(ignore, list) or any(a not in LOOSE_ATTRIBUTES for a in ignore):
-        raise TwinInputError(f"{path}: ignore is {ignore!r}, not a list of {', '.join(LOOSE_ATTRIBUTES)} "
+    if not isinstance(ignore, list) or any(not isinstance(a, str) or a not in LOOSE_ATTRIBUTES for a in ignore):
+        raise TwinInputError(f"{path}: ignore is {shown(ignore)}, not a list of {', '.join(LOOSE_ATTRIBUTES)} "
                              "(a whatif_fidelity.py --json output)")
     return data
 

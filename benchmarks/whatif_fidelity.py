@@ -44,6 +44,7 @@ from benchmarks.cli_checks import check_out_path, positive_float  # noqa: E402
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from benchmarks.whatif_pairs import KNOBS, LOOSE, METRICS, fold_pairs, table  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.hardware.name_probe import quoted  # noqa: E402
 
 # server settings a benchmark script sets from the knobs themselves (the batch cap from the concurrency, the token
 # budget and context from the lengths, the release): not a difference of their own
@@ -116,6 +117,9 @@ def report_pairs(report: FoldReport, kinds, knobs_of: dict, measured: dict, floo
     for kind in kinds:
         for fold in report.folds(kind):
             errs = {n.split(" [", 1)[0]: e for n, e in report.errors(fold).items()}
+            unknown = [n for n in errs if n not in knobs_of]
+            if unknown:         # round 23: named with the report's file (find_pairs would say it without)
+                raise report.error(f"case {quoted(unknown[0])} is not in the ground truth (--ground-truth?)")
             out += fold_pairs(kind, fold["held_out"], errs, knobs_of, measured, floor_scale, ignore)
     return out
 

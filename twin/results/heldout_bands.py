@@ -39,6 +39,11 @@ GENERATIONS = ("hopper", "blackwell", "ampere", "ada", "cdna3", "cpu", "other")
 STAMP_KEYS = ("commit", "date", "command")
 CONSTRUCTIONS = ("order", "linear")
 LEVEL = 0.8                              # the share of unseen servers a range is meant to hold
+# round 23 (33zG): a band's signed ends and medians are signed relative errors (predicted / measured - 1, above -1
+# for a positive prediction) no larger than this (a prediction a billion times the measurement is no twin's); a
+# count is at most MAX_COUNT (an integer beyond a float's range was an OverflowError)
+MAX_RELATIVE_ERROR = 1e9
+MAX_COUNT = 10**9
 
 
 def order_rank(n: int) -> int:
@@ -57,17 +62,43 @@ def _error(source: str, what: str) -> TwinInputError:
     return TwinInputError(f"{source}: {what} (rewrite it with benchmarks/heldout_bands_export.py)")
 
 
-def _number(value: object, source: str, where: str, low: float | None = None) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        raise _error(source, f"{where} is {value!r}, not a finite number")
+def finite(value: object) -> bool:
+    """A JSON number (not a bool) that is finite; an integer beyond a float's range (10**400) is not."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def cut(text: str) -> str:
+    """``text`` for a message, cut to a readable length (a 400-digit integer, a 100 kB name)."""
+    return text if len(text) <= 80 else f"{text[:40]}... ({len(text):,} characters)"
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, ``cut``."""
+    return cut(repr(value))
+
+
+def _number(value: object, source: str, where: str, low: float | None = None, signed: bool = False) -> float:
+    """A finite number (>= ``low`` where given; a signed relative error in (-1, MAX_RELATIVE_ERROR] where
+    ``signed``)."""
+    if not finite(value):
+        raise _error(source, f"{where} is {shown(value)}, not a finite number")
     if low is not None and value < low:
-        raise _error(source, f"{where} is {value!r}, not a number >= {low:g}")
+        raise _error(source, f"{where} is {shown(value)}, not a number >= {low:g}")
+    if signed and not -1.0 < value <= MAX_RELATIVE_ERROR:
+        raise _error(source, f"{where} is {shown(value)}, not a signed relative error in (-1, {MAX_RELATIVE_ERROR:g}]")
+    if value > MAX_RELATIVE_ERROR:
+        raise _error(source, f"{where} is {shown(value)}, above {MAX_RELATIVE_ERROR:g}")
     return float(value)
 
 
 def _count(value: object, source: str, where: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise _error(source, f"{where} is {value!r}, not a whole number >= 1")
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_COUNT:
+        raise _error(source, f"{where} is {shown(value)}, not a whole number >= 1, at most {MAX_COUNT:,}")
     return value
 
 
@@ -81,10 +112,10 @@ def _check_metric(band: object, source: str, where: str, min_cases: int, constru
     band = _object(band, source, where)
     unknown = sorted(set(band) - {"n", "abs_median", "signed_median", "p10", "p90", "coverage"})
     if unknown:
-        raise _error(source, f"{where}.{unknown[0]}: unknown key")
+        raise _error(source, f"{where}.{cut(unknown[0])}: unknown key")
     n = _count(band.get("n"), source, f"{where}.n")
     _number(band.get("abs_median"), source, f"{where}.abs_median", low=0.0)
-    signed = _number(band.get("signed_median"), source, f"{where}.signed_median")
+    signed = _number(band.get("signed_median"), source, f"{where}.signed_median", signed=True)
     if abs(signed) > band["abs_median"] + 1e-12:
         raise _error(source, f"{where}: |signed_median| {abs(signed):g} above abs_median {band['abs_median']:g}")
     ends = band.get("p10"), band.get("p90")
@@ -95,10 +126,10 @@ def _check_metric(band: object, source: str, where: str, min_cases: int, constru
         return
     coverage = order_coverage(n) if construction == "order" else None
     if band.get("coverage") != coverage:
-        raise _error(source, f"{where}.coverage is {band.get('coverage')!r}, not {coverage!r} ({construction} "
+        raise _error(source, f"{where}.coverage is {shown(band.get('coverage'))}, not {coverage!r} ({construction} "
                              f"range of {n} cases)")
-    lo = _number(ends[0], source, f"{where}.p10")
-    hi = _number(ends[1], source, f"{where}.p90")
+    lo = _number(ends[0], source, f"{where}.p10", signed=True)
+    hi = _number(ends[1], source, f"{where}.p90", signed=True)
     if not lo <= signed <= hi:
         raise _error(source, f"{where}: signed_median {signed:g} outside p10..p90 {lo:g}..{hi:g}")
 
@@ -108,21 +139,21 @@ def check_bands(doc: object, source: str = "held-out bands") -> dict:
     and the field."""
     doc = _object(doc, source, "the file")
     if doc.get("schema") != SCHEMA:
-        raise _error(source, f"schema is {doc.get('schema')!r}, not {SCHEMA!r}")
+        raise _error(source, f"schema is {shown(doc.get('schema'))}, not {SCHEMA!r}")
     report = _object(doc.get("report"), source, "report")
     for key in STAMP_KEYS:
         if not isinstance(report.get(key), str) or not report[key].strip():
-            raise _error(source, f"report.{key} is {report.get(key)!r}, not text")
+            raise _error(source, f"report.{key} is {shown(report.get(key))}, not text")
     if doc.get("interval_percentiles") != [10, 90]:
-        raise _error(source, f"interval_percentiles is {doc.get('interval_percentiles')!r}, not [10, 90]")
+        raise _error(source, f"interval_percentiles is {shown(doc.get('interval_percentiles'))}, not [10, 90]")
     construction = doc.get("construction")
     if construction not in CONSTRUCTIONS:
-        raise _error(source, f"construction is {construction!r}, not one of {', '.join(CONSTRUCTIONS)}")
+        raise _error(source, f"construction is {shown(construction)}, not one of {', '.join(CONSTRUCTIONS)}")
     min_cases = _count(doc.get("min_cases_for_interval"), source, "min_cases_for_interval")
     kinds = _object(doc.get("kinds"), source, "kinds")
     unknown = sorted(set(kinds) - set(KINDS))
     if unknown:
-        raise _error(source, f"kinds.{unknown[0]}: not a fold kind ({', '.join(KINDS)})")
+        raise _error(source, f"kinds.{cut(unknown[0])}: not a fold kind ({', '.join(KINDS)})")
     for kind, groups in kinds.items():
         if not isinstance(groups, list):
             raise _error(source, f"kinds.{kind} is {type(groups).__name__}, not a list of groups")
@@ -131,23 +162,23 @@ def check_bands(doc: object, source: str = "held-out bands") -> dict:
             where = f"kinds.{kind}[{i}]"
             group = _object(group, source, where)
             if group.get("generation") not in GENERATIONS:
-                raise _error(source, f"{where}.generation is {group.get('generation')!r}, not one of "
+                raise _error(source, f"{where}.generation is {shown(group.get('generation'))}, not one of "
                                      + ", ".join(GENERATIONS))
             if not isinstance(group.get("moe"), bool):
-                raise _error(source, f"{where}.moe is {group.get('moe')!r}, not true or false")
+                raise _error(source, f"{where}.moe is {shown(group.get('moe'))}, not true or false")
             key = (group["generation"], group["moe"])
             if key in seen:
                 raise _error(source, f"{where}: a second {key[0]} {'MoE' if key[1] else 'dense'} group")
             seen.add(key)
             held = group.get("held_out")
             if not isinstance(held, list) or not held or not all(isinstance(h, str) and h for h in held):
-                raise _error(source, f"{where}.held_out is {held!r}, not a list of names")
+                raise _error(source, f"{where}.held_out is {shown(held)}, not a list of names")
             metrics = _object(group.get("metrics"), source, f"{where}.metrics")
             if not metrics:
                 raise _error(source, f"{where}.metrics is empty")
             for metric, band in metrics.items():
                 if metric not in METRICS:
-                    raise _error(source, f"{where}.metrics.{metric}: not a metric ({', '.join(METRICS)})")
+                    raise _error(source, f"{where}.metrics.{cut(metric)}: not a metric ({', '.join(METRICS)})")
                 _check_metric(band, source, f"{where}.metrics.{metric}", min_cases, construction)
     return doc
 
@@ -158,9 +189,14 @@ def load_bands(path: str | Path = DATA_FILE) -> dict:
     from twin.yaml_input import read_text
 
     p = Path(path)
-    if p.is_dir():
+    try:
+        folder, there = p.is_dir(), p.exists() or p.is_symlink()
+    except (OSError, ValueError):      # ENAMETOOLONG, a NUL byte
+        raise TwinInputError(f"{shown(str(p))}: not a file name (longer than a path may be, or holding a NUL "
+                             "byte)") from None
+    if folder:
         raise TwinInputError(f"{p}: a directory, not a held-out bands file")
-    if not p.is_file():
+    if not there:           # a pipe, a device or a link loop exist: read_text says what each is
         raise TwinInputError(f"{p}: no such file (the held-out bands; the package data is missing)")
     return check_bands(parse_json(read_text(p, "held-out bands", MAX_BANDS_BYTES), str(p)), str(p))
 

@@ -19,11 +19,11 @@ with no strict cell, marked as loose. A schema-1 file (no ``loose``) still reads
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from twin.errors import TwinInputError
 from twin.results.heldout_bands import KINDS, STAMP_KEYS   # the folds (and stamp) of the user's error bands
+from twin.results.heldout_bands import MAX_COUNT, MAX_RELATIVE_ERROR, cut, finite, shown   # round 23: shared checks
 
 DATA_FILE = Path(__file__).parent / "data" / "whatif_bands.json"
 SCHEMA = "twin.whatif_bands/2"
@@ -46,16 +46,19 @@ def _object(value: object, source: str, where: str) -> dict:
 
 
 def _whole(value: object, source: str, where: str, low: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise _error(source, f"{where} is {value!r}, not a whole number >= {low}")
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= MAX_COUNT:
+        raise _error(source, f"{where} is {shown(value)}, not a whole number >= {low}, at most {MAX_COUNT:,}")
     return value
 
 
 def _number(value: object, source: str, where: str, low: float | None = None, high: float | None = None) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        raise _error(source, f"{where} is {value!r}, not a finite number")
+    """A finite number in ``low``..``high`` (each where given), at most ``MAX_RELATIVE_ERROR`` (round 23: an
+    integer beyond a float's range was an ``OverflowError``)."""
+    high = MAX_RELATIVE_ERROR if high is None else high
+    if not finite(value):
+        raise _error(source, f"{where} is {shown(value)}, not a finite number")
     if (low is not None and value < low) or (high is not None and value > high):
-        raise _error(source, f"{where} is {value!r}, outside {low:g}..{high if high is not None else 'inf'}")
+        raise _error(source, f"{where} is {shown(value)}, outside {'-inf' if low is None else f'{low:g}'}..{high:g}")
     return float(value)
 
 
@@ -63,10 +66,10 @@ def _check_cell(cell: object, source: str, where: str, min_pairs: int) -> None:
     cell = _object(cell, source, where)
     if set(cell) != set(CELL_KEYS):
         odd = sorted(set(cell) ^ set(CELL_KEYS))[0]
-        raise _error(source, f"{where}.{odd}: {'unknown' if odd in cell else 'missing'} key")
+        raise _error(source, f"{where}.{cut(odd)}: {'unknown' if odd in cell else 'missing'} key")
     n = _whole(cell["n"], source, f"{where}.n", min_pairs)
     size = _number(cell["ratio_abs_median"], source, f"{where}.ratio_abs_median", low=0.0)
-    signed = _number(cell["ratio_signed_median"], source, f"{where}.ratio_signed_median")
+    signed = _number(cell["ratio_signed_median"], source, f"{where}.ratio_signed_median", low=-1.0)
     if abs(signed) > size + 1e-12:
         raise _error(source, f"{where}: |ratio_signed_median| {abs(signed):g} above ratio_abs_median {size:g}")
     _number(cell["abs_error_median"], source, f"{where}.abs_error_median", low=0.0)
@@ -83,13 +86,13 @@ def _check_cell(cell: object, source: str, where: str, min_pairs: int) -> None:
 def _check_kinds(kinds: object, source: str, where: str, min_pairs: int) -> None:
     for kind, knobs in _object(kinds, source, where).items():
         if kind not in KINDS:
-            raise _error(source, f"{where}.{kind}: not a fold kind ({', '.join(KINDS)})")
+            raise _error(source, f"{where}.{cut(kind)}: not a fold kind ({', '.join(KINDS)})")
         for knob, metrics in _object(knobs, source, f"{where}.{kind}").items():
             if knob not in KNOBS:
-                raise _error(source, f"{where}.{kind}.{knob}: not a knob ({', '.join(KNOBS)})")
+                raise _error(source, f"{where}.{kind}.{cut(knob)}: not a knob ({', '.join(KNOBS)})")
             for metric, cell in _object(metrics, source, f"{where}.{kind}.{knob}").items():
                 if metric not in METRICS:
-                    raise _error(source, f"{where}.{kind}.{knob}.{metric}: not a metric ({', '.join(METRICS)})")
+                    raise _error(source, f"{where}.{kind}.{knob}.{cut(metric)}: not a metric ({', '.join(METRICS)})")
                 _check_cell(cell, source, f"{where}.{kind}.{knob}.{metric}", min_pairs)
 
 
@@ -105,11 +108,11 @@ def _check_loose(doc: dict, source: str, min_pairs: int) -> None:
     loose = _object(doc["loose"], source, "loose")
     if set(loose) != {"ignore", "kinds"}:
         odd = sorted(set(loose) ^ {"ignore", "kinds"})[0]
-        raise _error(source, f"loose.{odd}: {'unknown' if odd in loose else 'missing'} key")
+        raise _error(source, f"loose.{cut(odd)}: {'unknown' if odd in loose else 'missing'} key")
     ignore = loose["ignore"]
     if (not isinstance(ignore, list) or not ignore or len(set(map(repr, ignore))) != len(ignore)
             or any(a not in LOOSE_ATTRIBUTES for a in ignore)):
-        raise _error(source, f"loose.ignore is {ignore!r}, not a list of distinct {', '.join(LOOSE_ATTRIBUTES)}")
+        raise _error(source, f"loose.ignore is {shown(ignore)}, not a list of distinct {', '.join(LOOSE_ATTRIBUTES)}")
     _check_kinds(loose["kinds"], source, "loose.kinds", min_pairs)
 
 
@@ -118,11 +121,11 @@ def check_whatif(doc: object, source: str = "what-if bands") -> dict:
     and the field."""
     doc = _object(doc, source, "the file")
     if doc.get("schema") not in SCHEMAS:
-        raise _error(source, f"schema is {doc.get('schema')!r}, not {' or '.join(map(repr, SCHEMAS))}")
+        raise _error(source, f"schema is {shown(doc.get('schema'))}, not {' or '.join(map(repr, SCHEMAS))}")
     report = _object(doc.get("report"), source, "report")
     for key in STAMP_KEYS:
         if not isinstance(report.get(key), str) or not report[key].strip():
-            raise _error(source, f"report.{key} is {report.get(key)!r}, not text")
+            raise _error(source, f"report.{key} is {shown(report.get(key))}, not text")
     min_pairs = _whole(doc.get("min_pairs"), source, "min_pairs", 1)
     _check_kinds(doc.get("kinds"), source, "kinds", min_pairs)
     _check_loose(doc, source, min_pairs)
@@ -134,6 +137,13 @@ def load_whatif(path: Path = DATA_FILE) -> dict:
     from twin.json_input import parse_json
     from twin.yaml_input import read_text
     path = Path(path)
-    if not path.is_file():
+    try:
+        folder, there = path.is_dir(), path.exists() or path.is_symlink()
+    except (OSError, ValueError):      # ENAMETOOLONG, a NUL byte
+        raise TwinInputError(f"{shown(str(path))}: not a file name (longer than a path may be, or holding a NUL "
+                             "byte)") from None
+    if folder:
+        raise TwinInputError(f"{path}: a directory, not a what-if bands file")
+    if not there:           # a pipe, a device or a link loop exist: read_text says what each is
         raise TwinInputError(f"{path}: no such file")
     return check_whatif(parse_json(read_text(path, "what-if bands", 1 << 20), str(path)), str(path))
