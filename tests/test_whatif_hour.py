@@ -1,0 +1,55 @@
+"""A new user's what-if hour (issue 33, round 23): a Llama-3.1-70B FP8 server on 4 H100s written the way a vLLM
+user writes it. vLLM's own option names in the wrong place point at the scenario's key; the run's first line
+names a weight format / KV-cache dtype the scenario sets; EAGLE-3 without an acceptance says what to give;
+``NVIDIA H100`` is a GPU name; a plan on ``gpu: h100`` does not search H100-SXM twice; the what-if band's table
+fits 80 columns. Exact strings; the runs are short and seeded."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from twin.cli.main import main
+
+PROD = {"name": "prod-70b",
+        "deployment": {"gpu": "h100", "model": "llama-3.1-70b-fp8", "tensor_parallel_size": 4},
+        "server": {"max_num_seqs": 256},
+        "workload": {"arrivals": {"process": "poisson", "rate_per_s": 4}, "duration_s": 3,
+                     "classes": [{"name": "chat", "share": 1.0,
+                                  "prompt": {"shared_prefix_tokens": 1500, "suffix_tokens": 400},
+                                  "output_tokens": 30}]},
+        "slo": {"ttft_ms": 500, "tpot_ms": 50}}
+
+
+def _twin(tmp_path, *args: str, scenario: dict | None = None):
+    path = tmp_path / "prod.yaml"
+    path.write_text(yaml.safe_dump(scenario or PROD), encoding="utf-8")
+    return CliRunner().invoke(main, [args[0], str(path), *args[1:]])
+
+
+@pytest.mark.parametrize("setting, hint", [
+    ("server.quantization=fp8", "server: unknown field 'quantization'; did you mean 'deployment.weight_dtype'?"),
+    ("deployment.quantization=fp8",
+     "deployment: unknown field 'quantization'; did you mean 'deployment.weight_dtype'?"),
+    ("server.kv_cache_dtype=fp8", "server: unknown field 'kv_cache_dtype'; did you mean 'deployment.kv_dtype'?"),
+    ("server.tensor_parallel_size=2",
+     "server: unknown field 'tensor_parallel_size'; did you mean 'deployment.tensor_parallel_size'?"),
+    ("deployment.tp=2", "deployment: unknown field 'tp'; did you mean 'deployment.tensor_parallel_size'?"),
+    ("workload.request_rate=3",
+     "workload: unknown field 'request_rate'; did you mean 'workload.arrivals.rate_per_s'?"),
+    # a close spelling in the section still wins over vLLM's name
+    ("deployment.kv_cache_dtype=fp8", "deployment: unknown field 'kv_cache_dtype'; did you mean 'kv_dtype'?"),
+])
+def test_vllm_option_names_point_at_the_scenario_key(tmp_path, setting, hint):
+    result = _twin(tmp_path, "run", "--set", setting)
+    assert result.exit_code == 2
+    assert hint in " ".join(result.output.split())
+
+
+def test_a_key_nobody_knows_still_gets_no_guess():
+    from twin.workload.vllm_option_names import vllm_name_hint
+
+    assert vllm_name_hint("max_num_seqz") == ""
+    assert vllm_name_hint(3) == ""
+    assert vllm_name_hint("kv-cache-dtype") == "; did you mean 'deployment.kv_dtype'?"

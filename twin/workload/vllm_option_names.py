@@ -1,0 +1,34 @@
+"""vLLM's own option names that the scenario spells differently or keeps in another section.
+
+A user who runs vLLM writes its names (``quantization: fp8`` under ``server:``, ``kv_cache_dtype``,
+``tensor_parallel_size`` beside ``max_num_seqs``); ``vllm_name_hint`` points such an unknown key at the scenario's
+field, as a full path from the top of the scenario (the section the key was met in may not be where it belongs)."""
+
+from __future__ import annotations
+
+from twin.errors import suggestion
+
+# `vllm serve` / `vllm bench serve` option (flag without dashes, as its Python name) -> the scenario's key
+VLLM_OPTION_KEYS: dict[str, str] = {
+    "quantization": "deployment.weight_dtype",
+    "kv_cache_dtype": "deployment.kv_dtype",
+    "tensor_parallel_size": "deployment.tensor_parallel_size",
+    "tp": "deployment.tensor_parallel_size",
+    "pipeline_parallel_size": "deployment.pipeline_parallel_size",
+    "pp": "deployment.pipeline_parallel_size",
+    "data_parallel_size": "deployment.data_parallel_size",
+    "dp": "deployment.data_parallel_size",
+    "enable_expert_parallel": "deployment.enable_expert_parallel",
+    "model": "deployment.model",
+    "gpu": "deployment.gpu",
+    "speculative_config": "speculative_decoding",
+    "request_rate": "workload.arrivals.rate_per_s",
+    "num_prompts": "workload.num_requests",
+}
+
+
+def vllm_name_hint(key: object) -> str:
+    """``"; did you mean 'deployment.weight_dtype'?"`` for a vLLM option name the scenario keeps elsewhere
+    (``quantization``); ``""`` for any other key."""
+    target = VLLM_OPTION_KEYS.get(str(key).replace("-", "_").lower()) if isinstance(key, str) else None
+    return suggestion([target]) if target else ""
