@@ -53,3 +53,20 @@ def test_a_key_nobody_knows_still_gets_no_guess():
     assert vllm_name_hint("max_num_seqz") == ""
     assert vllm_name_hint(3) == ""
     assert vllm_name_hint("kv-cache-dtype") == "; did you mean 'deployment.kv_dtype'?"
+
+
+def test_the_first_line_names_the_formats_the_scenario_sets(tmp_path):
+    result = _twin(tmp_path, "run", "--set", "deployment.model=llama-3.1-70b", "--set",
+                   "deployment.weight_dtype=fp8", "--set", "deployment.kv_dtype=fp8")
+    assert result.exit_code == 0, result.output
+    first = " ".join(result.output.split("baseline: latency")[0].split())
+    assert first.startswith("baseline: llama-3.1-70b on 1x4 H100-SXM, fp8 weights, fp8 KV cache, continuous, "
+                            "max_num_seqs=256, ")
+
+
+def test_the_first_line_is_unchanged_at_the_models_own_formats(tmp_path):
+    result = _twin(tmp_path, "run")
+    assert result.exit_code == 0, result.output
+    first = " ".join(result.output.split("baseline: latency")[0].split())
+    assert first.startswith("baseline: llama-3.1-70b-fp8 on 1x4 H100-SXM, continuous, max_num_seqs=256, ")
+    assert "weights" not in first and "KV cache" not in first

@@ -1,0 +1,31 @@
+"""The parts of a run's first line (``twin run`` / ``twin compare``): what was simulated, in vLLM's words.
+
+``1x4 H100-SXM`` is replicas x tensor-parallel GPUs; a weight format or KV-cache dtype the scenario sets
+(``deployment.weight_dtype: fp8``, ``kv_dtype: fp8``) is named, since it changes the KV pool and every step
+and the model's name does not say it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def format_parts(d: Any) -> list[str]:
+    """``["fp8 weights", "fp8 KV cache"]`` for what the deployment sets; ``[]`` at the model's own weights
+    and a bf16 KV cache."""
+    parts = [f"{d.weight_dtype} weights"] if d.weight_dtype != "auto" else []
+    if d.weight_formats:
+        parts.append("weight formats " + ", ".join(f"{k}={v}" for k, v in d.weight_formats.items()))
+    return parts + ([f"{d.kv_dtype} KV cache"] if d.kv_dtype != "bf16" else [])
+
+
+def deployment_parts(body: Any, dep: Any) -> list[str]:
+    """One engine's layout, scheduler, limits in force and KV pool (its formats where set)."""
+    sc = dep.scheduler_config
+    d = body.deployment
+    layout = "".join(f"x{k}{v}" for k, v in (("pp", d.pipeline_parallel_size), ("dp", d.data_parallel_size))
+                     if v > 1) + ("+ep" if d.enable_expert_parallel else "")
+    per_rank = f" per DP rank (x{d.data_parallel_size})" if d.data_parallel_size > 1 else ""
+    return [f"{d.replicas}x{d.tensor_parallel_size}{layout} {dep.gpu.name}", *format_parts(d), sc.scheduler,
+            f"max_num_seqs={sc.max_num_seqs}", f"max_num_batched_tokens={sc.max_num_batched_tokens}",
+            f"prefix_caching={'on' if sc.enable_prefix_caching else 'off'}",
+            f"KV pool {dep.kv_pool.capacity_tokens:,} tokens{per_rank}"]
