@@ -70,3 +70,13 @@ def test_the_first_line_is_unchanged_at_the_models_own_formats(tmp_path):
     first = " ".join(result.output.split("baseline: latency")[0].split())
     assert first.startswith("baseline: llama-3.1-70b-fp8 on 1x4 H100-SXM, continuous, max_num_seqs=256, ")
     assert "weights" not in first and "KV cache" not in first
+
+
+def test_eagle3_without_an_acceptance_says_what_to_give(tmp_path):
+    scenario = dict(PROD, speculative_decoding={"method": "eagle3", "num_speculative_tokens": 3})
+    result = _twin(tmp_path, "run", scenario=scenario)
+    assert result.exit_code == 2
+    assert ("speculative_decoding.acceptance: is required: what the drafter accepts on your traffic, measured "
+            "(one form for all, acceptance: {rate: 0.7}, or per task class; the forms and vLLM's counters that "
+            "give them: docs/speculative_decoding.md), unless rejection_sample_method is synthetic"
+            ) in " ".join(result.output.split())
