@@ -80,3 +80,13 @@ def test_eagle3_without_an_acceptance_says_what_to_give(tmp_path):
             "(one form for all, acceptance: {rate: 0.7}, or per task class; the forms and vLLM's counters that "
             "give them: docs/speculative_decoding.md), unless rejection_sample_method is synthetic"
             ) in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize("name, catalogued", [
+    ("nvidia-h100", "H100-SXM"), ("NVIDIA H200", "H200-SXM"), ("NVIDIA B200", "B200"),
+    ("AMD Instinct MI300X", "MI300X"), ("NVIDIA GeForce RTX 4090", "RTX-4090"), ("h100", "H100-SXM"),
+])
+def test_a_gpu_named_with_its_vendor_is_the_catalogued_one(name, catalogued):
+    from twin.hardware.gpus import resolve_gpu
+
+    assert resolve_gpu(name).name == catalogued
