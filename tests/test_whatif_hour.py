@@ -90,3 +90,13 @@ def test_a_gpu_named_with_its_vendor_is_the_catalogued_one(name, catalogued):
     from twin.hardware.gpus import resolve_gpu
 
     assert resolve_gpu(name).name == catalogued
+
+
+def test_plan_searches_the_scenarios_gpu_once_whatever_its_spelling():
+    from twin.plan.plan_spec import default_space
+
+    for spelt in ("h100", "NVIDIA H100", "H100-SXM"):
+        data = dict(PROD, deployment=dict(PROD["deployment"], gpu=spelt))
+        assert default_space(data)[0] == ("deployment.gpu", [spelt, "H200-SXM", "A100-SXM-80GB"])
+    data = dict(PROD, deployment=dict(PROD["deployment"], gpu="b200"))
+    assert default_space(data)[0] == ("deployment.gpu", ["b200", "H100-SXM", "H200-SXM", "A100-SXM-80GB"])
