@@ -100,3 +100,29 @@ def test_plan_searches_the_scenarios_gpu_once_whatever_its_spelling():
         assert default_space(data)[0] == ("deployment.gpu", [spelt, "H200-SXM", "A100-SXM-80GB"])
     data = dict(PROD, deployment=dict(PROD["deployment"], gpu="b200"))
     assert default_space(data)[0] == ("deployment.gpu", ["b200", "H100-SXM", "H200-SXM", "A100-SXM-80GB"])
+
+
+def test_the_whatif_band_fits_80_columns_with_wide_cells():
+    from twin.results.whatif_view import WIDTH, whatif_lines
+
+    cell = {"n": 223, "ratio_abs_median": 0.158, "ratio_signed_median": 0.128, "direction_right": 1.0}
+    entry = {"knob": "gpu", "name": "GPU", "variants": ["b200"], "pairing": "loose",
+             "evidence": {kind: {m: cell for m in ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms",
+                                                    "request_throughput")} for kind in ("GPU", "family")}}
+    view = {"no_band": None, "knobs": [entry], "reference": "baseline", "several_knobs": {}, "min_pairs": 5,
+            "loose_ignore": ["release"], "report": {"commit": "cdbc430"}}
+    lines = whatif_lines(view)
+    assert max(len(line) for line in lines) <= WIDTH
+    assert lines[1] == "  change   pairs TTFT mean    TPOT         E2E mean     throughput   right way"
+    assert lines[3] == "    GPU    223   15.8 (+12.8) 15.8 (+12.8) 15.8 (+12.8) 15.8 (+12.8) 100, 100%"
+
+
+def test_a_narrow_whatif_band_keeps_two_spaces():
+    from twin.results.whatif_view import whatif_lines
+
+    cell = {"n": 8, "ratio_abs_median": 0.028, "ratio_signed_median": 0.01, "direction_right": 1.0}
+    entry = {"knob": "rate", "name": "arrival rate", "variants": ["x"], "pairing": "strict",
+             "evidence": {"GPU": {m: cell for m in ("mean_ttft_ms", "mean_tpot_ms")}}}
+    view = {"no_band": None, "knobs": [entry], "reference": "baseline", "several_knobs": {}, "min_pairs": 5,
+            "loose_ignore": None, "report": {"commit": "cdbc430"}}
+    assert whatif_lines(view)[1] == "  change  pairs  TTFT mean   TPOT        E2E mean  throughput  right way"
