@@ -126,3 +126,14 @@ def test_a_narrow_whatif_band_keeps_two_spaces():
     view = {"no_band": None, "knobs": [entry], "reference": "baseline", "several_knobs": {}, "min_pairs": 5,
             "loose_ignore": None, "report": {"commit": "cdbc430"}}
     assert whatif_lines(view)[1] == "  change  pairs  TTFT mean   TPOT        E2E mean  throughput  right way"
+
+
+def test_the_dashboards_caption_names_the_formats_as_the_cli_does():
+    from twin.dashboard.runs import headline
+
+    info = {"model": "llama-3.1-70b", "replicas": 1, "tensor_parallel_size": 4, "gpu": "H100-SXM",
+            "formats": ["fp8 weights", "fp8 KV cache"], "scheduler": "continuous", "max_num_seqs": 256,
+            "max_num_batched_tokens": 16384, "enable_prefix_caching": True, "kv_capacity_tokens": 1379056}
+    assert headline(info) == ("llama-3.1-70b on 1×4 H100-SXM, fp8 weights, fp8 KV cache · continuous, max_num_seqs "
+                              "256, max_num_batched_tokens 16384, prefix caching on · KV pool 1,379,056 tokens")
+    assert headline(dict(info, formats=[])).startswith("llama-3.1-70b on 1×4 H100-SXM · continuous, ")

@@ -1,21 +1,13 @@
 """The parts of a run's first line (``twin run`` / ``twin compare``): what was simulated, in vLLM's words.
 
-``1x4 H100-SXM`` is replicas x tensor-parallel GPUs; a weight format or KV-cache dtype the scenario sets
-(``deployment.weight_dtype: fp8``, ``kv_dtype: fp8``) is named, since it changes the KV pool and every step
-and the model's name does not say it."""
+``1x4 H100-SXM`` is replicas x tensor-parallel GPUs; a weight format or KV-cache dtype the scenario sets is
+named (``twin.results.deployment_formats``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-
-def format_parts(d: Any) -> list[str]:
-    """``["fp8 weights", "fp8 KV cache"]`` for what the deployment sets; ``[]`` at the model's own weights
-    and a bf16 KV cache."""
-    parts = [f"{d.weight_dtype} weights"] if d.weight_dtype != "auto" else []
-    if d.weight_formats:
-        parts.append("weight formats " + ", ".join(f"{k}={v}" for k, v in d.weight_formats.items()))
-    return parts + ([f"{d.kv_dtype} KV cache"] if d.kv_dtype != "bf16" else [])
+from twin.results.deployment_formats import format_parts
 
 
 def deployment_parts(body: Any, dep: Any) -> list[str]:
