@@ -77,9 +77,9 @@ def test_eagle3_without_an_acceptance_says_what_to_give(tmp_path):
     result = _twin(tmp_path, "run", scenario=scenario)
     assert result.exit_code == 2
     assert ("speculative_decoding.acceptance: is required: what the drafter accepts on your traffic, measured "
-            "(one form for all, acceptance: {rate: 0.7}, or per task class; the forms and vLLM's counters that "
-            "give them: docs/speculative_decoding.md), unless rejection_sample_method is synthetic"
-            ) in " ".join(result.output.split())
+            "(for all classes, e.g. acceptance: {per_position: [0.8, 0.62, 0.48]}, vLLM's logged per-position "
+            "acceptance rate; per task class, and the other forms: docs/speculative_decoding.md), unless "
+            "rejection_sample_method is synthetic") in " ".join(result.output.split())
 
 
 @pytest.mark.parametrize("name, catalogued", [
