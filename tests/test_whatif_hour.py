@@ -137,3 +137,17 @@ def test_the_dashboards_caption_names_the_formats_as_the_cli_does():
     assert headline(info) == ("llama-3.1-70b on 1×4 H100-SXM, fp8 weights, fp8 KV cache · continuous, max_num_seqs "
                               "256, max_num_batched_tokens 16384, prefix caching on · KV pool 1,379,056 tokens")
     assert headline(dict(info, formats=[])).startswith("llama-3.1-70b on 1×4 H100-SXM · continuous, ")
+
+
+@pytest.mark.parametrize("args, line", [
+    (["plan", "--target-rate", "16rps"],
+     "Invalid value for '--target-rate': '16rps' is not a number: write the number alone."),
+    (["plan", "--target-rate", "1e400"], "Invalid value for '--target-rate': '1e400' is not a finite number."),
+    (["sweep", "--grid", "rate=8req/s"], "grid rate: '8req/s' is not a rate; give numbers > 0 (req/s, the number alone)"),
+    (["sweep", "--grid", "rate_scale=2x"],
+     "grid rate_scale: '2x' is not a rate; give numbers > 0 (a multiple of the scenario's rate, the number alone)"),
+])
+def test_a_rate_with_its_unit_says_to_write_the_number_alone(tmp_path, args, line):
+    result = _twin(tmp_path, args[0], *args[1:], "-q")
+    assert result.exit_code == 2
+    assert line in " ".join(result.output.split())
