@@ -6,6 +6,8 @@ fits 80 columns. Exact strings; the runs are short and seeded."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -151,3 +153,14 @@ def test_a_rate_with_its_unit_says_to_write_the_number_alone(tmp_path, args, lin
     result = _twin(tmp_path, args[0], *args[1:], "-q")
     assert result.exit_code == 2
     assert line in " ".join(result.output.split())
+
+
+def test_the_plans_frontier_names_replicas_x_tp_as_twin_run_does(tmp_path):
+    result = _twin(tmp_path, "plan", "--search", "deployment.tensor_parallel_size=2,4", "--target-rate", "8",
+                   "--set", "workload.duration_s=20", "-q", "-j", "1", "--backend", "serial")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    frontier = text[text.index("frontier ($/h -> TTFT p99): "):text.index(" cheapest #")]
+    entries = frontier.split(": ", 1)[1].split("; ")
+    assert all(re.fullmatch(r"\$\d+\.\d\d/h \dx[24] H100-SXM -> \S+ ms", e) for e in entries), entries
+    assert len({e.split(" -> ")[0].split(" ", 1)[1] for e in entries}) == len(entries)   # no two read the same
