@@ -40,6 +40,16 @@ def _twin(tmp_path, *args: str, scenario: dict | None = None):
     ("deployment.tp=2", "deployment: unknown field 'tp'; did you mean 'deployment.tensor_parallel_size'?"),
     ("workload.request_rate=3",
      "workload: unknown field 'request_rate'; did you mean 'workload.arrivals.rate_per_s'?"),
+    ("workload.max_concurrency=64",
+     "workload: unknown field 'max_concurrency'; did you mean 'workload.arrivals.max_concurrency'?"),
+    ("workload.concurrency=64", "workload: unknown field 'concurrency'; did you mean "
+     "'workload.arrivals.max_concurrency' or 'workload.arrivals.concurrency'?"),
+    # a benchmark's length names in a task class: not the close spelling (min_tokens, output_tokens)
+    ("workload.classes.0.input_tokens=400",
+     "workload.classes[0]: unknown field 'input_tokens'; did you mean 'prompt.suffix_tokens'?"),
+    ("workload.classes.0.isl=400", "workload.classes[0]: unknown field 'isl'; did you mean 'prompt.suffix_tokens'?"),
+    ("workload.classes.0.output_len=30",
+     "workload.classes[0]: unknown field 'output_len'; did you mean 'output_tokens'?"),
     # a close spelling in the section still wins over vLLM's name
     ("deployment.kv_cache_dtype=fp8", "deployment: unknown field 'kv_cache_dtype'; did you mean 'kv_dtype'?"),
 ])
@@ -55,6 +65,14 @@ def test_a_key_nobody_knows_still_gets_no_guess():
     assert vllm_name_hint("max_num_seqz") == ""
     assert vllm_name_hint(3) == ""
     assert vllm_name_hint("kv-cache-dtype") == "; did you mean 'deployment.kv_dtype'?"
+
+
+def test_a_length_name_outside_a_task_class_gets_no_class_hint():
+    from twin.workload.vllm_option_names import class_length_hint
+
+    assert class_length_hint(["arrivals", "classes"], "input_tokens") == ""
+    assert (class_length_hint(["prompt", "output_tokens", "share"], "input_len")
+            == "; did you mean 'prompt.suffix_tokens'?")
 
 
 def test_the_first_line_names_the_formats_the_scenario_sets(tmp_path):
@@ -145,7 +163,8 @@ def test_the_dashboards_caption_names_the_formats_as_the_cli_does():
     (["plan", "--target-rate", "16rps"],
      "Invalid value for '--target-rate': '16rps' is not a number: write the number alone."),
     (["plan", "--target-rate", "1e400"], "Invalid value for '--target-rate': '1e400' is not a finite number."),
-    (["sweep", "--grid", "rate=8req/s"], "grid rate: '8req/s' is not a rate; give numbers > 0 (req/s, the number alone)"),
+    (["sweep", "--grid", "rate=8req/s"],
+     "grid rate: '8req/s' is not a rate; give numbers > 0 (req/s, the number alone)"),
     (["sweep", "--grid", "rate_scale=2x"],
      "grid rate_scale: '2x' is not a rate; give numbers > 0 (a multiple of the scenario's rate, the number alone)"),
 ])

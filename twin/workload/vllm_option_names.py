@@ -24,11 +24,33 @@ VLLM_OPTION_KEYS: dict[str, str] = {
     "speculative_config": "speculative_decoding",
     "request_rate": "workload.arrivals.rate_per_s",
     "num_prompts": "workload.num_requests",
+    "max_concurrency": "workload.arrivals.max_concurrency",
+    "concurrency": ("workload.arrivals.max_concurrency", "workload.arrivals.concurrency"),   # closed_loop: users
 }
+
+# a benchmark's length names inside a task class (``workload.classes[i]``), said relative to the class: a close
+# spelling would point at the wrong field (input_tokens -> min_tokens or output_tokens)
+CLASS_LENGTH_KEYS: dict[str, str] = {
+    **dict.fromkeys(("input_tokens", "prompt_tokens", "input_len", "prompt_len", "isl", "random_input_len",
+                     "input_length", "prompt_length"), "prompt.suffix_tokens"),
+    **dict.fromkeys(("output_len", "osl", "random_output_len", "output_length", "completion_tokens"),
+                    "output_tokens"),
+}
+
+
+def _plain(key: object) -> str | None:
+    return key.replace("-", "_").lower() if isinstance(key, str) else None
 
 
 def vllm_name_hint(key: object) -> str:
     """``"; did you mean 'deployment.weight_dtype'?"`` for a vLLM option name the scenario keeps elsewhere
     (``quantization``); ``""`` for any other key."""
-    target = VLLM_OPTION_KEYS.get(str(key).replace("-", "_").lower()) if isinstance(key, str) else None
-    return suggestion([target]) if target else ""
+    target = VLLM_OPTION_KEYS.get(_plain(key) or "")
+    return suggestion([target] if isinstance(target, str) else list(target)) if target else ""
+
+
+def class_length_hint(fields: "list[str]", key: object) -> str:
+    """``"; did you mean 'prompt.suffix_tokens'?"`` for a benchmark's length name (``input_tokens``, ``isl``) in a
+    task class (a section with ``prompt`` and ``output_tokens``); ``""`` elsewhere."""
+    target = CLASS_LENGTH_KEYS.get(_plain(key) or "")
+    return suggestion([target]) if target and {"prompt", "output_tokens"} <= set(fields) else ""
