@@ -55,7 +55,7 @@ def test_a_tiny_plan_prints_the_headers_the_share_within_slo_and_the_cheapest_li
                                "prefix_caching=on = 1 GPU, $2.99/h, $")
     assert " per million output tokens, TTFT p99 " in cheapest and cheapest.endswith(" ms")
     assert "p99_ttft_ms" not in out and "goodput" not in out
-    assert any(x.startswith("frontier ($/h -> TTFT p99): $2.99/h 1xH100-SXM -> ") for x in out.splitlines())
+    assert any(x.startswith("frontier ($/h -> TTFT p99): $2.99/h 1x1 H100-SXM -> ") for x in out.splitlines())
 
 
 def _without_wall_time(stdout: str) -> str:

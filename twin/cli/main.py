@@ -20,6 +20,7 @@ from rich.table import Table  # noqa: E402
 from twin.errors import TwinInputError
 from twin.results.numbers import counted
 from twin.cli.catalog_pointer import on_terminal
+from twin.cli.deployment_parts import deployment_parts
 from twin.cli.option_types import OutputFile
 from twin.cli.variant_options import compare_names, run_names
 
@@ -178,28 +179,16 @@ def _headline_parts(run: dict[str, Any]) -> list[str]:
         return [f"{body.deployment.model} disaggregated {dep.engines['prefill']}P{dep.engines['decode']}D",
                 f"KV link {dep.link.kind} {dep.link.bandwidth_bytes_per_s / 1e9:g} GB/s"
                 + (" layer-wise" if dep.link.layerwise else "")] + [
-            f"  {n}: " + ", ".join(_deployment_parts(dep.bodies[n], dep.deployments[n])) for n in ("prefill", "decode")]
+            f"  {n}: " + ", ".join(deployment_parts(dep.bodies[n], dep.deployments[n])) for n in ("prefill", "decode")]
     if body.deployment.groups is not None:  # a ClusterDeployment
         parts = [f"{body.deployment.model} on {counted(dep.num_replicas, 'replica')} in "
                  f"{counted(len(dep.groups), 'group')}", f"{body.deployment.router} router"]
         for i, (g, gb, d) in enumerate(zip(dep.groups, dep.bodies, dep.deployments)):
-            parts.append(f"  {g.name or f'group {i}'}: " + ", ".join(_deployment_parts(gb, d)) +
+            parts.append(f"  {g.name or f'group {i}'}: " + ", ".join(deployment_parts(gb, d)) +
                          (f", weight {g.weight:g}" if g.weight != 1 else ""))   # a line of its own
         return parts
     return [f"{body.deployment.model} on " + p if i == 0 else p
-            for i, p in enumerate(_deployment_parts(body, dep))]
-
-
-def _deployment_parts(body: Any, dep: Any) -> list[str]:
-    sc = dep.scheduler_config
-    d = body.deployment
-    layout = "".join(f"x{k}{v}" for k, v in (("pp", d.pipeline_parallel_size), ("dp", d.data_parallel_size))
-                     if v > 1) + ("+ep" if d.enable_expert_parallel else "")
-    per_rank = f" per DP rank (x{d.data_parallel_size})" if d.data_parallel_size > 1 else ""
-    return [f"{d.replicas}x{d.tensor_parallel_size}{layout} {dep.gpu.name}", sc.scheduler,
-            f"max_num_seqs={sc.max_num_seqs}", f"max_num_batched_tokens={sc.max_num_batched_tokens}",
-            f"prefix_caching={'on' if sc.enable_prefix_caching else 'off'}",
-            f"KV pool {dep.kv_pool.capacity_tokens:,} tokens{per_rank}"]
+            for i, p in enumerate(deployment_parts(body, dep))]
 
 
 def _print_headlines(runs: dict[str, dict[str, Any]]) -> None:

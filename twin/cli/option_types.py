@@ -2,7 +2,8 @@
 
 - ``FiniteFloatRange``: click's ``FloatRange`` lets NaN through (every comparison with NaN is false, so no bound
   refuses it) and, without a maximum, infinity too; a NaN or infinite budget, rate or fraction then hangs a
-  measurement loop or fails deep inside it. This one refuses both.
+  measurement loop or fails deep inside it. This one refuses both, and a number given with a unit (``16rps``)
+  says to write the number alone.
 - ``OutputFile``: a file the command writes. A folder, a symbolic-link loop, a missing or read-only parent folder
   or a read-only file are refused when the option is read, not met as a traceback after the simulation.
 - ``refuse_outside_mode``: an option given where it cannot apply is an error, not silently ignored."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +23,15 @@ from twin.cli.output_path import DIRECTORY, LINK_LOOP, NO_FOLDER, NOT_WRITABLE, 
 from twin.errors import TwinInputError
 
 
+_NUMBER_WITH_UNIT = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)\s*[^\d\s.eE]")
+
+
 class FiniteFloatRange(click.FloatRange):
     """``click.FloatRange`` that also refuses NaN and infinities."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and _NUMBER_WITH_UNIT.match(value):    # 16rps, 500ms, 0.9 GiB
+            self.fail(f"{value!r} is not a number: write the number alone.", param, ctx)
         rv = super().convert(value, param, ctx)
         if not math.isfinite(rv):
             self.fail(f"{value!r} is not a finite number.", param, ctx)

@@ -132,7 +132,8 @@ def print_plan(result) -> None:
                       f"${b['cost_per_hour']:.2f}/h, ${fmt(b.get('usd_per_million_output_tokens'))} per million "
                       f"output tokens, {label(key)} {fmt(b.get(key), key=key)}", highlight=False)
         console.print(f"frontier ($/h -> {label(key)}): " + "; ".join(
-            f"${d['cost_per_hour']:.2f}/h {d['replicas']}x{d['gpu']} -> {fmt(d.get(key), key=key)}"
+            f"${d['cost_per_hour']:.2f}/h {d['replicas']}x{d['tensor_parallel_size']} {d['gpu']} -> "   # as twin run
+            f"{fmt(d.get(key), key=key)}"
             for d in result.frontier), highlight=False)
     else:
         console.print("[bold red]no deployment in the search space meets the SLOs[/] (raise max_replicas, "

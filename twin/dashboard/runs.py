@@ -19,6 +19,7 @@ from twin.errors import TwinInputError
 from twin.dashboard.form import BASELINE_LABEL, WHATIF_LABEL, _arrivals_mode, validate
 from twin.dashboard.pd_run import pd_headline, pd_info
 from twin.results import numbers
+from twin.results.deployment_formats import format_parts
 from twin.results.heldout_note import bands_doc
 from twin.results.sim_result import SimResult
 from twin.sim.deployment import resolve_deployment
@@ -98,7 +99,7 @@ def run_scenario(data: dict[str, Any], base_dir: str | None = None) -> RunOutput
     diagnosis = diagnose(result, dep, metrics)
     sc = dep.scheduler_config
     info = {
-        "name": body.name, "gpu": dep.gpu.name, "model": dep.model.name,
+        "name": body.name, "gpu": dep.gpu.name, "model": dep.model.name, "formats": format_parts(body.deployment),
         "tensor_parallel_size": body.deployment.tensor_parallel_size, "replicas": body.deployment.replicas,
         "scheduler": sc.scheduler, "max_num_seqs": sc.max_num_seqs,
         "max_num_batched_tokens": sc.max_num_batched_tokens, "enable_prefix_caching": sc.enable_prefix_caching,
@@ -121,7 +122,8 @@ def in_config_order(configs: dict[str, Any], runs: dict[str, Any]) -> dict[str, 
 def headline(info: dict[str, Any]) -> str:
     if "pools" in info:
         return pd_headline(info)
-    return (f"{info['model']} on {info['replicas']}×{info['tensor_parallel_size']} {info['gpu']} · "
+    formats = "".join(f", {part}" for part in info.get("formats", ()))
+    return (f"{info['model']} on {info['replicas']}×{info['tensor_parallel_size']} {info['gpu']}{formats} · "
             f"{info['scheduler']}, max_num_seqs {info['max_num_seqs']}, max_num_batched_tokens "
             f"{info['max_num_batched_tokens']}, prefix caching {'on' if info['enable_prefix_caching'] else 'off'}"
             f" · KV pool {info['kv_capacity_tokens']:,} tokens")

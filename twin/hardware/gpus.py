@@ -6,6 +6,7 @@ or a path."""
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -172,6 +173,8 @@ def resolve_gpu(name_or_path: str | Path | GpuSpec) -> GpuSpec:
     if isinstance(name_or_path, GpuSpec):
         return name_or_path
     key = norm_name(str(name_or_path))
+    if key not in _gpu_index():   # the vendor in front, as nvidia-smi and vendors' pages write it: nvidia-h100
+        key = re.sub(r"^(nvidia|amd)-(instinct-|geforce-)?", "", key)
     if key in _gpu_index():
         return _gpu_catalog()[_gpu_index()[key]]
     p = Path(str(name_or_path))

@@ -56,7 +56,9 @@ def check_grid(grid: Sequence[tuple[str, Sequence[Any]]]) -> list[tuple[str, lis
         if key in RATE_KEYS:
             for v in values:
                 if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
-                    raise TwinInputError(f"grid {key}: {v!r} is not a rate; give numbers > 0")
+                    unit = "a multiple of the scenario's rate" if key == "rate_scale" else "req/s"
+                    raise TwinInputError(f"grid {key}: {v!r} is not a rate; give numbers > 0 ({unit}, the number "
+                                         "alone)")
         elif key != GROUPS_KEY and any(not part for part in key.split(".")):
             raise TwinInputError(f"grid {key!r}: not a dotted scenario path like server.max_num_seqs")
         out.append((key, values))

@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from twin.errors import TwinInputError
+from twin.hardware.gpus import resolve_gpu
 from twin.hardware.pricing import PriceTable
 from twin.plan.evaluate import Criteria, check_axis_values, check_metric, validate_body
 from twin.scenario import MAX_REPLICAS, ROUTERS
@@ -78,7 +80,8 @@ def default_space(data: Mapping[str, Any]) -> list[tuple[str, list[Any]]]:
     caching on and off when the workload can share prefixes, speculative decoding on and off when the
     scenario has it."""
     body = validate_body(data)
-    gpus = list(dict.fromkeys([body.deployment.gpu, *DEFAULT_GPUS]))
+    own = body.deployment.gpu      # as the user spelt it (h100): the defaults by catalog name, once each
+    gpus = [own, *(g for g in DEFAULT_GPUS if g not in (own, _catalog_name(own)))]
     space: list[tuple[str, list[Any]]] = [
         ("deployment.gpu", gpus),
         ("deployment.tensor_parallel_size", [body.deployment.tensor_parallel_size]),
@@ -98,3 +101,14 @@ def _shares_prefixes(body) -> bool:
         return wl.trace.format == "mooncake" or str(wl.trace.path).endswith(".jsonl")
     return any(c.prompt.shared_prefix_tokens > 0 or c.prompt.few_shot is not None or c.multi_turn is not None
                for c in wl.classes)
+
+
+def _catalog_name(gpu: str) -> str:
+    """The catalog's name of a GPU the scenario names by an alias (``h100`` -> ``H100-SXM``); a spec file's or an
+    unknown name as given."""
+    if Path(gpu).suffix.lower() in (".yaml", ".yml", ".json"):
+        return gpu
+    try:
+        return resolve_gpu(gpu).name
+    except TwinInputError:
+        return gpu

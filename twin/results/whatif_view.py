@@ -248,7 +248,8 @@ def whatif_lines(view: dict[str, Any]) -> list[str]:
     lines = _wrapped(f"What-if band: the twin's error on the predicted change {_where(view)}, held out", "")
     if table:
         widths = [max(len(r[i]) for r in [head, *table]) for i in range(len(head))]
-        fmt = lambda r: ("  " + "  ".join(f"{c:<{w}}" for c, w in zip(r, widths))).rstrip()  # noqa: E731
+        gap = "  " if 2 + sum(widths) + 2 * (len(widths) - 1) <= WIDTH else " "   # one space where two overflow
+        fmt = lambda r: ("  " + gap.join(f"{c:<{w}}" for c, w in zip(r, widths))).rstrip()  # noqa: E731
         lines.append(fmt(head))
     lines += [r if isinstance(r, str) else fmt(r) for r in rows]
     lines += [ln for e in view["knobs"] if e["evidence"] is None for ln in _wrapped(_no_evidence(e, view["min_pairs"]))]

@@ -192,8 +192,10 @@ class SpeculativeDecodingConfig(_Strict):
             raise ValueError(".synthetic_acceptance_rates/.synthetic_acceptance_length: only with "
                              "rejection_sample_method: synthetic")
         if self.acceptance is None:
-            raise ValueError(".acceptance: is required (per task class, or one form for all), unless "
-                             "rejection_sample_method is synthetic")
+            raise ValueError(".acceptance: is required: what the drafter accepts on your traffic, measured (for all "
+                             "classes, e.g. acceptance: {per_position: [0.8, 0.62, 0.48]}, vLLM's logged per-position "
+                             "acceptance rate; per task class, and the other forms: docs/speculative_decoding.md), "
+                             "unless rejection_sample_method is synthetic")
         for name, acc in self.acceptance.items():
             given = acc.num_positions()
             if given is not None and given < k:

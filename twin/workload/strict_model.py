@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from twin.errors import did_you_mean, suggestion
+from twin.workload.vllm_option_names import class_length_hint, vllm_name_hint
 
 
 def _takes_bool(annotation: Any) -> bool:
@@ -33,7 +34,9 @@ def _sections(annotation: Any) -> list[type]:
 def unknown_field_hint(model: type[BaseModel], key: object) -> str:
     """``"; did you mean 'max_num_seqs'?"`` for an unknown ``key`` of ``model``: a field the key begins with its
     unit left off (``rate`` -> ``rate_per_s``), else a section one level down that has the key
-    (``max_num_seqs`` at the top -> ``server.max_num_seqs``), else a close spelling; ``""`` when none fits."""
+    (``max_num_seqs`` at the top -> ``server.max_num_seqs``), else a benchmark's length name in a task class
+    (``input_tokens`` -> ``prompt.suffix_tokens``), else a close spelling, else the scenario's key for a vLLM
+    option name (``quantization`` -> ``deployment.weight_dtype``); ``""`` when none fits."""
     names = sorted(model.model_fields)
     with_unit = [n for n in names if n.startswith(f"{key}_")]
     if with_unit:
@@ -42,7 +45,7 @@ def unknown_field_hint(model: type[BaseModel], key: object) -> str:
               for section in _sections(field.annotation) if key in section.model_fields]
     if nested:
         return suggestion(nested)
-    return did_you_mean(key, names)
+    return class_length_hint(names, key) or did_you_mean(key, names) or vllm_name_hint(key)
 
 
 class StrictModel(BaseModel):
