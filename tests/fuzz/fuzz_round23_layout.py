@@ -5,14 +5,15 @@ option.
 
 The design oracle (``layout_refusal``) says whether a planted value must be refused: a wrong type, out of range, a
 format or backend the twin does not know, and every layout calibration cannot fit from one result file (more than
-one replica or replica group, a disaggregated run, speculative decoding, an expert-parallel exchange other than
-vLLM's default). A valid value may still be refused for what it implies (expert parallelism on the dense model of
+one replica or replica group, a disaggregated run, speculative decoding, an expert-parallel exchange the twin does
+not model). A valid value may still be refused for what it implies (expert parallelism on the dense model of
 the seed, more pipeline stages than its layers): one line either way."""
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 
 from hypothesis import strategies as st
 
@@ -69,9 +70,9 @@ def layout_refusal(key: str, value) -> str | None:
         ok = isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in ("true", "false", "1",
                                                                                             "0"))
         return None if ok else f"{bad}: not true or false"
-    if key == "all2all_backend":
-        return None if isinstance(value, str) and value.strip() == "allgather_reducescatter" else \
-            f"{bad}: not vLLM's default exchange"
+    if key == "all2all_backend":      # the exchanges the twin models (33zJ: replayed, no longer refused)
+        return None if isinstance(value, str) and value.strip() in ("allgather_reducescatter", "naive", "deepep") \
+            else f"{bad}: not an exchange the twin models"
     if key in ("disaggregation", "speculative_config"):
         return f"{bad}: a layout calibration refuses (or not one)"
     n = _whole(value)
@@ -106,3 +107,100 @@ def seeds() -> list[tuple[list[str], dict[str, bytes]]]:
            "replicas": 1, "all2all_backend": "allgather_reducescatter"}
     return [(["calibrate", "--from-results", "{d}/out.json", "-o", "{d}/out/p.json", "-q", "--max-sim-s", "10"],
              {"out.json": json.dumps(doc).encode(), "out/.keep": b""})]
+
+
+# round 23 (33zJ): every other server knob the twin's --json writes (twin.results.server_keys.KNOB_KEYS) and
+# server_start, read back by calibrate (twin.fitting.readers.knob_fields); scheduling_policy priority is refused
+KNOB_FLAGS = ("fuse_allreduce_rms", "static_reserve_max_length", "static_pad_finished",
+              "async_free_after_next_schedule", "async_hold_finished_slots", "reserve_null_block",
+              "free_unhashed_blocks_to_head", "scheduler_reserve_full_isl", "prefix_cache_stats_at_admission",
+              "pad_spec_decode_first_step")
+# whole numbers: (lowest, highest)
+KNOB_COUNTS = {"num_gpu_blocks_override": (2, 2**31 - 1), "max_cudagraph_capture_size": (1, math.inf),
+               "long_prefill_token_threshold": (0, math.inf), "static_batch_size": (1, math.inf)}
+# numbers: (lowest, highest, lowest excluded, highest excluded)
+KNOB_NUMBERS = {"kv_offloading_size": (0, 1 << 20, True, False), "kv_offloading_bandwidth_gb_s": (0, 1e5, True, False),
+                "admission_watermark": (0, 1, False, True), "static_batch_timeout_s": (0, math.inf, False, True)}
+KNOB_CHOICES = {"cudagraph_mode": ("full_and_piecewise", "piecewise", "full", "full_decode_only", "none"),
+                "entrypoint": ("serve", "llm"), "kv_offloading_backend": ("native", "lmcache"),
+                "scheduler": ("continuous", "prefill_first", "static"), "scheduling_policy": ("fcfs",),
+                "float32_matmul_precision": ("highest", "high", "medium"), "server_start": ("warm", "cold")}
+KNOB_EXTRA = {"cudagraph_mode": ["FULL_DECODE_ONLY", "piecewise", "none", "sometimes"],
+              "num_gpu_blocks_override": [2, "20000", 1, 2**31, "lots", 20000.0],
+              "max_cudagraph_capture_size": ["64", 0, 512, 10**30], "entrypoint": ["llm", "LLM", "offline"],
+              "kv_offloading_size": ["4.5", 4, 0, 1 << 21, "1e309"], "kv_offloading_backend": ["LMCache", "native",
+                                                                                               "mooncake"],
+              "kv_offloading_lower": ['{"size_gib": 8, "bandwidth_gb_s": 5}', {"size_gib": 8, "bandwidth_gb_s": 5},
+                                      {"size_gib": 8}, {"size_gib": 8, "bandwidth_gb_s": 5, "x": 1}, "[" * 3000],
+              "scheduling_policy": ["fcfs", "FCFS", "priority", "lifo"], "scheduler": ["static", "prefill_first"],
+              "admission_watermark": ["0.05", 0.99, 1.0], "long_prefill_token_threshold": [256, "0", -1],
+              "fuse_allreduce_rms": ["true", "0", 1, "yes"], "reserve_null_block": [False, "false"],
+              "server_start": ["cold", "WARM", "lukewarm", ["cold"]], "float32_matmul_precision": ["high", "tf32"]}
+KNOB_KEYS = sorted(KNOB_EXTRA)
+
+
+def _number(value) -> float | None:
+    """The number the reader reads ``value`` as (numeric text included), or None."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def knob_refusal(key: str, value) -> str | None:
+    """Why the design refuses ``value`` for the knob key ``key`` (None: valid, absent when null, or left open)."""
+    if value is None:
+        return None
+    bad = f"{key} = {value!r:.40}"
+    if key in KNOB_FLAGS:
+        ok = isinstance(value, bool) or (isinstance(value, str) and value.strip().lower() in ("true", "false", "1",
+                                                                                            "0"))
+        return None if ok else f"{bad}: not true or false"
+    if key in KNOB_CHOICES:
+        ok = isinstance(value, str) and len(value) <= 100 and value.strip().lower() in KNOB_CHOICES[key]
+        return None if ok else f"{bad}: not one of the choices calibrate replays"
+    if key == "kv_offloading_lower":
+        if isinstance(value, str) and len(value) <= 4096:
+            try:
+                value = json.loads(value)
+            except ValueError:
+                return f"{bad}: not an object"
+        if not isinstance(value, dict) or set(value) != {"size_gib", "bandwidth_gb_s"}:
+            return f"{bad}: not an object of size_gib and bandwidth_gb_s"
+        if any(isinstance(v, (bool, list, dict)) for v in value.values()):
+            return f"{bad}: not numbers"
+        return None
+    x = _number(value)
+    if x is None or not math.isfinite(x):
+        return f"{bad}: not a finite number"
+    if key in KNOB_COUNTS:
+        low, high = KNOB_COUNTS[key]
+        return None if x == int(x) and low <= x <= high else f"{bad}: not a whole number in range"
+    low, high, low_open, high_open = KNOB_NUMBERS[key]
+    ok = (x > low if low_open else x >= low) and (x < high if high_open else x <= high)
+    return None if ok else f"{bad}: out of range"
+
+
+@st.composite
+def knob_key_cases(draw) -> Case:
+    doc = copy.deepcopy(BENCH)
+    planted = {}
+    for _ in range(draw(st.integers(1, 2))):
+        key = draw(st.sampled_from(KNOB_KEYS))
+        pool = KNOB_EXTRA[key] if draw(st.booleans()) else VALUES
+        value = copy.deepcopy(draw(st.sampled_from(pool)))
+        doc[key] = value
+        planted[key] = value
+    why = next((r for k, v in planted.items() if (r := knob_refusal(k, v)) is not None), None)
+    text, text_why = text_mutation(draw, dumps(doc))
+    data, enc_why, intact = draw(encoded(text))
+    case = Case("round23-knob-keys", ["calibrate", "--from-results", "{d}/out.json", "-o", "{d}/out/p.json", "-q",
+                                      "--max-sim-s", "10"], {"out.json": data, "out/.keep": b""})
+    case.refuse(enc_why)
+    case.refuse(text_why if intact else None)
+    case.refuse(why if intact else None)
+    return case

@@ -227,3 +227,8 @@ def test_round23_valid_layout_seeds_run():
                 place(Path(d, name), data)
             out = run_cli([a.replace("{d}", d) for a in args], TIMEOUT_S)
         assert out.exit_code == 0 and out.traceback is None, (args, out.stderr, out.traceback)
+
+
+# round 23 (33zJ): every other server knob of a result JSON and server_start, read by calibrate with no other option
+def test_round23_result_knob_keys():
+    run_surface(fuzz_round23_layout.knob_key_cases(), 20)

@@ -14,20 +14,21 @@ from twin.errors import TwinInputError
 from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.readers.layout_fields import KV_CACHE_DTYPES
 from twin.hardware.quant import WEIGHT_DTYPES, normalize_weight_dtype
-from twin.results.server_keys import DEFAULT_ALL2ALL
+from twin.hardware.parallel import ALL2ALL_BACKENDS
 
 TARGET_FIELDS = ("weight_dtype", "kv_dtype", "weight_formats", "pipeline_parallel_size", "data_parallel_size",
-                 "enable_expert_parallel")
+                 "enable_expert_parallel", "all2all_backend")
 # the file's key for each field (vLLM's option name where vLLM has one)
 FILE_KEYS = {"weight_dtype": "quantization", "kv_dtype": "kv_cache_dtype", "weight_formats": "weight_formats",
              "pipeline_parallel_size": "pipeline_parallel_size", "data_parallel_size": "data_parallel_size",
-             "enable_expert_parallel": "enable_expert_parallel"}
+             "enable_expert_parallel": "enable_expert_parallel", "all2all_backend": "all2all_backend"}
 
 
 def refuse_unfittable(run: MeasuredRun, given: Any = ()) -> None:
     """A one-line error for a run whose layout calibration cannot replay (``server_keys.REFUSED_KEYS``, an
-    expert-parallel exchange other than vLLM's default, a weight or KV-cache format the twin does not model; a
-    weight format the command line gives, ``"weight_dtype" in given``, stands for the file's)."""
+    expert-parallel exchange the twin does not model, a weight or KV-cache format the twin does not model, requests
+    scheduled by priority; a weight format or exchange the command line gives, ``"weight_dtype" in given``,
+    stands for the file's)."""
     lay = run.layout
     unmodelled = lay.get("unmodelled", {})
     if "quantization" in unmodelled and "weight_dtype" not in given:
@@ -56,11 +57,15 @@ def refuse_unfittable(run: MeasuredRun, given: Any = ()) -> None:
         raise TwinInputError(f"{run.name}: the run drafted tokens (speculative_config: {lay['speculative_config']}); "
                              f"calibrate replays the target model alone: give runs with speculative decoding off, "
                              f"and the server's acceptance with --acceptance")
-    backend = lay.get("all2all_backend", DEFAULT_ALL2ALL)
-    if backend != DEFAULT_ALL2ALL:
-        raise TwinInputError(f"{run.name}: all2all_backend = {_shown(backend)}: calibrate replays expert "
-                             f"parallelism's exchange as vLLM's default all-gather / reduce-scatter: give runs on the "
-                             f"default backend ({DEFAULT_ALL2ALL})")
+    if "all2all_backend" in unmodelled and "all2all_backend" not in given:
+        raise TwinInputError(f"{run.name}: all2all_backend = {_shown(unmodelled['all2all_backend'])}: not an "
+                             f"expert-parallel exchange the twin models ({', '.join(ALL2ALL_BACKENDS)}): give the one "
+                             f"whose bytes it moves with --set deployment.all2all_backend=NAME (DeepEP's and pplx's "
+                             f"all-to-all: deepep)")
+    if run.server.get("policy", "fcfs") != "fcfs":
+        raise TwinInputError(f"{run.name}: scheduling_policy = {_shown(run.server['policy'])}: a result file does "
+                             f"not record its requests' priorities and calibrate replays them all at one; give runs "
+                             f"served first come, first served (scheduling_policy fcfs)")
 
 
 def _same(field: str, value: Any) -> Any:

@@ -22,6 +22,7 @@ from twin.fitting.measured_run import MeasuredRun
 from twin.fitting.replay import Target, deployment_for
 from twin.hardware.catalog import resolve_gpu, resolve_model
 from twin.results.numbers import counted
+from twin.results.server_keys import KNOB_FIELDS
 from twin.yaml_input import parse_set_options
 
 SHOWN_KNOBS = ("vllm_version", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "enable_prefix_caching",
@@ -192,6 +193,11 @@ def server_table(read: list[MeasuredRun], runs: list[MeasuredRun], targets: list
         else:
             src = f"assumed: vLLM {version or NEWEST_VLLM_VERSION} default"
         table.add_row(k, str(value), src)
+    for k in KNOB_FIELDS:          # the other knobs, where the file or the description states them
+        if k in run.server:
+            src = d.source[f"server.{k}"] if k in d.server or k not in file_run.server else \
+                f"result file ({KNOB_FIELDS[k]})"
+            table.add_row(k, str(run.server[k]), src)
     if not version:
         notes.append(f"no vLLM release given: assumed {NEWEST_VLLM_VERSION}, the newest the twin knows; give "
                      f"--vllm-version (an older server without async scheduling costs about a step more TTFT)")

@@ -38,7 +38,8 @@ from twin.workload.validation_errors import format_validation_error
 @dataclass(frozen=True)
 class Target:
     """The deployment a run was measured on: catalog (or config.json) model, GPU, TP and dtypes; per-group
-    weight formats and the data/pipeline/expert layout where the run had them (``twin.hardware.parallel``)."""
+    weight formats and the data/pipeline/expert layout where the run had them, expert parallelism's exchange
+    (``all2all_backend``) included (``twin.hardware.parallel``)."""
 
     model: str
     gpu: str
@@ -49,6 +50,7 @@ class Target:
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
     enable_expert_parallel: bool = False
+    all2all_backend: str = "allgather_reducescatter"
 
 
 def deployment_for(run: MeasuredRun, target: Target) -> Deployment:
@@ -61,7 +63,8 @@ def deployment_for(run: MeasuredRun, target: Target) -> Deployment:
                        "weight_formats": target.weight_formats,
                        "pipeline_parallel_size": target.pipeline_parallel_size,
                        "data_parallel_size": target.data_parallel_size,
-                       "enable_expert_parallel": target.enable_expert_parallel},
+                       "enable_expert_parallel": target.enable_expert_parallel,
+                       "all2all_backend": target.all2all_backend},
         "server": dict(run.server),
         "workload": {"arrivals": {"process": "poisson", "rate_per_s": 1.0}, "num_requests": 1,
                      "classes": [{"name": "x", "share": 1.0, "prompt": {"suffix_tokens": 1}, "output_tokens": 1}]},

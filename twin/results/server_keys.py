@@ -13,7 +13,13 @@ overrides; the twin's own key, vLLM has none), ``kv_cache_dtype`` (vLLM's value:
 A run calibration cannot fit from one result file writes the key that says so (``REFUSED_KEYS``) and calibration
 refuses it in one line: ``replicas`` (several servers behind a router), ``replica_groups`` (several groups; nothing
 else is written, their servers differ), ``disaggregation`` (``"<P>P<D>D"``: prefill and decode servers apart;
-nothing else is written) and ``speculative_config`` (vLLM's ``--speculative-config``: method and draft tokens)."""
+nothing else is written) and ``speculative_config`` (vLLM's ``--speculative-config``: method and draft tokens).
+
+Every other server knob a scenario sets away from its default (``KNOB_KEYS``: CUDA graphs, a KV-block override, KV
+offloading, the entry point, the scheduler's behaviours; the run's config carries them as ``server_knobs``,
+``twin.sim.replicas.run_single``) is written under vLLM's option name where vLLM has one (``scheduling_policy``
+for ``server.policy``), else the twin's field name, and ``server_start: "cold"`` for a freshly started server, so
+calibration replays the server the run simulated (``twin.fitting.readers.knob_fields``) or refuses it."""
 
 from __future__ import annotations
 
@@ -33,6 +39,23 @@ REFUSED_KEYS = ("replicas", "replica_groups", "disaggregation", "speculative_con
 # the twin's deployment.kv_dtype -> vLLM's --kv-cache-dtype (bf16, the default, is not written)
 KV_CACHE_DTYPE_NAMES = {"fp8": "fp8", "fp16": "float16", "fp32": "float32"}
 DEFAULT_ALL2ALL = "allgather_reducescatter"
+# every other knob of a scenario's server section: the file's key -> the twin's field (``server.FIELD``), written
+# where the run sets it away from its default (vLLM's option name where vLLM has one, else the twin's)
+KNOB_KEYS = {name: name for name in (
+    "num_gpu_blocks_override", "max_cudagraph_capture_size", "cudagraph_mode", "fuse_allreduce_rms",
+    "float32_matmul_precision", "entrypoint", "kv_offloading_size", "kv_offloading_backend",
+    "kv_offloading_bandwidth_gb_s", "kv_offloading_lower", "long_prefill_token_threshold", "scheduler",
+    "admission_watermark", "static_batch_size", "static_batch_timeout_s", "static_reserve_max_length",
+    "static_pad_finished", "async_free_after_next_schedule", "async_hold_finished_slots", "reserve_null_block",
+    "free_unhashed_blocks_to_head", "scheduler_reserve_full_isl", "prefix_cache_stats_at_admission",
+    "pad_spec_decode_first_step")} | {"scheduling_policy": "policy"}
+KNOB_FIELDS = {field: key for key, field in KNOB_KEYS.items()}
+
+
+def server_knobs(server: Any) -> dict[str, Any]:
+    """The knobs of ``KNOB_KEYS`` a scenario's ``server`` section (``twin.scenario.ServerConfig``) sets away from
+    their defaults, by field name (``{}``: none)."""
+    return {k: v for k, v in server.model_dump(exclude_defaults=True).items() if k in KNOB_FIELDS}
 
 
 def _layout(dep: Mapping[str, Any]) -> dict[str, Any]:
@@ -81,10 +104,16 @@ def server_keys(config: Mapping[str, Any]) -> dict[str, Any]:
         if value is not None:
             out[knob] = value
     out.update(_layout(dep))
+    knobs = config.get("server_knobs")
+    if isinstance(knobs, Mapping):
+        out.update({KNOB_FIELDS[k]: v for k, v in knobs.items() if k in KNOB_FIELDS})
+    if isinstance(config.get("cold_start"), Mapping):
+        out["server_start"] = "cold"
     spec = config.get("speculative_decoding")
     if isinstance(spec, Mapping):
         out["speculative_config"] = {k: spec[k] for k in ("method", "num_speculative_tokens") if k in spec}
     return out
 
 
-__all__ = ["DEFAULT_ALL2ALL", "KV_CACHE_DTYPE_NAMES", "LAYOUT_KEYS", "REFUSED_KEYS", "SERVER_KNOBS", "server_keys"]
+__all__ = ["DEFAULT_ALL2ALL", "KNOB_FIELDS", "KNOB_KEYS", "KV_CACHE_DTYPE_NAMES", "LAYOUT_KEYS", "REFUSED_KEYS",
+           "SERVER_KNOBS", "server_keys", "server_knobs"]

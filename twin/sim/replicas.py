@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from twin.core.schedulers import make_scheduler
 from twin.errors import TwinInputError
+from twin.results.server_keys import server_knobs
 from twin.results.sim_result import SimResult
 from twin.scenario import ScenarioBody
 from twin.sim.cold_server import COLD, ColdServers
@@ -39,6 +40,8 @@ def run_single(body: ScenarioBody, base_dir: Path | None = None, *, replication:
         "kv_capacity_tokens": dep.kv_pool.capacity_tokens,
         "cost_model": body.cost_model.model_dump(),
     }
+    if knobs := server_knobs(body.server):     # the other knobs set away from their defaults (twin run --json)
+        summary["server_knobs"] = knobs
     if dep.cost_model_notes:                  # a server profile fitted on another model (carried over)
         summary["profile_note"] = " ".join(dep.cost_model_notes)
     if dep.weight_formats is not None:        # what weight_dtype "auto" and weight_formats resolved to

@@ -8,10 +8,11 @@ weight format the twin models: its own names or vLLM's ``fp8``, ``awq``, ``gptq`
 absent), ``weight_formats`` (an object of layer group -> format), ``kv_cache_dtype`` as ``kv_dtype`` (vLLM's
 ``auto`` / ``bfloat16`` -> bf16, ``float16`` -> fp16, ``float32`` -> fp32, ``fp8`` / ``fp8_e4m3`` /
 ``fp8_e5m2`` -> fp8), ``pipeline_parallel_size`` (1 to 64), ``data_parallel_size`` (1 to 1,024),
-``enable_expert_parallel`` (a flag). A well-formed weight or KV-cache format name the twin does not model
-(``compressed-tensors``, ``int8``) is kept under ``unmodelled``: calibration refuses it, `twin diagnose` (which
-does not use it) still reads the file. Read as stated, for calibration to refuse (``twin.cli.calibrate_layout``):
-``all2all_backend`` (a backend name), ``replicas`` and ``replica_groups`` (1 to 4,096), ``disaggregation``
+``enable_expert_parallel`` (a flag), ``all2all_backend`` (one the twin models: ``allgather_reducescatter``,
+``naive``, ``deepep``). A well-formed weight or KV-cache format or backend name the twin does not model
+(``compressed-tensors``, ``int8``, ``pplx``) is kept under ``unmodelled``: calibration refuses it, `twin diagnose`
+(which does not use it) still reads the file. Read as stated, for calibration to refuse
+(``twin.cli.calibrate_layout``): ``replicas`` and ``replica_groups`` (1 to 4,096), ``disaggregation``
 (``"<P>P<D>D"``) and ``speculative_config`` (an object, or its JSON text as ``--metadata`` records it; without
 it, the ``spec_decode_*`` counters `vllm bench serve` records for a speculative server say the same)."""
 
@@ -24,6 +25,7 @@ from typing import Any
 from twin.errors import TwinInputError
 from twin.fitting.readers.fields import shown, whole
 from twin.fitting.readers.server_fields import MAX_NAME_CHARS, MAX_TP, flag_field
+from twin.hardware.parallel import ALL2ALL_BACKENDS
 from twin.hardware.quant import normalize_weight_dtype
 from twin.hardware.weight_formats import GROUPS
 from twin.results.metric_keys import SPEC_DECODE_KEYS
@@ -119,8 +121,6 @@ def layout_fields(doc: dict[str, Any], where: str) -> dict[str, Any]:
             out["kv_dtype"] = KV_CACHE_DTYPES[text.lower()]
         else:
             unmodelled["kv_cache_dtype"] = text
-    if unmodelled:
-        out["unmodelled"] = unmodelled
     for key, high in (("pipeline_parallel_size", MAX_TP), ("data_parallel_size", MAX_DP),
                       ("replicas", MAX_REPLICAS), ("replica_groups", MAX_REPLICAS)):
         if get(key) is not None:
@@ -133,7 +133,12 @@ def layout_fields(doc: dict[str, Any], where: str) -> dict[str, Any]:
         if not _BACKEND.match(text):
             raise TwinInputError(f"{where}: all2all_backend = {shown(text)}: must be a backend name (vLLM's "
                                  f"--all2all-backend, e.g. allgather_reducescatter)")
-        out["all2all_backend"] = text
+        if text in ALL2ALL_BACKENDS:
+            out["all2all_backend"] = text
+        else:
+            unmodelled["all2all_backend"] = text
+    if unmodelled:
+        out["unmodelled"] = unmodelled
     if get("disaggregation") is not None:
         value = get("disaggregation")
         m = _PD.match(value.strip()) if isinstance(value, str) else None

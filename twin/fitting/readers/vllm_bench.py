@@ -14,7 +14,9 @@ vLLM saves no dataset arguments, but ``--metadata KEY=VALUE`` entries land at th
 ``max_num_batched_tokens``, ``max_model_len``, ``enable_prefix_caching``, ``enable_chunked_prefill``,
 ``block_size``, ``gpu_memory_utilization``, ``vllm_version``, ``async_scheduling`` (each checked as it is read:
 ``twin.fitting.readers.server_fields``), and the layout (``quantization``, ``kv_cache_dtype``,
-``data_parallel_size``, ``enable_expert_parallel``, ...: ``twin.fitting.readers.layout_fields``). Ramp-up runs
+``data_parallel_size``, ``enable_expert_parallel``, ...: ``twin.fitting.readers.layout_fields``), every other
+server knob the twin's ``--json`` writes (``cudagraph_mode``, ``num_gpu_blocks_override``, ``kv_offloading_size``,
+...) and ``server_start`` (``twin.fitting.readers.knob_fields``). Ramp-up runs
 (``ramp_up_strategy``) change rate as they go and are refused."""
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 from twin.errors import TwinInputError
 from twin.fitting.measured_run import METRIC_KEYS, LengthSample, MeasuredRun, PromptPool
 from twin.fitting.readers.fields import JsonLines, get, load_json, number, number_list, shown, try_json, whole
+from twin.fitting.readers.knob_fields import cold_start_field, knob_fields
 from twin.fitting.readers.layout_fields import layout_fields
 from twin.fitting.readers.server_fields import name_field, server_fields, tp_field
 from twin.results.metrics import describe
@@ -168,7 +171,8 @@ def read_run(doc: Any, name: str, where: str, experiment: str | None = None) -> 
         prompt_pool=_prompt_pool(doc, n, where),
         model=name_field(doc, "model_id", where), gpu=name_field(doc, "gpu", where),
         tensor_parallel_size=tp_field(doc, where),
-        server=server_fields(doc, where), layout=layout_fields(doc, where), experiment=experiment, client=VLLM_BENCH)
+        server={**server_fields(doc, where), **knob_fields(doc, where)}, layout=layout_fields(doc, where),
+        experiment=experiment, client=VLLM_BENCH, cold_start=cold_start_field(doc, where))
 
 
 def read_vllm_bench(path: Path) -> list[MeasuredRun]:
