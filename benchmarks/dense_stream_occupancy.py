@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 
 from twin.cost.gemm_occupancy import (DECODE_KERNELS, DEFAULT_LATENCY_S, SM_COUNT, gemm_stream_s,  # noqa: E402
                                       gqa_decode_gemms, occupancy_extra_s, sm_bytes_per_s)
-from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
+from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes, workers_given  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 
 GROUPS = (("b200_sxm", "B200", "fp8", "fp8"), ("b200_sxm", "B200", "fp4", "nvfp4"),
@@ -163,9 +163,7 @@ def main() -> None:
         return reading(args.latency_us * 1e-6)
     if args.command == "rows":
         return rows_check(args.latency_us * 1e-6)
-    workers = [v for i, a in enumerate(rest) for v in ([a.split("=", 1)[1]] if a.startswith("--workers=") else
-                                                        rest[i + 1:i + 2] if a == "--workers" else [])]
-    if any(w != "1" for w in workers):
+    if any(w != "1" for w in workers_given(rest)):
         raise TwinInputError("heldout: the trial patches this process only; run fidelity_real with --workers 1")
     with install(args.latency_us * 1e-6):
         run_fidelity_real(rest)

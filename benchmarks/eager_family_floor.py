@@ -37,6 +37,7 @@ from twin.cost.default_terms import GENERATION_TERMS  # noqa: E402
 from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting import provenance as pv  # noqa: E402
+from twin.fitting.carried_patches import Patch, carried  # noqa: E402
 from twin.fitting.launch_prior import PATH_LAYER_OPS, moe_extra_s  # noqa: E402
 
 FP8_KEY = "eager_moe_layer_host_s@blackwell+experts_fp8"
@@ -53,13 +54,16 @@ def fp8_count_s() -> float:
 def fp8_counted():
     """MiniMax FP8's count in ``GENERATION_EXPERT_TERMS``, its evidence the B200 Llama rows, and the generation's
     floor's evidence the Kimi and Llama B200 rows (no MiniMax row reads it any more): in place, so every reader
-    inside the block sees them; restored when it ends (also on error)."""
+    inside the block sees them (the table carried to every simulation worker; the evidence is read by the fold
+    plans, in this process only); restored when it ends (also on error)."""
     terms = generation_experts.GENERATION_EXPERT_TERMS
     fp8 = {**terms.get(("blackwell", "fp8"), {}), "eager_moe_layer_host_s": fp8_count_s()}
     evidence = {FP8_KEY: (LLAMA_COUNT, pv.silicon_rows_of("b200_sxm", "llama")),
                 GENERIC_KEY: ("the B200 Kimi-K2.5 rows, given the B200 Llama rows' per-layer value",
                               pv.silicon_rows_of("b200_sxm", "kimi", "llama"))}
-    with mock.patch.dict(terms, {("blackwell", "fp8"): fp8}), mock.patch.dict(pv.DECLARED_EVIDENCE, evidence):
+    table = Patch(generation_experts.__name__, "GENERATION_EXPERT_TERMS", {("blackwell", "fp8"): fp8}, "dict")
+    with carried(table), \
+            mock.patch.dict(pv.DECLARED_EVIDENCE, evidence):
         yield
 
 

@@ -9,8 +9,7 @@ theirs from fitted numbers only, so ``--structure`` swaps the embedded one (``EM
     python benchmarks/eager_structure_trial.py --structure moe_additive -- --ground-truth ../shared/ground-truth \\
         --workers 1 --folds family --groups kimi --json X.json
 
-``--workers 1`` keeps the run in one process (the swap is a module setting; worker processes forked during it
-inherit it as well).
+The swap is carried to every simulation worker (``twin.fitting.carried_patches``), whatever their start method.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -26,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from twin.cost import eager_steps  # noqa: E402
 from benchmarks.fidelity_passthrough import run_fidelity_real, split_at_dashes  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.fitting.carried_patches import Patch, carried  # noqa: E402
 
 
 def main() -> None:
@@ -36,7 +35,7 @@ def main() -> None:
     args = ap.parse_args(own)
     if not rest:
         raise TwinInputError("give fidelity_real.py's arguments after -- (e.g. --folds family --groups kimi)")
-    with mock.patch.object(eager_steps, "EMBEDDED_STRUCTURE", args.structure):
+    with carried(Patch(eager_steps.__name__, "EMBEDDED_STRUCTURE", args.structure)):
         run_fidelity_real(rest)
 
 

@@ -28,6 +28,7 @@ from unittest import mock
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import fidelity_real  # noqa: E402
+from benchmarks.fidelity_passthrough import workers_given  # noqa: E402
 from benchmarks.pool_release_rows import release_pools, row_release  # noqa: E402
 from twin.errors import run_script  # noqa: E402
 from twin.fitting import silicon_scripts  # noqa: E402
@@ -39,7 +40,7 @@ def own_release(version: str | None, measured: str | None = None) -> str:
 
 
 def main() -> None:
-    if "--workers" in sys.argv and sys.argv[sys.argv.index("--workers") + 1] != "1":
+    if any(w != "1" for w in workers_given(sys.argv[1:])):      # its replacements are functions: not carried
         raise SystemExit("--workers: must be 1 (the replacement applies in this process only)")
     flags = {name: f"--{name.replace('_', '-')}" in sys.argv for name in ("cuda_total", "moe_workspace")}
     argv = [a for a in sys.argv if a not in ("--cuda-total", "--moe-workspace")]      # fidelity_real's (this call)

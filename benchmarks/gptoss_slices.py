@@ -18,12 +18,12 @@ import collections
 import statistics
 import sys
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.cli_checks import nonneg_int, number_list, positive_float, positive_int  # noqa: E402
 from twin.cost import mxfp4_path  # noqa: E402
+from twin.fitting.carried_patches import Patch, carried  # noqa: E402
 from twin.fitting.fit import check_simulation_options, simulate_cases  # noqa: E402
 from twin.fitting.joint import JOINT_NAMES, default_start, errors, family_of  # noqa: E402
 from twin.fitting.silicon import silicon_cases  # noqa: E402
@@ -120,7 +120,7 @@ def main() -> None:
     if args.fp4_rate:
         variants.append(("fp4rate", base))
     for label, params in variants:          # the rate for this variant's simulations only (restored after)
-        with mock.patch.object(mxfp4_path, "MXFP4_BLACKWELL_RATE", "fp4" if label == "fp4rate" else FP8_RATE):
+        with carried(Patch(mxfp4_path.__name__, "MXFP4_BLACKWELL_RATE", "fp4" if label == "fp4rate" else FP8_RATE)):
             preds = simulate_cases(cases, params, workers=args.workers, max_sim_s=args.eval_sim_s)
         errs[label] = [errors(c, r.metrics) for c, r in zip(cases, preds)]
     print(f"gpt-oss-120b silicon rows: {len(cases)} (every {args.every}th runnable row)")

@@ -25,7 +25,6 @@ import statistics
 import sys
 from contextlib import nullcontext
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,11 +49,13 @@ def parse_paths(text: str) -> tuple[tuple[str, str], ...]:
 
 
 def counted(paths):
-    """The mixed-step counts of ``paths`` in the held-out count table (in place: every fold run inside the block
-    sees them), restored when the block ends (also on error)."""
+    """The mixed-step counts of ``paths`` in the held-out count table (in place, carried to every simulation worker:
+    every fold run inside the block sees them), restored when the block ends (also on error)."""
     from twin.fitting import launch_prior
+    from twin.fitting.carried_patches import Patch, carried
     from twin.fitting.mla_mixed_step import with_mixed_step
-    return mock.patch.dict(launch_prior.PATH_LAYER_OPS, with_mixed_step(launch_prior.PATH_LAYER_OPS, paths))
+    return carried(Patch(launch_prior.__name__, "PATH_LAYER_OPS", with_mixed_step(launch_prior.PATH_LAYER_OPS, paths),
+                         "dict"))
 
 
 # the April script's --max-cudagraph-capture-size: a longer prompt's step is eager in both series (no pair)

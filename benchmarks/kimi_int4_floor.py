@@ -40,20 +40,24 @@ REFIT: dict[str, float] = {"moe_expert_efficiency": 0.497}
 
 @contextmanager
 def counted():
-    """The Marlin INT4 count in the embedded tables (in place: every reader inside the block sees it) with its
-    evidence, restored when the block ends (also on error)."""
+    """The Marlin INT4 count in the embedded tables (in place, carried to every simulation worker: every reader
+    inside the block sees it) with its evidence (read by the fold plans, in this process only), restored when the
+    block ends (also on error)."""
     from twin.cost import eager_path_floors as epf
     from twin.fitting import launch_prior, provenance
-    with mock.patch.dict(epf.EXPERT_PATH_LAYER_OPS, {("blackwell", "int4"): epf.MARLIN_INT4_LAYER_OPS}), \
+    from twin.fitting.carried_patches import Patch, carried
+    with carried(Patch(epf.__name__, "EXPERT_PATH_LAYER_OPS", {("blackwell", "int4"): epf.MARLIN_INT4_LAYER_OPS},
+                       "dict")), \
             mock.patch.dict(provenance.DECLARED_EVIDENCE, {KEY: launch_prior.COUNT_EVIDENCE}):
         yield
 
 
 def refitted():
     """The Marlin stream rate as refitted under the counted floor (``REFIT``) in the embedded table, inside the
-    block only."""
-    from twin.cost.marlin_moe import MARLIN_W4A16_MOE_TERMS
-    return mock.patch.dict(MARLIN_W4A16_MOE_TERMS, REFIT)
+    block only (carried to every simulation worker)."""
+    from twin.cost import marlin_moe
+    from twin.fitting.carried_patches import Patch, carried
+    return carried(Patch(marlin_moe.__name__, "MARLIN_W4A16_MOE_TERMS", REFIT, "dict"))
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ import statistics
 import sys
 from contextlib import ExitStack, nullcontext
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -38,13 +37,15 @@ FOLDS = (("family", "minimax"), ("GPU", "B200"))
 
 def chain_patch(extra_kernels: int | None):
     """The patch that puts Blackwell's FP8 expert path on the chained q / k pricing for every cost model made while
-    it is on (``extra_kernels``: the count, None: the module's ``BLOCK_FP8_EXTRA_KERNELS``)."""
+    it is on, carried to every simulation worker (``extra_kernels``: the count, None: the module's
+    ``BLOCK_FP8_EXTRA_KERNELS``)."""
     from twin.cost import block_fp8_chain as bfc
+    from twin.fitting.carried_patches import Patch, carried
     if extra_kernels is None:
         extra_kernels = bfc.BLOCK_FP8_EXTRA_KERNELS
     elif extra_kernels < 0:
         raise TwinInputError(f"--extra-kernels {extra_kernels}: must be >= 0")
-    return mock.patch.dict(bfc.CHAIN_PATHS, {CHAIN_PATH: extra_kernels})
+    return carried(Patch(bfc.__name__, "CHAIN_PATHS", {CHAIN_PATH: extra_kernels}, "dict"))
 
 
 def fold_params(report: dict, source: object = "the report") -> dict[str, dict]:

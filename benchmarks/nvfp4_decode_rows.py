@@ -24,7 +24,6 @@ import statistics
 import sys
 from contextlib import ExitStack
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -60,13 +59,16 @@ def minimax_nvfp4_cases(ground_truth: Path | None) -> list:
 
 
 def patches(names: tuple[str, ...]) -> list:
-    """The mock patches that switch the named facts on (started before any case is built)."""
+    """The patches that switch the named facts on (started before any case is built; carried to every simulation
+    worker)."""
+    from twin.fitting.carried_patches import Patch, carried
     from twin.fitting.silicon_layout import MINIMAX_NVFP4_CHECKPOINT_GROUPS
     out = []
     if "no-qk" in names:
-        out.append(mock.patch("twin.cost.qk_norm_allreduce.QK_EXCHANGE_PATHS", frozenset()))
+        out.append(carried(Patch("twin.cost.qk_norm_allreduce", "QK_EXCHANGE_PATHS", frozenset())))
     if "bf16-attention" in names:
-        out.append(mock.patch("twin.fitting.silicon_layout.MINIMAX_NVFP4_GROUPS", MINIMAX_NVFP4_CHECKPOINT_GROUPS))
+        out.append(carried(Patch("twin.fitting.silicon_layout", "MINIMAX_NVFP4_GROUPS",
+                                 MINIMAX_NVFP4_CHECKPOINT_GROUPS)))
     return out
 
 

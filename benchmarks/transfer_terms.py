@@ -16,7 +16,6 @@ import argparse
 import sys
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -44,12 +43,13 @@ ACTIVE_SHARE_MXFP4 = 0.75
 
 @contextmanager
 def embedded_readings():
-    """The two round-12 readings switched on in this process inside the block (the simulations run here or in
-    workers forked inside it), restored when it ends (also on error)."""
+    """The two round-12 readings switched on inside the block (here and carried to every simulation worker,
+    whatever its start method), restored when it ends (also on error)."""
     from twin.cost import default_terms, mla_request
+    from twin.fitting.carried_patches import Patch, carried
     mxfp4 = {"mxfp4": {"moe_active_expert_share": ACTIVE_SHARE_MXFP4}}
-    with mock.patch.dict(mla_request.MLA_EXPERT_REQUEST_S, mla_request.READINGS), \
-            mock.patch.dict(default_terms.EXPERT_FORMAT_TERMS, mxfp4):
+    with carried(Patch(mla_request.__name__, "MLA_EXPERT_REQUEST_S", dict(mla_request.READINGS), "dict"),
+                 Patch(default_terms.__name__, "EXPERT_FORMAT_TERMS", mxfp4, "dict")):
         yield
 
 

@@ -4,6 +4,7 @@ twin.fitting.silicon_layout, benchmarks/nvfp4_decode_rows.py)."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import replace as dc_replace
 from types import SimpleNamespace
 from unittest import mock
@@ -96,15 +97,11 @@ def test_the_script_switches_each_fact_on_and_checks_its_names():
     for names, qk_s, formats in (((), 6e-6, None), (("no-qk",), 24.7e-6, None),
                                  (("bf16-attention",), 6e-6, {"attention": "bf16", "router": "bf16"}),
                                  (("no-qk", "bf16-attention"), 24.7e-6, {"attention": "bf16", "router": "bf16"})):
-        ps = mod.patches(names)
-        for p in ps:
-            p.start()
-        try:
+        with ExitStack() as stack:       # the patches are carried context managers (round 23)
+            for p in mod.patches(names):
+                stack.enter_context(p)
             assert qk_norm_step_s(mm, B200, 4, 24.7e-6, 6e-6, "nvfp4") == pytest.approx(62 * qk_s, rel=1e-12)
             assert weight_formats(row) == formats
-        finally:
-            for p in ps:
-                p.stop()
     assert mod.facts("no-qk,bf16-attention") == ("no-qk", "bf16-attention") and mod.facts("") == ()
     with pytest.raises(TwinInputError):
         mod.facts("qk,fp8")

@@ -16,6 +16,9 @@ sees the parent's. ``switched`` is how a script flips one for a block of code.
 ``twin.fitting.path_token_prior`` plans folds, above the simulator (which imports this module), so it registers its
 switch here when it is imported (``register``) instead of being imported by it; a module registered inside an
 ``applied`` block takes the block's value.
+
+A trial script's table patches travel the same way: ``map_jobs`` also takes the parent's carried patches
+(``twin.fitting.carried_patches``) and each job applies them in a worker that does not hold them.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from types import ModuleType
 
 from twin.cost import allreduce_routes
 from twin.errors import TwinInputError
-from twin.fitting import cold_start
+from twin.fitting import carried_patches, cold_start
 
 # each switch's module, once imported (path_token_prior: when it registers)
 MODULES: dict[str, ModuleType] = {"multimem_allreduce": allreduce_routes, "cold_start": cold_start}
@@ -112,30 +115,31 @@ def report_args(switches: Switches | None = None) -> dict[str, dict[str, bool]]:
     return {REPORT_KEY: changed} if changed else {}
 
 
-def _run(job: tuple[Callable, Switches, object]) -> object:
-    fn, switches, payload = job
-    with applied(switches):
+def _run(job: tuple[Callable, Switches, tuple, object]) -> object:
+    fn, switches, patches, payload = job
+    with applied(switches), carried_patches.reapplied(patches):
         return fn(payload)
 
 
 def map_jobs(fn: Callable, jobs: Sequence, workers: int = 1, switches: Switches | None = None,
              mp_context=None) -> Iterator:
-    """``fn(job)`` for each of ``jobs``, in order, with ``switches`` (default: this process's at the call) set
-    around each: in this process, or in ``workers`` processes (``mp_context``: their start method, default the
-    platform's) where there are more than one and more than one job."""
+    """``fn(job)`` for each of ``jobs``, in order, with ``switches`` (default: this process's at the call) and this
+    process's carried patches (``twin.fitting.carried_patches``) set around each: in this process, or in
+    ``workers`` processes (``mp_context``: their start method, default the platform's) where there are more than
+    one and more than one job."""
     switches = current() if switches is None else switches
     if not isinstance(switches, Switches):
         raise TwinInputError(f"switches: {switches!r} is not a Switches value")
-    return _mapped(fn, list(jobs), workers, switches, mp_context)
+    return _mapped(fn, list(jobs), workers, switches, carried_patches.current(), mp_context)
 
 
-def _mapped(fn: Callable, jobs: list, workers: int, switches: Switches, mp_context) -> Iterator:
+def _mapped(fn: Callable, jobs: list, workers: int, switches: Switches, patches: tuple, mp_context) -> Iterator:
     if workers > 1 and len(jobs) > 1:
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp_context)
         try:
-            yield from pool.map(_run, [(fn, switches, job) for job in jobs])
+            yield from pool.map(_run, [(fn, switches, patches, job) for job in jobs])
         finally:
             pool.shutdown()
     else:
         for job in jobs:
-            yield _run((fn, switches, job))
+            yield _run((fn, switches, patches, job))
