@@ -22,3 +22,31 @@ def test_finite_numbers_are_unchanged():
     assert n.finite_number(10**300) == 1e300
     assert n.number(10**6) == "1.00M"
     assert n.number(None) == "-" and n.number(float("nan")) == "nan" and n.number("x") == "x"
+
+
+def test_an_slo_in_the_dashboards_words():
+    from twin.results.slo_words import slo_words
+
+    assert slo_words({"ttft_ms": 500, "tpot_ms": 50}) == "TTFT ≤ 500 ms, TPOT ≤ 50 ms"
+    assert slo_words({"ttft_ms": {"p99": 1000}, "tpot_ms": {"p99": 50}}) == "p99 TTFT ≤ 1000 ms, p99 TPOT ≤ 50 ms"
+    assert slo_words({"e2el_ms": 20000, "ttft_ms": {"p99.9": 2000}}) == "E2E ≤ 20.0 s, p99.9 TTFT ≤ 2000 ms"
+    assert slo_words(None) == slo_words({}) == "none"
+
+
+def test_a_plans_header_writes_the_slo_in_words(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from twin.cli.main import main
+
+    scenario = {"name": "s", "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-8b"},
+                "workload": {"arrivals": {"process": "poisson", "rate_per_s": 2}, "duration_s": 2,
+                             "classes": [{"name": "c", "share": 1.0, "prompt": {"suffix_tokens": 100},
+                                          "output_tokens": 10}]}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario), encoding="utf-8")
+    res = CliRunner().invoke(main, ["plan", str(path), "-q", "--backend", "serial", "--replications", "1",
+                                    "--slo", "ttft_ms.p99=1000", "--slo", "tpot_ms=50",
+                                    "--search", "server.max_num_seqs=4"])
+    assert res.exit_code == 0, res.output
+    assert " | SLO TPOT ≤ 50 ms, p99 TTFT ≤ 1000 ms | router " in " ".join(res.output.split())  # wrapped at 80

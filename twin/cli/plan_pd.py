@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from twin.results.numbers import counted
 from twin.errors import TwinInputError
 from twin.results import numbers
 from twin.results.report import label
+from twin.results.slo_words import slo_words
 
 
 def _ms(v: Any) -> str:
@@ -23,7 +23,7 @@ def print_pd_plan(out: dict[str, Any]) -> None:
     metric = out["latency_metric"]
     console.print(f"P/D plan at {numbers.with_unit(out['target_rate_per_s'], 'req/s')} "
                   f"(the scenario offers {numbers.with_unit(out['base_rate_per_s'], 'req/s')}), "
-                  f"{counted(out['replications'], 'replication')}, SLO {json.dumps(out['criteria']['slo'])}",
+                  f"{counted(out['replications'], 'replication')}, SLO {slo_words(out['criteria']['slo'])}",
                   highlight=False)
     extra = [k for k in out["rows"][0] if "." in k] if out["rows"] else []
     header = ["config", *extra, "GPUs", "$/h", "TTFT p99", "TPOT p99", "output tok/s", "$/M output tok", "verdict",
