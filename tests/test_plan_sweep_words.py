@@ -50,3 +50,34 @@ def test_a_plans_header_writes_the_slo_in_words(tmp_path):
                                     "--search", "server.max_num_seqs=4"])
     assert res.exit_code == 0, res.output
     assert " | SLO TPOT ≤ 50 ms, p99 TTFT ≤ 1000 ms | router " in " ".join(res.output.split())  # wrapped at 80
+
+
+def test_a_miss_with_no_limit_binding_reads_step_time_and_an_inferred_verdict_says_so():
+    from twin.cli.plan_words import STEP_TIME, limit_words
+
+    assert STEP_TIME == "step time itself (no limit binds)"
+    assert limit_words("none", False) == STEP_TIME
+    assert [limit_words("none", p) for p in (True, None, float("nan"))] == ["none"] * 3     # keeps up / no SLO
+    assert limit_words("max_num_seqs", False) == "max_num_seqs" and limit_words(None, False) is None
+
+
+def test_a_sweeps_table_says_a_pruned_rate_was_inferred_and_why_a_rate_failed(tmp_path, wide_console):
+    import pandas as pd
+    import yaml
+    from click.testing import CliRunner
+    from plan_cli_helpers import TINY_SCENARIO
+
+    from twin.cli.main import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(TINY_SCENARIO), encoding="utf-8")
+    res = CliRunner().invoke(main, ["sweep", str(path), "--grid", "rate=5,40", "--slo", "ttft_ms.p99=1",
+                                    "--prune", "monotone", "--backend", "serial", "-q",
+                                    "--summary-out", str(tmp_path / "s.csv")])
+    assert res.exit_code == 0, res.output
+    rows = [[c.strip() for c in x.strip("│").split("│")] for x in res.stdout.splitlines() if x.startswith("│")]
+    assert [r[1:3] + r[-1:] for r in rows] == [["ok", "no", "step time itself (no limit binds)"],
+                                               ["pruned", "no", "-"]]
+    frame = pd.read_csv(tmp_path / "s.csv")                # the file keeps its values (docs/result-formats.md)
+    assert list(frame["status"]) == ["ok", "pruned"] and list(frame["passed"]) == [False, False]
+    assert frame["limit"].iloc[0] == "none"

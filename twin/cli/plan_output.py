@@ -17,6 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 from twin.cli.console import console, err_console
+from twin.cli.plan_words import limit_words
 from twin.results import numbers
 from twin.results.numbers import counted
 from twin.results.report import label
@@ -99,7 +100,7 @@ def print_plan(result) -> None:
                  str(c["max_num_batched_tokens"]), "on" if c["enable_prefix_caching"] else "off",
                  c.get("speculative_decoding") or "-", c["status"], rate, ci,
                  fmt(c.get("price_per_replica_hour")), fmt(c.get("usd_per_million_output_tokens_at_max_rate"), 3),
-                 fmt(c.get("replicas_estimate")), fmt(c.get("limit"))]
+                 fmt(c.get("replicas_estimate")), fmt(limit_words(c.get("limit"), False))]   # its first failing run
         table.add_row(*(cells if has_spec else cells[:6] + cells[7:]))
     console.print(table)
     for c in result.candidates:
@@ -121,7 +122,7 @@ def print_plan(result) -> None:
         table.add_row(str(d["candidate"]), str(d["replicas"]), d["gpu"], str(d["tensor_parallel_size"]),
                       str(d["gpus"]), f"{d['cost_per_hour']:.2f}", mark, *(fmt(d.get(k), key=k) for k in latency_keys),
                       numbers.percent(d.get("goodput_fraction")), fmt(d.get("usd_per_million_output_tokens"), 3),
-                      fmt(d.get("limit")))
+                      fmt(limit_words(d.get("limit"), d["passed"])))
     console.print(table)
     for d in result.deployments:
         if not d.get("replicas") and d.get("note"):
@@ -197,6 +198,8 @@ def print_sweep(summary, knob_keys, spec, whatif: dict[str, Any] | None = None) 
             if c == "passed":
                 cells.append("-" if v is None or (isinstance(v, float) and math.isnan(v)) else
                              ("[green]yes[/]" if v else "[red]no[/]"))
+            elif c == "limit":
+                cells.append(fmt(limit_words(v, row.get("passed"))))
             else:
                 cells.append(fmt(v.item() if hasattr(v, "item") else v, key=c))
         table.add_row(*cells)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.cli.console import console
-from twin.cli.plan_words import human_reason
+from twin.cli.plan_words import human_reason, limit_words
 from twin.results.numbers import counted
 from twin.errors import TwinInputError
 from twin.results import numbers
@@ -35,7 +35,7 @@ def print_pd_plan(out: dict[str, Any]) -> None:
                  _ms(r["p99_tpot_ms"]), "-" if r["output_throughput"] is None else numbers.number(r["output_throughput"]),
                  "-" if r["usd_per_million_output_tokens"] is None else f"{r['usd_per_million_output_tokens']:.3f}",
                  "meets" if r["passed"] else "misses: " + "; ".join(map(human_reason, r["reasons"][:2])),
-                 r.get("limit") or "-"]
+                 limit_words(r.get("limit"), r["passed"]) or "-"]
         lines.append("| " + " | ".join(cells) + " |")
     console.print("\n".join(lines), highlight=False, soft_wrap=True)
     best = out["cheapest"]

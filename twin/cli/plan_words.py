@@ -27,3 +27,21 @@ def human_reason(reason: str) -> str:
         return (f"within SLO {numbers.percent(float(m['frac']), 2)} of requests, "
                 f"below the {float(m['need']) * 100:g}% required")
     return reason
+
+
+# `twin.analysis.run_limits.short_limit`'s `none` (the server keeps up) on a configuration that misses its SLO:
+# no scheduler limit holds requests back and the GPU keeps up, so the steps themselves are too slow (a faster
+# GPU, another TP or a smaller model, not a scheduler knob). The files keep `none` (docs/result-formats.md).
+STEP_TIME = "step time itself (no limit binds)"
+
+
+def _failed(passed: object) -> bool:
+    """``passed`` is a verdict of failure (a bool or numpy's; not None / NaN: not judged)."""
+    return passed is not None and not isinstance(passed, float) and not passed
+
+
+def limit_words(limit: object, passed: object) -> object:
+    """A table's ``limit`` cell: the short verdict as the files keep it, except ``none`` where the configuration
+    misses its SLO, which reads ``STEP_TIME``."""
+    return STEP_TIME if limit == "none" and _failed(passed) else limit
+
