@@ -53,12 +53,17 @@ def test_a_plans_header_writes_the_slo_in_words(tmp_path):
 
 
 def test_a_miss_with_no_limit_binding_reads_step_time_and_an_inferred_verdict_says_so():
-    from twin.cli.plan_words import STEP_TIME, limit_words
+    from twin.cli.plan_words import STEP_TIME, limit_words, verdict_words
 
     assert STEP_TIME == "step time itself (no limit binds)"
     assert limit_words("none", False) == STEP_TIME
     assert [limit_words("none", p) for p in (True, None, float("nan"))] == ["none"] * 3     # keeps up / no SLO
     assert limit_words("max_num_seqs", False) == "max_num_seqs" and limit_words(None, False) is None
+    assert verdict_words(False, "ok") == "[red]no[/]" and verdict_words(True, "ok") == "[green]yes[/]"
+    assert verdict_words(False, "pruned") == "[red]no[/] (inferred)"
+    assert verdict_words(True, "inferred-pass") == "[green]yes[/] (inferred)"
+    assert verdict_words(False, "inferred-fail") == "[red]no[/] (inferred)"
+    assert verdict_words(None, "ok") == verdict_words(float("nan"), "ok") == "-"
 
 
 def test_a_sweeps_table_says_a_pruned_rate_was_inferred_and_why_a_rate_failed(tmp_path, wide_console):
@@ -77,7 +82,7 @@ def test_a_sweeps_table_says_a_pruned_rate_was_inferred_and_why_a_rate_failed(tm
     assert res.exit_code == 0, res.output
     rows = [[c.strip() for c in x.strip("│").split("│")] for x in res.stdout.splitlines() if x.startswith("│")]
     assert [r[1:3] + r[-1:] for r in rows] == [["ok", "no", "step time itself (no limit binds)"],
-                                               ["pruned", "no", "-"]]
+                                               ["pruned", "no (inferred)", "-"]]
     frame = pd.read_csv(tmp_path / "s.csv")                # the file keeps its values (docs/result-formats.md)
     assert list(frame["status"]) == ["ok", "pruned"] and list(frame["passed"]) == [False, False]
     assert frame["limit"].iloc[0] == "none"

@@ -17,7 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 from twin.cli.console import console, err_console
-from twin.cli.plan_words import limit_words
+from twin.cli.plan_words import limit_words, verdict_words
 from twin.results import numbers
 from twin.results.numbers import counted
 from twin.results.report import label
@@ -196,8 +196,7 @@ def print_sweep(summary, knob_keys, spec, whatif: dict[str, Any] | None = None) 
         for c in cols:
             v = row.get(c)
             if c == "passed":
-                cells.append("-" if v is None or (isinstance(v, float) and math.isnan(v)) else
-                             ("[green]yes[/]" if v else "[red]no[/]"))
+                cells.append(verdict_words(v, row.get("status")))
             elif c == "limit":
                 cells.append(fmt(limit_words(v, row.get("passed"))))
             else:

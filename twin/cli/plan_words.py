@@ -45,3 +45,15 @@ def limit_words(limit: object, passed: object) -> object:
     misses its SLO, which reads ``STEP_TIME``."""
     return STEP_TIME if limit == "none" and _failed(passed) else limit
 
+
+# a sweep row's status when its verdict was inferred, not simulated (`twin.plan.sweep`: --prune)
+INFERRED = ("pruned", "inferred-pass", "inferred-fail")
+
+
+def verdict_words(passed: object, status: object) -> str:
+    """A sweep's ``meets SLO`` cell: ``yes`` / ``no`` (markup, green / red), ``(inferred)`` after it where the
+    row did not run (``INFERRED``: a rate above one that failed, or bisection's bracket), ``-`` for no verdict."""
+    if passed is None or (isinstance(passed, float) and passed != passed):
+        return "-"
+    mark = "[red]no[/]" if _failed(passed) else "[green]yes[/]"
+    return mark + (" (inferred)" if status in INFERRED else "")
