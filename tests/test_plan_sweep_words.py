@@ -86,3 +86,34 @@ def test_a_sweeps_table_says_a_pruned_rate_was_inferred_and_why_a_rate_failed(tm
     frame = pd.read_csv(tmp_path / "s.csv")                # the file keeps its values (docs/result-formats.md)
     assert list(frame["status"]) == ["ok", "pruned"] and list(frame["passed"]) == [False, False]
     assert frame["limit"].iloc[0] == "none"
+
+
+def test_a_variant_back_at_the_models_own_formats_names_them_against_an_fp8_reference(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from twin.cli.main import main
+    from twin.results.deployment_formats import returned_parts
+
+    scenario = {"name": "fmt", "deployment": {"gpu": "H100-SXM", "model": "llama-3.1-70b", "tensor_parallel_size": 4,
+                                              "weight_dtype": "fp8", "kv_dtype": "fp8"},
+                "server": {"max_num_seqs": 256},
+                "workload": {"arrivals": {"process": "poisson", "rate_per_s": 2}, "duration_s": 1,
+                             "classes": [{"name": "c", "share": 1.0, "prompt": {"suffix_tokens": 100},
+                                          "output_tokens": 4}]},
+                "variants": {"bf16-kv": {"deployment": {"kv_dtype": "bf16"}},
+                             "both": {"deployment": {"weight_dtype": "auto", "kv_dtype": "bf16"}},
+                             "same": {"server": {"max_num_seqs": 256}}}}
+    path = tmp_path / "fmt.yaml"
+    path.write_text(yaml.safe_dump(scenario, sort_keys=False), encoding="utf-8")
+    res = CliRunner().invoke(main, ["run", str(path), "--all-variants"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert "bf16-kv: bf16 KV cache, KV pool 689,520 tokens" in lines
+    assert "both: bf16 weights, bf16 KV cache, KV pool 480,624 tokens" in lines
+    assert "same deployment as baseline: same" in lines           # the reference's own formats: nothing added
+
+    class D:
+        weight_dtype, weight_formats, kv_dtype = "auto", None, "bf16"
+
+    assert returned_parts(D, D, "bf16") == []                       # both at the model's own: nothing named
