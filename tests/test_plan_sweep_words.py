@@ -53,9 +53,12 @@ def test_a_plans_header_writes_the_slo_in_words(tmp_path):
 
 
 def test_a_miss_with_no_limit_binding_reads_step_time_and_an_inferred_verdict_says_so():
-    from twin.cli.plan_words import STEP_TIME, limit_words, verdict_words
+    from twin.cli.plan_words import STEP_TIME, STEP_TIME_NOTE, limit_words, verdict_words
 
-    assert STEP_TIME == "step time itself (no limit binds)"
+    assert STEP_TIME == "step time"                  # twin.analysis.causes' name for it
+    assert STEP_TIME_NOTE == ("step time: the SLO is missed while no limit binds (no scheduler limit holds requests "
+                              "back and the GPU keeps up): the steps themselves are too slow; a faster GPU or "
+                              "another TP helps, not a scheduler knob.")
     assert limit_words("none", False) == STEP_TIME
     assert [limit_words("none", p) for p in (True, None, float("nan"))] == ["none"] * 3     # keeps up / no SLO
     assert limit_words("max_num_seqs", False) == "max_num_seqs" and limit_words(None, False) is None
@@ -81,8 +84,8 @@ def test_a_sweeps_table_says_a_pruned_rate_was_inferred_and_why_a_rate_failed(tm
                                     "--summary-out", str(tmp_path / "s.csv")])
     assert res.exit_code == 0, res.output
     rows = [[c.strip() for c in x.strip("│").split("│")] for x in res.stdout.splitlines() if x.startswith("│")]
-    assert [r[1:3] + r[-1:] for r in rows] == [["ok", "no", "step time itself (no limit binds)"],
-                                               ["pruned", "no (inferred)", "-"]]
+    assert [r[1:3] + r[-1:] for r in rows] == [["ok", "no", "step time"], ["pruned", "no (inferred)", "-"]]
+    assert " step time: the SLO is missed while no limit binds (" in " ".join(res.stdout.split())
     frame = pd.read_csv(tmp_path / "s.csv")                # the file keeps its values (docs/result-formats.md)
     assert list(frame["status"]) == ["ok", "pruned"] and list(frame["passed"]) == [False, False]
     assert frame["limit"].iloc[0] == "none"
@@ -117,3 +120,18 @@ def test_a_variant_back_at_the_models_own_formats_names_them_against_an_fp8_refe
         weight_dtype, weight_formats, kv_dtype = "auto", None, "bf16"
 
     assert returned_parts(D, D, "bf16") == []                       # both at the model's own: nothing named
+
+
+def test_a_pd_plans_miss_with_no_limit_binding_reads_step_time_with_its_note(capsys, wide_console):
+    from twin.cli.plan_pd import print_pd_plan
+    from twin.cli.plan_words import STEP_TIME_NOTE
+
+    row = {"config": "1P1D", "gpus": 2, "usd_per_hour": 4.0, "p99_ttft_ms": 1200.0, "p99_tpot_ms": 10.0,
+           "output_throughput": 500.0, "usd_per_million_output_tokens": 1.0, "passed": False,
+           "reasons": ["p99_ttft_ms = 1200 ms"], "limit": "none"}
+    print_pd_plan({"latency_metric": "p99_ttft_ms", "target_rate_per_s": 4.0, "base_rate_per_s": 2.0,
+                   "replications": 1, "criteria": {"slo": {"ttft_ms": {"p99": 500}}}, "rows": [row],
+                   "cheapest": None, "frontier": [], "heldout_bands": {"note": []}})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "P/D plan at 4.00 req/s (the scenario offers 2.00 req/s), 1 replication, SLO p99 TTFT ≤ 500 ms"
+    assert lines[3].endswith("| misses: TTFT p99 = 1200 ms | step time |") and lines[4] == STEP_TIME_NOTE

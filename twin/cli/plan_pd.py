@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from twin.cli.console import console
-from twin.cli.plan_words import human_reason, limit_words
+from twin.cli.plan_words import STEP_TIME, STEP_TIME_NOTE, human_reason, limit_words
 from twin.results.numbers import counted
 from twin.errors import TwinInputError
 from twin.results import numbers
@@ -38,6 +38,8 @@ def print_pd_plan(out: dict[str, Any]) -> None:
                  limit_words(r.get("limit"), r["passed"]) or "-"]
         lines.append("| " + " | ".join(cells) + " |")
     console.print("\n".join(lines), highlight=False, soft_wrap=True)
+    if any(limit_words(r.get("limit"), r["passed"]) == STEP_TIME for r in out["rows"]):
+        console.print(STEP_TIME_NOTE, highlight=False)
     best = out["cheapest"]
     if best is None:
         console.print("no point of the grid meets the SLOs at this rate", highlight=False)

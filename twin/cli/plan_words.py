@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from twin.analysis.causes import LIMIT_NAMES, STEP_TIME as STEP_TIME_LIMIT
 from twin.results import numbers
 from twin.results.report import label
 
@@ -29,10 +30,13 @@ def human_reason(reason: str) -> str:
     return reason
 
 
-# `twin.analysis.run_limits.short_limit`'s `none` (the server keeps up) on a configuration that misses its SLO:
-# no scheduler limit holds requests back and the GPU keeps up, so the steps themselves are too slow (a faster
-# GPU, another TP or a smaller model, not a scheduler knob). The files keep `none` (docs/result-formats.md).
-STEP_TIME = "step time itself (no limit binds)"
+# `twin.analysis.run_limits.short_limit`'s `none` (the server keeps up) on a configuration that misses its SLO
+# reads as the diagnosis names that case (`twin.analysis.causes`), explained once under the table (STEP_TIME_NOTE).
+# The files keep `none` (docs/result-formats.md).
+STEP_TIME = LIMIT_NAMES[STEP_TIME_LIMIT]
+STEP_TIME_NOTE = (f"{STEP_TIME}: the SLO is missed while no limit binds (no scheduler limit holds requests back and "
+                  "the GPU keeps up): the steps themselves are too slow; a faster GPU or another TP helps, not a "
+                  "scheduler knob.")
 
 
 def _failed(passed: object) -> bool:
@@ -42,7 +46,7 @@ def _failed(passed: object) -> bool:
 
 def limit_words(limit: object, passed: object) -> object:
     """A table's ``limit`` cell: the short verdict as the files keep it, except ``none`` where the configuration
-    misses its SLO, which reads ``STEP_TIME``."""
+    misses its SLO, which reads ``STEP_TIME`` (print ``STEP_TIME_NOTE`` under a table that shows it)."""
     return STEP_TIME if limit == "none" and _failed(passed) else limit
 
 
