@@ -101,6 +101,6 @@ def test_a_pd_plans_cheapest_and_frontier_lines_name_the_metric(capsys):
 
 def test_a_plans_goodput_criterion_reads_as_a_share_of_requests(plan_file, wide_console):
     out = _plan(plan_file, "-q", "--slo", "ttft_ms=2000", "--goodput", "0.995").stdout
-    assert out.splitlines()[0].endswith(' | SLO {"ttft_ms": 2000}, >= 99.5% of requests within the SLO | '
+    assert out.splitlines()[0].endswith(' | SLO TTFT ≤ 2000 ms, >= 99.5% of requests within the SLO | '
                                         'router least_outstanding | 1 replication')
     assert "goodput" not in out

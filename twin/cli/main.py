@@ -170,9 +170,10 @@ def _run_variants(scenario_path: str, variants: list[str], sets: tuple[str, ...]
     return scenario, runs
 
 
-def _headline_parts(run: dict[str, Any]) -> list[str]:
+def _headline_parts(run: dict[str, Any], ref: dict[str, Any] | None = None) -> list[str]:
     """A run's deployment as parts (``llama-3.1-8b on 1x1 H100-SXM``, ``max_num_seqs=4``, ...); a mixed
-    cluster adds one part per replica group."""
+    cluster adds one part per replica group. With ``ref`` (the reference run) a single deployment also names a
+    format it leaves at the model's own where the reference's sets one (``bf16 KV cache``)."""
     dep = run["deployment"]
     body = run["body"]
     if body.disaggregation is not None:  # a PdDeployment: one line per pool
@@ -187,8 +188,10 @@ def _headline_parts(run: dict[str, Any]) -> list[str]:
             parts.append(f"  {g.name or f'group {i}'}: " + ", ".join(deployment_parts(gb, d)) +
                          (f", weight {g.weight:g}" if g.weight != 1 else ""))   # a line of its own
         return parts
+    ref_body = ref["body"] if ref is not None and ref["body"].deployment.groups is None \
+        and ref["body"].disaggregation is None else None
     return [f"{body.deployment.model} on " + p if i == 0 else p
-            for i, p in enumerate(deployment_parts(body, dep))]
+            for i, p in enumerate(deployment_parts(body, dep, ref_body))]
 
 
 def _print_headlines(runs: dict[str, dict[str, Any]]) -> None:
@@ -205,7 +208,7 @@ def _print_headlines(runs: dict[str, dict[str, Any]]) -> None:
     say(first, ref)
     same = []
     for name in others:
-        diff = [p for p in _headline_parts(runs[name]) if p not in ref]
+        diff = [p for p in _headline_parts(runs[name], runs[first]) if p not in ref]
         if diff:
             say(name, diff)
         else:

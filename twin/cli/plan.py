@@ -3,7 +3,6 @@ pool or a Ray cluster."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -132,12 +131,13 @@ def plan(target: str, variant: str, sets, seed, replications, slo_items, goodput
     planner = Planner(spec)
     feasible = sum(c.error is None for c in planner.candidates)
     from twin.results import numbers
+    from twin.results.slo_words import slo_words
 
     console.print(f"target {numbers.with_unit(planner.target_rate, 'req/s')} = "
                   f"{numbers.number(planner.target_scale)} x the scenario's "
                   f"{numbers.with_unit(planner.base_rate, 'req/s')} | {counted(len(planner.candidates), 'candidate')} "
                   f"({feasible} feasible) | "
-                  f"SLO {json.dumps(criteria.as_dict()['slo'])}"
+                  f"SLO {slo_words(criteria.as_dict()['slo'])}"
                   + (f", >= {criteria.effective_goodput * 100:g}% of requests within the SLO"
                      if criteria.effective_goodput else "")
                   + f" | router {spec.router} | {counted(planner.replications, 'replication')}",

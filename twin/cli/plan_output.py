@@ -17,6 +17,7 @@ from rich.progress import (
 from rich.table import Table
 
 from twin.cli.console import console, err_console
+from twin.cli.plan_words import STEP_TIME, STEP_TIME_NOTE, limit_words, verdict_words
 from twin.results import numbers
 from twin.results.numbers import counted
 from twin.results.report import label
@@ -76,6 +77,7 @@ def _describe(d: dict[str, Any]) -> str:
 def print_plan(result) -> None:
     key = result.spec.latency_metric
     table = Table(title="Candidates: max sustainable rate per replica", show_lines=False)
+    shown: set[str] = set()                 # the limit cells printed, for STEP_TIME_NOTE
     cols = list(CANDIDATE_HEADERS)
     cols[cols.index("CI")] = f"{result.spec.confidence:.0%} CI (req/s)"
     has_spec = any(c.get("speculative_decoding") for c in result.candidates)
@@ -99,7 +101,8 @@ def print_plan(result) -> None:
                  str(c["max_num_batched_tokens"]), "on" if c["enable_prefix_caching"] else "off",
                  c.get("speculative_decoding") or "-", c["status"], rate, ci,
                  fmt(c.get("price_per_replica_hour")), fmt(c.get("usd_per_million_output_tokens_at_max_rate"), 3),
-                 fmt(c.get("replicas_estimate")), fmt(c.get("limit"))]
+                 fmt(c.get("replicas_estimate")), fmt(limit_words(c.get("limit"), False))]   # its first failing run
+        shown.add(cells[-1])
         table.add_row(*(cells if has_spec else cells[:6] + cells[7:]))
     console.print(table)
     for c in result.candidates:
@@ -121,11 +124,14 @@ def print_plan(result) -> None:
         table.add_row(str(d["candidate"]), str(d["replicas"]), d["gpu"], str(d["tensor_parallel_size"]),
                       str(d["gpus"]), f"{d['cost_per_hour']:.2f}", mark, *(fmt(d.get(k), key=k) for k in latency_keys),
                       numbers.percent(d.get("goodput_fraction")), fmt(d.get("usd_per_million_output_tokens"), 3),
-                      fmt(d.get("limit")))
+                      fmt(limit_words(d.get("limit"), d["passed"])))
+        shown.add(fmt(limit_words(d.get("limit"), d["passed"])))
     console.print(table)
     for d in result.deployments:
         if not d.get("replicas") and d.get("note"):
             console.print(f"  candidate {d['candidate']}: {d['note']}", highlight=False)
+    if STEP_TIME in shown:
+        console.print(STEP_TIME_NOTE, highlight=False)
     if result.best:
         b = result.best
         console.print(f"[bold]cheapest:[/] {b['replicas']} x {_describe(b)} = {counted(b['gpus'], 'GPU')}, "
@@ -190,19 +196,24 @@ def print_sweep(summary, knob_keys, spec, whatif: dict[str, Any] | None = None) 
     cols.append("limit")                      # what limits each configuration (twin.analysis.run_limits)
     for c in cols:
         table.add_column(sweep_header(c, knob_keys), justify="left" if c == "limit" else "right")
+    shown: set[str] = set()                 # the limit cells printed, for STEP_TIME_NOTE
     for _, row in summary.head(200).iterrows():
         cells = []
         for c in cols:
             v = row.get(c)
             if c == "passed":
-                cells.append("-" if v is None or (isinstance(v, float) and math.isnan(v)) else
-                             ("[green]yes[/]" if v else "[red]no[/]"))
+                cells.append(verdict_words(v, row.get("status")))
+            elif c == "limit":
+                cells.append(fmt(limit_words(v, row.get("passed"))))
+                shown.add(cells[-1])
             else:
                 cells.append(fmt(v.item() if hasattr(v, "item") else v, key=c))
         table.add_row(*cells)
     console.print(table)
     if len(summary) > 200:
         console.print(f"(first 200 of {len(summary)} rows; --summary-out writes them all)")
+    if STEP_TIME in shown:
+        console.print(STEP_TIME_NOTE, highlight=False)
     print_sweep_bands(summary, knob_keys)
     print_whatif(whatif)
 

@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from twin.cli.console import console
-from twin.cli.plan_words import human_reason
+from twin.cli.plan_words import STEP_TIME, STEP_TIME_NOTE, human_reason, limit_words
 from twin.results.numbers import counted
 from twin.errors import TwinInputError
 from twin.results import numbers
 from twin.results.report import label
+from twin.results.slo_words import slo_words
 
 
 def _ms(v: Any) -> str:
@@ -23,7 +23,7 @@ def print_pd_plan(out: dict[str, Any]) -> None:
     metric = out["latency_metric"]
     console.print(f"P/D plan at {numbers.with_unit(out['target_rate_per_s'], 'req/s')} "
                   f"(the scenario offers {numbers.with_unit(out['base_rate_per_s'], 'req/s')}), "
-                  f"{counted(out['replications'], 'replication')}, SLO {json.dumps(out['criteria']['slo'])}",
+                  f"{counted(out['replications'], 'replication')}, SLO {slo_words(out['criteria']['slo'])}",
                   highlight=False)
     extra = [k for k in out["rows"][0] if "." in k] if out["rows"] else []
     header = ["config", *extra, "GPUs", "$/h", "TTFT p99", "TPOT p99", "output tok/s", "$/M output tok", "verdict",
@@ -35,9 +35,11 @@ def print_pd_plan(out: dict[str, Any]) -> None:
                  _ms(r["p99_tpot_ms"]), "-" if r["output_throughput"] is None else numbers.number(r["output_throughput"]),
                  "-" if r["usd_per_million_output_tokens"] is None else f"{r['usd_per_million_output_tokens']:.3f}",
                  "meets" if r["passed"] else "misses: " + "; ".join(map(human_reason, r["reasons"][:2])),
-                 r.get("limit") or "-"]
+                 limit_words(r.get("limit"), r["passed"]) or "-"]
         lines.append("| " + " | ".join(cells) + " |")
     console.print("\n".join(lines), highlight=False, soft_wrap=True)
+    if any(limit_words(r.get("limit"), r["passed"]) == STEP_TIME for r in out["rows"]):
+        console.print(STEP_TIME_NOTE, highlight=False)
     best = out["cheapest"]
     if best is None:
         console.print("no point of the grid meets the SLOs at this rate", highlight=False)

@@ -12,9 +12,8 @@ from twin.errors import TwinInputError
 from twin.hardware.pricing import PriceTable, hourly_cost, usd_per_million_tokens
 from twin.results import numbers
 from twin.results.report import _INTEGERS, format_value
+from twin.results.slo_words import statistic_words, threshold_words
 from twin.slo_statistics import slo_statistic
-
-SLO_NAMES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "itl_ms": "ITL", "e2el_ms": "E2E"}
 
 
 def offered_vs_served(run: RunOutput) -> dict[str, Any]:
@@ -48,19 +47,13 @@ def evidence_line(run: RunOutput) -> str:
     return f"Evidence: {doc['evidence']}" + (f" · Knob: {doc['knob']}" if doc["knob"] else "")
 
 
-def _bound(ms: float) -> str:
-    """An SLO bound as the scenario gives it (``500 ms``), in a larger unit from 10 s (``2 min``)."""
-    return f"{numbers.given(ms)} ms" if abs(ms) < 10_000 else numbers.duration_ms(ms)
-
-
 def slo_line(run: RunOutput) -> str:
     """The SLO beside the verdict: ``SLO TTFT ≤ 500 ms, TPOT ≤ 50 ms: 59% of requests meet it · goodput
     4.7 req/s`` for per-request thresholds, ``p99 TTFT ≤ 500 ms: met (68.8 ms)`` for percentile objectives."""
     slo = run.slo or {}
     m = run.metrics
     parts = []
-    bounds = ", ".join(f"{SLO_NAMES.get(k, k)} ≤ {_bound(v)}" for k, v in slo.items()
-                       if isinstance(v, (int, float)) and not isinstance(v, bool))
+    bounds = threshold_words(slo)
     if bounds:
         done, good = m.get("completed") or 0, m.get("num_good_requests")
         share = f"{good / done:.0%} of requests meet it" if done and good is not None else "no request completed"
@@ -76,7 +69,7 @@ def slo_line(run: RunOutput) -> str:
             met = (m.get("slo_met") or {}).get(metric)
             verdict = "not measured" if met is None else ("met" if met else "**missed**")
             shown = f" ({numbers.duration_ms(value)})" if isinstance(value, (int, float)) else ""
-            parts.append(f"SLO {stat} {SLO_NAMES.get(key, key)} ≤ {_bound(bound)}: {verdict}{shown}")
+            parts.append(f"SLO {statistic_words(key, stat, bound)}: {verdict}{shown}")
     if not parts:
         return "No SLO in the scenario: every completed request counts as good (goodput = throughput)."
     return " · ".join(parts)

@@ -14,3 +14,15 @@ def format_parts(d: Any) -> list[str]:
     if d.weight_formats:
         parts.append("weight formats " + ", ".join(f"{k}={v}" for k, v in d.weight_formats.items()))
     return parts + ([f"{d.kv_dtype} KV cache"] if d.kv_dtype != "bf16" else [])
+
+
+def returned_parts(d: Any, ref: Any, own_weights: str) -> list[str]:
+    """The formats a deployment leaves at the model's own where the reference's deployment (``ref``) sets
+    one, named: ``bf16 weights`` (``own_weights``: the checkpoint's format label), ``bf16 KV cache``. A
+    variant that returns to the default against an FP8 reference otherwise said nothing on its first line."""
+    parts = []
+    if d.weight_dtype == "auto" and not d.weight_formats and (ref.weight_dtype != "auto" or ref.weight_formats):
+        parts.append(f"{own_weights} weights")
+    if d.kv_dtype == "bf16" and ref.kv_dtype != "bf16":
+        parts.append("bf16 KV cache")
+    return parts

@@ -28,14 +28,26 @@ SMALLEST = 1e-9          # below this (in absolute value) a number reads 0
 
 
 def finite_number(value: Any) -> float | None:
-    """A value as a finite float, or None (missing, NaN, infinite, a flag, not a number)."""
+    """A value as a finite float, or None (missing, NaN, infinite, a flag, not a number, an integer too large
+    for a float such as ``10**400``)."""
     if isinstance(value, bool) or value is None:
         return None
     try:
         v = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return v if math.isfinite(v) else None
+
+
+def not_finite(value: Any) -> str:
+    """How a display helper shows a value ``finite_number`` refuses: ``-`` for None, ``inf`` / ``-inf`` for an
+    integer too large for a float (``10**400``: as the float it stands for, never thousands of digits), else the
+    value as text (``nan``, ``inf``, a word)."""
+    if value is None:
+        return "-"
+    if isinstance(value, int) and not isinstance(value, bool) and finite_number(value) is None:
+        return "inf" if value > 0 else "-inf"
+    return str(value)
 
 
 def _plain(v: float, digits: int) -> str:
@@ -65,7 +77,7 @@ def number(value: Any, digits: int = SIG_FIGS) -> str:
     """``0.0123``, ``1.23``, ``123``, ``1,234``, ``12.3k``, ``4.57M``; never an exponent."""
     v = finite_number(value)
     if v is None:
-        return "-" if value is None else str(value)
+        return not_finite(value)
     text = _plain(v, digits)
     if abs(_value(text)) < 10_000:
         return text
@@ -80,7 +92,7 @@ def count(value: Any, short: bool = False) -> str:
     """An exact count: ``239,832``; ``short``: ``240k`` from 10,000 up (a card's width)."""
     v = finite_number(value)
     if v is None:
-        return "-" if value is None else str(value)
+        return not_finite(value)
     if short and abs(v) >= 9_999.5:
         return number(v)
     return f"{v:,.0f}"
@@ -90,7 +102,7 @@ def with_unit(value: Any, unit: str, digits: int = SIG_FIGS) -> str:
     """``number(value)`` and its unit: ``950 tok/s``, ``12.3k tok/s``, ``2.35 req/s``."""
     v = finite_number(value)
     if v is None:
-        return "-" if value is None else str(value)
+        return not_finite(value)
     return f"{number(v, digits)} {unit}"
 
 
@@ -99,7 +111,7 @@ def duration_ms(value: Any, digits: int = SIG_FIGS) -> str:
     ``4.00 min``, ``1.50 h`` (the rounded value decides: 999.7 ms reads ``1.00 s``)."""
     v = finite_number(value)
     if v is None:
-        return "-" if value is None else str(value)
+        return not_finite(value)
     if v == 0:
         return "0 ms"
     i = 0
@@ -116,7 +128,7 @@ def given(value: Any) -> str:
     significant figures."""
     v = finite_number(value)
     if v is None:
-        return "-" if value is None else str(value)
+        return not_finite(value)
     text = f"{v:g}"
     if "e" not in text:
         return text
@@ -127,7 +139,7 @@ def duration_s(value: Any, digits: int = SIG_FIGS) -> str:
     """A time given in seconds: ``duration_ms(value * 1000)``."""
     v = finite_number(value)
     if v is None:
-        return "-" if value is None else str(value)
+        return not_finite(value)
     return duration_ms(v * 1000.0, digits)
 
 
@@ -140,7 +152,7 @@ def delta_ms(value: Any) -> str:
     """A signed change of a latency in ms: ``+3.75 ms``, ``-1.02 s``."""
     v = finite_number(value)
     if v is None:
-        return "-" if value is None else str(value)
+        return not_finite(value)
     return signed(duration_ms(abs(v)), v)
 
 
@@ -148,7 +160,7 @@ def delta(value: Any, digits: int = SIG_FIGS) -> str:
     """A signed change without a unit: ``+0.43``, ``-1,022``, ``+12.3k``."""
     v = finite_number(value)
     if v is None:
-        return "-" if value is None else str(value)
+        return not_finite(value)
     return signed(number(abs(v), digits), v)
 
 
@@ -169,7 +181,7 @@ def percent_change(value: Any) -> str:
     for a change under 0.05 %: ``small_change``), ``+106%``, ``+1,234%``, ``+12.3k%``."""
     v = finite_number(value)
     if v is None:
-        return "-" if value is None else str(value)
+        return not_finite(value)
     if abs(v) < 99.95:
         return small_change(v, "%")
     return signed(number(abs(v)), v) + "%"
@@ -179,7 +191,7 @@ def percent(fraction: Any, decimals: int = 1) -> str:
     """A share given as a fraction: ``23.2%``, ``100.0%``."""
     v = finite_number(fraction)
     if v is None:
-        return "-" if fraction is None else str(fraction)
+        return not_finite(fraction)
     return f"{v * 100:.{decimals}f}%"
 
 
