@@ -1,18 +1,19 @@
-"""A fit's objective over K draws of each open-loop run (issue 33, round 23; docs/fidelity.md "Round 23: a
+"""A fit's objective over K draws of each training run (issue 33, round 23; docs/fidelity.md "Round 23: a
 seed-robust fit for the GPU and family folds").
 
 A fold's fit simulates each training run once at the fit's start and re-costs those steps (``twin.fitting.
-surrogate``) at every trial parameter set. For an open-loop run (an inference-perf stage, read over the fit's
-window) that one simulation is one random draw of its arrivals, lengths and request path: the re-costed mean TTFT
-and TPOT carry that draw's noise, and the fitted terms move with the seed (round 22: ``per_seq_overhead_s`` 1.4-2.6
-standard errors over seeds 0-2 in the folds that read the stages' first 30 s).
+surrogate``) at every trial parameter set. That one simulation is one random draw of the run's arrivals, lengths
+and request path (an inference-perf stage read over the fit's 30 s window, a silicon row's closed loop whole): the
+re-costed metrics carry that draw's noise, and the fitted terms move with the seed (round 22:
+``per_seq_overhead_s`` 1.4-2.6 standard errors over seeds 0-2 in the folds that read the stages).
 
-With ``draws`` K > 1 each such run is simulated at K draw seeds (``draw_seeds``: the run's own seed first, then
-seeds ``DRAW_SEED_STRIDE`` apart, so no two seeds of a report share a draw), and the fit's prediction of the run is
-the mean over the K re-costed draws (``MeanSurrogate``): an estimate of the twin's expected metric whose draw
-variance falls as 1/K, the window unchanged (its bias stays). The same K seeds serve every evaluation of the
-objective (common random numbers). A closed loop (a silicon row, simulated whole) and a run that queued (simulated
-whole, left out of the fit) keep one draw. K = 1 is the fit as before, exactly.
+With ``draws`` K > 1 each run the fit keeps is simulated at K draw seeds (``draw_seeds``: the run's own seed first,
+then seeds ``DRAW_SEED_STRIDE`` apart, so no two seeds of a report share a draw), and the fit's prediction of the
+run is the mean over the K re-costed draws (``MeanSurrogate``): an estimate of the twin's expected metric whose
+draw variance falls as 1/K, the windows unchanged (their bias stays). The same K seeds serve every evaluation of the
+objective (common random numbers). A run that queued (simulated whole, left out of the fit) keeps one draw, and so
+do the held-out predictions. K = 1 is the fit as before, exactly. (Round 23 first drew the open-loop stages alone:
+the seed still moved the fit as much; the silicon rows' own draws carry it too.)
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def draw_seeds(seed: int, draws: int) -> tuple[int, ...]:
 
 
 def is_drawn(case) -> bool:
-    """Whether the fit draws ``case`` K times: an open-loop run the fit keeps (not a closed loop, not queueing)."""
-    return not case.run.closed_loop and not case.run.queueing
+    """Whether the fit draws ``case`` K times: a run the fit keeps (one that queued is left out of it)."""
+    return not case.run.queueing
 
 
 @dataclass(frozen=True)
@@ -64,14 +65,10 @@ class Draws:
 
     @property
     def metrics(self) -> dict:
-        """The first draw's metrics with each number every draw reports replaced by its mean over the draws (what a
-        reader of one replay's ``metrics`` gets; a field that is not a number, e.g. ``slo_met``, is the first's)."""
-        out = dict(self.replays[0].metrics)
-        for k, v in out.items():
-            vals = [r.metrics.get(k) for r in self.replays]
-            if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in vals):
-                out[k] = sum(vals) / len(vals)
-        return out
+        """The first draw's metrics (the run at its own seed, as with one draw): a reader of a simulation's
+        ``metrics`` (the embedded defaults' predictions of a closed loop) gets what K = 1 gives; only the fit's
+        surrogate averages the draws."""
+        return self.replays[0].metrics
 
 
 def case_seeds(case, seed: int, draws: int) -> tuple[int, ...]:
