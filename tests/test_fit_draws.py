@@ -154,3 +154,12 @@ def test_stage_window_draws_tabulates_each_stages_error_per_seed():
     assert row["errors"]["mean_ttft_ms"]["by_seed"] == {0: pytest.approx(0.4), 1: pytest.approx(1.5)}
     assert row["errors"]["mean_ttft_ms"]["range"] == pytest.approx(1.1)
     assert row["errors"]["mean_tpot_ms"]["by_seed"] == {0: pytest.approx(-0.1), 1: pytest.approx(-0.05)}
+
+
+def test_multi_seed_report_takes_a_report_without_fit_draws_as_made_at_one_draw():
+    from benchmarks.multi_seed_report import check_comparable
+    from tests.test_multi_seed_report import _report, _reports
+    old, new = _report(0, 0.05, 0.06, 0.05), _report(1, 0.05, 0.06, 0.05, fit_draws=1)
+    assert check_comparable(_reports(old, new), ["GPU"]) == [0, 1]
+    with pytest.raises(TwinInputError, match="made with fit_draws = 3, r0.json with 1"):
+        check_comparable(_reports(old, _report(1, 0.05, 0.06, 0.05, fit_draws=3)), ["GPU"])
