@@ -60,7 +60,7 @@ from benchmarks.heldout_intervals import add_intervals  # noqa: E402  (round 19,
 from benchmarks.report_resume import Resumed, load_resumed  # noqa: E402  (round 23, 33zD)
 from benchmarks.report_writer import ReportWriter  # noqa: E402  (round 22, 33zB)
 from twin.fitting.case_weights import DEFAULT_WEIGHTING, WEIGHTINGS  # noqa: E402
-from twin.fitting.fit import simulate_cases  # noqa: E402
+from twin.fitting.fit import check_draws_option, simulate_cases  # noqa: E402  (round 23, 33zC: --fit-draws)
 from twin.fitting.fit_window import fold_first, open_loop_fold_window_s  # noqa: E402
 from twin.fitting.joint import (FOLDS, JOINT_NAMES, all_cases, default_start, errors,  # noqa: E402
                                 parameter_table, run_fold, summarize, summarize_errors, with_deployments)
@@ -218,6 +218,7 @@ def parser() -> argparse.ArgumentParser:
                          "draws them, since round 20), scaled, or unscaled exponential gaps (round 19 and before)")
     ap.add_argument("--seed", type=nonneg_int, default=0,
                     help="the seed of every simulation's draws (arrivals, lengths, request path; default 0)")
+    ap.add_argument("--fit-draws", type=positive_int, default=1, help="draws per stage in the fold fits (mean fitted)")
     ap.add_argument("--markdown", type=Path, default=None, help="also write the markdown summary here")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--resume", type=Path, default=None, help="the partial --json report an interrupted run of these "
@@ -245,6 +246,7 @@ def main() -> None:
     if args.fit_sim_s is None:
         args.fit_sim_s = REFIT_FIT_SIM_S if default_report else 60.0
     allow = allowed_leaks(args.allow_leak)
+    check_draws_option(args.fit_draws, "--fit-draws", fitting=bool(names))
     # the window a fold trained on open-loop runs alone fits (fit_window): the prediction window, or
     # --alone-fit-sim-s where the stages are predicted whole
     if args.eval_sim_s is not None and args.alone_fit_sim_s != seconds_or_whole(ALONE_FIT_DEFAULT):
@@ -283,7 +285,8 @@ def main() -> None:
     print("simulating every case at the embedded defaults ...", flush=True)
     # a closed loop (a silicon row) is simulated whole either way: its fit simulation is its prediction
     open_loop = [i for i, c in enumerate(cases) if not c.run.closed_loop]
-    first = simulate_cases(cases, start, max_sim_s=args.fit_sim_s, workers=args.workers, seed=args.seed) if names else None
+    first = simulate_cases(cases, start, max_sim_s=args.fit_sim_s, workers=args.workers, seed=args.seed,
+                           draws=args.fit_draws) if names else None
     default_pred: list = [r.metrics for r in first] if first else [None] * len(cases)
     # a closed loop's fit simulation is its defaults' prediction, unless a pooled (unscoped) fitted term starts at
     # another value than the scoped entry embedded for its deployment (layer_token_overhead_s: 0 vs Blackwell's)
@@ -325,12 +328,14 @@ def main() -> None:
             else:
                 fit_s, fold_sims = fold_first(cases, g, group_of, first, args.fit_sim_s, fold_fit_eval_s,
                                               lambda cs, s: simulate_cases(cs, start, max_sim_s=s, workers=args.workers,
-                                                                           seed=args.seed), windows)
+                                                                           seed=args.seed,
+                                                                           draws=args.fit_draws), windows)
                 fold = run_fold(kind, g, cases, group_of, fold_sims, names=names, outer_iterations=args.outer,
                                 fit_sim_s=fit_s, eval_sim_s=args.eval_sim_s, workers=args.workers, seed=args.seed,
                                 evidence=evidence, defaults=default_pred, allow=allow, cache=cache,
                                 loss=args.fold_loss, loss_scale=args.fold_loss_scale,
-                                exclude_gap=not args.keep_gap_rows, client_path_rows=args.client_path_rows)
+                                exclude_gap=not args.keep_gap_rows, client_path_rows=args.client_path_rows,
+                                fit_draws=args.fit_draws)
                 pairs = list(zip(fold.cases, fold.predicted))
                 fold_cases, fold_errors, doc = fold.cases, [errors(c, p) for c, p in pairs], None
                 plan_lines, rows = fold.plan.lines(), [(kind, g, *r) for r in parameter_table(fold)]

@@ -7,6 +7,7 @@ held-out predictions.
 
     python benchmarks/fit_seed_robustness.py --fold source:silicon --windows 60,120,whole --seeds 0,1,2 \\
         --workers 1 --json out.json
+    python benchmarks/fit_seed_robustness.py --fold family:minimax --windows 30 --seeds 0,1,2 --fit-draws 3
 
 The fold is fitted as ``benchmarks/fidelity_real.py`` fits it (its fold terms, silicon every 16, one outer round,
 the held-out rows predicted whole); at the window the default report uses (60 s for this fold) and seed 0 it
@@ -29,7 +30,7 @@ from benchmarks.cli_checks import check_out_path, number_list, positive_int  # n
 from benchmarks.fidelity_real import FOLD_TERMS, REFIT_SILICON_EVERY  # noqa: E402
 from benchmarks.seed_scatter import _seeds, spread  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
-from twin.fitting.fit import simulate_cases  # noqa: E402
+from twin.fitting.fit import check_draws_option, simulate_cases  # noqa: E402
 from twin.fitting.joint import (FOLDS, all_cases, default_start, errors, run_fold, summarize,  # noqa: E402
                                 with_deployments)  # noqa: E402
 from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
@@ -84,18 +85,20 @@ def median_spread(runs: list[dict]) -> dict[str, dict[str, float]]:
     return out
 
 
-def fit_once(cases, evidence, kind: str, group: str, window: float | None, seed: int, workers: int) -> dict:
-    """The fold fitted with its training rows simulated over ``window`` at ``seed`` and its held-out rows
-    predicted whole at the same seed: {params, std, identification, summary, errors, seconds}."""
+def fit_once(cases, evidence, kind: str, group: str, window: float | None, seed: int, workers: int,
+             draws: int = 1) -> dict:
+    """The fold fitted with its training rows simulated over ``window`` at ``seed`` (each open-loop one ``draws``
+    times, fitted as their mean: ``twin.fitting.fit_draws``) and its held-out rows predicted whole at the same
+    seed: {params, std, identification, summary, errors, seconds}."""
     t0 = time.perf_counter()
     group_of = FOLDS[kind]
     train = [i for i, c in enumerate(cases) if group_of(c) != group]
     first: list = [None] * len(cases)
     for i, r in zip(train, simulate_cases([cases[i] for i in train], default_start(FOLD_TERMS), max_sim_s=window,
-                                          workers=workers, seed=seed)):
+                                          workers=workers, seed=seed, draws=draws)):
         first[i] = r
     fold = run_fold(kind, group, cases, group_of, first, names=FOLD_TERMS, outer_iterations=1, fit_sim_s=window,
-                    eval_sim_s=None, workers=workers, seed=seed, evidence=evidence)
+                    eval_sim_s=None, workers=workers, seed=seed, evidence=evidence, fit_draws=draws)
     pairs = list(zip(fold.cases, fold.predicted))
     return {"params": {n: fold.params[n] for n in fold.std}, "std": dict(fold.std),
             "identification": fold.identification, "summary": summarize(pairs),
@@ -127,20 +130,23 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--silicon-every", type=positive_int, default=REFIT_SILICON_EVERY)
     ap.add_argument("--workers", type=positive_int, default=1)
+    ap.add_argument("--fit-draws", type=positive_int, default=1, help="draws of each stage in the fit, their mean "
+                    "fitted (round 23, twin.fitting.fit_draws; default 1: one draw at the seed)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     check_out_path(args.json, "--json")
     kind, group = fold_spec(args.fold)
+    check_draws_option(args.fit_draws, "--fit-draws", fitting=True)
     wins, seeds = windows(args.windows), _seeds(args.seeds)
     cases = all_cases(args.ground_truth, silicon_every=args.silicon_every)
     if group not in {FOLDS[kind](c) for c in cases}:
         raise TwinInputError(f"--fold {args.fold!r}: no {kind} group {group!r} in the data")
     evidence = with_deployments(all_cases(args.ground_truth))
-    report: dict = {"fold": args.fold, "seeds": seeds, "windows": {}}
+    report: dict = {"fold": args.fold, "seeds": seeds, "fit_draws": args.fit_draws, "windows": {}}
     for w in wins:
         runs = {}
         for s in seeds:
-            runs[s] = fit_once(cases, evidence, kind, group, w, s, args.workers)
+            runs[s] = fit_once(cases, evidence, kind, group, w, s, args.workers, args.fit_draws)
             print(f"window {_label(w)} seed {s}: {runs[s]['seconds']:.0f} s", flush=True)
             report["windows"][_label(w)] = {"runs": {str(k): r for k, r in runs.items()},
                                             "terms": term_spread(list(runs.values())),

@@ -40,6 +40,8 @@ DEFAULT_KINDS = "GPU,family"
 # options that may differ between the reports read together: the seed itself, how and where a report ran and
 # which folds it made (the fold kinds and groups read are checked apart)
 FREE_ARGS = ("seed", "workers", "json", "markdown", "folds", "groups")
+# options added to fidelity_real.py after reports were made: a report without one was made at its default
+ARG_DEFAULTS = {"fit_draws": 1}      # round 23 (33zC)
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:
@@ -106,9 +108,9 @@ def check_comparable(reports: Sequence[FoldReport], kinds: Sequence[str]) -> lis
             raise TwinInputError(f"{reports[i].source}: seed {s}, as {reports[seeds.index(s)].source} "
                                  "(give each seed once)")
     first = reports[0]
-    base = {k: v for k, v in first.data.get("args", {}).items() if k not in FREE_ARGS}
+    base = {k: v for k, v in (ARG_DEFAULTS | first.data.get("args", {})).items() if k not in FREE_ARGS}
     for rep in reports[1:]:
-        other = {k: v for k, v in rep.data.get("args", {}).items() if k not in FREE_ARGS}
+        other = {k: v for k, v in (ARG_DEFAULTS | rep.data.get("args", {})).items() if k not in FREE_ARGS}
         for key in sorted(set(base) | set(other)):
             if base.get(key) != other.get(key):
                 raise TwinInputError(f"{rep.source}: made with {key} = {other.get(key)!r}, {first.source} with "

@@ -69,14 +69,14 @@ def light_path_after_fit(rule: str, train_cases: Sequence, train_first: Sequence
         return None
     from twin.fitting.fit import _fit_on_surrogates, _standard_errors
     from twin.fitting.replay import deployment_for
-    from twin.fitting.surrogate import Surrogate
+    from twin.fitting.fit_draws import surrogate_for    # a Draws' mean where the fold draws a run K times
     keep = [k for k, c in enumerate(train_cases) if not c.run.queueing]
     light = [k for k in keep if light_bench(train_cases[k])]
     if not light:
         return None
     base = {**fixed, **to_model_params(from_model_params(start, fit_names), fit_names)}
-    sur = {k: Surrogate(train_cases[k].run, train_cases[k].target,
-                        deployment_for(train_cases[k].run, train_cases[k].target), train_first[k], base, seed)
+    sur = {k: surrogate_for(train_cases[k].run, train_cases[k].target,
+                            deployment_for(train_cases[k].run, train_cases[k].target), train_first[k], base, seed)
            for k in keep}
     others = tuple(n for n in fit_names if n != BENCH_PATH)
     at_fit = {**fixed, **{n: fitted[n] for n in others}}

@@ -20,6 +20,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from twin.errors import TwinInputError
+from twin.fitting.fit_draws import case_seeds, check_draws, check_draws_option, grouped, surrogate_for  # noqa: F401
 from twin.fitting.measured_run import MeasuredRun, is_fit_target
 from twin.fitting.parameters import PARAMETER_NAMES, PARAMETERS_BY_NAME, from_model_params, to_model_params
 from twin.fitting.replay import Replayed, Target, deployment_for, replay
@@ -85,18 +86,22 @@ def check_simulation_options(max_sim_s: float | None, workers: int, sim_flag: st
 
 def simulate_cases(cases: Sequence[Case], params: dict[str, float], *, seed: int = 0,
                    max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1,
-                   progress: Callable[[int], None] | None = None, switches: Switches | None = None) -> list[Replayed]:
+                   progress: Callable[[int], None] | None = None, switches: Switches | None = None,
+                   draws: int = 1) -> list[Replayed]:
     """Every case simulated at ``params`` (in ``workers`` processes): its first ``max_sim_s`` seconds, or all
-    of it for a run that queued; ``progress`` is called once per case. ``switches``: the harness's switches every
-    simulation sees, in any worker process (``twin.fitting.switches``; default this process's)."""
+    of it for a run that queued; ``progress`` is called once per simulation. ``switches``: the harness's switches
+    every simulation sees, in any worker process (``twin.fitting.switches``; default this process's). ``draws``
+    K > 1: each open-loop run the fit keeps is simulated at K draw seeds, its entry a ``fit_draws.Draws``
+    (``twin.fitting.fit_draws``)."""
     check_simulation_options(max_sim_s, workers, "max_sim_s", "workers")
-    jobs = [(c, params, seed, max_sim_s) for c in cases]
+    check_draws(draws)
+    jobs = [(c, params, s, max_sim_s) for c in cases for s in case_seeds(c, seed, draws)]
     out = []
     for r in map_jobs(_replay_one, jobs, workers, switches):
         out.append(r)
         if progress:
             progress(1)
-    return out
+    return out if draws == 1 else grouped(cases, out, seed, draws)
 
 
 START_INSET = 1e-3       # share of a parameter's range the optimiser starts inside its bounds
@@ -147,14 +152,16 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
         max_sim_s: float | None = DEFAULT_MAX_SIM_S, workers: int = 1, tol: float = 0.002,
         progress: Callable[[int], None] | None = None, first: list[Replayed] | None = None,
         final_simulation: bool = True, priors: dict[str, float] | None = None, loss: str = "linear",
-        scale: float = ROBUST_SCALE_LOG) -> FitResult:
+        scale: float = ROBUST_SCALE_LOG, draws: int = 1) -> FitResult:
     """Fit ``names`` (the others stay at ``fixed`` or the model's defaults) to ``cases``; runs that queue
     (``MeasuredRun.queueing``) are left out of the fit, and ``predicted`` follows the cases that were fitted.
 
     ``first``: the cases already simulated at ``start`` (saves one simulation of every case).
     ``final_simulation=False``: no simulation at the final parameters (``predicted`` is then empty).
     ``priors``: the values (model units) the weak priors pull towards; default each parameter's stated prior.
-    ``loss``: ``linear`` (least squares on log ratios) or a robust one (``twin.fitting.robust``) at ``scale``."""
+    ``loss``: ``linear`` (least squares on log ratios) or a robust one (``twin.fitting.robust``) at ``scale``.
+    ``draws``: K draws of each open-loop run in every simulation here, each predicted as their mean
+    (``twin.fitting.fit_draws``; ``first`` then holds its ``Draws``); 1 (default): one draw, as before."""
     if first is not None:
         first = [r for c, r in zip(cases, first) if not c.run.queueing]
     cases = [c for c in cases if not c.run.queueing]
@@ -168,12 +175,12 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
     deployments = [deployment_for(c.run, c.target) for c in cases]
     params = {**fixed, **to_model_params(x, names)}
     replayed = first if first is not None else simulate_cases(cases, params, seed=seed, max_sim_s=max_sim_s,
-                                                              workers=workers, progress=progress)
+                                                              workers=workers, progress=progress, draws=draws)
     history = [dict(params)]
     sol = residuals = None
     it = 0
     for it in range(1, outer_iterations + 1):
-        surrogates = [Surrogate(c.run, c.target, d, r, params, seed) for c, d, r in zip(cases, deployments, replayed)]
+        surrogates = [surrogate_for(c.run, c.target, d, r, params, seed) for c, d, r in zip(cases, deployments, replayed)]
         sol, residuals = _fit_on_surrogates(surrogates, cases, x, names, fixed, priors, loss, scale)
         moved = np.max(np.abs(sol.x - x) / spans)        # as a share of each parameter's plausible range
         x = sol.x
@@ -183,7 +190,7 @@ def fit(cases: Sequence[Case], *, start: dict[str, float] | None = None, names: 
             replayed = []
             break
         replayed = simulate_cases(cases, params, seed=seed, max_sim_s=max_sim_s, workers=workers,
-                                  progress=progress)
+                                  progress=progress, draws=draws)
         if moved < tol:
             break
     std, share = _standard_errors(residuals, sol.x, names) if sol is not None else (

@@ -151,7 +151,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
              evidence: Sequence[tuple] | None = None, defaults: Sequence[dict] | None = None,
              allow: Sequence[str] = (), cache: dict | None = None, settle: bool = True, loss: str = "linear",
              loss_scale: float = ROBUST_SCALE_LOG, exclude_gap: bool = True,
-             client_path_rows: str = "all") -> FoldResult:
+             client_path_rows: str = "all", fit_draws: int = 1) -> FoldResult:
     """Fit ``names`` on every group but ``group`` and predict ``group``. Embedded values whose evidence
     (``twin.fitting.provenance``) includes a row of ``group`` are refit (when fitted here) from their stated
     prior, or reset to it. ``evidence``: (case, deployment) of EVERY ground-truth row (default: ``cases``);
@@ -165,6 +165,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
     ``loss``, ``loss_scale``: the fit's loss on the data residuals (``twin.fitting.robust``; least squares by
     default); ``exclude_gap``: leave the rows ``unexplained_decode_gap`` names out of the fit (round 9);
     ``client_path_rows``: which training rows identify the bench client's path (``client_path_rows``; round 18).
+    ``fit_draws``: K draws of each open-loop training run in the fit's simulations (``first`` then holds their
+    ``fit_draws.Draws``), each predicted as their mean (``twin.fitting.fit_draws``; round 23); held-out rows keep one.
 
     What a fold assumes for a term it has no reading of (issue 33, docs/fidelity.md "Round 8 / 9 / 10 outcome"):
     the plan's stated priors (``provenance.fold_plan``: pooled or carried expert-path efficiencies,
@@ -205,7 +207,7 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         if plan.actions:       # training rows the plan costs differently: simulated again at the fit's start
             point = {**fixed, **to_model_params(from_model_params(start, fit_names), fit_names)}
             _resimulate(train_cases, train_first, plan, point, default_start(names), cache, max_sim_s=fit_sim_s,
-                        workers=workers, seed=seed)
+                        workers=workers, seed=seed, draws=fit_draws)
         priors = start | plan.prior
         fixed |= (path := light_identified_path(client_path_rows, train_cases, train_first, fit_names, start, fixed,
                                                 priors, fit, max_sim_s=fit_sim_s, workers=workers, seed=seed,
@@ -213,7 +215,8 @@ def run_fold(kind: str, group: str, cases: Sequence[Case], group_of: Callable[[C
         fit_names = tuple(n for n in fit_names if n not in path)
         result = fit(train_cases, names=fit_names, start=start, fixed=fixed,
                      outer_iterations=outer_iterations, max_sim_s=fit_sim_s, workers=workers, seed=seed,
-                     first=train_first, final_simulation=False, priors=priors, loss=loss, scale=loss_scale)
+                     first=train_first, final_simulation=False, priors=priors, loss=loss, scale=loss_scale,
+                     draws=fit_draws)
         params, std, share = result.params, result.std, result.data_share
         if (again := light_path_after_fit(client_path_rows, train_cases, train_first, fit_names, start, fixed, priors,
                                           params, seed=seed, loss=loss, scale=loss_scale)) is not None:
