@@ -62,6 +62,7 @@ from benchmarks.report_writer import ReportWriter  # noqa: E402  (round 22, 33zB
 from twin.fitting.case_weights import DEFAULT_WEIGHTING, WEIGHTINGS  # noqa: E402
 from twin.fitting.fit import check_draws_option, simulate_cases  # noqa: E402  (round 23, 33zC: --fit-draws)
 from twin.fitting.fit_window import fold_first, open_loop_fold_window_s  # noqa: E402
+from twin.fitting.held_out_scope import read_default_indices, restricted  # noqa: E402  (round 23, 33zI)
 from twin.fitting.joint import (FOLDS, JOINT_NAMES, all_cases, default_start, errors,  # noqa: E402
                                 parameter_table, run_fold, summarize, summarize_errors, with_deployments)
 from twin.fitting.parameters import PARAMETERS_BY_NAME  # noqa: E402
@@ -293,7 +294,8 @@ def main() -> None:
     scoped = [e for e in embedded_entries() if e.scope and e.parameter.split("@")[0] in names]
     moved = {i for i, (_, d) in enumerate(with_deployments(cases)) if any(e.applies(d) for e in scoped)} \
         if first and scoped else set()
-    again = sorted(set(open_loop) | moved) if first else list(range(len(cases)))
+    again = restricted(sorted(set(open_loop) | moved) if first else range(len(cases)),   # 33zI: the defaults it reads
+                       None if args.defaults_only else read_default_indices(cases, args.folds, only, FOLDS))
     for i, r in zip(again, simulate_cases([cases[i] for i in again], default_start(()),
                                           max_sim_s=args.eval_sim_s, workers=args.workers, seed=args.seed)):
         default_pred[i] = r.metrics
