@@ -15,15 +15,14 @@ symbolic-link loop refused by the project's text reader; names in messages are c
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from twin.errors import TwinInputError
 from twin.fitting.targets import METRICS
 from twin.hardware.name_probe import quoted
 from twin.json_input import parse_json
-from twin.results.heldout_bands import cut
-from twin.yaml_input import MAX_INPUT_BYTES, read_text
+from twin.results.heldout_bands import cut, finite as finite_number
+from twin.yaml_input import MAX_INPUT_BYTES, must_be_file, read_text
 
 MAX_REPORT_BYTES = MAX_INPUT_BYTES      # 64 MiB; a full held-out report is ~0.15 MB, a --defaults-only one ~1 MB
 # the largest signed relative error a report's case may carry: a prediction a billion times the measurement is no
@@ -36,15 +35,7 @@ def read_json_value(path: Path) -> object:
     """The JSON value in the file ``path``: the project's checks on a user's JSON (size at most
     ``MAX_REPORT_BYTES``, UTF-8 text, valid JSON, no key twice, bounded nesting)."""
     path = Path(path)
-    try:
-        folder, there = path.is_dir(), path.exists() or path.is_symlink()
-    except (OSError, ValueError):      # ENAMETOOLONG, a NUL byte (round 23: was an OSError traceback)
-        raise TwinInputError(f"{quoted(path)}: not a file name (longer than a path may be, or holding a NUL "
-                             "byte)") from None
-    if folder:
-        raise TwinInputError(f"{path}: a directory, not a file")
-    if not there:           # a pipe, a device or a link loop exist: read_text says what each is
-        raise TwinInputError(f"{path}: no such file")
+    must_be_file(path, shown=quoted)      # round 23: a too-long name was an OSError traceback
     return parse_json(read_text(path, "report", MAX_REPORT_BYTES), str(path))
 
 
@@ -54,16 +45,6 @@ def read_json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise TwinInputError(f"{path}: a JSON {type(data).__name__}, not an object (a fidelity_real.py --json report)")
     return data
-
-
-def finite_number(value: object) -> bool:
-    """A JSON number (not a bool) that is finite (an integer beyond a float's range, e.g. 10**400, is not)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 def restore_flags(fold: dict, params: dict[str, float]) -> dict[str, float]:

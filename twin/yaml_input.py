@@ -11,6 +11,7 @@ import math
 import os
 import select
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -88,6 +89,22 @@ def not_a_file(path: Path) -> str | None:
     if stat.S_ISDIR(mode):
         return "a folder"
     return "a pipe" if stat.S_ISFIFO(mode) else "a device or socket"
+
+
+def must_be_file(path: Path, *, shown: Callable[[object], str], kind: str = "a file",
+                 missing: str = "no such file") -> None:
+    """One line unless ``path`` names something to read: a name no path may have (too long, a NUL byte; echoed
+    through ``shown``), a folder ("a directory, not ``kind``") or nothing there (``missing``). A pipe, a device or
+    a link loop passes: the reader says what each is."""
+    try:
+        folder, there = path.is_dir(), path.exists() or path.is_symlink()
+    except (OSError, ValueError):      # ENAMETOOLONG, a NUL byte
+        raise TwinInputError(f"{shown(path)}: not a file name (longer than a path may be, or holding a NUL "
+                             "byte)") from None
+    if folder:
+        raise TwinInputError(f"{path}: a directory, not {kind}")
+    if not there:
+        raise TwinInputError(f"{path}: {missing}")
 
 
 def decode_error(source: str, encoding: str, exc: UnicodeDecodeError, data: bytes | None = None,

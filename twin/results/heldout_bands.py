@@ -22,11 +22,11 @@ dashboard."""
 from __future__ import annotations
 
 import functools
-import math
 from pathlib import Path
 from typing import Any
 
 from twin.errors import TwinInputError
+from twin.results.numbers import finite_number
 
 DATA_FILE = Path(__file__).parent / "data" / "heldout_bands.json"
 SCHEMA = "twin.heldout_bands/2"          # /2 (round 20): the range's construction and coverage
@@ -64,12 +64,7 @@ def _error(source: str, what: str) -> TwinInputError:
 
 def finite(value: object) -> bool:
     """A JSON number (not a bool) that is finite; an integer beyond a float's range (10**400) is not."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and finite_number(value) is not None
 
 
 def cut(text: str) -> str:
@@ -186,18 +181,11 @@ def check_bands(doc: object, source: str = "held-out bands") -> dict:
 def load_bands(path: str | Path = DATA_FILE) -> dict:
     """The validated bands document in ``path`` (default: the packaged file)."""
     from twin.json_input import parse_json
-    from twin.yaml_input import read_text
+    from twin.yaml_input import must_be_file, read_text
 
     p = Path(path)
-    try:
-        folder, there = p.is_dir(), p.exists() or p.is_symlink()
-    except (OSError, ValueError):      # ENAMETOOLONG, a NUL byte
-        raise TwinInputError(f"{shown(str(p))}: not a file name (longer than a path may be, or holding a NUL "
-                             "byte)") from None
-    if folder:
-        raise TwinInputError(f"{p}: a directory, not a held-out bands file")
-    if not there:           # a pipe, a device or a link loop exist: read_text says what each is
-        raise TwinInputError(f"{p}: no such file (the held-out bands; the package data is missing)")
+    must_be_file(p, shown=lambda name: shown(str(name)), kind="a held-out bands file",
+                 missing="no such file (the held-out bands; the package data is missing)")
     return check_bands(parse_json(read_text(p, "held-out bands", MAX_BANDS_BYTES), str(p)), str(p))
 
 

@@ -135,15 +135,7 @@ def check_whatif(doc: object, source: str = "what-if bands") -> dict:
 def load_whatif(path: Path = DATA_FILE) -> dict:
     """The validated what-if document in ``path`` (the packaged one by default)."""
     from twin.json_input import parse_json
-    from twin.yaml_input import read_text
+    from twin.yaml_input import must_be_file, read_text
     path = Path(path)
-    try:
-        folder, there = path.is_dir(), path.exists() or path.is_symlink()
-    except (OSError, ValueError):      # ENAMETOOLONG, a NUL byte
-        raise TwinInputError(f"{shown(str(path))}: not a file name (longer than a path may be, or holding a NUL "
-                             "byte)") from None
-    if folder:
-        raise TwinInputError(f"{path}: a directory, not a what-if bands file")
-    if not there:           # a pipe, a device or a link loop exist: read_text says what each is
-        raise TwinInputError(f"{path}: no such file")
+    must_be_file(path, shown=lambda name: shown(str(name)), kind="a what-if bands file")
     return check_whatif(parse_json(read_text(path, "what-if bands", 1 << 20), str(path)), str(path))
