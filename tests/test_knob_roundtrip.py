@@ -23,6 +23,8 @@ from twin.results.server_keys import KNOB_FIELDS, KNOB_KEYS, LAYOUT_KEYS, REFUSE
 from twin.scenario import DeploymentConfig, ServerConfig, load_scenario, parse_set_options
 from twin.sim.deployment import resolve_deployment
 
+from tests.test_layout_roundtrip import _bench_file  # one `vllm bench serve` result file with top-level keys
+
 SMALL = ("workload.num_requests=16",)
 MOE_DP = "minimax_m2_5_fp8_b200_dp4_ep4"
 
@@ -201,17 +203,6 @@ def test_priority_scheduling_is_refused_in_one_line(tmp_path):
         "error: out: scheduling_policy = priority: a result file does not record its requests' priorities and "
         "calibrate replays them all at one; give runs served first come, first served (scheduling_policy fcfs)")
     assert _read(_bench_file(tmp_path, scheduling_policy="FCFS")).run.server["policy"] == "fcfs"
-
-
-def _bench_file(tmp_path, **keys):
-    """A one-run `vllm bench serve` result with ``keys`` at its top level (as --metadata KEY=VALUE writes them)."""
-    doc = {"backend": "vllm", "model_id": "llama-3.1-8b", "num_prompts": 4, "request_rate": "inf",
-           "max_concurrency": 4, "duration": 2.0, "completed": 4, "failed": 0, "total_input_tokens": 2048,
-           "total_output_tokens": 256, "request_throughput": 2.0, "output_throughput": 128.0, "mean_ttft_ms": 60.0,
-           "median_ttft_ms": 60.0, "mean_tpot_ms": 6.5, "gpu": "H100-SXM", **keys}
-    path = tmp_path / "b.json"
-    path.write_text(json.dumps(doc))
-    return path
 
 
 @pytest.mark.parametrize("keys,server", [

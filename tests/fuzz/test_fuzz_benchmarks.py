@@ -11,13 +11,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
-
 import fuzz_benchmarks
 import fuzz_tally
 from fuzz_values import Case, place
+from test_fuzz_cli import run_surface
 
-EXAMPLES = int(os.environ.get("TWIN_FUZZ_EXAMPLES", "0"))
 TIMEOUT_S = float(os.environ.get("TWIN_FUZZ_TIMEOUT_S", "30"))
 
 
@@ -43,31 +41,16 @@ def check(case: Case) -> str | None:
     return None if problem is None else f"{kind}: {case.category} ({case.must_fail}): {problem}"
 
 
-def run_surface(strategy, default_examples: int) -> None:
-    problems: list[str] = []
-
-    @settings(max_examples=EXAMPLES or default_examples, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(strategy)
-    def one(case):
-        problem = check(case)
-        if problem is not None:
-            problems.append(problem)
-
-    one()
-    assert not problems, f"{len(problems)} findings; the first: {problems[0]}"
-
-
 def test_multi_seed_report_given_a_hostile_report():
-    run_surface(fuzz_benchmarks.report_cases(), 16)
+    run_surface(fuzz_benchmarks.report_cases(), 16, check)
 
 
 def test_whatif_export_given_a_hostile_table():
-    run_surface(fuzz_benchmarks.whatif_cases(), 12)
+    run_surface(fuzz_benchmarks.whatif_cases(), 12, check)
 
 
 def test_packaged_table_loaders_given_a_hostile_file():
-    run_surface(fuzz_benchmarks.bands_cases(), 12)
+    run_surface(fuzz_benchmarks.bands_cases(), 12, check)
 
 
 def test_the_valid_seeds_run():

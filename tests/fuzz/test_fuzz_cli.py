@@ -84,14 +84,15 @@ def check(case: Case) -> None:
     return None if problem is None else f"{kind}: twin {shown}: {problem}"
 
 
-def run_surface(strategy, default_examples: int) -> None:
-    """Every case of ``strategy`` (all of them, so the counts are complete), then fail on any finding."""
+def run_surface(strategy, default_examples: int, check_case=None) -> None:
+    """Every case of ``strategy`` checked by ``check_case`` (default: ``check``, the CLI's), all of them so the
+    counts are complete, then fail on any finding."""
     problems: list[str] = []
 
     @fuzz(default_examples)
     @given(strategy)
     def one(case):
-        problem = check(case)
+        problem = (check_case or check)(case)
         if problem is not None:
             problems.append(problem)
 
