@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from unittest.mock import patch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -50,8 +51,9 @@ def _window(argv: list[str]) -> float:
 
 def main() -> None:
     window_s = _window(sys.argv[1:])
-    fit_module._measured = windowed_targets(fit_module._measured, window_s)
-    fit_seed_robustness.main()
+    # the fit reads its targets in this process (the workers only simulate), so a scoped patch reaches it
+    with patch.object(fit_module, "_measured", windowed_targets(fit_module._measured, window_s)):
+        fit_seed_robustness.main()
 
 
 if __name__ == "__main__":
