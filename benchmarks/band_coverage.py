@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, name_choices, nonneg_int, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_folder, check_out_path, name_choices, nonneg_int, positive_int  # noqa: E402
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from benchmarks.heldout_bands_export import MIN_CASES, band_ends, ground_truth_servers  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -179,8 +179,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.json:
         check_out_path(args.json, "--json")
-    if not args.ground_truth.is_dir():
-        raise TwinInputError(f"--ground-truth {args.ground_truth}: not a folder")
+    check_folder(args.ground_truth)
     cases = report_cases(load_report(args.report), ground_truth_servers(args.ground_truth))
     rows = coverage_table(cases, args.constructions, args.leave, args.min_cases, pool_thin=args.pool_thin)
     print(markdown(rows, pooled_only=not args.cells))

@@ -107,6 +107,12 @@ def check_out_path(path: Path | str | None, flag: str = "--json") -> None:
         raise TwinInputError(f"{flag} {path}: " + OUT_PATH_MESSAGES[problem].format(where))
 
 
+def check_folder(path: Path, flag: str = "--ground-truth") -> None:
+    """A folder the script reads (the ground truth), checked before the work."""
+    if not path.is_dir():
+        raise TwinInputError(f"{flag} {path}: not a folder")
+
+
 def refuse_given(args: argparse.Namespace, flags: tuple[str, ...], where: str) -> None:
     """Options that cannot apply in the mode the command line chose: each has default None (so "given" is told
     from "not given"); any given is one ``TwinInputError`` line naming them and ``where`` they apply."""

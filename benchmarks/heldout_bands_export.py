@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, name_choices, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_folder, check_out_path, name_choices, positive_int  # noqa: E402
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
 from twin.hardware.name_probe import quoted  # noqa: E402
@@ -150,8 +150,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=DATA_FILE, help="the bands file to write (the packaged one)")
     args = ap.parse_args()
     check_out_path(args.out, "--out")
-    if not args.ground_truth.is_dir():
-        raise TwinInputError(f"--ground-truth {args.ground_truth}: not a folder")
+    check_folder(args.ground_truth)
     report = load_report(args.report)
     doc = export_bands(report, ground_truth_servers(args.ground_truth), commit=args.report_commit,
                        date=args.report_date, kinds=args.kinds, min_cases=args.min_cases,

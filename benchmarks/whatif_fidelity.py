@@ -40,10 +40,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, positive_float  # noqa: E402
+from benchmarks.cli_checks import check_folder, check_out_path, positive_float  # noqa: E402
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from benchmarks.whatif_pairs import KNOBS, LOOSE, METRICS, fold_pairs, table  # noqa: E402
-from twin.errors import TwinInputError, run_script  # noqa: E402
+from twin.errors import run_script  # noqa: E402
 from twin.hardware.name_probe import quoted  # noqa: E402
 
 # server settings a benchmark script sets from the knobs themselves (the batch cap from the concurrency, the token
@@ -191,8 +191,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None, help="write the table and every pair here")
     args = ap.parse_args()
     check_out_path(args.json, "--json")
-    if not args.ground_truth.is_dir():
-        raise TwinInputError(f"--ground-truth {args.ground_truth}: not a folder")
+    check_folder(args.ground_truth)
     report = load_report(args.report)
     kinds = args.kinds or tuple(sorted(report.kinds(), key=lambda k: KIND_ORDER.index(k) if k in KIND_ORDER else 9))
     for k in kinds:

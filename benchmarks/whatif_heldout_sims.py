@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.cli_checks import check_out_path, nonneg_int, positive_int  # noqa: E402
+from benchmarks.cli_checks import check_folder, check_out_path, nonneg_int, positive_int  # noqa: E402
 from benchmarks.fold_report import FoldReport, load_report  # noqa: E402
 from benchmarks.whatif_fidelity import fold_kinds  # noqa: E402
 from twin.errors import TwinInputError, run_script  # noqa: E402
@@ -94,8 +94,7 @@ def main() -> None:
         raise TwinInputError("--json: required (where to write the widened report), unless --verify")
     if args.json is not None and args.verify:
         raise TwinInputError("--json: --verify writes nothing (it only compares the report's own rows)")
-    if not args.ground_truth.is_dir():
-        raise TwinInputError(f"--ground-truth {args.ground_truth}: not a folder")
+    check_folder(args.ground_truth)
     report = load_report(args.report)
     kinds = args.kinds or tuple(report.kinds())
     groups = {g.strip() for g in args.groups.split(",") if g.strip()}

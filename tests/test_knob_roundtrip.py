@@ -14,7 +14,6 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from twin.cli.calibrate_results import read_cases
 from twin.cli.main import main
 from twin.errors import TwinInputError
 from twin.fitting.readers import read_results
@@ -23,7 +22,8 @@ from twin.results.server_keys import KNOB_FIELDS, KNOB_KEYS, LAYOUT_KEYS, REFUSE
 from twin.scenario import DeploymentConfig, ServerConfig, load_scenario, parse_set_options
 from twin.sim.deployment import resolve_deployment
 
-from tests.test_layout_roundtrip import _bench_file  # one `vllm bench serve` result file with top-level keys
+from tests.test_layout_roundtrip import _bench_file, _read  # a result file with top-level keys; calibrate's read
+from tests.test_layout_roundtrip import _run as _run_args
 
 SMALL = ("workload.num_requests=16",)
 MOE_DP = "minimax_m2_5_fp8_b200_dp4_ep4"
@@ -87,16 +87,7 @@ DEPLOYMENT_CASES = {
 
 
 def _run(tmp_path, scenario, sets, name="out.json"):
-    args = [a for s in (*SMALL, *sets) for a in ("--set", s)]
-    res = CliRunner().invoke(main, ["run", scenario, *args, "-q", "--json", str(tmp_path / name)])
-    assert res.exit_code == 0, res.output
-    return tmp_path / name
-
-
-def _read(path, **opts):
-    kw = {"scenario": None, "sets": (), "vllm_version": None, "gpu": None, "model": None, "tp": None, **opts}
-    _, [case] = read_cases([str(path)], **kw)
-    return case
+    return _run_args(tmp_path, scenario, *(a for s in (*SMALL, *sets) for a in ("--set", s)), name=name)
 
 
 def _served(dep):

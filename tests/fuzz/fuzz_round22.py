@@ -92,6 +92,19 @@ def server_refusal(key: str, value) -> str | None:
     return None
 
 
+def calibrate_case(draw, surface: str, doc: dict, why: str | None) -> Case:
+    """`twin calibrate --from-results` on ``doc`` as a result JSON, its text and encoding drawn mutated too; refused
+    for the first of the encoding's, the text's or ``why`` (the planted values') reasons that applies."""
+    text, text_why = text_mutation(draw, dumps(doc))
+    data, enc_why, intact = draw(encoded(text))
+    case = Case(surface, ["calibrate", "--from-results", "{d}/out.json", "-o", "{d}/out/p.json", "-q",
+                          "--max-sim-s", "10"], {"out.json": data, "out/.keep": b""})
+    case.refuse(enc_why)
+    case.refuse(text_why if intact else None)
+    case.refuse(why if intact else None)
+    return case
+
+
 @st.composite
 def server_key_cases(draw) -> Case:
     doc = copy.deepcopy(BENCH)
@@ -106,14 +119,7 @@ def server_key_cases(draw) -> Case:
             doc[key] = value
         planted[key] = value
     why = next((r for k, v in planted.items() if (r := server_refusal(k, v)) is not None), None)
-    text, text_why = text_mutation(draw, dumps(doc))
-    data, enc_why, intact = draw(encoded(text))
-    case = Case("round22-server-keys", ["calibrate", "--from-results", "{d}/out.json", "-o", "{d}/out/p.json", "-q",
-                                        "--max-sim-s", "10"], {"out.json": data, "out/.keep": b""})
-    case.refuse(enc_why)
-    case.refuse(text_why if intact else None)
-    case.refuse(why if intact else None)
-    return case
+    return calibrate_case(draw, "round22-server-keys", doc, why)
 
 
 # ------------------------------------------------------------------------------------------------ diagnose --run

@@ -17,9 +17,8 @@ import math
 
 from hypothesis import strategies as st
 
-from fuzz_results import dumps, text_mutation
-from fuzz_round22 import BENCH, _whole
-from fuzz_values import VALUES, Case, encoded
+from fuzz_round22 import BENCH, _whole, calibrate_case
+from fuzz_values import VALUES, Case
 
 GROUPS = ("attention", "dense_mlp", "routed_experts", "shared_experts", "router", "lm_head")
 KV = ("auto", "bfloat16", "bf16", "float16", "fp16", "float32", "fp32", "fp8", "fp8_e4m3", "fp8_e5m2")
@@ -80,25 +79,24 @@ def layout_refusal(key: str, value) -> str | None:
     return None if n is not None and 1 <= n <= high else f"{bad}: not a whole number in range"
 
 
-@st.composite
-def layout_key_cases(draw) -> Case:
+def _planted_case(draw, surface: str, keys, extra: dict, refusal) -> Case:
+    """A result JSON with one or two of ``keys`` planted, half the values drawn from the key's own list in
+    ``extra`` (most valid), half from the shared hostile ``VALUES``; refused where ``refusal`` says a value is."""
     doc = copy.deepcopy(BENCH)
     planted = {}
     for _ in range(draw(st.integers(1, 2))):
-        key = draw(st.sampled_from(LAYOUT_KEYS))
-        pool = EXTRA[key] if draw(st.booleans()) else VALUES      # half the values the key's own (most valid)
+        key = draw(st.sampled_from(keys))
+        pool = extra[key] if draw(st.booleans()) else VALUES
         value = copy.deepcopy(draw(st.sampled_from(pool)))
         doc[key] = value
         planted[key] = value
-    why = next((r for k, v in planted.items() if (r := layout_refusal(k, v)) is not None), None)
-    text, text_why = text_mutation(draw, dumps(doc))
-    data, enc_why, intact = draw(encoded(text))
-    case = Case("round23-layout-keys", ["calibrate", "--from-results", "{d}/out.json", "-o", "{d}/out/p.json", "-q",
-                                        "--max-sim-s", "10"], {"out.json": data, "out/.keep": b""})
-    case.refuse(enc_why)
-    case.refuse(text_why if intact else None)
-    case.refuse(why if intact else None)
-    return case
+    why = next((r for k, v in planted.items() if (r := refusal(k, v)) is not None), None)
+    return calibrate_case(draw, surface, doc, why)
+
+
+@st.composite
+def layout_key_cases(draw) -> Case:
+    return _planted_case(draw, "round23-layout-keys", LAYOUT_KEYS, EXTRA, layout_refusal)
 
 
 def seeds() -> list[tuple[list[str], dict[str, bytes]]]:
@@ -187,20 +185,4 @@ def knob_refusal(key: str, value) -> str | None:
 
 @st.composite
 def knob_key_cases(draw) -> Case:
-    doc = copy.deepcopy(BENCH)
-    planted = {}
-    for _ in range(draw(st.integers(1, 2))):
-        key = draw(st.sampled_from(KNOB_KEYS))
-        pool = KNOB_EXTRA[key] if draw(st.booleans()) else VALUES
-        value = copy.deepcopy(draw(st.sampled_from(pool)))
-        doc[key] = value
-        planted[key] = value
-    why = next((r for k, v in planted.items() if (r := knob_refusal(k, v)) is not None), None)
-    text, text_why = text_mutation(draw, dumps(doc))
-    data, enc_why, intact = draw(encoded(text))
-    case = Case("round23-knob-keys", ["calibrate", "--from-results", "{d}/out.json", "-o", "{d}/out/p.json", "-q",
-                                      "--max-sim-s", "10"], {"out.json": data, "out/.keep": b""})
-    case.refuse(enc_why)
-    case.refuse(text_why if intact else None)
-    case.refuse(why if intact else None)
-    return case
+    return _planted_case(draw, "round23-knob-keys", KNOB_KEYS, KNOB_EXTRA, knob_refusal)
